@@ -1,0 +1,46 @@
+/**
+ * Names of resources as the migrator uses them. Pure data and string logic:
+ * safe to import from workflow code.
+ */
+
+/** A group and resource (no version): what storage is keyed by. */
+export interface GroupResource {
+  group: string; // '' for the core group
+  resource: string;
+}
+
+/** A fully resolved, migratable resource. */
+export interface ResourceRef extends GroupResource {
+  /** The version the migrator lists and updates through (the preferred one). */
+  version: string;
+  kind: string;
+  namespaced: boolean;
+  /** Discovery's storageVersionHash when the resource was resolved. */
+  storageVersionHash: string;
+  /** True when a CustomResourceDefinition serves it. */
+  custom: boolean;
+}
+
+/** kubectl-style name: `secrets`, `deployments.apps`, `widgets.example.com`. */
+export function groupResourceString(gr: GroupResource): string {
+  return gr.group ? `${gr.resource}.${gr.group}` : gr.resource;
+}
+
+/** One running migration per resource: the workflow ID is derived from it. */
+export function migrationWorkflowId(gr: GroupResource): string {
+  return `migrate/${groupResourceString(gr)}`;
+}
+
+export function apiVersionOf(r: { group: string; version: string }): string {
+  return r.group ? `${r.group}/${r.version}` : r.version;
+}
+
+/** The collection path of a resource, optionally in one namespace. */
+export function collectionPath(r: { group: string; version: string; resource: string }, namespace?: string): string {
+  const base = r.group ? `/apis/${r.group}/${r.version}` : `/api/${r.version}`;
+  return namespace ? `${base}/namespaces/${encodeURIComponent(namespace)}/${r.resource}` : `${base}/${r.resource}`;
+}
+
+export function objectPath(r: { group: string; version: string; resource: string }, name: string, namespace?: string): string {
+  return `${collectionPath(r, namespace)}/${encodeURIComponent(name)}`;
+}

@@ -1,0 +1,205 @@
+/**
+ * The only place that talks HTTP to Kubernetes. Authentication and TLS come
+ * from @kubernetes/client-node's KubeConfig (kubeconfig files, in-cluster
+ * service accounts, exec plugins); requests go over one keep-alive agent so
+ * that a chunk of concurrent no-op updates reuses its connections.
+ *
+ * List pages are kept as raw text per item: a no-op update PUTs the object
+ * exactly as it was listed.
+ */
+import * as http from 'node:http';
+import * as https from 'node:https';
+import { KubeConfig } from '@kubernetes/client-node';
+import { APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
+import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
+import { classifyResponse, classifyTransportError, KubeError } from './errors';
+import { rawListItems, withTypeMeta } from './raw-list';
+
+export interface KubeResponse {
+  status: number;
+  headers: http.IncomingHttpHeaders;
+  body: string;
+}
+
+export interface RequestOptions {
+  body?: string;
+  query?: Record<string, string | number | undefined>;
+  timeoutMs?: number;
+  contentType?: string;
+}
+
+/** One object of a list page: identity, version and its exact text. */
+export interface ListedObject {
+  namespace?: string;
+  name: string;
+  resourceVersion: string;
+  /** The object as listed, with apiVersion and kind: the body of its no-op update. */
+  raw: string;
+}
+
+export interface ListPage {
+  items: ListedObject[];
+  continueToken?: string;
+  remainingItemCount?: number;
+  resourceVersion?: string;
+}
+
+export interface DiscoveredResource extends APIResource {
+  group: string;
+  version: string;
+  /** The group's preferred version serves it. */
+  preferred: boolean;
+}
+
+export class KubeClient {
+  readonly server: string;
+  private readonly agent: http.Agent;
+
+  constructor(
+    readonly kubeConfig: KubeConfig,
+    opts: { maxSockets?: number } = {},
+  ) {
+    const cluster = kubeConfig.getCurrentCluster();
+    if (!cluster) throw new Error('the kubeconfig has no current cluster: set KUBECONFIG or --kubeconfig');
+    this.server = cluster.server.replace(/\/$/, '');
+    const Agent = this.server.startsWith('https:') ? https.Agent : http.Agent;
+    this.agent = new Agent({ keepAlive: true, maxSockets: opts.maxSockets ?? 64 });
+  }
+
+  /** From a kubeconfig path, or KUBECONFIG / ~/.kube/config / in-cluster when undefined. */
+  static fromKubeconfig(path?: string, opts: { maxSockets?: number } = {}): KubeClient {
+    const kc = new KubeConfig();
+    if (path) kc.loadFromFile(path);
+    else kc.loadFromDefault();
+    return new KubeClient(kc, opts);
+  }
+
+  close(): void {
+    this.agent.destroy();
+  }
+
+  /** Any request; returns the response whatever its status. */
+  async raw(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const reqOpts: https.RequestOptions = { method, headers: { Accept: 'application/json' } };
+    await this.kubeConfig.applyToHTTPSOptions(reqOpts);
+    reqOpts.agent = this.agent;
+    if (opts.body !== undefined) {
+      (reqOpts.headers as Record<string, string>)['Content-Type'] = opts.contentType ?? 'application/json';
+    }
+    const mod = url.protocol === 'https:' ? https : http;
+    return new Promise<KubeResponse>((resolve, reject) => {
+      const req = mod.request(url, reqOpts, (res) => {
+        const chunks: Buffer[] = [];
+        res.on('data', (c: Buffer) => chunks.push(c));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
+        res.on('error', (e) => reject(classifyTransportError(e)));
+      });
+      req.setTimeout(opts.timeoutMs ?? 60_000, () => req.destroy(Object.assign(new Error(`request timed out after ${opts.timeoutMs ?? 60_000}ms`), { code: 'ETIMEDOUT' })));
+      req.on('error', (e) => reject(classifyTransportError(e)));
+      if (opts.body !== undefined) req.end(opts.body);
+      else req.end();
+    });
+  }
+
+  /** A request that must succeed: throws a classified KubeError otherwise. */
+  async request(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
+    const res = await this.raw(method, path, opts);
+    if (res.status >= 200 && res.status < 300) return res;
+    throw classifyResponse(res.status, res.body, res.headers['retry-after']);
+  }
+
+  async getJson<T = unknown>(path: string, query?: RequestOptions['query']): Promise<T> {
+    return JSON.parse((await this.request('GET', path, { query })).body) as T;
+  }
+
+  // ---------------------------------------------------------------- discovery
+
+  /** Every top-level and sub- resource of every served group version (legacy discovery). */
+  async discover(): Promise<DiscoveredResource[]> {
+    const core = APIVersions.parse(await this.getJson('/api'));
+    const groups = APIGroupList.parse(await this.getJson('/apis'));
+    const gvs: Array<{ group: string; version: string; preferred: boolean; path: string }> = [
+      ...core.versions.map((v, i) => ({ group: '', version: v, preferred: i === 0, path: `/api/${v}` })),
+      ...groups.groups.flatMap((g) =>
+        g.versions.map((v) => ({
+          group: g.name,
+          version: v.version,
+          preferred: (g.preferredVersion?.version ?? g.versions[0]?.version) === v.version,
+          path: `/apis/${v.groupVersion}`,
+        })),
+      ),
+    ];
+    const lists = await Promise.all(
+      gvs.map(async (gv) => {
+        try {
+          return { gv, list: APIResourceList.parse(await this.getJson(gv.path)) };
+        } catch (err) {
+          // An aggregated API whose backend is down: skip it, like kubectl does.
+          if (err instanceof KubeError && (err.kind === 'unavailable' || err.kind === 'notFound')) return { gv, list: undefined };
+          throw err;
+        }
+      }),
+    );
+    return lists.flatMap(({ gv, list }) => (list ? list.resources.map((r) => ({ ...r, group: gv.group, version: gv.version, preferred: gv.preferred })) : []));
+  }
+
+  async isCustomResource(group: string, resource: string): Promise<boolean> {
+    if (!group.includes('.')) return false;
+    const res = await this.raw('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${resource}.${group}`);
+    if (res.status === 404) return false;
+    if (res.status >= 300) throw classifyResponse(res.status, res.body);
+    return true;
+  }
+
+  // ------------------------------------------------------------ list & update
+
+  /** One page of a list, kept as raw text per item. A 410 throws KubeError('gone') with the inconsistent continue token. */
+  async listPage(ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>, opts: { limit: number; continueToken?: string; timeoutMs?: number }): Promise<ListPage> {
+    const res = await this.request('GET', collectionPath(ref), {
+      query: { limit: opts.limit, continue: opts.continueToken },
+      timeoutMs: opts.timeoutMs ?? 120_000,
+    });
+    const parsed = JSON.parse(res.body) as {
+      metadata?: { continue?: string; remainingItemCount?: number; resourceVersion?: string };
+      items?: Array<{ apiVersion?: string; kind?: string; metadata: { name: string; namespace?: string; resourceVersion: string } }>;
+    };
+    const parsedItems = parsed.items ?? [];
+    const rawItems = rawListItems(res.body);
+    if (rawItems.length !== parsedItems.length) {
+      throw new Error(`list of ${ref.resource}: split ${rawItems.length} items but the response holds ${parsedItems.length}`);
+    }
+    const apiVersion = apiVersionOf(ref);
+    return {
+      items: parsedItems.map((p, i) => ({
+        namespace: p.metadata.namespace || undefined,
+        name: p.metadata.name,
+        resourceVersion: p.metadata.resourceVersion,
+        raw: withTypeMeta(rawItems[i]!, apiVersion, ref.kind, p),
+      })),
+      continueToken: parsed.metadata?.continue || undefined,
+      remainingItemCount: parsed.metadata?.remainingItemCount,
+      resourceVersion: parsed.metadata?.resourceVersion,
+    };
+  }
+
+  /**
+   * The no-op update: PUT the object exactly as listed, with its
+   * resourceVersion. Returns the resourceVersion after the update (equal to
+   * the listed one when the API server found nothing to rewrite).
+   */
+  async noopUpdate(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
+    const res = await this.request('PUT', objectPath(ref, obj.name, obj.namespace), { body: obj.raw, timeoutMs });
+    const out = JSON.parse(res.body) as { metadata?: { resourceVersion?: string } };
+    return out.metadata?.resourceVersion ?? '';
+  }
+
+  /** Merge-patches an object's status subresource (our own CRDs). */
+  async patchStatus(path: string, status: unknown): Promise<void> {
+    await this.request('PATCH', `${path}/status`, {
+      body: JSON.stringify({ status }),
+      contentType: 'application/merge-patch+json',
+    });
+  }
+}

@@ -1,0 +1,82 @@
+/**
+ * Turns what a person types (`secrets`, `cm`, `deployments.apps`,
+ * `widgets.v2.example.com`, `Secret`) into a migratable ResourceRef, or
+ * refuses it with a message that says what is wrong. Nothing is written
+ * before this succeeds.
+ */
+import type { ResourceRef } from '../api/resource';
+import type { DiscoveredResource, KubeClient } from './client';
+
+export class InvalidResourceError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'InvalidResourceError';
+  }
+}
+
+const label = (r: { name: string; group: string }) => (r.group ? `${r.name}.${r.group}` : r.name);
+
+/** Why a discovered resource cannot be migrated, or undefined when it can. */
+export function notMigratableReason(r: DiscoveredResource): string | undefined {
+  if (r.name.includes('/')) return `"${r.name}" is a subresource; migrate the resource "${label({ ...r, name: r.name.split('/')[0]! })}" instead`;
+  if (!r.storageVersionHash) return `${label(r)} is not persisted (discovery gives it no storageVersionHash), so there is nothing to migrate`;
+  const missing = ['list', 'update'].filter((v) => !r.verbs.includes(v));
+  if (missing.length > 0) return `${label(r)} cannot be migrated: it does not support ${missing.join(' and ')}`;
+  return undefined;
+}
+
+/** Pure matching over discovery; see resolveResource. */
+export function matchResource(input: string, discovered: DiscoveredResource[]): DiscoveredResource {
+  const text = input.trim();
+  if (!text) throw new InvalidResourceError('no resource given');
+  if (text.includes('/')) {
+    throw new InvalidResourceError(`"${text}" is a subresource; migrate the resource "${text.split('/')[0]}" instead`);
+  }
+  const dot = text.indexOf('.');
+  const namePart = (dot < 0 ? text : text.slice(0, dot)).toLowerCase();
+  const rest = dot < 0 ? undefined : text.slice(dot + 1).toLowerCase();
+
+  const nameMatches = (r: DiscoveredResource) =>
+    r.name === namePart || r.singularName === namePart || r.kind.toLowerCase() === namePart || (r.shortNames ?? []).includes(namePart);
+  const groupMatches = (r: DiscoveredResource): boolean => {
+    if (rest === undefined) return true;
+    if (r.group === rest) return true;
+    // resource.version.group, e.g. deployments.v1.apps or widgets.v2.example.com
+    return `${r.version}.${r.group}` === rest || (r.group === '' && r.version === rest);
+  };
+  const candidates = discovered.filter((r) => !r.name.includes('/') && nameMatches(r) && groupMatches(r));
+  if (candidates.length === 0) {
+    const sub = discovered.find((r) => r.name.includes('/') && r.name.split('/')[1] === namePart);
+    const hint = sub ? ` ("${namePart}" is only a subresource, e.g. ${sub.name})` : '';
+    throw new InvalidResourceError(`unknown resource "${text}": the API servers serve no such resource${hint}`);
+  }
+  const explicitVersion = rest !== undefined && candidates.some((r) => `${r.version}.${r.group}` === rest || (r.group === '' && r.version === rest));
+  const pool = explicitVersion ? candidates : candidates.filter((r) => r.preferred).length > 0 ? candidates.filter((r) => r.preferred) : candidates;
+  const groups = [...new Set(pool.map((r) => r.group))];
+  let group: string;
+  if (groups.length === 1) group = groups[0]!;
+  else if (groups.includes('') && pool.some((r) => r.group === '' && r.name === namePart)) group = ''; // e.g. events: core wins, like kubectl
+  else {
+    const names = [...new Set(pool.map(label))].sort();
+    throw new InvalidResourceError(`"${text}" is ambiguous: it matches ${names.join(', ')}; name the group, e.g. ${names[0]}`);
+  }
+  const inGroup = pool.filter((r) => r.group === group);
+  const chosen = inGroup.find((r) => r.preferred) ?? inGroup[0]!;
+  return chosen;
+}
+
+/** Resolves and validates input against the cluster's discovery. */
+export async function resolveResource(kube: KubeClient, input: string, discovered?: DiscoveredResource[]): Promise<ResourceRef> {
+  const r = matchResource(input, discovered ?? (await kube.discover()));
+  const reason = notMigratableReason(r);
+  if (reason) throw new InvalidResourceError(reason);
+  return {
+    group: r.group,
+    version: r.version,
+    resource: r.name,
+    kind: r.kind,
+    namespaced: r.namespaced,
+    storageVersionHash: r.storageVersionHash!,
+    custom: await kube.isCustomResource(r.group, r.name),
+  };
+}
