@@ -1,12 +1,14 @@
 /** The `svm` command line. Every command is a thin layer over the programmatic API. */
 import { Command } from 'commander';
 import { devCommand } from './cli-dev';
+import { migrateCommands } from './cli-migrate';
 
 export function buildProgram(): Command {
   const program = new Command('svm')
     .description('Kubernetes storage version migration as durable Temporal workflows')
     .showHelpAfterError()
     .configureOutput({ outputError: (s, write) => write(s) });
+  for (const c of migrateCommands()) program.addCommand(c);
   program.addCommand(devCommand());
   return program;
 }

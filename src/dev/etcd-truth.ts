@@ -29,6 +29,8 @@ export function etcdPrefix(r: ResourceKey): string {
 export interface StoredObject {
   key: string;
   modRevision: number;
+  /** The stored bytes as text. */
+  raw: string;
   /** The stored object, parsed. Test-side only: never sent anywhere. */
   object: { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string; resourceVersion?: string }; [k: string]: unknown };
 }
@@ -73,7 +75,7 @@ export async function readStoredObjects(endpoint: string, prefix: string): Promi
       } catch {
         object = { apiVersion: raw.startsWith('k8s\u0000') ? '<protobuf>' : '<unreadable>' };
       }
-      out.push({ key, modRevision: Number(kv.mod_revision), object });
+      out.push({ key, modRevision: Number(kv.mod_revision), raw, object });
     }
     if (!res.more || kvs.length === 0) return out;
     start = b64(unb64(kvs[kvs.length - 1]!.key) + '\u0000');

@@ -1,0 +1,28 @@
+/**
+ * The conditions kubectl users wait on, derived from a migration's phase
+ * (kube-storage-version-migrator compatible: Running, Succeeded, Failed).
+ * Pure: used by activities to write status and by tests.
+ */
+import type { MigrationCondition, MigrationPhase } from './migration';
+
+export function conditionsFor(phase: MigrationPhase, message: string | undefined, now: string): MigrationCondition[] {
+  const c = (type: MigrationCondition['type'], status: MigrationCondition['status'], reason: string): MigrationCondition => ({
+    type,
+    status,
+    lastUpdateTime: now,
+    reason,
+    ...(message ? { message } : {}),
+  });
+  switch (phase) {
+    case 'Succeeded':
+      return [c('Running', 'False', 'Completed'), c('Succeeded', 'True', 'Succeeded')];
+    case 'Failed':
+      return [c('Running', 'False', 'Completed'), c('Failed', 'True', 'Failed')];
+    case 'Aborted':
+      return [c('Running', 'False', 'Aborted'), c('Failed', 'True', 'Aborted')];
+    case 'Pending':
+      return [c('Running', 'Unknown', 'Pending')];
+    default:
+      return [c('Running', 'True', phase)];
+  }
+}

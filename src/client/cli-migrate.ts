@@ -1,0 +1,148 @@
+/** `svm migrate|status|abort|pause|resume|worker|crds`: the CLI over the programmatic API. */
+import { Command, Option } from 'commander';
+import { SingleBar, Presets } from 'cli-progress';
+import { migrationCrds, migrationCrdsYaml } from '../api/crds';
+import { KubeClient } from '../kube/client';
+import { loadTemporalSettings, loadWorkerSettings } from '../worker/config';
+import { createMigratorWorker } from '../worker/worker';
+import { parseIntArg } from './cli-dev';
+import { Migrator, type MigrationProgress, type MigrationResult } from './index';
+
+async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
+  const t = loadTemporalSettings(process.env);
+  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend); `svm dev up` prints one');
+  const m = await Migrator.connect({ temporal: { ...t, address: t.address }, kubeconfig });
+  try {
+    return await fn(m);
+  } finally {
+    await m.close();
+  }
+}
+
+const line = (p: MigrationProgress) => {
+  const c = p.counters;
+  return `${p.resource}: ${p.phase} migrated=${c.migrated} rewritten=${c.rewritten} conflicts=${c.conflicts} notFound=${c.notFound} failed=${c.failed} chunks=${c.chunks}${p.remainingEstimate !== undefined ? ` remaining~${p.remainingEstimate}` : ''} rate=${p.objectsPerSecond}/s`;
+};
+
+function printResult(r: MigrationResult): void {
+  process.stdout.write(line(r) + '\n');
+  if (r.message) process.stdout.write(r.message + '\n');
+  for (const f of r.failures) process.stdout.write(`  failed: ${f.namespace ? f.namespace + '/' : ''}${f.name}: ${f.reason}\n`);
+}
+
+export function migrateCommands(): Command[] {
+  const kubeconfigOpt = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');
+
+  const migrate = new Command('migrate')
+    .description('migrate every stored object of a resource to its current storage version')
+    .argument('<resource>', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
+    .option('--wait', 'wait for the end, showing progress')
+    .option('--chunk-size <n>', 'objects per list page', parseIntArg('--chunk-size', 1, 10_000))
+    .option('--concurrency <n>', 'no-op updates in flight per chunk', parseIntArg('--concurrency', 1, 256))
+    .option('--qps <n>', 'ceiling of updates per second for this migration (0: the worker budget only)', parseIntArg('--qps', 0, 100_000))
+    .addOption(kubeconfigOpt())
+    .action(async (resource: string, o: { wait?: boolean; chunkSize?: number; concurrency?: number; qps?: number; kubeconfig?: string }) => {
+      await withMigrator(o.kubeconfig, async (m) => {
+        const h = await m.start(resource, { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps });
+        process.stderr.write(`migration of ${resource} is workflow ${h.workflowId}\n`);
+        if (!o.wait) return;
+        let bar: SingleBar | undefined;
+        const tty = process.stderr.isTTY && !process.env.CI;
+        const result = await h.wait((p) => {
+          if (tty) {
+            const done = p.counters.migrated + p.counters.conflicts + p.counters.notFound + p.counters.failed;
+            const total = done + (p.remainingEstimate ?? (p.continueTokenPresent ? done : 0));
+            bar ??= new SingleBar({ format: `${p.resource} [{bar}] {value}/{total} {phase} {rate}/s`, stream: process.stderr }, Presets.shades_classic);
+            if (!bar.isActive) bar.start(Math.max(total, 1), done, { phase: p.phase, rate: p.objectsPerSecond });
+            bar.setTotal(Math.max(total, done, 1));
+            bar.update(done, { phase: p.phase, rate: p.objectsPerSecond });
+          } else process.stderr.write(line(p) + '\n');
+        });
+        bar?.stop();
+        printResult(result);
+        if (result.phase !== 'Succeeded') process.exitCode = 1;
+      });
+    });
+
+  const status = new Command('status')
+    .description('show migrations (one resource, or all)')
+    .argument('[resource]')
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(kubeconfigOpt())
+    .action(async (resource: string | undefined, o: { output: string; kubeconfig?: string }) => {
+      await withMigrator(o.kubeconfig, async (m) => {
+        const list = await m.status(resource);
+        if (o.output === 'json') {
+          process.stdout.write(JSON.stringify(list, null, 2) + '\n');
+          return;
+        }
+        if (list.length === 0) process.stdout.write(resource ? `no migration of ${resource}\n` : 'no migrations\n');
+        for (const s of list) process.stdout.write(s.progress ? `${line(s.progress)} [${s.status}]\n` : `${s.resource}: ${s.status}\n`);
+      });
+    });
+
+  const signalCommand = (name: 'abort' | 'pause' | 'resume', description: string) => {
+    const cmd = new Command(name).description(description).argument('<resource>').addOption(kubeconfigOpt());
+    if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
+    return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string }) => {
+        await withMigrator(o.kubeconfig, async (m) => {
+          const h = await m.handle(resource);
+          if (name === 'abort') await h.abort(o.reason);
+          else if (name === 'pause') await h.pause();
+          else await h.resume();
+          process.stderr.write(`${name} sent to ${h.workflowId}\n`);
+        });
+      });
+  };
+
+  const worker = new Command('worker')
+    .description('run the migration worker (and the StorageVersionMigration bridge)')
+    .option('--qps <n>', 'shared budget of updates per second (SVM_QPS)')
+    .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS)')
+    .option('--no-bridge', 'do not watch StorageVersionMigration objects')
+    .addOption(kubeconfigOpt())
+    .action(async (o: { qps?: string; maxConcurrentChunks?: string; bridge?: boolean; kubeconfig?: string }) => {
+      const settings = loadWorkerSettings(process.env, { qps: o.qps, maxConcurrentChunks: o.maxConcurrentChunks, bridge: o.bridge === false ? false : undefined, kubeconfig: o.kubeconfig });
+      const w = await createMigratorWorker(settings);
+      await w.run();
+    });
+
+  const crds = new Command('crds').description('the migration.k8s.io CustomResourceDefinitions');
+  crds.command('print').description('print the CRD manifests').action(() => {
+    process.stdout.write(migrationCrdsYaml());
+  });
+  crds
+    .command('install')
+    .description('create or update the CRDs in the cluster')
+    .addOption(kubeconfigOpt())
+    .action(async (o: { kubeconfig?: string }) => {
+      const kube = KubeClient.fromKubeconfig(o.kubeconfig);
+      try {
+        await installCrds(kube);
+      } finally {
+        kube.close();
+      }
+      process.stderr.write('installed storageversionmigrations.migration.k8s.io and storagestates.migration.k8s.io\n');
+    });
+
+  return [migrate, status, signalCommand('abort', 'abort the running migration of a resource'), signalCommand('pause', 'pause a migration between objects'), signalCommand('resume', 'resume a paused migration'), worker, crds];
+}
+
+/** Server-side applies the CRDs and waits until they are established. */
+export async function installCrds(kube: KubeClient): Promise<void> {
+  for (const crd of migrationCrds()) {
+    await kube.request('PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`, {
+      body: JSON.stringify(crd),
+      contentType: 'application/apply-patch+yaml',
+      query: { fieldManager: 'svm', force: 'true' },
+    });
+  }
+  for (const crd of migrationCrds()) {
+    for (let i = 0; ; i++) {
+      const c = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`);
+      if (c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True')) break;
+      if (i > 100) throw new Error(`CRD ${crd.metadata.name} was not established after 10s`);
+      await new Promise((r) => setTimeout(r, 100));
+    }
+  }
+}

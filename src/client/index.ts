@@ -1,0 +1,193 @@
+/**
+ * The programmatic API for upgrade tooling: resolve, start (idempotent: the
+ * same resource joins the same workflow), wait, status, abort, pause, resume.
+ * The `svm` CLI is built on it.
+ *
+ *   const m = await Migrator.connect({ temporal: { address: 'localhost:7233' } });
+ *   const h = await m.start('widgets.example.com', { chunkSize: 200 });
+ *   const result = await h.wait((p) => console.log(p.counters.migrated));
+ */
+import { Client, Connection, WorkflowFailedError, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
+import type { DiscoveredResource } from '../kube/client';
+import { KubeClient } from '../kube/client';
+import { resolveResource } from '../kube/resolve';
+import type { TemporalSettings } from '../worker/config';
+import { TemporalSettings as TemporalSettingsSchema } from '../worker/config';
+import {
+  abortSignal,
+  defaultMigrationOptions,
+  migrateResource,
+  pauseSignal,
+  progressQuery,
+  resumeSignal,
+  type MigrationOptions,
+  type MigrationProgress,
+  type MigrationResult,
+} from '../workflows/migrate-resource';
+import { startOptions } from './start-options';
+
+export type { MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
+export { InvalidResourceError } from '../kube/resolve';
+export { defaultMigrationOptions };
+
+export interface MigratorOptions {
+  temporal: Partial<TemporalSettings> & { address: string };
+  /** Path to a kubeconfig; KUBECONFIG / in-cluster when omitted. */
+  kubeconfig?: string;
+}
+
+export class MigrationHandle {
+  constructor(
+    readonly resource: ResourceRef,
+    readonly workflow: WorkflowHandle<typeof migrateResource>,
+  ) {}
+
+  get workflowId(): string {
+    return this.workflow.workflowId;
+  }
+
+  progress(): Promise<MigrationProgress> {
+    return this.workflow.query(progressQuery);
+  }
+
+  /**
+   * Waits for the migration to end; calls onProgress every intervalMs.
+   * A Failed migration resolves with phase Failed (and its message), it does not throw.
+   */
+  async wait(onProgress?: (p: MigrationProgress) => void, intervalMs = 1000): Promise<MigrationResult> {
+    let done = false;
+    const poller = (async () => {
+      while (!done && onProgress) {
+        try {
+          onProgress(await this.progress());
+        } catch {
+          /* between runs (continue-as-new) a query can miss; the next one answers */
+        }
+        await new Promise((r) => setTimeout(r, intervalMs));
+      }
+    })();
+    try {
+      return await this.workflow.result();
+    } catch (err) {
+      if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure && err.cause.type === 'MigrationFailed') {
+        return err.cause.details?.[0] as MigrationResult;
+      }
+      throw err;
+    } finally {
+      done = true;
+      await poller;
+    }
+  }
+
+  abort(reason = 'aborted by request'): Promise<void> {
+    return this.workflow.signal(abortSignal, reason);
+  }
+  pause(): Promise<void> {
+    return this.workflow.signal(pauseSignal);
+  }
+  resume(): Promise<void> {
+    return this.workflow.signal(resumeSignal);
+  }
+}
+
+export interface MigrationSummary {
+  workflowId: string;
+  resource: string;
+  status: string;
+  phase?: string;
+  progress?: MigrationProgress;
+}
+
+export class Migrator {
+  private discovered?: DiscoveredResource[];
+
+  private constructor(
+    readonly client: Client,
+    readonly kube: KubeClient,
+    readonly taskQueue: string,
+    private readonly connection: Connection,
+  ) {}
+
+  static async connect(opts: MigratorOptions): Promise<Migrator> {
+    const t = TemporalSettingsSchema.parse(opts.temporal);
+    const connection = await Connection.connect({ address: opts.temporal.address, tls: t.tls || undefined, apiKey: t.apiKey });
+    const client = new Client({ connection, namespace: t.namespace });
+    return new Migrator(client, KubeClient.fromKubeconfig(opts.kubeconfig), t.taskQueue, connection);
+  }
+
+  async close(): Promise<void> {
+    this.kube.close();
+    await this.connection.close();
+  }
+
+  /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */
+  async resolve(resource: string): Promise<ResourceRef> {
+    this.discovered ??= await this.kube.discover();
+    return resolveResource(this.kube, resource, this.discovered);
+  }
+
+  /** Starts the migration of a resource, or joins the one already running. Nothing is written before validation. */
+  async start(resource: string | ResourceRef, options: Partial<MigrationOptions> = {}): Promise<MigrationHandle> {
+    validateOptions(options);
+    const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
+    const workflow = await this.client.workflow.start(migrateResource, {
+      ...startOptions(ref, this.taskQueue),
+      args: [{ resource: ref, options }],
+    });
+    return new MigrationHandle(ref, workflow);
+  }
+
+  /** A handle on the latest migration of a resource. */
+  async handle(resource: string | ResourceRef): Promise<MigrationHandle> {
+    const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
+    return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(migrationWorkflowId(ref)));
+  }
+
+  /** Status of one resource's latest migration, or of every migration known to Temporal. */
+  async status(resource?: string): Promise<MigrationSummary[]> {
+    if (resource) {
+      const h = await this.handle(resource);
+      try {
+        const d = await h.workflow.describe();
+        return [await this.summarize(h.workflow.workflowId, groupResourceString(h.resource), d.status.name)];
+      } catch (err) {
+        if (err instanceof WorkflowNotFoundError) return [];
+        throw err;
+      }
+    }
+    const out: MigrationSummary[] = [];
+    for await (const w of this.client.workflow.list({ query: `WorkflowType = 'migrateResource'` })) {
+      if (out.some((o) => o.workflowId === w.workflowId)) continue; // older runs of the same resource
+      out.push(await this.summarize(w.workflowId, w.workflowId.replace(/^migrate\//, ''), w.status.name));
+    }
+    return out;
+  }
+
+  private async summarize(workflowId: string, resource: string, status: string): Promise<MigrationSummary> {
+    const handle = this.client.workflow.getHandle<typeof migrateResource>(workflowId);
+    let progress: MigrationProgress | undefined;
+    if (status === 'RUNNING') progress = await handle.query(progressQuery).catch(() => undefined);
+    else if (status === 'COMPLETED') progress = await handle.result().catch(() => undefined);
+    else if (status === 'FAILED') {
+      progress = await handle.result().then(
+        () => undefined,
+        (err: unknown) => (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure ? (err.cause.details?.[0] as MigrationProgress) : undefined),
+      );
+    }
+    return { workflowId, resource, status, phase: progress?.phase, progress };
+  }
+}
+
+/** Refuses nonsense before anything is started. */
+export function validateOptions(o: Partial<MigrationOptions>): void {
+  const check = (name: string, v: number | undefined, min: number, max: number) => {
+    if (v === undefined) return;
+    if (!Number.isInteger(v) || v < min || v > max) throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${v}`);
+  };
+  check('chunkSize', o.chunkSize, 1, 10_000);
+  check('concurrency', o.concurrency, 1, 256);
+  check('qps', o.qps, 0, 100_000);
+  check('maxChunksPerRun', o.maxChunksPerRun, 1, 10_000);
+}

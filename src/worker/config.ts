@@ -1,0 +1,102 @@
+/**
+ * Worker and client settings, from the environment and flags, validated with
+ * zod: a bad value stops the process at start with a message naming it.
+ */
+import { z } from 'zod';
+
+const int = (min: number, max: number) =>
+  z.coerce.number({ error: 'must be a number' }).int('must be a whole number').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
+const bool = z
+  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
+  .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
+
+export const TemporalSettings = z.object({
+  address: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional(),
+  namespace: z.string().min(1).default('default'),
+  taskQueue: z.string().min(1).default('storage-version-migrator'),
+  apiKey: z.string().min(1).optional(),
+  tls: bool.default(false),
+});
+export type TemporalSettings = z.infer<typeof TemporalSettings>;
+
+export const WorkerSettings = z.object({
+  temporal: TemporalSettings,
+  kubeconfig: z.string().min(1).optional(),
+  /** The shared load budget of this worker: no-op updates per second across all migrations. */
+  qps: int(0, 100_000).default(100),
+  /** How many chunks (of any migrations) this worker runs at once. */
+  maxConcurrentChunks: int(1, 64).default(4),
+  /** Watch StorageVersionMigration objects and turn them into workflows. */
+  bridge: bool.default(true),
+  metricsPort: int(0, 65535).optional(),
+});
+export type WorkerSettings = z.infer<typeof WorkerSettings>;
+
+/** Environment variable behind each setting, for messages and docs. */
+export const settingSources: Record<string, string> = {
+  'temporal.address': 'TEMPORAL_ADDRESS',
+  'temporal.namespace': 'TEMPORAL_NAMESPACE',
+  'temporal.taskQueue': 'TEMPORAL_TASK_QUEUE',
+  'temporal.apiKey': 'TEMPORAL_API_KEY',
+  'temporal.tls': 'TEMPORAL_TLS',
+  kubeconfig: 'KUBECONFIG',
+  qps: 'SVM_QPS',
+  maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
+  bridge: 'SVM_BRIDGE',
+  metricsPort: 'SVM_METRICS_PORT',
+};
+
+const fromEnv = (env: NodeJS.ProcessEnv) => ({
+  temporal: {
+    address: env.TEMPORAL_ADDRESS || undefined,
+    namespace: env.TEMPORAL_NAMESPACE || undefined,
+    taskQueue: env.TEMPORAL_TASK_QUEUE || undefined,
+    apiKey: env.TEMPORAL_API_KEY || undefined,
+    tls: env.TEMPORAL_TLS || undefined,
+  },
+  kubeconfig: env.KUBECONFIG || undefined,
+  qps: env.SVM_QPS || undefined,
+  maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
+  bridge: env.SVM_BRIDGE || undefined,
+  metricsPort: env.SVM_METRICS_PORT || undefined,
+});
+
+export class SettingsError extends Error {}
+
+function explain(error: z.ZodError): string {
+  return error.issues
+    .map((i) => {
+      const key = i.path.join('.');
+      return `${settingSources[key] ?? key} (${key}): ${i.message}`;
+    })
+    .join('; ');
+}
+
+/** Settings from the environment, overridden by flags (already camel-cased by the CLI). */
+export function loadWorkerSettings(env: NodeJS.ProcessEnv, flags: Partial<Record<keyof WorkerSettings | keyof TemporalSettings, unknown>> = {}): WorkerSettings {
+  const base = fromEnv(env);
+  const pick = <T>(v: T | undefined, d: unknown) => (v === undefined ? d : v);
+  const merged = {
+    temporal: {
+      address: pick(flags.address, base.temporal.address),
+      namespace: pick(flags.namespace, base.temporal.namespace),
+      taskQueue: pick(flags.taskQueue, base.temporal.taskQueue),
+      apiKey: pick(flags.apiKey, base.temporal.apiKey),
+      tls: pick(flags.tls, base.temporal.tls),
+    },
+    kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
+    qps: pick(flags.qps, base.qps),
+    maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
+    bridge: pick(flags.bridge, base.bridge),
+    metricsPort: pick(flags.metricsPort, base.metricsPort),
+  };
+  const parsed = WorkerSettings.safeParse(merged);
+  if (!parsed.success) throw new SettingsError(`invalid setting: ${explain(parsed.error)}`);
+  return parsed.data;
+}
+
+export function loadTemporalSettings(env: NodeJS.ProcessEnv): TemporalSettings {
+  const parsed = TemporalSettings.safeParse(fromEnv(env).temporal);
+  if (!parsed.success) throw new SettingsError(`invalid setting: ${explain(parsed.error)}`);
+  return parsed.data;
+}

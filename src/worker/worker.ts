@@ -1,0 +1,88 @@
+/**
+ * The worker process: runs migration workflows and their activities, and the
+ * StorageVersionMigration bridge.
+ */
+import { Client, Connection } from '@temporalio/client';
+import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import pino, { type Logger } from 'pino';
+import { createActivities } from '../activities';
+import { KubeClient } from '../kube/client';
+import { RateLimiter } from '../kube/rate-limit';
+import { startBridge } from './bridge';
+import type { WorkerSettings } from './config';
+
+export const workflowsPath = require.resolve('../workflows');
+
+let bundle: Promise<WorkflowBundle> | undefined;
+/** The workflow bundle, built once per process. */
+export function workflowBundle(): Promise<WorkflowBundle> {
+  bundle ??= bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  return bundle;
+}
+
+export function createLogger(): Logger {
+  return pino({ base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' });
+}
+
+export interface MigratorWorker {
+  worker: Worker;
+  kube: KubeClient;
+  /** Runs the worker (and the bridge) until fn settles, then shuts both down. */
+  runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T>;
+  /** Runs until the process is asked to stop (SIGINT/SIGTERM). */
+  run(): Promise<void>;
+}
+
+export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger()): Promise<MigratorWorker> {
+  const t = settings.temporal;
+  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
+  const connection = await NativeConnection.connect({ address: t.address, tls: t.tls || undefined, apiKey: t.apiKey });
+  const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
+  const budget = new RateLimiter(settings.qps);
+  const worker = await Worker.create({
+    connection,
+    namespace: t.namespace,
+    taskQueue: t.taskQueue,
+    workflowBundle: await workflowBundle(),
+    activities: createActivities({ kube, budget }),
+    maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
+  });
+
+  const withBridge = async <T>(fn: () => Promise<T>): Promise<T> => {
+    if (!settings.bridge) return fn();
+    const clientConnection = await Connection.connect({ address: t.address!, tls: t.tls || undefined, apiKey: t.apiKey });
+    const client = new Client({ connection: clientConnection, namespace: t.namespace });
+    const bridge = startBridge({ kube, client, taskQueue: t.taskQueue, log });
+    try {
+      return await fn();
+    } finally {
+      bridge.stop();
+      await clientConnection.close();
+    }
+  };
+
+  const cleanup = async () => {
+    kube.close();
+    await connection.close();
+  };
+
+  return {
+    worker,
+    kube,
+    async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
+      try {
+        return await withBridge(() => worker.runUntil(fn));
+      } finally {
+        await cleanup();
+      }
+    },
+    async run() {
+      log.info({ taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps }, 'worker started');
+      try {
+        await withBridge(() => worker.run());
+      } finally {
+        await cleanup();
+      }
+    },
+  };
+}

@@ -1,0 +1,2 @@
+/** Every workflow the worker registers. */
+export { migrateResource } from './migrate-resource';

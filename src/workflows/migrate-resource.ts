@@ -1,0 +1,288 @@
+/**
+ * migrateResource: one durable workflow per resource (ID migrate/<resource>.<group>).
+ * Deterministic orchestration only; every Kubernetes call is an activity.
+ *
+ * Read top to bottom, this is the whole migration loop:
+ *   1. note the storage version the servers use now (the target);
+ *   2. chunk after chunk: list one page and no-op update its objects
+ *      (migrateChunk), fold in the counters, move the continue token on;
+ *      pause / abort signals are honoured between and during chunks;
+ *      continue-as-new carries token and counters when history grows;
+ *   3. when the list is exhausted: failures make it Failed (naming them);
+ *      otherwise the target is checked again: if the storage version moved
+ *      during the run, the run proved nothing and starts over; if not, it
+ *      Succeeded (and a CRD's storedVersions is reduced to the target).
+ */
+import {
+  allHandlersFinished,
+  ApplicationFailure,
+  CancellationScope,
+  condition,
+  continueAsNew,
+  defineQuery,
+  defineSignal,
+  isCancellation,
+  log,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  upsertSearchAttributes,
+  uuid4,
+  workflowInfo,
+} from '@temporalio/workflow';
+import type { Activities, StorageTarget } from '../activities';
+import type { ChunkOptions, ChunkResult } from '../activities/migrate-chunk';
+import type { MigrationCounters, MigrationPhase, ObjectFailure, StorageVersionMigrationStatus } from '../api/migration';
+import { groupResourceString, type ResourceRef } from '../api/resource';
+import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from './search-attributes';
+
+export interface MigrationOptions extends ChunkOptions {
+  /** Continue-as-new after this many chunks even if Temporal does not suggest it. */
+  maxChunksPerRun: number;
+}
+
+export const defaultMigrationOptions: MigrationOptions = { chunkSize: 500, concurrency: 8, qps: 0, maxChunksPerRun: 200 };
+
+/** State that travels across continue-as-new. */
+export interface CarriedState {
+  continueToken?: string;
+  counters: MigrationCounters;
+  failures: ObjectFailure[];
+  target?: StorageTarget;
+  startedAt: number;
+  runs: number;
+  /** Times the whole resource was started over (storage version moved). */
+  restarts: number;
+  remainingEstimate?: number;
+  message?: string;
+}
+
+export interface MigrateResourceInput {
+  resource: ResourceRef;
+  options?: Partial<MigrationOptions>;
+  /** StorageVersionMigration objects that mirror this migration's status. */
+  migrationObjects?: string[];
+  /** Where to start listing (StorageVersionMigration spec.continueToken). */
+  continueToken?: string;
+  carried?: CarriedState;
+}
+
+export interface MigrationProgress {
+  resource: string;
+  phase: MigrationPhase;
+  counters: MigrationCounters;
+  failures: ObjectFailure[];
+  continueTokenPresent: boolean;
+  remainingEstimate?: number;
+  objectsPerSecond: number;
+  startedAt: number;
+  runs: number;
+  restarts: number;
+  message?: string;
+  migrationObjects: string[];
+}
+
+export type MigrationResult = MigrationProgress;
+
+export const abortSignal = defineSignal<[reason?: string]>('abort');
+export const pauseSignal = defineSignal('pause');
+export const resumeSignal = defineSignal('resume');
+export const attachMigrationObjectSignal = defineSignal<[name: string]>('attachMigrationObject');
+export const progressQuery = defineQuery<MigrationProgress>('progress');
+
+/** Bugs, not weather: retrying them only delays the failure. */
+const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];
+
+const { migrateChunk } = proxyActivities<Activities>({
+  startToCloseTimeout: '10 minutes',
+  heartbeatTimeout: '60 seconds',
+  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 12, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
+});
+const { storageTarget, finalizeCustomResource, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
+  startToCloseTimeout: '1 minute',
+  retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 10, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
+});
+
+export const zeroCounters = (): MigrationCounters => ({ migrated: 0, rewritten: 0, conflicts: 0, notFound: 0, failed: 0, chunks: 0, listRestarts: 0 });
+
+export function addCounters(a: MigrationCounters, b: MigrationCounters): MigrationCounters {
+  return {
+    migrated: a.migrated + b.migrated,
+    rewritten: a.rewritten + b.rewritten,
+    conflicts: a.conflicts + b.conflicts,
+    notFound: a.notFound + b.notFound,
+    failed: a.failed + b.failed,
+    chunks: a.chunks + b.chunks,
+    listRestarts: a.listRestarts + b.listRestarts,
+  };
+}
+
+const MAX_FAILURES = 50;
+
+export async function migrateResource(input: MigrateResourceInput): Promise<MigrationResult> {
+  const ref = input.resource;
+  const name = groupResourceString(ref);
+  const options: MigrationOptions = { ...defaultMigrationOptions, ...input.options };
+  const s: CarriedState = input.carried ?? { continueToken: input.continueToken, counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
+  s.runs++;
+  const objects = new Set(input.migrationObjects ?? []);
+  let phase: MigrationPhase = 'Running';
+  let aborted: string | undefined;
+  let paused = false;
+  let chunkScope: CancellationScope | undefined;
+  let chunksThisRun = 0;
+
+  const progress = (): MigrationProgress => {
+    const processed = s.counters.migrated + s.counters.conflicts + s.counters.notFound + s.counters.failed;
+    const seconds = Math.max(0.001, (Date.now() - s.startedAt) / 1000);
+    return {
+      resource: name,
+      phase,
+      counters: { ...s.counters },
+      failures: s.failures,
+      continueTokenPresent: s.continueToken !== undefined,
+      remainingEstimate: s.remainingEstimate,
+      objectsPerSecond: Math.round((processed / seconds) * 10) / 10,
+      startedAt: s.startedAt,
+      runs: s.runs,
+      restarts: s.restarts,
+      message: s.message,
+      migrationObjects: [...objects],
+    };
+  };
+
+  setHandler(progressQuery, progress);
+  setHandler(abortSignal, (reason?: string) => {
+    aborted = reason || 'aborted by request';
+    chunkScope?.cancel();
+  });
+  setHandler(pauseSignal, () => void (paused = true));
+  setHandler(resumeSignal, () => void (paused = false));
+  setHandler(attachMigrationObjectSignal, (objectName: string) => void objects.add(objectName));
+
+  const status = (): StorageVersionMigrationStatus => ({
+    phase,
+    message: s.message,
+    workflowId: workflowInfo().workflowId,
+    progress: { ...s.counters, ...(s.remainingEstimate !== undefined ? { remainingEstimate: s.remainingEstimate } : {}) },
+    failures: s.failures,
+    startTime: new Date(s.startedAt).toISOString(),
+    ...(phase === 'Succeeded' || phase === 'Failed' || phase === 'Aborted' ? { completionTime: new Date(Date.now()).toISOString() } : {}),
+  });
+
+  const show = async (next: MigrationPhase, report = true) => {
+    phase = next;
+    upsertSearchAttributes([
+      { key: PhaseAttr, value: phase },
+      { key: MigrationMigrated, value: s.counters.migrated },
+    ]);
+    const p = progress();
+    const c = p.counters;
+    setCurrentDetails(
+      [
+        `**${name}** (${ref.version}${ref.custom ? ', custom resource' : ''}): **${phase}**`,
+        `migrated ${c.migrated} (rewritten ${c.rewritten}), conflicts ${c.conflicts}, not found ${c.notFound}, failed ${c.failed}`,
+        `chunks ${c.chunks}, run ${s.runs}${s.restarts ? `, started over ${s.restarts}×` : ''}, ${p.objectsPerSecond} objects/s` +
+          (s.remainingEstimate !== undefined ? `, about ${s.remainingEstimate} remaining` : ''),
+        ...(s.message ? [s.message] : []),
+      ].join('\n\n'),
+    );
+    if (report && objects.size > 0) await reportStatus([...objects], status());
+  };
+
+  const finish = async (final: 'Succeeded' | 'Failed' | 'Aborted'): Promise<MigrationResult> => {
+    await CancellationScope.nonCancellable(() => show(final));
+    log.info('migration finished', { resource: name, phase: final, ...s.counters });
+    if (final === 'Failed') {
+      throw ApplicationFailure.create({ type: 'MigrationFailed', message: s.message ?? `migration of ${name} failed`, nonRetryable: true, details: [progress()] });
+    }
+    return progress();
+  };
+
+  // -- 1. start: search attributes, the kubectl-visible object, the target
+  if (s.runs === 1) {
+    upsertSearchAttributes([
+      { key: MigrationResource, value: name },
+      { key: MigrationGroup, value: ref.group || 'core' },
+    ]);
+    if (objects.size === 0) {
+      objects.add(await ensureMigrationObject(ref, workflowInfo().workflowId, `${name}-${uuid4().slice(0, 8)}`));
+    }
+  }
+  if (!s.target) s.target = await storageTarget(ref);
+  await show('Running');
+
+  // -- 2. chunk after chunk
+  for (;;) {
+    if (aborted) break;
+    if (paused) {
+      await show('Paused');
+      await condition(() => !paused || aborted !== undefined);
+      if (aborted) break;
+      await show('Running');
+    }
+    if (chunksThisRun >= options.maxChunksPerRun || workflowInfo().continueAsNewSuggested) {
+      await condition(allHandlersFinished);
+      return continueAsNew<typeof migrateResource>({ resource: ref, options, migrationObjects: [...objects], carried: s });
+    }
+
+    let result: ChunkResult;
+    try {
+      chunkScope = new CancellationScope();
+      result = await chunkScope.run(() => migrateChunk({ resource: ref, continueToken: s.continueToken, options }));
+    } catch (err) {
+      if (aborted && isCancellation(err)) break;
+      s.message = `migration of ${name} stopped: ${rootMessage(err)}`;
+      return finish('Failed');
+    } finally {
+      chunkScope = undefined;
+    }
+    chunksThisRun++;
+    s.counters = addCounters(s.counters, result.counters);
+    for (const f of result.failures) if (s.failures.length < MAX_FAILURES) s.failures.push(f);
+    s.continueToken = result.continueToken;
+    s.remainingEstimate = result.remainingItemCount;
+    if (result.tokenResumed) s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
+    await show('Running', false);
+    if (s.continueToken === undefined) break;
+  }
+
+  if (aborted) {
+    s.message = `aborted: ${aborted}`;
+    return finish('Aborted');
+  }
+
+  // -- 3. the verdict
+  if (s.counters.failed > 0) {
+    const named = s.failures
+      .slice(0, 5)
+      .map((f) => `${f.namespace ? f.namespace + '/' : ''}${f.name} (${f.reason})`)
+      .join('; ');
+    s.message = `${s.counters.failed} object(s) of ${name} could not be updated: ${named}${s.counters.failed > 5 ? '; …' : ''}`;
+    return finish('Failed');
+  }
+  const changed = ref.custom ? (await finalizeCustomResource(ref, s.target)).changed : (await storageTarget(ref)).storageVersionHash !== s.target.storageVersionHash;
+  if (changed) {
+    // Objects migrated so far went to the old storage version: start over.
+    const next = await storageTarget(ref);
+    s.restarts++;
+    s.message = `the storage version of ${name} changed during the migration (${s.target.storageVersion ?? s.target.storageVersionHash} → ${next.storageVersion ?? next.storageVersionHash}); started over`;
+    log.warn(s.message);
+    await condition(allHandlersFinished);
+    return continueAsNew<typeof migrateResource>({
+      resource: { ...ref, storageVersionHash: next.storageVersionHash },
+      options,
+      migrationObjects: [...objects],
+      carried: { ...s, continueToken: undefined, counters: zeroCounters(), failures: [], target: next, remainingEstimate: undefined },
+    });
+  }
+  s.remainingEstimate = 0;
+  s.message = `migrated every object of ${name} to ${s.target.storageVersion ?? 'the current storage version'}`;
+  return finish('Succeeded');
+}
+
+function rootMessage(err: unknown): string {
+  let e = err as { message?: string; cause?: unknown } | undefined;
+  while (e && typeof e === 'object' && e.cause) e = e.cause as typeof e;
+  return e?.message ?? String(err);
+}
