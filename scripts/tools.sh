@@ -94,19 +94,21 @@ build_kube() {
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $p.gitVersion=$KUBE -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE" "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE" 2>/dev/null || true
+  go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE" "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE" "k8s.io/kubernetes/cmd/kubectl@$KUBE" 2>/dev/null || true
   mkdir -p out
-  go build -trimpath -ldflags "-s -w $ld" -o out/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager
+  go build -trimpath -ldflags "-s -w $ld" -o out/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
   mv out/kube-apiserver "$bin/kube-apiserver-$KUBE"
   mv out/kube-controller-manager "$bin/kube-controller-manager-$KUBE"
+  mv out/kubectl "$bin/kubectl-$KUBE"
 }
 
 [[ -x "$bin/etcd-$ETCD" && -x "$bin/etcdctl-$ETCD" ]] || with_progress "etcd-$ETCD" build_etcd
 [[ -x "$bin/temporal-$TEMPORAL" ]] || with_progress "temporal-$TEMPORAL" build_temporal
-[[ -x "$bin/kube-apiserver-$KUBE" && -x "$bin/kube-controller-manager-$KUBE" ]] || with_progress "kubernetes-$KUBE" build_kube
+[[ -x "$bin/kube-apiserver-$KUBE" && -x "$bin/kube-controller-manager-$KUBE" && -x "$bin/kubectl-$KUBE" ]] || with_progress "kubernetes-$KUBE" build_kube
 
 echo "etcd=$bin/etcd-$ETCD"
 echo "etcdctl=$bin/etcdctl-$ETCD"
 echo "kube-apiserver=$bin/kube-apiserver-$KUBE"
 echo "kube-controller-manager=$bin/kube-controller-manager-$KUBE"
+echo "kubectl=$bin/kubectl-$KUBE"
 echo "temporal=$bin/temporal-$TEMPORAL"

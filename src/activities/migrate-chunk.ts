@@ -19,6 +19,7 @@
  */
 import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activity';
 import { groupResourceString, type ResourceRef } from '../api/resource';
+import { zeroCounters } from '../api/counters';
 import type { MigrationCounters, ObjectFailure } from '../api/migration';
 import type { KubeClient, ListedObject, ListPage } from '../kube/client';
 import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
@@ -60,7 +61,6 @@ interface ChunkHeartbeat {
 export const MAX_FAILURES_KEPT = 50;
 const MAX_OBJECT_ATTEMPTS = 8;
 
-export const zeroCounters = (): MigrationCounters => ({ migrated: 0, rewritten: 0, conflicts: 0, notFound: 0, failed: 0, chunks: 0, listRestarts: 0 });
 
 const keyOf = (o: ListedObject) => `${o.namespace ?? ''}/${o.name}`;
 
@@ -179,19 +179,20 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, page.items.length - start)) }, worker));
   beat(true);
 
-  if (ctx.cancellationSignal.aborted) {
-    throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${page.items.length} objects`);
-  }
-  if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`);
-
-  return {
-    counters: { ...hb.counters, chunks: 1, listRestarts: hb.listRestarted ? 1 : 0 },
+  const result: ChunkResult = {
+    counters: { ...hb.counters, chunks: 1, listRestarts: hb.listRestarted ? 1 : 0, tokenResumes: hb.tokenResumed ? 1 : 0 },
     failures: hb.failures,
     continueToken: page.continueToken,
     remainingItemCount: page.remainingItemCount,
     tokenResumed: hb.tokenResumed,
     listed: page.items.length,
   };
+  if (ctx.cancellationSignal.aborted) {
+    // What was done before the cancel still counts: it travels in the failure's details.
+    throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${page.items.length} objects`, [{ ...result, continueToken: undefined }]);
+  }
+  if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`);
+  return result;
 }
 
 /**

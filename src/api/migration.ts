@@ -32,6 +32,7 @@ export const MigrationCounters = z.object({
   failed: z.number().int().describe('objects whose update was refused (403, 422, 400, webhook denial)'),
   chunks: z.number().int().describe('list pages processed'),
   listRestarts: z.number().int().describe('times an expired continue token could not be resumed and the list started over'),
+  tokenResumes: z.number().int().describe('times an expired continue token was resumed from the inconsistent token the API server gave'),
 });
 export type MigrationCounters = z.infer<typeof MigrationCounters>;
 

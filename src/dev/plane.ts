@@ -244,6 +244,7 @@ function writeEnv(state: PlaneState, tools: ToolPaths): string {
     `TEMPORAL_UI_URL=http://127.0.0.1:${state.temporal.uiPort}`,
     `ETCD_ENDPOINTS=http://127.0.0.1:${state.etcd.clientPort}`,
     `ETCDCTL=${tools.etcdctl}`,
+    `KUBECTL=${tools.kubectl}`,
     `TEMPORAL_CLI=${tools.temporal}`,
   ];
   const text = lines.join('\n') + '\n';

@@ -13,6 +13,7 @@ export interface ToolPaths {
   etcdctl: string;
   kubeApiserver: string;
   kubeControllerManager: string;
+  kubectl: string;
   temporal: string;
 }
 
@@ -30,6 +31,7 @@ export function expectedToolPaths(): ToolPaths {
     etcdctl: path.join(bin, `etcdctl-${versions.etcd}`),
     kubeApiserver: path.join(bin, `kube-apiserver-${versions.kubernetes}`),
     kubeControllerManager: path.join(bin, `kube-controller-manager-${versions.kubernetes}`),
+    kubectl: path.join(bin, `kubectl-${versions.kubernetes}`),
     temporal: path.join(bin, `temporal-${versions.temporal}`),
   };
 }

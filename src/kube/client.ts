@@ -51,6 +51,8 @@ export interface DiscoveredResource extends APIResource {
   preferred: boolean;
 }
 
+const MAX_THROTTLED_READS = 10;
+
 export class KubeClient {
   readonly server: string;
   private readonly agent: http.Agent;
@@ -105,9 +107,18 @@ export class KubeClient {
 
   /** A request that must succeed: throws a classified KubeError otherwise. */
   async request(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
-    const res = await this.raw(method, path, opts);
-    if (res.status >= 200 && res.status < 300) return res;
-    throw classifyResponse(res.status, res.body, res.headers['retry-after']);
+    for (let attempt = 1; ; attempt++) {
+      const res = await this.raw(method, path, opts);
+      if (res.status >= 200 && res.status < 300) return res;
+      const err = classifyResponse(res.status, res.body, res.headers['retry-after']);
+      // Like client-go: a read told to come back later (429 with Retry-After,
+      // e.g. "storage is (re)initializing") comes back, a bounded number of times.
+      if (method === 'GET' && err.kind === 'throttled' && attempt < MAX_THROTTLED_READS) {
+        await new Promise((r) => setTimeout(r, Math.min(10, err.retryAfterSeconds ?? 1) * 1000));
+        continue;
+      }
+      throw err;
+    }
   }
 
   async getJson<T = unknown>(path: string, query?: RequestOptions['query']): Promise<T> {

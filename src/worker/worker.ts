@@ -3,7 +3,7 @@
  * StorageVersionMigration bridge.
  */
 import { Client, Connection } from '@temporalio/client';
-import { bundleWorkflowCode, NativeConnection, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry, type WorkflowBundle } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { KubeClient } from '../kube/client';
@@ -20,8 +20,30 @@ export function workflowBundle(): Promise<WorkflowBundle> {
   return bundle;
 }
 
-export function createLogger(): Logger {
-  return pino({ base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' });
+export function createLogger(destination?: pino.DestinationStream): Logger {
+  const options = { base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' };
+  return destination ? pino(options, destination) : pino(options);
+}
+
+/** Where the Temporal runtime's log entries (SDK, workflow and activity logs) go: the current worker's logger. */
+let runtimeSink: Logger | undefined;
+let runtimeInstalled = false;
+
+function forward(entry: LogEntry): void {
+  const log = runtimeSink;
+  if (!log) return;
+  const meta = (entry.meta ?? {}) as Record<string, unknown>;
+  // Worker lifecycle chatter is debug; activity and workflow logs keep their level.
+  const level = entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' && meta.sdkComponent !== 'worker' ? 'info' : 'debug';
+  log[level](meta, entry.message);
+}
+
+/** Installs the Temporal runtime once per process, logging through pino. */
+export function installRuntime(log: Logger): void {
+  runtimeSink = log;
+  if (runtimeInstalled) return;
+  Runtime.install({ logger: new DefaultLogger('DEBUG', forward) });
+  runtimeInstalled = true;
 }
 
 export interface MigratorWorker {
@@ -36,6 +58,7 @@ export interface MigratorWorker {
 export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger()): Promise<MigratorWorker> {
   const t = settings.temporal;
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
+  installRuntime(log);
   const connection = await NativeConnection.connect({ address: t.address, tls: t.tls || undefined, apiKey: t.apiKey });
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   const budget = new RateLimiter(settings.qps);

@@ -14,7 +14,9 @@
  *      Succeeded (and a CRD's storedVersions is reduced to the target).
  */
 import {
+  ActivityCancellationType,
   allHandlersFinished,
+  CancelledFailure,
   ApplicationFailure,
   CancellationScope,
   condition,
@@ -33,6 +35,7 @@ import {
 import type { Activities, StorageTarget } from '../activities';
 import type { ChunkOptions, ChunkResult } from '../activities/migrate-chunk';
 import type { MigrationCounters, MigrationPhase, ObjectFailure, StorageVersionMigrationStatus } from '../api/migration';
+import { addCounters, zeroCounters } from '../api/counters';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from './search-attributes';
 
@@ -94,6 +97,8 @@ export const progressQuery = defineQuery<MigrationProgress>('progress');
 const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];
 
 const { migrateChunk } = proxyActivities<Activities>({
+  // An abort waits for the chunk to stop, so its partial counters arrive.
+  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
   startToCloseTimeout: '10 minutes',
   heartbeatTimeout: '60 seconds',
   retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 12, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
@@ -102,20 +107,6 @@ const { storageTarget, finalizeCustomResource, ensureMigrationObject, reportStat
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 10, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
 });
-
-export const zeroCounters = (): MigrationCounters => ({ migrated: 0, rewritten: 0, conflicts: 0, notFound: 0, failed: 0, chunks: 0, listRestarts: 0 });
-
-export function addCounters(a: MigrationCounters, b: MigrationCounters): MigrationCounters {
-  return {
-    migrated: a.migrated + b.migrated,
-    rewritten: a.rewritten + b.rewritten,
-    conflicts: a.conflicts + b.conflicts,
-    notFound: a.notFound + b.notFound,
-    failed: a.failed + b.failed,
-    chunks: a.chunks + b.chunks,
-    listRestarts: a.listRestarts + b.listRestarts,
-  };
-}
 
 const MAX_FAILURES = 50;
 
@@ -231,7 +222,11 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
       chunkScope = new CancellationScope();
       result = await chunkScope.run(() => migrateChunk({ resource: ref, continueToken: s.continueToken, options }));
     } catch (err) {
-      if (aborted && isCancellation(err)) break;
+      if (aborted && isCancellation(err)) {
+        const partial = cancelledChunkResult(err);
+        if (partial) s.counters = addCounters(s.counters, partial.counters);
+        break;
+      }
       s.message = `migration of ${name} stopped: ${rootMessage(err)}`;
       return finish('Failed');
     } finally {
@@ -279,6 +274,14 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
   s.remainingEstimate = 0;
   s.message = `migrated every object of ${name} to ${s.target.storageVersion ?? 'the current storage version'}`;
   return finish('Succeeded');
+}
+
+/** The partial result a cancelled chunk reports in its CancelledFailure details. */
+function cancelledChunkResult(err: unknown): ChunkResult | undefined {
+  for (let e = err as { cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e instanceof CancelledFailure) return e.details?.[0] as ChunkResult | undefined;
+  }
+  return undefined;
 }
 
 function rootMessage(err: unknown): string {

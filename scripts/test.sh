@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# The whole suite: builds missing servers, type-checks, lints, brings the local
+# control plane up once, runs every test file against it, and takes it down.
+# Point SVM_DEV_DIR at a running plane (`svm dev up --dir DIR`) to reuse it;
+# it is then left running.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== tools (built once, cached outside the repository)"
+bash scripts/tools.sh
+
+echo "== typecheck and lint"
+npx tsc -p tsconfig.json --noEmit
+npx eslint .
+
+echo "== local control plane"
+if [[ -n "${SVM_DEV_DIR:-}" ]]; then
+  dir=$SVM_DEV_DIR
+else
+  dir=$(mktemp -d "${TMPDIR:-/tmp}/svm-test.XXXXXX")
+  trap 'node bin/svm.js dev down --dir "$dir" || true' EXIT
+fi
+export SVM_DEV_DIR=$dir
+# A low continue-as-new suggestion so that long migrations exercise it.
+node bin/svm.js dev up --dir "$dir" --apiservers 2 \
+  --temporal-arg=--dynamic-config-value --temporal-arg=limit.historyCount.suggestContinueAsNew=300 >/dev/null
+
+echo "== tests"
+files=(test/unit-*.test.ts test/test-*.test.ts)
+if [[ $# -gt 0 ]]; then files=("$@"); fi
+node --import tsx --test --test-concurrency=1 --test-reporter=spec "${files[@]}"

@@ -1,0 +1,145 @@
+/**
+ * Controlling a migration against real servers: bad input refused before
+ * anything is written, idempotent start, pause/resume/abort, progress,
+ * continue-as-new, and an expired continue token.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import { MIGRATION_API_VERSION } from '../src/api/migration';
+import { installCrds } from '../src/client/cli-migrate';
+import { InvalidResourceError } from '../src/client';
+import { compactEtcd, storedVersions } from '../src/dev/etcd-truth';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+const run = promisify(execFile);
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+  await installCrds(plane.kube);
+});
+after(async () => plane?.close());
+
+async function migrationObjectCount(): Promise<number> {
+  return (await plane.kube.getJson<{ items: unknown[] }>(`/apis/${MIGRATION_API_VERSION}/storageversionmigrations`)).items.length;
+}
+
+async function svm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
+  try {
+    const r = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), ...args], {
+      env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: 'nobody-listens' },
+    });
+    return { code: 0, stdout: r.stdout, stderr: r.stderr };
+  } catch (err) {
+    const e = err as { code: number; stdout: string; stderr: string };
+    return { code: e.code, stdout: e.stdout, stderr: e.stderr };
+  }
+}
+
+void test('bad input is refused with a clear message, and nothing is written or started', async () => {
+  const objectsBefore = await migrationObjectCount();
+  const cases: Array<[string[], RegExp]> = [
+    [['migrate', 'nosuchthings'], /unknown resource "nosuchthings"/],
+    [['migrate', 'pods/status'], /subresource/],
+    [['migrate', 'tokenreviews'], /not persisted/],
+    [['migrate', 'bindings'], /cannot be migrated|not persisted/],
+    [['migrate', 'secrets', '--chunk-size', 'abc'], /--chunk-size must be a whole number/],
+    [['migrate', 'secrets', '--concurrency', '0'], /--concurrency must be between 1 and 256/],
+    [['migrate', 'secrets', '--qps', '-3'], /--qps must be a whole number|unknown option/],
+  ];
+  for (const [args, message] of cases) {
+    const r = await svm(args);
+    assert.notEqual(r.code, 0, `svm ${args.join(' ')} should fail`);
+    assert.match(r.stderr, message, `svm ${args.join(' ')}: ${r.stderr}`);
+  }
+  assert.equal(await migrationObjectCount(), objectsBefore, 'a StorageVersionMigration object was written');
+  for (const id of ['migrate/nosuchthings', 'migrate/tokenreviews.authentication.k8s.io', 'migrate/secrets', 'migrate/pods']) {
+    await assert.rejects(plane.temporal.client.workflow.getHandle(id).describe(), /not found/i, `${id} was started`);
+  }
+  // The programmatic API refuses the same way.
+  await withWorker(plane, async (m) => {
+    await assert.rejects(m.start('tokenreviews'), InvalidResourceError);
+    await assert.rejects(m.start('configmaps', { chunkSize: 0 }), /chunkSize must be a whole number between 1 and 10000/);
+  });
+});
+
+void test('starting twice joins the running migration; pause, progress, resume and abort work', async () => {
+  const crd = testCrd(`${uniq('c')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 600, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  await withWorker(plane, async (m) => {
+    const opts = { chunkSize: 50, concurrency: 2, qps: 100 };
+    const h1 = await m.start(crd.name, opts);
+    const h2 = await m.start(crd.name, opts);
+    assert.equal(h1.workflowId, `migrate/${crd.name}`);
+    const [d1, d2] = await Promise.all([h1.workflow.describe(), h2.workflow.describe()]);
+    assert.equal(d1.runId, d2.runId, 'a second start must join the running workflow');
+
+    await eventually('a first chunk', async () => (await h1.progress()).counters.chunks >= 1);
+    await h1.pause();
+    const paused = await eventually('Paused', async () => {
+      const p = await h1.progress();
+      return p.phase === 'Paused' && p;
+    });
+    await new Promise((r) => setTimeout(r, 1500));
+    const still = await h1.progress();
+    assert.equal(still.counters.migrated, paused.counters.migrated, 'objects were migrated while paused');
+    assert.ok(paused.counters.migrated < 600);
+    assert.equal(paused.continueTokenPresent, true);
+
+    await h1.resume();
+    await eventually('progress after resume', async () => (await h1.progress()).counters.migrated > paused.counters.migrated);
+    await h1.abort('test says stop');
+    const result = await h1.wait();
+    assert.equal(result.phase, 'Aborted');
+    assert.match(result.message ?? '', /test says stop/);
+    assert.ok(result.counters.migrated < 600, 'abort came too late to test anything');
+    const etcd = await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true });
+    assert.equal(etcd.byApiVersion[`${crd.group}/v2`], result.counters.rewritten, 'etcd disagrees with the counters');
+  });
+});
+
+void test('a long list continues-as-new and progress is continuous across runs', async () => {
+  const crd = testCrd(`${uniq('can')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 1000, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const result = await withWorker(plane, async (m) => (await m.start(crd.name, { chunkSize: 20, concurrency: 8, maxChunksPerRun: 15 })).wait());
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.ok(result.runs >= 4, `expected several runs, got ${result.runs}`);
+  assert.equal(result.counters.chunks, 50);
+  assert.equal(result.counters.migrated, 1000);
+  assert.equal(result.counters.rewritten, 1000);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 1000 });
+});
+
+void test('an expired continue token resumes from the inconsistent token, not from the start', async () => {
+  const crd = testCrd(`${uniq('exp')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 500, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const result = await withWorker(plane, async (m) => {
+    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 200 });
+    await eventually('a first chunk', async () => (await h.progress()).counters.chunks >= 1);
+    await h.pause();
+    await eventually('Paused with a continue token', async () => {
+      const p = await h.progress();
+      return p.phase === 'Paused' && p.continueTokenPresent;
+    });
+    // Expire the token: compact etcd past the revision it was issued at.
+    await plane.kube.request('POST', `/api/v1/namespaces/default/configmaps`, { body: JSON.stringify({ metadata: { generateName: 'bump-' } }) });
+    await compactEtcd(plane.etcd);
+    await h.resume();
+    return h.wait();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.equal(result.counters.tokenResumes, 1, 'the expired token was not resumed');
+  assert.equal(result.counters.listRestarts, 0);
+  assert.equal(result.counters.migrated, 500, 'objects were migrated twice: the list restarted');
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 500 });
+});

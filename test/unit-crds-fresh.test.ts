@@ -1,0 +1,10 @@
+import assert from 'node:assert/strict';
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { test } from 'node:test';
+import { migrationCrdsYaml } from '../src/api/crds';
+
+void test('deploy/crds.yaml is what the zod schemas generate (run `npm run gen` after changing src/api/migration.ts)', () => {
+  const onDisk = readFileSync(path.join(__dirname, '..', 'deploy', 'crds.yaml'), 'utf8');
+  assert.equal(onDisk, migrationCrdsYaml());
+});
