@@ -67,7 +67,9 @@ export function rawListItems(text: string): string[] {
       const items: string[] = [];
       i = skipWs(text, i + 1);
       while (text[i] !== ']') {
+        if (i >= text.length) throw new Error('list response ends inside "items"');
         const end = skipValue(text, i);
+        if (end === i) throw new Error(`malformed list response at offset ${i}`);
         items.push(text.slice(i, end));
         i = skipWs(text, end);
         if (text[i] === ',') i = skipWs(text, i + 1);

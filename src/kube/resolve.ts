@@ -55,7 +55,7 @@ export function matchResource(input: string, discovered: DiscoveredResource[]): 
   const groups = [...new Set(pool.map((r) => r.group))];
   let group: string;
   if (groups.length === 1) group = groups[0]!;
-  else if (groups.includes('') && pool.some((r) => r.group === '' && r.name === namePart)) group = ''; // e.g. events: core wins, like kubectl
+  else if (groups.includes('')) group = ''; // e.g. events (or ev, event): core wins, like kubectl
   else {
     const names = [...new Set(pool.map(label))].sort();
     throw new InvalidResourceError(`"${text}" is ambiguous: it matches ${names.join(', ')}; name the group, e.g. ${names[0]}`);

@@ -4,8 +4,13 @@
  */
 import { z } from 'zod';
 
+// A blank value is an error, not 0 (which would mean "unlimited" for a QPS).
+const blankIsNaN = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? NaN : v);
 const int = (min: number, max: number) =>
-  z.coerce.number({ error: 'must be a number' }).int('must be a whole number').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`);
+  z.preprocess(
+    blankIsNaN,
+    z.coerce.number({ error: 'must be a number' }).int('must be a whole number').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`),
+  );
 const bool = z
   .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
@@ -96,7 +101,7 @@ export function loadWorkerSettings(env: NodeJS.ProcessEnv, flags: Partial<Record
 }
 
 export function loadTemporalSettings(env: NodeJS.ProcessEnv): TemporalSettings {
-  const parsed = TemporalSettings.safeParse(fromEnv(env).temporal);
+  const parsed = z.object({ temporal: TemporalSettings }).safeParse({ temporal: fromEnv(env).temporal });
   if (!parsed.success) throw new SettingsError(`invalid setting: ${explain(parsed.error)}`);
-  return parsed.data;
+  return parsed.data.temporal;
 }

@@ -1,0 +1,51 @@
+# Container image for the storage version migrator (`svm`).
+#   docker build -t svm .
+#   docker run --rm -e TEMPORAL_ADDRESS=... -e KUBECONFIG=/kube/config \
+#     -v ~/.kube/config:/kube/config:ro svm worker
+#
+# Stage 1 installs every dependency, compiles the TypeScript and then drops
+# the dev dependencies, so the runtime stage only copies what it runs.
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+
+# Dependencies first: this layer is reused until the lockfile changes.
+COPY package.json package-lock.json ./
+RUN npm ci --no-audit --no-fund
+
+COPY tsconfig.json ./
+COPY src ./src
+COPY bin ./bin
+COPY tools ./tools
+RUN npm run build \
+ && npm prune --omit=dev --no-audit --no-fund \
+ && npm cache clean --force
+# The Temporal SDK package carries its native module prebuilt for five
+# platforms (~25 MB each); keep only the one this image runs on.
+RUN keep="$(node -p "require('./node_modules/@temporalio/core-bridge/common.js').getPrebuiltTargetName()")" \
+ && find node_modules/@temporalio/core-bridge/releases -mindepth 1 -maxdepth 1 ! -name "$keep" -exec rm -rf {} + \
+ && test -f "node_modules/@temporalio/core-bridge/releases/$keep/index.node"
+
+# Runtime stage: same base, no compiler, no dev dependencies, no npm cache.
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production
+WORKDIR /app
+
+# Files stay owned by root: the runtime user can read them but not change them.
+COPY --from=build /app/package.json /app/tsconfig.json ./
+COPY --from=build /app/node_modules ./node_modules
+COPY --from=build /app/dist ./dist
+COPY --from=build /app/bin ./bin
+# The worker bundles the workflow code from src/workflows when it starts, so
+# the TypeScript sources ship alongside the compiled output.
+COPY --from=build /app/src ./src
+COPY --from=build /app/tools ./tools
+
+# Unprivileged user that the official Node images provide (uid/gid 1000).
+USER node
+
+# Prometheus metrics.
+EXPOSE 9464
+
+ENTRYPOINT ["node", "bin/svm.js"]
+CMD ["worker"]

@@ -1,0 +1,138 @@
+/**
+ * The world does not stop for a migration: concurrent writers win, deleted
+ * objects stay deleted, and a webhook that refuses some updates makes the run
+ * Failed with names and reasons while the rest migrates.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { readStoredObjects } from '../src/dev/etcd-truth';
+import { installCrds } from '../src/client/cli-migrate';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { startDenyingWebhook } from './helpers/webhook';
+
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+  await installCrds(plane.kube);
+});
+after(async () => plane?.close());
+
+void test('concurrent writers win, deleted objects never come back, nothing is lost', async () => {
+  const COUNT = 1500;
+  const crd = testCrd(`${uniq('wr')}.svm.test`);
+  const ns = uniq('ns');
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', COUNT, { namespace: ns });
+  await applyCrd(plane.kube, crd, 'v2');
+  const url = (i: number) => `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/w-${String(i).padStart(6, '0')}`;
+
+  const lastWrite = new Map<number, number>();
+  const deleted = new Set<number>();
+  let stop = false;
+  let writes = 0;
+  const writer = async (seed: number) => {
+    let x = seed;
+    while (!stop) {
+      x = (x * 1103515245 + 12345) % 2 ** 31;
+      const i = x % COUNT;
+      if (deleted.has(i)) continue;
+      if (x % 3 === 0) {
+        deleted.add(i);
+        await plane.kube.request('DELETE', url(i));
+      } else {
+        const n = ++writes;
+        lastWrite.set(i, n);
+        await plane.kube.request('PATCH', url(i), { body: JSON.stringify({ spec: { writer: n } }), contentType: 'application/merge-patch+json' });
+      }
+    }
+  };
+
+  const result = await withWorker(plane, async (m) => {
+    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 150 });
+    await eventually('a first chunk', async () => (await h.progress()).counters.chunks >= 1);
+    const writers = [writer(7), writer(99)];
+    await eventually('the migration to pass half way', async () => (await h.progress()).counters.chunks >= 7);
+    stop = true;
+    await Promise.all(writers);
+    return h.wait();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.ok(deleted.size > 10 && lastWrite.size > 10, `too few concurrent writes (${deleted.size} deletes, ${lastWrite.size} updates)`);
+
+  const stored = await readStoredObjects(plane.etcd, `/registry/${crd.group}/${crd.plural}/${ns}/`);
+  const byIndex = new Map(stored.map((o) => [Number(o.key.split('/w-')[1]), o.object]));
+  assert.equal(stored.length, COUNT - deleted.size, 'objects were lost or resurrected');
+  for (const i of deleted) assert.ok(!byIndex.has(i), `deleted object ${i} came back`);
+  for (const [i, n] of lastWrite) {
+    if (deleted.has(i)) continue;
+    assert.equal((byIndex.get(i)!.spec as { writer?: number }).writer, n, `object ${i} lost the writer's update`);
+  }
+  for (const o of stored) assert.equal(o.object.apiVersion, `${crd.group}/v2`, `${o.key} is not at v2`);
+  const c = result.counters;
+  assert.equal(c.migrated + c.conflicts + c.notFound, COUNT - (COUNT - c.migrated - c.conflicts - c.notFound), 'counters do not add up');
+  process.stderr.write(`writers: ${lastWrite.size} updated, ${deleted.size} deleted; migration: migrated ${c.migrated}, conflicts ${c.conflicts}, notFound ${c.notFound}\n`);
+});
+
+void test('a webhook that denies some updates: they are reported by name and reason, the rest migrates, the run ends Failed', async () => {
+  const crd = testCrd(`${uniq('wh')}.svm.test`);
+  const ns = uniq('ns');
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: ns });
+  await createObjects(plane.kube, crd, 'v1', 5, { namespace: ns, prefix: 'deny' });
+  await applyCrd(plane.kube, crd, 'v2');
+  const hook = await startDenyingWebhook((name) => name.startsWith('deny-'), 'objects named deny-* are frozen by policy');
+  const configName = uniq('svm-deny');
+  await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
+    body: JSON.stringify({
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata: { name: configName },
+      webhooks: [
+        {
+          name: 'deny.svm.test',
+          clientConfig: { url: hook.url, caBundle: hook.caBundle },
+          rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
+          admissionReviewVersions: ['v1'],
+          sideEffects: 'None',
+          failurePolicy: 'Fail',
+          timeoutSeconds: 5,
+        },
+      ],
+    }),
+  });
+  try {
+    // Wait until every API server enforces it.
+    const denyUrl = `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/deny-000000`;
+    for (let i = 0; i < plane.state.apiservers.length; i++) {
+      const k = plane.kubeOf(i);
+      await eventually(`the webhook on API server ${i}`, async () => {
+        const obj = await k.getJson<Record<string, unknown>>(denyUrl);
+        const res = await k.raw('PUT', denyUrl, { body: JSON.stringify(obj) });
+        return res.status === 403 || res.status === 400;
+      });
+    }
+    const started = Date.now();
+    const result = await withWorker(plane, async (m) => (await m.start(crd.name, { chunkSize: 100 })).wait());
+    assert.equal(result.phase, 'Failed');
+    assert.equal(result.counters.failed, 5);
+    assert.equal(result.counters.migrated, 300);
+    assert.deepEqual(result.failures.map((f) => f.name).sort(), ['deny-000000', 'deny-000001', 'deny-000002', 'deny-000003', 'deny-000004']);
+    for (const f of result.failures) assert.match(f.reason, /frozen by policy/);
+    assert.match(result.message ?? '', /5 object\(s\) of .* could not be updated: .*deny-00000\d .*frozen by policy/);
+    assert.ok(Date.now() - started < 60_000, 'a denied update must not be retried in a loop');
+
+    const stored = await readStoredObjects(plane.etcd, `/registry/${crd.group}/${crd.plural}/${ns}/`);
+    for (const o of stored) {
+      const denied = o.key.includes('/deny-');
+      assert.equal(o.object.apiVersion, `${crd.group}/${denied ? 'v1' : 'v2'}`, o.key);
+    }
+    // The CRD keeps v1 in storedVersions: the migration did not succeed.
+    const crdNow = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+    assert.deepEqual(crdNow.status.storedVersions.sort(), ['v1', 'v2']);
+  } finally {
+    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
+    await hook.close();
+  }
+});
