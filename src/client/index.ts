@@ -190,4 +190,5 @@ export function validateOptions(o: Partial<MigrationOptions>): void {
   check('concurrency', o.concurrency, 1, 256);
   check('qps', o.qps, 0, 100_000);
   check('maxChunksPerRun', o.maxChunksPerRun, 1, 10_000);
+  check('heartbeatTimeoutSeconds', o.heartbeatTimeoutSeconds, 2, 3600);
 }

@@ -42,9 +42,11 @@ import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, Migrati
 export interface MigrationOptions extends ChunkOptions {
   /** Continue-as-new after this many chunks even if Temporal does not suggest it. */
   maxChunksPerRun: number;
+  /** A chunk whose worker went silent this long is retried elsewhere (resuming from its last heartbeat). */
+  heartbeatTimeoutSeconds: number;
 }
 
-export const defaultMigrationOptions: MigrationOptions = { chunkSize: 500, concurrency: 8, qps: 0, maxChunksPerRun: 200 };
+export const defaultMigrationOptions: MigrationOptions = { chunkSize: 500, concurrency: 8, qps: 0, maxChunksPerRun: 200, heartbeatTimeoutSeconds: 30 };
 
 /** State that travels across continue-as-new. */
 export interface CarriedState {
@@ -96,13 +98,14 @@ export const progressQuery = defineQuery<MigrationProgress>('progress');
 /** Bugs, not weather: retrying them only delays the failure. */
 const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];
 
-const { migrateChunk } = proxyActivities<Activities>({
-  // An abort waits for the chunk to stop, so its partial counters arrive.
-  cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-  startToCloseTimeout: '10 minutes',
-  heartbeatTimeout: '60 seconds',
-  retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 12, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
-});
+const chunkActivities = (heartbeatTimeoutSeconds: number) =>
+  proxyActivities<Activities>({
+    // An abort waits for the chunk to stop, so its partial counters arrive.
+    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+    startToCloseTimeout: '10 minutes',
+    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
+    retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 12, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
+  });
 const { storageTarget, finalizeCustomResource, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 10, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
@@ -114,6 +117,7 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
   const ref = input.resource;
   const name = groupResourceString(ref);
   const options: MigrationOptions = { ...defaultMigrationOptions, ...input.options };
+  const { migrateChunk } = chunkActivities(options.heartbeatTimeoutSeconds);
   const s: CarriedState = input.carried ?? { continueToken: input.continueToken, counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
   s.runs++;
   const objects = new Set(input.migrationObjects ?? []);
