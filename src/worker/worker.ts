@@ -69,6 +69,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     workflowBundle: await workflowBundle(),
     activities: createActivities({ kube, budget }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
+    // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
+    maxHeartbeatThrottleInterval: '2 seconds',
   });
 
   const withBridge = async <T>(fn: () => Promise<T>): Promise<T> => {
