@@ -53,15 +53,19 @@ export class MigrationHandle {
   }
 
   /**
-   * Waits for the migration to end; calls onProgress every intervalMs.
+   * Waits for the migration to end; polls every intervalMs and calls onProgress when the progress changed.
    * A Failed migration resolves with phase Failed (and its message), it does not throw.
    */
   async wait(onProgress?: (p: MigrationProgress) => void, intervalMs = 1000): Promise<MigrationResult> {
     let done = false;
+    let last = '';
     const poller = (async () => {
       while (!done && onProgress) {
         try {
-          onProgress(await this.progress());
+          const p = await this.progress();
+          const key = JSON.stringify([p.phase, p.counters, p.message]);
+          if (key !== last) onProgress(p); // only when something changed
+          last = key;
         } catch {
           /* between runs (continue-as-new) a query can miss; the next one answers */
         }
