@@ -5,7 +5,7 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { loadTemporalSettings, loadWorkerSettings, SettingsError, settingSources } from '../src/worker/config';
+import { loadTemporalSettings, loadWorkerSettings, SettingsError, settingSources, TemporalSettings, WorkerSettings } from '../src/worker/config';
 
 /** Asserts that fn throws a SettingsError whose message names every given text. */
 function throwsSettings(fn: () => unknown, ...mentions: Array<string | RegExp>): string {
@@ -260,17 +260,14 @@ void test('SettingsError: a blank (whitespace-only) SVM_QPS is refused, not read
   throwsSettings(() => loadWorkerSettings({}, { qps: '' }), 'SVM_QPS');
 });
 
-void test('settingSources: every setting has its environment variable', () => {
-  assert.deepEqual(settingSources, {
-    'temporal.address': 'TEMPORAL_ADDRESS',
-    'temporal.namespace': 'TEMPORAL_NAMESPACE',
-    'temporal.taskQueue': 'TEMPORAL_TASK_QUEUE',
-    'temporal.apiKey': 'TEMPORAL_API_KEY',
-    'temporal.tls': 'TEMPORAL_TLS',
-    kubeconfig: 'KUBECONFIG',
-    qps: 'SVM_QPS',
-    maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
-    bridge: 'SVM_BRIDGE',
-    metricsPort: 'SVM_METRICS_PORT',
-  });
+void test('settingSources: every setting of the schema has its environment variable', () => {
+  const keys = [
+    ...Object.keys(WorkerSettings.shape).filter((k) => k !== 'temporal'),
+    ...Object.keys(TemporalSettings.shape).map((k) => `temporal.${k}`),
+  ].sort();
+  assert.deepEqual(Object.keys(settingSources).sort(), keys);
+  for (const v of Object.values(settingSources)) assert.match(v, /^(TEMPORAL_|SVM_|KUBECONFIG$)/);
+  assert.equal(settingSources['temporal.address'], 'TEMPORAL_ADDRESS');
+  assert.equal(settingSources.qps, 'SVM_QPS');
+});
 });

@@ -13,12 +13,14 @@ import { apiVersionOf, groupResourceString, type GroupResource, type ResourceRef
 import type { KubeClient } from '../kube/client';
 import { KubeError } from '../kube/errors';
 import { RateLimiter } from '../kube/rate-limit';
-import { migrateChunk, type ChunkInput, type ChunkResult } from './migrate-chunk';
+import type { MigratorMetrics } from '../worker/metrics';
+import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
 
 export interface ActivityDeps {
   kube: KubeClient;
   /** The worker-wide load budget (QPS) shared by every migration. */
   budget: RateLimiter;
+  metrics?: MigratorMetrics;
 }
 
 /** What the servers store a resource as: compared before and after a migration. */
@@ -48,6 +50,15 @@ export function createActivities(deps: ActivityDeps) {
     return l;
   };
 
+  const m = deps.metrics;
+  const observe: ChunkDeps['observe'] = m
+    ? (resource, outcome, seconds, rewritten) => {
+        m.objects.inc({ resource, outcome });
+        m.updateLatency.observe({ resource }, seconds);
+        if (rewritten) m.rewritten.inc({ resource });
+      }
+    : undefined;
+
   async function discoveryHash(ref: ResourceRef): Promise<string> {
     const path = ref.group ? `/apis/${ref.group}/${ref.version}` : `/api/${ref.version}`;
     const list = await kube.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(path);
@@ -66,7 +77,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
-      return migrateChunk({ kube, budget: deps.budget, limiterFor }, input);
+      return migrateChunk({ kube, budget: deps.budget, limiterFor, observe }, input);
     },
 
     /** The storage version the API server encodes the resource in now. */
@@ -88,8 +99,12 @@ export function createActivities(deps: ActivityDeps) {
       return { changed: false, storedVersions };
     },
 
-    /** Creates the StorageVersionMigration object kubectl users see, unless one exists. */
-    async ensureMigrationObject(ref: ResourceRef, workflowId: string, name: string): Promise<string> {
+    /**
+     * Creates the StorageVersionMigration object kubectl users see, unless one
+     * exists. Returns undefined when the CRD is not installed: the migration
+     * then runs without a kubectl mirror.
+     */
+    async ensureMigrationObject(ref: ResourceRef, workflowId: string, name: string): Promise<string | undefined> {
       const body = {
         apiVersion: MIGRATION_API_VERSION,
         kind: 'StorageVersionMigration',
@@ -97,6 +112,10 @@ export function createActivities(deps: ActivityDeps) {
         spec: { resource: { group: ref.group, version: ref.version, resource: ref.resource } },
       };
       const res = await kube.raw('POST', `/apis/${MIGRATION_API_VERSION}/storageversionmigrations`, { body: JSON.stringify(body) });
+      if (res.status === 404) {
+        Context.current().log.warn('the StorageVersionMigration CRD is not installed; the migration is not mirrored for kubectl', { resource: groupResourceString(ref) });
+        return undefined;
+      }
       if (res.status >= 300 && res.status !== 409) {
         throw new Error(`creating StorageVersionMigration ${name}: HTTP ${res.status} ${res.body.slice(0, 300)}`);
       }
@@ -104,7 +123,9 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Mirrors a migration's status to its StorageVersionMigration objects (missing ones are skipped). */
-    async reportStatus(names: string[], status: StorageVersionMigrationStatus): Promise<void> {
+    async reportStatus(names: string[], status: StorageVersionMigrationStatus, resource: string): Promise<void> {
+      if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted')) m.migrations.inc({ resource, result: status.phase });
+      if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
       const full: StorageVersionMigrationStatus = {
         ...status,
         conditions: conditionsFor(status.phase ?? 'Running', status.message, new Date().toISOString()),

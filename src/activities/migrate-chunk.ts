@@ -70,6 +70,8 @@ export interface ChunkDeps {
   budget: RateLimiter;
   /** A per-resource limiter for the migration's own --qps. */
   limiterFor(resource: string, qps: number): RateLimiter | undefined;
+  /** Called once per object with its outcome and the latency of its last attempt (metrics). */
+  observe?(resource: string, outcome: 'migrated' | 'conflict' | 'notFound' | 'failed', seconds: number, rewritten: boolean): void;
 }
 
 export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<ChunkResult> {
@@ -131,23 +133,29 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     for (let attempt = 1; ; attempt++) {
       await deps.budget.take();
       if (limiter) await limiter.take();
+      const t0 = performance.now();
+      const seconds = () => (performance.now() - t0) / 1000;
       try {
         const rv = await deps.kube.noopUpdate(resource, obj);
         hb.counters.migrated++;
         if (rv !== obj.resourceVersion) hb.counters.rewritten++;
+        deps.observe?.(name, 'migrated', seconds(), rv !== obj.resourceVersion);
         return;
       } catch (err) {
         const e = err instanceof KubeError ? err : new KubeError('other', String(err));
         if (e.kind === 'conflict') {
           hb.counters.conflicts++;
+          deps.observe?.(name, 'conflict', seconds(), false);
           return;
         }
         if (e.kind === 'notFound') {
           hb.counters.notFound++;
+          deps.observe?.(name, 'notFound', seconds(), false);
           return;
         }
         if (isPerObjectFailure(e.kind)) {
           hb.counters.failed++;
+          deps.observe?.(name, 'failed', seconds(), false);
           if (hb.failures.length < MAX_FAILURES_KEPT) hb.failures.push({ namespace: obj.namespace, name: obj.name, reason: `${e.status ?? ''} ${e.message}`.trim() });
           return;
         }

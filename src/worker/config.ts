@@ -33,7 +33,10 @@ export const WorkerSettings = z.object({
   maxConcurrentChunks: int(1, 64).default(4),
   /** Watch StorageVersionMigration objects and turn them into workflows. */
   bridge: bool.default(true),
+  /** Prometheus /metrics port; unset: no endpoint. */
   metricsPort: int(0, 65535).optional(),
+  /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
+  metricsHost: z.string().min(1).default('127.0.0.1'),
 });
 export type WorkerSettings = z.infer<typeof WorkerSettings>;
 
@@ -49,6 +52,7 @@ export const settingSources: Record<string, string> = {
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
   bridge: 'SVM_BRIDGE',
   metricsPort: 'SVM_METRICS_PORT',
+  metricsHost: 'SVM_METRICS_HOST',
 };
 
 const fromEnv = (env: NodeJS.ProcessEnv) => ({
@@ -64,6 +68,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
   bridge: env.SVM_BRIDGE || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
+  metricsHost: env.SVM_METRICS_HOST || undefined,
 });
 
 export class SettingsError extends Error {}
@@ -94,6 +99,7 @@ export function loadWorkerSettings(env: NodeJS.ProcessEnv, flags: Partial<Record
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
     bridge: pick(flags.bridge, base.bridge),
     metricsPort: pick(flags.metricsPort, base.metricsPort),
+    metricsHost: pick(flags.metricsHost, base.metricsHost),
   };
   const parsed = WorkerSettings.safeParse(merged);
   if (!parsed.success) throw new SettingsError(`invalid setting: ${explain(parsed.error)}`);

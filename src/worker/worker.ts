@@ -2,6 +2,7 @@
  * The worker process: runs migration workflows and their activities, and the
  * StorageVersionMigration bridge.
  */
+import * as net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry, type WorkflowBundle } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
@@ -10,6 +11,7 @@ import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
 import { startBridge } from './bridge';
 import type { WorkerSettings } from './config';
+import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 
 export const workflowsPath = require.resolve('../workflows');
 
@@ -38,17 +40,42 @@ function forward(entry: LogEntry): void {
   log[level](meta, entry.message);
 }
 
-/** Installs the Temporal runtime once per process, logging through pino. */
-export function installRuntime(log: Logger): void {
+let sdkMetricsUrl: string | undefined;
+
+/**
+ * Installs the Temporal runtime once per process, logging through pino and,
+ * when asked, exporting the SDK's metrics on a loopback port (served again,
+ * with ours, by the worker's /metrics).
+ */
+export async function installRuntime(log: Logger, withSdkMetrics = false): Promise<string | undefined> {
   runtimeSink = log;
-  if (runtimeInstalled) return;
-  Runtime.install({ logger: new DefaultLogger('DEBUG', forward) });
+  if (runtimeInstalled) return sdkMetricsUrl;
+  let telemetryOptions: Parameters<typeof Runtime.install>[0]['telemetryOptions'];
+  if (withSdkMetrics) {
+    const port = await freeLoopbackPort();
+    sdkMetricsUrl = `http://127.0.0.1:${port}/metrics`;
+    telemetryOptions = { metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } } };
+  }
+  Runtime.install({ logger: new DefaultLogger('DEBUG', forward), telemetryOptions });
   runtimeInstalled = true;
+  return sdkMetricsUrl;
+}
+
+function freeLoopbackPort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const srv = net.createServer();
+    srv.once('error', reject);
+    srv.listen(0, '127.0.0.1', () => {
+      const port = (srv.address() as net.AddressInfo).port;
+      srv.close(() => resolve(port));
+    });
+  });
 }
 
 export interface MigratorWorker {
   worker: Worker;
   kube: KubeClient;
+  metrics?: MigratorMetrics;
   /** Runs the worker (and the bridge) until fn settles, then shuts both down. */
   runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T>;
   /** Runs until the process is asked to stop (SIGINT/SIGTERM). */
@@ -58,7 +85,8 @@ export interface MigratorWorker {
 export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger()): Promise<MigratorWorker> {
   const t = settings.temporal;
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
-  installRuntime(log);
+  const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
+  const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
   const connection = await NativeConnection.connect({ address: t.address, tls: t.tls || undefined, apiKey: t.apiKey });
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   const budget = new RateLimiter(settings.qps);
@@ -67,13 +95,22 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     namespace: t.namespace,
     taskQueue: t.taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities({ kube, budget }),
+    activities: createActivities({ kube, budget, metrics }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
     maxHeartbeatThrottleInterval: '2 seconds',
   });
 
   const withBridge = async <T>(fn: () => Promise<T>): Promise<T> => {
+    const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
+    if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
+    try {
+      return await withBridgeOnly(fn);
+    } finally {
+      await endpoint?.close();
+    }
+  };
+  const withBridgeOnly = async <T>(fn: () => Promise<T>): Promise<T> => {
     if (!settings.bridge) return fn();
     const clientConnection = await Connection.connect({ address: t.address!, tls: t.tls || undefined, apiKey: t.apiKey });
     const client = new Client({ connection: clientConnection, namespace: t.namespace });
@@ -94,6 +131,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   return {
     worker,
     kube,
+    metrics,
     async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
       try {
         return await withBridge(() => worker.runUntil(fn));

@@ -182,7 +182,7 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
         ...(s.message ? [s.message] : []),
       ].join('\n\n'),
     );
-    if (report && objects.size > 0) await reportStatus([...objects], status());
+    if (report) await reportStatus([...objects], status(), name);
   };
 
   const finish = async (final: 'Succeeded' | 'Failed' | 'Aborted'): Promise<MigrationResult> => {
@@ -201,7 +201,8 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
       { key: MigrationGroup, value: ref.group || 'core' },
     ]);
     if (objects.size === 0) {
-      objects.add(await ensureMigrationObject(ref, workflowInfo().workflowId, `${name}-${uuid4().slice(0, 8)}`));
+      const created = await ensureMigrationObject(ref, workflowInfo().workflowId, `${name}-${uuid4().slice(0, 8)}`);
+      if (created) objects.add(created);
     }
   }
   if (!s.target) s.target = await storageTarget(ref);

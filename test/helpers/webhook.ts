@@ -37,6 +37,10 @@ export async function startDenyingWebhook(deny: (name: string) => boolean, messa
     get denied() {
       return state.denied;
     },
-    close: () => new Promise<void>((r) => server.close(() => r())),
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        server.closeAllConnections(); // the API servers keep connections alive for ~90s otherwise
+      }),
   };
 }

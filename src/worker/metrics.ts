@@ -1,0 +1,86 @@
+/**
+ * The worker's Prometheus endpoint: the migrator's own metrics (prom-client)
+ * followed by the Temporal SDK's (scraped from the runtime's own exporter on
+ * a loopback port), on one /metrics. Labels carry resource names and outcomes
+ * only: never object data.
+ */
+import * as http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+
+export interface MigratorMetrics {
+  registry: Registry;
+  /** Objects processed, by resource and outcome (migrated, conflict, notFound, failed). */
+  objects: Counter<'resource' | 'outcome'>;
+  /** Objects whose update re-encoded them in etcd. */
+  rewritten: Counter<'resource'>;
+  /** Latency of one no-op update (seconds). */
+  updateLatency: Histogram<'resource'>;
+  /** Migrations that ended, by result (Succeeded, Failed, Aborted). */
+  migrations: Counter<'resource' | 'result'>;
+  /** Migrations currently waiting for the API servers to agree on a storage version. */
+  waiting: Gauge<'resource'>;
+}
+
+export function createMetrics(): MigratorMetrics {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
+  return {
+    registry,
+    objects: new Counter({ name: 'svm_objects_total', help: 'Objects processed by no-op updates, by outcome', labelNames: ['resource', 'outcome'], registers: [registry] }),
+    rewritten: new Counter({ name: 'svm_objects_rewritten_total', help: 'Objects re-encoded in etcd by their no-op update', labelNames: ['resource'], registers: [registry] }),
+    updateLatency: new Histogram({
+      name: 'svm_update_duration_seconds',
+      help: 'Latency of one no-op update (PUT)',
+      labelNames: ['resource'],
+      buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5],
+      registers: [registry],
+    }),
+    migrations: new Counter({ name: 'svm_migrations_total', help: 'Migrations that ended, by result', labelNames: ['resource', 'result'], registers: [registry] }),
+    waiting: new Gauge({ name: 'svm_migrations_waiting_for_agreement', help: 'Migrations waiting for the API servers to agree on the storage version', labelNames: ['resource'], registers: [registry] }),
+  };
+}
+
+/** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
+export async function serveMetrics(metrics: MigratorMetrics, port: number, host: string, sdkMetricsUrl?: string): Promise<{ port: number; close(): Promise<void> }> {
+  const server = http.createServer((req, res) => {
+    if (req.url !== '/metrics') {
+      res.statusCode = req.url === '/healthz' ? 200 : 404;
+      res.end(req.url === '/healthz' ? 'ok\n' : 'not found\n');
+      return;
+    }
+    void (async () => {
+      let text = await metrics.registry.metrics();
+      if (sdkMetricsUrl) {
+        try {
+          const r = await fetch(sdkMetricsUrl);
+          if (r.ok) text += '\n# Temporal SDK metrics\n' + (await r.text());
+        } catch {
+          /* the runtime exporter is not up yet */
+        }
+      }
+      res.setHeader('Content-Type', metrics.registry.contentType);
+      res.end(text);
+    })();
+  });
+  await new Promise<void>((r) => server.listen(port, host, r));
+  return { port: (server.address() as AddressInfo).port, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+/** Quantile estimate from a histogram's cumulative buckets (linear within a bucket). */
+export function histogramQuantile(q: number, buckets: Array<{ le: number; count: number }>): number {
+  const total = buckets[buckets.length - 1]?.count ?? 0;
+  if (total === 0) return NaN;
+  const rank = q * total;
+  let prevLe = 0;
+  let prevCount = 0;
+  for (const b of buckets) {
+    if (b.count >= rank) {
+      if (!Number.isFinite(b.le)) return prevLe;
+      return prevLe + ((b.le - prevLe) * (rank - prevCount)) / Math.max(1, b.count - prevCount);
+    }
+    prevLe = b.le;
+    prevCount = b.count;
+  }
+  return prevLe;
+}
