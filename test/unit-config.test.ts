@@ -270,4 +270,3 @@ void test('settingSources: every setting of the schema has its environment varia
   assert.equal(settingSources['temporal.address'], 'TEMPORAL_ADDRESS');
   assert.equal(settingSources.qps, 'SVM_QPS');
 });
-});
