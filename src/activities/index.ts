@@ -9,9 +9,11 @@ import {
   MIGRATION_API_VERSION,
   type StorageVersionMigrationStatus,
 } from '../api/migration';
-import { apiVersionOf, groupResourceString, type GroupResource, type ResourceRef } from '../api/resource';
+import { groupResourceString, type GroupResource, type ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
-import { KubeError } from '../kube/errors';
+import { classifyResponse, KubeError } from '../kube/errors';
+import { agreementFromDiscovery, agreementFromStorageVersion, liveIdentities, type Agreement } from '../kube/agreement';
+import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } from '../api/storage-version';
 import { RateLimiter } from '../kube/rate-limit';
 import type { MigratorMetrics } from '../worker/metrics';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
@@ -21,14 +23,14 @@ export interface ActivityDeps {
   /** The worker-wide load budget (QPS) shared by every migration. */
   budget: RateLimiter;
   metrics?: MigratorMetrics;
+  /**
+   * One client per API server, to read each one's own discovery (HA). Without
+   * them, `kube`'s server speaks for all.
+   */
+  servers?: Array<{ id: string; kube: KubeClient }>;
 }
 
-/** What the servers store a resource as: compared before and after a migration. */
-export interface StorageTarget {
-  storageVersionHash: string;
-  /** For custom resources: the CRD's storage version. */
-  storageVersion?: string;
-}
+export type { Agreement };
 
 export const WORKFLOW_ID_ANNOTATION = 'migration.k8s.io/workflow-id';
 export const svmPath = (name: string) => `/apis/${MIGRATION_API_VERSION}/storageversionmigrations/${encodeURIComponent(name)}`;
@@ -59,19 +61,30 @@ export function createActivities(deps: ActivityDeps) {
       }
     : undefined;
 
-  async function discoveryHash(ref: ResourceRef): Promise<string> {
+  const servers = deps.servers && deps.servers.length > 0 ? deps.servers : [{ id: kube.server, kube }];
+
+  /** The storageVersionHash one API server serves for the resource in its own discovery. */
+  async function discoveryHash(server: KubeClient, ref: ResourceRef): Promise<string | undefined> {
     const path = ref.group ? `/apis/${ref.group}/${ref.version}` : `/api/${ref.version}`;
-    const list = await kube.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(path);
-    const hash = list.resources.find((r) => r.name === ref.resource)?.storageVersionHash;
-    if (!hash) throw new Error(`${groupResourceString(ref)} is no longer served with a storageVersionHash by ${apiVersionOf(ref)}`);
-    return hash;
+    const list = await server.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(path);
+    return list.resources.find((r) => r.name === ref.resource)?.storageVersionHash;
   }
 
-  async function storageTarget(ref: ResourceRef): Promise<StorageTarget> {
-    const storageVersionHash = await discoveryHash(ref);
-    if (!ref.custom) return { storageVersionHash };
-    const crd = await kube.getJson<Crd>(crdPath(ref));
-    return { storageVersionHash, storageVersion: crd.spec.versions.find((v) => v.storage)?.name };
+  /** Do all API servers agree on the resource's encoding version? (see src/kube/agreement.ts) */
+  async function agreement(ref: ResourceRef): Promise<Agreement> {
+    if (!ref.custom) {
+      const res = await kube.raw('GET', `/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/${storageVersionName(ref)}`);
+      if (res.status === 200) {
+        const sv = StorageVersion.parse(JSON.parse(res.body));
+        const leases = await kube.getJson<{ items: unknown[] }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', { labelSelector: IDENTITY_LABEL });
+        return agreementFromStorageVersion(sv, liveIdentities(leases.items.map((l) => IdentityLease.parse(l)), Date.now()));
+      }
+      if (res.status !== 404) throw classifyResponse(res.status, res.body);
+      // 404: the StorageVersion API is not served (or not for this resource): fall back to discovery.
+    }
+    const views = await Promise.all(servers.map(async (s) => ({ id: s.id, value: await discoveryHash(s.kube, ref).catch(() => undefined) })));
+    const crdStorage = ref.custom ? (await kube.getJson<Crd>(crdPath(ref))).spec.versions.find((v) => v.storage)?.name : undefined;
+    return agreementFromDiscovery(views, crdStorage);
   }
 
   return {
@@ -81,22 +94,21 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** The storage version the API server encodes the resource in now. */
-    storageTarget,
+    agreement,
 
     /**
-     * After a successful migration of a custom resource: reduce the CRD's
-     * status.storedVersions to its storage version, so the old version can
-     * be removed. Refuses (returns changed) if the storage version moved.
+     * The verdict's last step: is the agreement the migration started under
+     * still the one in force? For a custom resource that is still so, reduce
+     * the CRD's status.storedVersions to its storage version, so the old
+     * version can be removed.
      */
-    async finalizeCustomResource(ref: ResourceRef, expected: StorageTarget): Promise<{ changed: boolean; storedVersions: string[] }> {
-      const now = await storageTarget(ref);
-      const crd = await kube.getJson<Crd>(crdPath(ref));
-      if (now.storageVersionHash !== expected.storageVersionHash || now.storageVersion !== expected.storageVersion) {
-        return { changed: true, storedVersions: crd.status?.storedVersions ?? [] };
-      }
-      const storedVersions = [expected.storageVersion!];
+    async confirmAgreement(ref: ResourceRef, expected: Agreement): Promise<{ held: boolean; now: Agreement; storedVersions?: string[] }> {
+      const now = await agreement(ref);
+      const held = now.agreed && now.token === expected.token && now.encodingVersion === expected.encodingVersion;
+      if (!held || !ref.custom) return { held, now };
+      const storedVersions = [expected.encodingVersion!];
       await kube.patchStatus(crdPath(ref), { storedVersions });
-      return { changed: false, storedVersions };
+      return { held, now, storedVersions };
     },
 
     /**

@@ -4,7 +4,6 @@
  * object into (or attaches it to) the resource's migration workflow, and
  * aborts the migration when its object is deleted.
  */
-import { Watch } from '@kubernetes/client-node';
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { WORKFLOW_ID_ANNOTATION, svmPath } from '../activities';
@@ -12,6 +11,7 @@ import { MIGRATION_API_VERSION, StorageVersionMigration } from '../api/migration
 import { groupResourceString, migrationWorkflowId } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { InvalidResourceError, resolveResource } from '../kube/resolve';
+import { watchForever } from '../kube/watch';
 import { abortSignal, attachMigrationObjectSignal, migrateResource } from '../workflows/migrate-resource';
 import { startOptions } from '../client/start-options';
 
@@ -75,51 +75,15 @@ export async function handleMigrationObject(opts: BridgeOptions, type: string, r
   }
 }
 
-/** Watches StorageVersionMigration objects until stopped; re-lists and re-watches on errors. */
+/** Watches StorageVersionMigration objects until stopped; events are handled one at a time, in order. */
 export function startBridge(opts: BridgeOptions): { stop(): void } {
-  let stopped = false;
-  let controller: AbortController | undefined;
-  const queue: Array<() => Promise<void>> = [];
-  let draining = false;
-  const drain = async () => {
-    if (draining) return;
-    draining = true;
-    while (queue.length > 0) await queue.shift()!().catch((err: unknown) => opts.log.error({ err: String(err) }, 'bridge event failed'));
-    draining = false;
-  };
+  let chain = Promise.resolve();
   const enqueue = (type: string, obj: unknown) => {
-    queue.push(() => handleMigrationObject(opts, type, obj));
-    void drain();
+    chain = chain.then(() => handleMigrationObject(opts, type, obj)).catch((err: unknown) => opts.log.error({ err: String(err) }, 'bridge event failed'));
   };
-
-  const loop = async () => {
-    while (!stopped) {
-      try {
-        const list = await opts.kube.getJson<{ metadata: { resourceVersion: string }; items: unknown[] }>(`/apis/${MIGRATION_API_VERSION}/storageversionmigrations`);
-        for (const item of list.items) enqueue('ADDED', item);
-        await new Promise<void>((resolve) => {
-          void new Watch(opts.kube.kubeConfig)
-            .watch(
-              `/apis/${MIGRATION_API_VERSION}/storageversionmigrations`,
-              { resourceVersion: list.metadata.resourceVersion, allowWatchBookmarks: true },
-              (type, obj) => {
-                if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') enqueue(type, obj);
-              },
-              () => resolve(),
-            )
-            .then((c) => (controller = c), () => resolve());
-        });
-      } catch (err) {
-        opts.log.warn({ err: String(err) }, 'StorageVersionMigration watch failed; retrying');
-      }
-      if (!stopped) await new Promise((r) => setTimeout(r, 1000));
-    }
-  };
-  void loop();
-  return {
-    stop() {
-      stopped = true;
-      controller?.abort();
-    },
-  };
+  return watchForever(opts.kube, `/apis/${MIGRATION_API_VERSION}/storageversionmigrations`, {
+    onList: (items) => items.forEach((item) => enqueue('ADDED', item)),
+    onEvent: enqueue,
+    onError: (err) => opts.log.warn({ err: String(err) }, 'StorageVersionMigration watch failed; retrying'),
+  });
 }

@@ -9,6 +9,7 @@ import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
+import { startAgreementWatcher } from './agreement-watcher';
 import { startBridge } from './bridge';
 import type { WorkerSettings } from './config';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
@@ -89,13 +90,17 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
   const connection = await NativeConnection.connect({ address: t.address, tls: t.tls || undefined, apiKey: t.apiKey });
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
+  const servers = settings.apiserverKubeconfigs.map((path) => {
+    const k = KubeClient.fromKubeconfig(path, { maxSockets: 4 });
+    return { id: k.server, kube: k };
+  });
   const budget = new RateLimiter(settings.qps);
   const worker = await Worker.create({
     connection,
     namespace: t.namespace,
     taskQueue: t.taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities({ kube, budget, metrics }),
+    activities: createActivities({ kube, budget, metrics, servers }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
     maxHeartbeatThrottleInterval: '2 seconds',
@@ -111,20 +116,23 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     }
   };
   const withBridgeOnly = async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (!settings.bridge) return fn();
+    if (!settings.bridge && !settings.watchAgreement) return fn();
     const clientConnection = await Connection.connect({ address: t.address!, tls: t.tls || undefined, apiKey: t.apiKey });
     const client = new Client({ connection: clientConnection, namespace: t.namespace });
-    const bridge = startBridge({ kube, client, taskQueue: t.taskQueue, log });
+    const bridge = settings.bridge ? startBridge({ kube, client, taskQueue: t.taskQueue, log }) : undefined;
+    const watcher = settings.watchAgreement ? startAgreementWatcher({ kube, client, log }) : undefined;
     try {
       return await fn();
     } finally {
-      bridge.stop();
+      bridge?.stop();
+      watcher?.stop();
       await clientConnection.close();
     }
   };
 
   const cleanup = async () => {
     kube.close();
+    for (const s of servers) s.kube.close();
     await connection.close();
   };
 

@@ -3,15 +3,22 @@
  * Deterministic orchestration only; every Kubernetes call is an activity.
  *
  * Read top to bottom, this is the whole migration loop:
- *   1. note the storage version the servers use now (the target);
+ *   1. wait until every API server agrees on the resource's encoding version
+ *      (phase WaitingForAgreement, naming who disagrees), and take the
+ *      agreement's token;
  *   2. chunk after chunk: list one page and no-op update its objects
  *      (migrateChunk), fold in the counters, move the continue token on;
- *      pause / abort signals are honoured between and during chunks;
- *      continue-as-new carries token and counters when history grows;
+ *      pause / abort signals are honoured between and during chunks; an
+ *      agreementChanged signal (from the watcher) re-checks agreement beside
+ *      the chunks, and if it broke or moved, the chunk in flight is stopped
+ *      and the migration starts over (objects migrated so far may have gone
+ *      to the wrong version); continue-as-new carries token and counters when
+ *      history grows;
  *   3. when the list is exhausted: failures make it Failed (naming them);
- *      otherwise the target is checked again: if the storage version moved
- *      during the run, the run proved nothing and starts over; if not, it
- *      Succeeded (and a CRD's storedVersions is reduced to the target).
+ *      otherwise agreement is checked once more and its token compared with
+ *      the one taken at the start: only if it held throughout is the run a
+ *      success (and a CRD's storedVersions reduced to the agreed version);
+ *      otherwise it starts over and says why.
  */
 import {
   ActivityCancellationType,
@@ -32,7 +39,7 @@ import {
   uuid4,
   workflowInfo,
 } from '@temporalio/workflow';
-import type { Activities, StorageTarget } from '../activities';
+import type { Activities, Agreement } from '../activities';
 import type { ChunkOptions, ChunkResult } from '../activities/migrate-chunk';
 import type { MigrationCounters, MigrationPhase, ObjectFailure, StorageVersionMigrationStatus } from '../api/migration';
 import { addCounters, zeroCounters } from '../api/counters';
@@ -42,18 +49,21 @@ import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, Migrati
 export interface MigrationOptions extends ChunkOptions {
   /** Continue-as-new after this many chunks even if Temporal does not suggest it. */
   maxChunksPerRun: number;
+  /** While waiting for agreement, re-check at least this often (a signal wakes it sooner). */
+  agreementPollSeconds: number;
   /** A chunk whose worker went silent this long is retried elsewhere (resuming from its last heartbeat). */
   heartbeatTimeoutSeconds: number;
 }
 
-export const defaultMigrationOptions: MigrationOptions = { chunkSize: 500, concurrency: 8, qps: 0, maxChunksPerRun: 200, heartbeatTimeoutSeconds: 30 };
+export const defaultMigrationOptions: MigrationOptions = { chunkSize: 500, concurrency: 8, qps: 0, maxChunksPerRun: 200, heartbeatTimeoutSeconds: 30, agreementPollSeconds: 15 };
 
 /** State that travels across continue-as-new. */
 export interface CarriedState {
   continueToken?: string;
   counters: MigrationCounters;
   failures: ObjectFailure[];
-  target?: StorageTarget;
+  /** The agreement this pass started under; undefined until the servers agree. */
+  agreement?: Agreement;
   startedAt: number;
   runs: number;
   /** Times the whole resource was started over (storage version moved). */
@@ -93,6 +103,8 @@ export const abortSignal = defineSignal<[reason?: string]>('abort');
 export const pauseSignal = defineSignal('pause');
 export const resumeSignal = defineSignal('resume');
 export const attachMigrationObjectSignal = defineSignal<[name: string]>('attachMigrationObject');
+/** Sent by the agreement watcher when a StorageVersion or CRD of this resource changed. */
+export const agreementChangedSignal = defineSignal<[why?: string]>('agreementChanged');
 export const progressQuery = defineQuery<MigrationProgress>('progress');
 
 /** Bugs, not weather: retrying them only delays the failure. */
@@ -106,7 +118,7 @@ const chunkActivities = (heartbeatTimeoutSeconds: number) =>
     heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
     retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 12, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
   });
-const { storageTarget, finalizeCustomResource, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
+const { agreement, confirmAgreement, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
   retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 10, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
 });
@@ -126,6 +138,8 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
   let paused = false;
   let chunkScope: CancellationScope | undefined;
   let chunksThisRun = 0;
+  let recheck = false; // the watcher says agreement may have changed
+  let broken: Agreement | undefined; // agreement moved away from s.agreement
 
   const progress = (): MigrationProgress => {
     const processed = s.counters.migrated + s.counters.conflicts + s.counters.notFound + s.counters.failed;
@@ -154,6 +168,7 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
   setHandler(pauseSignal, () => void (paused = true));
   setHandler(resumeSignal, () => void (paused = false));
   setHandler(attachMigrationObjectSignal, (objectName: string) => void objects.add(objectName));
+  setHandler(agreementChangedSignal, () => void (recheck = true));
 
   const status = (): StorageVersionMigrationStatus => ({
     phase,
@@ -194,7 +209,24 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
     return progress();
   };
 
-  // -- 1. start: search attributes, the kubectl-visible object, the target
+  /** Everything so far may have gone to the wrong version: a fresh pass, after agreement. */
+  const startOver = async (why: string): Promise<never> => {
+    s.restarts++;
+    s.message = `${why}; started over`;
+    log.warn(s.message, { resource: name });
+    await CancellationScope.nonCancellable(() => show(phase));
+    await condition(allHandlersFinished);
+    return continueAsNew<typeof migrateResource>({
+      resource: ref,
+      options,
+      migrationObjects: [...objects],
+      carried: { ...s, continueToken: undefined, counters: zeroCounters(), failures: [], agreement: undefined, remainingEstimate: undefined },
+    });
+  };
+  const changeReason = (a: Agreement) =>
+    a.agreed ? `the API servers now agree on ${a.encodingVersion} (was ${s.agreement?.encodingVersion}), or their storage versions were republished` : `agreement on the storage version of ${name} broke: ${a.reason}`;
+
+  // -- 1. start: search attributes, the kubectl-visible object, agreement
   if (s.runs === 1) {
     upsertSearchAttributes([
       { key: MigrationResource, value: name },
@@ -205,16 +237,51 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
       if (created) objects.add(created);
     }
   }
-  if (!s.target) s.target = await storageTarget(ref);
+  let waited = false;
+  while (!s.agreement && !aborted) {
+    const a = await agreement(ref);
+    if (a.agreed) {
+      s.agreement = a;
+      break;
+    }
+    const message = `waiting for agreement: ${a.reason}`;
+    if (!waited || message !== s.message) {
+      s.message = message;
+      await show('WaitingForAgreement');
+    }
+    waited = true;
+    recheck = false;
+    await condition(() => recheck || aborted !== undefined, `${options.agreementPollSeconds} seconds`);
+  }
+  if (aborted) {
+    s.message = `aborted: ${aborted}`;
+    return finish('Aborted');
+  }
+  if (waited) s.message = `the API servers agree on ${s.agreement!.encodingVersion}`;
   await show('Running');
+
+  // Beside the chunks: re-check agreement whenever the watcher says it may have changed.
+  void (async () => {
+    for (;;) {
+      await condition(() => recheck);
+      recheck = false;
+      const a = await agreement(ref);
+      if (!broken && (!a.agreed || a.token !== s.agreement!.token)) {
+        broken = a;
+        chunkScope?.cancel();
+      }
+    }
+  })();
 
   // -- 2. chunk after chunk
   for (;;) {
     if (aborted) break;
+    if (broken) return startOver(changeReason(broken));
     if (paused) {
       await show('Paused');
-      await condition(() => !paused || aborted !== undefined);
+      await condition(() => !paused || aborted !== undefined || broken !== undefined);
       if (aborted) break;
+      if (broken) continue;
       await show('Running');
     }
     if (chunksThisRun >= options.maxChunksPerRun || workflowInfo().continueAsNewSuggested) {
@@ -225,13 +292,16 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
     let result: ChunkResult;
     try {
       chunkScope = new CancellationScope();
-      result = await chunkScope.run(() => migrateChunk({ resource: ref, continueToken: s.continueToken, options }));
+      result = await chunkScope.run(() =>
+        migrateChunk({ resource: ref, continueToken: s.continueToken, options }),
+      );
     } catch (err) {
-      if (aborted && isCancellation(err)) {
+      if (isCancellation(err) && aborted) {
         const partial = cancelledChunkResult(err);
         if (partial) s.counters = addCounters(s.counters, partial.counters);
         break;
       }
+      if (isCancellation(err) && broken) continue; // starts over at the top of the loop
       s.message = `migration of ${name} stopped: ${rootMessage(err)}`;
       return finish('Failed');
     } finally {
@@ -261,23 +331,10 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
     s.message = `${s.counters.failed} object(s) of ${name} could not be updated: ${named}${s.counters.failed > 5 ? '; …' : ''}`;
     return finish('Failed');
   }
-  const changed = ref.custom ? (await finalizeCustomResource(ref, s.target)).changed : (await storageTarget(ref)).storageVersionHash !== s.target.storageVersionHash;
-  if (changed) {
-    // Objects migrated so far went to the old storage version: start over.
-    const next = await storageTarget(ref);
-    s.restarts++;
-    s.message = `the storage version of ${name} changed during the migration (${s.target.storageVersion ?? s.target.storageVersionHash} → ${next.storageVersion ?? next.storageVersionHash}); started over`;
-    log.warn(s.message);
-    await condition(allHandlersFinished);
-    return continueAsNew<typeof migrateResource>({
-      resource: { ...ref, storageVersionHash: next.storageVersionHash },
-      options,
-      migrationObjects: [...objects],
-      carried: { ...s, continueToken: undefined, counters: zeroCounters(), failures: [], target: next, remainingEstimate: undefined },
-    });
-  }
+  const verdict = await confirmAgreement(ref, s.agreement!);
+  if (!verdict.held || broken) return startOver(changeReason(broken ?? verdict.now));
   s.remainingEstimate = 0;
-  s.message = `migrated every object of ${name} to ${s.target.storageVersion ?? 'the current storage version'}`;
+  s.message = `migrated every object of ${name} to ${s.agreement!.encodingVersion}; the API servers agreed from start to end`;
   return finish('Succeeded');
 }
 

@@ -46,7 +46,8 @@ export async function testPlane(): Promise<TestPlane> {
     etcd: env.ETCD_ENDPOINTS!,
     temporal: { client, connection, address: env.TEMPORAL_ADDRESS! },
     workerSettings(taskQueue, overrides = {}) {
-      const base = loadWorkerSettings({ TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, KUBECONFIG: env.KUBECONFIG, TEMPORAL_TASK_QUEUE: taskQueue, SVM_BRIDGE: 'false', SVM_QPS: '0' });
+      const perServer = state.apiservers.map((a) => env[`KUBECONFIG_APISERVER_${a.index}`]).join(',');
+      const base = loadWorkerSettings({ TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, KUBECONFIG: env.KUBECONFIG, TEMPORAL_TASK_QUEUE: taskQueue, SVM_BRIDGE: 'false', SVM_QPS: '0', SVM_APISERVER_KUBECONFIGS: perServer });
       return { ...base, ...overrides, temporal: { ...base.temporal, ...overrides.temporal } };
     },
     async close() {

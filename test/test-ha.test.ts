@@ -1,0 +1,182 @@
+/**
+ * HA safety on real disagreement: two kube-apiservers of one binary, one of
+ * them started with --min-compatibility-version=1.33, encode
+ * resource.k8s.io/deviceclasses as v1beta2 where the default encodes v1.
+ * A migration waits while they disagree, stops when agreement breaks, ignores
+ * stale entries of servers that are gone, and succeeds only when agreement held
+ * from its start to its end. etcd is checked at the end of every scenario.
+ */
+import assert from 'node:assert/strict';
+import { after, afterEach, before, beforeEach, test } from 'node:test';
+import { svmPath } from '../src/activities';
+import type { MigrationHandle } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
+import { restartApiserver, stopApiserver } from '../src/dev/plane';
+import type { KubeClient } from '../src/kube/client';
+import { KubeError } from '../src/kube/errors';
+import { applyCrd, createObjects, parallel, testCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+const OLD = ['--min-compatibility-version=1.33'];
+const DEVICECLASSES = 'deviceclasses.resource.k8s.io';
+const PREFIX = '/registry/deviceclasses/';
+
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+  await installCrds(plane.kube);
+});
+// Every scenario leaves both API servers running with default flags.
+// A failed scenario must not leave its migration running for the next one to join.
+const endLeftovers = () =>
+  plane.temporal.client.workflow
+    .getHandle('migrate/deviceclasses.resource.k8s.io')
+    .terminate('test scenario ended')
+    .catch(() => undefined);
+beforeEach(endLeftovers);
+afterEach(async () => {
+  await restartApiserver(plane.dir, 1, [], () => undefined);
+  await endLeftovers();
+});
+after(async () => plane?.close());
+
+const quiet = () => undefined;
+
+/** Creates DeviceClasses through one API server, retrying the 503 of a server that has not published its storage versions yet. */
+async function createDeviceClasses(kube: KubeClient, prefix: string, count: number): Promise<void> {
+  await parallel(count, 8, async (i) => {
+    const body = JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: { name: `${prefix}-${i}` }, spec: {} });
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await kube.request('POST', '/apis/resource.k8s.io/v1/deviceclasses', { body });
+        return;
+      } catch (err) {
+        if (err instanceof KubeError && err.kind === 'unavailable' && attempt < 30) {
+          await new Promise((r) => setTimeout(r, 500));
+          continue;
+        }
+        throw err;
+      }
+    }
+  });
+}
+
+async function deviceClassVersions(): Promise<Record<string, number>> {
+  return (await storedVersions(plane.etcd, PREFIX)).byApiVersion;
+}
+
+const phaseIs = (h: MigrationHandle, phase: string) => async () => {
+  const p = await h.progress();
+  return p.phase === phase && p;
+};
+
+void test('servers disagree: the migration waits visibly and writes nothing; once they agree it succeeds, etcd clean', async () => {
+  await restartApiserver(plane.dir, 1, OLD, quiet);
+  const tag = uniq('dc');
+  await createDeviceClasses(plane.kubeOf(1), `${tag}-old`, 60); // stored as v1beta2
+  await createDeviceClasses(plane.kubeOf(0), `${tag}-new`, 40); // stored as v1
+  const v = await deviceClassVersions();
+  assert.ok((v['resource.k8s.io/v1beta2'] ?? 0) >= 60, `expected v1beta2 objects, got ${JSON.stringify(v)}`);
+
+  const result = await withWorker(plane, async (m) => {
+    const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
+    const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
+    assert.match(waiting.message ?? '', /disagree on the encoding version of resource\.k8s\.io\.deviceclasses: /);
+    assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1beta2\b/);
+    assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1(,|$)/);
+    const revisions = new Map((await readStoredObjects(plane.etcd, PREFIX)).map((o) => [o.key, o.modRevision]));
+    await new Promise((r) => setTimeout(r, 5000));
+    const still = await h.progress();
+    assert.equal(still.phase, 'WaitingForAgreement');
+    assert.equal(still.counters.chunks, 0);
+    for (const o of await readStoredObjects(plane.etcd, PREFIX)) assert.equal(o.modRevision, revisions.get(o.key), `${o.key} was written while the servers disagreed`);
+    // kubectl users see it too
+    const svm = await plane.kube.getJson<{ status: { phase: string; message: string } }>(svmPath(still.migrationObjects[0]!));
+    assert.equal(svm.status.phase, 'WaitingForAgreement');
+    assert.match(svm.status.message, /disagree/);
+
+    await restartApiserver(plane.dir, 1, [], quiet);
+    return h.wait();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.match(result.message ?? '', /resource\.k8s\.io\/v1; the API servers agreed from start to end/);
+  assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+});
+
+void test('agreement breaks mid-migration: the migration stops, waits, starts over, and finishes at the final version; etcd clean', async () => {
+  const tag = uniq('brk');
+  await restartApiserver(plane.dir, 1, OLD, quiet);
+  await createDeviceClasses(plane.kubeOf(1), tag, 600); // v1beta2
+  await restartApiserver(plane.dir, 1, [], quiet); // agreement on v1
+
+  const result = await withWorker(plane, async (m) => {
+    const h = await m.start(DEVICECLASSES, { chunkSize: 50, concurrency: 2, qps: 60, agreementPollSeconds: 2 });
+    await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
+    // A rolling upgrade step backwards: server 1 encodes v1beta2 again.
+    await restartApiserver(plane.dir, 1, OLD, quiet);
+    const waiting = await eventually('back to WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
+    assert.ok(waiting.restarts >= 1, 'the polluted pass must be abandoned');
+    assert.equal(waiting.counters.migrated, 0, 'counters restart with the new pass');
+    // Meanwhile writes through the old server store the old version.
+    await createDeviceClasses(plane.kubeOf(1), `${tag}-late`, 30);
+    assert.ok(((await deviceClassVersions())['resource.k8s.io/v1beta2'] ?? 0) >= 30);
+    await restartApiserver(plane.dir, 1, [], quiet);
+    return h.wait();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.ok(result.restarts >= 1);
+  const total = (await storedVersions(plane.etcd, PREFIX)).total;
+  assert.equal(result.counters.migrated + result.counters.conflicts, total, 'the final pass must cover every object');
+  assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+});
+
+void test('an API server removed for good: once its identity lease is gone, its stale entry no longer blocks agreement', async () => {
+  const tag = uniq('gone');
+  await restartApiserver(plane.dir, 1, OLD, quiet);
+  await createDeviceClasses(plane.kubeOf(1), tag, 50); // v1beta2
+  const leases = await plane.kube.getJson<{ items: Array<{ metadata: { name: string; labels: Record<string, string> } }> }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
+    labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
+  });
+  const gone = leases.items.find((l) => l.metadata.labels['kubernetes.io/hostname'] === 'svm-apiserver-1')!.metadata.name;
+  // Killed, not stopped: a graceful shutdown deletes its own identity lease; a vanished server leaves it behind.
+  await stopApiserver(plane.dir, 1, { kill: true });
+
+  const result = await withWorker(
+    plane,
+    async (m) => {
+      const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
+      // Its lease is still there: its stale v1beta2 entry blocks agreement.
+      const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
+      assert.match(waiting.message ?? '', /disagree/);
+      await plane.kube.request('DELETE', `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${gone}`);
+      return h.wait();
+    },
+    // Only API server 0 is left to ask.
+    { settings: { apiserverKubeconfigs: [plane.env.KUBECONFIG_APISERVER_0!] } },
+  );
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+  const sv = await plane.kube.getJson<{ status: { storageVersions: Array<{ apiServerID: string }> } }>('/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses');
+  assert.ok(sv.status.storageVersions.some((e) => e.apiServerID === gone), 'the stale entry was still there: it was ignored, not removed');
+});
+
+void test("a CRD's storage version switched while its migration runs: it starts over at the new version", async () => {
+  const crd = testCrd(`${uniq('ha')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 600, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const result = await withWorker(plane, async (m) => {
+    const h = await m.start(crd.name, { chunkSize: 50, concurrency: 2, qps: 60, agreementPollSeconds: 2 });
+    await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
+    await applyCrd(plane.kube, crd, 'v1'); // storage moves back to v1
+    await eventually('a restart', async () => (await h.progress()).restarts >= 1);
+    return h.wait();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.match(result.message ?? '', / to v1;/);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 600 });
+  const c = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+  assert.deepEqual(c.status.storedVersions, ['v1']);
+});
