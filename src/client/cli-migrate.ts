@@ -6,7 +6,7 @@ import { KubeClient } from '../kube/client';
 import { loadTemporalSettings, loadWorkerSettings } from '../worker/config';
 import { createMigratorWorker } from '../worker/worker';
 import { parseIntArg } from './cli-dev';
-import { Migrator, type MigrationProgress, type MigrationResult } from './index';
+import { Migrator, type MigrateAllRow, type MigrationProgress, type MigrationResult } from './index';
 
 async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
   const t = loadTemporalSettings(process.env);
@@ -34,15 +34,36 @@ export function migrateCommands(): Command[] {
   const kubeconfigOpt = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');
 
   const migrate = new Command('migrate')
-    .description('migrate every stored object of a resource to its current storage version')
-    .argument('<resource>', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
+    .description('migrate every stored object of a resource (or of all: --all) to its current storage version')
+    .argument('[resource]', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
+    .option('--all', 'migrate every migratable resource, then print a summary (waits)')
+    .option('--parallel <n>', 'with --all: migrations at once', parseIntArg('--parallel', 1, 64))
     .option('--wait', 'wait for the end, showing progress')
     .option('--chunk-size <n>', 'objects per list page', parseIntArg('--chunk-size', 1, 10_000))
     .option('--concurrency <n>', 'no-op updates in flight per chunk', parseIntArg('--concurrency', 1, 256))
     .option('--qps <n>', 'ceiling of updates per second for this migration (0: the worker budget only)', parseIntArg('--qps', 0, 100_000))
     .addOption(kubeconfigOpt())
-    .action(async (resource: string, o: { wait?: boolean; chunkSize?: number; concurrency?: number; qps?: number; kubeconfig?: string }) => {
+    .action(async (resource: string | undefined, o: { all?: boolean; parallel?: number; wait?: boolean; chunkSize?: number; concurrency?: number; qps?: number; kubeconfig?: string }) => {
+      if (o.all && resource) throw new Error('give a resource or --all, not both');
+      if (!o.all && !resource) throw new Error('missing resource (or --all)');
+      if (o.all) {
+        await withMigrator(o.kubeconfig, async (m) => {
+          const rows = await m.migrateAll({
+            parallelism: o.parallel,
+            options: { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps },
+            onDone: (r) => process.stderr.write(`${r.result.padEnd(9)} ${r.resource} (${r.objects} objects, ${(r.durationMs / 1000).toFixed(1)}s)\n`),
+          });
+          process.stdout.write(summaryTable(rows));
+          const bad = rows.filter((r) => r.result !== 'Succeeded');
+          if (bad.length > 0) {
+            for (const r of bad) process.stdout.write(`${r.resource}: ${r.message ?? r.result}\n`);
+            process.exitCode = 1;
+          }
+        });
+        return;
+      }
       await withMigrator(o.kubeconfig, async (m) => {
+        if (!resource) return;
         const h = await m.start(resource, { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps });
         process.stderr.write(`migration of ${resource} is workflow ${h.workflowId}\n`);
         if (!o.wait) return;
@@ -126,6 +147,16 @@ export function migrateCommands(): Command[] {
     });
 
   return [migrate, status, signalCommand('abort', 'abort the running migration of a resource'), signalCommand('pause', 'pause a migration between objects'), signalCommand('resume', 'resume a paused migration'), worker, crds];
+}
+
+export function summaryTable(rows: MigrateAllRow[]): string {
+  const header = ['RESOURCE', 'OBJECTS', 'RESULT', 'DURATION'];
+  const cells = rows.map((r) => [r.resource, String(r.objects), r.result, `${(r.durationMs / 1000).toFixed(1)}s`]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const line = (c: string[]) => c.map((x, i) => x.padEnd(widths[i]!)).join('  ').trimEnd() + '\n';
+  const total = rows.reduce((n, r) => n + r.objects, 0);
+  const ok = rows.filter((r) => r.result === 'Succeeded').length;
+  return line(header) + cells.map(line).join('') + `${rows.length} resources, ${total} objects, ${ok} succeeded, ${rows.length - ok} not\n`;
 }
 
 /** Server-side applies the CRDs and waits until they are established. */

@@ -12,7 +12,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource } from '../kube/client';
 import { KubeClient } from '../kube/client';
-import { resolveResource } from '../kube/resolve';
+import { notMigratableReason, resolveResource } from '../kube/resolve';
 import type { TemporalSettings } from '../worker/config';
 import { TemporalSettings as TemporalSettingsSchema } from '../worker/config';
 import {
@@ -143,6 +143,41 @@ export class Migrator {
     return new MigrationHandle(ref, workflow);
   }
 
+  /**
+   * The initializer: migrates every migratable resource, `parallelism` at a
+   * time (the worker's QPS budget is shared by all of them), and returns one
+   * row per resource. Never throws for a failed migration: see each row.
+   */
+  async migrateAll(opts: { parallelism?: number; options?: Partial<MigrationOptions>; onDone?: (row: MigrateAllRow) => void } = {}): Promise<MigrateAllRow[]> {
+    validateOptions(opts.options ?? {});
+    const parallelism = opts.parallelism ?? 4;
+    if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > 64) throw new RangeError(`parallelism must be a whole number between 1 and 64, got ${parallelism}`);
+    this.discovered = await this.kube.discover();
+    const targets = migratableResources(this.discovered);
+    const rows: MigrateAllRow[] = [];
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: Math.min(parallelism, targets.length) }, async () => {
+        for (let i = next++; i < targets.length; i = next++) {
+          const r = targets[i]!;
+          const name = r.group ? `${r.name}.${r.group}` : r.name;
+          const started = Date.now();
+          let row: MigrateAllRow;
+          try {
+            const result = await (await this.start(name, opts.options)).wait();
+            const c = result.counters;
+            row = { resource: name, objects: c.migrated + c.conflicts + c.notFound + c.failed, result: result.phase, durationMs: Date.now() - started, message: result.phase === 'Succeeded' ? undefined : result.message };
+          } catch (err) {
+            row = { resource: name, objects: 0, result: 'Error', durationMs: Date.now() - started, message: err instanceof Error ? err.message : String(err) };
+          }
+          rows.push(row);
+          opts.onDone?.(row);
+        }
+      }),
+    );
+    return rows.sort((a, b) => a.resource.localeCompare(b.resource));
+  }
+
   /** A handle on the latest migration of a resource. */
   async handle(resource: string | ResourceRef): Promise<MigrationHandle> {
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
@@ -182,6 +217,38 @@ export class Migrator {
     }
     return { workflowId, resource, status, phase: progress?.phase, progress };
   }
+}
+
+export interface MigrateAllRow {
+  resource: string;
+  objects: number;
+  result: string;
+  durationMs: number;
+  message?: string;
+}
+
+/**
+ * Every migratable resource of the cluster, from discovery: built-in, custom
+ * and aggregated; top-level, persisted (a storageVersionHash), with list and
+ * update; one version per group (the preferred). Resources that share storage
+ * (core events and events.k8s.io events carry the same plural and
+ * storageVersionHash) are migrated once, through the core group or the first
+ * group found.
+ */
+export function migratableResources(discovered: DiscoveredResource[]): DiscoveredResource[] {
+  const byGroup = new Map<string, DiscoveredResource>();
+  for (const r of discovered) {
+    if (notMigratableReason(r)) continue;
+    const key = `${r.name}.${r.group}`;
+    const seen = byGroup.get(key);
+    if (!seen || (!seen.preferred && r.preferred)) byGroup.set(key, r);
+  }
+  const byStorage = new Map<string, DiscoveredResource>();
+  for (const r of [...byGroup.values()].sort((a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : a.group.localeCompare(b.group)) || a.name.localeCompare(b.name))) {
+    const key = `${r.name}|${r.storageVersionHash}`;
+    if (!byStorage.has(key)) byStorage.set(key, r);
+  }
+  return [...byStorage.values()];
 }
 
 /** Refuses nonsense before anything is started. */
