@@ -33,6 +33,7 @@ export const storageVersionName = (gr: { group: string; resource: string }) => `
 /** The inverse: <group>.<resource> back to a group and resource (resources have no dots). */
 export function groupResourceOfStorageVersion(name: string): { group: string; resource: string } {
   const i = name.lastIndexOf('.');
+  if (i <= 0) throw new Error(`"${name}" is not a StorageVersion name (<group>.<resource>)`);
   const group = name.slice(0, i);
   return { group: group === 'core' ? '' : group, resource: name.slice(i + 1) };
 }

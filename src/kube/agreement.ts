@@ -34,9 +34,10 @@ export interface Agreement {
 export function liveIdentities(leases: IdentityLease[], now: number): Set<string> {
   const live = new Set<string>();
   for (const l of leases) {
+    // Like kube-apiserver's own lease GC: no renew time or no duration means expired.
     const renew = l.spec.renewTime ? Date.parse(l.spec.renewTime) : NaN;
-    const duration = (l.spec.leaseDurationSeconds ?? 0) * 1000;
-    if (Number.isFinite(renew) && renew + duration > now) live.add(l.metadata.name);
+    if (l.spec.leaseDurationSeconds === undefined || !Number.isFinite(renew)) continue;
+    if (renew + l.spec.leaseDurationSeconds * 1000 > now) live.add(l.metadata.name);
   }
   return live;
 }

@@ -28,14 +28,21 @@ export function watchForever(kube: KubeClient, path: string, handlers: WatchHand
               (type, obj) => {
                 if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') handlers.onEvent(type, obj);
               },
-              () => resolve(),
+              (err: unknown) => {
+                // A watch ends normally now and then (timeouts); an error (e.g. 403) is reported.
+                if (err && !stopped && !(err instanceof Error && err.name === 'AbortError')) handlers.onError(err);
+                resolve();
+              },
             )
             .then(
               (c) => {
                 controller = c;
                 if (stopped) c.abort();
               },
-              () => resolve(),
+              (err: unknown) => {
+                if (!stopped) handlers.onError(err);
+                resolve();
+              },
             );
         });
       } catch (err) {

@@ -30,9 +30,9 @@ export function startAgreementWatcher(opts: { kube: KubeClient; client: Client; 
     onList: () => undefined,
     onEvent: (type, obj) => {
       const name = nameOf(obj);
-      if (name) void signal(migrationWorkflowId(groupResourceOfStorageVersion(name)), `StorageVersion ${name} ${type.toLowerCase()}`);
+      if (name.includes('.')) void signal(migrationWorkflowId(groupResourceOfStorageVersion(name)), `StorageVersion ${name} ${type.toLowerCase()}`);
     },
-    onError: (err) => opts.log.debug({ err: String(err) }, 'StorageVersion watch ended; re-listing'),
+    onError: (err) => opts.log.warn({ err: String(err) }, 'StorageVersion watch failed; re-listing'),
   });
   const crds = watchForever(opts.kube, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
     onList: () => undefined,
@@ -41,7 +41,7 @@ export function startAgreementWatcher(opts: { kube: KubeClient; client: Client; 
       const dot = name.indexOf('.');
       if (dot > 0) void signal(migrationWorkflowId({ resource: name.slice(0, dot), group: name.slice(dot + 1) }), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
     },
-    onError: (err) => opts.log.debug({ err: String(err) }, 'CRD watch ended; re-listing'),
+    onError: (err) => opts.log.warn({ err: String(err) }, 'CRD watch failed; re-listing'),
   });
   return {
     stop() {

@@ -1,0 +1,383 @@
+/**
+ * deploy/ for real: the manifests render with kustomize and pass the API
+ * server (Pod Security "restricted" included); a whole migration runs as the
+ * svm-migrator ServiceAccount under the ClusterRole of deploy/rbac.yaml
+ * (a CRD switched from v1 to v2, Secrets, Roles and RoleBindings granting
+ * what the migrator does not hold, ClusterRoles through the kubectl bridge);
+ * and the same token is refused (403) everything outside the role, including
+ * widening its own rights.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import YAML from 'yaml';
+import { svmPath } from '../src/activities';
+import type { MigrationResult } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
+import { KubeClient } from '../src/kube/client';
+import { applyCrd, createObjects, ensureNamespace, parallel, testCrd } from './helpers/crd';
+import { eventually } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { canI, DEPLOY_DIR, readManifests, removeTokenKubeconfig, serverSideApply, serviceAccountToken, whoAmI, withWorkerAs, writeTokenKubeconfig, type Manifest } from './helpers/rbac-identity';
+
+const run = promisify(execFile);
+const SA_NAMESPACE = 'svm-system';
+const SA_NAME = 'svm-migrator';
+const SA_USER = `system:serviceaccount:${SA_NAMESPACE}:${SA_NAME}`;
+const RBAC = 'rbac.authorization.k8s.io';
+
+let plane: TestPlane;
+let sa: KubeClient; // every request as the ServiceAccount
+let kubeconfig: string;
+
+before(async () => {
+  plane = await testPlane();
+  await serverSideApply(plane.kube, [...readManifests('namespace.yaml'), ...readManifests('rbac.yaml')]);
+  await installCrds(plane.kube);
+  const token = await serviceAccountToken(plane.kube, SA_NAMESPACE, SA_NAME);
+  kubeconfig = writeTokenKubeconfig(plane.kube.server, token, SA_NAME);
+  sa = KubeClient.fromKubeconfig(kubeconfig);
+});
+after(async () => {
+  sa?.close();
+  removeTokenKubeconfig(kubeconfig);
+  await plane?.close();
+});
+
+const kubectl = (args: string[]) => run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 120_000 });
+
+/** The API server's message of a refused request (asserting it was a 403). */
+async function refused(method: string, path: string, body?: unknown, contentType?: string): Promise<string> {
+  const res = await sa.raw(method, path, { body: body === undefined ? undefined : JSON.stringify(body), contentType });
+  assert.equal(res.status, 403, `${method} ${path}: expected 403, got ${res.status} ${res.body.slice(0, 300)}`);
+  const status = JSON.parse(res.body) as { kind: string; reason: string; code: number; message: string };
+  assert.equal(status.kind, 'Status');
+  assert.equal(status.reason, 'Forbidden');
+  assert.equal(status.code, 403);
+  return status.message;
+}
+
+const forbidden = (what: string, verb: string, resource: string, group: string, namespace?: string) =>
+  `${what} is forbidden: User "${SA_USER}" cannot ${verb} resource "${resource}" in API group "${group}" ${namespace ? `in the namespace "${namespace}"` : 'at the cluster scope'}`;
+
+void test('deploy/ renders with kustomize and the API server accepts all of it (server dry run) with no Pod Security warning', async () => {
+  const rendered = YAML.parseAllDocuments((await kubectl(['kustomize', DEPLOY_DIR])).stdout).map((d) => d.toJS() as Manifest);
+  assert.deepEqual(rendered.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
+    'ClusterRole/svm-migrator',
+    'ClusterRoleBinding/svm-migrator',
+    'CustomResourceDefinition/storagestates.migration.k8s.io',
+    'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
+    'Deployment/svm-worker',
+    'Namespace/svm-system',
+    'ServiceAccount/svm-migrator',
+  ]);
+  const dry = await kubectl(['apply', '-k', DEPLOY_DIR, '--server-side', '--field-manager=svm-test', '--force-conflicts', '--dry-run=server']);
+  assert.match(dry.stdout, /deployment\.apps\/svm-worker serverside-applied \(server dry run\)/);
+  assert.equal(dry.stderr, '', 'the API server warned about deploy/');
+
+  // The namespace enforces "restricted": a Deployment without our securityContext is warned about (the control).
+  const bare = await plane.kube.raw('POST', `/apis/apps/v1/namespaces/${SA_NAMESPACE}/deployments`, {
+    query: { dryRun: 'All' },
+    body: JSON.stringify({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'bare' },
+      spec: { selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } },
+    }),
+  });
+  assert.equal(bare.status, 201);
+  assert.match(String(bare.headers.warning), /would violate PodSecurity \\"restricted:latest\\"/);
+
+  // The worker's settings and probes agree with what it serves.
+  const deployment = readManifests('deployment.yaml').find((o) => o.kind === 'Deployment') as unknown as {
+    spec: { template: { spec: { serviceAccountName: string; containers: Array<{ args: string[]; env: Array<{ name: string; value: string }>; livenessProbe: { httpGet: { path: string; port: number } }; readinessProbe: { httpGet: { path: string; port: number } }; securityContext: Record<string, unknown> }> } } };
+  };
+  const pod = deployment.spec.template.spec;
+  const c = pod.containers[0]!;
+  assert.equal(pod.serviceAccountName, SA_NAME);
+  assert.deepEqual(c.args, ['worker']);
+  const env = Object.fromEntries(c.env.map((e) => [e.name, e.value]));
+  assert.deepEqual(Object.keys(env).sort(), ['SVM_METRICS_HOST', 'SVM_METRICS_PORT', 'TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_TASK_QUEUE']);
+  assert.equal(env.SVM_METRICS_PORT, '9464');
+  assert.equal(env.SVM_METRICS_HOST, '0.0.0.0');
+  for (const probe of [c.livenessProbe, c.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/healthz', port: 9464 });
+  assert.deepEqual(c.securityContext, {
+    runAsNonRoot: true,
+    runAsUser: 1000,
+    readOnlyRootFilesystem: true,
+    allowPrivilegeEscalation: false,
+    capabilities: { drop: ['ALL'] },
+    seccompProfile: { type: 'RuntimeDefault' },
+  });
+});
+
+void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Roles and RoleBindings it could not grant, ClusterRoles through the bridge', async () => {
+  assert.equal((await whoAmI(sa)).username, SA_USER);
+  // It holds neither escalate nor bind, nor what the Roles below grant.
+  for (const resource of ['roles', 'clusterroles']) {
+    assert.equal(await canI(sa, { verb: 'escalate', group: RBAC, resource }), false, `escalate ${resource}`);
+    assert.equal(await canI(sa, { verb: 'bind', group: RBAC, resource }), false, `bind ${resource}`);
+  }
+  assert.equal(await canI(sa, { verb: 'create', resource: 'pods', subresource: 'exec', namespace: 'default' }), false);
+
+  // The watches the worker keeps (bridge, agreement watcher) and the reads of
+  // the agreement check: a refused watch would only make the worker re-list
+  // quietly, so each is tried here for real.
+  for (const path of [
+    '/apis/migration.k8s.io/v1alpha1/storageversionmigrations',
+    '/apis/migration.k8s.io/v1alpha1/storagestates',
+    '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions',
+    '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+    '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases',
+  ]) {
+    for (const query of [{ limit: 1 }, { watch: 'true', timeoutSeconds: 1 }]) {
+      const res = await sa.request('GET', path, { query });
+      assert.equal(res.status, 200, `GET ${path} ${JSON.stringify(query)}`);
+    }
+  }
+  // The writes of the role, including those this run may not reach (the trigger's StorageStates).
+  for (const [verb, group, resource, subresource] of [
+    ['create', 'migration.k8s.io', 'storageversionmigrations'],
+    ['patch', 'migration.k8s.io', 'storageversionmigrations'],
+    ['patch', 'migration.k8s.io', 'storageversionmigrations', 'status'],
+    ['create', 'migration.k8s.io', 'storagestates'],
+    ['patch', 'migration.k8s.io', 'storagestates', 'status'],
+    ['patch', 'apiextensions.k8s.io', 'customresourcedefinitions', 'status'],
+    ['get', 'internal.apiserver.k8s.io', 'storageversions'],
+  ] as const) {
+    assert.equal(await canI(sa, { verb, group, resource, subresource }), true, `${verb} ${resource}${subresource ? '/' + subresource : ''}.${group}`);
+  }
+
+  // A CRD whose objects are stored at v1, then switched to v2.
+  const crd = testCrd(`${uniq('rbac')}.svm.test`);
+  const crdNs = uniq('rbac-w');
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: crdNs });
+  await applyCrd(plane.kube, crd, 'v2');
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 300 });
+
+  // Secrets, Roles granting what the migrator does not hold, RoleBindings to cluster-admin.
+  const ns = uniq('rbac-ns');
+  await ensureNamespace(plane.kube, ns);
+  const SECRETS = 60;
+  const ROLES = 20;
+  const BINDINGS = 10;
+  const CLUSTER_ROLES = 10;
+  await parallel(SECRETS, 16, async (i) => {
+    await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: `s-${i}` }, stringData: { password: `pw-${i}` } }) });
+  });
+  const roleRules = (i: number) => [
+    { apiGroups: [''], resources: ['pods/exec', 'pods/attach'], verbs: ['create', 'get'] },
+    { apiGroups: [''], resources: ['secrets'], verbs: ['get', 'watch', 'delete'] },
+    ...(i % 2 === 0 ? [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }] : []),
+  ];
+  await parallel(ROLES, 8, async (i) => {
+    await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/roles`, { body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { name: `r-${i}` }, rules: roleRules(i) }) });
+  });
+  await parallel(BINDINGS, 8, async (i) => {
+    const roleRef = i % 2 === 0 ? { apiGroup: RBAC, kind: 'ClusterRole', name: 'cluster-admin' } : { apiGroup: RBAC, kind: 'Role', name: `r-${i}` };
+    await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/rolebindings`, {
+      body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'RoleBinding', metadata: { name: `rb-${i}` }, roleRef, subjects: [{ kind: 'User', apiGroup: RBAC, name: `someone-${i}` }] }),
+    });
+  });
+  const clusterRoleNames = Array.from({ length: CLUSTER_ROLES }, (_, i) => `${ns}-cr-${i}`);
+  await parallel(CLUSTER_ROLES, 8, async (i) => {
+    const body =
+      i === 0
+        ? { aggregationRule: { clusterRoleSelectors: [{ matchLabels: { [`${ns}/aggregate`]: 'true' } }] }, rules: [] }
+        : { rules: [{ apiGroups: [''], resources: ['nodes/proxy', 'pods/exec'], verbs: ['*'] }, ...(i % 2 === 0 ? [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }, { nonResourceURLs: ['*'], verbs: ['*'] }] : [])] };
+    await plane.kube.request('POST', `/apis/${RBAC}/v1/clusterroles`, { body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'ClusterRole', metadata: { name: clusterRoleNames[i] }, ...body }) });
+  });
+
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      logs.push(chunk.toString('utf8'));
+      cb();
+    },
+  });
+  const bridgeName = uniq('clusterroles');
+  const results = await withWorkerAs(
+    plane,
+    kubeconfig,
+    async (m, w) => {
+      // Every Kubernetes call of the worker is made as the ServiceAccount.
+      assert.equal((await whoAmI(w.kube)).username, SA_USER);
+      const opts = { chunkSize: 50, concurrency: 8 };
+      const handles = await Promise.all([`${crd.plural}.${crd.group}`, 'secrets', `roles.${RBAC}`, `rolebindings.${RBAC}`].map((r) => m.start(r, opts)));
+      // ClusterRoles the kubectl way: the bridge (list/watch/patch of StorageVersionMigrations) starts it.
+      await plane.kube.request('POST', `/apis/migration.k8s.io/v1alpha1/storageversionmigrations`, {
+        body: JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name: bridgeName }, spec: { resource: { group: RBAC, resource: 'clusterroles' } } }),
+      });
+      await eventually(
+        'the bridge to finish the ClusterRole migration',
+        async () => {
+          const o = await plane.kube.getJson<{ status?: { phase?: string } }>(svmPath(bridgeName));
+          return ['Succeeded', 'Failed', 'Aborted'].includes(o.status?.phase ?? '');
+        },
+        120_000,
+      );
+      const viaBridge = await m.handle(`clusterroles.${RBAC}`);
+      const all = await Promise.all([...handles, viaBridge].map(async (h) => [h.resource.resource, await h.wait()] as const));
+      return Object.fromEntries(all) as Record<string, MigrationResult>;
+    },
+    { settings: { bridge: true }, logTo: sink },
+  );
+  const warnings = logs.filter((l) => /"level":(40|50)/.test(l));
+  const expected: Record<string, number> = { [crd.plural]: 300, secrets: SECRETS, roles: ROLES, rolebindings: BINDINGS, clusterroles: CLUSTER_ROLES };
+  for (const [resource, atLeast] of Object.entries(expected)) {
+    const r = results[resource]!;
+    assert.equal(r.phase, 'Succeeded', `${resource}: ${r.message}\n${warnings.join('')}`);
+    assert.equal(r.counters.failed, 0, `${resource}: ${JSON.stringify(r.failures)}`);
+    assert.ok(r.counters.migrated >= atLeast, `${resource}: migrated ${r.counters.migrated} of at least ${atLeast}`);
+    // Its kubectl mirror, created and updated by the ServiceAccount, says so too.
+    assert.ok(r.migrationObjects.length > 0, `${resource} has no StorageVersionMigration object`);
+    for (const name of r.migrationObjects) {
+      const o = await plane.kube.getJson<{ status?: { phase?: string } }>(svmPath(name));
+      assert.equal(o.status?.phase, 'Succeeded', `StorageVersionMigration ${name}`);
+    }
+  }
+  assert.equal(results[crd.plural]!.counters.rewritten, 300, 'every custom object was re-encoded');
+  assert.ok(results.clusterroles!.migrationObjects.includes(bridgeName), 'the ClusterRole migration was started by the bridge');
+
+  // etcd: every custom object is now stored at v2, and storedVersions was reduced by the ServiceAccount.
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 300 });
+  const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+  assert.deepEqual(crdObj.status.storedVersions, ['v2']);
+
+  // etcd: the built-in objects are all there, unchanged.
+  const secrets = await readStoredObjects(plane.etcd, `/registry/secrets/${ns}/`);
+  assert.equal(secrets.length, SECRETS);
+  for (const s of secrets) {
+    const i = Number(s.key.split('/s-')[1]);
+    assert.equal(Buffer.from((s.object.data as { password: string }).password, 'base64').toString(), `pw-${i}`);
+  }
+  const roles = await readStoredObjects(plane.etcd, `/registry/roles/${ns}/`);
+  assert.equal(roles.length, ROLES);
+  for (const r of roles) {
+    assert.equal(r.object.apiVersion, `${RBAC}/v1`);
+    assert.deepEqual(r.object.rules, roleRules(Number(r.key.split('/r-')[1])));
+  }
+  assert.equal((await readStoredObjects(plane.etcd, `/registry/rolebindings/${ns}/`)).length, BINDINGS);
+  const clusterRoles = (await readStoredObjects(plane.etcd, '/registry/clusterroles/')).map((o) => o.key.slice('/registry/clusterroles/'.length));
+  for (const name of clusterRoleNames) assert.ok(clusterRoles.includes(name), `etcd has no ClusterRole ${name}`);
+  assert.ok(clusterRoles.includes('cluster-admin') && clusterRoles.includes(SA_NAME));
+});
+
+void test('svm-migrator is refused (403) what lies outside its role', async () => {
+  const ns = uniq('rbac-deny');
+  await ensureNamespace(plane.kube, ns);
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'keep' }, stringData: { k: 'v' } }) });
+
+  // Creating a ConfigMap.
+  assert.equal(
+    await refused('POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' }, data: { a: 'b' } }),
+    forbidden('configmaps', 'create', 'configmaps', '', ns),
+  );
+  // Deleting a Secret.
+  assert.equal(await refused('DELETE', `/api/v1/namespaces/${ns}/secrets/keep`), forbidden('secrets "keep"', 'delete', 'secrets', '', ns));
+  // Reading one Secret, or watching them.
+  assert.equal(await refused('GET', `/api/v1/namespaces/${ns}/secrets/keep`), forbidden('secrets "keep"', 'get', 'secrets', '', ns));
+  assert.equal(await refused('GET', `/api/v1/namespaces/${ns}/secrets?watch=true`), forbidden('secrets', 'watch', 'secrets', '', ns));
+  // Exec into a pod: refused before the pod is even looked up (there is no such pod).
+  assert.equal(await refused('POST', `/api/v1/namespaces/${ns}/pods/nosuchpod/exec?command=id&stdout=true`), forbidden('pods "nosuchpod"', 'create', 'pods/exec', '', ns));
+  // Pod logs.
+  assert.equal(await refused('GET', `/api/v1/namespaces/${ns}/pods/nosuchpod/log`), forbidden('pods "nosuchpod"', 'get', 'pods/log', '', ns));
+  // Binding itself to cluster-admin.
+  assert.equal(
+    await refused('POST', `/apis/${RBAC}/v1/clusterrolebindings`, {
+      apiVersion: `${RBAC}/v1`,
+      kind: 'ClusterRoleBinding',
+      metadata: { name: 'svm-migrator-is-admin' },
+      roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: 'cluster-admin' },
+      subjects: [{ kind: 'ServiceAccount', name: SA_NAME, namespace: SA_NAMESPACE }],
+    }),
+    forbidden('clusterrolebindings.rbac.authorization.k8s.io', 'create', 'clusterrolebindings', RBAC),
+  );
+  // Patching a Deployment.
+  assert.equal(
+    await refused('PATCH', `/apis/apps/v1/namespaces/${SA_NAMESPACE}/deployments/svm-worker`, { spec: { replicas: 3 } }, 'application/merge-patch+json'),
+    forbidden('deployments.apps "svm-worker"', 'patch', 'deployments', 'apps', SA_NAMESPACE),
+  );
+});
+
+void test('without escalate and bind, a no-op update of an RBAC object passes but svm-migrator cannot widen its own rights', async () => {
+  const ns = uniq('rbac-esc');
+  await ensureNamespace(plane.kube, ns);
+  const rules = [{ apiGroups: [''], resources: ['pods/exec'], verbs: ['create'] }];
+  await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/roles`, { body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { name: 'exec' }, rules }) });
+  const ref = { group: RBAC, version: 'v1', resource: 'roles', kind: 'Role' };
+  const [listed] = (await sa.listPage(ref, { limit: 500 })).items.filter((o) => o.namespace === ns);
+  assert.ok(listed);
+
+  // The migrator's update, byte for byte as listed: allowed (the API server
+  // skips the escalation check when nothing but GC fields would change).
+  assert.equal(await sa.noopUpdate(ref, listed), listed.resourceVersion);
+
+  // Any real change of the same Role is refused: the ServiceAccount does not hold pods/exec.
+  const changed = JSON.parse(listed.raw) as { metadata: { labels?: Record<string, string> } };
+  changed.metadata.labels = { changed: 'yes' };
+  assert.equal(
+    await refused('PUT', `/apis/${RBAC}/v1/namespaces/${ns}/roles/exec`, changed),
+    `roles.rbac.authorization.k8s.io "exec" is forbidden: user "${SA_USER}" (groups=["system:serviceaccounts" "system:serviceaccounts:${SA_NAMESPACE}" "system:authenticated"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[""], Resources:["pods/exec"], Verbs:["create"]}`,
+  );
+
+  // Adding a rule to its own ClusterRole: refused (update is granted, escalate is not).
+  const own = await sa.raw('GET', `/apis/${RBAC}/v1/clusterroles?fieldSelector=metadata.name%3D${SA_NAME}`);
+  assert.equal(own.status, 200);
+  const mine = (JSON.parse(own.body) as { items: Array<{ rules: unknown[]; [k: string]: unknown }> }).items[0]!;
+  mine.rules.push({ apiGroups: [''], resources: ['secrets'], verbs: ['get'] });
+  assert.match(
+    await refused('PUT', `/apis/${RBAC}/v1/clusterroles/${SA_NAME}`, { ...mine, apiVersion: `${RBAC}/v1`, kind: 'ClusterRole' }),
+    new RegExp(`^clusterroles\\.rbac\\.authorization\\.k8s\\.io "${SA_NAME}" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:\\n\\{APIGroups:\\[""\\], Resources:\\["secrets"\\], Verbs:\\["get"\\]\\}$`),
+  );
+
+  // Adding itself to the cluster-admin ClusterRoleBinding: refused (update is granted, bind is not).
+  const crb = await sa.raw('GET', `/apis/${RBAC}/v1/clusterrolebindings?fieldSelector=metadata.name%3Dcluster-admin`);
+  const binding = (JSON.parse(crb.body) as { items: Array<{ subjects: unknown[]; [k: string]: unknown }> }).items[0]!;
+  binding.subjects.push({ kind: 'ServiceAccount', name: SA_NAME, namespace: SA_NAMESPACE });
+  assert.match(
+    await refused('PUT', `/apis/${RBAC}/v1/clusterrolebindings/cluster-admin`, { ...binding, apiVersion: `${RBAC}/v1`, kind: 'ClusterRoleBinding' }),
+    new RegExp(`^clusterrolebindings\\.rbac\\.authorization\\.k8s\\.io "cluster-admin" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:`),
+  );
+});
+
+void test('an operator withholds a resource by replacing the wildcard rule with a list: migrating it then fails clearly with the 403', async () => {
+  // deploy/rbac.yaml for another ServiceAccount, with the wildcard rule replaced by an explicit list without Secrets.
+  const name = 'svm-migrator-narrow';
+  const objects = readManifests('rbac.yaml').map((o) => {
+    const copy = JSON.parse(JSON.stringify(o)) as Manifest & { rules?: Array<{ resources?: string[] }>; roleRef?: { name: string }; subjects?: Array<{ name: string }> };
+    copy.metadata.name = name;
+    if (copy.kind === 'ClusterRole') {
+      const wildcard = copy.rules!.findIndex((r) => r.resources?.includes('*'));
+      assert.ok(wildcard >= 0, 'deploy/rbac.yaml has no wildcard rule');
+      copy.rules!.splice(wildcard, 1, { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'update'] } as never);
+    }
+    if (copy.roleRef) copy.roleRef.name = name;
+    if (copy.subjects) copy.subjects[0]!.name = name;
+    return copy;
+  });
+  await serverSideApply(plane.kube, objects);
+  const narrow = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, SA_NAMESPACE, name), name);
+
+  const ns = uniq('rbac-narrow');
+  await ensureNamespace(plane.kube, ns);
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, stringData: { k: 'v' } }) });
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/configmaps`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { k: 'v' } }) });
+
+  const [configmaps, secrets] = await withWorkerAs(plane, narrow, async (m) => {
+    const cm = await (await m.start('configmaps')).wait();
+    const s = await (await m.start('secrets')).wait();
+    return [cm, s] as const;
+  }, { logTo: new Writable({ write: (_c, _e, cb) => cb() }) }).finally(() => removeTokenKubeconfig(narrow));
+  assert.equal(configmaps.phase, 'Succeeded', configmaps.message);
+  assert.equal(configmaps.counters.failed, 0);
+  assert.equal(secrets.phase, 'Failed');
+  assert.equal(
+    secrets.message,
+    `migration of secrets stopped: listing secrets: HTTP 403 secrets is forbidden: User "system:serviceaccount:${SA_NAMESPACE}:${name}" cannot list resource "secrets" in API group "" at the cluster scope`,
+  );
+});

@@ -1,0 +1,660 @@
+/**
+ * Unit tests of src/kube/agreement.ts (do all API servers agree on a
+ * resource's storage version?) and src/api/storage-version.ts (StorageVersion
+ * names and the zod schemas of StorageVersion objects and identity leases).
+ * Pure logic on hand-made objects shaped like the real API: no cluster, no
+ * network, no clock (every "now" is a fixed number).
+ */
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { agreementFromDiscovery, agreementFromStorageVersion, liveIdentities, type ServerView } from '../src/kube/agreement';
+import { IDENTITY_LABEL, IdentityLease, StorageVersion, groupResourceOfStorageVersion, storageVersionName } from '../src/api/storage-version';
+
+// --- fixtures ---------------------------------------------------------------------------
+
+/** A fixed "now": 2026-11-22T03:33:13.705Z. */
+const NOW = Date.parse('2026-11-22T03:33:13.705Z');
+const HOUR = 3600 * 1000;
+
+const A = 'apiserver-5vo2w273fdipykzxxvp5nvl4ou';
+const B = 'apiserver-b7kq2mzx4lw6dvnh3rj5ptfyca';
+const C = 'apiserver-zzq3c4hp6t7kdl2wmybvxe5rgi';
+const GONE = 'apiserver-gone00000000000000000000';
+
+/** An RFC3339 MicroTime like the API server writes (microseconds, Z). */
+function microTime(ms: number): string {
+  return new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1832Z');
+}
+
+/** An identity lease in kube-system, as listed from the API (then parsed by the schema). */
+function lease(name: string, spec: { renewTime?: string; leaseDurationSeconds?: number }): IdentityLease {
+  return IdentityLease.parse({
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: {
+      name,
+      namespace: 'kube-system',
+      uid: '8d1c0c3e-4b0a-4f55-9a0e-7d7e6f1d2a11',
+      resourceVersion: '4711',
+      creationTimestamp: '2026-11-22T01:00:00Z',
+      labels: { 'apiserver.kubernetes.io/identity': 'kube-apiserver', 'kubernetes.io/hostname': 'kind-control-plane' },
+    },
+    spec: { holderIdentity: `${name}_0b5e8c1f-3f44-4a7c-8a3b-4c1b2f9e6d70`, ...spec },
+  });
+}
+
+/** A lease renewed `agoMs` before NOW, with the default 3600 s duration. */
+const fresh = (name: string, agoMs = 10_000) => lease(name, { renewTime: microTime(NOW - agoMs), leaseDurationSeconds: 3600 });
+
+interface Entry {
+  apiServerID: string;
+  encodingVersion: string;
+}
+
+/** A StorageVersion object as the API serves it, parsed by the schema. */
+function sv(name: string, resourceVersion: string, entries: Entry[] | undefined): StorageVersion {
+  return StorageVersion.parse({
+    apiVersion: 'internal.apiserver.k8s.io/v1alpha1',
+    kind: 'StorageVersion',
+    metadata: { name, resourceVersion, uid: 'f3a2b1c0-0000-4000-8000-000000000001', generation: 1, creationTimestamp: '2026-11-22T01:00:05Z' },
+    spec: {},
+    status:
+      entries === undefined
+        ? undefined
+        : {
+            storageVersions: entries.map((e) => ({
+              apiServerID: e.apiServerID,
+              encodingVersion: e.encodingVersion,
+              decodableVersions: [e.encodingVersion, 'resource.k8s.io/v1beta1', 'resource.k8s.io/v1beta2'],
+              servedVersions: [e.encodingVersion, 'resource.k8s.io/v1beta2'],
+            })),
+            commonEncodingVersion: entries[0]?.encodingVersion,
+            conditions: [{ type: 'AllEncodingVersionsEqual', status: 'True', lastTransitionTime: '2026-11-22T01:00:05Z', reason: 'CommonEncodingVersionSet', message: 'Common encoding version set', observedGeneration: 1 }],
+          },
+  });
+}
+
+const DC = 'resource.k8s.io.deviceclasses';
+const V1 = 'resource.k8s.io/v1';
+const V1B2 = 'resource.k8s.io/v1beta2';
+
+const live = (...ids: string[]) => new Set(ids);
+
+// --- liveIdentities ---------------------------------------------------------------------
+
+void test('liveIdentities: a freshly renewed lease is live, an expired one is not', () => {
+  const ids = liveIdentities([fresh(A), lease(B, { renewTime: microTime(NOW - 2 * HOUR), leaseDurationSeconds: 3600 })], NOW);
+  assert.deepEqual([...ids], [A]);
+});
+
+void test('liveIdentities: renewed almost a full duration ago is still live', () => {
+  assert.deepEqual([...liveIdentities([lease(A, { renewTime: microTime(NOW - HOUR + 1), leaseDurationSeconds: 3600 })], NOW)], [A]);
+});
+
+void test('liveIdentities: boundary: renew + duration == now is not live, one ms before is', () => {
+  const renew = NOW - HOUR;
+  const l = lease(A, { renewTime: new Date(renew).toISOString(), leaseDurationSeconds: 3600 });
+  assert.equal(liveIdentities([l], renew + HOUR).size, 0, 'renew + duration == now');
+  assert.deepEqual([...liveIdentities([l], renew + HOUR - 1)], [A], 'renew + duration == now + 1ms');
+  assert.equal(liveIdentities([l], renew + HOUR + 1).size, 0, 'renew + duration == now - 1ms');
+});
+
+void test('liveIdentities: a lease without renewTime is not live', () => {
+  assert.equal(liveIdentities([lease(A, { leaseDurationSeconds: 3600 })], NOW).size, 0);
+});
+
+void test('liveIdentities: a lease with an unparseable renewTime is not live', () => {
+  assert.equal(liveIdentities([lease(A, { renewTime: 'not-a-time', leaseDurationSeconds: 3600 })], NOW).size, 0);
+  assert.equal(liveIdentities([lease(A, { renewTime: '', leaseDurationSeconds: 3600 })], NOW).size, 0);
+});
+
+void test('liveIdentities: a lease without leaseDurationSeconds renewed in the past is not live', () => {
+  assert.equal(liveIdentities([lease(A, { renewTime: microTime(NOW - 1000) })], NOW).size, 0);
+  assert.equal(liveIdentities([lease(A, { renewTime: new Date(NOW).toISOString() })], NOW).size, 0);
+});
+
+void test('liveIdentities: a lease without leaseDurationSeconds is expired even if renewTime is ahead of our clock (as kube-apiserver isLeaseExpired)', () => {
+  // kube-apiserver (apiserverleasegc, peer proxy) treats RenewTime == nil ||
+  // LeaseDurationSeconds == nil as expired. A renewTime a few seconds ahead of
+  // the migrator's clock (ordinary clock skew) must not make such a lease live.
+  const ids = liveIdentities([lease(A, { renewTime: microTime(NOW + 5000) })], NOW);
+  assert.equal(ids.size, 0, `a lease with no leaseDurationSeconds counted as live: ${[...ids].join(', ')}`);
+});
+
+void test('liveIdentities: a lease with leaseDurationSeconds 0 renewed in the past is not live', () => {
+  assert.equal(liveIdentities([lease(A, { renewTime: microTime(NOW - 1), leaseDurationSeconds: 0 })], NOW).size, 0);
+});
+
+void test('liveIdentities: RFC3339 with microseconds and with a numeric offset are both understood', () => {
+  const now = Date.parse('2026-11-22T03:33:13.705Z');
+  const micro = lease(A, { renewTime: '2026-11-22T03:33:13.705832Z', leaseDurationSeconds: 3600 });
+  const offset = lease(B, { renewTime: '2026-11-22T05:33:13.705832+02:00', leaseDurationSeconds: 3600 });
+  assert.deepEqual([...liveIdentities([micro, offset], now)].sort(), [A, B].sort());
+  // one hour later (to the millisecond) both have expired
+  assert.equal(liveIdentities([micro, offset], now + HOUR).size, 0);
+  assert.equal(liveIdentities([micro, offset], now + HOUR - 1).size, 2);
+});
+
+void test('liveIdentities: the set holds lease names; mixed fresh, expired, missing fields', () => {
+  const leases = [
+    fresh(A),
+    lease(GONE, { renewTime: microTime(NOW - 3 * HOUR), leaseDurationSeconds: 3600 }),
+    fresh(B, HOUR - 60_000),
+    lease('apiserver-norenew000000000000000000', { leaseDurationSeconds: 3600 }),
+    lease('apiserver-noduration0000000000000000', { renewTime: microTime(NOW - 1000) }),
+  ];
+  assert.deepEqual([...liveIdentities(leases, NOW)].sort(), [A, B].sort());
+  assert.deepEqual([...liveIdentities([...leases].reverse(), NOW)].sort(), [A, B].sort());
+});
+
+void test('liveIdentities: no leases → empty set', () => {
+  assert.equal(liveIdentities([], NOW).size, 0);
+});
+
+// --- agreementFromStorageVersion ---------------------------------------------------------
+
+void test('StorageVersion: all live servers on one version → agreed, encodingVersion, no reason', () => {
+  const a = agreementFromStorageVersion(
+    sv(DC, '100', [
+      { apiServerID: A, encodingVersion: V1 },
+      { apiServerID: B, encodingVersion: V1 },
+      { apiServerID: C, encodingVersion: V1 },
+    ]),
+    live(A, B, C),
+  );
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, V1);
+  assert.equal(a.reason, undefined);
+  assert.equal(a.source, 'StorageVersion');
+  assert.deepEqual(
+    a.servers,
+    [A, B, C].sort().map((id) => ({ id, value: V1 })),
+  );
+});
+
+void test('StorageVersion: a single live server → agreed on its version', () => {
+  const a = agreementFromStorageVersion(sv('core.configmaps', '7', [{ apiServerID: A, encodingVersion: 'v1' }]), live(A));
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, 'v1');
+  assert.equal(a.reason, undefined);
+});
+
+void test('StorageVersion: two live servers disagree → not agreed, reason names both servers and both versions', () => {
+  const a = agreementFromStorageVersion(
+    sv(DC, '101', [
+      { apiServerID: A, encodingVersion: V1B2 },
+      { apiServerID: B, encodingVersion: V1 },
+    ]),
+    live(A, B),
+  );
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.ok(a.reason);
+  assert.match(a.reason, /disagree/);
+  assert.ok(a.reason.includes(A), a.reason);
+  assert.ok(a.reason.includes(B), a.reason);
+  assert.ok(a.reason.includes(V1B2), a.reason);
+  assert.ok(a.reason.includes(`${B}=${V1}`), a.reason);
+  assert.ok(a.reason.includes(`${A}=${V1B2}`), a.reason);
+  assert.ok(a.reason.includes(DC), a.reason);
+  assert.deepEqual(a.servers, [
+    { id: A, value: V1B2 },
+    { id: B, value: V1 },
+  ]);
+});
+
+void test('StorageVersion: three live servers, one behind → not agreed, the odd one is named', () => {
+  const a = agreementFromStorageVersion(
+    sv(DC, '102', [
+      { apiServerID: A, encodingVersion: V1 },
+      { apiServerID: B, encodingVersion: V1 },
+      { apiServerID: C, encodingVersion: V1B2 },
+    ]),
+    live(A, B, C),
+  );
+  assert.equal(a.agreed, false);
+  assert.ok(a.reason?.includes(`${C}=${V1B2}`), a.reason);
+});
+
+void test('StorageVersion: a live server without an entry → not agreed, reason names it', () => {
+  const a = agreementFromStorageVersion(sv(DC, '103', [{ apiServerID: A, encodingVersion: V1 }]), live(A, B));
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.ok(a.reason);
+  assert.ok(a.reason.includes(B), a.reason);
+  assert.ok(!a.reason.includes(A), `only the missing server is named: ${a.reason}`);
+  assert.match(a.reason, /not published/);
+  assert.deepEqual(a.servers, [
+    { id: A, value: V1 },
+    { id: B, value: undefined },
+  ]);
+});
+
+void test('StorageVersion: no status at all (fresh object) with live servers → not agreed, all named', () => {
+  const a = agreementFromStorageVersion(sv(DC, '1', undefined), live(A, B));
+  assert.equal(a.agreed, false);
+  assert.ok(a.reason?.includes(A) && a.reason.includes(B), a.reason);
+  const empty = agreementFromStorageVersion(sv(DC, '1', []), live(A));
+  assert.equal(empty.agreed, false);
+  assert.ok(empty.reason?.includes(A), empty.reason);
+});
+
+void test('StorageVersion: a stale entry that disagrees is ignored: still agreed, reason mentions it', () => {
+  const a = agreementFromStorageVersion(
+    sv(DC, '104', [
+      { apiServerID: A, encodingVersion: V1 },
+      { apiServerID: GONE, encodingVersion: V1B2 },
+      { apiServerID: B, encodingVersion: V1 },
+    ]),
+    live(A, B),
+  );
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, V1);
+  assert.ok(a.reason, 'the stale entry is mentioned');
+  assert.ok(a.reason.includes(GONE), a.reason);
+  assert.match(a.reason, /stale/);
+  assert.deepEqual(
+    a.servers.map((s) => s.id),
+    [A, B],
+    'stale servers are not listed as servers',
+  );
+});
+
+void test('StorageVersion: a stale entry does not fake agreement: live server missing + stale entry present → not agreed', () => {
+  // The live server A has not published yet; the old server GONE (whose lease
+  // expired) left an entry. That entry must not stand in for A.
+  const a = agreementFromStorageVersion(sv(DC, '105', [{ apiServerID: GONE, encodingVersion: V1 }]), live(A));
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.ok(a.reason);
+  assert.ok(a.reason.includes(A), a.reason);
+  assert.ok(a.reason.includes(GONE), `the stale entry is mentioned: ${a.reason}`);
+  assert.deepEqual(a.servers, [{ id: A, value: undefined }]);
+});
+
+void test('StorageVersion: a stale entry agreeing with one live server does not outvote a disagreeing live server', () => {
+  const a = agreementFromStorageVersion(
+    sv(DC, '106', [
+      { apiServerID: A, encodingVersion: V1 },
+      { apiServerID: B, encodingVersion: V1B2 },
+      { apiServerID: GONE, encodingVersion: V1 },
+    ]),
+    live(A, B),
+  );
+  assert.equal(a.agreed, false);
+  assert.ok(a.reason?.includes(`${B}=${V1B2}`), a.reason);
+});
+
+void test('StorageVersion: no live leases at all → not agreed, even with entries', () => {
+  const a = agreementFromStorageVersion(
+    sv(DC, '107', [
+      { apiServerID: A, encodingVersion: V1 },
+      { apiServerID: B, encodingVersion: V1 },
+    ]),
+    live(),
+  );
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.match(a.reason ?? '', /no live/);
+  assert.deepEqual(a.servers, []);
+  const none = agreementFromStorageVersion(sv(DC, '107', undefined), live());
+  assert.equal(none.agreed, false);
+});
+
+void test('StorageVersion: duplicate entries of one live server with different versions → not agreed', () => {
+  const a = agreementFromStorageVersion(
+    sv(DC, '108', [
+      { apiServerID: A, encodingVersion: V1 },
+      { apiServerID: A, encodingVersion: V1B2 },
+    ]),
+    live(A),
+  );
+  assert.equal(a.agreed, false);
+});
+
+void test('StorageVersion: works through liveIdentities from real-looking leases', () => {
+  const leases = [fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 2 * HOUR), leaseDurationSeconds: 3600 })];
+  const object = sv(DC, '109', [
+    { apiServerID: A, encodingVersion: V1 },
+    { apiServerID: B, encodingVersion: V1 },
+    { apiServerID: GONE, encodingVersion: V1B2 },
+  ]);
+  const a = agreementFromStorageVersion(object, liveIdentities(leases, NOW));
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, V1);
+  assert.ok(a.reason?.includes(GONE));
+  // an hour later, A's and B's leases have expired too (no renewal): nothing is live
+  assert.equal(agreementFromStorageVersion(object, liveIdentities(leases, NOW + HOUR)).agreed, false);
+});
+
+// --- the StorageVersion token ----------------------------------------------------------
+
+const entriesAB: Entry[] = [
+  { apiServerID: A, encodingVersion: V1 },
+  { apiServerID: B, encodingVersion: V1 },
+];
+
+void test('StorageVersion token: changes when the resourceVersion changes', () => {
+  const t1 = agreementFromStorageVersion(sv(DC, '200', entriesAB), live(A, B)).token;
+  const t2 = agreementFromStorageVersion(sv(DC, '201', entriesAB), live(A, B)).token;
+  assert.notEqual(t1, t2);
+});
+
+void test('StorageVersion token: changes when the set of live identities changes', () => {
+  const object = sv(DC, '200', [...entriesAB, { apiServerID: C, encodingVersion: V1 }]);
+  const tokens = [live(A, B), live(A, B, C), live(A), live(B), live(C), live()].map((l) => agreementFromStorageVersion(object, l).token);
+  assert.equal(new Set(tokens).size, tokens.length, `distinct tokens: ${tokens.join(' | ')}`);
+});
+
+void test('StorageVersion token: a lease expiring (same object) changes the token', () => {
+  const object = sv(DC, '200', entriesAB);
+  const leases = [fresh(A), fresh(B, HOUR - 1000)];
+  const before = agreementFromStorageVersion(object, liveIdentities(leases, NOW));
+  const after = agreementFromStorageVersion(object, liveIdentities(leases, NOW + 1000));
+  assert.notEqual(before.token, after.token);
+});
+
+void test('StorageVersion token: same inputs → same token regardless of entry or lease order', () => {
+  const leases = [fresh(A), fresh(B), fresh(C)];
+  const e = [...entriesAB, { apiServerID: C, encodingVersion: V1 }];
+  const x = agreementFromStorageVersion(sv(DC, '300', e), liveIdentities(leases, NOW));
+  const y = agreementFromStorageVersion(sv(DC, '300', [...e].reverse()), liveIdentities([...leases].reverse(), NOW));
+  const z = agreementFromStorageVersion(sv(DC, '300', [e[1]!, e[2]!, e[0]!]), live(C, A, B));
+  assert.equal(x.token, y.token);
+  assert.equal(x.token, z.token);
+  assert.deepEqual(x, y);
+  assert.deepEqual(x, z);
+  // and calling twice gives the same answer
+  assert.deepEqual(agreementFromStorageVersion(sv(DC, '300', e), live(A, B, C)), x);
+});
+
+void test('StorageVersion token: does not depend on a stale lease that was never live', () => {
+  const object = sv(DC, '200', entriesAB);
+  const x = agreementFromStorageVersion(object, liveIdentities([fresh(A), fresh(B)], NOW));
+  const y = agreementFromStorageVersion(object, liveIdentities([fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 5 * HOUR), leaseDurationSeconds: 3600 })], NOW));
+  assert.equal(x.token, y.token);
+});
+
+// --- agreementFromDiscovery --------------------------------------------------------------
+
+const H1 = 'bXLbnwEv5AQ=';
+const H2 = 'vg3Tw7KfOqI=';
+const views = (...pairs: [string, string | undefined][]): ServerView[] => pairs.map(([id, value]) => (value === undefined ? { id } : { id, value }));
+
+void test('discovery: all hashes equal with a CRD storage version → agreed on the CRD version', () => {
+  const a = agreementFromDiscovery(views([A, H1], [B, H1], [C, H1]), 'v2');
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, 'v2');
+  assert.equal(a.source, 'discovery');
+  assert.equal(a.reason, undefined);
+  assert.deepEqual(
+    a.servers.map((s) => s.id),
+    [A, B, C].sort(),
+  );
+});
+
+void test('discovery: all hashes equal without a CRD storage version → agreed on the hash', () => {
+  const a = agreementFromDiscovery(views([A, H1], [B, H1]));
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, H1);
+  assert.equal(a.reason, undefined);
+});
+
+void test('discovery: a single server → agreed', () => {
+  const a = agreementFromDiscovery(views([A, H2]), 'v1');
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, 'v1');
+});
+
+void test('discovery: one server without a hash → not agreed, naming it', () => {
+  const a = agreementFromDiscovery(views([A, H1], [B, undefined], [C, H1]), 'v2');
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.ok(a.reason);
+  assert.ok(a.reason.includes(B), a.reason);
+  assert.ok(!a.reason.includes(A) && !a.reason.includes(C), `only the silent server is named: ${a.reason}`);
+  assert.deepEqual(
+    a.servers.find((s) => s.id === B),
+    { id: B },
+  );
+});
+
+void test('discovery: an explicit value: undefined is treated like no hash', () => {
+  const a = agreementFromDiscovery([{ id: A, value: H1 }, { id: B, value: undefined }]);
+  assert.equal(a.agreed, false);
+  assert.ok(a.reason?.includes(B));
+});
+
+void test('discovery: different hashes → not agreed, naming both servers and both hashes', () => {
+  const a = agreementFromDiscovery(views([A, H1], [B, H2]), 'v2');
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.ok(a.reason);
+  assert.ok(a.reason.includes(`${A}=${H1}`), a.reason);
+  assert.ok(a.reason.includes(`${B}=${H2}`), a.reason);
+});
+
+void test('discovery: empty list → not agreed', () => {
+  const a = agreementFromDiscovery([], 'v1');
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.ok(a.reason && a.reason.length > 0);
+  assert.deepEqual(a.servers, []);
+  assert.equal(agreementFromDiscovery([]).agreed, false);
+});
+
+void test('discovery: does not reorder the caller array', () => {
+  const input = views([C, H1], [A, H1], [B, H1]);
+  const copy = structuredClone(input);
+  agreementFromDiscovery(input);
+  assert.deepEqual(input, copy);
+});
+
+void test('discovery token: changes when any hash changes', () => {
+  const base = agreementFromDiscovery(views([A, H1], [B, H1], [C, H1]), 'v2').token;
+  for (const changed of [views([A, H2], [B, H1], [C, H1]), views([A, H1], [B, H2], [C, H1]), views([A, H1], [B, H1], [C, H2]), views([A, H1], [B, undefined], [C, H1])]) {
+    assert.notEqual(agreementFromDiscovery(changed, 'v2').token, base, JSON.stringify(changed));
+  }
+});
+
+void test('discovery token: changes when the CRD storage version changes (or appears)', () => {
+  const v = views([A, H1], [B, H1]);
+  const tokens = [agreementFromDiscovery(v, 'v1').token, agreementFromDiscovery(v, 'v2').token, agreementFromDiscovery(v).token];
+  assert.equal(new Set(tokens).size, 3, tokens.join(' | '));
+});
+
+void test('discovery token: changes when a server joins or leaves', () => {
+  const tokens = [views([A, H1]), views([A, H1], [B, H1]), views([A, H1], [B, H1], [C, H1]), views([B, H1])].map((v) => agreementFromDiscovery(v, 'v2').token);
+  assert.equal(new Set(tokens).size, tokens.length, tokens.join(' | '));
+});
+
+void test('discovery token: same for the same inputs in any order', () => {
+  const v = views([A, H1], [B, H2], [C, undefined]);
+  const perms = [v, [...v].reverse(), [v[1]!, v[2]!, v[0]!], [v[2]!, v[0]!, v[1]!]];
+  const results = perms.map((p) => agreementFromDiscovery(p, 'v2'));
+  for (const r of results) {
+    assert.equal(r.token, results[0]!.token);
+    assert.deepEqual(r, results[0]);
+  }
+  const agreed = views([A, H1], [B, H1], [C, H1]);
+  assert.deepEqual(agreementFromDiscovery(agreed, 'v2'), agreementFromDiscovery([...agreed].reverse(), 'v2'));
+});
+
+void test('discovery and StorageVersion tokens never collide', () => {
+  const d = agreementFromDiscovery(views([A, H1]));
+  const s = agreementFromStorageVersion(sv(DC, '1', [{ apiServerID: A, encodingVersion: V1 }]), live(A));
+  assert.notEqual(d.token, s.token);
+});
+
+// --- storage-version.ts: names ----------------------------------------------------------
+
+void test('storageVersionName: <group>.<resource>, core.<resource> for the core group', () => {
+  assert.equal(storageVersionName({ group: '', resource: 'configmaps' }), 'core.configmaps');
+  assert.equal(storageVersionName({ group: '', resource: 'secrets' }), 'core.secrets');
+  assert.equal(storageVersionName({ group: 'apps', resource: 'deployments' }), 'apps.deployments');
+  assert.equal(storageVersionName({ group: 'resource.k8s.io', resource: 'deviceclasses' }), 'resource.k8s.io.deviceclasses');
+  assert.equal(storageVersionName({ group: 'admissionregistration.k8s.io', resource: 'validatingadmissionpolicies' }), 'admissionregistration.k8s.io.validatingadmissionpolicies');
+});
+
+void test('storageVersionName: ignores other fields of the reference', () => {
+  const ref = { group: 'apps', resource: 'deployments', version: 'v1', name: 'deployments' };
+  assert.equal(storageVersionName(ref), 'apps.deployments');
+});
+
+void test('groupResourceOfStorageVersion: parses real names', () => {
+  assert.deepEqual(groupResourceOfStorageVersion('core.configmaps'), { group: '', resource: 'configmaps' });
+  assert.deepEqual(groupResourceOfStorageVersion('apps.deployments'), { group: 'apps', resource: 'deployments' });
+  assert.deepEqual(groupResourceOfStorageVersion('resource.k8s.io.deviceclasses'), { group: 'resource.k8s.io', resource: 'deviceclasses' });
+  assert.deepEqual(groupResourceOfStorageVersion('flowcontrol.apiserver.k8s.io.prioritylevelconfigurations'), { group: 'flowcontrol.apiserver.k8s.io', resource: 'prioritylevelconfigurations' });
+});
+
+void test('groupResourceOfStorageVersion is the inverse of storageVersionName (core and dotted groups)', () => {
+  const refs = [
+    { group: '', resource: 'configmaps' },
+    { group: '', resource: 'secrets' },
+    { group: '', resource: 'namespaces' },
+    { group: 'apps', resource: 'deployments' },
+    { group: 'batch', resource: 'cronjobs' },
+    { group: 'resource.k8s.io', resource: 'deviceclasses' },
+    { group: 'resource.k8s.io', resource: 'resourceclaims' },
+    { group: 'networking.k8s.io', resource: 'ingresses' },
+    { group: 'storage.k8s.io', resource: 'volumeattributesclasses' },
+    { group: 'internal.apiserver.k8s.io', resource: 'storageversions' },
+    { group: 'core.example.com', resource: 'widgets' },
+  ];
+  for (const ref of refs) {
+    const name = storageVersionName(ref);
+    assert.deepEqual(groupResourceOfStorageVersion(name), ref, name);
+    assert.equal(storageVersionName(groupResourceOfStorageVersion(name)), name, name);
+  }
+});
+
+void test('groupResourceOfStorageVersion: a name without a dot does not yield a truncated group', () => {
+  // Not a valid StorageVersion name; whatever comes back (or is thrown), the
+  // group must not be the name with its last character cut off.
+  const name = 'configmaps';
+  let result: { group: string; resource: string } | undefined;
+  try {
+    result = groupResourceOfStorageVersion(name);
+  } catch {
+    return; // refusing is fine
+  }
+  assert.ok(result.group === '' || name.startsWith(`${result.group}.`), `"${name}" → ${JSON.stringify(result)}`);
+});
+
+// --- storage-version.ts: schemas --------------------------------------------------------
+
+void test('StorageVersion schema: parses a real-looking object and keeps the fields we read', () => {
+  const raw = {
+    apiVersion: 'internal.apiserver.k8s.io/v1alpha1',
+    kind: 'StorageVersion',
+    metadata: {
+      name: 'resource.k8s.io.deviceclasses',
+      uid: '2c8f4a1e-77b0-4d0f-9a51-0e1f6a1b9c3d',
+      resourceVersion: '52341',
+      generation: 1,
+      creationTimestamp: '2026-11-22T01:00:05Z',
+      managedFields: [{ manager: 'kube-apiserver', operation: 'Update', apiVersion: 'internal.apiserver.k8s.io/v1alpha1', subresource: 'status' }],
+    },
+    spec: {},
+    status: {
+      storageVersions: [
+        { apiServerID: A, encodingVersion: V1, decodableVersions: [V1, 'resource.k8s.io/v1beta1', V1B2], servedVersions: [V1, 'resource.k8s.io/v1beta1', V1B2] },
+        { apiServerID: B, encodingVersion: V1B2, decodableVersions: ['resource.k8s.io/v1beta1', V1B2], servedVersions: ['resource.k8s.io/v1beta1', V1B2] },
+      ],
+      conditions: [
+        { type: 'AllEncodingVersionsEqual', status: 'False', lastTransitionTime: '2026-11-22T03:30:00Z', reason: 'CommonEncodingVersionUnset', message: 'Common encoding version unset', observedGeneration: 1 },
+      ],
+    },
+  };
+  const parsed = StorageVersion.parse(raw);
+  assert.equal(parsed.metadata.name, 'resource.k8s.io.deviceclasses');
+  assert.equal(parsed.metadata.resourceVersion, '52341');
+  assert.equal((parsed.metadata as Record<string, unknown>)['uid'], raw.metadata.uid, 'metadata is loose');
+  assert.equal(parsed.status?.storageVersions?.length, 2);
+  assert.deepEqual(parsed.status.storageVersions[0], raw.status.storageVersions[0]);
+  assert.deepEqual(parsed.status.storageVersions[1]?.servedVersions, ['resource.k8s.io/v1beta1', V1B2]);
+  assert.equal(parsed.status.commonEncodingVersion, undefined);
+  assert.equal(parsed.status.conditions?.[0]?.type, 'AllEncodingVersionsEqual');
+  assert.equal(parsed.status.conditions[0]?.status, 'False');
+  assert.equal((parsed.status.conditions[0] as Record<string, unknown>)['reason'], 'CommonEncodingVersionUnset', 'conditions are loose');
+  // and it feeds agreementFromStorageVersion directly
+  const a = agreementFromStorageVersion(parsed, live(A, B));
+  assert.equal(a.agreed, false);
+});
+
+void test('StorageVersion schema: commonEncodingVersion is read when present', () => {
+  const parsed = StorageVersion.parse({
+    metadata: { name: 'core.configmaps', resourceVersion: '9' },
+    status: { storageVersions: [{ apiServerID: A, encodingVersion: 'v1', decodableVersions: ['v1'], servedVersions: ['v1'] }], commonEncodingVersion: 'v1' },
+  });
+  assert.equal(parsed.status?.commonEncodingVersion, 'v1');
+});
+
+void test('StorageVersion schema: entries without decodable/served versions and objects without status parse', () => {
+  const a = StorageVersion.parse({ metadata: { name: 'apps.deployments', resourceVersion: '1' }, status: { storageVersions: [{ apiServerID: A, encodingVersion: 'apps/v1' }] } });
+  assert.equal(a.status?.storageVersions?.[0]?.decodableVersions, undefined);
+  const b = StorageVersion.parse({ apiVersion: 'internal.apiserver.k8s.io/v1alpha1', kind: 'StorageVersion', metadata: { name: 'apps.deployments', resourceVersion: '1' }, spec: {} });
+  assert.equal(b.status, undefined);
+  const c = StorageVersion.parse({ metadata: { name: 'apps.deployments', resourceVersion: '1' }, status: {} });
+  assert.equal(c.status?.storageVersions, undefined);
+});
+
+void test('StorageVersion schema: refuses objects missing what agreement needs', () => {
+  assert.throws(() => StorageVersion.parse({ metadata: { name: 'apps.deployments' } }), 'no resourceVersion');
+  assert.throws(() => StorageVersion.parse({ metadata: { resourceVersion: '1' } }), 'no name');
+  assert.throws(() => StorageVersion.parse({}), 'no metadata');
+  assert.throws(() => StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: '1' }, status: { storageVersions: [{ apiServerID: A }] } }), 'entry without encodingVersion');
+  assert.throws(() => StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: '1' }, status: { storageVersions: [{ encodingVersion: 'v1' }] } }), 'entry without apiServerID');
+  assert.throws(() => StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: 1 } }), 'numeric resourceVersion');
+});
+
+void test('IdentityLease schema: parses a real identity lease from kube-system', () => {
+  const raw = {
+    apiVersion: 'coordination.k8s.io/v1',
+    kind: 'Lease',
+    metadata: {
+      name: A,
+      namespace: 'kube-system',
+      uid: '0d6b2b8e-2f3c-4d8e-9a7f-3b1e5c6d7f80',
+      resourceVersion: '52377',
+      creationTimestamp: '2026-11-22T01:00:00Z',
+      labels: { 'apiserver.kubernetes.io/identity': 'kube-apiserver', 'kubernetes.io/hostname': 'kind-control-plane' },
+    },
+    spec: {
+      holderIdentity: `${A}_0b5e8c1f-3f44-4a7c-8a3b-4c1b2f9e6d70`,
+      leaseDurationSeconds: 3600,
+      renewTime: '2026-11-22T03:33:13.705832Z',
+      acquireTime: '2026-11-22T01:00:00.000000Z',
+    },
+  };
+  const parsed = IdentityLease.parse(raw);
+  assert.equal(parsed.metadata.name, A);
+  assert.equal(parsed.metadata.labels?.['apiserver.kubernetes.io/identity'], 'kube-apiserver');
+  assert.equal(parsed.spec.leaseDurationSeconds, 3600);
+  assert.equal(parsed.spec.renewTime, '2026-11-22T03:33:13.705832Z');
+  assert.equal(parsed.spec.holderIdentity, raw.spec.holderIdentity);
+  assert.equal((parsed.spec as Record<string, unknown>)['acquireTime'], raw.spec.acquireTime, 'spec is loose');
+  assert.equal((parsed.metadata as Record<string, unknown>)['namespace'], 'kube-system', 'metadata is loose');
+  assert.deepEqual([...liveIdentities([parsed], Date.parse('2026-11-22T04:00:00Z'))], [A]);
+  assert.equal(liveIdentities([parsed], Date.parse('2026-11-22T04:33:13.706Z')).size, 0);
+});
+
+void test('IdentityLease schema: optional spec fields, wrong types refused', () => {
+  const bare = IdentityLease.parse({ metadata: { name: A }, spec: {} });
+  assert.equal(bare.spec.renewTime, undefined);
+  assert.equal(bare.spec.leaseDurationSeconds, undefined);
+  assert.equal(bare.metadata.labels, undefined);
+  assert.throws(() => IdentityLease.parse({ metadata: { name: A } }), 'no spec');
+  assert.throws(() => IdentityLease.parse({ metadata: {}, spec: {} }), 'no name');
+  assert.throws(() => IdentityLease.parse({ metadata: { name: A }, spec: { leaseDurationSeconds: '3600' } }), 'string duration');
+  assert.throws(() => IdentityLease.parse({ metadata: { name: A }, spec: { renewTime: 1795318393705 } }), 'numeric renewTime');
+  assert.throws(() => IdentityLease.parse({ metadata: { name: A, labels: { x: 1 } }, spec: {} }), 'non-string label');
+});
+
+void test('IDENTITY_LABEL selects the kube-apiserver identity leases', () => {
+  const [key, value] = IDENTITY_LABEL.split('=');
+  assert.equal(key, 'apiserver.kubernetes.io/identity');
+  assert.equal(value, 'kube-apiserver');
+  assert.equal(lease(A, {}).metadata.labels?.[key], value);
+});
