@@ -4,6 +4,7 @@
  * that returns small results: counters, tokens, hashes. Never object bodies.
  */
 import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
 import { conditionsFor } from '../api/conditions';
 import {
   MIGRATION_API_VERSION,
@@ -17,6 +18,7 @@ import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } fro
 import { RateLimiter } from '../kube/rate-limit';
 import type { MigratorMetrics } from '../worker/metrics';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
+import { createTriggerActivities, refineStorageState } from './trigger';
 
 export interface ActivityDeps {
   kube: KubeClient;
@@ -28,6 +30,8 @@ export interface ActivityDeps {
    * them, `kube`'s server speaks for all.
    */
   servers?: Array<{ id: string; kube: KubeClient }>;
+  /** For the trigger: start and stop migrations. */
+  temporal?: { client: Client; taskQueue: string };
 }
 
 export type { Agreement };
@@ -88,6 +92,8 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   return {
+    ...createTriggerActivities({ kube, servers, temporal: deps.temporal }),
+
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
       return migrateChunk({ kube, budget: deps.budget, limiterFor, observe }, input);
@@ -98,14 +104,19 @@ export function createActivities(deps: ActivityDeps) {
 
     /**
      * The verdict's last step: is the agreement the migration started under
-     * still the one in force? For a custom resource that is still so, reduce
-     * the CRD's status.storedVersions to its storage version, so the old
-     * version can be removed.
+     * still the one in force? If so, refine the resource's StorageState to
+     * [current], and for a custom resource reduce the CRD's
+     * status.storedVersions to its storage version, so the old version can
+     * be removed.
      */
     async confirmAgreement(ref: ResourceRef, expected: Agreement): Promise<{ held: boolean; now: Agreement; storedVersions?: string[] }> {
       const now = await agreement(ref);
       const held = now.agreed && now.token === expected.token && now.encodingVersion === expected.encodingVersion;
-      if (!held || !ref.custom) return { held, now };
+      if (!held) return { held, now };
+      // The StorageState (if the trigger keeps one) now knows objects are persisted in the current version only.
+      const hash = await discoveryHash(kube, ref);
+      if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
+      if (!ref.custom) return { held, now };
       const storedVersions = [expected.encodingVersion!];
       await kube.patchStatus(crdPath(ref), { storedVersions });
       return { held, now, storedVersions };

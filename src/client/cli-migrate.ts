@@ -128,6 +128,28 @@ export function migrateCommands(): Command[] {
       await w.run();
     });
 
+  const trigger = new Command('trigger').description('the periodic trigger: StorageState objects and automatic migrations');
+  trigger
+    .command('start')
+    .description('start it (joins the running one)')
+    .option('--period <seconds>', 'how often discovery is read', parseIntArg('--period', 1, 86_400), 600)
+    .option('--staleness <seconds>', 'a StorageState not refreshed for this long is reset to Unknown (default: 3 periods)', parseIntArg('--staleness', 1, 10 * 86_400))
+    .addOption(kubeconfigOpt())
+    .action(async (o: { period: number; staleness?: number; kubeconfig?: string }) => {
+      await withMigrator(o.kubeconfig, async (m) => {
+        const h = await m.startTrigger({ periodSeconds: o.period, stalenessSeconds: o.staleness });
+        process.stderr.write(`trigger running as workflow ${h.workflowId}, every ${o.period}s\n`);
+      });
+    });
+  trigger
+    .command('stop')
+    .description('stop it')
+    .addOption(kubeconfigOpt())
+    .action(async (o: { kubeconfig?: string }) => {
+      await withMigrator(o.kubeconfig, (m) => m.stopTrigger());
+      process.stderr.write('trigger stopped\n');
+    });
+
   const crds = new Command('crds').description('the migration.k8s.io CustomResourceDefinitions');
   crds.command('print').description('print the CRD manifests').action(() => {
     process.stdout.write(migrationCrdsYaml());
@@ -146,7 +168,7 @@ export function migrateCommands(): Command[] {
       process.stderr.write('installed storageversionmigrations.migration.k8s.io and storagestates.migration.k8s.io\n');
     });
 
-  return [migrate, status, signalCommand('abort', 'abort the running migration of a resource'), signalCommand('pause', 'pause a migration between objects'), signalCommand('resume', 'resume a paused migration'), worker, crds];
+  return [migrate, status, signalCommand('abort', 'abort the running migration of a resource'), signalCommand('pause', 'pause a migration between objects'), signalCommand('resume', 'resume a paused migration'), worker, trigger, crds];
 }
 
 export function summaryTable(rows: MigrateAllRow[]): string {

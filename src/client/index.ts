@@ -27,6 +27,7 @@ import {
   type MigrationResult,
 } from '../workflows/migrate-resource';
 import { startOptions } from './start-options';
+import { storageVersionTrigger, TRIGGER_WORKFLOW_ID, type TriggerInput } from '../workflows/trigger';
 
 export type { MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
@@ -176,6 +177,30 @@ export class Migrator {
       }),
     );
     return rows.sort((a, b) => a.resource.localeCompare(b.resource));
+  }
+
+  /**
+   * Starts the periodic trigger (one instance: starting it again joins the
+   * running one), which keeps StorageState objects and starts migrations by
+   * itself when a storage version changes.
+   */
+  async startTrigger(input: TriggerInput): Promise<WorkflowHandle<typeof storageVersionTrigger>> {
+    if (!Number.isInteger(input.periodSeconds) || input.periodSeconds < 1) throw new RangeError(`periodSeconds must be a whole number >= 1, got ${input.periodSeconds}`);
+    return this.client.workflow.start(storageVersionTrigger, {
+      taskQueue: this.taskQueue,
+      workflowId: TRIGGER_WORKFLOW_ID,
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [input],
+      staticSummary: 'Storage version trigger',
+      staticDetails: `Polls every API server's discovery every ${input.periodSeconds}s, keeps StorageState objects, and starts migrations when a storageVersionHash changes.`,
+    });
+  }
+
+  /** Stops the trigger (it can be started again later; StorageStates older than the staleness bound are then reset). */
+  async stopTrigger(): Promise<void> {
+    const h = this.client.workflow.getHandle(TRIGGER_WORKFLOW_ID);
+    await h.cancel();
+    await h.result().catch(() => undefined);
   }
 
   /** A handle on the latest migration of a resource. */

@@ -93,6 +93,16 @@ async function freePort(): Promise<number> {
   });
 }
 
+/** Refuses to start a server on a port something else holds (its readiness probe would answer for it). */
+async function assertPortFree(port: number, what: string): Promise<void> {
+  const free = await new Promise<boolean>((resolve) => {
+    const srv = net.createServer();
+    srv.once('error', () => resolve(false));
+    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+  });
+  if (!free) throw new Error(`cannot start ${what}: 127.0.0.1:${port} is in use by a process this plane did not record (an orphan of an interrupted run?); stop it (e.g. fuser -k ${port}/tcp) and run 'svm dev up' again`);
+}
+
 async function startProcess(binary: string, args: string[], logFile: string, wrap: string[] = []): Promise<number> {
   const fd = fs.openSync(logFile, 'a');
   fs.writeSync(fd, `\n=== ${new Date().toISOString()} starting ${binary} ${args.join(' ')}\n`);
@@ -222,6 +232,7 @@ async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, tool
   if (wrap.length === 0 && a.index > 0) {
     log(`warning: not root, so ${a.hostname} shares the host name of the other API servers and their identity`);
   }
+  await assertPortFree(a.port, `kube-apiserver ${a.index}`);
   a.pid = await startProcess(tools.kubeApiserver, apiserverArgs(state, a, pki), a.log, wrap);
   a.binary = tools.kubeApiserver;
   writeState(state);
@@ -316,6 +327,7 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
 
   if (!isRunning(state.etcd)) {
     log(`starting etcd on 127.0.0.1:${state.etcd.clientPort}`);
+    await assertPortFree(state.etcd.clientPort, 'etcd');
     const e = state.etcd;
     const peer = `http://127.0.0.1:${e.peerPort}`;
     const client = `http://127.0.0.1:${e.clientPort}`;
@@ -342,6 +354,7 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   if (!isRunning(state.temporal)) {
     const t = state.temporal;
     log(`starting the Temporal dev server on 127.0.0.1:${t.port} (UI http://127.0.0.1:${t.uiPort})`);
+    await assertPortFree(t.port, 'the Temporal dev server');
     t.binary = tools.temporal;
     t.pid = await startProcess(
       tools.temporal,

@@ -95,12 +95,14 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     return { id: k.server, kube: k };
   });
   const budget = new RateLimiter(settings.qps);
+  const clientConnection = await Connection.connect({ address: t.address, tls: t.tls || undefined, apiKey: t.apiKey });
+  const client = new Client({ connection: clientConnection, namespace: t.namespace });
   const worker = await Worker.create({
     connection,
     namespace: t.namespace,
     taskQueue: t.taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities({ kube, budget, metrics, servers }),
+    activities: createActivities({ kube, budget, metrics, servers, temporal: { client, taskQueue: t.taskQueue } }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
     maxHeartbeatThrottleInterval: '2 seconds',
@@ -116,9 +118,6 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     }
   };
   const withBridgeOnly = async <T>(fn: () => Promise<T>): Promise<T> => {
-    if (!settings.bridge && !settings.watchAgreement) return fn();
-    const clientConnection = await Connection.connect({ address: t.address!, tls: t.tls || undefined, apiKey: t.apiKey });
-    const client = new Client({ connection: clientConnection, namespace: t.namespace });
     const bridge = settings.bridge ? startBridge({ kube, client, taskQueue: t.taskQueue, log }) : undefined;
     const watcher = settings.watchAgreement ? startAgreementWatcher({ kube, client, log }) : undefined;
     try {
@@ -126,11 +125,11 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     } finally {
       bridge?.stop();
       watcher?.stop();
-      await clientConnection.close();
     }
   };
 
   const cleanup = async () => {
+    await clientConnection.close();
     kube.close();
     for (const s of servers) s.kube.close();
     await connection.close();

@@ -1,2 +1,3 @@
 /** Every workflow the worker registers. */
 export { migrateResource } from './migrate-resource';
+export { storageVersionTrigger } from './trigger';

@@ -1,0 +1,152 @@
+/**
+ * The trigger's I/O: observe every API server's discovery, the StorageState
+ * objects and the migrations that matter; then apply the trigger's decisions
+ * (StorageState writes, stopping and starting migrations). Returns hashes,
+ * names and counts only.
+ */
+import { createHash } from 'node:crypto';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
+import { MIGRATION_API_VERSION } from '../api/migration';
+import { groupResourceString } from '../api/resource';
+import type { DiscoveredResource, KubeClient } from '../kube/client';
+import { KubeError } from '../kube/errors';
+import { resolveResource } from '../kube/resolve';
+import { startOptions } from '../client/start-options';
+import { abortSignal, migrateResource } from '../workflows/migrate-resource';
+import type { MigrationStatus, ObservedResource, StateSnapshot, TriggerAction } from '../workflows/trigger-logic';
+import { UNKNOWN } from '../workflows/trigger-logic';
+
+export interface TriggerDeps {
+  kube: KubeClient;
+  servers: Array<{ id: string; kube: KubeClient }>;
+  temporal?: { client: Client; taskQueue: string };
+}
+
+export interface Observation {
+  observed: ObservedResource[];
+  states: Record<string, StateSnapshot>;
+  migrations: Record<string, MigrationStatus>;
+  /** Every API server that answered serves the same discovery document (design-docs/003). */
+  discoveryConsistent: boolean;
+  reporters: string[];
+}
+
+export const storageStatePath = (name?: string) => `/apis/${MIGRATION_API_VERSION}/storagestates${name ? `/${encodeURIComponent(name)}` : ''}`;
+
+/** A digest of what a server's discovery says about storage: equal digests, consistent discovery. */
+function discoveryDigest(resources: DiscoveredResource[]): string {
+  const lines = resources.map((r) => `${r.group}/${r.version}/${r.name} ${r.storageVersionHash ?? ''} ${[...r.verbs].sort().join(',')}`).sort();
+  return createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 16);
+}
+
+export function createTriggerActivities(deps: TriggerDeps) {
+  const servers = deps.servers.length > 0 ? deps.servers : [{ id: deps.kube.server, kube: deps.kube }];
+
+  async function migrationStatus(name: string): Promise<MigrationStatus> {
+    if (!deps.temporal) return 'none';
+    const handle = deps.temporal.client.workflow.getHandle(`migrate/${name}`);
+    try {
+      const d = await handle.describe();
+      if (d.status.name === 'RUNNING') return 'running';
+      if (d.status.name === 'COMPLETED') {
+        const r = (await handle.result()) as { phase?: string };
+        return r.phase === 'Succeeded' ? 'succeeded' : 'aborted';
+      }
+      return 'failed';
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return 'none';
+      throw err;
+    }
+  }
+
+  return {
+    async observeStorage(): Promise<Observation> {
+      const byName = new Map<string, ObservedResource>();
+      const digests = new Set<string>();
+      const reporters: string[] = [];
+      await Promise.all(
+        servers.map(async (s) => {
+          let resources: DiscoveredResource[];
+          try {
+            resources = await s.kube.discover();
+          } catch {
+            return; // this server does not report this period; its entries age out
+          }
+          reporters.push(s.id);
+          digests.add(discoveryDigest(resources));
+          for (const r of resources) {
+            if (r.name.includes('/') || !r.storageVersionHash) continue;
+            const name = groupResourceString({ group: r.group, resource: r.name });
+            const o = byName.get(name) ?? { name, group: r.group, resource: r.name, hashes: {} };
+            o.hashes[s.id] ??= r.storageVersionHash;
+            byName.set(name, o);
+          }
+        }),
+      );
+      const list = await deps.kube.getJson<{ items: Array<{ metadata: { name: string }; status?: { persistedStorageVersionHashes?: string[]; currentStorageVersionHash?: string; lastHeartbeatTime?: string; currentStorageVersionHashes?: StateSnapshot['reporters'] } }> }>(storageStatePath());
+      const states: Record<string, StateSnapshot> = {};
+      for (const i of list.items) {
+        states[i.metadata.name] = {
+          persisted: i.status?.persistedStorageVersionHashes ?? [UNKNOWN],
+          current: i.status?.currentStorageVersionHash,
+          lastHeartbeatTime: i.status?.lastHeartbeatTime,
+          reporters: i.status?.currentStorageVersionHashes ?? [],
+        };
+      }
+      // Only migrations that may matter: where a state is not settled.
+      const migrations: Record<string, MigrationStatus> = {};
+      for (const name of byName.keys()) {
+        const st = states[name];
+        if (st && st.persisted.length === 1 && st.persisted[0] === st.current) continue;
+        migrations[name] = await migrationStatus(name);
+      }
+      return { observed: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), states, migrations, discoveryConsistent: digests.size <= 1, reporters: reporters.sort() };
+    },
+
+    async applyTriggerActions(actions: TriggerAction[]): Promise<{ written: number; started: string[]; stopped: string[] }> {
+      const started: string[] = [];
+      const stopped: string[] = [];
+      let written = 0;
+      for (const a of actions) {
+        if (a.stopMigration && deps.temporal) {
+          const handle = deps.temporal.client.workflow.getHandle(`migrate/${a.name}`);
+          await handle.signal(abortSignal, a.stopMigration).catch(() => undefined);
+          // Wait for it to close, so that a new start does not join it.
+          await Promise.race([handle.result().catch(() => undefined), new Promise((r) => setTimeout(r, 60_000))]);
+          stopped.push(a.name);
+        }
+        const status = {
+          persistedStorageVersionHashes: a.write.persisted,
+          ...(a.write.current !== undefined ? { currentStorageVersionHash: a.write.current } : {}),
+          lastHeartbeatTime: a.write.lastHeartbeatTime,
+          currentStorageVersionHashes: a.write.reporters,
+          discoveryConsistent: a.write.discoveryConsistent,
+        };
+        if (a.write.create) {
+          const res = await deps.kube.raw('POST', storageStatePath(), {
+            body: JSON.stringify({ apiVersion: MIGRATION_API_VERSION, kind: 'StorageState', metadata: { name: a.name }, spec: { resource: { group: a.group, resource: a.resource } } }),
+          });
+          if (res.status >= 300 && res.status !== 409) throw new KubeError('other', `creating StorageState ${a.name}: HTTP ${res.status} ${res.body.slice(0, 200)}`, res.status);
+        }
+        await deps.kube.patchStatus(storageStatePath(a.name), status);
+        written++;
+        if (a.startMigration && deps.temporal) {
+          const ref = await resolveResource(deps.kube, a.name);
+          await deps.temporal.client.workflow.start(migrateResource, { ...startOptions(ref, deps.temporal.taskQueue), args: [{ resource: ref }] });
+          started.push(a.name);
+        }
+      }
+      return { written, started, stopped };
+    },
+  };
+}
+
+/** After a successful migration: persisted becomes [current], if current is still the hash migrated to. */
+export async function refineStorageState(kube: KubeClient, name: string, hash: string): Promise<boolean> {
+  const res = await kube.raw('GET', storageStatePath(name));
+  if (res.status === 404) return false;
+  const st = JSON.parse(res.body) as { status?: { currentStorageVersionHash?: string } };
+  if (st.status?.currentStorageVersionHash !== hash) return false;
+  await kube.patchStatus(storageStatePath(name), { persistedStorageVersionHashes: [hash] });
+  return true;
+}

@@ -1,0 +1,161 @@
+/**
+ * The trigger's decisions, as design-docs/001 (automated migration, with its
+ * HA extension) describes them: pure and deterministic, so the trigger
+ * workflow can run them and tests can check them case by case.
+ *
+ * Per resource with a storageVersionHash, each period:
+ * - every API server (reporter) that answered refreshes its entry in
+ *   currentStorageVersionHashes; entries older than three periods are dropped;
+ * - any hash a fresh reporter serves that is not yet in
+ *   persistedStorageVersionHashes is appended (objects may now be written in it);
+ * - when all fresh entries agree on a hash different from
+ *   currentStorageVersionHash: a running migration is stopped and current
+ *   becomes that hash, in the same write;
+ * - when they diverge: a running migration is stopped, nothing is started;
+ * - when the trigger was away longer than the staleness bound (its heartbeat
+ *   on the StorageState is older), persisted is reset to ["Unknown"]: changes
+ *   may have been missed;
+ * - a migration is started when persisted != [current], the entries have
+ *   agreed on current for at least one period, no migration runs, and a
+ *   failed one is not retried before its backoff ends;
+ * - a successful migration refines persisted to [current] (done by the
+ *   migration itself, so it happens at once).
+ */
+export const UNKNOWN = 'Unknown';
+
+export interface ReporterEntry {
+  reporterID: string;
+  currentStorageVersionHash: string;
+  lastHeartbeatTime: string; // RFC 3339
+}
+
+export interface ObservedResource {
+  /** StorageState name: <resource>.<group>, or <resource> for the core group. */
+  name: string;
+  group: string;
+  resource: string;
+  /** reporterID -> the hash that API server serves now. */
+  hashes: Record<string, string>;
+}
+
+export interface StateSnapshot {
+  persisted: string[];
+  current?: string;
+  lastHeartbeatTime?: string;
+  reporters: ReporterEntry[];
+}
+
+export type MigrationStatus = 'none' | 'running' | 'succeeded' | 'failed' | 'aborted';
+
+export interface TriggerMemory {
+  /** name -> since when (ms) the fresh entries have agreed on hash. */
+  consensus: Record<string, { hash: string; since: number }>;
+  /** name -> failed attempts and when the next may start (ms). */
+  backoff: Record<string, { failures: number; notBefore: number }>;
+}
+
+export interface TriggerConfig {
+  periodMs: number;
+  /** A StorageState whose heartbeat is older than this was not watched: reset to Unknown. */
+  stalenessMs: number;
+  /** Longest wait between attempts of a failing migration. */
+  maxBackoffMs: number;
+}
+
+export interface StorageStateWrite {
+  create: boolean;
+  persisted: string[];
+  current?: string;
+  lastHeartbeatTime: string;
+  reporters: ReporterEntry[];
+  discoveryConsistent: boolean;
+}
+
+export interface TriggerAction {
+  name: string;
+  group: string;
+  resource: string;
+  write: StorageStateWrite;
+  stopMigration?: string;
+  startMigration?: boolean;
+  /** Why, for logs and the workflow's details. */
+  note?: string;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+export function decide(
+  observed: ObservedResource[],
+  states: Record<string, StateSnapshot | undefined>,
+  migrations: Record<string, MigrationStatus | undefined>,
+  memory: TriggerMemory,
+  cfg: TriggerConfig,
+  now: number,
+  discoveryConsistent: boolean,
+): { actions: TriggerAction[]; memory: TriggerMemory } {
+  const next: TriggerMemory = { consensus: {}, backoff: { ...memory.backoff } };
+  const actions: TriggerAction[] = [];
+  for (const r of observed) {
+    const state = states[r.name];
+    const notes: string[] = [];
+    // Reporters: refresh those that answered, keep the others until they are three periods old.
+    const fresh = new Map<string, ReporterEntry>();
+    for (const e of state?.reporters ?? []) if (now - Date.parse(e.lastHeartbeatTime) < 3 * cfg.periodMs) fresh.set(e.reporterID, e);
+    for (const [reporterID, hash] of Object.entries(r.hashes)) fresh.set(reporterID, { reporterID, currentStorageVersionHash: hash, lastHeartbeatTime: iso(now) });
+    const reporters = [...fresh.values()].sort((a, b) => a.reporterID.localeCompare(b.reporterID));
+    const distinct = [...new Set(reporters.map((e) => e.currentStorageVersionHash))];
+    const agreedHash = distinct.length === 1 ? distinct[0] : undefined;
+
+    let persisted = state ? [...state.persisted] : [UNKNOWN];
+    let current = state?.current;
+    const stale = state?.lastHeartbeatTime !== undefined && now - Date.parse(state.lastHeartbeatTime) > cfg.stalenessMs;
+    if (stale) {
+      persisted = [UNKNOWN];
+      notes.push('the trigger was away past the staleness bound: persisted reset to Unknown');
+    }
+    let stop: string | undefined;
+    if (agreedHash === undefined) {
+      if (migrations[r.name] === 'running') stop = `the API servers serve different storage version hashes for ${r.name}: ${reporters.map((e) => `${e.reporterID}=${e.currentStorageVersionHash}`).join(', ')}`;
+      notes.push('hashes diverge');
+    } else if (agreedHash !== current) {
+      if (current !== undefined && migrations[r.name] === 'running') stop = `the storage version hash of ${r.name} changed from ${current} to ${agreedHash}`;
+      notes.push(current === undefined ? `current set to ${agreedHash}` : `current ${current} -> ${agreedHash}`);
+      current = agreedHash;
+    }
+    // "Unknown" already covers every version; otherwise every hash served now may be persisted.
+    if (!persisted.includes(UNKNOWN)) {
+      for (const e of reporters) if (!persisted.includes(e.currentStorageVersionHash)) persisted.push(e.currentStorageVersionHash);
+      if (current !== undefined && !persisted.includes(current)) persisted.push(current);
+    }
+
+    // How long have the entries agreed?
+    const prev = memory.consensus[r.name];
+    if (agreedHash !== undefined) next.consensus[r.name] = prev && prev.hash === agreedHash ? prev : { hash: agreedHash, since: now };
+    const stableForAPeriod = agreedHash !== undefined && now - next.consensus[r.name]!.since >= cfg.periodMs;
+
+    // Migrate?
+    const status = stop ? 'aborted' : migrations[r.name];
+    if (status === 'failed' && !next.backoff[r.name]?.notBefore) {
+      const failures = (memory.backoff[r.name]?.failures ?? 0) + 1;
+      next.backoff[r.name] = { failures, notBefore: now + Math.min(cfg.maxBackoffMs, cfg.periodMs * 2 ** failures) };
+    }
+    const needed = current !== undefined && !(persisted.length === 1 && persisted[0] === current);
+    if (!needed) delete next.backoff[r.name];
+    const backoff = next.backoff[r.name];
+    const waitingOut = backoff !== undefined && now < backoff.notBefore;
+    const start = needed && agreedHash === current && stableForAPeriod && status !== 'running' && !waitingOut;
+    if (needed && waitingOut) notes.push(`a failed migration is retried after ${iso(backoff.notBefore)}`);
+    if (start && backoff) next.backoff[r.name] = { ...backoff, notBefore: 0 };
+
+    actions.push({
+      name: r.name,
+      group: r.group,
+      resource: r.resource,
+      write: { create: state === undefined, persisted, current, lastHeartbeatTime: iso(now), reporters, discoveryConsistent },
+      ...(stop ? { stopMigration: stop } : {}),
+      ...(start ? { startMigration: true } : {}),
+      ...(notes.length > 0 ? { note: notes.join('; ') } : {}),
+    });
+  }
+  return { actions, memory: next };
+}

@@ -1,0 +1,69 @@
+/**
+ * storageVersionTrigger: the periodic trigger of design-docs/001. One instance
+ * (workflow ID svm-trigger), so it is the leader by construction. Each period
+ * it observes every API server's discovery, decides per resource (see
+ * trigger-logic.ts) and applies: StorageState writes, stopping migrations
+ * whose storage version moved or whose API servers diverge, starting
+ * migrations where objects may be persisted in another version. It keeps its
+ * memory (how long hashes have agreed, backoff of failing migrations) in
+ * workflow state and continues as new every few dozen periods.
+ */
+import { condition, continueAsNew, defineSignal, log, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
+import type { Activities } from '../activities';
+import { decide, type TriggerMemory } from './trigger-logic';
+
+export interface TriggerInput {
+  periodSeconds: number;
+  /** Default: three periods. */
+  stalenessSeconds?: number;
+  /** Longest wait between attempts of a failing migration. Default: one hour. */
+  maxBackoffSeconds?: number;
+  memory?: TriggerMemory;
+}
+
+export const TRIGGER_WORKFLOW_ID = 'svm-trigger';
+/** Observe now instead of at the end of the period. */
+export const pollNowSignal = defineSignal('pollNow');
+
+const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
+  startToCloseTimeout: '5 minutes',
+  retry: { initialInterval: '2s', maximumInterval: '1 minute', maximumAttempts: 5 },
+});
+
+const PERIODS_PER_RUN = 30;
+
+export async function storageVersionTrigger(input: TriggerInput): Promise<void> {
+  const cfg = {
+    periodMs: input.periodSeconds * 1000,
+    stalenessMs: (input.stalenessSeconds ?? input.periodSeconds * 3) * 1000,
+    maxBackoffMs: (input.maxBackoffSeconds ?? 3600) * 1000,
+  };
+  let memory: TriggerMemory = input.memory ?? { consensus: {}, backoff: {} };
+  let pollNow = false;
+  setHandler(pollNowSignal, () => void (pollNow = true));
+
+  for (let period = 0; period < PERIODS_PER_RUN; period++) {
+    try {
+      const o = await observeStorage();
+      const decided = decide(o.observed, o.states, o.migrations, memory, cfg, Date.now(), o.discoveryConsistent);
+      memory = decided.memory;
+      const applied = await applyTriggerActions(decided.actions);
+      const notes = decided.actions.filter((a) => a.note || a.startMigration || a.stopMigration);
+      for (const a of notes) log.info('storage state', { resource: a.name, note: a.note, start: a.startMigration ?? false, stop: a.stopMigration });
+      setCurrentDetails(
+        [
+          `**storage version trigger**: every ${input.periodSeconds}s, ${o.reporters.length} API server(s) reporting, discovery ${o.discoveryConsistent ? 'consistent' : '**inconsistent** (a rolling upgrade?)'}`,
+          `last period: ${applied.written} StorageStates written; started ${applied.started.join(', ') || 'none'}; stopped ${applied.stopped.join(', ') || 'none'}`,
+          ...notes.slice(0, 10).map((a) => `- ${a.name}: ${a.note ?? ''}${a.startMigration ? ' → migration started' : ''}${a.stopMigration ? ` → migration stopped (${a.stopMigration})` : ''}`),
+        ].join('\n'),
+      );
+    } catch (err) {
+      // A bad period (API servers away) is logged and retried next period, not fatal.
+      log.warn('trigger period failed', { error: err instanceof Error ? err.message : String(err) });
+    }
+    pollNow = false;
+    await condition(() => pollNow, cfg.periodMs);
+    if (workflowInfo().continueAsNewSuggested) break;
+  }
+  await continueAsNew<typeof storageVersionTrigger>({ ...input, memory });
+}
