@@ -8,7 +8,7 @@
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
-import { after, afterEach, before, test } from 'node:test';
+import { after, afterEach, before, beforeEach, test } from 'node:test';
 import { storageStatePath } from '../src/activities/trigger';
 import type { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
@@ -25,8 +25,10 @@ before(async () => {
   plane = await testPlane();
   await installCrds(plane.kube);
 });
+const endTrigger = () => plane.temporal.client.workflow.getHandle('svm-trigger').terminate('test ended').catch(() => undefined);
+beforeEach(endTrigger); // a trigger left by an interrupted run would be joined, on a queue nobody serves
 afterEach(async () => {
-  await plane.temporal.client.workflow.getHandle('svm-trigger').terminate('test ended').catch(() => undefined);
+  await endTrigger();
   await restartApiserver(plane.dir, 1, [], () => undefined);
   await restartApiserver(plane.dir, 0, [], () => undefined);
 });

@@ -94,7 +94,7 @@ void test('loadWorkerSettings: every environment variable is parsed', () => {
     SVM_BRIDGE: 'false',
     SVM_METRICS_PORT: '9464',
   });
-  assert.deepEqual(s.temporal, { address: 'temporal.example.com:7233', namespace: 'prod', taskQueue: 'svm-q', apiKey: 'secret-key', tls: true });
+  assert.deepEqual(s.temporal, { address: 'temporal.example.com:7233', namespace: 'prod', taskQueue: 'svm-q', apiKey: 'secret-key', tls: true, tlsCert: undefined, tlsKey: undefined });
   assert.equal(s.kubeconfig, '/etc/kube/config');
   assert.equal(s.qps, 250);
   assert.equal(typeof s.qps, 'number');
@@ -137,7 +137,7 @@ void test('loadTemporalSettings: reads the TEMPORAL_* variables only', () => {
     TEMPORAL_TLS: 'yes',
     SVM_QPS: 'abc', // not a Temporal setting: ignored here
   });
-  assert.deepEqual(t, { address: 'localhost:7233', namespace: 'ns1', taskQueue: 'q1', apiKey: 'k', tls: true });
+  assert.deepEqual(t, { address: 'localhost:7233', namespace: 'ns1', taskQueue: 'q1', apiKey: 'k', tls: true, tlsCert: undefined, tlsKey: undefined });
 });
 
 // --- flags override the environment ----------------------------------------------------------
@@ -167,7 +167,7 @@ void test('loadWorkerSettings: flags override environment values', () => {
     bridge: false,
     metricsPort: 9100,
   });
-  assert.deepEqual(s.temporal, { address: 'flag-host:7234', namespace: 'flag-ns', taskQueue: 'flag-q', apiKey: 'flag-key', tls: true });
+  assert.deepEqual(s.temporal, { address: 'flag-host:7234', namespace: 'flag-ns', taskQueue: 'flag-q', apiKey: 'flag-key', tls: true, tlsCert: undefined, tlsKey: undefined });
   assert.equal(s.kubeconfig, '/flag/kubeconfig');
   assert.equal(s.qps, 5);
   assert.equal(s.maxConcurrentChunks, 8);

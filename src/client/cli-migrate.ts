@@ -1,9 +1,11 @@
 /** `svm migrate|status|abort|pause|resume|worker|crds`: the CLI over the programmatic API. */
 import { Command, Option } from 'commander';
+import { Connection } from '@temporalio/client';
+import { registerSearchAttributes } from './setup';
 import { SingleBar, Presets } from 'cli-progress';
 import { migrationCrds, migrationCrdsYaml } from '../api/crds';
 import { KubeClient } from '../kube/client';
-import { loadTemporalSettings, loadWorkerSettings } from '../worker/config';
+import { loadTemporalSettings, loadWorkerSettings, temporalConnectionOptions } from '../worker/config';
 import { createMigratorWorker } from '../worker/worker';
 import { parseIntArg } from './cli-dev';
 import { Migrator, type MigrateAllRow, type MigrationProgress, type MigrationResult } from './index';
@@ -150,6 +152,21 @@ export function migrateCommands(): Command[] {
       process.stderr.write('trigger stopped\n');
     });
 
+  const setup = new Command('setup')
+    .description("register svm's search attributes on the Temporal namespace (idempotent)")
+    .action(async () => {
+      const t = loadTemporalSettings(process.env);
+      if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
+      const connection = await Connection.connect(temporalConnectionOptions({ ...t, address: t.address }));
+      try {
+        const r = await registerSearchAttributes(connection, t.namespace);
+        if (r.added.length > 0) process.stdout.write(`registered on namespace ${t.namespace}: ${r.added.join(', ')}\n`);
+        if (r.present.length > 0) process.stdout.write(`already present on namespace ${t.namespace}: ${r.present.join(', ')}\n`);
+      } finally {
+        await connection.close();
+      }
+    });
+
   const crds = new Command('crds').description('the migration.k8s.io CustomResourceDefinitions');
   crds.command('print').description('print the CRD manifests').action(() => {
     process.stdout.write(migrationCrdsYaml());
@@ -168,7 +185,7 @@ export function migrateCommands(): Command[] {
       process.stderr.write('installed storageversionmigrations.migration.k8s.io and storagestates.migration.k8s.io\n');
     });
 
-  return [migrate, status, signalCommand('abort', 'abort the running migration of a resource'), signalCommand('pause', 'pause a migration between objects'), signalCommand('resume', 'resume a paused migration'), worker, trigger, crds];
+  return [migrate, status, signalCommand('abort', 'abort the running migration of a resource'), signalCommand('pause', 'pause a migration between objects'), signalCommand('resume', 'resume a paused migration'), worker, trigger, setup, crds];
 }
 
 export function summaryTable(rows: MigrateAllRow[]): string {

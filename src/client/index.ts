@@ -14,7 +14,7 @@ import type { DiscoveredResource } from '../kube/client';
 import { KubeClient } from '../kube/client';
 import { notMigratableReason, resolveResource } from '../kube/resolve';
 import type { TemporalSettings } from '../worker/config';
-import { TemporalSettings as TemporalSettingsSchema } from '../worker/config';
+import { TemporalSettings as TemporalSettingsSchema, temporalConnectionOptions } from '../worker/config';
 import {
   abortSignal,
   defaultMigrationOptions,
@@ -117,7 +117,7 @@ export class Migrator {
 
   static async connect(opts: MigratorOptions): Promise<Migrator> {
     const t = TemporalSettingsSchema.parse(opts.temporal);
-    const connection = await Connection.connect({ address: opts.temporal.address, tls: t.tls || undefined, apiKey: t.apiKey });
+    const connection = await Connection.connect(temporalConnectionOptions({ ...t, address: opts.temporal.address }));
     const client = new Client({ connection, namespace: t.namespace });
     return new Migrator(client, KubeClient.fromKubeconfig(opts.kubeconfig), t.taskQueue, connection);
   }

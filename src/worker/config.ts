@@ -2,6 +2,7 @@
  * Worker and client settings, from the environment and flags, validated with
  * zod: a bad value stops the process at start with a message naming it.
  */
+import { readFileSync } from 'node:fs';
 import { z } from 'zod';
 
 // A blank value is an error, not 0 (which would mean "unlimited" for a QPS).
@@ -21,8 +22,18 @@ export const TemporalSettings = z.object({
   taskQueue: z.string().min(1).default('storage-version-migrator'),
   apiKey: z.string().min(1).optional(),
   tls: bool.default(false),
+  /** Client certificate and key (PEM files) for mTLS, e.g. Temporal Cloud; implies tls. */
+  tlsCert: z.string().min(1).optional(),
+  tlsKey: z.string().min(1).optional(),
 });
 export type TemporalSettings = z.infer<typeof TemporalSettings>;
+
+/** Connection options for @temporalio/client and @temporalio/worker from the settings. */
+export function temporalConnectionOptions(t: TemporalSettings & { address: string }) {
+  if (Boolean(t.tlsCert) !== Boolean(t.tlsKey)) throw new SettingsError('TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY must be set together');
+  const tls = t.tlsCert && t.tlsKey ? { clientCertPair: { crt: readFileSync(t.tlsCert), key: readFileSync(t.tlsKey) } } : t.tls || undefined;
+  return { address: t.address, tls, apiKey: t.apiKey };
+}
 
 export const WorkerSettings = z.object({
   temporal: TemporalSettings,
@@ -54,6 +65,8 @@ export const settingSources: Record<string, string> = {
   'temporal.taskQueue': 'TEMPORAL_TASK_QUEUE',
   'temporal.apiKey': 'TEMPORAL_API_KEY',
   'temporal.tls': 'TEMPORAL_TLS',
+  'temporal.tlsCert': 'TEMPORAL_TLS_CERT',
+  'temporal.tlsKey': 'TEMPORAL_TLS_KEY',
   kubeconfig: 'KUBECONFIG',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
@@ -71,6 +84,8 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
     taskQueue: env.TEMPORAL_TASK_QUEUE || undefined,
     apiKey: env.TEMPORAL_API_KEY || undefined,
     tls: env.TEMPORAL_TLS || undefined,
+    tlsCert: env.TEMPORAL_TLS_CERT || undefined,
+    tlsKey: env.TEMPORAL_TLS_KEY || undefined,
   },
   kubeconfig: env.KUBECONFIG || undefined,
   qps: env.SVM_QPS || undefined,
@@ -104,6 +119,8 @@ export function loadWorkerSettings(env: NodeJS.ProcessEnv, flags: Partial<Record
       taskQueue: pick(flags.taskQueue, base.temporal.taskQueue),
       apiKey: pick(flags.apiKey, base.temporal.apiKey),
       tls: pick(flags.tls, base.temporal.tls),
+      tlsCert: base.temporal.tlsCert,
+      tlsKey: base.temporal.tlsKey,
     },
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     qps: pick(flags.qps, base.qps),

@@ -11,7 +11,7 @@ import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
 import { startAgreementWatcher } from './agreement-watcher';
 import { startBridge } from './bridge';
-import type { WorkerSettings } from './config';
+import { temporalConnectionOptions, type WorkerSettings } from './config';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 
 export const workflowsPath = require.resolve('../workflows');
@@ -23,9 +23,22 @@ export function workflowBundle(): Promise<WorkflowBundle> {
   return bundle;
 }
 
+/** JSON lines (pino), or one readable line per entry when stdout is a terminal. Never object data. */
 export function createLogger(destination?: pino.DestinationStream): Logger {
   const options = { base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' };
-  return destination ? pino(options, destination) : pino(options);
+  if (destination) return pino(options, destination);
+  if (process.stdout.isTTY && !process.env.CI) return pino(options, { write: (line: string) => void process.stdout.write(readableLine(line)) });
+  return pino(options);
+}
+
+const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+
+export function readableLine(json: string): string {
+  const { level, time, msg, component: _c, pid: _p, hostname: _h, ...rest } = JSON.parse(json) as Record<string, unknown>;
+  const fields = Object.entries(rest)
+    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
+    .join(' ');
+  return `${new Date(Number(time)).toISOString().slice(11, 23)} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${String(msg)}${fields ? '  ' + fields : ''}\n`;
 }
 
 /** Where the Temporal runtime's log entries (SDK, workflow and activity logs) go: the current worker's logger. */
@@ -88,14 +101,14 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
   const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
-  const connection = await NativeConnection.connect({ address: t.address, tls: t.tls || undefined, apiKey: t.apiKey });
+  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address }));
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   const servers = settings.apiserverKubeconfigs.map((path) => {
     const k = KubeClient.fromKubeconfig(path, { maxSockets: 4 });
     return { id: k.server, kube: k };
   });
   const budget = new RateLimiter(settings.qps);
-  const clientConnection = await Connection.connect({ address: t.address, tls: t.tls || undefined, apiKey: t.apiKey });
+  const clientConnection = await Connection.connect(temporalConnectionOptions({ ...t, address: t.address }));
   const client = new Client({ connection: clientConnection, namespace: t.namespace });
   const worker = await Worker.create({
     connection,
