@@ -13,15 +13,14 @@ import type { MigrationHandle } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
-import type { KubeClient } from '../src/kube/client';
-import { KubeError } from '../src/kube/errors';
-import { applyCrd, createObjects, parallel, testCrd } from './helpers/crd';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { createDeviceClasses, DEVICECLASSES_PREFIX, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
-const OLD = ['--min-compatibility-version=1.33'];
+const OLD = OLD_ENCODING_FLAGS;
 const DEVICECLASSES = 'deviceclasses.resource.k8s.io';
-const PREFIX = '/registry/deviceclasses/';
+const PREFIX = DEVICECLASSES_PREFIX;
 
 let plane: TestPlane;
 before(async () => {
@@ -43,25 +42,6 @@ afterEach(async () => {
 after(async () => plane?.close());
 
 const quiet = () => undefined;
-
-/** Creates DeviceClasses through one API server, retrying the 503 of a server that has not published its storage versions yet. */
-async function createDeviceClasses(kube: KubeClient, prefix: string, count: number): Promise<void> {
-  await parallel(count, 8, async (i) => {
-    const body = JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: { name: `${prefix}-${i}` }, spec: {} });
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await kube.request('POST', '/apis/resource.k8s.io/v1/deviceclasses', { body });
-        return;
-      } catch (err) {
-        if (err instanceof KubeError && err.kind === 'unavailable' && attempt < 30) {
-          await new Promise((r) => setTimeout(r, 500));
-          continue;
-        }
-        throw err;
-      }
-    }
-  });
-}
 
 async function deviceClassVersions(): Promise<Record<string, number>> {
   return (await storedVersions(plane.etcd, PREFIX)).byApiVersion;

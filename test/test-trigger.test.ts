@@ -14,8 +14,8 @@ import type { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver } from '../src/dev/plane';
-import { KubeError } from '../src/kube/errors';
-import { parallel, applyCrd, createObjects, testCrd } from './helpers/crd';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { createDeviceClasses, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
@@ -25,10 +25,18 @@ before(async () => {
   plane = await testPlane();
   await installCrds(plane.kube);
 });
+// Each test runs its worker on its own task queue: a trigger or migration left
+// running by an earlier test would be joined, on a queue nobody serves anymore.
 const endTrigger = () => plane.temporal.client.workflow.getHandle('svm-trigger').terminate('test ended').catch(() => undefined);
-beforeEach(endTrigger); // a trigger left by an interrupted run would be joined, on a queue nobody serves
-afterEach(async () => {
+async function endLeftovers(): Promise<void> {
   await endTrigger();
+  for await (const w of plane.temporal.client.workflow.list({ query: `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'` })) {
+    await plane.temporal.client.workflow.getHandle(w.workflowId).terminate('test ended').catch(() => undefined);
+  }
+}
+beforeEach(endLeftovers);
+afterEach(async () => {
+  await endLeftovers();
   await restartApiserver(plane.dir, 1, [], () => undefined);
   await restartApiserver(plane.dir, 0, [], () => undefined);
 });
@@ -138,19 +146,8 @@ void test('the trigger stopped past its staleness bound while a storage version 
 
 void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers: no migration while hashes differ, a running one stopped when they diverge, success only after all agree; etcd ends clean', async () => {
   const name = 'deviceclasses.resource.k8s.io';
-  const OLD = ['--min-compatibility-version=1.33'];
-  const create = async (index: number, prefix: string, count: number) =>
-    parallel(count, 8, async (i) => {
-      const body = JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: { name: `${prefix}-${i}` }, spec: {} });
-      for (let attempt = 0; ; attempt++) {
-        try {
-          return void (await plane.kubeOf(index).request('POST', '/apis/resource.k8s.io/v1/deviceclasses', { body }));
-        } catch (err) {
-          if (!(err instanceof KubeError && err.kind === 'unavailable' && attempt < 30)) throw err;
-          await new Promise((r) => setTimeout(r, 500));
-        }
-      }
-    });
+  const OLD = OLD_ENCODING_FLAGS;
+  const create = (index: number, prefix: string, count: number) => createDeviceClasses(plane.kubeOf(index), prefix, count);
   const migrationRunning = async () => (await plane.temporal.client.workflow.getHandle(`migrate/${name}`).describe().catch(() => undefined))?.status.name === 'RUNNING';
   const tag = uniq('wt');
   const hV1 = await discoveryHash(0, 'resource.k8s.io', 'v1', 'deviceclasses');

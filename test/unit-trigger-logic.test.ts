@@ -106,6 +106,13 @@ void test('a failed migration is retried with growing backoff, not in a tight lo
   assert.equal(wait, 4 * P, 'the second wait doubles');
 });
 
+void test('a slow period of a running trigger is not absence: heartbeats it wrote itself are never stale', () => {
+  const memory: TriggerMemory = { since: T0 - 100 * P, consensus: { [W]: { hash: 'h1', since: T0 - 100 * P } }, backoff: {} };
+  const d = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0 - 10 * P), {}, memory, cfg, T0, true);
+  assert.deepEqual(d.actions[0]!.write.persisted, ['h1']);
+  assert.equal(d.memory.since, T0 - 100 * P, 'carried on');
+});
+
 void test('a settled resource clears its backoff', () => {
   const d = decide(res({ a: 'h2' }), state(['h2'], 'h2'), { [W]: 'succeeded' }, { consensus: {}, backoff: { [W]: { failures: 3, notBefore: T0 + 99 * P } } }, cfg, T0, true);
   assert.equal(d.memory.backoff[W], undefined);

@@ -12,9 +12,10 @@
  *   currentStorageVersionHash: a running migration is stopped and current
  *   becomes that hash, in the same write;
  * - when they diverge: a running migration is stopped, nothing is started;
- * - when the trigger was away longer than the staleness bound (its heartbeat
- *   on the StorageState is older), persisted is reset to ["Unknown"]: changes
- *   may have been missed;
+ * - when the trigger was away longer than the staleness bound (the
+ *   StorageState's heartbeat predates this trigger and is older than the
+ *   bound; a slow period of a running trigger is not absence), persisted is
+ *   reset to ["Unknown"]: changes may have been missed;
  * - a migration is started when persisted != [current], the entries have
  *   agreed on current for at least one period, no migration runs, and a
  *   failed one is not retried before its backoff ends;
@@ -48,6 +49,8 @@ export interface StateSnapshot {
 export type MigrationStatus = 'none' | 'running' | 'succeeded' | 'failed' | 'aborted';
 
 export interface TriggerMemory {
+  /** When this trigger (across continue-as-new) first observed: heartbeats older than that were not its own. */
+  since?: number;
   /** name -> since when (ms) the fresh entries have agreed on hash. */
   consensus: Record<string, { hash: string; since: number }>;
   /** name -> failed attempts and when the next may start (ms). */
@@ -93,7 +96,8 @@ export function decide(
   now: number,
   discoveryConsistent: boolean,
 ): { actions: TriggerAction[]; memory: TriggerMemory } {
-  const next: TriggerMemory = { consensus: {}, backoff: { ...memory.backoff } };
+  const since = memory.since ?? now;
+  const next: TriggerMemory = { since, consensus: {}, backoff: { ...memory.backoff } };
   const actions: TriggerAction[] = [];
   for (const r of observed) {
     const state = states[r.name];
@@ -108,7 +112,9 @@ export function decide(
 
     let persisted = state ? [...state.persisted] : [UNKNOWN];
     let current = state?.current;
-    const stale = state?.lastHeartbeatTime !== undefined && now - Date.parse(state.lastHeartbeatTime) > cfg.stalenessMs;
+    // Away, not merely slow: the last heartbeat predates this trigger and is older than the bound.
+    const heartbeat = state?.lastHeartbeatTime !== undefined ? Date.parse(state.lastHeartbeatTime) : undefined;
+    const stale = heartbeat !== undefined && heartbeat < since && now - heartbeat > cfg.stalenessMs;
     if (stale) {
       persisted = [UNKNOWN];
       notes.push('the trigger was away past the staleness bound: persisted reset to Unknown');
