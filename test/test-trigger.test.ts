@@ -100,7 +100,7 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
       return s?.currentStorageVersionHash === h2 && s;
     }, 60_000);
     // Either caught before the migration refined it, or already refined: never without h2.
-    assert.ok(changed.persistedStorageVersionHashes!.includes(h2));
+    assert.ok(changed.persistedStorageVersionHashes!.includes(h2), `persisted ${JSON.stringify(changed.persistedStorageVersionHashes)} lacks ${h2}`);
     await snapshot('storage switched to v2', crd.name);
     await eventually('settled on v2', settled(crd.name, h2), 120_000);
     await snapshot('migrated by the trigger', crd.name);

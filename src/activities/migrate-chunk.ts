@@ -44,8 +44,6 @@ export interface ChunkResult {
   /** Undefined when the list is complete. */
   continueToken?: string;
   remainingItemCount?: number;
-  /** The continue token had expired and the list resumed from the inconsistent token. */
-  tokenResumed: boolean;
   listed: number;
 }
 
@@ -192,7 +190,6 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     failures: hb.failures,
     continueToken: page.continueToken,
     remainingItemCount: page.remainingItemCount,
-    tokenResumed: hb.tokenResumed,
     listed: page.items.length,
   };
   if (ctx.cancellationSignal.aborted) {

@@ -83,10 +83,11 @@ export function createTriggerActivities(deps: TriggerDeps) {
           }
         }),
       );
-      const list = await deps.kube.getJson<{ items: Array<{ metadata: { name: string }; status?: { persistedStorageVersionHashes?: string[]; currentStorageVersionHash?: string; lastHeartbeatTime?: string; currentStorageVersionHashes?: StateSnapshot['reporters'] } }> }>(storageStatePath());
+      const list = await deps.kube.getJson<{ items: Array<{ metadata: { name: string; resourceVersion?: string }; status?: { persistedStorageVersionHashes?: string[]; currentStorageVersionHash?: string; lastHeartbeatTime?: string; currentStorageVersionHashes?: StateSnapshot['reporters'] } }> }>(storageStatePath());
       const states: Record<string, StateSnapshot> = {};
       for (const i of list.items) {
         states[i.metadata.name] = {
+          resourceVersion: i.metadata.resourceVersion,
           persisted: i.status?.persistedStorageVersionHashes ?? [UNKNOWN],
           current: i.status?.currentStorageVersionHash,
           lastHeartbeatTime: i.status?.lastHeartbeatTime,
@@ -103,7 +104,8 @@ export function createTriggerActivities(deps: TriggerDeps) {
       return { observed: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), states, migrations, discoveryConsistent: digests.size <= 1, reporters: reporters.sort() };
     },
 
-    async applyTriggerActions(actions: TriggerAction[]): Promise<{ written: number; started: string[]; stopped: string[] }> {
+    async applyTriggerActions(actions: TriggerAction[]): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[] }> {
+      const conflicts: string[] = [];
       const started: string[] = [];
       const stopped: string[] = [];
       let written = 0;
@@ -127,7 +129,16 @@ export function createTriggerActivities(deps: TriggerDeps) {
           });
           if (res.status >= 300 && res.status !== 409) throw new KubeError('other', `creating StorageState ${a.name}: HTTP ${res.status} ${res.body.slice(0, 200)}`, res.status);
         }
-        await deps.kube.patchStatus(storageStatePath(a.name), status);
+        try {
+          await deps.kube.patchStatus(storageStatePath(a.name), status, a.write.create ? undefined : a.write.resourceVersion);
+        } catch (err) {
+          // Someone (a migration refining it) wrote it since we read it: decide again next period.
+          if (err instanceof KubeError && err.kind === 'conflict') {
+            conflicts.push(a.name);
+            continue;
+          }
+          throw err;
+        }
         written++;
         if (a.startMigration && deps.temporal) {
           const ref = await resolveResource(deps.kube, a.name);
@@ -135,17 +146,25 @@ export function createTriggerActivities(deps: TriggerDeps) {
           started.push(a.name);
         }
       }
-      return { written, started, stopped };
+      return { written, started, stopped, conflicts };
     },
   };
 }
 
 /** After a successful migration: persisted becomes [current], if current is still the hash migrated to. */
 export async function refineStorageState(kube: KubeClient, name: string, hash: string): Promise<boolean> {
-  const res = await kube.raw('GET', storageStatePath(name));
-  if (res.status === 404) return false;
-  const st = JSON.parse(res.body) as { status?: { currentStorageVersionHash?: string } };
-  if (st.status?.currentStorageVersionHash !== hash) return false;
-  await kube.patchStatus(storageStatePath(name), { persistedStorageVersionHashes: [hash] });
-  return true;
+  for (let attempt = 1; ; attempt++) {
+    const res = await kube.raw('GET', storageStatePath(name));
+    if (res.status === 404) return false;
+    const st = JSON.parse(res.body) as { metadata: { resourceVersion: string }; status?: { currentStorageVersionHash?: string } };
+    if (st.status?.currentStorageVersionHash !== hash) return false;
+    try {
+      await kube.patchStatus(storageStatePath(name), { persistedStorageVersionHashes: [hash] }, st.metadata.resourceVersion);
+      return true;
+    } catch (err) {
+      // The trigger wrote its heartbeat meanwhile: read again (bounded).
+      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 10) continue;
+      throw err;
+    }
+  }
 }

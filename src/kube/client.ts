@@ -206,10 +206,14 @@ export class KubeClient {
     return out.metadata?.resourceVersion ?? '';
   }
 
-  /** Merge-patches an object's status subresource (our own CRDs). */
-  async patchStatus(path: string, status: unknown): Promise<void> {
+  /**
+   * Merge-patches an object's status subresource. With a resourceVersion the
+   * patch only applies to that version of the object (409 otherwise): for
+   * read-modify-write without lost updates.
+   */
+  async patchStatus(path: string, status: unknown, resourceVersion?: string): Promise<void> {
     await this.request('PATCH', `${path}/status`, {
-      body: JSON.stringify({ status }),
+      body: JSON.stringify({ ...(resourceVersion ? { metadata: { resourceVersion } } : {}), status }),
       contentType: 'application/merge-patch+json',
     });
   }

@@ -121,16 +121,10 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     maxHeartbeatThrottleInterval: '2 seconds',
   });
 
-  const withBridge = async <T>(fn: () => Promise<T>): Promise<T> => {
+  /** Runs fn with what lives beside the worker: the metrics endpoint, the bridge and the agreement watcher. */
+  const withServices = async <T>(fn: () => Promise<T>): Promise<T> => {
     const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
-    try {
-      return await withBridgeOnly(fn);
-    } finally {
-      await endpoint?.close();
-    }
-  };
-  const withBridgeOnly = async <T>(fn: () => Promise<T>): Promise<T> => {
     const bridge = settings.bridge ? startBridge({ kube, client, taskQueue: t.taskQueue, log }) : undefined;
     const watcher = settings.watchAgreement ? startAgreementWatcher({ kube, client, log }) : undefined;
     try {
@@ -138,6 +132,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     } finally {
       bridge?.stop();
       watcher?.stop();
+      await endpoint?.close();
     }
   };
 
@@ -154,7 +149,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     metrics,
     async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
       try {
-        return await withBridge(() => worker.runUntil(fn));
+        return await withServices(() => worker.runUntil(fn));
       } finally {
         await cleanup();
       }
@@ -162,7 +157,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     async run() {
       log.info({ taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps }, 'worker started');
       try {
-        await withBridge(() => worker.run());
+        await withServices(() => worker.run());
       } finally {
         await cleanup();
       }

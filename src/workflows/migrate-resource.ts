@@ -312,7 +312,7 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
     for (const f of result.failures) if (s.failures.length < MAX_FAILURES) s.failures.push(f);
     s.continueToken = result.continueToken;
     s.remainingEstimate = result.remainingItemCount;
-    if (result.tokenResumed) s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
+    if (result.counters.tokenResumes > 0) s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
     await show('Running', false);
     if (s.continueToken === undefined) break;
   }

@@ -40,6 +40,8 @@ export interface ObservedResource {
 }
 
 export interface StateSnapshot {
+  /** The version read: the write applies only if nothing changed it since (no lost updates). */
+  resourceVersion?: string;
   persisted: string[];
   current?: string;
   lastHeartbeatTime?: string;
@@ -67,6 +69,8 @@ export interface TriggerConfig {
 
 export interface StorageStateWrite {
   create: boolean;
+  /** Precondition: the version the decision was made on. */
+  resourceVersion?: string;
   persisted: string[];
   current?: string;
   lastHeartbeatTime: string;
@@ -157,7 +161,7 @@ export function decide(
       name: r.name,
       group: r.group,
       resource: r.resource,
-      write: { create: state === undefined, persisted, current, lastHeartbeatTime: iso(now), reporters, discoveryConsistent },
+      write: { create: state === undefined, resourceVersion: state?.resourceVersion, persisted, current, lastHeartbeatTime: iso(now), reporters, discoveryConsistent },
       ...(stop ? { stopMigration: stop } : {}),
       ...(start ? { startMigration: true } : {}),
       ...(notes.length > 0 ? { note: notes.join('; ') } : {}),

@@ -53,7 +53,7 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
       setCurrentDetails(
         [
           `**storage version trigger**: every ${input.periodSeconds}s, ${o.reporters.length} API server(s) reporting, discovery ${o.discoveryConsistent ? 'consistent' : '**inconsistent** (a rolling upgrade?)'}`,
-          `last period: ${applied.written} StorageStates written; started ${applied.started.join(', ') || 'none'}; stopped ${applied.stopped.join(', ') || 'none'}`,
+          `last period: ${applied.written} StorageStates written${applied.conflicts.length ? ` (${applied.conflicts.length} changed meanwhile, decided again next period)` : ''}; started ${applied.started.join(', ') || 'none'}; stopped ${applied.stopped.join(', ') || 'none'}`,
           ...notes.slice(0, 10).map((a) => `- ${a.name}: ${a.note ?? ''}${a.startMigration ? ' → migration started' : ''}${a.stopMigration ? ` → migration stopped (${a.stopMigration})` : ''}`),
         ].join('\n'),
       );
