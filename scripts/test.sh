@@ -9,6 +9,9 @@ cd "$(dirname "$0")/.."
 echo "== tools (built once, cached outside the repository)"
 bash scripts/tools.sh
 
+echo "== chromium (Debian's, for the Temporal UI test)"
+bash scripts/ensure-chromium.sh
+
 echo "== typecheck and lint"
 npx tsc -p tsconfig.json --noEmit
 npx eslint .

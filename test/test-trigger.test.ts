@@ -64,9 +64,11 @@ async function snapshot(step: string, name: string): Promise<StateStatus> {
   return s;
 }
 
-const settled = (name: string, hash?: string) => async () => {
+/** Settled on hash: persisted == [current]; with since, only as written after that time (not a state left by an earlier trigger). */
+const settled = (name: string, hash?: string, since?: number) => async () => {
   const s = await state(name);
-  return s?.currentStorageVersionHash !== undefined && (hash === undefined || s.currentStorageVersionHash === hash) && s.persistedStorageVersionHashes?.length === 1 && s.persistedStorageVersionHashes[0] === s.currentStorageVersionHash && s;
+  const fresh = since === undefined || (s?.lastHeartbeatTime !== undefined && Date.parse(s.lastHeartbeatTime) >= since);
+  return fresh && s?.currentStorageVersionHash !== undefined && (hash === undefined || s.currentStorageVersionHash === hash) && s.persistedStorageVersionHashes?.length === 1 && s.persistedStorageVersionHashes[0] === s.currentStorageVersionHash && s;
 };
 
 async function discoveryHash(index: number, group: string, version: string, resource: string): Promise<string> {
@@ -154,9 +156,10 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
 
   await withWorker(plane, async (m) => {
     await create(0, `${tag}-a`, 200);
+    const started = Date.now();
     await startTrigger(m, 2);
-    // 0. both servers encode v1
-    await eventually('settled on v1', settled(name, hV1), 180_000);
+    // 0. both servers encode v1 (an earlier test's state is reset first: that trigger was away)
+    await eventually('settled on v1', settled(name, hV1, started), 180_000);
     await snapshot('0. both servers encode v1', name);
 
     // 1. server 1 moves to v1beta2: hashes diverge, persisted gains its hash, nothing migrates
