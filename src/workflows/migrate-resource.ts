@@ -110,8 +110,10 @@ export const progressQuery = defineQuery<MigrationProgress>('progress');
 /** Bugs, not weather: retrying them only delays the failure. */
 const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];
 
-const chunkActivities = (heartbeatTimeoutSeconds: number) =>
+/** A proxy per chunk, so that each chunk carries its own summary in the UI's event history. */
+const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string) =>
   proxyActivities<Activities>({
+    summary,
     // An abort waits for the chunk to stop, so its partial counters arrive.
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     startToCloseTimeout: '10 minutes',
@@ -129,7 +131,6 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
   const ref = input.resource;
   const name = groupResourceString(ref);
   const options: MigrationOptions = { ...defaultMigrationOptions, ...input.options };
-  const { migrateChunk } = chunkActivities(options.heartbeatTimeoutSeconds);
   const s: CarriedState = input.carried ?? { continueToken: input.continueToken, counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
   s.runs++;
   const objects = new Set(input.migrationObjects ?? []);
@@ -292,9 +293,9 @@ export async function migrateResource(input: MigrateResourceInput): Promise<Migr
     let result: ChunkResult;
     try {
       chunkScope = new CancellationScope();
-      result = await chunkScope.run(() =>
-        migrateChunk({ resource: ref, continueToken: s.continueToken, options }),
-      );
+      const summary = `chunk ${s.counters.chunks + 1} of ${name}: up to ${options.chunkSize} objects${s.continueToken ? ' after the continue token' : ' from the start'}`;
+      const { migrateChunk } = chunkActivities(options.heartbeatTimeoutSeconds, summary);
+      result = await chunkScope.run(() => migrateChunk({ resource: ref, continueToken: s.continueToken, options }));
     } catch (err) {
       if (isCancellation(err) && aborted) {
         const partial = cancelledChunkResult(err);
