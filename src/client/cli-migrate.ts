@@ -4,6 +4,7 @@ import { Connection } from '@temporalio/client';
 import { registerSearchAttributes } from './setup';
 import { SingleBar, Presets } from 'cli-progress';
 import { migrationCrds, migrationCrdsYaml } from '../api/crds';
+import { startLocalTemporal } from '../dev/local-temporal';
 import { KubeClient } from '../kube/client';
 import { loadTemporalSettings, loadWorkerSettings, temporalConnectionOptions } from '../worker/config';
 import { createMigratorWorker } from '../worker/worker';
@@ -126,8 +127,18 @@ export function migrateCommands(): Command[] {
     .addOption(kubeconfigOpt())
     .action(async (o: { qps?: string; maxConcurrentChunks?: string; bridge?: boolean; kubeconfig?: string }) => {
       const settings = loadWorkerSettings(process.env, { qps: o.qps, maxConcurrentChunks: o.maxConcurrentChunks, bridge: o.bridge === false ? false : undefined, kubeconfig: o.kubeconfig });
-      const w = await createMigratorWorker(settings);
-      await w.run();
+      // The embedded default: no TEMPORAL_ADDRESS, a local dev server that lives and dies with the worker.
+      const local = settings.temporal.address ? undefined : await startLocalTemporal((l) => process.stderr.write(l + '\n'));
+      if (local) {
+        settings.temporal.address = local.address;
+        process.stderr.write(`no TEMPORAL_ADDRESS: started a local Temporal dev server at ${local.address} (UI ${local.uiUrl}, data ${local.dbFile}); clients use TEMPORAL_ADDRESS=${local.address}\n`);
+      }
+      try {
+        const w = await createMigratorWorker(settings);
+        await w.run();
+      } finally {
+        await local?.stop();
+      }
     });
 
   const trigger = new Command('trigger').description('the periodic trigger: StorageState objects and automatic migrations');

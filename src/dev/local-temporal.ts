@@ -1,0 +1,78 @@
+/**
+ * The embedded default of `svm worker`: with no TEMPORAL_ADDRESS, a Temporal
+ * dev server (with its UI and svm's search attributes) runs as a child of the
+ * worker, on 127.0.0.1, persisting to SQLite under the user's state
+ * directory, and stops with it.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as net from 'node:net';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { ensureTools } from './tools';
+
+export interface LocalTemporal {
+  address: string;
+  uiUrl: string;
+  dbFile: string;
+  stop(): Promise<void>;
+}
+
+const freePort = () =>
+  new Promise<number>((resolve, reject) => {
+    const s = net.createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as net.AddressInfo).port;
+      s.close(() => resolve(port));
+    });
+  });
+
+const portOpen = (port: number) =>
+  new Promise<boolean>((resolve) => {
+    const c = net.connect(port, '127.0.0.1', () => {
+      c.end();
+      resolve(true);
+    });
+    c.on('error', () => resolve(false));
+  });
+
+export async function startLocalTemporal(log: (line: string) => void): Promise<LocalTemporal> {
+  const stateDir = path.join(process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state'), 'svm');
+  fs.mkdirSync(stateDir, { recursive: true });
+  const dbFile = path.join(stateDir, 'temporal.sqlite');
+  const [port, uiPort] = [await freePort(), await freePort()];
+  const { temporal } = ensureTools(log);
+  const child: ChildProcess = spawn(
+    temporal,
+    [
+      'server', 'start-dev', '--ip=127.0.0.1', `--port=${port}`, `--ui-port=${uiPort}`, `--db-filename=${dbFile}`, '--namespace=default', '--log-level=warn',
+      ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
+    ],
+    { stdio: ['ignore', 'ignore', 'pipe'] },
+  );
+  let stderr = '';
+  child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-2000)));
+  const deadline = Date.now() + 60_000;
+  while (!(await portOpen(port))) {
+    if (child.exitCode !== null) throw new Error(`the local Temporal dev server exited (${child.exitCode}): ${stderr.trim()}`);
+    if (Date.now() > deadline) {
+      child.kill('SIGKILL');
+      throw new Error('the local Temporal dev server did not start within 60s');
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  return {
+    address: `127.0.0.1:${port}`,
+    uiUrl: `http://127.0.0.1:${uiPort}`,
+    dbFile,
+    stop: () =>
+      new Promise<void>((resolve) => {
+        if (child.exitCode !== null) return resolve();
+        child.once('exit', () => resolve());
+        child.kill('SIGTERM');
+        setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
+      }),
+  };
+}
