@@ -1,9 +1,9 @@
 /** The worker's Prometheus endpoint, scraped during a real migration and checked against etcd. */
 import assert from 'node:assert/strict';
-import * as net from 'node:net';
 import { after, before, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
+import { freePort } from '../src/dev/ports';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -14,14 +14,6 @@ before(async () => {
   await installCrds(plane.kube);
 });
 after(async () => plane?.close());
-
-const freePort = () =>
-  new Promise<number>((resolve) => {
-    const s = net.createServer().listen(0, '127.0.0.1', () => {
-      const p = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(p));
-    });
-  });
 
 function sample(text: string, name: string, labels: Record<string, string>): number | undefined {
   for (const line of text.split('\n')) {

@@ -17,10 +17,10 @@ import { after, before, test } from 'node:test';
 import type { Locator, Page } from 'playwright-core';
 import { installCrds } from '../src/client/cli-migrate';
 import { launchBrowser, type TestBrowser } from './helpers/browser';
-import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
-import { eventually, withWorker } from './helpers/migrate';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
-import { startDenyingWebhook } from './helpers/webhook';
+import { denyUpdatesOf } from './helpers/webhook';
 
 let plane: TestPlane;
 before(async () => {
@@ -49,7 +49,7 @@ void test('the Temporal UI shows migrations by their search attributes, with sum
   await createObjects(plane.kube, bad, 'v1', FAIL_OBJECTS, { namespace: ns });
   await createObjects(plane.kube, bad, 'v1', DENIED, { namespace: ns, prefix: 'deny' });
   await applyCrd(plane.kube, bad, 'v2');
-  const unwebhook = await denyUpdates(bad, ns);
+  const unwebhook = await denyUpdatesOf(plane, bad, ns);
 
   let browser: TestBrowser | undefined;
   try {
@@ -264,48 +264,3 @@ async function waitForText(locator: Locator, want: RegExp, timeoutMs = WAIT): Pr
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
-// ---------------------------------------------------------------------------
-// The failing migration's webhook
-
-/** A validating webhook that refuses updates of deny-* objects of the CRD, enforced by every API server; returns its removal. */
-async function denyUpdates(crd: TestCrd, ns: string): Promise<() => Promise<void>> {
-  const hook = await startDenyingWebhook((name) => name.startsWith('deny-'), 'objects named deny-* are frozen by policy');
-  const configName = uniq('svm-ui-deny');
-  const remove = async () => {
-    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
-    await hook.close();
-  };
-  try {
-    await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
-      body: JSON.stringify({
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingWebhookConfiguration',
-        metadata: { name: configName },
-        webhooks: [
-          {
-            name: 'deny.svm.test',
-            clientConfig: { url: hook.url, caBundle: hook.caBundle },
-            rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
-            admissionReviewVersions: ['v1'],
-            sideEffects: 'None',
-            failurePolicy: 'Fail',
-            timeoutSeconds: 5,
-          },
-        ],
-      }),
-    });
-    const denyUrl = `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/deny-000000`;
-    for (let i = 0; i < plane.state.apiservers.length; i++) {
-      const k = plane.kubeOf(i);
-      await eventually(`the webhook on API server ${i}`, async () => {
-        const obj = await k.getJson<Record<string, unknown>>(denyUrl);
-        const res = await k.raw('PUT', denyUrl, { body: JSON.stringify(obj) });
-        return res.status === 403 || res.status === 400;
-      });
-    }
-    return remove;
-  } catch (err) {
-    await remove().catch(() => undefined);
-    throw err;
-  }
-}

@@ -2,13 +2,13 @@
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { mkdtempSync } from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
+import { portOpen } from '../src/dev/ports';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
@@ -18,15 +18,6 @@ before(async () => {
   await installCrds(plane.kube);
 });
 after(async () => plane?.close());
-
-const portOpen = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const c = net.connect(port, '127.0.0.1', () => {
-      c.end();
-      resolve(true);
-    });
-    c.on('error', () => resolve(false));
-  });
 
 void test('svm worker without TEMPORAL_ADDRESS runs its own Temporal dev server, migrates on it, and takes it down on SIGTERM', async () => {
   const crd = testCrd(`${uniq('lw')}.svm.test`);

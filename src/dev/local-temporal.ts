@@ -6,10 +6,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { freePort, portOpen } from './ports';
 import { ensureTools } from './tools';
 
 export interface LocalTemporal {
@@ -18,25 +18,6 @@ export interface LocalTemporal {
   dbFile: string;
   stop(): Promise<void>;
 }
-
-const freePort = () =>
-  new Promise<number>((resolve, reject) => {
-    const s = net.createServer();
-    s.once('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const port = (s.address() as net.AddressInfo).port;
-      s.close(() => resolve(port));
-    });
-  });
-
-const portOpen = (port: number) =>
-  new Promise<boolean>((resolve) => {
-    const c = net.connect(port, '127.0.0.1', () => {
-      c.end();
-      resolve(true);
-    });
-    c.on('error', () => resolve(false));
-  });
 
 export async function startLocalTemporal(log: (line: string) => void): Promise<LocalTemporal> {
   const stateDir = path.join(process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state'), 'svm');

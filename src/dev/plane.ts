@@ -16,6 +16,7 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { freePort, portOpen } from './ports';
 import { ensureTools, type ToolPaths } from './tools';
 
 export interface ProcessRecord {
@@ -80,17 +81,6 @@ export function isRunning(rec: ProcessRecord | undefined): boolean {
   } catch {
     return false;
   }
-}
-
-async function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const addr = srv.address() as net.AddressInfo;
-      srv.close(() => resolve(addr.port));
-    });
-  });
 }
 
 /** Refuses to start a server on a port something else holds (its readiness probe would answer for it). */
@@ -274,13 +264,7 @@ export function readEnv(dir: string): Record<string, string> {
 }
 
 async function temporalReady(port: number, uiPort: number): Promise<boolean> {
-  const open = await new Promise<boolean>((resolve) => {
-    const s = net.connect(port, '127.0.0.1', () => {
-      s.end();
-      resolve(true);
-    });
-    s.on('error', () => resolve(false));
-  });
+  const open = await portOpen(port);
   if (!open) return false;
   return (await request(`http://127.0.0.1:${uiPort}/`)).status === 200;
 }

@@ -2,11 +2,11 @@
  * The worker process: runs migration workflows and their activities, and the
  * StorageVersionMigration bridge.
  */
-import * as net from 'node:net';
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry, type WorkflowBundle } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
+import { freePort } from '../dev/ports';
 import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
 import { startAgreementWatcher } from './agreement-watcher';
@@ -66,7 +66,7 @@ export async function installRuntime(log: Logger, withSdkMetrics = false): Promi
   if (runtimeInstalled) return sdkMetricsUrl;
   let telemetryOptions: Parameters<typeof Runtime.install>[0]['telemetryOptions'];
   if (withSdkMetrics) {
-    const port = await freeLoopbackPort();
+    const port = await freePort();
     sdkMetricsUrl = `http://127.0.0.1:${port}/metrics`;
     telemetryOptions = { metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } } };
   }
@@ -75,16 +75,6 @@ export async function installRuntime(log: Logger, withSdkMetrics = false): Promi
   return sdkMetricsUrl;
 }
 
-function freeLoopbackPort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
 
 export interface MigratorWorker {
   worker: Worker;

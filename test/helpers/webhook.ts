@@ -5,6 +5,9 @@ import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import type { TestCrd } from './crd';
+import { eventually } from './migrate';
+import { uniq, type TestPlane } from './plane';
 
 export interface DenyingWebhook {
   url: string;
@@ -43,4 +46,51 @@ export async function startDenyingWebhook(deny: (name: string) => boolean, messa
         server.closeAllConnections(); // the API servers keep connections alive for ~90s otherwise
       }),
   };
+}
+
+/**
+ * Registers a validating webhook that refuses updates of the CRD's deny-*
+ * objects in namespace ns, and waits until every API server enforces it
+ * (a deny-000000 object must exist). Returns its removal.
+ */
+export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string): Promise<() => Promise<void>> {
+  const hook = await startDenyingWebhook((name) => name.startsWith('deny-'), 'objects named deny-* are frozen by policy');
+  const configName = uniq('svm-deny');
+  const remove = async () => {
+    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
+    await hook.close();
+  };
+  try {
+    await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
+      body: JSON.stringify({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingWebhookConfiguration',
+        metadata: { name: configName },
+        webhooks: [
+          {
+            name: 'deny.svm.test',
+            clientConfig: { url: hook.url, caBundle: hook.caBundle },
+            rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
+            admissionReviewVersions: ['v1'],
+            sideEffects: 'None',
+            failurePolicy: 'Fail',
+            timeoutSeconds: 5,
+          },
+        ],
+      }),
+    });
+    const denyUrl = `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/deny-000000`;
+    for (let i = 0; i < plane.state.apiservers.length; i++) {
+      const k = plane.kubeOf(i);
+      await eventually(`the webhook on API server ${i}`, async () => {
+        const obj = await k.getJson<Record<string, unknown>>(denyUrl);
+        const res = await k.raw('PUT', denyUrl, { body: JSON.stringify(obj) });
+        return res.status === 403 || res.status === 400;
+      });
+    }
+    return remove;
+  } catch (err) {
+    await remove().catch(() => undefined);
+    throw err;
+  }
 }
