@@ -40,10 +40,11 @@ void test('kubectl create starts the migration and kubectl wait --for=condition=
   const name = uniq('widgets');
   await withWorker(
     plane,
-    async () => {
+    async (m) => {
       await kubectl(['create', '-f', '-'], manifest(name, crd.group, crd.plural));
       const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigration/${name}`, '--timeout=90s']);
       assert.match(wait.stdout, /condition met/);
+      await (await m.handle(crd.name)).wait(); // let the workflow close before its worker goes
     },
     { settings: { bridge: true } },
   );

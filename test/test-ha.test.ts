@@ -15,7 +15,7 @@ import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDeviceClasses, DEVICECLASSES_PREFIX, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
-import { eventually, withWorker } from './helpers/migrate';
+import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const OLD = OLD_ENCODING_FLAGS;
@@ -29,15 +29,10 @@ before(async () => {
 });
 // Every scenario leaves both API servers running with default flags.
 // A failed scenario must not leave its migration running for the next one to join.
-const endLeftovers = () =>
-  plane.temporal.client.workflow
-    .getHandle('migrate/deviceclasses.resource.k8s.io')
-    .terminate('test scenario ended')
-    .catch(() => undefined);
-beforeEach(endLeftovers);
+beforeEach(() => endLeftovers(plane));
 afterEach(async () => {
   await restartApiserver(plane.dir, 1, [], () => undefined);
-  await endLeftovers();
+  await endLeftovers(plane);
 });
 after(async () => plane?.close());
 

@@ -8,7 +8,7 @@ import { migratableResources } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { withWorker } from './helpers/migrate';
+import { endLeftovers, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const run = promisify(execFile);
@@ -16,6 +16,7 @@ let plane: TestPlane;
 before(async () => {
   plane = await testPlane();
   await installCrds(plane.kube);
+  await endLeftovers(plane); // --all joins running migrations of every resource
 });
 after(async () => plane?.close());
 

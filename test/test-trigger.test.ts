@@ -16,7 +16,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDeviceClasses, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
-import { eventually, withWorker } from './helpers/migrate';
+import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const run = promisify(execFile);
@@ -25,18 +25,9 @@ before(async () => {
   plane = await testPlane();
   await installCrds(plane.kube);
 });
-// Each test runs its worker on its own task queue: a trigger or migration left
-// running by an earlier test would be joined, on a queue nobody serves anymore.
-const endTrigger = () => plane.temporal.client.workflow.getHandle('svm-trigger').terminate('test ended').catch(() => undefined);
-async function endLeftovers(): Promise<void> {
-  await endTrigger();
-  for await (const w of plane.temporal.client.workflow.list({ query: `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'` })) {
-    await plane.temporal.client.workflow.getHandle(w.workflowId).terminate('test ended').catch(() => undefined);
-  }
-}
-beforeEach(endLeftovers);
+beforeEach(() => endLeftovers(plane));
 afterEach(async () => {
-  await endLeftovers();
+  await endLeftovers(plane);
   await restartApiserver(plane.dir, 1, [], () => undefined);
   await restartApiserver(plane.dir, 0, [], () => undefined);
 });

@@ -30,3 +30,16 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
     await new Promise((r) => setTimeout(r, 200));
   }
 }
+
+/**
+ * Every test runs its worker on its own task queue, so a migration (or the
+ * trigger) an earlier test left running would be joined by the next start and
+ * wait forever on a queue nobody serves. Tests that start migrations of
+ * shared resources end such leftovers first.
+ */
+export async function endLeftovers(plane: TestPlane): Promise<void> {
+  const c = plane.temporal.client;
+  for await (const w of c.workflow.list({ query: `ExecutionStatus = 'Running'` })) {
+    await c.workflow.getHandle(w.workflowId).terminate('left running by an earlier test').catch(() => undefined);
+  }
+}
