@@ -4,7 +4,8 @@
  * objects), then the rendered pages: the workflow list filtered by the
  * project's search attributes (with their columns added the way a person adds
  * them), and a migration's own page with its summary, its current details
- * (phase and progress) and its search attributes. Screenshots go to docs/.
+ * (phase and progress) and its search attributes. Screenshots go to
+ * test/artifacts/, or to docs/ with SVM_UPDATE_SCREENSHOTS=1.
  *
  * Everything is read from the page (text in the DOM and in the markdown
  * iframes the UI renders user metadata into), never from the Temporal API.
@@ -30,7 +31,8 @@ before(async () => {
 after(async () => plane?.close());
 
 const VIEWPORT = { width: 1400, height: 900 };
-const DOCS = path.resolve(__dirname, '..', 'docs');
+// Screenshots go to test/artifacts (ignored by git); SVM_UPDATE_SCREENSHOTS=1 writes the README's copies in docs/.
+const DOCS = path.resolve(__dirname, '..', process.env.SVM_UPDATE_SCREENSHOTS === '1' ? 'docs' : 'test/artifacts');
 const OK_OBJECTS = 300;
 const FAIL_OBJECTS = 100;
 const DENIED = 3;
