@@ -248,7 +248,8 @@ function writeEnv(state: PlaneState, tools: ToolPaths): string {
     `KUBECTL=${tools.kubectl}`,
     `TEMPORAL_CLI=${tools.temporal}`,
   ];
-  const text = lines.join('\n') + '\n';
+  // `export` so that `source DIR/env` reaches the commands run after it.
+  const text = lines.map((l) => `export ${l}`).join('\n') + '\n';
   fs.writeFileSync(path.join(state.dir, 'env'), text);
   return text;
 }
@@ -256,7 +257,8 @@ function writeEnv(state: PlaneState, tools: ToolPaths): string {
 /** Parses DIR/env into an object. */
 export function readEnv(dir: string): Record<string, string> {
   const out: Record<string, string> = {};
-  for (const line of fs.readFileSync(path.join(dir, 'env'), 'utf8').split('\n')) {
+  for (const raw of fs.readFileSync(path.join(dir, 'env'), 'utf8').split('\n')) {
+    const line = raw.replace(/^export /, '');
     const i = line.indexOf('=');
     if (i > 0) out[line.slice(0, i)] = line.slice(i + 1);
   }

@@ -7,7 +7,10 @@
  * List pages are kept as raw text per item: a no-op update PUTs the object
  * exactly as it was listed.
  */
+import { existsSync } from 'node:fs';
 import * as http from 'node:http';
+import { homedir } from 'node:os';
+import { join } from 'node:path';
 import * as https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
@@ -72,7 +75,10 @@ export class KubeClient {
   static fromKubeconfig(path?: string, opts: { maxSockets?: number } = {}): KubeClient {
     const kc = new KubeConfig();
     if (path) kc.loadFromFile(path);
-    else kc.loadFromDefault();
+    else if (!process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST && !existsSync(join(homedir(), '.kube', 'config'))) {
+      // client-node would fall back to http://localhost:8080 and fail with a puzzling message.
+      throw new Error('no Kubernetes configuration: set KUBECONFIG or --kubeconfig, or run in a cluster (`svm dev up` writes one and `source .svm-dev/env` exports it)');
+    } else kc.loadFromDefault();
     return new KubeClient(kc, opts);
   }
 
