@@ -83,12 +83,17 @@ void test('the Temporal UI shows migrations by their search attributes, with sum
         });
 
         await t.test('a person adds the MigrationPhase and MigrationMigrated columns and reads phase and progress in the list', async () => {
-          await configureColumns(page, { add: ['MigrationPhase', 'MigrationMigrated'], remove: ['Run ID', 'Type'] });
+          await configureColumns(page, { add: ['MigrationPhase', 'MigrationMigrated'], remove: ['Run ID', 'Type', 'Start'] });
+          // and folds the saved views away, so the list has the page's width
+          const collapse = page.getByRole('button', { name: 'Collapse saved views' });
+          if (await collapse.count()) await collapse.first().click();
           await showList(page, list(`MigrationResource = '${ok.name}'`), [okId]);
           const row = rows(page).filter({ hasText: okId });
           assert.equal(await cellText(page, row, 'MigrationPhase'), 'Succeeded');
           assert.equal(await cellText(page, row, 'MigrationMigrated'), String(OK_OBJECTS));
           assert.match(await cellText(page, row, 'Status'), /Completed/);
+          // on screen without scrolling sideways
+          for (const c of ['Status', 'Workflow ID', 'MigrationPhase', 'MigrationMigrated']) await assertCellOnScreen(page, row, c);
         });
 
         await t.test(`the list filtered by MigrationPhase = 'Succeeded' / 'Failed' puts each migration on its side`, async () => {
@@ -100,6 +105,7 @@ void test('the Temporal UI shows migrations by their search attributes, with sum
           assert.equal(await cellText(page, badRow, 'MigrationPhase'), 'Failed');
           assert.equal(await cellText(page, badRow, 'MigrationMigrated'), String(FAIL_OBJECTS));
           assert.match(await cellText(page, badRow, 'Status'), /Failed/);
+          await assertCellOnScreen(page, badRow, 'MigrationPhase');
         });
 
         await t.test('screenshot: both migrations of this test, filtered by MigrationResource, with phase and progress', async () => {
@@ -198,6 +204,20 @@ async function cellText(page: Page, row: Locator, column: string): Promise<strin
   return (await row.first().locator('td').nth(index).innerText()).trim();
 }
 
+/** A person sees the cell: it lies in the viewport and nothing covers its centre (no sideways scrolling needed). */
+async function assertCellOnScreen(page: Page, row: Locator, column: string): Promise<void> {
+  const headers = await page.locator('thead th').evaluateAll((ths) => ths.map((th) => th.getAttribute('data-testid') ?? ''));
+  const cell = row.first().locator('td').nth(headers.indexOf(`workflows-summary-table-header-cell-${column}`));
+  const box = await cell.boundingBox();
+  const vp = page.viewportSize()!;
+  assert.ok(box && box.x >= 0 && box.x + box.width <= vp.width && box.y >= 0 && box.y + box.height <= vp.height, `the ${column} cell is outside the ${vp.width}x${vp.height} viewport (${JSON.stringify(box)})`);
+  const seen = await cell.evaluate((el, [x, y]) => {
+    const doc = (globalThis as unknown as { document: { elementFromPoint(x: number, y: number): unknown } }).document;
+    return el.contains(doc.elementFromPoint(x!, y!) as typeof el);
+  }, [box.x + box.width / 2, box.y + box.height / 2]);
+  assert.ok(seen, `the ${column} cell is hidden (scrolled away or covered)`);
+}
+
 /** The gear above the list: "Configure Workflows Table", as a person uses it. */
 async function configureColumns(page: Page, change: { add: string[]; remove: string[] }): Promise<void> {
   await page.getByTestId('workflows-summary-table-configuration-button').click();
@@ -211,11 +231,17 @@ async function configureColumns(page: Page, change: { add: string[]; remove: str
     if (await button.count()) await button.click(); // absent when it is already in view
     await page.getByTestId(`orderable-list-item-${c}-remove-button`).waitFor();
   }
-  await page.keyboard.press('Escape');
-  await page.getByText('Configure Workflows Table').waitFor({ state: 'hidden' }).catch(async () => {
-    await page.getByRole('button', { name: 'Close' }).first().click();
-    await page.getByText('Configure Workflows Table').waitFor({ state: 'hidden' });
-  });
+  const close = page.getByTestId('drawer-close-button');
+  await close.click();
+  // the drawer slides away; its close button then reports it collapsed (or leaves the DOM)
+  await page.waitForFunction(
+    () => {
+      const doc = (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(a: string): string | null } | null } }).document;
+      return doc.querySelector('[data-testid="drawer-close-button"]')?.getAttribute('aria-expanded') !== 'true';
+    },
+    undefined,
+    { timeout: 10_000 },
+  );
   for (const c of change.add) await page.getByTestId(`workflows-summary-table-header-cell-${c}`).waitFor();
 }
 
