@@ -18,14 +18,15 @@ import { TemporalSettings as TemporalSettingsSchema, temporalConnectionOptions }
 import {
   abortSignal,
   defaultMigrationOptions,
-  migrateResource,
+  MigrationOptionsSchema,
   pauseSignal,
   progressQuery,
   resumeSignal,
   type MigrationOptions,
   type MigrationProgress,
   type MigrationResult,
-} from '../workflows/migrate-resource';
+} from '../workflows/definitions';
+import { migrateResource } from '../workflows/migrate-resource';
 import { startOptions } from './start-options';
 import { storageVersionTrigger, TRIGGER_WORKFLOW_ID, type TriggerInput } from '../workflows/trigger';
 
@@ -276,15 +277,10 @@ export function migratableResources(discovered: DiscoveredResource[]): Discovere
   return [...byStorage.values()];
 }
 
-/** Refuses nonsense before anything is started. */
+/** Refuses nonsense before anything is started: the same schema the workflow checks its input with. */
 export function validateOptions(o: Partial<MigrationOptions>): void {
-  const check = (name: string, v: number | undefined, min: number, max: number) => {
-    if (v === undefined) return;
-    if (!Number.isInteger(v) || v < min || v > max) throw new RangeError(`${name} must be a whole number between ${min} and ${max}, got ${v}`);
-  };
-  check('chunkSize', o.chunkSize, 1, 10_000);
-  check('concurrency', o.concurrency, 1, 256);
-  check('qps', o.qps, 0, 100_000);
-  check('maxChunksPerRun', o.maxChunksPerRun, 1, 10_000);
-  check('heartbeatTimeoutSeconds', o.heartbeatTimeoutSeconds, 2, 3600);
+  const parsed = MigrationOptionsSchema.partial().safeParse(o);
+  if (!parsed.success) {
+    throw new RangeError(parsed.error.issues.map((i) => (i.code === 'unrecognized_keys' ? `unknown option(s) ${i.keys.join(', ')}` : i.message)).join('; '));
+  }
 }

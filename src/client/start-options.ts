@@ -3,7 +3,7 @@ import { TypedSearchAttributes } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import { MigrationGroup, MigrationMigrated, MigrationPhase, MigrationResource } from '../workflows/search-attributes';
 
-export function startOptions(ref: ResourceRef, taskQueue: string, extra: { continueToken?: string } = {}) {
+export function startOptions(ref: ResourceRef, taskQueue: string) {
   const name = groupResourceString(ref);
   return {
     taskQueue,
@@ -17,6 +17,6 @@ export function startOptions(ref: ResourceRef, taskQueue: string, extra: { conti
       { key: MigrationMigrated, value: 0 },
     ]),
     staticSummary: `Storage version migration of ${name}`,
-    staticDetails: `Rewrites every stored ${ref.kind} (${name}, through ${ref.group ? ref.group + '/' : ''}${ref.version}) with a no-op update so the API servers re-encode it in their current storage version.${extra.continueToken ? ' Started from a given continue token.' : ''}`,
+    staticDetails: `Rewrites every stored ${ref.kind} (${name}, through ${ref.group ? ref.group + '/' : ''}${ref.version}) with a no-op update so the API servers re-encode it in their current storage version, in one whole pass from the beginning of the list.`,
   };
 }

@@ -2,34 +2,39 @@
  * migrateResource: one durable workflow per resource (ID migrate/<resource>.<group>).
  * Deterministic orchestration only; every Kubernetes call is an activity.
  *
- * Read top to bottom, this is the whole migration loop:
- *   1. wait until every API server agrees on the resource's encoding version
- *      (phase WaitingForAgreement, naming who disagrees), and take the
- *      agreement's token;
- *   2. chunk after chunk: list one page and no-op update its objects
- *      (migrateChunk), fold in the counters, move the continue token on;
- *      pause / abort signals are honoured between and during chunks; an
- *      agreementChanged signal (from the watcher) re-checks agreement beside
- *      the chunks, and if it broke or moved, the chunk in flight is stopped
- *      and the migration starts over (objects migrated so far may have gone
- *      to the wrong version); continue-as-new carries token and counters when
- *      history grows;
- *   3. when the list is exhausted: failures make it Failed (naming them);
- *      otherwise agreement is checked once more and its token compared with
- *      the one taken at the start: only if it held throughout is the run a
- *      success (and a CRD's storedVersions reduced to the agreed version);
- *      otherwise it starts over and says why.
+ * The workflow is its three phases, each a function below:
+ *   1. waitForAgreement: until every API server agrees on the resource's
+ *      encoding version (phase WaitingForAgreement, naming who disagrees);
+ *      take the agreement's token. Waiting continues-as-new like chunking, so
+ *      it can last days.
+ *   2. migrateChunks: a whole pass, chunk after chunk from the beginning of
+ *      the list: list one page and no-op update its objects (migrateChunk),
+ *      fold in the counters, move the continue token on. Pause / abort are
+ *      honoured between and during chunks. An agreementChanged signal (from
+ *      the watcher) re-checks agreement while the chunk runs; if it broke or
+ *      moved, the chunk is stopped and the pass starts over. A resource that
+ *      is no longer served (404 on the resource itself) starts it over too.
+ *   3. verdict: failures make it Failed (naming them, never quoting values);
+ *      otherwise agreement is read once more and its token compared with the
+ *      one taken at the start. Only if it held is the pass a success: then
+ *      (a separate effect) the StorageState is refined and a CRD's
+ *      storedVersions reduced. Otherwise the pass starts over.
+ *
+ * Whatever ends the workflow, its StorageVersionMigration objects say so
+ * (run()'s catch): Succeeded, Aborted, or Failed with the reason. A continue
+ * token is only ever one this workflow got from its own pass: the input has
+ * no token, and carried state is accepted only in a run continued from an
+ * earlier run of this workflow.
  */
 import {
   ActivityCancellationType,
   allHandlersFinished,
-  CancelledFailure,
   ApplicationFailure,
   CancellationScope,
+  CancelledFailure,
   condition,
+  ContinueAsNew,
   continueAsNew,
-  defineQuery,
-  defineSignal,
   isCancellation,
   log,
   proxyActivities,
@@ -40,72 +45,29 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import type { Activities, Agreement } from '../activities';
-import type { ChunkOptions, ChunkResult } from '../activities/migrate-chunk';
-import type { MigrationCounters, MigrationPhase, ObjectFailure, StorageVersionMigrationStatus } from '../api/migration';
+import type { ChunkResult } from '../activities/migrate-chunk';
+import type { MigrationPhase, StorageVersionMigrationStatus } from '../api/migration';
 import { addCounters, zeroCounters } from '../api/counters';
 import { groupResourceString, type ResourceRef } from '../api/resource';
+import {
+  abortSignal,
+  agreementChangedSignal,
+  attachMigrationObjectSignal,
+  defaultMigrationOptions,
+  explainInput,
+  MigrateResourceInputSchema,
+  pauseSignal,
+  progressQuery,
+  resumeSignal,
+  type CarriedState,
+  type MigrateResourceInput,
+  type MigrationOptions,
+  type MigrationProgress,
+  type MigrationResult,
+} from './definitions';
 import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from './search-attributes';
 
-export interface MigrationOptions extends ChunkOptions {
-  /** Continue-as-new after this many chunks even if Temporal does not suggest it. */
-  maxChunksPerRun: number;
-  /** While waiting for agreement, re-check at least this often (a signal wakes it sooner). */
-  agreementPollSeconds: number;
-  /** A chunk whose worker went silent this long is retried elsewhere (resuming from its last heartbeat). */
-  heartbeatTimeoutSeconds: number;
-}
-
-export const defaultMigrationOptions: MigrationOptions = { chunkSize: 500, concurrency: 8, qps: 0, maxChunksPerRun: 200, heartbeatTimeoutSeconds: 30, agreementPollSeconds: 15 };
-
-/** State that travels across continue-as-new. */
-export interface CarriedState {
-  continueToken?: string;
-  counters: MigrationCounters;
-  failures: ObjectFailure[];
-  /** The agreement this pass started under; undefined until the servers agree. */
-  agreement?: Agreement;
-  startedAt: number;
-  runs: number;
-  /** Times the whole resource was started over (storage version moved). */
-  restarts: number;
-  remainingEstimate?: number;
-  message?: string;
-}
-
-export interface MigrateResourceInput {
-  resource: ResourceRef;
-  options?: Partial<MigrationOptions>;
-  /** StorageVersionMigration objects that mirror this migration's status. */
-  migrationObjects?: string[];
-  /** Where to start listing (StorageVersionMigration spec.continueToken). */
-  continueToken?: string;
-  carried?: CarriedState;
-}
-
-export interface MigrationProgress {
-  resource: string;
-  phase: MigrationPhase;
-  counters: MigrationCounters;
-  failures: ObjectFailure[];
-  continueTokenPresent: boolean;
-  remainingEstimate?: number;
-  objectsPerSecond: number;
-  startedAt: number;
-  runs: number;
-  restarts: number;
-  message?: string;
-  migrationObjects: string[];
-}
-
-export type MigrationResult = MigrationProgress;
-
-export const abortSignal = defineSignal<[reason?: string]>('abort');
-export const pauseSignal = defineSignal('pause');
-export const resumeSignal = defineSignal('resume');
-export const attachMigrationObjectSignal = defineSignal<[name: string]>('attachMigrationObject');
-/** Sent by the agreement watcher when a StorageVersion or CRD of this resource changed. */
-export const agreementChangedSignal = defineSignal<[why?: string]>('agreementChanged');
-export const progressQuery = defineQuery<MigrationProgress>('progress');
+export * from './definitions';
 
 /** Bugs, not weather: retrying them only delays the failure. */
 const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];
@@ -120,229 +82,358 @@ const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string) =>
     heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
     retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 12, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
   });
-const { agreement, confirmAgreement, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
+const { agreement, recordMigrated, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 10, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
+  retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 10, nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged'] },
 });
 
 const MAX_FAILURES = 50;
+/** Agreement polls per run while waiting, before continue-as-new (Temporal may suggest it sooner). */
+const MAX_WAITS_PER_RUN = 500;
 
-export async function migrateResource(input: MigrateResourceInput): Promise<MigrationResult> {
-  const ref = input.resource;
-  const name = groupResourceString(ref);
-  const options: MigrationOptions = { ...defaultMigrationOptions, ...input.options };
-  const s: CarriedState = input.carried ?? { continueToken: input.continueToken, counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
-  s.runs++;
-  const objects = new Set(input.migrationObjects ?? []);
-  let phase: MigrationPhase = 'Running';
-  let aborted: string | undefined;
-  let paused = false;
-  let chunkScope: CancellationScope | undefined;
-  let chunksThisRun = 0;
-  let recheck = false; // the watcher says agreement may have changed
-  let broken: Agreement | undefined; // agreement moved away from s.agreement
+type Final = 'Succeeded' | 'Failed' | 'Aborted';
 
-  const progress = (): MigrationProgress => {
-    const processed = s.counters.migrated + s.counters.conflicts + s.counters.notFound + s.counters.failed;
-    const seconds = Math.max(0.001, (Date.now() - s.startedAt) / 1000);
+/** Ends the pass and starts a fresh one (after agreement): everything so far may have gone to the wrong version. */
+class StartOver {
+  constructor(readonly why: string) {}
+}
+
+/** One run of the workflow: its state, what it shows, and how it ends. */
+class Migration {
+  readonly ref: ResourceRef;
+  readonly name: string;
+  readonly options: MigrationOptions;
+  readonly s: CarriedState;
+  readonly objects: Set<string>;
+  phase: MigrationPhase = 'Running';
+  aborted?: string;
+  paused = false;
+  /** The watcher says agreement may have changed. */
+  recheck = false;
+  chunkScope?: CancellationScope;
+
+  constructor(input: MigrateResourceInput) {
+    this.ref = input.resource;
+    this.name = groupResourceString(this.ref);
+    this.options = { ...defaultMigrationOptions, ...input.options };
+    this.s = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
+    this.s.runs++;
+    this.objects = new Set(input.migrationObjects ?? []);
+  }
+
+  installHandlers(): void {
+    setHandler(progressQuery, () => this.progress());
+    setHandler(abortSignal, (reason?: string) => {
+      this.aborted = reason || 'aborted by request';
+      this.chunkScope?.cancel();
+    });
+    setHandler(pauseSignal, () => void (this.paused = true));
+    setHandler(resumeSignal, () => void (this.paused = false));
+    setHandler(attachMigrationObjectSignal, (objectName: string) => void this.objects.add(objectName));
+    setHandler(agreementChangedSignal, () => void (this.recheck = true));
+  }
+
+  progress(): MigrationProgress {
+    const c = this.s.counters;
+    const processed = c.migrated + c.conflicts + c.notFound + c.failed;
+    const seconds = Math.max(0.001, (Date.now() - this.s.startedAt) / 1000);
     return {
-      resource: name,
-      phase,
-      counters: { ...s.counters },
-      failures: s.failures,
-      continueTokenPresent: s.continueToken !== undefined,
-      remainingEstimate: s.remainingEstimate,
+      resource: this.name,
+      phase: this.phase,
+      counters: { ...c },
+      failures: this.s.failures,
+      continueTokenPresent: this.s.continueToken !== undefined,
+      remainingEstimate: this.s.remainingEstimate,
       objectsPerSecond: Math.round((processed / seconds) * 10) / 10,
-      startedAt: s.startedAt,
-      runs: s.runs,
-      restarts: s.restarts,
-      message: s.message,
-      migrationObjects: [...objects],
+      startedAt: this.s.startedAt,
+      runs: this.s.runs,
+      restarts: this.s.restarts,
+      message: this.s.message,
+      migrationObjects: [...this.objects],
     };
-  };
+  }
 
-  setHandler(progressQuery, progress);
-  setHandler(abortSignal, (reason?: string) => {
-    aborted = reason || 'aborted by request';
-    chunkScope?.cancel();
-  });
-  setHandler(pauseSignal, () => void (paused = true));
-  setHandler(resumeSignal, () => void (paused = false));
-  setHandler(attachMigrationObjectSignal, (objectName: string) => void objects.add(objectName));
-  setHandler(agreementChangedSignal, () => void (recheck = true));
+  private status(): StorageVersionMigrationStatus {
+    const terminal = this.phase === 'Succeeded' || this.phase === 'Failed' || this.phase === 'Aborted';
+    return {
+      phase: this.phase,
+      message: this.s.message,
+      workflowId: workflowInfo().workflowId,
+      progress: { ...this.s.counters, ...(this.s.remainingEstimate !== undefined ? { remainingEstimate: this.s.remainingEstimate } : {}) },
+      failures: this.s.failures,
+      startTime: new Date(this.s.startedAt).toISOString(),
+      ...(terminal ? { completionTime: new Date(Date.now()).toISOString() } : {}),
+    };
+  }
 
-  const status = (): StorageVersionMigrationStatus => ({
-    phase,
-    message: s.message,
-    workflowId: workflowInfo().workflowId,
-    progress: { ...s.counters, ...(s.remainingEstimate !== undefined ? { remainingEstimate: s.remainingEstimate } : {}) },
-    failures: s.failures,
-    startTime: new Date(s.startedAt).toISOString(),
-    ...(phase === 'Succeeded' || phase === 'Failed' || phase === 'Aborted' ? { completionTime: new Date(Date.now()).toISOString() } : {}),
-  });
-
-  const show = async (next: MigrationPhase, report = true) => {
-    phase = next;
+  /** Search attributes and UI details; with report, the StorageVersionMigration objects too. */
+  async show(next: MigrationPhase, report = true): Promise<void> {
+    this.phase = next;
     upsertSearchAttributes([
-      { key: PhaseAttr, value: phase },
-      { key: MigrationMigrated, value: s.counters.migrated },
+      { key: PhaseAttr, value: next },
+      { key: MigrationMigrated, value: this.s.counters.migrated },
     ]);
-    const p = progress();
+    const p = this.progress();
     const c = p.counters;
+    // The message first: the UI's Current Details panel is short.
     setCurrentDetails(
       [
-        `**${name}** (${ref.version}${ref.custom ? ', custom resource' : ''}): **${phase}**`,
+        `**${this.name}** (${this.ref.version}${this.ref.custom ? ', custom resource' : ''}): **${next}**${this.s.message ? ` — ${this.s.message}` : ''}`,
         `migrated ${c.migrated} (rewritten ${c.rewritten}), conflicts ${c.conflicts}, not found ${c.notFound}, failed ${c.failed}`,
-        `chunks ${c.chunks}, run ${s.runs}${s.restarts ? `, started over ${s.restarts}×` : ''}, ${p.objectsPerSecond} objects/s` +
-          (s.remainingEstimate !== undefined ? `, about ${s.remainingEstimate} remaining` : ''),
-        ...(s.message ? [s.message] : []),
-      ].join('\n\n'),
+        `chunks ${c.chunks}, run ${this.s.runs}${this.s.restarts ? `, started over ${this.s.restarts}×` : ''}, ${p.objectsPerSecond} objects/s` +
+          (this.s.remainingEstimate !== undefined ? `, about ${this.s.remainingEstimate} remaining` : ''),
+      ].join('\n'),
     );
-    if (report) await reportStatus([...objects], status(), name);
-  };
+    if (report) await reportStatus([...this.objects], this.status(), this.name);
+  }
 
-  const finish = async (final: 'Succeeded' | 'Failed' | 'Aborted'): Promise<MigrationResult> => {
-    await CancellationScope.nonCancellable(() => show(final));
-    log.info('migration finished', { resource: name, phase: final, ...s.counters });
+  /** Writes the final status (even while the workflow is being cancelled) and returns or throws the result. */
+  async finish(final: Final, message: string): Promise<MigrationResult> {
+    this.s.message = message;
+    await CancellationScope.nonCancellable(() => this.show(final));
+    log.info('migration finished', { resource: this.name, phase: final, ...this.s.counters });
     if (final === 'Failed') {
-      throw ApplicationFailure.create({ type: 'MigrationFailed', message: s.message ?? `migration of ${name} failed`, nonRetryable: true, details: [progress()] });
+      throw ApplicationFailure.create({ type: 'MigrationFailed', message, nonRetryable: true, details: [this.progress()] });
     }
-    return progress();
-  };
+    return this.progress();
+  }
 
-  /** Everything so far may have gone to the wrong version: a fresh pass, after agreement. */
-  const startOver = async (why: string): Promise<never> => {
-    s.restarts++;
-    s.message = `${why}; started over`;
-    log.warn(s.message, { resource: name });
-    await CancellationScope.nonCancellable(() => show(phase));
+  /** Continue-as-new with the whole state, once every handler has finished. */
+  async continueAsNew(carried: CarriedState): Promise<never> {
     await condition(allHandlersFinished);
-    return continueAsNew<typeof migrateResource>({
-      resource: ref,
-      options,
-      migrationObjects: [...objects],
-      carried: { ...s, continueToken: undefined, counters: zeroCounters(), failures: [], agreement: undefined, remainingEstimate: undefined },
-    });
-  };
-  const changeReason = (a: Agreement) =>
-    a.agreed ? `the API servers now agree on ${a.encodingVersion} (was ${s.agreement?.encodingVersion}), or their storage versions were republished` : `agreement on the storage version of ${name} broke: ${a.reason}`;
-
-  // -- 1. start: search attributes, the kubectl-visible object, agreement
-  if (s.runs === 1) {
-    upsertSearchAttributes([
-      { key: MigrationResource, value: name },
-      { key: MigrationGroup, value: ref.group || 'core' },
-    ]);
-    if (objects.size === 0) {
-      const created = await ensureMigrationObject(ref, workflowInfo().workflowId, `${name}-${uuid4().slice(0, 8)}`);
-      if (created) objects.add(created);
-    }
+    return continueAsNew<typeof migrateResource>({ resource: this.ref, options: this.options, migrationObjects: [...this.objects], carried });
   }
+
+  historyIsLong(runsSoFar: number, limit: number): boolean {
+    return runsSoFar >= limit || workflowInfo().continueAsNewSuggested;
+  }
+
+  async startOver(why: string): Promise<never> {
+    this.s.restarts++;
+    this.s.message = `${why}; started over`;
+    log.warn(this.s.message, { resource: this.name });
+    await CancellationScope.nonCancellable(() => this.show(this.phase));
+    return this.continueAsNew({ ...this.s, continueToken: undefined, counters: zeroCounters(), failures: [], agreement: undefined, remainingEstimate: undefined });
+  }
+
+  changeReason(a: Agreement): string {
+    return a.agreed
+      ? `the API servers now agree on ${a.encodingVersion} (was ${this.s.agreement?.encodingVersion}), or what agreement rests on changed`
+      : `agreement on the storage version of ${this.name} broke: ${a.reason}`;
+  }
+}
+
+// ------------------------------------------------------------ 1. agreement
+
+/** Waits until the API servers agree; returns false when aborted meanwhile. */
+async function waitForAgreement(m: Migration): Promise<boolean> {
   let waited = false;
-  while (!s.agreement && !aborted) {
-    const a = await agreement(ref);
-    if (a.agreed) {
-      s.agreement = a;
-      break;
-    }
-    const message = `waiting for agreement: ${a.reason}`;
-    if (!waited || message !== s.message) {
-      s.message = message;
-      await show('WaitingForAgreement');
-    }
-    waited = true;
-    recheck = false;
-    await condition(() => recheck || aborted !== undefined, `${options.agreementPollSeconds} seconds`);
-  }
-  if (aborted) {
-    s.message = `aborted: ${aborted}`;
-    return finish('Aborted');
-  }
-  if (waited) s.message = `the API servers agree on ${s.agreement!.encodingVersion}`;
-  await show('Running');
-
-  // Beside the chunks: re-check agreement whenever the watcher says it may have changed.
-  void (async () => {
-    for (;;) {
-      await condition(() => recheck);
-      recheck = false;
-      const a = await agreement(ref);
-      if (!broken && (!a.agreed || a.token !== s.agreement!.token)) {
-        broken = a;
-        chunkScope?.cancel();
-      }
-    }
-  })();
-
-  // -- 2. chunk after chunk
-  for (;;) {
-    if (aborted) break;
-    if (broken) return startOver(changeReason(broken));
-    if (paused) {
-      await show('Paused');
-      await condition(() => !paused || aborted !== undefined || broken !== undefined);
-      if (aborted) break;
-      if (broken) continue;
-      await show('Running');
-    }
-    if (chunksThisRun >= options.maxChunksPerRun || workflowInfo().continueAsNewSuggested) {
-      await condition(allHandlersFinished);
-      return continueAsNew<typeof migrateResource>({ resource: ref, options, migrationObjects: [...objects], carried: s });
-    }
-
-    let result: ChunkResult;
+  for (let polls = 0; !m.s.agreement && !m.aborted; polls++) {
+    if (m.historyIsLong(polls, MAX_WAITS_PER_RUN)) return m.continueAsNew(m.s);
+    let message: string;
     try {
-      chunkScope = new CancellationScope();
-      const summary = `chunk ${s.counters.chunks + 1} of ${name}: up to ${options.chunkSize} objects${s.continueToken ? ' after the continue token' : ' from the start'}`;
-      const { migrateChunk } = chunkActivities(options.heartbeatTimeoutSeconds, summary);
-      result = await chunkScope.run(() => migrateChunk({ resource: ref, continueToken: s.continueToken, options }));
-    } catch (err) {
-      if (isCancellation(err) && aborted) {
-        const partial = cancelledChunkResult(err);
-        if (partial) s.counters = addCounters(s.counters, partial.counters);
+      const a = await agreement(m.ref);
+      if (a.agreed) {
+        m.s.agreement = a;
         break;
       }
-      if (isCancellation(err) && broken) continue; // starts over at the top of the loop
-      s.message = `migration of ${name} stopped: ${rootMessage(err)}`;
-      return finish('Failed');
-    } finally {
-      chunkScope = undefined;
+      message = `waiting for agreement: ${a.reason}`;
+    } catch (err) {
+      // Activity retries exhausted (API servers away): keep waiting, say why.
+      message = `waiting for agreement: could not check it (${rootMessage(err)}); trying again`;
     }
-    chunksThisRun++;
-    s.counters = addCounters(s.counters, result.counters);
-    for (const f of result.failures) if (s.failures.length < MAX_FAILURES) s.failures.push(f);
-    s.continueToken = result.continueToken;
-    s.remainingEstimate = result.remainingItemCount;
-    if (result.counters.tokenResumes > 0) s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
-    await show('Running', false);
-    if (s.continueToken === undefined) break;
+    if (!waited || message !== m.s.message) {
+      m.s.message = message;
+      await m.show('WaitingForAgreement');
+    }
+    waited = true;
+    m.recheck = false;
+    await condition(() => m.recheck || m.aborted !== undefined, `${m.options.agreementPollSeconds} seconds`);
   }
+  if (m.aborted) return false;
+  if (waited) m.s.message = `the API servers agree on ${m.s.agreement!.encodingVersion}`;
+  await m.show('Running');
+  return true;
+}
 
-  if (aborted) {
-    s.message = `aborted: ${aborted}`;
-    return finish('Aborted');
+/** Has the agreement this pass started under broken or moved? Reads it; a failed read counts as broken. */
+async function agreementMoved(m: Migration): Promise<string | undefined> {
+  try {
+    const a = await agreement(m.ref);
+    return a.agreed && a.token === m.s.agreement!.token ? undefined : m.changeReason(a);
+  } catch (err) {
+    return `agreement could not be re-checked (${rootMessage(err)})`;
   }
+}
 
-  // -- 3. the verdict
-  if (s.counters.failed > 0) {
-    const named = s.failures
+// ------------------------------------------------------------ 2. chunks
+
+type ChunkOutcome = { ok: true; result: ChunkResult } | { ok: false; err: unknown };
+
+/**
+ * Runs one chunk; while it runs, re-checks agreement whenever the watcher
+ * signals. Returns the chunk's outcome, or a StartOver when agreement moved.
+ */
+async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver> {
+  const scope = new CancellationScope();
+  m.chunkScope = scope;
+  const summary = `chunk ${m.s.counters.chunks + 1} of ${m.name}: up to ${m.options.chunkSize} objects${m.s.continueToken ? ' after the continue token' : ' from the start'}`;
+  const { migrateChunk } = chunkActivities(m.options.heartbeatTimeoutSeconds, summary);
+  const input = { resource: m.ref, continueToken: m.s.continueToken, options: { chunkSize: m.options.chunkSize, concurrency: m.options.concurrency, qps: m.options.qps } };
+  let outcome: ChunkOutcome | undefined;
+  // Both settle paths are handled here: nothing floats.
+  const settled = scope.run(() => migrateChunk(input)).then(
+    (result) => (outcome = { ok: true, result }),
+    (err: unknown) => (outcome = { ok: false, err }),
+  );
+  let moved: string | undefined;
+  try {
+    for (;;) {
+      await condition(() => outcome !== undefined || (m.recheck && moved === undefined));
+      if (outcome) break;
+      m.recheck = false;
+      moved = await agreementMoved(m);
+      if (moved) scope.cancel(); // the chunk stops; its outcome (cancelled) arrives next
+    }
+    await settled;
+  } finally {
+    m.chunkScope = undefined;
+  }
+  return moved ? new StartOver(moved) : outcome!;
+}
+
+/** A whole pass from where the carried token says. Returns 'done', 'aborted', or a StartOver. */
+async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOver> {
+  for (let chunksThisRun = 0; ; chunksThisRun++) {
+    if (m.aborted) return 'aborted';
+    if (m.recheck) {
+      m.recheck = false;
+      const moved = await agreementMoved(m);
+      if (moved) return new StartOver(moved);
+    }
+    if (m.paused) {
+      await m.show('Paused');
+      await condition(() => !m.paused || m.aborted !== undefined || m.recheck);
+      if (m.aborted) return 'aborted';
+      if (m.paused) continue; // a re-check woke us
+      await m.show('Running');
+    }
+    if (m.historyIsLong(chunksThisRun, m.options.maxChunksPerRun)) return m.continueAsNew(m.s);
+
+    const outcome = await runChunk(m);
+    if (outcome instanceof StartOver) return outcome;
+    if (!outcome.ok) {
+      const err = outcome.err;
+      if (isCancellation(err) && m.aborted) {
+        const partial = cancelledChunkResult(err);
+        if (partial) m.s.counters = addCounters(m.s.counters, partial.counters);
+        return 'aborted';
+      }
+      if (failureType(err) === 'ResourceGone') return new StartOver(`${m.name} ${m.ref.version} is not served any more (${rootMessage(err)})`);
+      throw err; // run() records it as Failed
+    }
+    const result = outcome.result;
+    m.s.counters = addCounters(m.s.counters, result.counters);
+    for (const f of result.failures) if (m.s.failures.length < MAX_FAILURES) m.s.failures.push(f);
+    m.s.continueToken = result.continueToken;
+    m.s.remainingEstimate = result.remainingItemCount;
+    if (result.counters.tokenResumes > 0) m.s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
+    await m.show('Running', false);
+    if (m.s.continueToken === undefined) return 'done';
+  }
+}
+
+// ------------------------------------------------------------ 3. verdict
+
+async function verdict(m: Migration): Promise<MigrationResult | StartOver> {
+  const c = m.s.counters;
+  if (c.failed > 0) {
+    const named = m.s.failures
       .slice(0, 5)
       .map((f) => `${f.namespace ? f.namespace + '/' : ''}${f.name} (${f.reason})`)
       .join('; ');
-    s.message = `${s.counters.failed} object(s) of ${name} could not be updated: ${named}${s.counters.failed > 5 ? '; …' : ''}`;
-    return finish('Failed');
+    return m.finish('Failed', `${c.failed} object(s) of ${m.name} could not be updated: ${named}${c.failed > 5 ? '; …' : ''}`);
   }
-  const verdict = await confirmAgreement(ref, s.agreement!);
-  if (!verdict.held || broken) return startOver(changeReason(broken ?? verdict.now));
-  s.remainingEstimate = 0;
-  s.message = `migrated every object of ${name} to ${s.agreement!.encodingVersion}; the API servers agreed from start to end`;
-  return finish('Succeeded');
+  const moved = await agreementMoved(m);
+  if (moved) return new StartOver(moved);
+  try {
+    await recordMigrated(m.ref, m.s.agreement!);
+  } catch (err) {
+    if (failureType(err) === 'AgreementChanged') return new StartOver(`agreement changed while the success was being recorded (${rootMessage(err)})`);
+    throw err;
+  }
+  m.s.remainingEstimate = 0;
+  const a = m.s.agreement!;
+  const checked = a.checked ? `: ${a.checked}` : '';
+  const held = a.verified === false ? `agreement could not be verified per API server${checked}` : `the API servers agreed from start to end${checked}`;
+  return m.finish('Succeeded', `migrated every object of ${m.name} to ${a.encodingVersion} in one whole pass; ${held}`);
+}
+
+// ------------------------------------------------------------ the workflow
+
+export async function migrateResource(raw: MigrateResourceInput): Promise<MigrationResult> {
+  const input = await validInput(raw);
+  const m = new Migration(input);
+  m.installHandlers();
+  try {
+    if (m.s.runs === 1) {
+      upsertSearchAttributes([
+        { key: MigrationResource, value: m.name },
+        { key: MigrationGroup, value: m.ref.group || 'core' },
+      ]);
+      if (m.objects.size === 0) {
+        const created = await ensureMigrationObject(m.ref, workflowInfo().workflowId, `${m.name}-${uuid4().slice(0, 8)}`);
+        if (created) m.objects.add(created);
+      }
+    }
+    if (!m.s.agreement && !(await waitForAgreement(m))) return await m.finish('Aborted', `aborted: ${m.aborted}`);
+    const pass = await migrateChunks(m);
+    if (pass === 'aborted') return await m.finish('Aborted', `aborted: ${m.aborted}`);
+    if (pass instanceof StartOver) return await m.startOver(pass.why);
+    const result = await verdict(m);
+    if (result instanceof StartOver) return await m.startOver(result.why);
+    return result;
+  } catch (err) {
+    if (err instanceof ContinueAsNew) throw err;
+    if (err instanceof ApplicationFailure && err.type === 'MigrationFailed') throw err;
+    if (isCancellation(err)) return m.finish('Aborted', 'aborted: the workflow was cancelled');
+    return m.finish('Failed', `migration of ${m.name} stopped: ${rootMessage(err)}`);
+  }
+}
+
+/**
+ * The input, checked before anything is written. Carried state (a continue
+ * token, counters, an agreement) is accepted only in a run continued from an
+ * earlier run of this workflow: nothing from outside can shorten a pass.
+ */
+async function validInput(raw: MigrateResourceInput): Promise<MigrateResourceInput> {
+  const parsed = MigrateResourceInputSchema.safeParse(raw);
+  let reason = parsed.success ? undefined : explainInput(parsed.error);
+  if (parsed.success && parsed.data.carried && !workflowInfo().continuedFromExecutionRunId) {
+    reason = 'carried: carried state is accepted only from an earlier run of this same workflow (continue-as-new), never from a caller';
+  }
+  if (reason === undefined) return parsed.data as MigrateResourceInput;
+  const message = `invalid migration input: ${reason}`;
+  const objects = Array.isArray(raw?.migrationObjects) ? raw.migrationObjects.filter((o): o is string => typeof o === 'string') : [];
+  if (objects.length > 0) {
+    // The kubectl user waiting on these objects learns why; still nothing of the resource is touched.
+    await reportStatus(objects, { phase: 'Failed', message, workflowId: workflowInfo().workflowId, completionTime: new Date(Date.now()).toISOString() }, String(raw?.resource?.resource ?? '?'));
+  }
+  throw ApplicationFailure.create({ type: 'InvalidInput', message, nonRetryable: true });
 }
 
 /** The partial result a cancelled chunk reports in its CancelledFailure details. */
 function cancelledChunkResult(err: unknown): ChunkResult | undefined {
   for (let e = err as { cause?: unknown } | undefined; e; e = e.cause as typeof e) {
     if (e instanceof CancelledFailure) return e.details?.[0] as ChunkResult | undefined;
+  }
+  return undefined;
+}
+
+/** The ApplicationFailure type at the root of an activity failure. */
+function failureType(err: unknown): string | undefined {
+  for (let e = err as { cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e instanceof ApplicationFailure) return e.type ?? undefined;
   }
   return undefined;
 }

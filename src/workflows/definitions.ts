@@ -1,0 +1,153 @@
+/**
+ * What the outside world may know of the migration workflow: its input (a zod
+ * schema, checked before anything is written), its options and their
+ * defaults, its progress, and its signals and queries. Side-effect free:
+ * clients, the bridge, the agreement watcher and tests import this module
+ * without pulling in workflow code.
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { z } from 'zod';
+import type { Agreement } from '../activities';
+import type { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
+
+const whole = (name: string, min: number, max: number) =>
+  z
+    .number({ error: `${name} must be a number` })
+    .int(`${name} must be a whole number`)
+    .min(min, `${name} must be at least ${min}`)
+    .max(max, `${name} must be at most ${max}`);
+
+/** Load and timing settings of one migration; every field has a default. */
+export const MigrationOptionsSchema = z
+  .object({
+    /** Objects per list page (one chunk). */
+    chunkSize: whole('chunkSize', 1, 10_000),
+    /** No-op updates in flight at once within a chunk. */
+    concurrency: whole('concurrency', 1, 256),
+    /** Per-migration QPS ceiling; 0 = only the worker's shared budget. */
+    qps: whole('qps', 0, 100_000),
+    /** Continue-as-new after this many chunks even if Temporal does not suggest it. */
+    maxChunksPerRun: whole('maxChunksPerRun', 1, 10_000),
+    /** A chunk whose worker went silent this long is retried elsewhere (resuming from its last heartbeat). */
+    heartbeatTimeoutSeconds: whole('heartbeatTimeoutSeconds', 2, 3600),
+    /** While waiting for agreement, re-check at least this often (a signal wakes it sooner). */
+    agreementPollSeconds: whole('agreementPollSeconds', 1, 3600),
+  })
+  .strict();
+export type MigrationOptions = z.infer<typeof MigrationOptionsSchema>;
+
+export const defaultMigrationOptions: MigrationOptions = {
+  chunkSize: 500,
+  concurrency: 8,
+  qps: 0,
+  maxChunksPerRun: 200,
+  heartbeatTimeoutSeconds: 30,
+  agreementPollSeconds: 15,
+};
+
+const ResourceRefSchema = z
+  .object({
+    group: z.string().max(253),
+    resource: z.string().min(1).max(253),
+    version: z.string().min(1).max(63),
+    kind: z.string().min(1).max(253),
+    namespaced: z.boolean(),
+    storageVersionHash: z.string().max(64),
+    custom: z.boolean(),
+  })
+  .strict();
+
+const CountersSchema = z.object({
+  migrated: z.number().int().min(0),
+  rewritten: z.number().int().min(0),
+  conflicts: z.number().int().min(0),
+  notFound: z.number().int().min(0),
+  failed: z.number().int().min(0),
+  chunks: z.number().int().min(0),
+  listRestarts: z.number().int().min(0),
+  tokenResumes: z.number().int().min(0),
+});
+
+const AgreementSchema = z
+  .object({
+    agreed: z.boolean(),
+    encodingVersion: z.string().optional(),
+    token: z.string(),
+  })
+  .loose();
+
+/**
+ * State that travels across continue-as-new. Only a run continued from an
+ * earlier run of the same workflow may carry it (workflowInfo().continuedFromExecutionRunId):
+ * a continue token therefore only ever resumes a pass this workflow started.
+ */
+export const CarriedStateSchema = z
+  .object({
+    continueToken: z.string().min(1).max(8192).optional(),
+    counters: CountersSchema,
+    failures: z.array(z.object({ namespace: z.string().optional(), name: z.string(), reason: z.string() })).max(1000),
+    /** The agreement this pass started under; undefined until the servers agree. */
+    agreement: AgreementSchema.optional(),
+    startedAt: z.number(),
+    runs: z.number().int().min(0),
+    /** Times the whole resource was started over (storage version moved). */
+    restarts: z.number().int().min(0),
+    remainingEstimate: z.number().int().optional(),
+    message: z.string().optional(),
+  })
+  .strict();
+
+export const MigrateResourceInputSchema = z
+  .object({
+    resource: ResourceRefSchema,
+    options: MigrationOptionsSchema.partial().optional(),
+    /** StorageVersionMigration objects that mirror this migration's status. */
+    migrationObjects: z.array(z.string().min(1).max(253)).max(100).optional(),
+    carried: CarriedStateSchema.optional(),
+  })
+  .strict();
+
+export type MigrateResourceInput = Omit<z.infer<typeof MigrateResourceInputSchema>, 'carried'> & { carried?: CarriedState };
+/** The agreement travels as the activity returned it (the schema checks only what the workflow relies on). */
+export type CarriedState = Omit<z.infer<typeof CarriedStateSchema>, 'agreement'> & { agreement?: Agreement };
+
+/** Readable reasons for a refused input, naming each field. */
+export function explainInput(error: z.ZodError): string {
+  return error.issues
+    .map((i) => {
+      const where = i.path.join('.') || 'input';
+      if (i.code === 'unrecognized_keys') {
+        const keys = i.keys.join(', ');
+        return i.keys.includes('continueToken')
+          ? `${where}: continueToken is not accepted: a migration succeeds only after a whole pass from the beginning of the list, started by svm itself`
+          : `${where}: unknown field(s) ${keys}`;
+      }
+      return `${where}: ${i.message}`;
+    })
+    .join('; ');
+}
+
+export interface MigrationProgress {
+  resource: string;
+  phase: MigrationPhase;
+  counters: MigrationCounters;
+  failures: ObjectFailure[];
+  continueTokenPresent: boolean;
+  remainingEstimate?: number;
+  objectsPerSecond: number;
+  startedAt: number;
+  runs: number;
+  restarts: number;
+  message?: string;
+  migrationObjects: string[];
+}
+
+export type MigrationResult = MigrationProgress;
+
+export const abortSignal = defineSignal<[reason?: string]>('abort');
+export const pauseSignal = defineSignal('pause');
+export const resumeSignal = defineSignal('resume');
+export const attachMigrationObjectSignal = defineSignal<[name: string]>('attachMigrationObject');
+/** Sent by the agreement watcher when a StorageVersion or CRD of this resource changed. */
+export const agreementChangedSignal = defineSignal<[why?: string]>('agreementChanged');
+export const progressQuery = defineQuery<MigrationProgress>('progress');
