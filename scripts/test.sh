@@ -12,6 +12,9 @@ bash scripts/tools.sh
 echo "== chromium (Debian's, for the Temporal UI test)"
 bash scripts/ensure-chromium.sh
 
+echo "== haproxy, openssl, ip (Debian's, for the cluster-shaped plane)"
+bash scripts/ensure-plane-packages.sh
+
 echo "== typecheck and lint"
 npx tsc -p tsconfig.json --noEmit
 npx eslint .
@@ -24,9 +27,14 @@ else
   trap 'node bin/svm.js dev down --dir "$dir" || true' EXIT
 fi
 export SVM_DEV_DIR=$dir
-# A low continue-as-new suggestion so that long migrations exercise it.
-node bin/svm.js dev up --dir "$dir" --apiservers 2 \
+# Shaped like a cluster (each API server in its own network namespace behind
+# haproxy), the StorageVersion API off as in real clusters: tests that need it
+# switch it on themselves (setStorageVersionApi). A low continue-as-new
+# suggestion so that long migrations exercise it.
+node bin/svm.js dev up --dir "$dir" --apiservers 2 --no-storage-version-api \
   --temporal-arg=--dynamic-config-value --temporal-arg=limit.historyCount.suggestContinueAsNew=300 >/dev/null
+shape=$(node -e 'console.log(require(process.argv[1]).shape)' "$dir/state.json")
+echo "plane in $dir: $shape shape"
 
 echo "== tests"
 files=(test/unit-*.test.ts test/test-*.test.ts)

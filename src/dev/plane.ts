@@ -1,13 +1,25 @@
 /**
- * The local control plane: one etcd, N kube-apiservers sharing it (each with
- * its own port, cert dir and host identity), and the Temporal dev server with
- * its UI. Everything listens on 127.0.0.1 and lives under one directory, whose
- * state.json records what was started (pids, ports, flags) so that `down`
- * stops exactly that and `up` is idempotent.
+ * The local control plane: one etcd, N kube-apiservers sharing it, a load
+ * balancer in front of them and the Temporal dev server with its UI. It
+ * lives under one directory, whose state.json records what was started (pids,
+ * ports, addresses, namespaces, flags) so that `down` stops and removes
+ * exactly that and `up` is idempotent.
+ *
+ * Two shapes:
+ * - cluster (as root, with `ip` and haproxy): each API server in a network
+ *   namespace of its own, on 198.18.K.(10+i):6443, advertising that address
+ *   with the lease endpoint reconciler, so the `kubernetes` EndpointSlice
+ *   lists every server as in a real cluster; haproxy on 127.0.0.1 in front;
+ *   etcd on 127.0.0.1 and the plane's bridge address 198.18.K.1.
+ * - loopback (the fallback): every server on 127.0.0.1 with its own port,
+ *   no endpoint reconciler, the admin kubeconfig pointing at server 0.
+ * In both, TLS is verified against the plane's own CA (DIR/pki/ca.crt), each
+ * server has its own host name (so its API server identity differs), and the
+ * alpha StorageVersion API is off unless asked for, as in real clusters.
  *
  * The same code serves `svm dev up|down`, the test suite and the demo.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
@@ -16,7 +28,10 @@ import * as net from 'node:net';
 import * as path from 'node:path';
 import YAML from 'yaml';
 import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { haproxyConfig, haproxyPath } from './load-balancer';
+import { allocateNetwork, commandPath, ensureBridge, ensureServerNetwork, removeNetwork, serverNetwork, type PlaneNetwork } from './network';
 import { freePort, portOpen } from './ports';
+import { ensureCa, ensureServingCert } from './tls';
 import { ensureTools, type ToolPaths } from './tools';
 
 export interface ProcessRecord {
@@ -28,18 +43,47 @@ export interface ProcessRecord {
 
 export interface ApiserverRecord extends ProcessRecord {
   index: number;
+  /** The address it binds and advertises: 198.18.K.(10+i) in the cluster shape, 127.0.0.1 in the loopback one. */
+  address: string;
+  /** Its secure port: 6443 for every server in the cluster shape, one each in the loopback one. */
   port: number;
+  /** https://address:port */
+  url: string;
+  /** Its network namespace (cluster shape only). */
+  netns?: string;
+  /** The root namespace's end of its veth pair (cluster shape only). */
+  hostVeth?: string;
   hostname: string;
   kubeconfig: string;
   /** Flags added to the defaults, e.g. --min-compatibility-version=1.33. */
   extraArgs: string[];
 }
 
+/** 'cluster': namespaces, real addresses, a load balancer; 'loopback': 127.0.0.1, one port each (the fallback). */
+export type PlaneShape = 'cluster' | 'loopback';
+
+export interface LoadBalancerRecord extends ProcessRecord {
+  port: number;
+  config: string;
+}
+
 export interface PlaneState {
   dir: string;
   adminToken: string;
+  shape: PlaneShape;
+  /** Why the plane has its shape, in words (a loopback plane says what was missing). */
+  shapeReason: string;
+  /** Whether the alpha StorageVersion API (internal.apiserver.k8s.io/v1alpha1) is served. Off by default, as in real clusters. */
+  storageVersionApi: boolean;
+  /** The plane's bridge (cluster shape only). */
+  network?: PlaneNetwork;
+  caFile: string;
   etcd: ProcessRecord & { clientPort: number; peerPort: number };
   apiservers: ApiserverRecord[];
+  /** haproxy in front of the servers (cluster shape only). */
+  loadBalancer?: LoadBalancerRecord;
+  /** The URL of DIR/kubeconfig: the load balancer, or server 0 in the loopback shape. */
+  apiUrl: string;
   temporal: ProcessRecord & { port: number; uiPort: number; extraArgs: string[] };
 }
 
@@ -48,19 +92,44 @@ export interface UpOptions {
   apiservers?: number;
   /** Extra flags for the Temporal dev server (e.g. dynamic config for tests). */
   temporalArgs?: string[];
+  /** Serve the alpha StorageVersion API. Undefined keeps the plane's current setting (off for a new plane). */
+  storageVersionApi?: boolean;
+  /** Force the loopback shape even where the cluster shape is possible. */
+  loopback?: boolean;
   log?: (line: string) => void;
 }
+
+/** The port every API server listens on in the cluster shape (each has its own address). */
+export const CLUSTER_SECURE_PORT = 6443;
+
+const repoRoot = path.resolve(__dirname, '..', '..');
 
 export const defaultDevDir = (): string => path.resolve(process.env.SVM_DEV_DIR || '.svm-dev');
 
 const stateFile = (dir: string) => path.join(dir, 'state.json');
 
 export function readState(dir: string): PlaneState | undefined {
+  let raw: Partial<PlaneState>;
   try {
-    return JSON.parse(fs.readFileSync(stateFile(dir), 'utf8')) as PlaneState;
+    raw = JSON.parse(fs.readFileSync(stateFile(dir), 'utf8')) as Partial<PlaneState>;
   } catch {
     return undefined;
   }
+  // A state written before the plane had shapes: loopback, StorageVersion API on.
+  const apiservers = (raw.apiservers ?? []).map((a) => ({
+    ...a,
+    address: a.address ?? '127.0.0.1',
+    url: a.url ?? `https://127.0.0.1:${a.port}`,
+  }));
+  return {
+    shape: 'loopback',
+    shapeReason: 'made by an earlier version of the plane',
+    storageVersionApi: true,
+    caFile: path.join(dir, 'pki', 'ca.crt'),
+    apiUrl: apiservers[0]?.url ?? '',
+    ...raw,
+    apiservers,
+  } as PlaneState;
 }
 
 function writeState(state: PlaneState): void {
@@ -84,25 +153,25 @@ export function isRunning(rec: ProcessRecord | undefined): boolean {
 }
 
 /** Refuses to start a server on a port something else holds (its readiness probe would answer for it). */
-async function assertPortFree(port: number, what: string): Promise<void> {
+async function assertPortFree(port: number, what: string, host = '127.0.0.1'): Promise<void> {
   const free = await new Promise<boolean>((resolve) => {
     const srv = net.createServer();
     srv.once('error', () => resolve(false));
-    srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    srv.listen(port, host, () => srv.close(() => resolve(true)));
   });
-  if (!free) throw new Error(`cannot start ${what}: 127.0.0.1:${port} is in use by a process this plane did not record (an orphan of an interrupted run?); stop it (e.g. fuser -k ${port}/tcp) and run 'svm dev up' again`);
+  if (!free) throw new Error(`cannot start ${what}: ${host}:${port} is in use by a process this plane did not record (an orphan of an interrupted run?); stop it (e.g. fuser -k ${port}/tcp) and run 'svm dev up' again`);
 }
 
 async function startProcess(binary: string, args: string[], logFile: string, wrap: string[] = []): Promise<number> {
   const fd = fs.openSync(logFile, 'a');
-  fs.writeSync(fd, `\n=== ${new Date().toISOString()} starting ${binary} ${args.join(' ')}\n`);
+  fs.writeSync(fd, `\n=== ${new Date().toISOString()} starting ${[...wrap, binary, ...args].join(' ')}\n`);
   const [cmd, ...rest] = wrap.length > 0 ? [...wrap, binary, ...args] : [binary, ...args];
   const child = spawn(cmd!, rest, { detached: true, stdio: ['ignore', fd, fd] });
   child.unref();
   fs.closeSync(fd);
   const pid = child.pid;
   if (!pid) throw new Error(`could not start ${binary}; see ${logFile}`);
-  // A wrapper (unshare, sh) execs the binary under the same pid: wait for it.
+  // A wrapper (ip netns exec, unshare, sh) execs the binary under the same pid: wait for it.
   const deadline = Date.now() + 10_000;
   while (!isRunning({ pid, binary, log: logFile })) {
     if (Date.now() > deadline || !fs.existsSync(`/proc/${pid}`)) {
@@ -113,12 +182,17 @@ async function startProcess(binary: string, args: string[], logFile: string, wra
   return pid;
 }
 
-function request(url: string, token?: string): Promise<{ status: number; body: string }> {
+/** A GET; https is verified against `ca` (the plane's CA) with the server name `servername`. */
+function request(url: string, opts: { token?: string; ca?: string; servername?: string } = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
     const mod = url.startsWith('https:') ? https : http;
     const req = mod.get(
       url,
-      { headers: token ? { Authorization: `Bearer ${token}` } : {}, rejectUnauthorized: false, timeout: 5000 },
+      {
+        headers: opts.token ? { Authorization: `Bearer ${opts.token}` } : {},
+        ...(opts.ca ? { ca: fs.readFileSync(opts.ca), servername: opts.servername } : {}),
+        timeout: 5000,
+      },
       (res) => {
         let body = '';
         res.setEncoding('utf8');
@@ -131,20 +205,22 @@ function request(url: string, token?: string): Promise<{ status: number; body: s
   });
 }
 
-async function waitFor(
-  what: string,
-  rec: ProcessRecord,
-  ready: () => Promise<boolean>,
-  timeoutMs: number,
-): Promise<void> {
+async function waitFor(what: string, rec: ProcessRecord, ready: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
+  let lastError = '';
   for (;;) {
     if (!isRunning(rec)) {
       throw new Error(`${what} exited during start-up; its log is ${rec.log}:\n${tail(rec.log, 15)}`);
     }
-    if (await ready().catch(() => false)) return;
+    if (
+      await ready().catch((e: unknown) => {
+        lastError = e instanceof Error ? e.message : String(e);
+        return false;
+      })
+    )
+      return;
     if (Date.now() > deadline) {
-      throw new Error(`${what} was not ready after ${timeoutMs / 1000}s; its log is ${rec.log}:\n${tail(rec.log, 15)}`);
+      throw new Error(`${what} was not ready after ${timeoutMs / 1000}s${lastError ? ` (last error: ${lastError})` : ''}; its log is ${rec.log}:\n${tail(rec.log, 15)}`);
     }
     await new Promise((r) => setTimeout(r, 300));
   }
@@ -175,25 +251,41 @@ function ensurePki(dir: string): { saKey: string; tokenFile: string; token: stri
   return { saKey, tokenFile, token };
 }
 
-export function kubeconfigYaml(server: string, token: string, name: string): string {
+/**
+ * A token kubeconfig for `server`, trusting the CA in `caPem` (the plane's
+ * DIR/pki/ca.crt). Without `caPem`, the CA of the plane in SVM_DEV_DIR (or
+ * .svm-dev) is used. Never skips TLS verification.
+ */
+export function kubeconfigYaml(server: string, token: string, name: string, caPem?: string | Buffer): string {
+  let ca = caPem;
+  if (ca === undefined) {
+    const file = path.join(defaultDevDir(), 'pki', 'ca.crt');
+    if (!fs.existsSync(file)) throw new Error(`kubeconfigYaml: no CA given and no plane CA at ${file}; pass the plane's DIR/pki/ca.crt`);
+    ca = fs.readFileSync(file);
+  }
   return YAML.stringify({
     apiVersion: 'v1',
     kind: 'Config',
-    clusters: [{ name, cluster: { server, 'insecure-skip-tls-verify': true } }],
+    clusters: [{ name, cluster: { server, 'certificate-authority-data': Buffer.from(ca).toString('base64') } }],
     users: [{ name: 'svm-admin', user: { token } }],
     contexts: [{ name, context: { cluster: name, user: 'svm-admin' } }],
     'current-context': name,
   });
 }
 
-function apiserverArgs(state: PlaneState, a: ApiserverRecord, pki: { saKey: string; tokenFile: string }): string[] {
-  const base = path.join(state.dir, `apiserver-${a.index}`);
+/** The flags that turn the alpha StorageVersion API on (off is the default of a real cluster). */
+export const STORAGE_VERSION_API_ARGS = ['--feature-gates=StorageVersionAPI=true,APIServerIdentity=true', '--runtime-config=internal.apiserver.k8s.io/v1alpha1=true'];
+
+function apiserverArgs(state: PlaneState, a: ApiserverRecord, pki: { saKey: string; tokenFile: string }, tls: { cert: string; key: string }): string[] {
+  const cluster = state.shape === 'cluster';
+  const etcdHost = cluster ? state.network!.gateway : '127.0.0.1';
   return [
-    `--etcd-servers=http://127.0.0.1:${state.etcd.clientPort}`,
-    '--bind-address=127.0.0.1',
-    '--advertise-address=127.0.0.1',
+    `--etcd-servers=http://${etcdHost}:${state.etcd.clientPort}`,
+    `--bind-address=${a.address}`,
+    `--advertise-address=${a.address}`,
     `--secure-port=${a.port}`,
-    `--cert-dir=${path.join(base, 'certs')}`,
+    `--tls-cert-file=${tls.cert}`,
+    `--tls-private-key-file=${tls.key}`,
     '--service-cluster-ip-range=10.96.0.0/16',
     '--service-account-issuer=https://kubernetes.default.svc',
     `--service-account-key-file=${pki.saKey}`,
@@ -201,10 +293,11 @@ function apiserverArgs(state: PlaneState, a: ApiserverRecord, pki: { saKey: stri
     `--token-auth-file=${pki.tokenFile}`,
     '--authorization-mode=RBAC',
     '--storage-media-type=application/json',
-    '--feature-gates=StorageVersionAPI=true,APIServerIdentity=true',
-    '--runtime-config=internal.apiserver.k8s.io/v1alpha1=true',
-    // Several servers on one IP would fight over the `kubernetes` endpoints.
-    '--endpoint-reconciler-type=none',
+    // Cluster: every server keeps its own lease and so its own entry in the
+    // `kubernetes` EndpointSlice. Loopback: several servers on 127.0.0.1
+    // would fight over (and Kubernetes refuses) loopback endpoints.
+    `--endpoint-reconciler-type=${cluster ? 'lease' : 'none'}`,
+    ...(state.storageVersionApi ? STORAGE_VERSION_API_ARGS : []),
     ...a.extraArgs,
   ];
 }
@@ -212,24 +305,31 @@ function apiserverArgs(state: PlaneState, a: ApiserverRecord, pki: { saKey: stri
 async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, tools: ToolPaths, log: (l: string) => void) {
   const pki = ensurePki(state.dir);
   const base = path.join(state.dir, `apiserver-${a.index}`);
-  fs.mkdirSync(path.join(base, 'certs'), { recursive: true });
-  // Each server gets its own UTS namespace and hostname so that its API server
-  // identity (and so its StorageVersion entries) differ from the others'.
-  const wrap =
-    process.getuid?.() === 0 && fs.existsSync('/usr/bin/unshare')
-      ? ['/usr/bin/unshare', '--uts', '--', '/bin/sh', '-c', 'hostname "$0" && exec "$@"', a.hostname]
-      : [];
-  if (wrap.length === 0 && a.index > 0) {
-    log(`warning: not root, so ${a.hostname} shares the host name of the other API servers and their identity`);
+  fs.mkdirSync(base, { recursive: true });
+  const tls = ensureServingCert(ensureCa(path.join(state.dir, 'pki')), path.join(base, 'tls'), [a.address]);
+  // Each server gets its own UTS namespace and host name so that its API server
+  // identity (and so its lease and StorageVersion entries) differ from the others'.
+  const root = process.getuid?.() === 0;
+  const unshare = commandPath('unshare');
+  const uts = root && unshare ? [unshare, '--uts', '--', '/bin/sh', '-c', 'hostname "$0" && exec "$@"', a.hostname] : [];
+  if (uts.length === 0 && a.index > 0) {
+    log(`warning: not root (or no unshare), so ${a.hostname} shares the host name of the other API servers and their identity`);
   }
-  await assertPortFree(a.port, `kube-apiserver ${a.index}`);
-  a.pid = await startProcess(tools.kubeApiserver, apiserverArgs(state, a, pki), a.log, wrap);
+  let wrap = uts;
+  if (state.shape === 'cluster') {
+    const s = ensureServerNetwork(state.network!, a.index);
+    if (s.netns !== a.netns || s.address !== a.address) throw new Error(`kube-apiserver ${a.index}: its namespace ${s.netns} (${s.address}) is not the recorded ${a.netns} (${a.address})`);
+    wrap = [commandPath('ip')!, 'netns', 'exec', s.netns, ...uts];
+  } else {
+    await assertPortFree(a.port, `kube-apiserver ${a.index}`);
+  }
+  a.pid = await startProcess(tools.kubeApiserver, apiserverArgs(state, a, pki, tls), a.log, wrap);
   a.binary = tools.kubeApiserver;
   writeState(state);
   await waitFor(
-    `kube-apiserver ${a.index} (https://127.0.0.1:${a.port})`,
+    `kube-apiserver ${a.index} (${a.url})`,
     a,
-    async () => (await request(`https://127.0.0.1:${a.port}/readyz`, state.adminToken)).status === 200,
+    async () => (await request(`${a.url}/readyz`, { token: state.adminToken, ca: state.caFile })).status === 200,
     120_000,
   );
 }
@@ -237,9 +337,12 @@ async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, tool
 function writeEnv(state: PlaneState, tools: ToolPaths): string {
   const lines = [
     `SVM_DEV_DIR=${state.dir}`,
+    `SVM_PLANE_SHAPE=${state.shape}`,
     `KUBECONFIG=${path.join(state.dir, 'kubeconfig')}`,
+    `KUBE_CA_FILE=${state.caFile}`,
     ...state.apiservers.map((a) => `KUBECONFIG_APISERVER_${a.index}=${a.kubeconfig}`),
     `APISERVER_COUNT=${state.apiservers.length}`,
+    `APISERVER_URLS=${state.apiservers.map((a) => a.url).join(',')}`,
     `TEMPORAL_ADDRESS=127.0.0.1:${state.temporal.port}`,
     'TEMPORAL_NAMESPACE=default',
     `TEMPORAL_UI_URL=http://127.0.0.1:${state.temporal.uiPort}`,
@@ -272,6 +375,79 @@ async function temporalReady(port: number, uiPort: number): Promise<boolean> {
 }
 
 /**
+ * Which shape this machine allows: the cluster shape needs root, `ip` and
+ * haproxy. As root, a missing haproxy is installed from Debian first
+ * (scripts/ensure-plane-packages.sh).
+ */
+export function decideShape(opts: { loopback?: boolean }, log: (l: string) => void): { shape: PlaneShape; reason: string } {
+  if (opts.loopback) return { shape: 'loopback', reason: 'the loopback shape was asked for (--loopback)' };
+  if (process.getuid?.() !== 0) return { shape: 'loopback', reason: 'not root: network namespaces, veth links and a bridge need root' };
+  if (!commandPath('ip')) return { shape: 'loopback', reason: "iproute2's `ip` is missing (apt-get install iproute2)" };
+  if (!haproxyPath()) {
+    log("haproxy is missing: installing Debian's (scripts/ensure-plane-packages.sh)");
+    const r = spawnSync('bash', [path.join(repoRoot, 'scripts', 'ensure-plane-packages.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
+    if (r.status !== 0 || !haproxyPath()) return { shape: 'loopback', reason: 'haproxy is missing and could not be installed (bash scripts/ensure-plane-packages.sh)' };
+  }
+  return { shape: 'cluster', reason: 'root with ip and haproxy: each API server in its own network namespace behind haproxy' };
+}
+
+function anyRunning(state: PlaneState): boolean {
+  return isRunning(state.etcd) || isRunning(state.temporal) || isRunning(state.loadBalancer) || state.apiservers.some((a) => isRunning(a));
+}
+
+/** Gives every server its address, port, namespace and URL for the plane's shape. */
+async function placeApiservers(state: PlaneState): Promise<void> {
+  for (const a of state.apiservers) {
+    if (state.shape === 'cluster') {
+      const s = serverNetwork(state.network!, a.index);
+      a.address = s.address;
+      a.port = CLUSTER_SECURE_PORT;
+      a.netns = s.netns;
+      a.hostVeth = s.hostVeth;
+    } else {
+      if (a.address !== '127.0.0.1' || a.port === CLUSTER_SECURE_PORT || !a.port) a.port = await freePort();
+      a.address = '127.0.0.1';
+      delete a.netns;
+      delete a.hostVeth;
+    }
+    a.url = `https://${a.address}:${a.port}`;
+  }
+}
+
+async function ensureLoadBalancer(state: PlaneState, log: (l: string) => void): Promise<void> {
+  const haproxy = haproxyPath();
+  if (!haproxy) throw new Error("haproxy is missing: run 'bash scripts/ensure-plane-packages.sh' (or 'svm dev down' and up again for the loopback shape)");
+  const lb: LoadBalancerRecord = state.loadBalancer ?? { pid: 0, binary: haproxy, log: path.join(state.dir, 'haproxy.log'), port: await freePort(), config: path.join(state.dir, 'haproxy.cfg') };
+  state.loadBalancer = lb;
+  const text = haproxyConfig({
+    port: lb.port,
+    caFile: state.caFile,
+    servers: state.apiservers.map((a) => ({ name: `apiserver-${a.index}`, address: a.address, port: a.port })),
+  });
+  const same = fs.existsSync(lb.config) && fs.readFileSync(lb.config, 'utf8') === text;
+  if (isRunning(lb) && same) return;
+  fs.writeFileSync(lb.config, text);
+  if (isRunning(lb)) {
+    log('restarting haproxy: its backends changed');
+    await stopProcess(lb);
+  }
+  const check = spawnSync(haproxy, ['-c', '-q', '-f', lb.config], { encoding: 'utf8' });
+  if (check.status !== 0) throw new Error(`haproxy refuses ${lb.config}: ${check.stderr || check.stdout}`);
+  log(`starting haproxy on 127.0.0.1:${lb.port} in front of ${state.apiservers.map((a) => `${a.address}:${a.port}`).join(', ')}`);
+  await assertPortFree(lb.port, 'haproxy');
+  lb.binary = haproxy;
+  // -db: the foreground, one process, whose pid is the one recorded.
+  lb.pid = await startProcess(haproxy, ['-db', '-f', lb.config], lb.log);
+  writeState(state);
+  await waitFor(
+    `haproxy (https://127.0.0.1:${lb.port})`,
+    lb,
+    async () => (await request(`https://127.0.0.1:${lb.port}/readyz`, { token: state.adminToken, ca: state.caFile })).status === 200,
+    30_000,
+  );
+}
+
+/**
  * Starts whatever of the plane is not running, waits until every server is
  * ready, writes DIR/env and returns its text.
  */
@@ -281,20 +457,40 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   fs.mkdirSync(dir, { recursive: true });
   const tools = ensureTools(log);
   const pki = ensurePki(dir);
+  const ca = ensureCa(path.join(dir, 'pki'));
   const count = opts.apiservers ?? readState(dir)?.apiservers.length ?? 2;
   if (!Number.isInteger(count) || count < 1 || count > 5) throw new Error(`--apiservers must be 1..5, got ${count}`);
 
   const prev = readState(dir);
+  const running = prev !== undefined && anyRunning(prev);
+  let shape: PlaneShape;
+  let shapeReason: string;
+  if (running) {
+    ({ shape, shapeReason } = prev);
+    if (opts.loopback && shape === 'cluster') throw new Error(`the plane in ${dir} is up in the cluster shape; 'svm dev down --dir ${dir}' first to bring it up as loopback`);
+  } else {
+    ({ shape, reason: shapeReason } = decideShape(opts, log));
+  }
   const state: PlaneState = prev ?? {
     dir,
     adminToken: pki.token,
+    shape,
+    shapeReason,
+    storageVersionApi: false,
+    caFile: ca.cert,
+    apiUrl: '',
     etcd: { pid: 0, binary: tools.etcd, log: path.join(dir, 'etcd.log'), clientPort: await freePort(), peerPort: await freePort() },
     apiservers: [],
     temporal: { pid: 0, binary: tools.temporal, log: path.join(dir, 'temporal.log'), port: await freePort(), uiPort: await freePort(), extraArgs: [] },
   };
   state.dir = dir;
   state.adminToken = pki.token;
+  state.caFile = ca.cert;
+  state.shape = shape;
+  state.shapeReason = shapeReason;
   if (opts.temporalArgs) state.temporal.extraArgs = opts.temporalArgs;
+  const svChanged = opts.storageVersionApi !== undefined && opts.storageVersionApi !== state.storageVersionApi;
+  if (opts.storageVersionApi !== undefined) state.storageVersionApi = opts.storageVersionApi;
   for (let i = state.apiservers.length; i < count; i++) {
     const base = path.join(dir, `apiserver-${i}`);
     fs.mkdirSync(base, { recursive: true });
@@ -302,19 +498,36 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
       index: i,
       pid: 0,
       binary: tools.kubeApiserver,
-      port: await freePort(),
+      address: '',
+      port: 0,
+      url: '',
       hostname: `svm-apiserver-${i}`,
       log: path.join(base, 'kube-apiserver.log'),
       kubeconfig: path.join(base, 'kubeconfig'),
       extraArgs: [],
     });
   }
+  if (shape === 'cluster') {
+    if (state.network) ensureBridge(state.network);
+    else state.network = allocateNetwork();
+    writeState(state); // the bridge is claimed: `down` must find it even if `up` fails from here
+  } else {
+    delete state.network;
+    delete state.loadBalancer;
+  }
+  await placeApiservers(state);
   writeState(state);
+  log(
+    shape === 'cluster'
+      ? `plane shape: cluster (${shapeReason}); bridge ${state.network!.bridge} ${state.network!.gateway}/24, StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}`
+      : `plane shape: loopback, NOT like a cluster (${shapeReason}): servers on 127.0.0.1 with their own ports, no 'kubernetes' endpoints, no load balancer; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}`,
+  );
 
   if (!isRunning(state.etcd)) {
-    log(`starting etcd on 127.0.0.1:${state.etcd.clientPort}`);
-    await assertPortFree(state.etcd.clientPort, 'etcd');
     const e = state.etcd;
+    const hosts = shape === 'cluster' ? ['127.0.0.1', state.network!.gateway] : ['127.0.0.1'];
+    log(`starting etcd on ${hosts.map((h) => `${h}:${e.clientPort}`).join(' and ')}`);
+    await assertPortFree(e.clientPort, 'etcd');
     const peer = `http://127.0.0.1:${e.peerPort}`;
     const client = `http://127.0.0.1:${e.clientPort}`;
     e.binary = tools.etcd;
@@ -323,7 +536,7 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
       [
         '--name=svm',
         `--data-dir=${path.join(dir, 'etcd-data')}`,
-        `--listen-client-urls=${client}`,
+        `--listen-client-urls=${hosts.map((h) => `http://${h}:${e.clientPort}`).join(',')}`,
         `--advertise-client-urls=${client}`,
         `--listen-peer-urls=${peer}`,
         `--initial-advertise-peer-urls=${peer}`,
@@ -361,14 +574,26 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     writeState(state);
   }
 
+  const caPem = fs.readFileSync(state.caFile);
   for (const a of state.apiservers) {
-    fs.writeFileSync(a.kubeconfig, kubeconfigYaml(`https://127.0.0.1:${a.port}`, state.adminToken, `svm-apiserver-${a.index}`));
+    fs.writeFileSync(a.kubeconfig, kubeconfigYaml(a.url, state.adminToken, `svm-apiserver-${a.index}`, caPem), { mode: 0o600 });
+    if (isRunning(a) && svChanged) {
+      log(`restarting kube-apiserver ${a.index} with the StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}`);
+      await stopProcess(a);
+    }
     if (!isRunning(a)) {
-      log(`starting kube-apiserver ${a.index} on 127.0.0.1:${a.port} as ${a.hostname}`);
+      log(`starting kube-apiserver ${a.index} on ${a.address}:${a.port}${a.netns ? ` in netns ${a.netns}` : ''} as ${a.hostname}`);
       await startApiserverProcess(state, a, tools, log);
     }
   }
-  fs.copyFileSync(state.apiservers[0]!.kubeconfig, path.join(dir, 'kubeconfig'));
+
+  if (shape === 'cluster') {
+    await ensureLoadBalancer(state, log);
+    state.apiUrl = `https://127.0.0.1:${state.loadBalancer!.port}`;
+  } else {
+    state.apiUrl = state.apiservers[0]!.url;
+  }
+  fs.writeFileSync(path.join(dir, 'kubeconfig'), kubeconfigYaml(state.apiUrl, state.adminToken, shape === 'cluster' ? 'svm-dev' : 'svm-apiserver-0', caPem), { mode: 0o600 });
 
   await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
   writeState(state);
@@ -395,13 +620,15 @@ async function stopProcess(rec: ProcessRecord, graceMs = 10_000): Promise<void> 
   while (isRunning(rec)) await new Promise((r) => setTimeout(r, 50));
 }
 
-/** Stops exactly what `up` started, by recorded pid. */
+/** Stops exactly what `up` started, by recorded pid, and removes the plane's namespaces, veths and bridge. */
 export async function down(dirArg: string, log: (l: string) => void = (l) => process.stderr.write(l + '\n')): Promise<void> {
   const state = readState(path.resolve(dirArg));
   if (!state) {
     log(`nothing to stop: no ${stateFile(path.resolve(dirArg))}`);
     return;
   }
+  if (isRunning(state.loadBalancer)) log(`stopping haproxy (pid ${state.loadBalancer!.pid})`);
+  if (state.loadBalancer) await stopProcess(state.loadBalancer);
   for (const a of state.apiservers) {
     if (isRunning(a)) log(`stopping kube-apiserver ${a.index} (pid ${a.pid})`);
     await stopProcess(a);
@@ -410,6 +637,13 @@ export async function down(dirArg: string, log: (l: string) => void = (l) => pro
   await stopProcess(state.temporal);
   if (isRunning(state.etcd)) log(`stopping etcd (pid ${state.etcd.pid})`);
   await stopProcess(state.etcd);
+  if (state.network) {
+    const removed = removeNetwork(state.network);
+    if (removed.length > 0) log(`removed ${removed.join(', ')}`);
+    // The next `up` claims a K afresh: another plane may have taken this one meanwhile.
+    delete state.network;
+    writeState(state);
+  }
 }
 
 function mustState(dir: string): PlaneState {
@@ -424,7 +658,7 @@ function apiserverRecord(state: PlaneState, index: number): ApiserverRecord {
   return a;
 }
 
-/** Stops one API server (gracefully, or with SIGKILL when `kill` is set). */
+/** Stops one API server (gracefully, or with SIGKILL when `kill` is set). Its namespace stays. */
 export async function stopApiserver(dir: string, index: number, opts: { kill?: boolean } = {}): Promise<void> {
   const state = mustState(dir);
   await stopProcess(apiserverRecord(state, index), opts.kill ? 0 : 10_000);
@@ -433,7 +667,8 @@ export async function stopApiserver(dir: string, index: number, opts: { kill?: b
 /**
  * Restarts one API server, optionally with different extra flags (a rolling
  * upgrade step: e.g. ['--min-compatibility-version=1.33']). Pass undefined to
- * keep its current flags.
+ * keep its current flags. It comes back in the same namespace, on the same
+ * address; haproxy routes to it again once its /readyz answers.
  */
 export async function restartApiserver(
   dir: string,
@@ -448,6 +683,25 @@ export async function restartApiserver(
   log(`restarting kube-apiserver ${index} with extra flags [${a.extraArgs.join(' ')}]`);
   await startApiserverProcess(state, a, ensureTools(log), log);
   return a;
+}
+
+/**
+ * Turns the alpha StorageVersion API on or off on a running plane: records the
+ * mode and restarts every API server with or without it, one after the other
+ * (each keeps its extra flags). Instant when the plane is already in that mode.
+ */
+export async function setStorageVersionApi(dir: string, on: boolean, log: (l: string) => void = (l) => process.stderr.write(l + '\n')): Promise<PlaneState> {
+  const state = mustState(dir);
+  if (state.storageVersionApi === on && state.apiservers.every((a) => isRunning(a))) return state;
+  state.storageVersionApi = on;
+  writeState(state);
+  const tools = ensureTools(log);
+  for (const a of state.apiservers) {
+    log(`restarting kube-apiserver ${a.index} with the StorageVersion API ${on ? 'on' : 'off'}`);
+    await stopProcess(a);
+    await startApiserverProcess(state, a, tools, log);
+  }
+  return state;
 }
 
 /** Stops and starts the Temporal dev server, keeping its SQLite file. */

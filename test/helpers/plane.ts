@@ -3,23 +3,39 @@
  * brings the local control plane up once per run and exports SVM_DEV_DIR; a
  * test file run on its own brings one up in .svm-dev (and leaves it running
  * for the next run, like `svm dev up`).
+ *
+ * The worker sees the plane as a Pod sees a cluster: one API address (the
+ * load balancer) and nothing else; it finds each server itself. Tests that
+ * must reach one particular server use kubeOf(i).
  */
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { readEnv, readState, up, type PlaneState } from '../../src/dev/plane';
+import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type PlaneState } from '../../src/dev/plane';
 import { KubeClient } from '../../src/kube/client';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
 
 export interface TestPlane {
   dir: string;
   env: Record<string, string>;
-  state: PlaneState;
+  /** The plane's state.json, read afresh on every access (a mode switch or restart changes it). */
+  readonly state: PlaneState;
+  /** 'cluster' (namespaces, EndpointSlice, load balancer) or 'loopback' (the fallback). */
+  readonly shape: PlaneShape;
+  /** The API servers' own addresses (198.18.K.x in the cluster shape, 127.0.0.1 in the loopback one), by index. */
+  readonly apiserverAddresses: string[];
+  /** Their URLs (https://address:port), by index. */
+  readonly apiserverUrls: string[];
+  /** Whether the alpha StorageVersion API is served right now. */
+  readonly storageVersionApi: boolean;
+  /** Turns the StorageVersion API on or off (restarts every API server; instant when already so). */
+  setStorageVersionApi(on: boolean): Promise<void>;
+  /** The client of the worker's view: the one load-balanced address (DIR/kubeconfig). */
   kube: KubeClient;
-  /** A kube client per API server. */
+  /** A kube client for one particular API server. */
   kubeOf(index: number): KubeClient;
   etcd: string;
   temporal: { client: Client; connection: Connection; address: string };
-  /** Worker settings for this plane on a fresh task queue. */
+  /** Worker settings for this plane on a fresh task queue, configured as deploy/deployment.yaml does. */
   workerSettings(taskQueue: string, overrides?: Partial<WorkerSettings>): WorkerSettings;
   close(): Promise<void>;
 }
@@ -28,7 +44,7 @@ export async function testPlane(): Promise<TestPlane> {
   const dir = path.resolve(process.env.SVM_DEV_DIR || '.svm-dev');
   await up({ dir, log: () => undefined }); // idempotent: instant when it is running
   const env = readEnv(dir);
-  const state = readState(dir)!;
+  const state = (): PlaneState => readState(dir)!;
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG);
   const clients: KubeClient[] = [];
   const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS! });
@@ -36,7 +52,24 @@ export async function testPlane(): Promise<TestPlane> {
   return {
     dir,
     env,
-    state,
+    get state() {
+      return state();
+    },
+    get shape() {
+      return state().shape;
+    },
+    get apiserverAddresses() {
+      return state().apiservers.map((a) => a.address);
+    },
+    get apiserverUrls() {
+      return state().apiservers.map((a) => a.url);
+    },
+    get storageVersionApi() {
+      return state().storageVersionApi;
+    },
+    async setStorageVersionApi(on: boolean) {
+      await setStorageVersionApi(dir, on, () => undefined);
+    },
     kube,
     kubeOf(index: number) {
       const k = KubeClient.fromKubeconfig(env[`KUBECONFIG_APISERVER_${index}`]);
@@ -46,8 +79,8 @@ export async function testPlane(): Promise<TestPlane> {
     etcd: env.ETCD_ENDPOINTS!,
     temporal: { client, connection, address: env.TEMPORAL_ADDRESS! },
     workerSettings(taskQueue, overrides = {}) {
-      const perServer = state.apiservers.map((a) => env[`KUBECONFIG_APISERVER_${a.index}`]).join(',');
-      const base = loadWorkerSettings({ TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, KUBECONFIG: env.KUBECONFIG, TEMPORAL_TASK_QUEUE: taskQueue, SVM_BRIDGE: 'false', SVM_QPS: '0', SVM_APISERVER_KUBECONFIGS: perServer });
+      // As deploy/deployment.yaml: the API through one address, nothing per server.
+      const base = loadWorkerSettings({ TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, KUBECONFIG: env.KUBECONFIG, TEMPORAL_TASK_QUEUE: taskQueue, SVM_BRIDGE: 'false', SVM_QPS: '0' });
       return { ...base, ...overrides, temporal: { ...base.temporal, ...overrides.temporal } };
     },
     async close() {
