@@ -64,7 +64,8 @@ void test('classifyResponse: every status code maps to its kind', () => {
     assert.equal(e.name, 'KubeError');
     assert.equal(e.kind, kind, `HTTP ${status}`);
     assert.equal(e.status, status, `HTTP ${status} keeps its status`);
-    assert.equal(e.message, `message for ${status}`, `HTTP ${status} carries the Status message`);
+    assert.ok(e.message.startsWith(`HTTP ${status}`), `HTTP ${status} leads the message: ${e.message}`);
+    assert.ok(!e.message.includes('message for'), `HTTP ${status} never quotes the Status message: ${e.message}`);
   }
 });
 
@@ -102,7 +103,7 @@ void test('classifyResponse: a 410 whose Status has metadata.continue gives cont
   assert.equal(e.kind, 'gone');
   assert.equal(e.status, 410);
   assert.equal(e.continueToken, token);
-  assert.equal(e.message, 'The provided continue parameter is too old to display a consistent list result.');
+  assert.equal(e.message, 'HTTP 410 Expired');
 });
 
 void test('classifyResponse: a 410 without (or with an empty) continue token has none', () => {
@@ -154,7 +155,8 @@ void test('classifyResponse: an admission webhook denial is webhookDenied whatev
     const e = classifyResponse(status, statusBody(status, 'Forbidden', message));
     assert.equal(e.kind, 'webhookDenied', `HTTP ${status}`);
     assert.equal(e.status, status);
-    assert.equal(e.message, message);
+    assert.equal(e.message, `HTTP ${status} Forbidden: admission webhook "deny.svm.test" denied the request`);
+    assert.equal(e.info.webhook, 'deny.svm.test');
     assert.equal(isPerObjectFailure(e.kind), true);
     assert.equal(isRetryable(e.kind), false);
   }
@@ -172,51 +174,32 @@ void test('classifyResponse: a webhook that cannot be called is not a denial', (
   assert.equal(isRetryable(e.kind), true);
 });
 
-// --- message capping and non-JSON bodies ----------------------------------------------------
+// --- non-Status bodies ------------------------------------------------------------------------
 
-void test('classifyResponse: a long Status message is capped at 300 characters plus an ellipsis', () => {
-  const long = 'x'.repeat(1000);
-  const e = classifyResponse(422, statusBody(422, 'Invalid', long));
-  assert.equal(e.kind, 'invalid');
-  assert.equal(e.message, 'x'.repeat(300) + '…');
-  assert.equal(e.message.length, 301);
-});
-
-void test('classifyResponse: a message of exactly 300 characters is not cut', () => {
-  const m = 'y'.repeat(300);
-  assert.equal(classifyResponse(400, statusBody(400, 'BadRequest', m)).message, m);
-  const m301 = 'z'.repeat(301);
-  assert.equal(classifyResponse(400, statusBody(400, 'BadRequest', m301)).message, 'z'.repeat(300) + '…');
-});
-
-void test('classifyResponse: a webhook denial is detected even when its message is longer than the cap', () => {
-  const message = 'admission webhook "deny.svm.test" denied the request: ' + 'r'.repeat(500);
-  const e = classifyResponse(422, statusBody(422, 'Invalid', message));
-  assert.equal(e.kind, 'webhookDenied');
-  assert.ok(e.message.length <= 301);
-  assert.ok(e.message.startsWith('admission webhook "deny.svm.test" denied the request: '));
-});
-
-void test('classifyResponse: a non-JSON body becomes the message, trimmed and capped at 300 characters', () => {
+void test('classifyResponse: a non-JSON body is never quoted', () => {
   const e = classifyResponse(502, '  <html><body>Bad Gateway</body></html>\n');
   assert.equal(e.kind, 'unavailable');
-  assert.equal(e.message, '<html><body>Bad Gateway</body></html>');
+  assert.equal(e.message, 'HTTP 502 BadGateway: the response is not a Kubernetes Status');
   const long = classifyResponse(500, 'E'.repeat(2000));
-  assert.ok(long.message.length <= 301, `capped, got ${long.message.length}`);
-  assert.ok(long.message.startsWith('E'.repeat(300)));
+  assert.equal(long.message, 'HTTP 500 InternalError: the response is not a Kubernetes Status');
 });
 
-void test('classifyResponse: an empty or blank body gives "HTTP <status>"', () => {
-  assert.equal(classifyResponse(404, '').message, 'HTTP 404');
-  assert.equal(classifyResponse(503, '   \n').message, 'HTTP 503');
+void test('classifyResponse: an empty or blank body gives "HTTP <status> <name>"', () => {
+  assert.equal(classifyResponse(404, '').message, 'HTTP 404 NotFound');
+  assert.equal(classifyResponse(503, '   \n').message, 'HTTP 503 ServiceUnavailable');
   assert.equal(classifyResponse(404, '').kind, 'notFound');
+  assert.equal(classifyResponse(418, '').message, 'HTTP 418');
 });
 
-void test('classifyResponse: JSON without a message falls back to the body text', () => {
-  const body = '{"kind":"Status","code":409}';
-  const e = classifyResponse(409, body);
+void test('classifyResponse: a Status without a message gives its code and reason', () => {
+  const e = classifyResponse(409, '{"kind":"Status","code":409}');
   assert.equal(e.kind, 'conflict');
-  assert.equal(e.message, body);
+  assert.equal(e.message, 'HTTP 409 Conflict');
+});
+
+void test('classifyResponse: 429 says how long to wait, never what the server said', () => {
+  const e = classifyResponse(429, statusBody(429, 'TooManyRequests', 'storage is (re)initializing'), '3');
+  assert.equal(e.message, 'HTTP 429 TooManyRequests (retry after 3s)');
 });
 
 // --- transport errors ---------------------------------------------------------------------

@@ -7,12 +7,19 @@
  * Error policy, per object (rule 2 and 5 of DESIGN.md):
  *   2xx            migrated (rewritten when its resourceVersion changed)
  *   409            changed after the list, so already current: counted, never retried
- *   404            deleted after the list: counted, skipped
+ *   404 of it      deleted after the list (the Status names this object of this
+ *                  resource): counted as notFound, skipped
+ *   other 404      the resource itself is not served (a version no longer served,
+ *                  a CRD changed or deleted): the chunk stops, non-retryable
+ *                  'ResourceGone', nothing counted as notFound; so does a 404 on the list
  *   429/5xx/timeout/reset   retried with backoff (Retry-After pauses the shared budget), bounded
  *   403/422/400/webhook denial   a per-object failure with its reason; the rest goes on
  *   anything else  the migration cannot go on: a non-retryable failure with the reason
  * A 410 on the continue token resumes from the inconsistent token in the error
  * body, and restarts the list only when there is none.
+ *
+ * Reasons recorded per object and failure messages are KubeError messages,
+ * which never quote a response body (src/kube/errors.ts, rule 4).
  *
  * A crash mid-chunk loses nothing: heartbeats carry the counters and the
  * index below which every object is done, and the retry resumes there.
@@ -62,6 +69,25 @@ const MAX_OBJECT_ATTEMPTS = 8;
 
 const keyOf = (o: ListedObject) => `${o.namespace ?? ''}/${o.name}`;
 
+/** The failure type of a chunk whose resource is not served (any more): the workflow starts the pass over. */
+export const RESOURCE_GONE = 'ResourceGone';
+
+/**
+ * A 404 on the PUT of obj means "this object is deleted" only when the Status
+ * says so: details.name is the object's name and details.group/kind are this
+ * resource (the API server puts the resource's plural in `kind`). A 404
+ * without them ("the server could not find the requested resource") is the
+ * resource itself gone.
+ */
+export function isObjectNotFound(e: KubeError, resource: Pick<ResourceRef, 'group' | 'resource' | 'kind'>, obj: Pick<ListedObject, 'name'>): boolean {
+  if (e.kind !== 'notFound' || e.info.resourceNotServed) return false;
+  const d = e.info.details;
+  if (!d || d.name !== obj.name) return false;
+  if ((d.group ?? '') !== resource.group) return false;
+  const kind = (d.kind ?? '').toLowerCase();
+  return kind === resource.resource.toLowerCase() || kind === resource.kind.toLowerCase();
+}
+
 export interface ChunkDeps {
   kube: KubeClient;
   /** The worker-wide load budget shared by all migrations. */
@@ -99,7 +125,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         }
         continue;
       }
-      throw toFailure(err, `listing ${name}`);
+      throw toFailure(err, `listing ${name}`, resource);
     }
   }
 
@@ -140,13 +166,14 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         deps.observe?.(name, 'migrated', seconds(), rv !== obj.resourceVersion);
         return;
       } catch (err) {
-        const e = err instanceof KubeError ? err : new KubeError('other', String(err));
+        const e = err instanceof KubeError ? err : new KubeError('other', err instanceof Error ? `${err.name}: ${err.message}` : String(err));
         if (e.kind === 'conflict') {
           hb.counters.conflicts++;
           deps.observe?.(name, 'conflict', seconds(), false);
           return;
         }
         if (e.kind === 'notFound') {
+          if (!isObjectNotFound(e, resource, obj)) throw e; // the resource is gone: toFailure makes it ResourceGone
           hb.counters.notFound++;
           deps.observe?.(name, 'notFound', seconds(), false);
           return;
@@ -154,7 +181,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         if (isPerObjectFailure(e.kind)) {
           hb.counters.failed++;
           deps.observe?.(name, 'failed', seconds(), false);
-          if (hb.failures.length < MAX_FAILURES_KEPT) hb.failures.push({ namespace: obj.namespace, name: obj.name, reason: `${e.status ?? ''} ${e.message}`.trim() });
+          if (hb.failures.length < MAX_FAILURES_KEPT) hb.failures.push({ namespace: obj.namespace, name: obj.name, reason: e.message });
           return;
         }
         if (isRetryable(e.kind) && attempt < MAX_OBJECT_ATTEMPTS) {
@@ -196,18 +223,26 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     // What was done before the cancel still counts: it travels in the failure's details.
     throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${page.items.length} objects`, [{ ...result, continueToken: undefined }]);
   }
-  if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`);
+  if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`, resource);
   return result;
 }
 
 /**
  * Transient errors stay retryable (the activity's bounded retry policy takes
- * over, resuming from the heartbeat); the rest fail the migration at once with
- * a clear reason.
+ * over, resuming from the heartbeat); a 404 that reaches here (on the list, or
+ * not naming the object) is the resource gone; the rest fail the migration at
+ * once with a clear reason.
  */
-function toFailure(err: unknown, doing: string): Error {
+function toFailure(err: unknown, doing: string, resource: ResourceRef): Error {
   if (err instanceof KubeError) {
-    const message = `${doing}: ${err.status ? `HTTP ${err.status} ` : ''}${err.message}`;
+    if (err.kind === 'notFound') {
+      return ApplicationFailure.create({
+        type: RESOURCE_GONE,
+        nonRetryable: true,
+        message: `${doing}: ${groupResourceString(resource)} version ${resource.version} is not served (${err.message})`,
+      });
+    }
+    const message = `${doing}: ${err.message}`;
     if (isRetryable(err.kind)) return ApplicationFailure.retryable(message, `Kube${err.kind}`);
     return ApplicationFailure.nonRetryable(message, `Kube${err.kind}`);
   }

@@ -56,6 +56,19 @@ export interface DiscoveredResource extends APIResource {
 
 const MAX_THROTTLED_READS = 10;
 
+/**
+ * JSON.parse whose failure says nothing of the text: V8's SyntaxError quotes
+ * the input ("Unexpected token …, \"<text>\" is not valid JSON"), and the
+ * text may be a Secret (DESIGN.md rule 4).
+ */
+function parseJson<T>(text: string, what: string): T {
+  try {
+    return JSON.parse(text) as T;
+  } catch {
+    throw new KubeError('other', `${what}: the response is not valid JSON (${text.length} bytes)`);
+  }
+}
+
 export class KubeClient {
   readonly server: string;
   private readonly agent: http.Agent;
@@ -128,7 +141,7 @@ export class KubeClient {
   }
 
   async getJson<T = unknown>(path: string, query?: RequestOptions['query']): Promise<T> {
-    return JSON.parse((await this.request('GET', path, { query })).body) as T;
+    return parseJson<T>((await this.request('GET', path, { query })).body, `GET ${path}`);
   }
 
   // ---------------------------------------------------------------- discovery
@@ -178,10 +191,10 @@ export class KubeClient {
       query: { limit: opts.limit, continue: opts.continueToken },
       timeoutMs: opts.timeoutMs ?? 120_000,
     });
-    const parsed = JSON.parse(res.body) as {
+    const parsed = parseJson<{
       metadata?: { continue?: string; remainingItemCount?: number; resourceVersion?: string };
       items?: Array<{ apiVersion?: string; kind?: string; metadata: { name: string; namespace?: string; resourceVersion: string } }>;
-    };
+    }>(res.body, `list of ${ref.resource}`);
     const parsedItems = parsed.items ?? [];
     const rawItems = rawListItems(res.body);
     if (rawItems.length !== parsedItems.length) {
@@ -208,7 +221,7 @@ export class KubeClient {
    */
   async noopUpdate(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
     const res = await this.request('PUT', objectPath(ref, obj.name, obj.namespace), { body: obj.raw, timeoutMs });
-    const out = JSON.parse(res.body) as { metadata?: { resourceVersion?: string } };
+    const out = parseJson<{ metadata?: { resourceVersion?: string } }>(res.body, `update of ${ref.resource}`);
     return out.metadata?.resourceVersion ?? '';
   }
 

@@ -1,6 +1,41 @@
 /**
  * The one error classifier of the project: every Kubernetes response or
  * transport error becomes a KubeError with a kind that decides the policy.
+ *
+ * What a KubeError's message may say (DESIGN.md rule 4, issue item 7)
+ * ------------------------------------------------------------------
+ * The message reaches StorageVersionMigration status, workflow history,
+ * logs and the Temporal UI, all read by people who must not read Secrets.
+ * A response body can quote an object's content: a 422 quotes the invalid
+ * value, a ValidatingAdmissionPolicy's messageExpression and a webhook's
+ * message can say anything. So the rule is:
+ *
+ *   Free text is never copied from a response body. The message is composed
+ *   here, from the HTTP code and these parts only:
+ *   - the Status reason, if it is one of metav1's StatusReason constants
+ *     (otherwise the standard name of the HTTP code);
+ *   - for an invalid object (a Status made by the API server, not by a
+ *     webhook): details.causes[].field and causes[].reason, each only if it
+ *     has the shape of a field path / a cause type, at most MAX_CAUSES;
+ *   - for an admission webhook denial: the webhook's name, read from the API
+ *     server's own fixed prefix at the start of the message
+ *     (`admission webhook "<name>" denied the request`); the webhook's
+ *     message, reason and details are ignored (the webhook writes them all);
+ *   - for a ValidatingAdmissionPolicy denial: the policy and binding names,
+ *     read from the server's fixed prefix; never the policy's message;
+ *   - for an RBAC refusal: "(RBAC)" and the verb refused;
+ *   - for resource-level errors (the resource itself not served, 5xx, 429,
+ *     410, non-Status bodies): fixed phrases of this file, chosen by
+ *     recognising the server's fixed texts (by equality or an anchored
+ *     prefix), plus the Retry-After seconds;
+ *   - names are matched with a DNS-name pattern, so even a crafted message
+ *     can yield nothing but such a name.
+ *   Transport errors (no response) keep Node's error code and message: they
+ *   are made from the socket, never from a body.
+ *
+ * Structured parts a caller needs to decide (details.name/group/kind of a
+ * 404, the 410 continue token) travel in fields of the KubeError, never in
+ * its message.
  */
 
 export type KubeErrorKind =
@@ -19,6 +54,24 @@ export type KubeErrorKind =
   | 'methodNotAllowed' // 405
   | 'other';
 
+/** metav1.StatusDetails as the API server fills it (name, group, and the resource in `kind`). Never from a webhook. */
+export interface StatusDetails {
+  name?: string;
+  group?: string;
+  /** The resource (plural) for API server errors such as NotFound, e.g. "secrets". */
+  kind?: string;
+}
+
+export interface KubeErrorInfo {
+  /** The Status reason, only if it is a metav1 StatusReason constant. */
+  reason?: string;
+  details?: StatusDetails;
+  /** A 404 whose Status is the server's "the server could not find the requested resource": the path is not served at all. */
+  resourceNotServed?: boolean;
+  /** For webhookDenied: the webhook's name. */
+  webhook?: string;
+}
+
 export class KubeError extends Error {
   constructor(
     readonly kind: KubeErrorKind,
@@ -27,6 +80,7 @@ export class KubeError extends Error {
     readonly retryAfterSeconds?: number,
     /** For 410 on a list: the inconsistent continue token from the error body. */
     readonly continueToken?: string,
+    readonly info: KubeErrorInfo = {},
   ) {
     super(message);
     this.name = 'KubeError';
@@ -43,53 +97,171 @@ export function isPerObjectFailure(kind: KubeErrorKind): boolean {
   return kind === 'forbidden' || kind === 'invalid' || kind === 'badRequest' || kind === 'webhookDenied';
 }
 
-const MAX_MESSAGE = 300;
+/** metav1.StatusReason constants: a reason outside this set is free text and is dropped. */
+const STATUS_REASONS = new Set([
+  'Unauthorized',
+  'Forbidden',
+  'NotFound',
+  'AlreadyExists',
+  'Conflict',
+  'Gone',
+  'Invalid',
+  'ServerTimeout',
+  'StoreReadError',
+  'Timeout',
+  'TooManyRequests',
+  'BadRequest',
+  'MethodNotAllowed',
+  'NotAcceptable',
+  'RequestEntityTooLarge',
+  'UnsupportedMediaType',
+  'InternalError',
+  'Expired',
+  'ServiceUnavailable',
+]);
 
-function statusMessage(body: string): { message?: string; reason?: string; continueToken?: string } {
+/** The reason the API server would give for a code, when the Status has none we may keep. */
+const CODE_NAMES: Record<number, string> = {
+  400: 'BadRequest',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'NotFound',
+  405: 'MethodNotAllowed',
+  406: 'NotAcceptable',
+  409: 'Conflict',
+  410: 'Gone',
+  413: 'RequestEntityTooLarge',
+  415: 'UnsupportedMediaType',
+  422: 'Invalid',
+  429: 'TooManyRequests',
+  500: 'InternalError',
+  502: 'BadGateway',
+  503: 'ServiceUnavailable',
+  504: 'Timeout',
+};
+
+const MAX_CAUSES = 5;
+/** A DNS subdomain (webhook, policy and binding names). */
+const DNS_NAME = '[a-z0-9](?:[-a-z0-9.]{0,251}[a-z0-9])?';
+/** A field path such as data.password, spec.items[2].name, metadata.labels[app.kubernetes.io/name]. */
+const FIELD_PATH = /^[A-Za-z0-9_.\-/[\]:@~]{1,128}$/;
+const CAUSE_TYPE = /^[A-Za-z]{1,64}$/;
+
+const WEBHOOK_DENIAL = new RegExp(`^admission webhook "(${DNS_NAME})" denied the request`, 'i');
+const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling webhook "(${DNS_NAME})"`);
+/** `<resource> ["<name>"] is forbidden: ` — the server's prefix of admission.NewForbidden and RBAC refusals. */
+const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
+const POLICY_DENIAL = new RegExp(`${FORBIDDEN_PREFIX}ValidatingAdmissionPolicy '(${DNS_NAME})'(?: with binding '(${DNS_NAME})')? denied request`);
+const RBAC_DENIAL = new RegExp(`${FORBIDDEN_PREFIX}User "[^"]*" cannot ([a-z]{1,32}) resource "`);
+const NOT_SERVED = 'the server could not find the requested resource';
+
+interface ParsedStatus {
+  kind?: unknown;
+  message?: unknown;
+  reason?: unknown;
+  metadata?: { continue?: unknown };
+  details?: { name?: unknown; group?: unknown; kind?: unknown; causes?: Array<{ reason?: unknown; field?: unknown }> };
+}
+
+function parseStatus(body: string): ParsedStatus | undefined {
   try {
-    const s = JSON.parse(body) as { message?: string; reason?: string; metadata?: { continue?: string } };
-    return { message: s.message, reason: s.reason, continueToken: s.metadata?.continue || undefined };
+    const s = JSON.parse(body) as unknown;
+    return s && typeof s === 'object' && !Array.isArray(s) ? (s as ParsedStatus) : undefined;
   } catch {
-    return {};
+    return undefined;
   }
 }
 
-/** Classifies a non-2xx HTTP response. */
+const str = (v: unknown): string | undefined => (typeof v === 'string' && v !== '' ? v : undefined);
+
+/** "data.password (FieldValueInvalid), spec.x (FieldValueRequired)" from details.causes, shape-checked. */
+function describeCauses(causes: unknown): string | undefined {
+  if (!Array.isArray(causes)) return undefined;
+  const parts: string[] = [];
+  for (const c of causes as Array<{ reason?: unknown; field?: unknown } | null>) {
+    const field = str(c?.field);
+    const type = str(c?.reason);
+    const f = field && FIELD_PATH.test(field) ? field : undefined;
+    const t = type && CAUSE_TYPE.test(type) ? type : undefined;
+    if (!f && !t) continue;
+    const part = f ? (t ? `${f} (${t})` : f) : `(${t})`;
+    if (!parts.includes(part)) parts.push(part);
+  }
+  if (parts.length === 0) return undefined;
+  return parts.length > MAX_CAUSES ? `${parts.slice(0, MAX_CAUSES).join(', ')}, …` : parts.join(', ');
+}
+
+/** Classifies a non-2xx HTTP response. The message follows the rule in this file's header. */
 export function classifyResponse(status: number, body: string, retryAfterHeader?: string | string[]): KubeError {
-  const parsed = statusMessage(body);
-  const raw = parsed.message ?? (body.trim().slice(0, MAX_MESSAGE) || `HTTP ${status}`);
-  const message = raw.length > MAX_MESSAGE ? raw.slice(0, MAX_MESSAGE) + '…' : raw;
+  const parsed = parseStatus(body);
+  const isStatus = parsed !== undefined && (parsed.kind === 'Status' || parsed.message !== undefined || parsed.reason !== undefined);
+  const serverMessage = str(parsed?.message) ?? '';
+  const rawReason = str(parsed?.reason);
+  const reason = rawReason && STATUS_REASONS.has(rawReason) ? rawReason : undefined;
   const retryAfterText = Array.isArray(retryAfterHeader) ? retryAfterHeader[0] : retryAfterHeader;
   const retryAfter = retryAfterText && /^\d+$/.test(retryAfterText) ? Number(retryAfterText) : undefined;
-  if (/admission webhook .* denied the request/i.test(raw)) return new KubeError('webhookDenied', message, status);
+  const head = `HTTP ${status}${reason ?? CODE_NAMES[status] ? ` ${reason ?? CODE_NAMES[status]}` : ''}`;
+  const at = (s?: string) => (s ? `${head}: ${s}` : head);
+
+  // A webhook writes its whole Status (code, reason, message, details): only
+  // its name, from the server's prefix, is ours to keep.
+  const webhook = WEBHOOK_DENIAL.exec(serverMessage) ?? (isStatus ? null : WEBHOOK_DENIAL.exec(body.trimStart()));
+  if (webhook) {
+    const name = webhook[1]!.toLowerCase();
+    return new KubeError('webhookDenied', at(`admission webhook "${name}" denied the request`), status, undefined, undefined, { reason, webhook: name });
+  }
+
+  const d = parsed?.details;
+  const details: StatusDetails | undefined = d && typeof d === 'object' ? { name: str(d.name), group: str(d.group), kind: str(d.kind) } : undefined;
+  const info: KubeErrorInfo = { reason, details };
+
+  let detail: string | undefined;
+  const policy = POLICY_DENIAL.exec(serverMessage);
+  const rbac = RBAC_DENIAL.exec(serverMessage);
+  const webhookCall = WEBHOOK_CALL_FAILED.exec(serverMessage);
+  if (policy) detail = `ValidatingAdmissionPolicy "${policy[1]}"${policy[2] ? ` (binding "${policy[2]}")` : ''} denied the request`;
+  else if (rbac) detail = undefined;
+  else if (webhookCall) detail = `calling admission webhook "${webhookCall[1]}" failed`;
+  else if (status === 404 && serverMessage === NOT_SERVED) {
+    detail = 'the requested resource is not served';
+    info.resourceNotServed = true;
+  } else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
+  if (!isStatus && body.trim() !== '') detail = 'the response is not a Kubernetes Status';
+
+  let message = at(detail);
+  if (rbac) message = `${head} (RBAC: cannot ${rbac[1]})`;
+  if (status === 429) message += ` (retry after ${retryAfter ?? 1}s)`;
+  else if (retryAfter !== undefined) message += ` (Retry-After ${retryAfter}s)`;
+
+  const k = (kind: KubeErrorKind, retry?: number, token?: string) => new KubeError(kind, message, status, retry, token, info);
   switch (status) {
     case 400:
-      return new KubeError('badRequest', message, status);
+      return k('badRequest');
     case 401:
-      return new KubeError('unauthorized', message, status);
+      return k('unauthorized');
     case 403:
-      return new KubeError('forbidden', message, status);
+      return k('forbidden');
     case 404:
-      return new KubeError('notFound', message, status);
+      return k('notFound');
     case 405:
-      return new KubeError('methodNotAllowed', message, status);
+      return k('methodNotAllowed');
     case 409:
-      return new KubeError('conflict', message, status);
+      return k('conflict');
     case 410:
-      return new KubeError('gone', message, status, undefined, parsed.continueToken);
+      return k('gone', undefined, str(parsed?.metadata?.continue));
     case 422:
-      return new KubeError('invalid', message, status);
+      return k('invalid');
     case 429:
-      return new KubeError('throttled', message, status, retryAfter ?? 1);
+      return k('throttled', retryAfter ?? 1);
     case 504:
-      return new KubeError('timeout', message, status, retryAfter);
+      return k('timeout', retryAfter);
     default:
-      if (status >= 500) return new KubeError(parsed.reason === 'Timeout' ? 'timeout' : 'unavailable', message, status, retryAfter);
-      return new KubeError('other', message, status);
+      if (status >= 500) return k(rawReason === 'Timeout' ? 'timeout' : 'unavailable', retryAfter);
+      return k('other');
   }
 }
 
-/** Classifies a transport error (no HTTP response). */
+/** Classifies a transport error (no HTTP response): Node's own code and message, never a body. */
 export function classifyTransportError(err: unknown): KubeError {
   if (err instanceof KubeError) return err;
   const e = err as NodeJS.ErrnoException;

@@ -57,7 +57,12 @@ export function rawListItems(text: string): string[] {
     i = skipWs(text, i);
     if (text[i] === '}') return [];
     const keyEnd = skipString(text, i);
-    const key = JSON.parse(text.slice(i, keyEnd)) as string;
+    let key: string;
+    try {
+      key = JSON.parse(text.slice(i, keyEnd)) as string;
+    } catch {
+      throw new Error(`malformed key in list response at offset ${i}`); // never V8's message: it quotes the text
+    }
     i = skipWs(text, keyEnd);
     if (text[i] !== ':') throw new Error('malformed list response');
     i = skipWs(text, i + 1);
