@@ -125,3 +125,13 @@ void test('conditionsFor: exact output for Succeeded with a message', () => {
     { type: 'Succeeded', status: 'True', lastUpdateTime: NOW, reason: 'Succeeded', message: 'done' },
   ]);
 });
+
+void test('conditionsFor: a Failed phase carries the given reason on its Failed condition', () => {
+  const conds = conditionsFor('Failed', 'refused: spec.continueToken is set', NOW, 'ContinueTokenRefused');
+  assert.deepEqual(byType(conds), { Running: 'False', Failed: 'True' });
+  assert.equal(conds.find((c) => c.type === 'Failed')!.reason, 'ContinueTokenRefused');
+  assert.equal(conds.find((c) => c.type === 'Running')!.reason, 'Completed');
+  // Other phases ignore it.
+  assert.deepEqual(conditionsFor('Aborted', 'm', NOW, 'X'), conditionsFor('Aborted', 'm', NOW));
+  assert.deepEqual(conditionsFor('Succeeded', 'm', NOW, 'X'), conditionsFor('Succeeded', 'm', NOW));
+});

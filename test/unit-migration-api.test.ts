@@ -16,6 +16,7 @@ import {
   StorageState,
   StorageVersionMigration,
   StorageVersionMigrationStatus,
+  migrationObjectState,
 } from '../src/api/migration';
 import { migrationCrds, migrationCrdsYaml } from '../src/api/crds';
 import { apiVersionOf, collectionPath, groupResourceString, migrationWorkflowId, objectPath } from '../src/api/resource';
@@ -440,4 +441,30 @@ void test('objectPath: names that need URL encoding are encoded as one path segm
   assert.equal(objectPath(widgets, 'ü'), '/apis/example.com/v1/widgets/%C3%BC');
   // Characters that are safe in a path segment are left alone.
   assert.equal(objectPath(widgets, 'plain-name.with.dots'), '/apis/example.com/v1/widgets/plain-name.with.dots');
+});
+
+void test('migrationObjectState: upstream objects (conditions only, no phase) and ours', () => {
+  const cond = (type: 'Running' | 'Succeeded' | 'Failed', status: 'True' | 'False' | 'Unknown') => ({ type, status });
+  // kube-storage-version-migrator's finished objects: never run again.
+  assert.equal(migrationObjectState({ conditions: [cond('Running', 'False'), cond('Succeeded', 'True')] }), 'finished');
+  assert.equal(migrationObjectState({ conditions: [cond('Failed', 'True')] }), 'finished');
+  // One it left running: taken over.
+  assert.equal(migrationObjectState({ conditions: [cond('Running', 'True')] }), 'upstreamRunning');
+  // Nothing said yet: new.
+  assert.equal(migrationObjectState(undefined), 'new');
+  assert.equal(migrationObjectState({}), 'new');
+  assert.equal(migrationObjectState({ conditions: [cond('Running', 'Unknown')] }), 'new');
+  // Ours: the phase decides, whatever the conditions say.
+  for (const phase of ['Succeeded', 'Failed', 'Aborted'] as const) assert.equal(migrationObjectState({ phase, conditions: [cond('Running', 'True')] }), 'finished', phase);
+  for (const phase of ['Pending', 'WaitingForAgreement', 'Running', 'Paused'] as const) assert.equal(migrationObjectState({ phase }), 'inProgress', phase);
+});
+
+void test('the CRD keeps spec.continueToken (upstream objects validate) and says it is refused', () => {
+  const svm = migrationCrds().find((c) => c.spec.names.kind === 'StorageVersionMigration')!;
+  const spec = (svm.spec.versions[0]!.schema.openAPIV3Schema.properties.spec as { properties: Record<string, { type: string; description: string }> }).properties;
+  assert.equal(spec.continueToken!.type, 'string');
+  assert.match(spec.continueToken!.description, /refused \(phase Failed, reason ContinueTokenRefused\)/);
+  assert.doesNotThrow(() =>
+    StorageVersionMigration.parse({ apiVersion: MIGRATION_API_VERSION, kind: 'StorageVersionMigration', metadata: { name: 'x' }, spec: { resource: { resource: 'secrets' }, continueToken: 'abc' } }),
+  );
 });

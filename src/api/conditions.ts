@@ -5,7 +5,12 @@
  */
 import type { MigrationCondition, MigrationPhase } from './migration';
 
-export function conditionsFor(phase: MigrationPhase, message: string | undefined, now: string): MigrationCondition[] {
+/**
+ * The conditions of a phase. `failedReason` names why a Failed phase failed
+ * (e.g. ContinueTokenRefused, WorkflowTerminated) on its Failed condition;
+ * it defaults to Failed.
+ */
+export function conditionsFor(phase: MigrationPhase, message: string | undefined, now: string, failedReason = 'Failed'): MigrationCondition[] {
   const c = (type: MigrationCondition['type'], status: MigrationCondition['status'], reason: string): MigrationCondition => ({
     type,
     status,
@@ -17,7 +22,7 @@ export function conditionsFor(phase: MigrationPhase, message: string | undefined
     case 'Succeeded':
       return [c('Running', 'False', 'Completed'), c('Succeeded', 'True', 'Succeeded')];
     case 'Failed':
-      return [c('Running', 'False', 'Completed'), c('Failed', 'True', 'Failed')];
+      return [c('Running', 'False', 'Completed'), c('Failed', 'True', failedReason)];
     case 'Aborted':
       return [c('Running', 'False', 'Aborted'), c('Failed', 'True', 'Aborted')];
     case 'Pending':

@@ -51,7 +51,12 @@ export const StorageVersionMigrationSpec = z.object({
       resource: z.string().describe('plural resource name, e.g. secrets'),
     })
     .describe('the resource whose objects are migrated'),
-  continueToken: z.string().optional().describe('where to start listing (kube-storage-version-migrator compatible)'),
+  continueToken: z
+    .string()
+    .optional()
+    .describe(
+      'kept for kube-storage-version-migrator compatibility only: svm never resumes from a given token. A new object that sets it is refused (phase Failed, reason ContinueTokenRefused); one that kube-storage-version-migrator left running is taken over with a whole pass and its token ignored',
+    ),
 });
 
 export const StorageVersionMigrationStatus = z.object({
@@ -74,6 +79,36 @@ export const StorageVersionMigration = z.object({
   status: StorageVersionMigrationStatus.optional(),
 });
 export type StorageVersionMigration = z.infer<typeof StorageVersionMigration>;
+
+/** Phases after which nothing more happens to a StorageVersionMigration. */
+export const TERMINAL_PHASES: ReadonlySet<MigrationPhase> = new Set<MigrationPhase>(['Succeeded', 'Failed', 'Aborted']);
+
+/** The Failed condition's reason when a new object carries spec.continueToken. */
+export const CONTINUE_TOKEN_REFUSED = 'ContinueTokenRefused';
+export const CONTINUE_TOKEN_REFUSED_MESSAGE =
+  'refused: spec.continueToken is set. svm records a success only for a whole pass of the resource that it started itself, so it never resumes from a given token; create the StorageVersionMigration without spec.continueToken';
+export const TAKEOVER_MESSAGE =
+  'taken over from kube-storage-version-migrator: svm runs a whole pass of the resource from the beginning; its continue token is not used';
+
+/**
+ * What a StorageVersionMigration is, from its status alone (pure):
+ *  - finished: svm wrote a terminal phase, or kube-storage-version-migrator
+ *    left it with Succeeded=True or Failed=True (no phase): never run again;
+ *  - upstreamRunning: kube-storage-version-migrator left it with Running=True
+ *    and no phase: svm takes it over (a whole pass; the token is ignored);
+ *  - inProgress: svm wrote a non-terminal phase;
+ *  - new: no status at all (a status cannot be set on create: it is a subresource).
+ */
+export type MigrationObjectState = 'finished' | 'upstreamRunning' | 'inProgress' | 'new';
+
+export function migrationObjectState(status: StorageVersionMigrationStatus | undefined): MigrationObjectState {
+  if (status?.phase) return TERMINAL_PHASES.has(status.phase) ? 'finished' : 'inProgress';
+  const conditions = status?.conditions ?? [];
+  const isTrue = (type: MigrationCondition['type']) => conditions.some((c) => c.type === type && c.status === 'True');
+  if (isTrue('Succeeded') || isTrue('Failed')) return 'finished';
+  if (isTrue('Running')) return 'upstreamRunning';
+  return 'new';
+}
 
 export const StorageStateSpec = z.object({
   resource: z.object({ group: z.string().optional(), resource: z.string() }).describe('the resource this state tracks'),
