@@ -512,6 +512,10 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     else state.network = allocateNetwork();
     writeState(state); // the bridge is claimed: `down` must find it even if `up` fails from here
   } else {
+    if (state.network && process.getuid?.() === 0 && commandPath('ip')) {
+      const removed = removeNetwork(state.network); // left by a cluster-shaped run of this plane
+      if (removed.length > 0) log(`removed ${removed.join(', ')}`);
+    }
     delete state.network;
     delete state.loadBalancer;
   }
