@@ -1,13 +1,18 @@
 /**
  * Unit tests of src/kube/agreement.ts (do all API servers agree on a
- * resource's storage version?) and src/api/storage-version.ts (StorageVersion
+ * resource's storage version, and what may be claimed from what was asked?),
+ * src/kube/apiservers.ts (finding each API server as a Pod can) and
+ * src/api/storage-version.ts (StorageVersion
  * names and the zod schemas of StorageVersion objects and identity leases).
  * Pure logic on hand-made objects shaped like the real API: no cluster, no
  * network, no clock (every "now" is a fixed number).
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { agreementFromDiscovery, agreementFromStorageVersion, liveIdentities, type ServerView } from '../src/kube/agreement';
+import type * as https from 'node:https';
+import { KubeConfig } from '@kubernetes/client-node';
+import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, storageVersionHashOf, versionNamer, type EndpointAnswers, type ServerView } from '../src/kube/agreement';
+import { endpointAddresses, endpointId, endpointKubeConfig } from '../src/kube/apiservers';
 import { IDENTITY_LABEL, IdentityLease, StorageVersion, groupResourceOfStorageVersion, storageVersionName } from '../src/api/storage-version';
 
 // --- fixtures ---------------------------------------------------------------------------
@@ -375,115 +380,225 @@ void test('StorageVersion token: does not depend on a stale lease that was never
   assert.equal(x.token, y.token);
 });
 
-// --- agreementFromDiscovery --------------------------------------------------------------
+// --- agreementFromEndpoints: each API server's own discovery, at its own address -------
 
-const H1 = 'bXLbnwEv5AQ=';
-const H2 = 'vg3Tw7KfOqI=';
-const views = (...pairs: [string, string | undefined][]): ServerView[] => pairs.map(([id, value]) => (value === undefined ? { id } : { id, value }));
+const H1 = 'Yk2PTc1Ybxk='; // resource.k8s.io/v1 DeviceClass
+const H2 = 'weQRMT6DeYM='; // resource.k8s.io/v1beta2 DeviceClass
+const E1 = '198.18.1.10:6443';
+const E2 = '198.18.1.11:6443';
+const E3 = '198.18.1.12:6443';
+const VIA = 'https://127.0.0.1:36443';
+const RES = 'deviceclasses.resource.k8s.io';
+const name = versionNamer('resource.k8s.io', 'DeviceClass', ['v1', 'v1beta2']);
+const ep = (id: string, value?: string, error?: string): ServerView => ({ id, ...(value !== undefined ? { value } : {}), ...(error !== undefined ? { error } : {}) });
+const answers = (over: Partial<EndpointAnswers>): EndpointAnswers => ({ resource: RES, endpoints: [ep(E1, H1), ep(E2, H1)], identities: [A, B], via: ep(VIA, H1), versionOf: name, ...over });
 
-void test('discovery: all hashes equal with a CRD storage version → agreed on the CRD version', () => {
-  const a = agreementFromDiscovery(views([A, H1], [B, H1], [C, H1]), 'v2');
+void test('storageVersionHashOf: the hashes kube-apiserver serves (ConfigMap v1, DeviceClass v1 and v1beta2)', () => {
+  assert.equal(storageVersionHashOf('', 'v1', 'ConfigMap'), 'qFsyl6wFWjQ=');
+  assert.equal(storageVersionHashOf('resource.k8s.io', 'v1', 'DeviceClass'), H1);
+  assert.equal(storageVersionHashOf('resource.k8s.io', 'v1beta2', 'DeviceClass'), H2);
+  assert.equal(name(H1), 'resource.k8s.io/v1');
+  assert.equal(name('nope'), undefined);
+  assert.equal(versionNamer('', 'ConfigMap', ['v1'])('qFsyl6wFWjQ='), 'v1', 'the core group names the bare version');
+});
+
+void test('endpoints: every address answered, all agree, addresses = identity leases → agreed AND verified, readable version, says 2 of 2', () => {
+  const a = agreementFromEndpoints(answers({}));
   assert.equal(a.agreed, true);
-  assert.equal(a.encodingVersion, 'v2');
+  assert.equal(a.verified, true);
+  assert.equal(a.encodingVersion, 'resource.k8s.io/v1');
+  assert.equal(a.hash, H1);
   assert.equal(a.source, 'discovery');
+  assert.equal(a.checked, '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery');
   assert.equal(a.reason, undefined);
-  assert.deepEqual(
-    a.servers.map((s) => s.id),
-    [A, B, C].sort(),
-  );
+  assert.deepEqual(a.servers.map((s) => s.id), [E1, E2]);
 });
 
-void test('discovery: all hashes equal without a CRD storage version → agreed on the hash', () => {
-  const a = agreementFromDiscovery(views([A, H1], [B, H1]));
+void test('endpoints: more addresses than identity leases still verifies (every lease has someone answering)', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, H1), ep(E2, H1), ep(E3, H1)] }));
+  assert.equal(a.verified, true);
+  assert.match(a.checked, /^3 of 3 API servers \(kubernetes EndpointSlice, 2 identity leases\)/);
+});
+
+void test('endpoints: a server answering another hash → not agreed, naming its address, hash and version', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, H1), ep(E2, H2)] }));
+  assert.equal(a.agreed, false);
+  assert.equal(a.encodingVersion, undefined);
+  assert.equal(a.reason, `API servers disagree on the storage version of ${RES}: ${E1}=${H1} (resource.k8s.io/v1), ${E2}=${H2} (resource.k8s.io/v1beta2)`);
+});
+
+void test('endpoints: a disagreement is reported even when other servers did not answer', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, H1), ep(E2, H2), ep(E3, undefined, 'connect ECONNREFUSED')], identities: [A, B, C] }));
+  assert.equal(a.agreed, false);
+  assert.match(a.reason ?? '', /disagree/);
+  assert.ok(a.reason?.includes(`${E2}=${H2}`), a.reason);
+});
+
+void test('endpoints: a server that answers without serving the resource disagrees', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, H1), ep(E2)] }));
+  assert.equal(a.agreed, false);
+  assert.ok(a.reason?.includes(`${E2} does not serve it`), a.reason);
+});
+
+void test('endpoints: our own address reaching a server that disagrees with every listed one → not agreed, naming it', () => {
+  const a = agreementFromEndpoints(answers({ via: ep(VIA, H2) }));
+  assert.equal(a.agreed, false);
+  assert.ok(a.reason?.includes(`through ${VIA}=${H2} (resource.k8s.io/v1beta2)`), a.reason);
+});
+
+void test('endpoints: some addresses did not answer while others did → not agreed (wait), naming the silent ones and why', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, H1), ep(E2, undefined, 'request timed out after 5000ms')] }));
+  assert.equal(a.agreed, false);
+  assert.equal(a.verified, false);
+  assert.ok(a.reason?.startsWith(`waiting for API server(s) ${E2} (request timed out after 5000ms)`), a.reason);
+  assert.ok(a.reason?.includes(`${E1} answered ${H1}`), a.reason);
+});
+
+void test('endpoints: one virtual IP for three identity leases (a managed cluster) → agreed on what was checked, NOT verified, and says so', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep('10.0.0.1:443', H1)], identities: [A, B, C] }));
   assert.equal(a.agreed, true);
-  assert.equal(a.encodingVersion, H1);
-  assert.equal(a.reason, undefined);
+  assert.equal(a.verified, false);
+  assert.equal(a.encodingVersion, 'resource.k8s.io/v1');
+  assert.equal(a.checked, `could not verify per server: 1 of 1 address answered, 3 identity leases; relied on discovery through ${VIA} at start and end`);
 });
 
-void test('discovery: a single server → agreed', () => {
-  const a = agreementFromDiscovery(views([A, H2]), 'v1');
+void test('endpoints: no address reachable at all → agreed through our own address only, NOT verified, naming why', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, undefined, 'connect EHOSTUNREACH'), ep(E2, undefined, 'connect EHOSTUNREACH')] }));
   assert.equal(a.agreed, true);
-  assert.equal(a.encodingVersion, 'v1');
+  assert.equal(a.verified, false);
+  assert.equal(a.checked, `could not verify per server: 0 of 2 addresses answered (${E1}: connect EHOSTUNREACH; ${E2}: connect EHOSTUNREACH), 2 identity leases; relied on discovery through ${VIA} at start and end`);
 });
 
-void test('discovery: one server without a hash → not agreed, naming it', () => {
-  const a = agreementFromDiscovery(views([A, H1], [B, undefined], [C, H1]), 'v2');
-  assert.equal(a.agreed, false);
-  assert.equal(a.encodingVersion, undefined);
-  assert.ok(a.reason);
-  assert.ok(a.reason.includes(B), a.reason);
-  assert.ok(!a.reason.includes(A) && !a.reason.includes(C), `only the silent server is named: ${a.reason}`);
-  assert.deepEqual(
-    a.servers.find((s) => s.id === B),
-    { id: B },
-  );
+void test('endpoints: no EndpointSlice readable (forbidden) → not verified, the note is in what was checked', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [], endpointsNote: 'could not list the kubernetes EndpointSlice: forbidden' }));
+  assert.equal(a.agreed, true);
+  assert.equal(a.verified, false);
+  assert.match(a.checked, /0 of 0 addresses answered \(could not list the kubernetes EndpointSlice: forbidden\)/);
 });
 
-void test('discovery: an explicit value: undefined is treated like no hash', () => {
-  const a = agreementFromDiscovery([{ id: A, value: H1 }, { id: B, value: undefined }]);
-  assert.equal(a.agreed, false);
-  assert.ok(a.reason?.includes(B));
-});
-
-void test('discovery: different hashes → not agreed, naming both servers and both hashes', () => {
-  const a = agreementFromDiscovery(views([A, H1], [B, H2]), 'v2');
-  assert.equal(a.agreed, false);
-  assert.equal(a.encodingVersion, undefined);
-  assert.ok(a.reason);
-  assert.ok(a.reason.includes(`${A}=${H1}`), a.reason);
-  assert.ok(a.reason.includes(`${B}=${H2}`), a.reason);
-});
-
-void test('discovery: empty list → not agreed', () => {
-  const a = agreementFromDiscovery([], 'v1');
-  assert.equal(a.agreed, false);
-  assert.equal(a.encodingVersion, undefined);
-  assert.ok(a.reason && a.reason.length > 0);
-  assert.deepEqual(a.servers, []);
-  assert.equal(agreementFromDiscovery([]).agreed, false);
-});
-
-void test('discovery: does not reorder the caller array', () => {
-  const input = views([C, H1], [A, H1], [B, H1]);
-  const copy = structuredClone(input);
-  agreementFromDiscovery(input);
-  assert.deepEqual(input, copy);
-});
-
-void test('discovery token: changes when any hash changes', () => {
-  const base = agreementFromDiscovery(views([A, H1], [B, H1], [C, H1]), 'v2').token;
-  for (const changed of [views([A, H2], [B, H1], [C, H1]), views([A, H1], [B, H2], [C, H1]), views([A, H1], [B, H1], [C, H2]), views([A, H1], [B, undefined], [C, H1])]) {
-    assert.notEqual(agreementFromDiscovery(changed, 'v2').token, base, JSON.stringify(changed));
+void test('endpoints: identity leases unknown or none → never verified', () => {
+  for (const identities of [undefined, []]) {
+    const a = agreementFromEndpoints(answers({ identities }));
+    assert.equal(a.agreed, true);
+    assert.equal(a.verified, false, JSON.stringify(identities));
+    assert.match(a.checked, /^could not verify per server/);
   }
 });
 
-void test('discovery token: changes when the CRD storage version changes (or appears)', () => {
-  const v = views([A, H1], [B, H1]);
-  const tokens = [agreementFromDiscovery(v, 'v1').token, agreementFromDiscovery(v, 'v2').token, agreementFromDiscovery(v).token];
-  assert.equal(new Set(tokens).size, 3, tokens.join(' | '));
+void test('endpoints: nobody serves a hash for the resource → not agreed', () => {
+  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1), ep(E2)], via: ep(VIA) }));
+  assert.equal(a.agreed, false);
+  assert.match(a.reason ?? '', /not served with a storageVersionHash/);
 });
 
-void test('discovery token: changes when a server joins or leaves', () => {
-  const tokens = [views([A, H1]), views([A, H1], [B, H1]), views([A, H1], [B, H1], [C, H1]), views([B, H1])].map((v) => agreementFromDiscovery(v, 'v2').token);
+void test('endpoints: a CRD agrees on its storage version, not on the hash', () => {
+  const a = agreementFromEndpoints(answers({ resource: 'widgets.svm.test', versionOf: undefined, crd: { storageVersion: 'v2', generation: 3 } }));
+  assert.equal(a.agreed, true);
+  assert.equal(a.encodingVersion, 'v2');
+  assert.equal(a.hash, H1);
+});
+
+void test('endpoints token: a CRD storage version switched away and back (generation moved) changes the token', () => {
+  const before = agreementFromEndpoints(answers({ crd: { storageVersion: 'v1', generation: 1 } })).token;
+  const away = agreementFromEndpoints(answers({ crd: { storageVersion: 'v2', generation: 2 } })).token;
+  const back = agreementFromEndpoints(answers({ crd: { storageVersion: 'v1', generation: 3 } })).token;
+  assert.equal(new Set([before, away, back]).size, 3);
+  assert.equal(agreementFromEndpoints(answers({ crd: { storageVersion: 'v1', generation: 1 } })).token, before, 'same inputs, same token');
+});
+
+void test('endpoints token: changes when a hash, an address, an identity lease, an answer or our own view changes', () => {
+  const base = agreementFromEndpoints(answers({})).token;
+  const variants: Array<Partial<EndpointAnswers>> = [
+    { endpoints: [ep(E1, H2), ep(E2, H2)], via: ep(VIA, H2) },
+    { endpoints: [ep(E1, H1)] },
+    { endpoints: [ep(E1, H1), ep(E3, H1)] },
+    { identities: [A] },
+    { identities: [A, C] },
+    { identities: undefined },
+    { endpoints: [ep(E1, H1), ep(E2, undefined, 'timeout')] },
+    { via: ep(VIA, H2) },
+  ];
+  const tokens = variants.map((v) => agreementFromEndpoints(answers(v)).token);
+  for (const [i, t] of tokens.entries()) assert.notEqual(t, base, JSON.stringify(variants[i]));
   assert.equal(new Set(tokens).size, tokens.length, tokens.join(' | '));
 });
 
-void test('discovery token: same for the same inputs in any order', () => {
-  const v = views([A, H1], [B, H2], [C, undefined]);
-  const perms = [v, [...v].reverse(), [v[1]!, v[2]!, v[0]!], [v[2]!, v[0]!, v[1]!]];
-  const results = perms.map((p) => agreementFromDiscovery(p, 'v2'));
-  for (const r of results) {
-    assert.equal(r.token, results[0]!.token);
-    assert.deepEqual(r, results[0]);
-  }
-  const agreed = views([A, H1], [B, H1], [C, H1]);
-  assert.deepEqual(agreementFromDiscovery(agreed, 'v2'), agreementFromDiscovery([...agreed].reverse(), 'v2'));
+void test('endpoints token: same in any order; the caller array is not reordered', () => {
+  const eps = [ep(E3, H1), ep(E1, H1), ep(E2, H1)];
+  const copy = structuredClone(eps);
+  const x = agreementFromEndpoints(answers({ endpoints: eps, identities: [C, A, B] }));
+  const y = agreementFromEndpoints(answers({ endpoints: [...eps].reverse(), identities: [A, B, C] }));
+  assert.deepEqual(eps, copy);
+  assert.equal(x.token, y.token);
+  assert.deepEqual(x, y);
 });
 
-void test('discovery and StorageVersion tokens never collide', () => {
-  const d = agreementFromDiscovery(views([A, H1]));
+void test('discovery and StorageVersion tokens never collide; StorageVersion says what it checked and is verified', () => {
+  const d = agreementFromEndpoints(answers({ endpoints: [ep(A, V1)], identities: [A], via: ep(VIA, V1) }));
   const s = agreementFromStorageVersion(sv(DC, '1', [{ apiServerID: A, encodingVersion: V1 }]), live(A));
   assert.notEqual(d.token, s.token);
+  assert.equal(s.verified, true);
+  assert.equal(s.checked, 'the StorageVersion API: 1 live API server');
+  assert.equal(agreementFromStorageVersion(sv(DC, '1', []), live(A, B, C)).checked, 'the StorageVersion API: 3 live API servers');
+  assert.equal(agreementFromStorageVersion(sv(DC, '1', []), live()).verified, false);
+});
+
+// --- apiservers.ts: the kubernetes EndpointSlice and per-address clients ---------------
+
+const slice = (addressType: string, endpoints: Array<{ addresses: string[]; conditions?: { ready?: boolean | null; terminating?: boolean } }>, port = 6443) => ({
+  addressType,
+  endpoints,
+  ports: [{ name: 'https', port, protocol: 'TCP' }],
+});
+
+void test('endpointAddresses: ready addresses and the https port; nil ready means ready; not-ready and terminating skipped', () => {
+  const got = endpointAddresses([
+    slice('IPv4', [
+      { addresses: ['198.18.1.11'], conditions: { ready: true } },
+      { addresses: ['198.18.1.10'] },
+      { addresses: ['198.18.1.12'], conditions: { ready: null } },
+      { addresses: ['198.18.1.13'], conditions: { ready: false } },
+      { addresses: ['198.18.1.14'], conditions: { ready: true, terminating: true } },
+    ]),
+  ]);
+  assert.deepEqual(got, ['198.18.1.10', '198.18.1.11', '198.18.1.12'].map((address) => ({ address, port: 6443 })));
+});
+
+void test('endpointAddresses: dual stack counts each server once (IPv4 preferred); IPv6 alone works; duplicates and FQDN ignored; no port → none', () => {
+  const v4 = slice('IPv4', [{ addresses: ['10.0.0.1'] }, { addresses: ['10.0.0.2'] }]);
+  const v6 = slice('IPv6', [{ addresses: ['fd00::1'] }, { addresses: ['fd00::2'] }]);
+  assert.equal(endpointAddresses([v6, v4]).length, 2);
+  assert.deepEqual(endpointAddresses([v6, v4]).map((a) => a.address), ['10.0.0.1', '10.0.0.2']);
+  assert.deepEqual(endpointAddresses([v6]).map((a) => endpointId(a.address, a.port)), ['[fd00::1]:6443', '[fd00::2]:6443']);
+  assert.equal(endpointAddresses([slice('IPv4', [{ addresses: ['10.0.0.1'] }]), slice('IPv4', [{ addresses: ['10.0.0.1'] }])]).length, 1);
+  assert.equal(endpointAddresses([slice('FQDN', [{ addresses: ['a.example'] }])]).length, 0);
+  assert.equal(endpointAddresses([{ addressType: 'IPv4', endpoints: [{ addresses: ['10.0.0.1'] }], ports: [] }]).length, 0);
+  assert.equal(endpointAddresses([]).length, 0);
+});
+
+void test('endpointKubeConfig: same user, the CA, server = the address, TLS name kubernetes.default.svc, verification never skipped', async () => {
+  const base = new KubeConfig();
+  base.loadFromOptions({
+    clusters: [{ name: 'lb', server: 'https://127.0.0.1:36443', caData: Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64'), skipTLSVerify: true }],
+    users: [{ name: 'svm', token: 'secret-token' }],
+    contexts: [{ name: 'ctx', cluster: 'lb', user: 'svm' }],
+    currentContext: 'ctx',
+  });
+  const kc = endpointKubeConfig(base, '198.18.1.11', 6443);
+  const c = kc.getCurrentCluster()!;
+  assert.equal(c.server, 'https://198.18.1.11:6443');
+  assert.equal(c.tlsServerName, 'kubernetes.default.svc');
+  assert.equal(c.skipTLSVerify, false, 'the base skipped verification; an endpoint never does');
+  assert.equal(c.caData, base.getCurrentCluster()!.caData);
+  assert.equal(kc.getCurrentUser()!.token, 'secret-token');
+  // What client-node hands to https.request: the servername and the CA, and no rejectUnauthorized=false.
+  const opts: https.RequestOptions = {};
+  await kc.applyToHTTPSOptions(opts);
+  assert.equal(opts.servername, 'kubernetes.default.svc');
+  assert.ok(opts.ca, 'the CA is passed');
+  assert.notEqual(opts.rejectUnauthorized, false);
+  assert.equal((opts.headers as Record<string, string>).Authorization, 'Bearer secret-token');
+  assert.equal(endpointKubeConfig(base, 'fd00::1', 6443).getCurrentCluster()!.server, 'https://[fd00::1]:6443');
 });
 
 // --- storage-version.ts: names ----------------------------------------------------------

@@ -1,5 +1,7 @@
 /**
  * Do all API servers agree on the storage (encoding) version of a resource?
+ * Pure rules; the I/O that feeds them is in src/activities/index.ts and
+ * src/kube/apiservers.ts.
  *
  * - Built-in resources, where the StorageVersion API is served: every live API
  *   server (an identity lease that has not expired) must have an entry, and all
@@ -8,28 +10,60 @@
  *   the StorageVersion's resourceVersion plus the live identities, so it changes
  *   whenever the answer might have.
  * - Custom resources (not covered by that API), or where it is not served: the
- *   storageVersionHash each API server serves in its own discovery, and for a
- *   CRD its storage version. The token is those hashes and that version.
+ *   storageVersionHash each API server serves in its own discovery, asked at
+ *   its own address (the `kubernetes` EndpointSlice lists them, as a Pod sees
+ *   them); the live identity leases say how many servers exist. What was asked
+ *   decides what may be claimed (DESIGN rule 9):
+ *     - any server that answered with another hash (or without the resource):
+ *       no agreement, naming it;
+ *     - some addresses answered and some did not: no agreement yet (a server
+ *       we cannot hear may be the one that disagrees);
+ *     - every address answered, all agree, and there are at least as many
+ *       addresses as live identity leases: agreed and verified;
+ *     - fewer addresses than identity leases (a managed cluster behind one
+ *       virtual IP), or no address reachable at all: svm cannot verify
+ *       agreement per server. It agrees on what it can check (the hash through
+ *       its own API address, and whatever addresses answered) with
+ *       `verified: false`, and the token (compared at the end) holds exactly
+ *       those answers.
+ *   For a CRD the token also holds its storage version and metadata.generation,
+ *   so a storage version switched away and back (even while the worker was
+ *   down) changes the token.
  */
+import { createHash } from 'node:crypto';
 import type { StorageVersion, IdentityLease } from '../api/storage-version';
 
 export interface ServerView {
   id: string;
-  /** What this server encodes the resource as (encodingVersion or discovery hash). */
+  /** What this server encodes the resource as (encodingVersion or discovery hash); undefined: it does not serve the resource, or did not answer. */
   value?: string;
+  /** Why it did not answer (set only when it did not). */
+  error?: string;
 }
 
 export interface Agreement {
   agreed: boolean;
   /** The agreed encoding version (e.g. resource.k8s.io/v1, or a CRD's v2); undefined without agreement. */
   encodingVersion?: string;
+  /** The agreed storageVersionHash, where discovery was asked. */
+  hash?: string;
   /** Changes whenever the answer might have changed. */
   token: string;
   source: 'StorageVersion' | 'discovery';
+  /**
+   * True when the answer covers every API server that exists (each one's
+   * StorageVersion entry, or each one's own discovery at its own address).
+   * False when svm could only check through its own (load-balanced) address.
+   */
+  verified: boolean;
+  /** Exactly what was checked, as a sentence for people (success messages are built from it). */
+  checked: string;
   /** Which servers disagree, or why there is no agreement. */
   reason?: string;
   servers: ServerView[];
 }
+
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
 export function liveIdentities(leases: IdentityLease[], now: number): Set<string> {
   const live = new Set<string>();
@@ -52,27 +86,94 @@ export function agreementFromStorageVersion(sv: StorageVersion, live: Set<string
   const versions = [...new Set(liveEntries.map((e) => e.encodingVersion))];
   const stale = entries.filter((e) => !live.has(e.apiServerID)).map((e) => e.apiServerID);
   const staleNote = stale.length > 0 ? ` (ignoring stale entries of ${stale.join(', ')})` : '';
-  if (servers.length === 0) return { agreed: false, token, source: 'StorageVersion', reason: 'no live API server identity leases', servers };
+  const base = { token, source: 'StorageVersion' as const, servers, verified: servers.length > 0, checked: `the StorageVersion API: ${plural(servers.length, 'live API server')}` };
+  if (servers.length === 0) return { ...base, agreed: false, reason: 'no live API server identity leases' };
   if (missing.length > 0) {
-    return { agreed: false, token, source: 'StorageVersion', reason: `API server(s) ${missing.map((s) => s.id).join(', ')} have not published a storage version for ${sv.metadata.name}${staleNote}`, servers };
+    return { ...base, agreed: false, reason: `API server(s) ${missing.map((s) => s.id).join(', ')} have not published a storage version for ${sv.metadata.name}${staleNote}` };
   }
   if (versions.length !== 1) {
     const who = servers.map((s) => `${s.id}=${s.value}`).join(', ');
-    return { agreed: false, token, source: 'StorageVersion', reason: `API servers disagree on the encoding version of ${sv.metadata.name}: ${who}${staleNote}`, servers };
+    return { ...base, agreed: false, reason: `API servers disagree on the encoding version of ${sv.metadata.name}: ${who}${staleNote}` };
   }
-  return { agreed: true, encodingVersion: versions[0], token, source: 'StorageVersion', servers, ...(staleNote ? { reason: `agreed${staleNote}` } : {}) };
+  return { ...base, agreed: true, encodingVersion: versions[0], ...(staleNote ? { reason: `agreed${staleNote}` } : {}) };
 }
 
-/** Agreement from each API server's discovery hash (and a CRD's storage version). */
-export function agreementFromDiscovery(views: ServerView[], crdStorageVersion?: string): Agreement {
-  const servers = [...views].sort((a, b) => a.id.localeCompare(b.id));
-  const token = `discovery:${crdStorageVersion ?? ''}:${servers.map((s) => `${s.id}=${s.value ?? '-'}`).join(',')}`;
-  const unknown = servers.filter((s) => s.value === undefined);
-  const hashes = [...new Set(servers.map((s) => s.value))];
-  if (servers.length === 0) return { agreed: false, token, source: 'discovery', reason: 'no API server answered discovery', servers };
-  if (unknown.length > 0) return { agreed: false, token, source: 'discovery', reason: `API server(s) ${unknown.map((s) => s.id).join(', ')} did not answer or do not serve the resource`, servers };
-  if (hashes.length !== 1) {
-    return { agreed: false, token, source: 'discovery', reason: `API servers serve different storageVersionHashes: ${servers.map((s) => `${s.id}=${s.value}`).join(', ')}`, servers };
+export interface EndpointAnswers {
+  /** For messages: the resource, e.g. deviceclasses.resource.k8s.io. */
+  resource: string;
+  /** One view per ready address of the `kubernetes` EndpointSlice (id: address:port), asked at that address. */
+  endpoints: ServerView[];
+  /** Why there are no addresses to ask, when there are none (e.g. listing EndpointSlices was forbidden). */
+  endpointsNote?: string;
+  /** Names of the live identity leases; undefined when they could not be read. */
+  identities?: string[];
+  /** Discovery through the worker's own API address (id: its URL); it answered (a failure there fails the activity). */
+  via: ServerView;
+  /** For a custom resource: its CRD's storage version and metadata.generation. */
+  crd?: { storageVersion?: string; generation?: number };
+  /** A readable version for a hash (e.g. resource.k8s.io/v1), where known. */
+  versionOf?: (hash: string) => string | undefined;
+}
+
+/** Agreement from each API server's own discovery, asked at its endpoint address (see the rules above). */
+export function agreementFromEndpoints(a: EndpointAnswers): Agreement {
+  const eps = [...a.endpoints].sort((x, y) => x.id.localeCompare(y.id));
+  const answered = eps.filter((e) => e.error === undefined);
+  const silent = eps.filter((e) => e.error !== undefined);
+  const ids = a.identities ? [...a.identities].sort() : undefined;
+  const leases = ids ? plural(ids.length, 'identity lease') : 'identity leases unknown';
+  const crd = a.crd ? `${a.crd.storageVersion ?? '-'}@${a.crd.generation ?? '-'}` : '';
+  const token = `discovery:crd=${crd}:ids=${ids ? ids.join(',') : '?'}:eps=${eps.map((e) => `${e.id}=${e.error !== undefined ? '!' : (e.value ?? '-')}`).join(',')}:via=${a.via.value ?? '-'}`;
+  const show = (v: ServerView) => {
+    if (v.value === undefined) return `${v.id} does not serve it`;
+    const version = a.versionOf?.(v.value);
+    return `${v.id}=${v.value}${version ? ` (${version})` : ''}`;
+  };
+  const viaNote = a.endpointsNote ? ` (${a.endpointsNote})` : '';
+  const silentNote = silent.length > 0 ? ` (${silent.map((s) => `${s.id}: ${s.error}`).join('; ')})` : '';
+  const verified = silent.length === 0 && answered.length > 0 && ids !== undefined && ids.length > 0 && answered.length >= ids.length;
+  const checked = verified
+    ? `${answered.length} of ${plural(eps.length, 'API server')} (kubernetes EndpointSlice, ${leases}) by their discovery`
+    : `could not verify per server: ${answered.length} of ${plural(eps.length, 'address', 'addresses')} answered${silentNote}${viaNote}, ${leases}; relied on discovery through ${a.via.id} at start and end`;
+  const base = { token, source: 'discovery' as const, servers: eps, verified: false, checked };
+
+  // 1. Anyone who answered differently: a disagreement, whatever else is true.
+  const values = new Set(answered.map((e) => e.value));
+  const viaDiffers = !values.has(a.via.value);
+  if (values.size > 1 || (values.size === 1 && viaDiffers)) {
+    const who = [...answered.map(show), ...(viaDiffers ? [`through ${show(a.via)}`] : [])].join(', ');
+    return { ...base, agreed: false, reason: `API servers disagree on the storage version of ${a.resource}: ${who}` };
   }
-  return { agreed: true, encodingVersion: crdStorageVersion ?? hashes[0], token, source: 'discovery', servers };
+  const hash = a.via.value;
+  if (hash === undefined) return { ...base, agreed: false, reason: `${a.resource} is not served with a storageVersionHash (asked ${answered.length > 0 ? answered.map((e) => e.id).join(', ') : a.via.id})` };
+  // 2. Some answered, some did not: the silent one may be the one that disagrees.
+  if (answered.length > 0 && silent.length > 0) {
+    return {
+      ...base,
+      agreed: false,
+      reason: `waiting for API server(s) ${silent.map((s) => `${s.id} (${s.error})`).join(', ')} to answer discovery at their own address; ${answered.map((e) => e.id).join(', ')} answered ${hash}`,
+    };
+  }
+  if (a.crd && a.crd.storageVersion === undefined) return { ...base, agreed: false, reason: `the CustomResourceDefinition of ${a.resource} names no storage version` };
+  // 3. Agreed: verified when every server was asked; otherwise on what could be checked, and saying so.
+  const encodingVersion = a.crd?.storageVersion ?? a.versionOf?.(hash) ?? hash;
+  return { ...base, agreed: true, verified, encodingVersion, hash };
+}
+
+/**
+ * The storageVersionHash kube-apiserver serves for a storage version:
+ * base64 of the first 8 bytes of sha256("<group>/<version>/<kind>")
+ * (k8s.io/apiserver/pkg/endpoints/discovery StorageVersionHash). Used only to
+ * name a hash in messages (resource.k8s.io/v1 rather than bXLbnwEv5AQ=);
+ * agreement itself compares hashes.
+ */
+export function storageVersionHashOf(group: string, version: string, kind: string): string {
+  return createHash('sha256').update(`${group}/${version}/${kind}`).digest().subarray(0, 8).toString('base64');
+}
+
+/** Names a hash among candidate versions of a group and kind: "<group>/<version>" (or the version for the core group). */
+export function versionNamer(group: string, kind: string, versions: Iterable<string>): (hash: string) => string | undefined {
+  const byHash = new Map<string, string>();
+  for (const v of versions) byHash.set(storageVersionHashOf(group, v, kind), group ? `${group}/${v}` : v);
+  return (hash) => byHash.get(hash);
 }
