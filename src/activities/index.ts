@@ -13,7 +13,9 @@ import {
 import { groupResourceString, type GroupResource, type ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { classifyResponse, KubeError } from '../kube/errors';
-import { agreementFromDiscovery, agreementFromStorageVersion, liveIdentities, type Agreement } from '../kube/agreement';
+import { ApplicationFailure } from '@temporalio/common';
+import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, versionNamer, type Agreement, type ServerView } from '../kube/agreement';
+import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } from '../api/storage-version';
 import { RateLimiter } from '../kube/rate-limit';
 import type { MigratorMetrics } from '../worker/metrics';
@@ -26,10 +28,11 @@ export interface ActivityDeps {
   budget: RateLimiter;
   metrics?: MigratorMetrics;
   /**
-   * One client per API server, to read each one's own discovery (HA). Without
-   * them, `kube`'s server speaks for all.
+   * Where every API server is found, to ask each one's own discovery (HA).
+   * Default: the `kubernetes` EndpointSlice and identity leases, read through
+   * `kube` (src/kube/apiservers.ts).
    */
-  servers?: Array<{ id: string; kube: KubeClient }>;
+  apiservers?: ApiServerSource;
   /** For the trigger: start and stop migrations. */
   temporal?: { client: Client; taskQueue: string };
 }
@@ -38,9 +41,14 @@ export type { Agreement };
 
 export const WORKFLOW_ID_ANNOTATION = 'migration.k8s.io/workflow-id';
 export const svmPath = (name: string) => `/apis/${MIGRATION_API_VERSION}/storageversionmigrations/${encodeURIComponent(name)}`;
+/** An API server asked at its own address answers within this, or counts as not answering. */
+const ENDPOINT_TIMEOUT_MS = 5000;
+/** Versions tried when naming a hash, besides those the group serves. */
+const COMMON_VERSIONS = ['v1', 'v2', 'v1beta1', 'v1beta2', 'v1beta3', 'v1alpha1', 'v1alpha2', 'v1alpha3', 'v2beta1', 'v2beta2'];
 const crdPath = (gr: GroupResource) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${gr.resource}.${gr.group}`;
 
 interface Crd {
+  metadata: { generation?: number };
   spec: { versions: Array<{ name: string; storage: boolean }> };
   status?: { storedVersions?: string[] };
 }
@@ -65,16 +73,43 @@ export function createActivities(deps: ActivityDeps) {
       }
     : undefined;
 
-  const servers = deps.servers && deps.servers.length > 0 ? deps.servers : [{ id: kube.server, kube }];
+  const apiservers = deps.apiservers ?? kubernetesEndpoints(kube);
+
+  /** Discovery of the resource's group version, as one API server serves it. */
+  async function resourceList(server: KubeClient, ref: ResourceRef, timeoutMs?: number): Promise<Array<{ name: string; kind: string; storageVersionHash?: string }>> {
+    const path = ref.group ? `/apis/${ref.group}/${ref.version}` : `/api/${ref.version}`;
+    const res = await server.request('GET', path, { timeoutMs });
+    return (JSON.parse(res.body) as { resources: Array<{ name: string; kind: string; storageVersionHash?: string }> }).resources;
+  }
 
   /** The storageVersionHash one API server serves for the resource in its own discovery. */
   async function discoveryHash(server: KubeClient, ref: ResourceRef): Promise<string | undefined> {
-    const path = ref.group ? `/apis/${ref.group}/${ref.version}` : `/api/${ref.version}`;
-    const list = await server.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(path);
-    return list.resources.find((r) => r.name === ref.resource)?.storageVersionHash;
+    return (await resourceList(server, ref)).find((r) => r.name === ref.resource)?.storageVersionHash;
   }
 
-  /** Do all API servers agree on the resource's encoding version? (see src/kube/agreement.ts) */
+  /** One API server asked at its own address: its hash, "does not serve it" (404), or why it did not answer. */
+  async function askEndpoint(id: string, server: KubeClient, ref: ResourceRef): Promise<ServerView> {
+    try {
+      const list = await resourceList(server, ref, ENDPOINT_TIMEOUT_MS);
+      return { id, value: list.find((r) => r.name === ref.resource)?.storageVersionHash };
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'notFound') return { id }; // answered: it does not serve the group version
+      return { id, error: err instanceof Error ? err.message : String(err) };
+    }
+  }
+
+  /** Readable names for hashes: every version the group serves (through our address) and the usual ones. */
+  async function namer(ref: ResourceRef, kind: string | undefined): Promise<((hash: string) => string | undefined) | undefined> {
+    if (!kind) return undefined;
+    const versions = new Set([ref.version, ...COMMON_VERSIONS]);
+    if (ref.group) {
+      const g = await kube.raw('GET', `/apis/${ref.group}`);
+      if (g.status === 200) for (const v of (JSON.parse(g.body) as { versions?: Array<{ version: string }> }).versions ?? []) versions.add(v.version);
+    }
+    return versionNamer(ref.group, kind, versions);
+  }
+
+  /** Do all API servers agree on the resource's encoding version? A read: it changes nothing (see src/kube/agreement.ts). */
   async function agreement(ref: ResourceRef): Promise<Agreement> {
     if (!ref.custom) {
       const res = await kube.raw('GET', `/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/${storageVersionName(ref)}`);
@@ -84,42 +119,62 @@ export function createActivities(deps: ActivityDeps) {
         return agreementFromStorageVersion(sv, liveIdentities(leases.items.map((l) => IdentityLease.parse(l)), Date.now()));
       }
       if (res.status !== 404) throw classifyResponse(res.status, res.body);
-      // 404: the StorageVersion API is not served (or not for this resource): fall back to discovery.
+      // 404: the StorageVersion API is not served (its default: alpha, off), or not for this resource: ask each server.
     }
-    const views = await Promise.all(servers.map(async (s) => ({ id: s.id, value: await discoveryHash(s.kube, ref).catch(() => undefined) })));
-    const crdStorage = ref.custom ? (await kube.getJson<Crd>(crdPath(ref))).spec.versions.find((v) => v.storage)?.name : undefined;
-    return agreementFromDiscovery(views, crdStorage);
+    const found = await apiservers.find();
+    const [crd, viaList, endpoints] = await Promise.all([
+      ref.custom ? kube.getJson<Crd>(crdPath(ref)) : Promise.resolve(undefined),
+      resourceList(kube, ref).catch((err: unknown) => {
+        if (err instanceof KubeError && err.kind === 'notFound') return [];
+        throw err; // our own address must answer: the activity retries
+      }),
+      Promise.all(found.endpoints.map((e) => askEndpoint(e.id, e.kube, ref))),
+    ]);
+    const own = viaList.find((r) => r.name === ref.resource);
+    return agreementFromEndpoints({
+      resource: groupResourceString(ref),
+      endpoints,
+      endpointsNote: found.endpointsNote,
+      identities: found.identities,
+      via: { id: kube.server, value: own?.storageVersionHash },
+      crd: crd ? { storageVersion: crd.spec.versions.find((v) => v.storage)?.name, generation: crd.metadata.generation } : undefined,
+      versionOf: ref.custom ? undefined : await namer(ref, own?.kind),
+    });
   }
 
   return {
-    ...createTriggerActivities({ kube, servers, temporal: deps.temporal }),
+    ...createTriggerActivities({ kube, apiservers, temporal: deps.temporal }),
 
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
       return migrateChunk({ kube, budget: deps.budget, limiterFor, observe }, input);
     },
 
-    /** The storage version the API server encodes the resource in now. */
+    /** Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing. */
     agreement,
 
     /**
-     * The verdict's last step: is the agreement the migration started under
-     * still the one in force? If so, refine the resource's StorageState to
-     * [current], and for a custom resource reduce the CRD's
-     * status.storedVersions to its storage version, so the old version can
-     * be removed.
+     * The effect of a successful pass, applied only under the agreement it
+     * was made under: first re-reads the agreement and refuses (non-retryable
+     * ApplicationFailure 'AgreementChanged') if its token moved. Then refines
+     * the resource's StorageState to [the agreed hash] (if the trigger keeps
+     * one), and for a custom resource reduces the CRD's status.storedVersions
+     * to the agreed storage version, so the old version can be removed.
      */
-    async confirmAgreement(ref: ResourceRef, expected: Agreement): Promise<{ held: boolean; now: Agreement; storedVersions?: string[] }> {
+    async recordMigrated(ref: ResourceRef, agreed: Agreement): Promise<{ storedVersions?: string[] }> {
       const now = await agreement(ref);
-      const held = now.agreed && now.token === expected.token && now.encodingVersion === expected.encodingVersion;
-      if (!held) return { held, now };
-      // The StorageState (if the trigger keeps one) now knows objects are persisted in the current version only.
-      const hash = await discoveryHash(kube, ref);
+      if (!agreed.agreed || !now.agreed || now.token !== agreed.token || now.encodingVersion !== agreed.encodingVersion) {
+        throw ApplicationFailure.nonRetryable(
+          `the agreement on ${groupResourceString(ref)} changed: ${now.agreed ? `now ${now.encodingVersion} (${now.checked})` : `now not agreed: ${now.reason}`}`,
+          'AgreementChanged',
+        );
+      }
+      const hash = now.hash ?? (await discoveryHash(kube, ref));
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
-      if (!ref.custom) return { held, now };
-      const storedVersions = [expected.encodingVersion!];
+      if (!ref.custom) return {};
+      const storedVersions = [agreed.encodingVersion!];
       await kube.patchStatus(crdPath(ref), { storedVersions });
-      return { held, now, storedVersions };
+      return { storedVersions };
     },
 
     /**

@@ -8,6 +8,7 @@ import { createHash } from 'node:crypto';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { MIGRATION_API_VERSION } from '../api/migration';
 import { groupResourceString } from '../api/resource';
+import type { ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { KubeError } from '../kube/errors';
 import { resolveResource } from '../kube/resolve';
@@ -18,7 +19,8 @@ import { UNKNOWN } from '../workflows/trigger-logic';
 
 export interface TriggerDeps {
   kube: KubeClient;
-  servers: Array<{ id: string; kube: KubeClient }>;
+  /** Every API server (src/kube/apiservers.ts): each reports its own discovery. */
+  apiservers: ApiServerSource;
   temporal?: { client: Client; taskQueue: string };
 }
 
@@ -26,9 +28,20 @@ export interface Observation {
   observed: ObservedResource[];
   states: Record<string, StateSnapshot>;
   migrations: Record<string, MigrationStatus>;
-  /** Every API server that answered serves the same discovery document (design-docs/003). */
+  /**
+   * Every API server answered at its own address (as many addresses as live
+   * identity leases) and all serve the same discovery document
+   * (design-docs/003). False when that could not be verified.
+   */
   discoveryConsistent: boolean;
+  /**
+   * Who reported: the address:port of each API server that answered at its
+   * own address, or, when none did, the worker's own API URL (one
+   * load-balanced reporter, which may be any server).
+   */
   reporters: string[];
+  /** What was asked, as a sentence (e.g. "2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases)"). */
+  checked: string;
 }
 
 export const storageStatePath = (name?: string) => `/apis/${MIGRATION_API_VERSION}/storagestates${name ? `/${encodeURIComponent(name)}` : ''}`;
@@ -39,8 +52,15 @@ function discoveryDigest(resources: DiscoveredResource[]): string {
   return createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 16);
 }
 
+/** A server asked at its own address answers its whole discovery within this, or does not report this period. */
+const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() => clearTimeout(timer));
+}
+
 export function createTriggerActivities(deps: TriggerDeps) {
-  const servers = deps.servers.length > 0 ? deps.servers : [{ id: deps.kube.server, kube: deps.kube }];
 
   async function migrationStatus(name: string): Promise<MigrationStatus> {
     if (!deps.temporal) return 'none';
@@ -64,25 +84,46 @@ export function createTriggerActivities(deps: TriggerDeps) {
       const byName = new Map<string, ObservedResource>();
       const digests = new Set<string>();
       const reporters: string[] = [];
+      const silent: string[] = [];
+      const found = await deps.apiservers.find();
+      const report = (id: string, resources: DiscoveredResource[]) => {
+        reporters.push(id);
+        digests.add(discoveryDigest(resources));
+        for (const r of resources) {
+          if (r.name.includes('/') || !r.storageVersionHash) continue;
+          const name = groupResourceString({ group: r.group, resource: r.name });
+          const o = byName.get(name) ?? { name, group: r.group, resource: r.name, hashes: {} };
+          o.hashes[id] ??= r.storageVersionHash;
+          byName.set(name, o);
+        }
+      };
       await Promise.all(
-        servers.map(async (s) => {
+        found.endpoints.map(async (s) => {
           let resources: DiscoveredResource[];
           try {
-            resources = await s.kube.discover();
+            resources = await withTimeout(s.kube.discover(), ENDPOINT_DISCOVERY_TIMEOUT_MS, `${s.id} did not answer discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`);
           } catch {
+            silent.push(s.id);
             return; // this server does not report this period; its entries age out
           }
-          reporters.push(s.id);
-          digests.add(discoveryDigest(resources));
-          for (const r of resources) {
-            if (r.name.includes('/') || !r.storageVersionHash) continue;
-            const name = groupResourceString({ group: r.group, resource: r.name });
-            const o = byName.get(name) ?? { name, group: r.group, resource: r.name, hashes: {} };
-            o.hashes[s.id] ??= r.storageVersionHash;
-            byName.set(name, o);
-          }
+          report(s.id, resources);
         }),
       );
+      const ids = found.identities;
+      const verified = silent.length === 0 && reporters.length > 0 && ids !== undefined && ids.length > 0 && reporters.length >= ids.length;
+      const leases = ids ? `${ids.length} identity lease${ids.length === 1 ? '' : 's'}` : 'identity leases unknown';
+      let checked: string;
+      if (verified) {
+        checked = `${reporters.length} of ${found.endpoints.length} API servers (kubernetes EndpointSlice, ${leases})`;
+      } else {
+        const note = [found.endpointsNote, silent.length > 0 ? `not answering: ${silent.sort().join(', ')}` : undefined].filter(Boolean).join('; ');
+        checked = `could not verify per server: ${reporters.length} of ${found.endpoints.length} addresses answered${note ? ` (${note})` : ''}, ${leases}`;
+        if (reporters.length === 0) {
+          // No server heard at its own address: our own address reports (whichever server it reaches).
+          report(deps.kube.server, await deps.kube.discover());
+          checked += `; discovery through ${deps.kube.server}`;
+        }
+      }
       const list = await deps.kube.getJson<{ items: Array<{ metadata: { name: string; resourceVersion?: string }; status?: { persistedStorageVersionHashes?: string[]; currentStorageVersionHash?: string; lastHeartbeatTime?: string; currentStorageVersionHashes?: StateSnapshot['reporters'] } }> }>(storageStatePath());
       const states: Record<string, StateSnapshot> = {};
       for (const i of list.items) {
@@ -101,7 +142,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
         if (st && st.persisted.length === 1 && st.persisted[0] === st.current) continue;
         migrations[name] = await migrationStatus(name);
       }
-      return { observed: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), states, migrations, discoveryConsistent: digests.size <= 1, reporters: reporters.sort() };
+      return { observed: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), states, migrations, discoveryConsistent: verified && digests.size === 1, reporters: reporters.sort(), checked };
     },
 
     async applyTriggerActions(actions: TriggerAction[]): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[] }> {

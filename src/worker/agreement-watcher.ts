@@ -1,52 +1,213 @@
 /**
- * Beside the worker: watches StorageVersion objects and CRDs, and when one
- * changes, signals the running migration of that resource so it re-checks
- * agreement at once (stopping its chunk in flight if agreement broke or
- * moved). A migration that is not running ignores it. After a restart the
- * watch resumes from a fresh list; a change missed meanwhile is still caught,
- * because every migration compares its agreement token before recording
- * success.
+ * Beside the worker: watches what agreement is made of, and when it changes,
+ * signals the running migration(s) concerned so they re-check agreement at
+ * once (stopping a chunk in flight if agreement broke or moved). A migration
+ * that is not running ignores it. After a restart the watches resume from a
+ * fresh list; a change missed meanwhile is still caught, because every
+ * migration compares its agreement token before recording success.
+ *
+ * - StorageVersion objects (only where that alpha API is served: it is off by
+ *   default, and then it is not watched at all; served-ness is probed again
+ *   every few minutes) -> the migration of that resource;
+ * - CRDs -> the migration of that custom resource;
+ * - API servers joining or leaving (an identity lease in kube-system created
+ *   or deleted, or the ready addresses of the `kubernetes` EndpointSlice
+ *   changing) -> every running migration, since each one's agreement counts
+ *   the servers. Lease renewals (every few seconds) are not changes.
+ *
+ * A watch that keeps failing logs once, then once every few minutes, not once
+ * a second.
  */
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from 'pino';
-import { groupResourceOfStorageVersion } from '../api/storage-version';
+import { groupResourceOfStorageVersion, IDENTITY_LABEL } from '../api/storage-version';
 import { migrationWorkflowId } from '../api/resource';
+import { endpointAddresses, endpointId, ENDPOINTSLICE_SELECTOR, ENDPOINTSLICES_PATH, IDENTITY_LEASES_PATH } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
 import { watchForever } from '../kube/watch';
 import { agreementChangedSignal } from '../workflows/migrate-resource';
 
-export function startAgreementWatcher(opts: { kube: KubeClient; client: Client; log: Logger }): { stop(): void } {
+const STORAGE_VERSIONS_GV = '/apis/internal.apiserver.k8s.io/v1alpha1';
+/** How often a StorageVersion API that is not served is looked for again. */
+const PROBE_INTERVAL_MS = 5 * 60_000;
+/** A failing watch logs again at most this often. */
+const LOG_INTERVAL_MS = 5 * 60_000;
+
+export interface WatcherOptions {
+  kube: KubeClient;
+  client: Client;
+  log: Logger;
+  probeIntervalMs?: number;
+}
+
+/** Logs a repeated failure once, then at most once per interval with how many were held back. */
+function quietWarn(log: Logger, what: string, intervalMs = LOG_INTERVAL_MS): (err: unknown) => void {
+  let last = 0;
+  let held = 0;
+  return (err) => {
+    const now = Date.now();
+    if (now - last < intervalMs) {
+      held++;
+      return;
+    }
+    log.warn({ err: String(err), ...(held > 0 ? { repeated: held } : {}) }, `${what} failed; re-listing`);
+    last = now;
+    held = 0;
+  };
+}
+
+export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
+  const { log, kube } = opts;
+  let stopped = false;
   const signal = async (workflowId: string, why: string) => {
     try {
       await opts.client.workflow.getHandle(workflowId).signal(agreementChangedSignal, why);
-      opts.log.info({ workflowId, why }, 'signalled a migration to re-check agreement');
+      log.info({ workflowId, why }, 'signalled a migration to re-check agreement');
     } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) opts.log.warn({ workflowId, err: String(err) }, 'could not signal the migration');
+      if (!(err instanceof WorkflowNotFoundError)) log.warn({ workflowId, err: String(err) }, 'could not signal the migration');
+    }
+  };
+  /** Every running migration: the set of API servers is part of every agreement. */
+  const signalAll = async (why: string) => {
+    try {
+      for await (const w of opts.client.workflow.list({ query: `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'` })) {
+        await signal(w.workflowId, why);
+      }
+    } catch (err) {
+      log.warn({ err: String(err), why }, 'could not list running migrations to signal');
     }
   };
   const nameOf = (obj: unknown) => (obj as { metadata?: { name?: string } }).metadata?.name ?? '';
-  const storageVersions = watchForever(opts.kube, '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions', {
-    onList: () => undefined,
-    onEvent: (type, obj) => {
-      const name = nameOf(obj);
-      if (name.includes('.')) void signal(migrationWorkflowId(groupResourceOfStorageVersion(name)), `StorageVersion ${name} ${type.toLowerCase()}`);
-    },
-    onError: (err) => opts.log.warn({ err: String(err) }, 'StorageVersion watch failed; re-listing'),
-  });
-  const crds = watchForever(opts.kube, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
+
+  // -- StorageVersions, only while the API is served
+  let storageVersions: { stop(): void } | undefined;
+  let probeTimer: NodeJS.Timeout | undefined;
+  let reportedOff = false;
+  const probe = async () => {
+    probeTimer = undefined;
+    if (stopped) return;
+    const res = await kube.raw('GET', STORAGE_VERSIONS_GV).catch(() => undefined);
+    if (stopped) return;
+    if (res?.status === 200) {
+      log.info('the StorageVersion API is served: watching StorageVersions');
+      reportedOff = false;
+      const warn = quietWarn(log, 'StorageVersion watch');
+      storageVersions = watchForever(kube, `${STORAGE_VERSIONS_GV}/storageversions`, {
+        onList: () => undefined,
+        onEvent: (type, obj) => {
+          const name = nameOf(obj);
+          if (name.includes('.')) void signal(migrationWorkflowId(groupResourceOfStorageVersion(name)), `StorageVersion ${name} ${type.toLowerCase()}`);
+        },
+        onError: (err) => {
+          // Switched off (404): back to probing, quietly.
+          const status = (err as { statusCode?: number; status?: number; code?: number }) ?? {};
+          if (status.statusCode === 404 || status.code === 404 || /\b404\b|not ?found/i.test(String(err))) {
+            storageVersions?.stop();
+            storageVersions = undefined;
+            schedule();
+            return;
+          }
+          warn(err);
+        },
+      });
+      return;
+    }
+    if (!reportedOff) {
+      log.info(
+        { status: res?.status },
+        'the StorageVersion API is not served (alpha, off by default): not watching StorageVersions; agreement is read from each API server’s discovery, re-checked on CRD, identity lease and EndpointSlice changes',
+      );
+      reportedOff = true;
+    }
+    schedule();
+  };
+  const schedule = () => {
+    if (!stopped && !probeTimer) probeTimer = setTimeout(() => void probe(), opts.probeIntervalMs ?? PROBE_INTERVAL_MS);
+  };
+  void probe();
+
+  // -- CRDs
+  const crdWarn = quietWarn(log, 'CRD watch');
+  const crds = watchForever(kube, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
     onList: () => undefined,
     onEvent: (type, obj) => {
       const name = nameOf(obj); // <plural>.<group>: exactly the resource's kubectl name
       const dot = name.indexOf('.');
       if (dot > 0) void signal(migrationWorkflowId({ resource: name.slice(0, dot), group: name.slice(dot + 1) }), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
     },
-    onError: (err) => opts.log.warn({ err: String(err) }, 'CRD watch failed; re-listing'),
+    onError: crdWarn,
   });
+
+  // -- API servers joining or leaving: identity leases (created/deleted, not renewed)
+  let leaseNames: Set<string> | undefined;
+  const leaseChange = (why: string) => void signalAll(why);
+  const leaseWarn = quietWarn(log, 'identity lease watch');
+  const leases = watchForever(
+    kube,
+    IDENTITY_LEASES_PATH,
+    {
+      onList: (items) => {
+        const now = new Set(items.map(nameOf));
+        const before = leaseNames;
+        leaseNames = now;
+        if (before && (before.size !== now.size || [...now].some((n) => !before.has(n)))) leaseChange(`API server identity leases changed: ${[...now].sort().join(', ')}`);
+      },
+      onEvent: (type, obj) => {
+        const name = nameOf(obj);
+        if (type === 'ADDED' && !leaseNames?.has(name)) {
+          leaseNames?.add(name);
+          leaseChange(`API server identity lease ${name} created`);
+        } else if (type === 'DELETED') {
+          leaseNames?.delete(name);
+          leaseChange(`API server identity lease ${name} deleted`);
+        }
+      },
+      onError: leaseWarn,
+    },
+    { labelSelector: IDENTITY_LABEL },
+  );
+
+  // -- ... and the ready addresses of the `kubernetes` EndpointSlice
+  const slices = new Map<string, unknown>();
+  let addresses: string | undefined;
+  const addressesNow = () =>
+    endpointAddresses([...slices.values()] as Parameters<typeof endpointAddresses>[0])
+      .map((a) => endpointId(a.address, a.port))
+      .join(', ');
+  const addressesMaybeChanged = () => {
+    const now = addressesNow();
+    if (addresses !== undefined && now !== addresses) void signalAll(`the kubernetes EndpointSlice now lists [${now}] (was [${addresses}])`);
+    addresses = now;
+  };
+  const sliceWarn = quietWarn(log, 'kubernetes EndpointSlice watch');
+  const endpointSlices = watchForever(
+    kube,
+    ENDPOINTSLICES_PATH,
+    {
+      onList: (items) => {
+        slices.clear();
+        for (const i of items) slices.set(nameOf(i), i);
+        addressesMaybeChanged();
+      },
+      onEvent: (type, obj) => {
+        if (type === 'DELETED') slices.delete(nameOf(obj));
+        else slices.set(nameOf(obj), obj);
+        addressesMaybeChanged();
+      },
+      onError: sliceWarn,
+    },
+    { labelSelector: ENDPOINTSLICE_SELECTOR },
+  );
+
   return {
     stop() {
-      storageVersions.stop();
+      stopped = true;
+      if (probeTimer) clearTimeout(probeTimer);
+      storageVersions?.stop();
       crds.stop();
+      leases.stop();
+      endpointSlices.stop();
     },
   };
 }

@@ -46,11 +46,6 @@ export const WorkerSettings = z.object({
   bridge: bool.default(true),
   /** Watch StorageVersion objects and CRDs and signal migrations when agreement may have changed. */
   watchAgreement: bool.default(true),
-  /** One kubeconfig per API server, to read each one's discovery (HA); empty: the main kubeconfig speaks for all. */
-  apiserverKubeconfigs: z
-    .string()
-    .optional()
-    .transform((v) => (v ?? '').split(',').map((x) => x.trim()).filter(Boolean)),
   /** Prometheus /metrics port; unset: no endpoint. */
   metricsPort: int(0, 65535).optional(),
   /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
@@ -72,7 +67,6 @@ export const settingSources: Record<string, string> = {
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
   bridge: 'SVM_BRIDGE',
   watchAgreement: 'SVM_WATCH_AGREEMENT',
-  apiserverKubeconfigs: 'SVM_APISERVER_KUBECONFIGS',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
 };
@@ -92,7 +86,6 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
   bridge: env.SVM_BRIDGE || undefined,
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
-  apiserverKubeconfigs: env.SVM_APISERVER_KUBECONFIGS || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
 });
@@ -127,7 +120,6 @@ export function loadWorkerSettings(env: NodeJS.ProcessEnv, flags: Partial<Record
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
     bridge: pick(flags.bridge, base.bridge),
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
-    apiserverKubeconfigs: pick(flags.apiserverKubeconfigs, base.apiserverKubeconfigs),
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),
   };

@@ -7,6 +7,7 @@ import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, t
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { freePort } from '../dev/ports';
+import { kubernetesEndpoints } from '../kube/apiservers';
 import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
 import { startAgreementWatcher } from './agreement-watcher';
@@ -93,10 +94,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
   const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address }));
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
-  const servers = settings.apiserverKubeconfigs.map((path) => {
-    const k = KubeClient.fromKubeconfig(path, { maxSockets: 4 });
-    return { id: k.server, kube: k };
-  });
+  // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
+  const apiservers = kubernetesEndpoints(kube);
   const budget = new RateLimiter(settings.qps);
   const clientConnection = await Connection.connect(temporalConnectionOptions({ ...t, address: t.address }));
   const client = new Client({ connection: clientConnection, namespace: t.namespace });
@@ -105,7 +104,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     namespace: t.namespace,
     taskQueue: t.taskQueue,
     workflowBundle: await workflowBundle(),
-    activities: createActivities({ kube, budget, metrics, servers, temporal: { client, taskQueue: t.taskQueue } }),
+    activities: createActivities({ kube, budget, metrics, apiservers, temporal: { client, taskQueue: t.taskQueue } }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
     maxHeartbeatThrottleInterval: '2 seconds',
@@ -129,7 +128,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const cleanup = async () => {
     await clientConnection.close();
     kube.close();
-    for (const s of servers) s.kube.close();
+    apiservers.close();
     await connection.close();
   };
 
