@@ -5,6 +5,8 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import { isObjectNotFound } from '../src/activities/migrate-chunk';
+import type { ResourceRef } from '../src/api/resource';
 import { classifyResponse, classifyTransportError, isPerObjectFailure, isRetryable, KubeError, type KubeErrorKind } from '../src/kube/errors';
 
 /** A metav1.Status body as the API server sends it. */
@@ -200,6 +202,147 @@ void test('classifyResponse: a Status without a message gives its code and reaso
 void test('classifyResponse: 429 says how long to wait, never what the server said', () => {
   const e = classifyResponse(429, statusBody(429, 'TooManyRequests', 'storage is (re)initializing'), '3');
   assert.equal(e.message, 'HTTP 429 TooManyRequests (retry after 3s)');
+});
+
+// --- rule 4: nothing a body quotes reaches a message -------------------------------------------
+
+const SECRET = 'hunter2-s3cr3t';
+const SECRET_B64 = Buffer.from(SECRET).toString('base64');
+const noSecret = (e: KubeError) => {
+  for (const n of [SECRET, SECRET_B64, 'hunter2', 'aHVudGVy']) assert.ok(!e.message.includes(n), `"${e.message}" contains ${n}`);
+};
+
+void test('rule 4: a webhook that echoes a value in its message, reason and details: only the code and its name', () => {
+  // What kube-apiserver returns for a webhook denial: the webhook's Status, its message prefixed by the server.
+  const body = JSON.stringify({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: `admission webhook "echo.svm.test" denied the request: refusing deny-1: its values are password=${SECRET} (base64 ${SECRET_B64})`,
+    reason: `password=${SECRET}`,
+    details: { name: `password=${SECRET}`, kind: SECRET_B64, causes: [{ reason: 'FieldValueInvalid', message: SECRET, field: `data.${SECRET}` }] },
+    code: 403,
+  });
+  const e = classifyResponse(403, body);
+  assert.equal(e.kind, 'webhookDenied');
+  assert.equal(e.message, 'HTTP 403 Forbidden: admission webhook "echo.svm.test" denied the request');
+  assert.equal(e.info.webhook, 'echo.svm.test');
+  assert.equal(e.info.reason, undefined, 'a reason that is not a StatusReason constant is dropped');
+  assert.equal(e.info.details, undefined, "a webhook's details are not kept");
+  noSecret(e);
+  const withoutExplanation = classifyResponse(400, statusBody(400, '', 'admission webhook "a.b.c" denied the request without explanation'));
+  assert.equal(withoutExplanation.message, 'HTTP 400 BadRequest: admission webhook "a.b.c" denied the request');
+});
+
+void test('rule 4: a 422 that quotes the invalid value keeps the field path and cause type only', () => {
+  const body = JSON.stringify({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message: `Widget.example.com "w-1" is invalid: [spec.password: Invalid value: "${SECRET}": must not look like a password, data.token: Required value]`,
+    reason: 'Invalid',
+    details: {
+      name: 'w-1',
+      group: 'example.com',
+      kind: 'Widget',
+      causes: [
+        { reason: 'FieldValueInvalid', message: `Invalid value: "${SECRET}": must not look like a password`, field: 'spec.password' },
+        { reason: 'FieldValueRequired', message: 'Required value', field: 'data.token' },
+        { reason: 'FieldValueInvalid', message: 'x', field: `data[${SECRET} with spaces]` },
+      ],
+    },
+    code: 422,
+  });
+  const e = classifyResponse(422, body);
+  assert.equal(e.kind, 'invalid');
+  assert.equal(e.message, 'HTTP 422 Invalid: spec.password (FieldValueInvalid), data.token (FieldValueRequired), (FieldValueInvalid)');
+  noSecret(e);
+});
+
+void test('rule 4: many causes are capped', () => {
+  const causes = Array.from({ length: 9 }, (_, i) => ({ reason: 'FieldValueInvalid', message: SECRET, field: `spec.f${i}` }));
+  const e = classifyResponse(422, statusBody(422, 'Invalid', SECRET, { details: { causes } }));
+  assert.equal(e.message, 'HTTP 422 Invalid: spec.f0 (FieldValueInvalid), spec.f1 (FieldValueInvalid), spec.f2 (FieldValueInvalid), spec.f3 (FieldValueInvalid), spec.f4 (FieldValueInvalid), …');
+});
+
+void test('rule 4: a ValidatingAdmissionPolicy whose messageExpression quotes a value: only the policy and binding names', () => {
+  const message = `secrets "s-1" is forbidden: ValidatingAdmissionPolicy 'no-hunter.svm.test' with binding 'no-hunter-binding' denied request: password is ${SECRET}`;
+  const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: 'Invalid', details: { name: 's-1', kind: 'secrets', causes: [{ message }] }, code: 422 });
+  const e = classifyResponse(422, body);
+  assert.equal(e.kind, 'invalid');
+  assert.equal(e.message, 'HTTP 422 Invalid: ValidatingAdmissionPolicy "no-hunter.svm.test" (binding "no-hunter-binding") denied the request');
+  noSecret(e);
+  const forbidden = classifyResponse(403, statusBody(403, 'Forbidden', `widgets.example.com "w" is forbidden: ValidatingAdmissionPolicy 'p.example' denied request: ${SECRET}`));
+  assert.equal(forbidden.kind, 'forbidden');
+  assert.equal(forbidden.message, 'HTTP 403 Forbidden: ValidatingAdmissionPolicy "p.example" denied the request');
+});
+
+void test('rule 4: RBAC refusals say (RBAC) and the verb; other 403s only the code', () => {
+  const rbac = classifyResponse(403, statusBody(403, 'Forbidden', 'secrets "s-1" is forbidden: User "system:serviceaccount:svm:svm" cannot update resource "secrets" in API group "" in the namespace "ns"', { details: { name: 's-1', kind: 'secrets' } }));
+  assert.equal(rbac.message, 'HTTP 403 Forbidden (RBAC: cannot update)');
+  const list = classifyResponse(403, statusBody(403, 'Forbidden', 'secrets is forbidden: User "x" cannot list resource "secrets" in API group "" at the cluster scope'));
+  assert.equal(list.message, 'HTTP 403 Forbidden (RBAC: cannot list)');
+  const other = classifyResponse(403, statusBody(403, 'Forbidden', `secrets "s-1" is forbidden: something said ${SECRET}`));
+  assert.equal(other.message, 'HTTP 403 Forbidden');
+});
+
+void test('rule 4: a quoted value that looks like a webhook denial does not make one', () => {
+  const body = statusBody(422, 'Invalid', `Secret "s" is invalid: data.x: Invalid value: "admission webhook \\"leak.${SECRET}.io\\" denied the request"`, {
+    details: { causes: [{ reason: 'FieldValueInvalid', field: 'data.x' }] },
+  });
+  const e = classifyResponse(422, body);
+  assert.equal(e.kind, 'invalid');
+  assert.equal(e.message, 'HTTP 422 Invalid: data.x (FieldValueInvalid)');
+  noSecret(e);
+});
+
+void test('rule 4: resource-level errors keep fixed phrases only', () => {
+  const call = classifyResponse(500, statusBody(500, 'InternalError', `Internal error occurred: failed calling webhook "deny.svm.test": failed to call webhook: Post "https://127.0.0.1:1/validate?x=${SECRET}": dial tcp: connection refused`));
+  assert.equal(call.kind, 'unavailable');
+  assert.equal(call.message, 'HTTP 500 InternalError: calling admission webhook "deny.svm.test" failed');
+  noSecret(call);
+  const etcd = classifyResponse(500, statusBody(500, 'InternalError', `etcdserver: request is too large: ${SECRET}`));
+  assert.equal(etcd.message, 'HTTP 500 InternalError');
+  const odd = classifyResponse(503, statusBody(503, SECRET, SECRET), '2');
+  assert.equal(odd.message, 'HTTP 503 ServiceUnavailable (Retry-After 2s)');
+  noSecret(odd);
+});
+
+// --- 404: the object, or the resource itself -----------------------------------------------------
+
+const widgets: ResourceRef = { group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true, storageVersionHash: '', custom: true };
+const secrets: ResourceRef = { group: '', version: 'v1', resource: 'secrets', kind: 'Secret', namespaced: true, storageVersionHash: '', custom: false };
+
+// Bodies as kube-apiserver v1.36 returns them (captured by test/test-resource-gone.test.ts).
+const DELETED_WIDGET = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"widgets.example.com \\"w-000000\\" not found","reason":"NotFound","details":{"name":"w-000000","group":"example.com","kind":"widgets"},"code":404}\n';
+const DELETED_SECRET = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"secrets \\"gone\\" not found","reason":"NotFound","details":{"name":"gone","kind":"secrets"},"code":404}\n';
+const NOT_SERVED = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}\n';
+
+void test('404: a deleted object names itself in details; only then is it the object', () => {
+  const w = classifyResponse(404, DELETED_WIDGET);
+  assert.equal(w.kind, 'notFound');
+  assert.equal(w.message, 'HTTP 404 NotFound');
+  assert.deepEqual(w.info.details, { name: 'w-000000', group: 'example.com', kind: 'widgets' });
+  assert.equal(isObjectNotFound(w, widgets, { name: 'w-000000' }), true);
+  assert.equal(isObjectNotFound(w, widgets, { name: 'w-000001' }), false, 'another name');
+  assert.equal(isObjectNotFound(w, { ...widgets, group: 'other.com' }, { name: 'w-000000' }), false, 'another group');
+  assert.equal(isObjectNotFound(w, { ...widgets, resource: 'gadgets', kind: 'Gadget' }, { name: 'w-000000' }), false, 'another resource');
+  const s = classifyResponse(404, DELETED_SECRET);
+  assert.equal(isObjectNotFound(s, secrets, { name: 'gone' }), true);
+  assert.equal(isObjectNotFound(s, widgets, { name: 'gone' }), false);
+});
+
+void test('404: "the server could not find the requested resource" is the resource, never an object', () => {
+  const e = classifyResponse(404, NOT_SERVED);
+  assert.equal(e.kind, 'notFound');
+  assert.equal(e.info.resourceNotServed, true);
+  assert.equal(e.message, 'HTTP 404 NotFound: the requested resource is not served');
+  assert.equal(isObjectNotFound(e, widgets, { name: 'w-000000' }), false);
+  // An empty or non-Status 404 (a proxy) names nothing either.
+  assert.equal(isObjectNotFound(classifyResponse(404, ''), widgets, { name: 'w' }), false);
+  assert.equal(isObjectNotFound(classifyResponse(404, '404 page not found'), widgets, { name: 'w' }), false);
 });
 
 // --- transport errors ---------------------------------------------------------------------

@@ -28,8 +28,14 @@ const versionSchema = {
   },
 };
 
-/** Creates (or updates) the CRD with the given storage version and waits until both versions are served. */
-export async function applyCrd(kube: KubeClient, c: TestCrd, storage: 'v1' | 'v2', opts: { namespaced?: boolean } = {}): Promise<void> {
+/**
+ * Creates (or updates) the CRD with the given storage version and waits until
+ * it is established and the storage version is served (both versions are
+ * served unless opts.served says otherwise; the storage version must be):
+ * every served version answers a list.
+ */
+export async function applyCrd(kube: KubeClient, c: TestCrd, storage: 'v1' | 'v2', opts: { namespaced?: boolean; served?: Array<'v1' | 'v2'> } = {}): Promise<void> {
+  const served = opts.served ?? ['v1', 'v2'];
   const body = {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -38,7 +44,7 @@ export async function applyCrd(kube: KubeClient, c: TestCrd, storage: 'v1' | 'v2
       group: c.group,
       scope: opts.namespaced === false ? 'Cluster' : 'Namespaced',
       names: { plural: c.plural, singular: c.kind.toLowerCase(), kind: c.kind, listKind: `${c.kind}List` },
-      versions: ['v1', 'v2'].map((v) => ({ name: v, served: true, storage: v === storage, schema: versionSchema })),
+      versions: (['v1', 'v2'] as const).map((v) => ({ name: v, served: served.includes(v), storage: v === storage, schema: versionSchema })),
     },
   };
   await kube.request('PATCH', crdUrl(c), { body: JSON.stringify(body), contentType: 'application/apply-patch+yaml', query: { fieldManager: 'svm-test', force: 'true' } });
@@ -47,8 +53,8 @@ export async function applyCrd(kube: KubeClient, c: TestCrd, storage: 'v1' | 'v2
     const crd = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(crdUrl(c));
     const established = crd.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True');
     if (established) {
-      const res = await kube.raw('GET', `/apis/${c.group}/v2/${c.plural}`, { query: { limit: 1 } });
-      if (res.status === 200) return;
+      const codes = await Promise.all(served.map(async (v) => (await kube.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status));
+      if (codes.every((code) => code === 200)) return;
     }
     if (i > 300) throw new Error(`CRD ${c.name} not ready after 30s`);
     await new Promise((r) => setTimeout(r, 100));

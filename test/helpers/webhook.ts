@@ -1,4 +1,8 @@
-/** A real validating admission webhook for tests: an HTTPS server on 127.0.0.1 that denies updates by name. */
+/**
+ * A real validating admission webhook for tests: an HTTPS server on 127.0.0.1
+ * that denies updates by name, or by any rule over the AdmissionReview's
+ * request (the object included), with a message of its choosing.
+ */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
 import * as https from 'node:https';
@@ -16,7 +20,28 @@ export interface DenyingWebhook {
   close(): Promise<void>;
 }
 
-export async function startDenyingWebhook(deny: (name: string) => boolean, message: string): Promise<DenyingWebhook> {
+/** The part of an AdmissionReview request a test webhook decides on. */
+export interface AdmissionRequest {
+  uid: string;
+  name: string;
+  namespace?: string;
+  operation: string;
+  object?: Record<string, unknown>;
+}
+
+/** A denial: the Status the webhook answers with (the API server passes code, reason, message and details on). */
+export interface Denial {
+  code?: number;
+  message: string;
+  reason?: string;
+  details?: Record<string, unknown>;
+}
+
+export async function startDenyingWebhook(deny: (name: string) => boolean, message: string): Promise<DenyingWebhook>;
+export async function startDenyingWebhook(decide: (request: AdmissionRequest) => Denial | undefined): Promise<DenyingWebhook>;
+export async function startDenyingWebhook(rule: ((name: string) => boolean) | ((request: AdmissionRequest) => Denial | undefined), message?: string): Promise<DenyingWebhook> {
+  const decide: (request: AdmissionRequest) => Denial | undefined =
+    message !== undefined ? (r) => ((rule as (name: string) => boolean)(r.name) ? { code: 403, message } : undefined) : (rule as (request: AdmissionRequest) => Denial | undefined);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svm-webhook-'));
   execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
   const cert = readFileSync(path.join(dir, 'cert.pem'));
@@ -25,11 +50,11 @@ export async function startDenyingWebhook(deny: (name: string) => boolean, messa
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString('utf8')));
     req.on('end', () => {
-      const review = JSON.parse(body) as { request: { uid: string; name: string } };
-      const refuse = deny(review.request.name);
-      if (refuse) state.denied++;
+      const review = JSON.parse(body) as { request: AdmissionRequest };
+      const denial = decide(review.request);
+      if (denial) state.denied++;
       res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request.uid, allowed: !refuse, ...(refuse ? { status: { code: 403, message } } : {}) } }));
+      res.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request.uid, allowed: !denial, ...(denial ? { status: { code: 403, ...denial } } : {}) } }));
     });
   });
   await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
@@ -89,6 +114,68 @@ export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string):
       });
     }
     return remove;
+  } catch (err) {
+    await remove().catch(() => undefined);
+    throw err;
+  }
+}
+
+/**
+ * The worst webhook for rule 4: it refuses updates of the Secrets of namespace
+ * ns that `deny` picks, and its denial ECHOES the Secret's decoded values —
+ * in its message, its reason and its details (a webhook writes the whole
+ * Status the API server returns). Waits until every API server enforces it on
+ * the Secret named probe (which deny must pick). Returns the webhook and its
+ * removal.
+ */
+export async function denySecretsEchoingValues(plane: TestPlane, ns: string, probe: string, deny: (name: string) => boolean, webhookName = 'echo.svm.test'): Promise<{ hook: DenyingWebhook; remove: () => Promise<void> }> {
+  const hook = await startDenyingWebhook((r) => {
+    if (r.operation !== 'UPDATE' || !deny(r.name)) return undefined;
+    const data = (r.object?.data ?? {}) as Record<string, string>;
+    const values = Object.entries(data).map(([k, v]) => `${k}=${Buffer.from(v, 'base64').toString('utf8')}`);
+    const encoded = Object.values(data).join(',');
+    return {
+      code: 403,
+      message: `refusing ${r.name}: its values are ${values.join(' ')} (base64 ${encoded})`,
+      reason: values.join(' ') || 'Forbidden',
+      details: { name: values.join(' '), kind: encoded, causes: Object.keys(data).map((k) => ({ field: `data.${Buffer.from(data[k]!, 'base64').toString('utf8')}`, reason: 'FieldValueInvalid', message: values.join(' ') })) },
+    };
+  });
+  const configName = uniq('svm-echo');
+  const remove = async () => {
+    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
+    await hook.close();
+  };
+  try {
+    await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
+      body: JSON.stringify({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingWebhookConfiguration',
+        metadata: { name: configName },
+        webhooks: [
+          {
+            name: webhookName,
+            clientConfig: { url: hook.url, caBundle: hook.caBundle },
+            rules: [{ operations: ['UPDATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['secrets'] }],
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+            admissionReviewVersions: ['v1'],
+            sideEffects: 'None',
+            failurePolicy: 'Fail',
+            timeoutSeconds: 5,
+          },
+        ],
+      }),
+    });
+    const probeUrl = `/api/v1/namespaces/${ns}/secrets/${probe}`;
+    for (let i = 0; i < plane.state.apiservers.length; i++) {
+      const k = plane.kubeOf(i);
+      await eventually(`the webhook on API server ${i}`, async () => {
+        const obj = await k.getJson<Record<string, unknown>>(probeUrl);
+        const res = await k.raw('PUT', probeUrl, { body: JSON.stringify(obj) });
+        return res.status === 403;
+      });
+    }
+    return { hook, remove };
   } catch (err) {
     await remove().catch(() => undefined);
     throw err;
