@@ -3,16 +3,25 @@
  * them started with --min-compatibility-version=1.33, encode
  * resource.k8s.io/deviceclasses as v1beta2 where the default encodes v1.
  * A migration waits while they disagree, stops when agreement breaks, ignores
- * stale entries of servers that are gone, and succeeds only when agreement held
- * from its start to its end. etcd is checked at the end of every scenario.
+ * servers that are gone, and succeeds only when agreement held from its start
+ * to its end. etcd is checked at the end of every scenario.
+ *
+ * Every scenario runs twice, the worker configured as deploy/ does (one
+ * load-balanced KUBECONFIG, nothing per server):
+ * - StorageVersion API off (the default, as in real clusters): the worker
+ *   finds each server in the `kubernetes` EndpointSlice, asks each one's
+ *   discovery at its own address, and counts them by their identity leases;
+ * - StorageVersion API on: agreement from StorageVersion objects.
+ * The plane is left with the API off.
  */
 import assert from 'node:assert/strict';
-import { after, afterEach, before, beforeEach, test } from 'node:test';
+import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { svmPath } from '../src/activities';
 import type { MigrationHandle } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
+import { storageVersionHashOf } from '../src/kube/agreement';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDeviceClasses, DEVICECLASSES_PREFIX, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
@@ -21,10 +30,14 @@ import { testPlane, uniq, type TestPlane } from './helpers/plane';
 const OLD = OLD_ENCODING_FLAGS;
 const DEVICECLASSES = 'deviceclasses.resource.k8s.io';
 const PREFIX = DEVICECLASSES_PREFIX;
+const HASH_V1 = storageVersionHashOf('resource.k8s.io', 'v1', 'DeviceClass');
+const HASH_V1BETA2 = storageVersionHashOf('resource.k8s.io', 'v1beta2', 'DeviceClass');
 
 let plane: TestPlane;
 before(async () => {
   plane = await testPlane();
+  // The per-server answers below are only real where each server has its own address.
+  assert.equal(plane.shape, 'cluster', `this test needs the cluster-shaped plane: ${plane.state.shapeReason}`);
   await installCrds(plane.kube);
 });
 // Every scenario leaves both API servers running with default flags.
@@ -34,7 +47,10 @@ afterEach(async () => {
   await restartApiserver(plane.dir, 1, [], () => undefined);
   await endLeftovers(plane);
 });
-after(async () => plane?.close());
+after(async () => {
+  await plane?.setStorageVersionApi(false); // the default
+  await plane?.close();
+});
 
 const quiet = () => undefined;
 
@@ -47,111 +63,149 @@ const phaseIs = (h: MigrationHandle, phase: string) => async () => {
   return p.phase === phase && p;
 };
 
-void test('servers disagree: the migration waits visibly and writes nothing; once they agree it succeeds, etcd clean', async () => {
-  await restartApiserver(plane.dir, 1, OLD, quiet);
-  const tag = uniq('dc');
-  await createDeviceClasses(plane.kubeOf(1), `${tag}-old`, 60); // stored as v1beta2
-  await createDeviceClasses(plane.kubeOf(0), `${tag}-new`, 40); // stored as v1
-  const v = await deviceClassVersions();
-  assert.ok((v['resource.k8s.io/v1beta2'] ?? 0) >= 60, `expected v1beta2 objects, got ${JSON.stringify(v)}`);
+/** How a server is named in discovery-mode messages: its own address and port. */
+const serverId = (index: number) => `${plane.state.apiservers[index]!.address}:${plane.state.apiservers[index]!.port}`;
 
-  const result = await withWorker(plane, async (m) => {
-    const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
-    const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
-    assert.match(waiting.message ?? '', /disagree on the encoding version of resource\.k8s\.io\.deviceclasses: /);
-    assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1beta2\b/);
-    assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1(,|$)/);
-    const revisions = new Map((await readStoredObjects(plane.etcd, PREFIX)).map((o) => [o.key, o.modRevision]));
-    await new Promise((r) => setTimeout(r, 5000));
-    const still = await h.progress();
-    assert.equal(still.phase, 'WaitingForAgreement');
-    assert.equal(still.counters.chunks, 0);
-    for (const o of await readStoredObjects(plane.etcd, PREFIX)) assert.equal(o.modRevision, revisions.get(o.key), `${o.key} was written while the servers disagreed`);
-    // kubectl users see it too
-    const svm = await plane.kube.getJson<{ status: { phase: string; message: string } }>(svmPath(still.migrationObjects[0]!));
-    assert.equal(svm.status.phase, 'WaitingForAgreement');
-    assert.match(svm.status.message, /disagree/);
-
-    await restartApiserver(plane.dir, 1, [], quiet);
-    return h.wait();
+for (const mode of ['off', 'on'] as const) {
+  const sv = mode === 'on';
+  void describe(`StorageVersion API ${mode}`, () => {
+    before(async () => {
+      await plane.setStorageVersionApi(sv);
+      assert.equal(plane.storageVersionApi, sv);
+      const res = await plane.kube.raw('GET', '/apis/internal.apiserver.k8s.io/v1alpha1');
+      assert.equal(res.status, sv ? 200 : 404, `the StorageVersion API should be ${sv ? '' : 'not '}served`);
+    });
+    scenarios(sv);
   });
-  assert.equal(result.phase, 'Succeeded', result.message);
-  assert.match(result.message ?? '', /resource\.k8s\.io\/v1; the API servers agreed from start to end/);
-  assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
-});
+}
 
-void test('agreement breaks mid-migration: the migration stops, waits, starts over, and finishes at the final version; etcd clean', async () => {
-  const tag = uniq('brk');
-  await restartApiserver(plane.dir, 1, OLD, quiet);
-  await createDeviceClasses(plane.kubeOf(1), tag, 600); // v1beta2
-  await restartApiserver(plane.dir, 1, [], quiet); // agreement on v1
-
-  const result = await withWorker(plane, async (m) => {
-    const h = await m.start(DEVICECLASSES, { chunkSize: 50, concurrency: 2, qps: 60, agreementPollSeconds: 2 });
-    await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
-    // A rolling upgrade step backwards: server 1 encodes v1beta2 again.
+function scenarios(sv: boolean): void {
+  void test('servers disagree: the migration waits visibly and writes nothing; once they agree it succeeds, etcd clean', async () => {
     await restartApiserver(plane.dir, 1, OLD, quiet);
-    const waiting = await eventually('back to WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
-    assert.ok(waiting.restarts >= 1, 'the polluted pass must be abandoned');
-    assert.equal(waiting.counters.migrated, 0, 'counters restart with the new pass');
-    // Meanwhile writes through the old server store the old version.
-    await createDeviceClasses(plane.kubeOf(1), `${tag}-late`, 30);
-    assert.ok(((await deviceClassVersions())['resource.k8s.io/v1beta2'] ?? 0) >= 30);
-    await restartApiserver(plane.dir, 1, [], quiet);
-    return h.wait();
-  });
-  assert.equal(result.phase, 'Succeeded', result.message);
-  assert.ok(result.restarts >= 1);
-  const total = (await storedVersions(plane.etcd, PREFIX)).total;
-  assert.equal(result.counters.migrated + result.counters.conflicts, total, 'the final pass must cover every object');
-  assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
-});
+    const tag = uniq('dc');
+    await createDeviceClasses(plane.kubeOf(1), `${tag}-old`, 60); // stored as v1beta2
+    await createDeviceClasses(plane.kubeOf(0), `${tag}-new`, 40); // stored as v1
+    const v = await deviceClassVersions();
+    assert.ok((v['resource.k8s.io/v1beta2'] ?? 0) >= 60, `expected v1beta2 objects, got ${JSON.stringify(v)}`);
 
-void test('an API server removed for good: once its identity lease is gone, its stale entry no longer blocks agreement', async () => {
-  const tag = uniq('gone');
-  await restartApiserver(plane.dir, 1, OLD, quiet);
-  await createDeviceClasses(plane.kubeOf(1), tag, 50); // v1beta2
-  const leases = await plane.kube.getJson<{ items: Array<{ metadata: { name: string; labels: Record<string, string> } }> }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
-    labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
-  });
-  const gone = leases.items.find((l) => l.metadata.labels['kubernetes.io/hostname'] === 'svm-apiserver-1')!.metadata.name;
-  // Killed, not stopped: a graceful shutdown deletes its own identity lease; a vanished server leaves it behind.
-  await stopApiserver(plane.dir, 1, { kill: true });
+    const result = await withWorker(plane, async (m) => {
+      const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
+      const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
+      if (sv) {
+        assert.match(waiting.message ?? '', /disagree on the encoding version of resource\.k8s\.io\.deviceclasses: /);
+        assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1beta2\b/);
+        assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1(,|$)/);
+      } else {
+        // Each server asked at its own address, named by it, with the hash it serves.
+        const expected = `disagree on the storage version of ${DEVICECLASSES}: ${serverId(0)}=${HASH_V1} (resource.k8s.io/v1), ${serverId(1)}=${HASH_V1BETA2} (resource.k8s.io/v1beta2)`;
+        assert.ok(waiting.message?.includes(expected), `expected "${expected}" in: ${waiting.message}`);
+      }
+      process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] waiting: ${waiting.message}\n`);
+      const revisions = new Map((await readStoredObjects(plane.etcd, PREFIX)).map((o) => [o.key, o.modRevision]));
+      await new Promise((r) => setTimeout(r, 5000));
+      const still = await h.progress();
+      assert.equal(still.phase, 'WaitingForAgreement');
+      assert.equal(still.counters.chunks, 0);
+      for (const o of await readStoredObjects(plane.etcd, PREFIX)) assert.equal(o.modRevision, revisions.get(o.key), `${o.key} was written while the servers disagreed`);
+      // kubectl users see it too
+      const svm = await plane.kube.getJson<{ status: { phase: string; message: string } }>(svmPath(still.migrationObjects[0]!));
+      assert.equal(svm.status.phase, 'WaitingForAgreement');
+      assert.match(svm.status.message, /disagree/);
 
-  const result = await withWorker(
-    plane,
-    async (m) => {
+      await restartApiserver(plane.dir, 1, [], quiet);
+      return h.wait();
+    });
+    assert.equal(result.phase, 'Succeeded', result.message);
+    process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
+    // It says what was checked, and never more.
+    const checked = sv ? 'the StorageVersion API: 2 live API servers' : '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery';
+    assert.ok(result.message?.includes(`resource.k8s.io/v1 in one whole pass; the API servers agreed from start to end: ${checked}`), result.message);
+    assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+  });
+
+  void test('agreement breaks mid-migration: the migration stops, waits, starts over, and finishes at the final version; etcd clean', async () => {
+    const tag = uniq('brk');
+    await restartApiserver(plane.dir, 1, OLD, quiet);
+    await createDeviceClasses(plane.kubeOf(1), tag, 600); // v1beta2
+    await restartApiserver(plane.dir, 1, [], quiet); // agreement on v1
+
+    const result = await withWorker(plane, async (m) => {
+      const h = await m.start(DEVICECLASSES, { chunkSize: 50, concurrency: 2, qps: 60, agreementPollSeconds: 2 });
+      await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
+      // A rolling upgrade step backwards: server 1 encodes v1beta2 again.
+      await restartApiserver(plane.dir, 1, OLD, quiet);
+      const waiting = await eventually('back to WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
+      assert.ok(waiting.restarts >= 1, 'the polluted pass must be abandoned');
+      assert.equal(waiting.counters.migrated, 0, 'counters restart with the new pass');
+      // Meanwhile writes through the old server store the old version.
+      await createDeviceClasses(plane.kubeOf(1), `${tag}-late`, 30);
+      assert.ok(((await deviceClassVersions())['resource.k8s.io/v1beta2'] ?? 0) >= 30);
+      await restartApiserver(plane.dir, 1, [], quiet);
+      return h.wait();
+    });
+    assert.equal(result.phase, 'Succeeded', result.message);
+    assert.ok(result.restarts >= 1);
+    const total = (await storedVersions(plane.etcd, PREFIX)).total;
+    assert.equal(result.counters.migrated + result.counters.conflicts, total, 'the final pass must cover every object');
+    assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+  });
+
+  void test('an API server removed for good: once its identity lease is gone, it no longer blocks agreement', async () => {
+    const tag = uniq('gone');
+    await restartApiserver(plane.dir, 1, OLD, quiet);
+    await createDeviceClasses(plane.kubeOf(1), tag, 50); // v1beta2
+    const leases = await plane.kube.getJson<{ items: Array<{ metadata: { name: string; labels: Record<string, string> } }> }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
+      labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
+    });
+    const gone = leases.items.find((l) => l.metadata.labels['kubernetes.io/hostname'] === 'svm-apiserver-1')!.metadata.name;
+    // Killed, not stopped: a graceful shutdown deletes its own identity lease (and endpoint); a vanished server leaves them behind.
+    await stopApiserver(plane.dir, 1, { kill: true });
+    const deleteLease = () => plane.kube.request('DELETE', `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${gone}`);
+
+    const result = await withWorker(plane, async (m) => {
+      if (!sv) {
+        // Its lease goes at once, but its address stays in the EndpointSlice until its endpoint lease
+        // expires: an address that does not answer while another does means wait.
+        await deleteLease();
+        const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
+        const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
+        process.stderr.write(`[ha sv-off] waiting: ${waiting.message}\n`);
+        assert.ok(waiting.message?.includes(`waiting for API server(s) ${serverId(1)} (`), waiting.message);
+        return h.wait();
+      }
       const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
       // Its lease is still there: its stale v1beta2 entry blocks agreement.
       const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
       assert.match(waiting.message ?? '', /disagree/);
-      await plane.kube.request('DELETE', `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${gone}`);
+      await deleteLease();
       return h.wait();
-    },
-    // Only API server 0 is left to ask.
-    { settings: { apiserverKubeconfigs: [plane.env.KUBECONFIG_APISERVER_0!] } },
-  );
-  assert.equal(result.phase, 'Succeeded', result.message);
-  assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
-  const sv = await plane.kube.getJson<{ status: { storageVersions: Array<{ apiServerID: string }> } }>('/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses');
-  assert.ok(sv.status.storageVersions.some((e) => e.apiServerID === gone), 'the stale entry was still there: it was ignored, not removed');
-});
-
-void test("a CRD's storage version switched while its migration runs: it starts over at the new version", async () => {
-  const crd = testCrd(`${uniq('ha')}.svm.test`);
-  await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', 600, { namespace: uniq('ns') });
-  await applyCrd(plane.kube, crd, 'v2');
-  const result = await withWorker(plane, async (m) => {
-    const h = await m.start(crd.name, { chunkSize: 50, concurrency: 2, qps: 60, agreementPollSeconds: 2 });
-    await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
-    await applyCrd(plane.kube, crd, 'v1'); // storage moves back to v1
-    await eventually('a restart', async () => (await h.progress()).restarts >= 1);
-    return h.wait();
+    });
+    assert.equal(result.phase, 'Succeeded', result.message);
+    process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
+    assert.ok(result.message?.endsWith(sv ? 'the StorageVersion API: 1 live API server' : '1 of 1 API server (kubernetes EndpointSlice, 1 identity lease) by their discovery'), result.message);
+    assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+    if (sv) {
+      const obj = await plane.kube.getJson<{ status: { storageVersions: Array<{ apiServerID: string }> } }>('/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses');
+      assert.ok(obj.status.storageVersions.some((e) => e.apiServerID === gone), 'the stale entry was still there: it was ignored, not removed');
+    }
   });
-  assert.equal(result.phase, 'Succeeded', result.message);
-  assert.match(result.message ?? '', / to v1;/);
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 600 });
-  const c = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
-  assert.deepEqual(c.status.storedVersions, ['v1']);
-});
+
+  void test("a CRD's storage version switched while its migration runs: it starts over at the new version", async () => {
+    const crd = testCrd(`${uniq('ha')}.svm.test`);
+    await applyCrd(plane.kube, crd, 'v1');
+    await createObjects(plane.kube, crd, 'v1', 600, { namespace: uniq('ns') });
+    await applyCrd(plane.kube, crd, 'v2');
+    const result = await withWorker(plane, async (m) => {
+      const h = await m.start(crd.name, { chunkSize: 50, concurrency: 2, qps: 60, agreementPollSeconds: 2 });
+      await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
+      await applyCrd(plane.kube, crd, 'v1'); // storage moves back to v1
+      await eventually('a restart', async () => (await h.progress()).restarts >= 1);
+      return h.wait();
+    });
+    assert.equal(result.phase, 'Succeeded', result.message);
+    assert.match(result.message ?? '', / to v1 in one whole pass; the API servers agreed from start to end: (2 of 2 API servers \(kubernetes EndpointSlice, 2 identity leases\) by their discovery)$/);
+    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 600 });
+    const c = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+    assert.deepEqual(c.status.storedVersions, ['v1']);
+  });
+}

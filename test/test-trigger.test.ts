@@ -1,6 +1,8 @@
 /**
  * Automatic migration against real servers: the trigger keeps StorageState
- * objects from every API server's discovery and migrates by itself when a
+ * objects from every API server's discovery (each server found in the
+ * `kubernetes` EndpointSlice and asked at its own address; reporter IDs are
+ * those addresses) and migrates by itself when a
  * storage version changes; the rolling-upgrade walkthrough of design-docs/001
  * on two API servers; the staleness reset. StorageState snapshots are printed
  * (kubectl's view) at each step.
@@ -50,7 +52,7 @@ async function state(name: string): Promise<StateStatus | undefined> {
 async function snapshot(step: string, name: string): Promise<StateStatus> {
   const out = await run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, 'get', 'storagestate', name, '-o', 'jsonpath={.status}']);
   const s = JSON.parse(out.stdout) as StateStatus;
-  const reporters = (s.currentStorageVersionHashes ?? []).map((e) => `${e.reporterID.replace(/^https:\/\/127\.0\.0\.1:/, ':')}=${e.currentStorageVersionHash}`).join(' ');
+  const reporters = (s.currentStorageVersionHashes ?? []).map((e) => `${e.reporterID}=${e.currentStorageVersionHash}`).join(' ');
   process.stderr.write(`[walkthrough] ${step.padEnd(44)} current=${s.currentStorageVersionHash} persisted=${JSON.stringify(s.persistedStorageVersionHashes)} reporters=[${reporters}] consistent=${s.discoveryConsistent}\n`);
   return s;
 }
@@ -82,7 +84,14 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
     // Created as Unknown, migrated once, settled on the v1 hash.
     await eventually('the StorageState to be created', async () => (await state(crd.name)) !== undefined, 60_000);
     const settledV1 = await eventually('settled on v1', settled(crd.name, h1), 180_000);
-    assert.equal(settledV1.currentStorageVersionHashes?.length, plane.state.apiservers.length, 'one entry per API server');
+    // One entry per API server, each found in the kubernetes EndpointSlice and named by its own address
+    // (the worker has only the load-balanced kubeconfig); every one answered: discovery consistent.
+    assert.deepEqual(
+      settledV1.currentStorageVersionHashes?.map((e) => e.reporterID).sort(),
+      plane.state.apiservers.map((a) => `${a.address}:${a.port}`).sort(),
+      'one entry per API server, by its address',
+    );
+    assert.equal(settledV1.discoveryConsistent, true);
     await snapshot('CRD at v1, settled', crd.name);
 
     await applyCrd(plane.kube, crd, 'v2');

@@ -12,7 +12,9 @@ import assert from 'node:assert/strict';
 import type * as https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
 import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, storageVersionHashOf, versionNamer, type EndpointAnswers, type ServerView } from '../src/kube/agreement';
-import { endpointAddresses, endpointId, endpointKubeConfig } from '../src/kube/apiservers';
+import { endpointAddresses, endpointId, endpointKubeConfig, kubernetesEndpoints } from '../src/kube/apiservers';
+import type { KubeClient } from '../src/kube/client';
+import { KubeError } from '../src/kube/errors';
 import { IDENTITY_LABEL, IdentityLease, StorageVersion, groupResourceOfStorageVersion, storageVersionName } from '../src/api/storage-version';
 
 // --- fixtures ---------------------------------------------------------------------------
@@ -599,6 +601,49 @@ void test('endpointKubeConfig: same user, the CA, server = the address, TLS name
   assert.notEqual(opts.rejectUnauthorized, false);
   assert.equal((opts.headers as Record<string, string>).Authorization, 'Bearer secret-token');
   assert.equal(endpointKubeConfig(base, 'fd00::1', 6443).getCurrentCluster()!.server, 'https://[fd00::1]:6443');
+});
+
+void test('kubernetesEndpoints: one cached client per listed address, closed when its address leaves; live identity leases only; a forbidden list is a note', async () => {
+  const base = new KubeConfig();
+  base.loadFromOptions({
+    clusters: [{ name: 'lb', server: 'https://127.0.0.1:36443', skipTLSVerify: false }],
+    users: [{ name: 'svm', token: 't' }],
+    contexts: [{ name: 'ctx', cluster: 'lb', user: 'svm' }],
+    currentContext: 'ctx',
+  });
+  let addresses = ['198.18.1.10', '198.18.1.11'];
+  let forbidden = false;
+  const asked: string[] = [];
+  const via = {
+    kubeConfig: base,
+    server: 'https://127.0.0.1:36443',
+    getJson: (path: string, query?: Record<string, string>) => {
+      asked.push(`${path}?${new URLSearchParams(query).toString()}`);
+      if (path.includes('endpointslices')) {
+        if (forbidden) return Promise.reject(new KubeError('forbidden', 'endpointslices is forbidden', 403));
+        return Promise.resolve({ items: [slice('IPv4', addresses.map((a) => ({ addresses: [a] })))] });
+      }
+      return Promise.resolve({ items: [fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 2 * HOUR), leaseDurationSeconds: 3600 })] });
+    },
+  } as unknown as KubeClient;
+  const source = kubernetesEndpoints(via, { now: () => NOW });
+  const first = await source.find();
+  assert.deepEqual(first.endpoints.map((e) => e.id), ['198.18.1.10:6443', '198.18.1.11:6443']);
+  assert.deepEqual(first.identities, [A, B].sort(), 'the expired lease is not a live server');
+  assert.equal(first.endpoints[0]!.kube.server, 'https://198.18.1.10:6443');
+  assert.ok(asked.includes('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes'), asked.join(' '));
+  assert.ok(asked.includes('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=apiserver.kubernetes.io%2Fidentity%3Dkube-apiserver'), asked.join(' '));
+  const second = await source.find();
+  assert.equal(second.endpoints[0]!.kube, first.endpoints[0]!.kube, 'cached per address');
+  addresses = ['198.18.1.10'];
+  const third = await source.find();
+  assert.deepEqual(third.endpoints.map((e) => e.id), ['198.18.1.10:6443']);
+  assert.equal(third.endpoints[0]!.kube, first.endpoints[0]!.kube);
+  forbidden = true;
+  const fourth = await source.find();
+  assert.deepEqual(fourth.endpoints, []);
+  assert.equal(fourth.endpointsNote, 'could not list the kubernetes EndpointSlice: forbidden');
+  source.close();
 });
 
 // --- storage-version.ts: names ----------------------------------------------------------

@@ -270,3 +270,10 @@ void test('settingSources: every setting of the schema has its environment varia
   assert.equal(settingSources['temporal.address'], 'TEMPORAL_ADDRESS');
   assert.equal(settingSources.qps, 'SVM_QPS');
 });
+
+void test('no per-server kubeconfigs: the worker finds every API server through KUBECONFIG (SVM_APISERVER_KUBECONFIGS is gone)', () => {
+  assert.ok(!Object.values(settingSources).includes('SVM_APISERVER_KUBECONFIGS'));
+  const s = loadWorkerSettings({ TEMPORAL_ADDRESS: 'localhost:7233', KUBECONFIG: '/k', SVM_APISERVER_KUBECONFIGS: '/a,/b' });
+  assert.ok(!('apiserverKubeconfigs' in s), JSON.stringify(s));
+  assert.equal(s.kubeconfig, '/k');
+});
