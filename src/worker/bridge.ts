@@ -47,7 +47,7 @@ import {
 } from '../api/migration';
 import { groupResourceString } from '../api/resource';
 import type { KubeClient } from '../kube/client';
-import { KubeError } from '../kube/errors';
+import { classifyResponse, isRetryable, KubeError } from '../kube/errors';
 import { InvalidResourceError, resolveResource } from '../kube/resolve';
 import { watchForever } from '../kube/watch';
 import { abortSignal, attachMigrationObjectSignal, migrateResource, progressQuery, type MigrationResult } from '../workflows/migrate-resource';
@@ -77,7 +77,7 @@ const CLOSED: Record<string, { verb: string; reason: string }> = {
 
 /** Errors that say nothing about the object: retry later, write nothing. */
 function isTransient(err: unknown): boolean {
-  if (err instanceof KubeError) return ['throttled', 'unavailable', 'timeout', 'network', 'conflict'].includes(err.kind);
+  if (err instanceof KubeError) return isRetryable(err.kind) || err.kind === 'conflict';
   if (err instanceof InvalidResourceError || err instanceof WorkflowNotFoundError) return false;
   // Temporal service errors (unavailable, deadline exceeded, no poller for a
   // query, ...) and anything unknown: never a reason to fail someone's migration.
@@ -116,7 +116,7 @@ export class Bridge {
   private async fresh(name: string): Promise<Obj | undefined> {
     const res = await this.opts.kube.raw('GET', svmPath(name));
     if (res.status === 404) return undefined;
-    if (res.status !== 200) throw new KubeError('unavailable', `reading StorageVersionMigration ${name}: HTTP ${res.status}`, res.status);
+    if (res.status !== 200) throw classifyResponse(res.status, res.body);
     const parsed = StorageVersionMigration.safeParse(JSON.parse(res.body));
     return parsed.success ? (parsed.data as Obj) : undefined;
   }
@@ -195,7 +195,7 @@ export class Bridge {
       contentType: 'application/merge-patch+json',
     });
     if (res.status === 404 || res.status === 409) return; // deleted (or replaced) meanwhile: the DELETED event handles it
-    if (res.status >= 300) throw new KubeError(res.status >= 500 ? 'unavailable' : 'other', `annotating StorageVersionMigration ${name}: HTTP ${res.status} ${res.body.slice(0, 200)}`, res.status);
+    if (res.status >= 300) throw classifyResponse(res.status, res.body);
     this.log.info({ name, workflowId: handle.workflowId, resource: groupResourceString(ref), takeover }, 'StorageVersionMigration attached to its migration workflow');
   }
 
@@ -336,11 +336,17 @@ export class Bridge {
   }
 
   private chain = Promise.resolve();
+  private stopped = false;
+
+  stop(): void {
+    this.stopped = true;
+  }
 
   /** Events are handled one at a time, in order; transient errors wait for the next resync. */
   enqueue(type: string, obj: unknown): void {
+    if (this.stopped) return;
     this.chain = this.chain
-      .then(() => this.handle(type, obj))
+      .then(() => (this.stopped ? undefined : this.handle(type, obj)))
       .catch((err: unknown) => {
         const name = (obj as { metadata?: { name?: string } })?.metadata?.name;
         if (isTransient(err)) this.log.warn({ name, err: errText(err) }, 'StorageVersionMigration not handled yet (transient error); retrying at the next resync');
@@ -382,6 +388,7 @@ export function startBridge(opts: BridgeOptions): { stop(): void } {
   return {
     stop() {
       clearInterval(timer);
+      bridge.stop();
       watch.stop();
     },
   };
