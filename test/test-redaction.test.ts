@@ -15,7 +15,7 @@ import { after, before, test } from 'node:test';
 import { WORKFLOW_ID_ANNOTATION } from '../src/activities/index';
 import { readStoredObjects } from '../src/dev/etcd-truth';
 import { ensureNamespace, parallel } from './helpers/crd';
-import { endLeftovers, withWorker } from './helpers/migrate';
+import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { denySecretsEchoingValues } from './helpers/webhook';
 
@@ -154,3 +154,64 @@ void test('a webhook that echoes Secret values in its denials: reasons keep the 
     await plane.kube.raw('DELETE', `/api/v1/namespaces/${ns}`);
   }
 });
+
+void test('a ValidatingAdmissionPolicy whose messageExpression quotes a Secret: the error names the policy and binding, not the value', async () => {
+  const ns = uniq('redact-vap');
+  await ensureNamespace(plane.kube, ns);
+  const secretValue = `svmvap${randomBytes(6).toString('hex')}`;
+  const created = await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'vap-0' }, stringData: { password: secretValue } }),
+  });
+  const secret = JSON.parse(created.body) as Record<string, unknown>;
+  const policy = `${uniq('no-echo')}.svm.test`;
+  const binding = `${policy}-binding`;
+  const vapApi = '/apis/admissionregistration.k8s.io/v1';
+  try {
+    await plane.kube.request('POST', `${vapApi}/validatingadmissionpolicies`, {
+      body: JSON.stringify({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicy',
+        metadata: { name: policy },
+        spec: {
+          failurePolicy: 'Fail',
+          matchConstraints: { resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['UPDATE'], resources: ['secrets'] }] },
+          validations: [{ expression: 'false', messageExpression: "'the password is ' + object.data.password", reason: 'Invalid' }],
+        },
+      }),
+    });
+    await plane.kube.request('POST', `${vapApi}/validatingadmissionpolicybindings`, {
+      body: JSON.stringify({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicyBinding',
+        metadata: { name: binding },
+        spec: { policyName: policy, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } } },
+      }),
+    });
+    const b64 = Buffer.from(secretValue).toString('base64');
+    for (let i = 0; i < plane.state.apiservers.length; i++) {
+      const k = plane.kubeOf(i);
+      const res = await eventuallyRefused(k, `/api/v1/namespaces/${ns}/secrets/vap-0`, secret);
+      assert.ok(res.body.includes(b64), `the policy's message should quote the value: ${res.body}`);
+      // The same refusal through the client, as the migrator sees it.
+      const err = await k.request('PUT', `/api/v1/namespaces/${ns}/secrets/vap-0`, { body: JSON.stringify(secret) }).then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+      assert.ok(err instanceof Error);
+      assert.equal(err.message, `HTTP 422 Invalid: ValidatingAdmissionPolicy "${policy}" (binding "${binding}") denied the request`);
+      for (const n of [secretValue, b64, b64.slice(0, 12)]) assert.ok(!err.message.includes(n) && !(err.stack ?? '').includes(n), `the error contains ${n}`);
+    }
+  } finally {
+    await plane.kube.raw('DELETE', `${vapApi}/validatingadmissionpolicybindings/${binding}`);
+    await plane.kube.raw('DELETE', `${vapApi}/validatingadmissionpolicies/${policy}`);
+    await plane.kube.raw('DELETE', `/api/v1/namespaces/${ns}`);
+  }
+});
+
+/** PUTs obj until the API server refuses it (a policy takes a moment to reach every server). */
+async function eventuallyRefused(k: TestPlane['kube'], url: string, obj: unknown): Promise<{ status: number; body: string }> {
+  return eventually(`a refusal of ${url}`, async () => {
+    const res = await k.raw('PUT', url, { body: JSON.stringify(obj) });
+    return res.status >= 400 ? res : undefined;
+  });
+}
