@@ -25,6 +25,7 @@ import { groupResourceOfStorageVersion, IDENTITY_LABEL } from '../api/storage-ve
 import { migrationWorkflowId } from '../api/resource';
 import { endpointAddresses, endpointId, ENDPOINTSLICE_SELECTOR, ENDPOINTSLICES_PATH, IDENTITY_LEASES_PATH } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
+import { KubeError } from '../kube/errors';
 import { watchForever } from '../kube/watch';
 import { agreementChangedSignal } from '../workflows/migrate-resource';
 
@@ -101,8 +102,8 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
         },
         onError: (err) => {
           // Switched off (404): back to probing, quietly.
-          const status = (err as { statusCode?: number; status?: number; code?: number }) ?? {};
-          if (status.statusCode === 404 || status.code === 404 || /\b404\b|not ?found/i.test(String(err))) {
+          const notServed = (err instanceof KubeError && err.kind === 'notFound') || (err as { statusCode?: number } | undefined)?.statusCode === 404;
+          if (notServed) {
             storageVersions?.stop();
             storageVersions = undefined;
             schedule();
