@@ -1,0 +1,349 @@
+/**
+ * The migration workflow's logic without Kubernetes: the real Temporal dev
+ * server (the binary `npm run tools` builds) runs migrateResource, and its
+ * activities are test doubles that record what the workflow asked for. Each
+ * scenario takes seconds. What is asserted is the workflow's behaviour: which
+ * phases it reports, when it starts a pass over, what it refuses.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { Context, CancelledFailure } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import { WorkflowFailedError } from '@temporalio/client';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import type { Agreement } from '../src/activities';
+import type { ChunkInput, ChunkResult } from '../src/activities/migrate-chunk';
+import { zeroCounters } from '../src/api/counters';
+import type { StorageVersionMigrationStatus } from '../src/api/migration';
+import type { ResourceRef } from '../src/api/resource';
+import { expectedToolPaths } from '../src/dev/tools';
+import {
+  abortSignal,
+  agreementChangedSignal,
+  migrateResource,
+  pauseSignal,
+  progressQuery,
+  resumeSignal,
+  type MigrateResourceInput,
+  type MigrationResult,
+} from '../src/workflows/migrate-resource';
+import { MigrationGroup, MigrationMigrated, MigrationPhase, MigrationResource } from '../src/workflows/search-attributes';
+import { eventually } from './helpers/migrate';
+
+const REF: ResourceRef = { group: 'example.com', resource: 'widgets', version: 'v2', kind: 'Widget', namespaced: true, storageVersionHash: 'h2', custom: true };
+// History grows fast in these tests: Temporal suggests continue-as-new early, so every scenario crosses runs.
+const SUGGEST_CAN_AT = 60;
+
+let env: TestWorkflowEnvironment;
+let bundle: WorkflowBundle;
+
+before(async () => {
+  // Expected workflow failures are the point of several tests: keep the output to real errors.
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  env = await TestWorkflowEnvironment.createLocal({
+    server: {
+      executable: { type: 'existing-path', path: expectedToolPaths().temporal },
+      searchAttributes: [MigrationResource, MigrationGroup, MigrationPhase, MigrationMigrated],
+      extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_CAN_AT}`, '--log-level', 'error'],
+    },
+  });
+  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+});
+after(async () => env?.teardown());
+
+const agreed = (token: string, version = 'v2'): Agreement => ({ agreed: true, encodingVersion: `${version}`, token, source: 'discovery', servers: [], verified: true, checked: '2 of 2 API servers by their discovery' }) as Agreement;
+const disagree = (token: string): Agreement => ({ agreed: false, token, source: 'discovery', reason: 'API servers serve different storageVersionHashes: a=h1, b=h2', servers: [], verified: true, checked: '2 of 2 API servers' }) as unknown as Agreement;
+
+/** Test doubles for the activities, with a record of every call. */
+class Doubles {
+  agreement: () => Agreement = () => agreed('t1');
+  /** Objects per chunk and the number of chunks in a whole pass. */
+  perChunk = 10;
+  chunksPerPass = 3;
+  chunk?: (input: ChunkInput) => Promise<ChunkResult>;
+  recordMigrated: () => Promise<void> = async () => undefined;
+  readonly chunks: ChunkInput[] = [];
+  readonly statuses: StorageVersionMigrationStatus[] = [];
+  readonly recorded: Agreement[] = [];
+
+  result(input: ChunkInput): ChunkResult {
+    const index = input.continueToken ? Number(input.continueToken.slice(1)) : 0;
+    const next = index + 1 < this.chunksPerPass ? `c${index + 1}` : undefined;
+    return { counters: { ...zeroCounters(), migrated: this.perChunk, rewritten: this.perChunk, chunks: 1 }, failures: [], continueToken: next, listed: this.perChunk };
+  }
+
+  activities() {
+    return {
+      migrateChunk: async (input: ChunkInput): Promise<ChunkResult> => {
+        this.chunks.push(input);
+        return this.chunk ? this.chunk(input) : this.result(input);
+      },
+      agreement: async (_ref: ResourceRef): Promise<Agreement> => this.agreement(),
+      recordMigrated: async (_ref: ResourceRef, a: Agreement) => {
+        await this.recordMigrated();
+        this.recorded.push(a);
+        return {};
+      },
+      ensureMigrationObject: async () => 'widgets-svm',
+      reportStatus: async (_names: string[], status: StorageVersionMigrationStatus) => void this.statuses.push(status),
+    };
+  }
+
+  get phases(): string[] {
+    return this.statuses.map((s) => s.phase ?? '?');
+  }
+}
+
+/** A chunk that runs until cancelled, heartbeating, then reports its partial counters as the real one does. */
+const blockingChunk = (started: { n: number }) => async (): Promise<ChunkResult> => {
+  started.n++;
+  const ctx = Context.current();
+  for (let i = 0; ; i++) {
+    ctx.heartbeat(i);
+    try {
+      await ctx.sleep(100);
+    } catch (err) {
+      if (err instanceof CancelledFailure) throw new CancelledFailure('chunk cancelled', [{ counters: { ...zeroCounters(), migrated: 3 }, failures: [], listed: 3 }]);
+      throw err;
+    }
+  }
+};
+
+let seq = 0;
+async function run<T>(d: Doubles, fn: (start: (input?: Partial<MigrateResourceInput>) => ReturnType<typeof startWorkflow>) => Promise<T>): Promise<T> {
+  const taskQueue = `wf-${Date.now()}-${seq++}`;
+  const worker = await Worker.create({
+    connection: env.nativeConnection,
+    taskQueue,
+    workflowBundle: bundle,
+    activities: d.activities(),
+    maxHeartbeatThrottleInterval: '200 milliseconds',
+  });
+  const start = (input: Partial<MigrateResourceInput> = {}) => startWorkflow(taskQueue, input);
+  return worker.runUntil(fn(start));
+}
+
+function startWorkflow(taskQueue: string, input: Partial<MigrateResourceInput>) {
+  return env.client.workflow.start(migrateResource, {
+    taskQueue,
+    workflowId: `migrate/test-${Date.now()}-${seq++}`,
+    args: [{ resource: REF, options: { agreementPollSeconds: 1, heartbeatTimeoutSeconds: 5 }, ...input } as MigrateResourceInput],
+  });
+}
+
+async function failure(p: Promise<unknown>): Promise<ApplicationFailure> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure) return err.cause;
+    throw err;
+  }
+  assert.fail('the workflow should have failed');
+}
+
+void test('a whole pass under one agreement: Succeeded, the success recorded once, the message says what was checked', async () => {
+  const d = new Doubles();
+  const result: MigrationResult = await run(d, async (start) => (await start()).result());
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(result.counters.migrated, 30);
+  assert.deepEqual(d.chunks.map((c) => c.continueToken), [undefined, 'c1', 'c2'], 'the pass starts at the beginning of the list');
+  assert.equal(d.recorded.length, 1);
+  assert.equal(d.recorded[0]!.token, 't1');
+  assert.match(result.message ?? '', /in one whole pass; the API servers agreed from start to end: 2 of 2 API servers/);
+  assert.equal(d.statuses.at(-1)!.phase, 'Succeeded');
+});
+
+void test('waiting for agreement continues-as-new and can last; once agreed, one whole pass', async () => {
+  const d = new Doubles();
+  let polls = 0;
+  d.agreement = () => (++polls < 14 ? disagree('t0') : agreed('t1'));
+  const result = await run(d, async (start) => {
+    const h = await start();
+    const waiting = await eventually('WaitingForAgreement', async () => {
+      const p = await h.query(progressQuery);
+      return p.phase === 'WaitingForAgreement' && p;
+    });
+    assert.match(waiting.message ?? '', /waiting for agreement: API servers serve different storageVersionHashes/);
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded');
+  assert.ok(result.runs > 1, `waiting should have continued as new (runs ${result.runs})`);
+  assert.equal(d.phases[0], 'WaitingForAgreement');
+  assert.equal(d.chunks.length, 3);
+});
+
+void test('agreement lost mid-chunk: the chunk stops, the pass starts over from the beginning under the new agreement', async () => {
+  const d = new Doubles();
+  const started = { n: 0 };
+  let token = 't1';
+  d.agreement = () => agreed(token);
+  d.chunk = async (input) => (started.n === 0 ? blockingChunk(started)() : d.result(input));
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await eventually('the chunk to start', async () => started.n > 0);
+    token = 't2'; // the storage version was republished
+    await h.signal(agreementChangedSignal, 'StorageVersion widgets modified');
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(result.restarts, 1);
+  assert.equal(result.counters.migrated, 30, 'counters of the abandoned pass are dropped');
+  assert.deepEqual(d.chunks.map((c) => c.continueToken), [undefined, undefined, 'c1', 'c2']);
+  assert.equal(d.recorded[0]!.token, 't2');
+});
+
+void test('agreement moved between the last chunk and the verdict: no success recorded for the old one, a new pass', async () => {
+  const d = new Doubles();
+  let reads = 0;
+  d.agreement = () => (++reads <= 1 ? agreed('t1') : agreed('t2'));
+  const result = await run(d, async (start) => (await start()).result());
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(result.restarts, 1);
+  assert.deepEqual(
+    d.recorded.map((a) => a.token),
+    ['t2'],
+  );
+});
+
+void test('a re-check that cannot read agreement does not wedge the workflow: the pass starts over and ends', async () => {
+  const d = new Doubles();
+  const started = { n: 0 };
+  let broken = false;
+  d.agreement = () => {
+    if (broken) {
+      broken = false;
+      throw ApplicationFailure.nonRetryable('API servers unreachable', 'Unreachable');
+    }
+    return agreed('t1');
+  };
+  d.chunk = async (input) => (started.n === 0 ? blockingChunk(started)() : d.result(input));
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await eventually('the chunk to start', async () => started.n > 0);
+    broken = true;
+    await h.signal(agreementChangedSignal);
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(result.restarts, 1);
+});
+
+void test('abort mid-chunk: Aborted with the partial counters, written to the StorageVersionMigration', async () => {
+  const d = new Doubles();
+  const started = { n: 0 };
+  d.chunk = blockingChunk(started);
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await eventually('the chunk to start', async () => started.n > 0);
+    await h.signal(abortSignal, 'operator said so');
+    return h.result();
+  });
+  assert.equal(result.phase, 'Aborted');
+  assert.equal(result.message, 'aborted: operator said so');
+  assert.equal(result.counters.migrated, 3);
+  assert.equal(d.statuses.at(-1)!.phase, 'Aborted');
+  assert.equal(d.recorded.length, 0);
+});
+
+void test('pause holds between chunks, resume goes on', async () => {
+  const d = new Doubles();
+  d.chunksPerPass = 4;
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await h.signal(pauseSignal);
+    const paused = await eventually('Paused', async () => {
+      const p = await h.query(progressQuery);
+      return p.phase === 'Paused' && p;
+    });
+    const before = paused.counters.chunks;
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal((await h.query(progressQuery)).counters.chunks, before, 'no chunk while paused');
+    await h.signal(resumeSignal);
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded');
+  assert.ok(d.phases.includes('Paused'));
+});
+
+void test('an activity that exhausts its retries outside a chunk: Failed with the reason, written to the StorageVersionMigration', async () => {
+  const d = new Doubles();
+  d.recordMigrated = async () => {
+    throw ApplicationFailure.nonRetryable('CRD status could not be written', 'Forbidden');
+  };
+  const f = await run(d, async (start) => failure((await start()).result()));
+  assert.equal(f.type, 'MigrationFailed');
+  assert.match(f.message, /migration of widgets\.example\.com stopped: CRD status could not be written/);
+  const last = d.statuses.at(-1)!;
+  assert.equal(last.phase, 'Failed');
+  assert.match(last.message ?? '', /CRD status could not be written/);
+});
+
+void test('a failing chunk ends Failed with the reason in the status', async () => {
+  const d = new Doubles();
+  d.chunk = async () => {
+    throw ApplicationFailure.nonRetryable('HTTP 500 InternalError', 'KubeError');
+  };
+  const f = await run(d, async (start) => failure((await start()).result()));
+  assert.equal(f.type, 'MigrationFailed');
+  assert.equal(d.statuses.at(-1)!.phase, 'Failed');
+  assert.match(d.statuses.at(-1)!.message ?? '', /HTTP 500 InternalError/);
+});
+
+void test('the resource not served any more (404 on the resource itself) starts the pass over', async () => {
+  const d = new Doubles();
+  let gone = true;
+  d.chunk = async (input) => {
+    if (gone && input.continueToken === 'c1') {
+      gone = false;
+      throw ApplicationFailure.nonRetryable('widgets.example.com v2: HTTP 404 NotFound (the resource is not served)', 'ResourceGone');
+    }
+    return d.result(input);
+  };
+  const result = await run(d, async (start) => (await start()).result());
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(result.restarts, 1);
+  assert.equal(result.counters.notFound, 0);
+  assert.equal(result.counters.migrated, 30);
+});
+
+void test('cancelling the workflow ends it Aborted, and the status says so', async () => {
+  const d = new Doubles();
+  const started = { n: 0 };
+  d.chunk = blockingChunk(started);
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await eventually('the chunk to start', async () => started.n > 0);
+    await h.cancel();
+    return h.result();
+  });
+  assert.equal(result.phase, 'Aborted');
+  assert.equal(d.statuses.at(-1)!.phase, 'Aborted');
+});
+
+void test('a continue token from outside is refused before anything is written', async () => {
+  const d = new Doubles();
+  const f = await run(d, async (start) => failure((await start({ continueToken: 'abc', migrationObjects: ['typed-by-hand'] } as Partial<MigrateResourceInput>)).result()));
+  assert.equal(f.type, 'InvalidInput');
+  assert.match(f.message, /continueToken is not accepted: a migration succeeds only after a whole pass/);
+  assert.equal(d.chunks.length, 0);
+  assert.deepEqual(d.phases, ['Failed'], 'the waiting kubectl user learns why');
+});
+
+void test('carried state from a caller (a forged mid-pass token) is refused', async () => {
+  const d = new Doubles();
+  const carried = { continueToken: 'c2', counters: zeroCounters(), failures: [], agreement: agreed('t1'), startedAt: 0, runs: 1, restarts: 0 };
+  const f = await run(d, async (start) => failure((await start({ carried } as Partial<MigrateResourceInput>)).result()));
+  assert.equal(f.type, 'InvalidInput');
+  assert.match(f.message, /carried state is accepted only from an earlier run of this same workflow/);
+  assert.equal(d.chunks.length, 0);
+});
+
+void test('bad options are refused, naming them', async () => {
+  const d = new Doubles();
+  const f = await run(d, async (start) => failure((await start({ options: { chunkSize: 0, concurrency: 1.5 } })).result()));
+  assert.equal(f.type, 'InvalidInput');
+  assert.match(f.message, /chunkSize must be at least 1/);
+  assert.match(f.message, /concurrency must be a whole number/);
+  assert.equal(d.chunks.length, 0);
+});
