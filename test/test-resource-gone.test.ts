@@ -3,7 +3,7 @@
  *
  * First the real API server's 404 bodies: a deleted object (custom and core)
  * names the object in details; a version set served:false and a deleted CRD
- * answer "the server could not find the requested resource" with no details.
+ * answer Go's plain "404 page not found", which names nothing.
  * Then the chunk activity, run for real against the plane: objects deleted
  * under it count as notFound; the version it migrates stopping being served
  * mid-chunk, or the CRD gone before the list, stop it with a non-retryable
@@ -111,12 +111,14 @@ void test('the real 404 bodies: a deleted object names itself; a version no long
     const unserved = await plane.kube.raw('PUT', url('v1', 'w-000001'), { body: JSON.stringify(w1) });
     t.diagnostic(`version not served, PUT: ${unserved.status} ${unserved.body}`);
     assert.equal(unserved.status, 404);
+    assert.equal(unserved.body, '404 page not found\n', 'the body unit-errors.test.ts classifies');
     const unservedErr = classifyResponse(unserved.status, unserved.body);
     assert.equal(unservedErr.info.resourceNotServed, true);
     assert.equal(isObjectNotFound(unservedErr, refOf(crd, 'v1'), { name: 'w-000001' }), false);
     const unservedList = await plane.kube.raw('GET', `/apis/${crd.group}/v1/${crd.plural}`, { query: { limit: 10 } });
     t.diagnostic(`version not served, LIST: ${unservedList.status} ${unservedList.body}`);
     assert.equal(unservedList.status, 404);
+    assert.equal(classifyResponse(404, unservedList.body).info.resourceNotServed, true);
 
     // The CRD deleted.
     await deleteCrd(plane.kube, crd);
@@ -125,6 +127,7 @@ void test('the real 404 bodies: a deleted object names itself; a version no long
     t.diagnostic(`CRD deleted, PUT: ${crdGone.status} ${crdGone.body}`);
     assert.equal(crdGone.status, 404);
     const crdGoneErr = classifyResponse(crdGone.status, crdGone.body);
+    assert.equal(crdGoneErr.info.resourceNotServed, true);
     assert.equal(isObjectNotFound(crdGoneErr, refOf(crd, 'v2'), { name: 'w-000001' }), false);
   } finally {
     await deleteCrd(plane.kube, crd);
@@ -177,7 +180,7 @@ void test('the version being migrated stops being served mid-chunk: ResourceGone
     assert.ok(result instanceof ApplicationFailure, `the chunk should fail, got ${JSON.stringify(result)}`);
     assert.equal(result.type, RESOURCE_GONE);
     assert.equal(result.nonRetryable, true);
-    assert.match(result.message, new RegExp(`${crd.plural}\\.${crd.group.replace(/\./g, '\\.')} version v1 is not served \\(HTTP 404 NotFound`));
+    assert.match(result.message, new RegExp(`${crd.plural}\\.${crd.group.replace(/\./g, '\\.')} version v1 is not served \\(HTTP 404 NotFound: the requested resource is not served\\)$`));
     assert.equal(outcomes.notFound, 0, 'no object was counted as deleted');
     assert.ok(outcomes.migrated >= 10 && outcomes.migrated < COUNT, `migrated ${outcomes.migrated} before the version went away`);
     const stored = await readStoredObjects(plane.etcd, `/registry/${crd.group}/${crd.plural}/${ns}/`);

@@ -317,6 +317,9 @@ const secrets: ResourceRef = { group: '', version: 'v1', resource: 'secrets', ki
 
 // Bodies as kube-apiserver v1.36 returns them (captured by test/test-resource-gone.test.ts).
 const DELETED_WIDGET = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"widgets.example.com \\"w-000000\\" not found","reason":"NotFound","details":{"name":"w-000000","group":"example.com","kind":"widgets"},"code":404}\n';
+/** A custom resource version set served:false, and a deleted CRD: Go's plain-text NotFound, for PUT and LIST alike. */
+const VERSION_NOT_SERVED = '404 page not found\n';
+/** An unknown group version. */
 const DELETED_SECRET = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"secrets \\"gone\\" not found","reason":"NotFound","details":{"name":"gone","kind":"secrets"},"code":404}\n';
 const NOT_SERVED = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}\n';
 
@@ -334,15 +337,18 @@ void test('404: a deleted object names itself in details; only then is it the ob
   assert.equal(isObjectNotFound(s, widgets, { name: 'gone' }), false);
 });
 
-void test('404: "the server could not find the requested resource" is the resource, never an object', () => {
-  const e = classifyResponse(404, NOT_SERVED);
-  assert.equal(e.kind, 'notFound');
-  assert.equal(e.info.resourceNotServed, true);
-  assert.equal(e.message, 'HTTP 404 NotFound: the requested resource is not served');
-  assert.equal(isObjectNotFound(e, widgets, { name: 'w-000000' }), false);
-  // An empty or non-Status 404 (a proxy) names nothing either.
+void test('404: a version not served, a deleted CRD, an unknown group version are the resource, never an object', () => {
+  for (const body of [VERSION_NOT_SERVED, NOT_SERVED]) {
+    const e = classifyResponse(404, body);
+    assert.equal(e.kind, 'notFound');
+    assert.equal(e.info.resourceNotServed, true);
+    assert.equal(e.message, 'HTTP 404 NotFound: the requested resource is not served');
+    assert.equal(isObjectNotFound(e, widgets, { name: 'w-000000' }), false);
+  }
+  // An empty, foreign or detail-less 404 names nothing either.
   assert.equal(isObjectNotFound(classifyResponse(404, ''), widgets, { name: 'w' }), false);
-  assert.equal(isObjectNotFound(classifyResponse(404, '404 page not found'), widgets, { name: 'w' }), false);
+  assert.equal(isObjectNotFound(classifyResponse(404, '<html>nginx</html>'), widgets, { name: 'w' }), false);
+  assert.equal(isObjectNotFound(classifyResponse(404, statusBody(404, 'NotFound', 'w not found')), widgets, { name: 'w' }), false);
 });
 
 // --- transport errors ---------------------------------------------------------------------

@@ -66,7 +66,7 @@ export interface KubeErrorInfo {
   /** The Status reason, only if it is a metav1 StatusReason constant. */
   reason?: string;
   details?: StatusDetails;
-  /** A 404 whose Status is the server's "the server could not find the requested resource": the path is not served at all. */
+  /** A 404 that is the server's answer for a path it does not serve ("the server could not find the requested resource", "404 page not found"). */
   resourceNotServed?: boolean;
   /** For webhookDenied: the webhook's name. */
   webhook?: string;
@@ -153,7 +153,13 @@ const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling
 const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
 const POLICY_DENIAL = new RegExp(`${FORBIDDEN_PREFIX}ValidatingAdmissionPolicy '(${DNS_NAME})'(?: with binding '(${DNS_NAME})')? denied request`);
 const RBAC_DENIAL = new RegExp(`${FORBIDDEN_PREFIX}User "[^"]*" cannot ([a-z]{1,32}) resource "`);
-const NOT_SERVED = 'the server could not find the requested resource';
+/**
+ * What kube-apiserver answers for a path it does not serve: a Status with this
+ * message (an unknown group version), or Go's plain-text NotFound from its
+ * mux (a custom resource version set served:false, a deleted CRD).
+ */
+const NOT_SERVED_STATUS = 'the server could not find the requested resource';
+const NOT_SERVED_TEXT = '404 page not found';
 
 interface ParsedStatus {
   kind?: unknown;
@@ -222,11 +228,12 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   if (policy) detail = `ValidatingAdmissionPolicy "${policy[1]}"${policy[2] ? ` (binding "${policy[2]}")` : ''} denied the request`;
   else if (rbac) detail = undefined;
   else if (webhookCall) detail = `calling admission webhook "${webhookCall[1]}" failed`;
-  else if (status === 404 && serverMessage === NOT_SERVED) {
+  else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
+  if (!isStatus && body.trim() !== '') detail = 'the response is not a Kubernetes Status';
+  if (status === 404 && (isStatus ? serverMessage === NOT_SERVED_STATUS : body.trim() === NOT_SERVED_TEXT)) {
     detail = 'the requested resource is not served';
     info.resourceNotServed = true;
-  } else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
-  if (!isStatus && body.trim() !== '') detail = 'the response is not a Kubernetes Status';
+  }
 
   let message = at(detail);
   if (rbac) message = `${head} (RBAC: cannot ${rbac[1]})`;
