@@ -1,12 +1,19 @@
 /**
  * kubectl users: `kubectl create` a StorageVersionMigration, `kubectl wait`
  * for it, delete one to abort. Runs the real kubectl built by `npm run tools`.
+ * Also: what the bridge refuses (a given continue token, a workflow-id
+ * annotation set by the creator), kube-storage-version-migrator's objects
+ * (finished ones left alone, a Running one taken over), the status of an
+ * object whose workflow was terminated, and which delete aborts.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
-import { svmPath } from '../src/activities';
+import { WorkflowNotFoundError } from '@temporalio/client';
+import { svmPath, WORKFLOW_ID_ANNOTATION } from '../src/activities';
+import { CONTINUE_TOKEN_REFUSED_MESSAGE, TAKEOVER_MESSAGE, type StorageVersionMigrationStatus } from '../src/api/migration';
+import { watchForever } from '../src/kube/watch';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
@@ -93,4 +100,196 @@ void test('deleting the StorageVersionMigration aborts its migration', async () 
   assert.equal(result.phase, 'Aborted');
   assert.match(result.message ?? '', new RegExp(`StorageVersionMigration ${name} was deleted`));
   assert.ok(result.counters.migrated < 800);
+});
+
+type SvmObject = { metadata: { annotations?: Record<string, string> }; status?: StorageVersionMigrationStatus };
+const getSvm = (name: string) => plane.kube.getJson<SvmObject>(svmPath(name));
+const failedCondition = (o: SvmObject) => o.status?.conditions?.find((c) => c.type === 'Failed' && c.status === 'True');
+const workflowOf = async (name: string) => eventually(`${name} to be attached`, async () => (await getSvm(name)).metadata.annotations?.[WORKFLOW_ID_ANNOTATION]);
+const noWorkflow = async (workflowId: string) =>
+  assert.rejects(plane.temporal.client.workflow.getHandle(workflowId).describe(), (err: unknown) => err instanceof WorkflowNotFoundError, `a workflow ${workflowId} exists`);
+const svmJson = (name: string, crd: { group: string; plural: string }, extra: { annotations?: Record<string, string>; continueToken?: string } = {}) =>
+  JSON.stringify({
+    apiVersion: 'migration.k8s.io/v1alpha1',
+    kind: 'StorageVersionMigration',
+    metadata: { name, ...(extra.annotations ? { annotations: extra.annotations } : {}) },
+    spec: { resource: { group: crd.group, resource: crd.plural }, ...(extra.continueToken ? { continueToken: extra.continueToken } : {}) },
+  });
+const createSvm = (body: string) => plane.kube.request('POST', '/apis/migration.k8s.io/v1alpha1/storageversionmigrations', { body });
+
+void test('a new StorageVersionMigration with spec.continueToken is refused before anything is written', async () => {
+  const crd = testCrd(`${uniq('kt')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 150, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 })).metadata.continue;
+  assert.ok(token);
+  const name = uniq('token');
+  await withWorker(
+    plane,
+    async () => {
+      await kubectl(['create', '-f', '-'], svmJson(name, crd, { continueToken: token }));
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${name}`, '--timeout=60s']);
+      assert.match(wait.stdout, /condition met/);
+    },
+    { settings: { bridge: true } },
+  );
+  const obj = await getSvm(name);
+  assert.equal(obj.status?.phase, 'Failed');
+  assert.equal(obj.status?.message, CONTINUE_TOKEN_REFUSED_MESSAGE);
+  assert.equal(failedCondition(obj)?.reason, 'ContinueTokenRefused');
+  assert.equal(obj.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], undefined, 'not attached to any workflow');
+  await noWorkflow(`migrate/${crd.name}`);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 150 }, 'nothing was migrated');
+});
+
+void test('kube-storage-version-migrator objects: finished ones are never run again; a Running one is taken over with a whole pass, its continue token unused', async () => {
+  const crd = testCrd(`${uniq('ku')}.svm.test`);
+  const other = testCrd(`${uniq('kf')}.svm.test`);
+  for (const c of [crd, other]) {
+    await applyCrd(plane.kube, c, 'v1');
+    await createObjects(plane.kube, c, 'v1', 300, { namespace: uniq('ns') });
+    await applyCrd(plane.kube, c, 'v2');
+  }
+  // As kube-storage-version-migrator leaves them: conditions only, no phase; the Running one mid-list.
+  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 })).metadata.continue;
+  const now = new Date().toISOString();
+  const running = uniq('upstream-running');
+  const succeeded = uniq('upstream-succeeded');
+  const failed = uniq('upstream-failed');
+  await createSvm(svmJson(running, crd, { continueToken: token }));
+  await plane.kube.patchStatus(svmPath(running), { conditions: [{ type: 'Running', status: 'True', lastUpdateTime: now }] });
+  await createSvm(svmJson(succeeded, other, { continueToken: token }));
+  await plane.kube.patchStatus(svmPath(succeeded), { conditions: [{ type: 'Succeeded', status: 'True', lastUpdateTime: now }] });
+  await createSvm(svmJson(failed, other));
+  await plane.kube.patchStatus(svmPath(failed), { conditions: [{ type: 'Failed', status: 'True', lastUpdateTime: now, reason: 'Timeout' }] });
+
+  // Every status the taken-over object goes through.
+  const messages: string[] = [];
+  const watch = watchForever(
+    plane.kube,
+    '/apis/migration.k8s.io/v1alpha1/storageversionmigrations',
+    {
+      onList: (items) => items.forEach((o) => messages.push((o as SvmObject).status?.message ?? '')),
+      onEvent: (_t, o) => messages.push((o as SvmObject).status?.message ?? ''),
+      onError: () => undefined,
+    },
+    { fieldSelector: `metadata.name=${running}` },
+  );
+  try {
+    await withWorker(
+      plane,
+      async (m) => {
+        const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigration/${running}`, '--timeout=90s']);
+        assert.match(wait.stdout, /condition met/);
+        await (await m.handle(crd.name)).wait();
+      },
+      { settings: { bridge: true } },
+    );
+  } finally {
+    watch.stop();
+  }
+  assert.ok(messages.includes(TAKEOVER_MESSAGE), `the takeover was said; messages seen: ${JSON.stringify(messages)}`);
+  const obj = await getSvm(running);
+  assert.equal(obj.status?.phase, 'Succeeded');
+  assert.equal(obj.status?.progress?.migrated, 300, 'a whole pass, not the 200 objects after the token');
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 300 });
+
+  // The finished ones: untouched, nothing started for their resource.
+  for (const name of [succeeded, failed]) {
+    const o = await getSvm(name);
+    assert.equal(o.status?.phase, undefined, name);
+    assert.equal(o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], undefined, name);
+  }
+  await noWorkflow(`migrate/${other.name}`);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: other.group, resource: other.plural, custom: true })).byApiVersion, { [`${other.group}/v1`]: 300 });
+});
+
+void test('a StorageVersionMigration whose workflow is terminated ends Failed and says so (kubectl wait --for=condition=Failed returns)', async () => {
+  const crd = testCrd(`${uniq('kx')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 800, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const name = uniq('terminated');
+  let workflowId = '';
+  let waited = '';
+  await withWorker(
+    plane,
+    async (m) => {
+      await kubectl(['create', '-f', '-'], svmJson(name, crd));
+      workflowId = await workflowOf(name);
+      const h = await m.handle(crd.name);
+      await eventually('the migration to run', async () => (await h.progress()).phase === 'Running');
+      await plane.temporal.client.workflow.getHandle(workflowId).terminate('an operator ended it');
+      const started = Date.now();
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${name}`, '--timeout=90s']);
+      assert.match(wait.stdout, /condition met/);
+      waited = `${Math.round((Date.now() - started) / 1000)}s`;
+    },
+    { settings: { bridge: true, qps: 50 } },
+  );
+  const obj = await getSvm(name);
+  assert.equal(obj.status?.phase, 'Failed', `after ${waited}`);
+  assert.equal(obj.status?.message, `the migration workflow ${workflowId} was terminated (reason: an operator ended it) without recording a result`);
+  assert.equal(failedCondition(obj)?.reason, 'WorkflowTerminated');
+  assert.equal(failedCondition(obj)?.message, obj.status?.message);
+  assert.ok(obj.status?.completionTime);
+});
+
+void test('the workflow-id annotation does not let a creator abort someone else\'s migration; deleting the last attached object does', async () => {
+  const crd = testCrd(`${uniq('ka')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 1000, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const owner = uniq('owner');
+  const second = uniq('second');
+  const result = await withWorker(
+    plane,
+    async (m) => {
+      await kubectl(['create', '-f', '-'], svmJson(owner, crd));
+      const workflowId = await workflowOf(owner);
+      const h = await m.handle(crd.name);
+      await eventually('the migration to run', async () => (await h.progress()).phase === 'Running');
+      const stillRunning = async (what: string) => {
+        await new Promise((r) => setTimeout(r, 3000)); // time for the bridge to (wrongly) abort
+        const p = await h.progress();
+        assert.equal(p.phase, 'Running', `${what}: ${p.message}`);
+      };
+
+      // A creator sets the annotation to someone else's workflow, then deletes its object at once.
+      const quick = uniq('forged-quick');
+      await kubectl(['create', '-f', '-'], svmJson(quick, crd, { annotations: { [WORKFLOW_ID_ANNOTATION]: workflowId } }));
+      await kubectl(['delete', 'storageversionmigration', quick]);
+      await stillRunning('after deleting an object whose creator set the annotation');
+
+      // One that stays is refused in its status.
+      const forged = uniq('forged');
+      await kubectl(['create', '-f', '-'], svmJson(forged, crd, { annotations: { [WORKFLOW_ID_ANNOTATION]: workflowId } }));
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${forged}`, '--timeout=60s']);
+      assert.match(wait.stdout, /condition met/);
+      const refused = await getSvm(forged);
+      assert.equal(
+        refused.status?.message,
+        `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} does not list it); only svm sets it. Create the StorageVersionMigration without the annotation`,
+      );
+      assert.equal(failedCondition(refused)?.reason, 'WorkflowAnnotationRefused');
+      await kubectl(['delete', 'storageversionmigration', forged]);
+      await stillRunning('after deleting a refused object');
+      assert.deepEqual((await h.progress()).migrationObjects, [owner]);
+
+      // A second kubectl user waits on the same migration: deleting the first object does not abort it.
+      await kubectl(['create', '-f', '-'], svmJson(second, crd));
+      await eventually('the second object to be attached', async () => (await h.progress()).migrationObjects.includes(second));
+      await kubectl(['delete', 'storageversionmigration', owner]);
+      await stillRunning('after deleting one of two attached objects');
+
+      // Deleting the last one does.
+      await kubectl(['delete', 'storageversionmigration', second]);
+      return h.wait();
+    },
+    { settings: { bridge: true, qps: 20 } },
+  );
+  assert.equal(result.phase, 'Aborted');
+  assert.match(result.message ?? '', new RegExp(`StorageVersionMigration ${second} was deleted`));
+  assert.ok(result.counters.migrated < 1000);
 });
