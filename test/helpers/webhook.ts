@@ -1,7 +1,10 @@
 /**
- * A real validating admission webhook for tests: an HTTPS server on 127.0.0.1
- * that denies updates by name, or by any rule over the AdmissionReview's
- * request (the object included), with a message of its choosing.
+ * A real validating admission webhook for tests: an HTTPS server that denies
+ * updates by name, or by any rule over the AdmissionReview's request (the
+ * object included), with a message of its choosing. It listens where the API
+ * servers can reach it: the plane's bridge address in the cluster shape (each
+ * server has a network namespace of its own, where 127.0.0.1 is itself),
+ * 127.0.0.1 in the loopback shape.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync } from 'node:fs';
@@ -37,13 +40,16 @@ export interface Denial {
   details?: Record<string, unknown>;
 }
 
-export async function startDenyingWebhook(deny: (name: string) => boolean, message: string): Promise<DenyingWebhook>;
-export async function startDenyingWebhook(decide: (request: AdmissionRequest) => Denial | undefined): Promise<DenyingWebhook>;
-export async function startDenyingWebhook(rule: ((name: string) => boolean) | ((request: AdmissionRequest) => Denial | undefined), message?: string): Promise<DenyingWebhook> {
+/** The address of this host the plane's API servers reach. */
+export const webhookHost = (plane: TestPlane): string => plane.state.network?.gateway ?? '127.0.0.1';
+
+export async function startDenyingWebhook(host: string, deny: (name: string) => boolean, message: string): Promise<DenyingWebhook>;
+export async function startDenyingWebhook(host: string, decide: (request: AdmissionRequest) => Denial | undefined): Promise<DenyingWebhook>;
+export async function startDenyingWebhook(host: string, rule: ((name: string) => boolean) | ((request: AdmissionRequest) => Denial | undefined), message?: string): Promise<DenyingWebhook> {
   const decide: (request: AdmissionRequest) => Denial | undefined =
     message !== undefined ? (r) => ((rule as (name: string) => boolean)(r.name) ? { code: 403, message } : undefined) : (rule as (request: AdmissionRequest) => Denial | undefined);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svm-webhook-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1', '-subj', '/CN=127.0.0.1', '-addext', 'subjectAltName=IP:127.0.0.1'], { stdio: 'ignore' });
+  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1', '-subj', `/CN=${host}`, '-addext', `subjectAltName=IP:${host}`], { stdio: 'ignore' });
   const cert = readFileSync(path.join(dir, 'cert.pem'));
   const state = { denied: 0 };
   const server = https.createServer({ key: readFileSync(path.join(dir, 'key.pem')), cert }, (req, res) => {
@@ -57,10 +63,10 @@ export async function startDenyingWebhook(rule: ((name: string) => boolean) | ((
       res.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request.uid, allowed: !denial, ...(denial ? { status: { code: 403, ...denial } } : {}) } }));
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  await new Promise<void>((r) => server.listen(0, host, r));
   const port = (server.address() as AddressInfo).port;
   return {
-    url: `https://127.0.0.1:${port}/validate`,
+    url: `https://${host}:${port}/validate`,
     caBundle: cert.toString('base64'),
     get denied() {
       return state.denied;
@@ -79,7 +85,7 @@ export async function startDenyingWebhook(rule: ((name: string) => boolean) | ((
  * (a deny-000000 object must exist). Returns its removal.
  */
 export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string): Promise<() => Promise<void>> {
-  const hook = await startDenyingWebhook((name) => name.startsWith('deny-'), 'objects named deny-* are frozen by policy');
+  const hook = await startDenyingWebhook(webhookHost(plane), (name) => name.startsWith('deny-'), 'objects named deny-* are frozen by policy');
   const configName = uniq('svm-deny');
   const remove = async () => {
     await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
@@ -129,7 +135,7 @@ export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string):
  * removal.
  */
 export async function denySecretsEchoingValues(plane: TestPlane, ns: string, probe: string, deny: (name: string) => boolean, webhookName = 'echo.svm.test'): Promise<{ hook: DenyingWebhook; remove: () => Promise<void> }> {
-  const hook = await startDenyingWebhook((r) => {
+  const hook = await startDenyingWebhook(webhookHost(plane), (r) => {
     if (r.operation !== 'UPDATE' || !deny(r.name)) return undefined;
     const data = (r.object?.data ?? {}) as Record<string, string>;
     const values = Object.entries(data).map(([k, v]) => `${k}=${Buffer.from(v, 'base64').toString('utf8')}`);
