@@ -13,6 +13,7 @@ import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { after, before, test } from 'node:test';
 import { WORKFLOW_ID_ANNOTATION } from '../src/activities/index';
+import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects } from '../src/dev/etcd-truth';
 import { ensureNamespace, parallel } from './helpers/crd';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
@@ -22,6 +23,7 @@ import { denySecretsEchoingValues } from './helpers/webhook';
 let plane: TestPlane;
 before(async () => {
   plane = await testPlane();
+  await installCrds(plane.kube); // the StorageVersionMigration mirror kubectl users read
 });
 after(async () => plane?.close());
 
