@@ -61,7 +61,7 @@ const MAX_THROTTLED_READS = 10;
  * the input ("Unexpected token …, \"<text>\" is not valid JSON"), and the
  * text may be a Secret (DESIGN.md rule 4).
  */
-function parseJson<T>(text: string, what: string): T {
+export function parseJson<T>(text: string, what: string): T {
   try {
     return JSON.parse(text) as T;
   } catch {
