@@ -151,7 +151,7 @@ void test('the Temporal UI shows migrations by their search attributes, with sum
           await page.getByText('Failed', { exact: true }).first().waitFor();
           // the history page shows the failure message: which objects and why
           const history = await waitForText(page.locator('main'), /could not be updated/);
-          assert.match(history, new RegExp(`${DENIED} object\\(s\\) of ${esc(bad.name)} could not be updated: .*deny-000000 .*frozen by policy`));
+          assert.match(history, new RegExp(`${DENIED} object\\(s\\) of ${esc(bad.name)} could not be updated: .*deny-000000 \\(HTTP 403 Forbidden: admission webhook "deny\\.svm\\.test" denied the request\\)`));
           await page.screenshot({ path: path.join(DOCS, 'temporal-ui-migration-failed.png') });
 
           await openTab(page, 'User Metadata');

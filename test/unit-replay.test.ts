@@ -1,0 +1,46 @@
+/**
+ * Replay safety: recorded histories of migrations (success, failure, abort,
+ * continue-as-new, agreement lost, refused input) are replayed against the
+ * current workflow code. A change that would break running migrations
+ * (non-determinism) fails here. No server is needed.
+ *
+ * Record them again with `SVM_RECORD_HISTORIES=1 npm test -- test/test-workflow-migrate.test.ts`
+ * only when a change is meant to be incompatible and is guarded (README,
+ * "Changing workflow code").
+ */
+import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+import { before, test } from 'node:test';
+import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+
+const dir = path.join(__dirname, 'fixtures', 'histories');
+const fixtures = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort() : [];
+
+let bundle: WorkflowBundle;
+before(async () => {
+  Runtime.install({ logger: new DefaultLogger('ERROR') });
+  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+});
+
+void test('there are recorded histories of every kind of ending', () => {
+  const kinds = ['a-whole-pass', 'waiting-for-agreement-continues-as-new', 'agreement-lost-mid-chunk', 'abort-mid-chunk', 'an-activity-that-exhausts', 'the-resource-not-served', 'cancelling-the-workflow', 'a-continue-token-from-outside'];
+  for (const k of kinds) assert.ok(fixtures.some((f) => f.includes(k)), `no recorded history for ${k} in ${dir}`);
+  assert.ok(fixtures.some((f) => /-1\.json$/.test(f)), 'at least one history continued as new');
+});
+
+void test('every recorded history replays against the current workflow code', async () => {
+  const histories = fixtures.map((f) => {
+    const { workflowId, history } = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { workflowId: string; history: unknown };
+    return { workflowId: `${workflowId} (${f})`, history: historyFromJSON(history) };
+  });
+  const failures: string[] = [];
+  let replayed = 0;
+  for await (const r of Worker.runReplayHistories({ workflowBundle: bundle, replayName: 'svm-replay' }, histories)) {
+    replayed++;
+    if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
+  }
+  assert.equal(replayed, histories.length);
+  assert.deepEqual(failures, [], `histories that no longer replay:\n${failures.join('\n')}`);
+});
