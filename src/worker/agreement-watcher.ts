@@ -10,10 +10,11 @@
  *   default, and then it is not watched at all; served-ness is probed again
  *   every few minutes) -> the migration of that resource;
  * - CRDs -> the migration of that custom resource;
- * - API servers joining or leaving (an identity lease in kube-system created
- *   or deleted, or the ready addresses of the `kubernetes` EndpointSlice
- *   changing) -> every running migration, since each one's agreement counts
- *   the servers. Lease renewals (every few seconds) are not changes.
+ * - API servers joining, leaving or restarting (an identity lease in
+ *   kube-system created, deleted or taken by a new process, or the ready
+ *   addresses of the `kubernetes` EndpointSlice changing) -> every running
+ *   migration, since each one's agreement counts and asks the servers. Lease
+ *   renewals (every few seconds) are not changes.
  *
  * A watch that keeps failing logs once, then once every few minutes, not once
  * a second.
@@ -140,8 +141,12 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
     onError: crdWarn,
   });
 
-  // -- API servers joining or leaving: identity leases (created/deleted, not renewed)
-  let leaseNames: Set<string> | undefined;
+  // -- API servers joining, leaving or restarting: identity leases. A lease is
+  // created when a server starts, deleted when it shuts down gracefully, and its
+  // holderIdentity (<name>_<uuid>) changes when it restarts (e.g. with other
+  // flags, a rolling upgrade step). Renewals change neither.
+  let holders: Map<string, string> | undefined;
+  const holderOf = (obj: unknown) => (obj as { spec?: { holderIdentity?: string } }).spec?.holderIdentity ?? '';
   const leaseChange = (why: string) => void signalAll(why);
   const leaseWarn = quietWarn(log, 'identity lease watch');
   const leases = watchForever(
@@ -149,20 +154,23 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
     IDENTITY_LEASES_PATH,
     {
       onList: (items) => {
-        const now = new Set(items.map(nameOf));
-        const before = leaseNames;
-        leaseNames = now;
-        if (before && (before.size !== now.size || [...now].some((n) => !before.has(n)))) leaseChange(`API server identity leases changed: ${[...now].sort().join(', ')}`);
+        const now = new Map(items.map((i) => [nameOf(i), holderOf(i)]));
+        const before = holders;
+        holders = now;
+        if (before && (before.size !== now.size || [...now].some(([n, h]) => before.get(n) !== h))) leaseChange(`API server identity leases changed: ${[...now.keys()].sort().join(', ')}`);
       },
       onEvent: (type, obj) => {
         const name = nameOf(obj);
-        if (type === 'ADDED' && !leaseNames?.has(name)) {
-          leaseNames?.add(name);
-          leaseChange(`API server identity lease ${name} created`);
-        } else if (type === 'DELETED') {
-          leaseNames?.delete(name);
-          leaseChange(`API server identity lease ${name} deleted`);
+        const holder = holderOf(obj);
+        const was = holders?.get(name);
+        if (type === 'DELETED') {
+          holders?.delete(name);
+          leaseChange(`API server identity lease ${name} deleted (the server shut down)`);
+          return;
         }
+        holders?.set(name, holder);
+        if (was === undefined) leaseChange(`API server identity lease ${name} created (a server started)`);
+        else if (was !== holder) leaseChange(`API server ${name} restarted (identity lease holder ${holder})`);
       },
       onError: leaseWarn,
     },
