@@ -2,6 +2,7 @@
 import { Command } from 'commander';
 import { devCommand } from './cli-dev';
 import { migrateCommands } from './cli-migrate';
+import { planCommand } from './cli-plan';
 
 export function buildProgram(): Command {
   const program = new Command('svm')
@@ -9,6 +10,7 @@ export function buildProgram(): Command {
     .showHelpAfterError()
     .configureOutput({ outputError: (s, write) => write(s) });
   for (const c of migrateCommands()) program.addCommand(c);
+  program.addCommand(planCommand());
   program.addCommand(devCommand());
   return program;
 }

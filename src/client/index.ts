@@ -27,12 +27,15 @@ import {
   type MigrationResult,
 } from '../workflows/definitions';
 import { migrateResource } from '../workflows/migrate-resource';
+import { makePlan, type Plan, type PlanOptions } from './plan';
 import { startOptions } from './start-options';
 import { storageVersionTrigger, TRIGGER_WORKFLOW_ID, type TriggerInput } from '../workflows/trigger';
 
 export type { MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
 export { defaultMigrationOptions };
+export type { Plan, PlanItem, PlanOptions, PlanVerdict, PlanExitCode, PlanSource } from './plan';
+export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan';
 
 export interface MigratorOptions {
   temporal: Partial<TemporalSettings> & { address: string };
@@ -126,6 +129,17 @@ export class Migrator {
   async close(): Promise<void> {
     this.kube.close();
     await this.connection.close();
+  }
+
+  /**
+   * What must be migrated before the next upgrade step can go on: CRDs with
+   * old storedVersions, StorageStates with old or unknown hashes, resources
+   * whose API servers disagree; each with its object count and an estimate at
+   * opts.qps (default 100). plan.exitCode: 0 nothing, 1 needed, 2 blocked.
+   * A read: nothing is written (src/client/plan.ts).
+   */
+  plan(opts: PlanOptions = {}): Promise<Plan> {
+    return makePlan(this.kube, opts);
   }
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */

@@ -1,0 +1,458 @@
+/**
+ * `svm plan`: what must be migrated before the next upgrade step can go on?
+ * A read: nothing is written, no migration is started.
+ *
+ * A resource is listed when
+ *   - its CustomResourceDefinition's status.storedVersions holds a version
+ *     other than its storage version (objects may still be stored in it, and
+ *     the old version cannot be removed before a migration prunes the list);
+ *   - its StorageState (kept by `svm trigger`) says objects may be persisted
+ *     in more than one version, or in one nobody knows ("Unknown"), or in
+ *     another than the one the API servers serve now;
+ *   - its API servers disagree on its storage version (a rolling upgrade is
+ *     under way): this blocks, since a migration now would be polluted.
+ *
+ * Agreement follows the worker's own rules (src/kube/agreement.ts) over the
+ * same inputs: every API server's discovery asked at its own address (the
+ * `kubernetes` EndpointSlice, src/kube/apiservers.ts), the identity leases,
+ * and StorageVersion objects where that API is served.
+ *
+ * Each listed resource gets an object count from one list with limit=1
+ * (metadata.remainingItemCount + the items returned; unknown when the server
+ * omits remainingItemCount) and an estimate at a QPS budget (the worker's
+ * default, SVM_QPS=100 updates/s; migrations share one budget, so the
+ * estimates add up).
+ *
+ * Verdict and exit code: 0 nothing to migrate, 1 migrations needed (all can
+ * run now), 2 something blocks. The CLI uses 3 for an error.
+ */
+import { groupResourceString, collectionPath } from '../api/resource';
+import { StorageState, MIGRATION_API_VERSION } from '../api/migration';
+import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } from '../api/storage-version';
+import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, versionNamer, type Agreement, type ServerView } from '../kube/agreement';
+import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
+import type { DiscoveredResource, KubeClient } from '../kube/client';
+import { parseJson } from '../kube/client';
+import { classifyResponse, KubeError } from '../kube/errors';
+import { notMigratableReason } from '../kube/resolve';
+import { migratableResources } from './index';
+
+/** The worker's default budget (SVM_QPS): no-op updates per second shared by every migration. */
+export const DEFAULT_PLAN_QPS = 100;
+/** The state the trigger writes when it cannot know where objects are persisted. */
+const UNKNOWN_HASH = 'Unknown';
+/** An API server asked at its own address answers its whole discovery within this. */
+const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
+/** Versions tried when naming a built-in hash, besides those the group serves. */
+const COMMON_VERSIONS = ['v1', 'v2', 'v1beta1', 'v1beta2', 'v1beta3', 'v1alpha1', 'v1alpha2', 'v1alpha3'];
+
+export type PlanVerdict = 'NothingToMigrate' | 'MigrationsNeeded' | 'Blocked';
+export type PlanExitCode = 0 | 1 | 2;
+/** The CLI's exit code when the plan could not be made (e.g. the API cannot be reached). */
+export const PLAN_ERROR_EXIT_CODE = 3;
+
+export type PlanSource = 'storedVersions' | 'storageState' | 'disagreement';
+
+export interface PlanItem {
+  /** kubectl-style: widgets.example.com, secrets, deployments.apps. */
+  resource: string;
+  group: string;
+  /** The plural resource name. */
+  name: string;
+  /** migrate: can run now; blocked: cannot (see blockedBy). */
+  action: 'migrate' | 'blocked';
+  /** Why it is listed. */
+  sources: PlanSource[];
+  /** One sentence per source. */
+  reasons: string[];
+  /** Why it cannot be migrated now (servers disagree, not served, ...). */
+  blockedBy?: string;
+  /** A CRD's status.storedVersions and storage version, when that is a reason. */
+  storedVersions?: string[];
+  storageVersion?: string;
+  /** A StorageState's persistedStorageVersionHashes, when that is a reason. */
+  persistedStorageVersionHashes?: string[];
+  /** Objects stored (from a list with limit=1); null when unknown. */
+  objects: number | null;
+  /** Why objects is null, or how it was counted when not exactly. */
+  objectsNote?: string;
+  /** objects / qps; null when objects is unknown or the budget is unlimited. */
+  estimateSeconds: number | null;
+}
+
+export interface Plan {
+  verdict: PlanVerdict;
+  exitCode: PlanExitCode;
+  /** The budget the estimates assume (updates per second; 0: unlimited, no estimates). */
+  qps: number;
+  items: PlanItem[];
+  totals: { resources: number; blocked: number; objects: number; objectsUnknown: number; estimateSeconds: number | null };
+  /** What agreement was checked over, as a sentence. */
+  checked: string;
+  notes: string[];
+}
+
+export interface PlanOptions {
+  /** Updates per second the estimates assume (default 100, the worker's SVM_QPS default; 0: no estimates). */
+  qps?: number;
+  /** Where the API servers are found; default: the `kubernetes` EndpointSlice and identity leases, as the worker does. */
+  apiservers?: ApiServerSource;
+  now?: () => number;
+}
+
+// ---------------------------------------------------------------- pure rules
+
+export interface CrdInfo {
+  metadata: { name: string; generation?: number };
+  spec: { group: string; names: { plural: string; kind: string }; versions: Array<{ name: string; served?: boolean; storage?: boolean }> };
+  status?: { storedVersions?: string[] };
+}
+
+/** The storage version of a CRD and whether its storedVersions hold any other. */
+export function crdStoredVersionsLeft(crd: CrdInfo): { storageVersion?: string; storedVersions: string[]; left: string[] } {
+  const storageVersion = crd.spec.versions.find((v) => v.storage)?.name;
+  const storedVersions = crd.status?.storedVersions ?? [];
+  return { storageVersion, storedVersions, left: storedVersions.filter((v) => v !== storageVersion) };
+}
+
+/**
+ * Why a StorageState says a migration is due, or undefined when it does not
+ * (the trigger's own rule: due unless persisted is exactly [current]).
+ * servedHash: what the API servers serve now, when known.
+ */
+export function storageStateReason(persisted: string[] | undefined, current: string | undefined, servedHash: string | undefined): string | undefined {
+  const p = persisted ?? [UNKNOWN_HASH];
+  const list = `[${p.join(', ')}]`;
+  if (p.includes(UNKNOWN_HASH)) return `StorageState persistedStorageVersionHashes ${list}: objects may be stored in any version`;
+  if (p.length > 1) return `StorageState persistedStorageVersionHashes ${list}: objects are stored in more than one version`;
+  if (p.length === 0) return undefined;
+  const now = servedHash ?? current;
+  if (now && p[0] !== now) return `StorageState persistedStorageVersionHashes ${list}, but the API servers now serve ${now}`;
+  return undefined;
+}
+
+/**
+ * The object count from a list with limit=1: exact when the list is complete
+ * (no continue token), items + remainingItemCount when the server gives it,
+ * unknown otherwise (servers omit it, e.g. some aggregated APIs).
+ */
+export function countFromFirstPage(page: { items?: unknown[]; metadata?: { continue?: string; remainingItemCount?: number } }): { objects: number | null; note?: string } {
+  const n = page.items?.length ?? 0;
+  if (!page.metadata?.continue) return { objects: n };
+  if (typeof page.metadata.remainingItemCount === 'number') return { objects: n + page.metadata.remainingItemCount };
+  return { objects: null, note: 'the API server gave no remainingItemCount' };
+}
+
+/** Seconds to migrate objects at qps (0: unlimited, no estimate). */
+export function estimateSeconds(objects: number | null, qps: number): number | null {
+  if (objects === null || !(qps > 0)) return null;
+  return objects / qps;
+}
+
+/** The verdict and exit code of a list of items. */
+export function planVerdict(items: Array<Pick<PlanItem, 'action'>>): { verdict: PlanVerdict; exitCode: PlanExitCode } {
+  if (items.some((i) => i.action === 'blocked')) return { verdict: 'Blocked', exitCode: 2 };
+  if (items.length > 0) return { verdict: 'MigrationsNeeded', exitCode: 1 };
+  return { verdict: 'NothingToMigrate', exitCode: 0 };
+}
+
+/** Assembles the plan from its items (pure). */
+export function finishPlan(items: PlanItem[], qps: number, checked: string, notes: string[]): Plan {
+  const sorted = [...items].sort((a, b) => (a.action === b.action ? a.resource.localeCompare(b.resource) : a.action === 'blocked' ? -1 : 1));
+  const known = sorted.filter((i) => i.objects !== null);
+  const objects = known.reduce((n, i) => n + i.objects!, 0);
+  return {
+    ...planVerdict(sorted),
+    qps,
+    items: sorted,
+    totals: {
+      resources: sorted.length,
+      blocked: sorted.filter((i) => i.action === 'blocked').length,
+      objects,
+      objectsUnknown: sorted.length - known.length,
+      estimateSeconds: estimateSeconds(objects, qps),
+    },
+    checked,
+    notes,
+  };
+}
+
+/** 0.4s, 42s, 3m20s, 2h05m, 3d04h. */
+export function formatDuration(seconds: number): string {
+  if (seconds < 10) return `${Math.round(seconds * 10) / 10}s`;
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3600)).padStart(2, '0')}h`;
+}
+
+const VERDICT_TEXT: Record<PlanVerdict, string> = {
+  NothingToMigrate: 'nothing to migrate',
+  MigrationsNeeded: 'migrations needed, all can run now',
+  Blocked: 'blocked: migrate nothing until the API servers agree',
+};
+
+/** The readable form: a table, then what blocks, then the verdict with its exit code. */
+export function planTable(plan: Plan): string {
+  const out: string[] = [];
+  if (plan.items.length > 0) {
+    const header = ['RESOURCE', 'ACTION', 'OBJECTS', 'ESTIMATE', 'WHY'];
+    const cells = plan.items.map((i) => [
+      i.resource,
+      i.action,
+      i.objects === null ? 'unknown' : String(i.objects),
+      i.estimateSeconds === null ? '-' : formatDuration(i.estimateSeconds),
+      i.sources.map((s) => (s === 'storedVersions' ? `storedVersions [${(i.storedVersions ?? []).join(',')}], storage ${i.storageVersion ?? '-'}` : s === 'storageState' ? `StorageState [${(i.persistedStorageVersionHashes ?? []).join(',')}]` : 'servers disagree')).join('; '),
+    ]);
+    const widths = header.map((h, c) => Math.max(h.length, ...cells.map((row) => row[c]!.length)));
+    const line = (row: string[]) => row.map((x, c) => (c === 2 || c === 3 ? x.padStart(widths[c]!) : x.padEnd(widths[c]!))).join('  ').trimEnd();
+    out.push(line(header), ...cells.map(line));
+    const blocked = plan.items.filter((i) => i.blockedBy);
+    if (blocked.length > 0) out.push('', ...blocked.map((i) => `${i.resource} blocked: ${i.blockedBy}`));
+    const unknown = plan.items.filter((i) => i.objectsNote);
+    if (unknown.length > 0) out.push('', ...unknown.map((i) => `${i.resource} objects: ${i.objectsNote}`));
+    out.push('');
+  }
+  for (const n of plan.notes) out.push(`note: ${n}`);
+  out.push(`agreement checked: ${plan.checked}`);
+  const t = plan.totals;
+  const budget = plan.qps > 0 ? `${plan.qps} updates/s` : 'an unlimited budget';
+  const objects = t.objectsUnknown > 0 ? `at least ${t.objects} objects (${t.objectsUnknown} resource(s) uncounted)` : `${t.objects} objects`;
+  const time = t.estimateSeconds === null ? '' : `, about ${formatDuration(t.estimateSeconds)} at ${budget}`;
+  out.push(plan.items.length === 0 ? `${VERDICT_TEXT[plan.verdict]} (exit ${plan.exitCode})` : `${t.resources} resource(s), ${objects}${time}: ${VERDICT_TEXT[plan.verdict]} (exit ${plan.exitCode})`);
+  return out.join('\n') + '\n';
+}
+
+// ---------------------------------------------------------------------- I/O
+
+const CRDS_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
+const STORAGE_STATES_PATH = `/apis/${MIGRATION_API_VERSION}/storagestates`;
+const STORAGE_VERSIONS_PATH = '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions';
+const IDENTITY_LEASES_PATH = '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases';
+
+function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() => clearTimeout(timer));
+}
+
+/** A GET that may answer 404 (the API is not served): undefined then. */
+async function getIfServed<T>(kube: KubeClient, path: string, query?: Record<string, string | number>): Promise<T | undefined> {
+  const res = await kube.raw('GET', path, { query });
+  if (res.status === 404) return undefined;
+  if (res.status >= 300) throw classifyResponse(res.status, res.body, res.headers['retry-after']);
+  return parseJson<T>(res.body, `GET ${path}`);
+}
+
+/** Every object of a cluster-scoped list, page by page. */
+async function listAll<T>(kube: KubeClient, path: string, query: Record<string, string> = {}): Promise<T[] | undefined> {
+  const out: T[] = [];
+  let cont: string | undefined;
+  do {
+    const page = await getIfServed<{ items?: T[]; metadata?: { continue?: string } }>(kube, path, { ...query, limit: 500, ...(cont ? { continue: cont } : {}) });
+    if (!page) return undefined;
+    out.push(...(page.items ?? []));
+    cont = page.metadata?.continue || undefined;
+  } while (cont);
+  return out;
+}
+
+interface Candidate {
+  group: string;
+  name: string;
+  sources: PlanSource[];
+  reasons: string[];
+  blockedBy?: string;
+  storedVersions?: string[];
+  storageVersion?: string;
+  persistedStorageVersionHashes?: string[];
+}
+
+/**
+ * Makes the plan: reads CRDs, StorageStates, every API server's discovery
+ * (and StorageVersions where served), then counts the objects of each listed
+ * resource. Only GETs: nothing is written.
+ */
+export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promise<Plan> {
+  const qps = opts.qps ?? DEFAULT_PLAN_QPS;
+  if (!Number.isFinite(qps) || qps < 0) throw new RangeError(`qps must be a number >= 0 (0: unlimited), got ${qps}`);
+  const now = opts.now ?? Date.now;
+  const notes: string[] = [];
+  const ownSource = opts.apiservers ? undefined : kubernetesEndpoints(kube);
+  const source = opts.apiservers ?? ownSource!;
+  try {
+    const [discovered, crds, states, storageVersions, found] = await Promise.all([
+      kube.discover(),
+      listAll<CrdInfo>(kube, CRDS_PATH),
+      listAll<unknown>(kube, STORAGE_STATES_PATH),
+      listAll<unknown>(kube, STORAGE_VERSIONS_PATH),
+      source.find(),
+    ]);
+    if (!crds) throw new Error('the API server does not serve CustomResourceDefinitions (apiextensions.k8s.io/v1)');
+    if (!states) notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed): only CRDs and agreement were checked');
+    else if (states.length === 0) notes.push('no StorageState objects (`svm trigger start` keeps them): built-in resources were checked for agreement only');
+
+    // Every API server's own discovery, asked at its own address.
+    const perServer = await Promise.all(
+      found.endpoints.map(async (e) => {
+        try {
+          return { id: e.id, resources: await withTimeout(e.kube.discover(), ENDPOINT_DISCOVERY_TIMEOUT_MS, `no discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`) };
+        } catch (err) {
+          return { id: e.id, error: err instanceof KubeError && err.kind === 'forbidden' ? 'forbidden' : err instanceof Error ? err.message : String(err) };
+        }
+      }),
+    );
+    let liveIds: Set<string> | undefined;
+    if (storageVersions) {
+      const leases = await kube.getJson<{ items: unknown[] }>(IDENTITY_LEASES_PATH, { labelSelector: IDENTITY_LABEL });
+      liveIds = liveIdentities(leases.items.map((l) => IdentityLease.parse(l)), now());
+    }
+    const svByName = new Map((storageVersions ?? []).map((s) => StorageVersion.parse(s)).map((s) => [s.metadata.name, s]));
+    const crdByResource = new Map(crds.map((c) => [`${c.spec.names.plural}.${c.spec.group}`, c]));
+    const versionsOfGroup = new Map<string, Set<string>>();
+    for (const r of discovered) (versionsOfGroup.get(r.group) ?? versionsOfGroup.set(r.group, new Set(COMMON_VERSIONS)).get(r.group)!).add(r.version);
+
+    const agreementOf = (r: DiscoveredResource): Agreement => {
+      const key = groupResourceString({ group: r.group, resource: r.name });
+      const crd = crdByResource.get(key);
+      if (!crd) {
+        const sv = svByName.get(storageVersionName({ group: r.group, resource: r.name }));
+        if (sv && liveIds) return agreementFromStorageVersion(sv, liveIds);
+      }
+      const endpoints: ServerView[] = perServer.map((s) =>
+        s.error !== undefined ? { id: s.id, error: s.error } : { id: s.id, value: s.resources.find((x) => x.group === r.group && x.version === r.version && x.name === r.name)?.storageVersionHash },
+      );
+      return agreementFromEndpoints({
+        resource: key,
+        endpoints,
+        endpointsNote: found.endpointsNote,
+        identities: found.identities,
+        via: { id: kube.server, value: r.storageVersionHash },
+        crd: crd ? { storageVersion: crdStoredVersionsLeft(crd).storageVersion, generation: crd.metadata.generation } : undefined,
+        versionOf: crd ? undefined : versionNamer(r.group, r.kind, versionsOfGroup.get(r.group) ?? []),
+      });
+    };
+
+    const migratable = migratableResources(discovered);
+    const byKey = new Map(migratable.map((r) => [groupResourceString({ group: r.group, resource: r.name }), r]));
+    /** The resource as the migrator would list it: the preferred served version with a storageVersionHash. */
+    const served = (group: string, name: string): DiscoveredResource | undefined =>
+      byKey.get(groupResourceString({ group, resource: name })) ??
+      discovered.find((r) => r.group === group && r.name === name && r.preferred) ??
+      discovered.find((r) => r.group === group && r.name === name);
+
+    const agreements = new Map<string, Agreement>();
+    const unverified = new Set<string>();
+    let checked = '';
+    for (const [key, r] of byKey) {
+      const a = agreementOf(r);
+      agreements.set(key, a);
+      if (a.agreed && !a.verified) unverified.add(a.checked);
+      if (a.source === 'discovery' || !checked) checked = a.checked;
+    }
+    if (unverified.size > 0) notes.push(`agreement could not be verified per API server for some resources: ${[...unverified].join('; ')}`);
+
+    const candidates = new Map<string, Candidate>();
+    const candidate = (group: string, name: string): Candidate => {
+      const key = groupResourceString({ group, resource: name });
+      let c = candidates.get(key);
+      if (!c) candidates.set(key, (c = { group, name, sources: [], reasons: [] }));
+      return c;
+    };
+
+    // 1. CRDs whose storedVersions hold more than their storage version.
+    for (const crd of crds) {
+      const { storageVersion, storedVersions, left } = crdStoredVersionsLeft(crd);
+      if (left.length === 0) continue;
+      const c = candidate(crd.spec.group, crd.spec.names.plural);
+      c.sources.push('storedVersions');
+      c.storedVersions = storedVersions;
+      c.storageVersion = storageVersion;
+      c.reasons.push(`CRD status.storedVersions [${storedVersions.join(', ')}] holds ${left.join(', ')} besides the storage version ${storageVersion ?? '(none)'}`);
+    }
+
+    // 2. StorageStates that say objects may be stored in another version.
+    for (const raw of states ?? []) {
+      const s = StorageState.safeParse(raw);
+      if (!s.success) {
+        notes.push(`a StorageState could not be read: ${s.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+        continue;
+      }
+      const st = s.data;
+      const gr = st.spec?.resource ?? nameToGroupResource(st.metadata.name);
+      const group = gr.group ?? '';
+      const key = groupResourceString({ group, resource: gr.resource });
+      const r = byKey.get(key);
+      if (!r && !served(group, gr.resource)) {
+        notes.push(`StorageState ${st.metadata.name} names a resource the API servers do not serve: ignored`);
+        continue;
+      }
+      const a = agreements.get(key);
+      const reason = storageStateReason(st.status?.persistedStorageVersionHashes, st.status?.currentStorageVersionHash, a?.agreed ? a.hash : undefined);
+      if (!reason) continue;
+      const c = candidate(group, gr.resource);
+      c.sources.push('storageState');
+      c.persistedStorageVersionHashes = st.status?.persistedStorageVersionHashes ?? [UNKNOWN_HASH];
+      c.reasons.push(reason);
+    }
+
+    // 3. Resources whose API servers disagree.
+    for (const [key, a] of agreements) {
+      if (a.agreed) continue;
+      const r = byKey.get(key)!;
+      const c = candidate(r.group, r.name);
+      c.sources.push('disagreement');
+      c.reasons.push(a.reason ?? 'the API servers do not agree on its storage version');
+    }
+
+    // What can run now, and what blocks.
+    for (const [key, c] of candidates) {
+      const r = served(c.group, c.name);
+      const a = agreements.get(key);
+      if (!r) c.blockedBy = `no version of ${key} is served, so its objects cannot be listed`;
+      else if (notMigratableReason(r)) c.blockedBy = notMigratableReason(r);
+      else if (a && !a.agreed) c.blockedBy = `${a.reason ?? 'the API servers do not agree on its storage version'} (checked: ${a.checked})`;
+    }
+
+    // Counts: one list with limit=1 per listed resource (a read).
+    const items = await Promise.all(
+      [...candidates.entries()].map(async ([key, c]): Promise<PlanItem> => {
+        const r = served(c.group, c.name);
+        const count = r ? await countObjects(kube, r) : { objects: null, note: 'not served' };
+        return {
+          resource: key,
+          group: c.group,
+          name: c.name,
+          action: c.blockedBy ? 'blocked' : 'migrate',
+          sources: c.sources,
+          reasons: c.reasons,
+          ...(c.blockedBy ? { blockedBy: c.blockedBy } : {}),
+          ...(c.storedVersions ? { storedVersions: c.storedVersions, storageVersion: c.storageVersion } : {}),
+          ...(c.persistedStorageVersionHashes ? { persistedStorageVersionHashes: c.persistedStorageVersionHashes } : {}),
+          objects: count.objects,
+          ...(count.note ? { objectsNote: count.note } : {}),
+          estimateSeconds: estimateSeconds(count.objects, qps),
+        };
+      }),
+    );
+    return finishPlan(items, qps, checked || 'no migratable resources', notes);
+  } finally {
+    ownSource?.close();
+  }
+}
+
+/** A StorageState's name back to group and resource: <resource>.<group>, or <resource> for the core group. */
+function nameToGroupResource(name: string): { group: string; resource: string } {
+  const dot = name.indexOf('.');
+  return dot < 0 ? { group: '', resource: name } : { group: name.slice(dot + 1), resource: name.slice(0, dot) };
+}
+
+async function countObjects(kube: KubeClient, r: DiscoveredResource): Promise<{ objects: number | null; note?: string }> {
+  const res = await kube.raw('GET', collectionPath({ group: r.group, version: r.version, resource: r.name }), { query: { limit: 1 } });
+  if (res.status >= 300) {
+    const err = classifyResponse(res.status, res.body);
+    return { objects: null, note: `counting failed: ${err.message}` };
+  }
+  // Only the list's metadata and the number of items are read from the page.
+  return countFromFirstPage(parseJson<{ items?: unknown[]; metadata?: { continue?: string; remainingItemCount?: number } }>(res.body, `list of ${r.name}`));
+}
