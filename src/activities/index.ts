@@ -11,7 +11,7 @@ import {
   type StorageVersionMigrationStatus,
 } from '../api/migration';
 import { groupResourceString, type GroupResource, type ResourceRef } from '../api/resource';
-import type { KubeClient } from '../kube/client';
+import { parseJson, type KubeClient } from '../kube/client';
 import { classifyResponse, KubeError } from '../kube/errors';
 import { ApplicationFailure } from '@temporalio/common';
 import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, versionNamer, type Agreement, type ServerView } from '../kube/agreement';
@@ -79,7 +79,7 @@ export function createActivities(deps: ActivityDeps) {
   async function resourceList(server: KubeClient, ref: ResourceRef, timeoutMs?: number): Promise<Array<{ name: string; kind: string; storageVersionHash?: string }>> {
     const path = ref.group ? `/apis/${ref.group}/${ref.version}` : `/api/${ref.version}`;
     const res = await server.request('GET', path, { timeoutMs });
-    return (JSON.parse(res.body) as { resources: Array<{ name: string; kind: string; storageVersionHash?: string }> }).resources;
+    return parseJson<{ resources: Array<{ name: string; kind: string; storageVersionHash?: string }> }>(res.body, 'a discovery document').resources;
   }
 
   /** The storageVersionHash one API server serves for the resource in its own discovery. */
@@ -114,7 +114,7 @@ export function createActivities(deps: ActivityDeps) {
     if (!ref.custom) {
       const res = await kube.raw('GET', `/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/${storageVersionName(ref)}`);
       if (res.status === 200) {
-        const sv = StorageVersion.parse(JSON.parse(res.body));
+        const sv = StorageVersion.parse(parseJson(res.body, 'a StorageVersion'));
         const leases = await kube.getJson<{ items: unknown[] }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', { labelSelector: IDENTITY_LABEL });
         return agreementFromStorageVersion(sv, liveIdentities(leases.items.map((l) => IdentityLease.parse(l)), Date.now()));
       }
@@ -195,7 +195,7 @@ export function createActivities(deps: ActivityDeps) {
         return undefined;
       }
       if (res.status >= 300 && res.status !== 409) {
-        throw new Error(`creating StorageVersionMigration ${name}: HTTP ${res.status} ${res.body.slice(0, 300)}`);
+        throw classifyResponse(res.status, res.body);
       }
       return name;
     },

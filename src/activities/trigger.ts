@@ -9,8 +9,8 @@ import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { MIGRATION_API_VERSION } from '../api/migration';
 import { groupResourceString } from '../api/resource';
 import type { ApiServerSource } from '../kube/apiservers';
-import type { DiscoveredResource, KubeClient } from '../kube/client';
-import { KubeError } from '../kube/errors';
+import { parseJson, type DiscoveredResource, type KubeClient } from '../kube/client';
+import { classifyResponse, KubeError } from '../kube/errors';
 import { resolveResource } from '../kube/resolve';
 import { startOptions } from '../client/start-options';
 import { abortSignal, migrateResource } from '../workflows/migrate-resource';
@@ -168,7 +168,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
           const res = await deps.kube.raw('POST', storageStatePath(), {
             body: JSON.stringify({ apiVersion: MIGRATION_API_VERSION, kind: 'StorageState', metadata: { name: a.name }, spec: { resource: { group: a.group, resource: a.resource } } }),
           });
-          if (res.status >= 300 && res.status !== 409) throw new KubeError('other', `creating StorageState ${a.name}: HTTP ${res.status} ${res.body.slice(0, 200)}`, res.status);
+          if (res.status >= 300 && res.status !== 409) throw classifyResponse(res.status, res.body);
         }
         try {
           await deps.kube.patchStatus(storageStatePath(a.name), status, a.write.create ? undefined : a.write.resourceVersion);
@@ -197,7 +197,7 @@ export async function refineStorageState(kube: KubeClient, name: string, hash: s
   for (let attempt = 1; ; attempt++) {
     const res = await kube.raw('GET', storageStatePath(name));
     if (res.status === 404) return false;
-    const st = JSON.parse(res.body) as { metadata: { resourceVersion: string }; status?: { currentStorageVersionHash?: string } };
+    const st = parseJson<{ metadata: { resourceVersion: string }; status?: { currentStorageVersionHash?: string } }>(res.body, 'a StorageState');
     if (st.status?.currentStorageVersionHash !== hash) return false;
     try {
       await kube.patchStatus(storageStatePath(name), { persistedStorageVersionHashes: [hash] }, st.metadata.resourceVersion);

@@ -46,7 +46,7 @@ import {
   type StorageVersionMigrationStatus,
 } from '../api/migration';
 import { groupResourceString } from '../api/resource';
-import type { KubeClient } from '../kube/client';
+import { parseJson, type KubeClient } from '../kube/client';
 import { classifyResponse, isRetryable, KubeError } from '../kube/errors';
 import { InvalidResourceError, resolveResource } from '../kube/resolve';
 import { watchForever } from '../kube/watch';
@@ -117,7 +117,7 @@ export class Bridge {
     const res = await this.opts.kube.raw('GET', svmPath(name));
     if (res.status === 404) return undefined;
     if (res.status !== 200) throw classifyResponse(res.status, res.body);
-    const parsed = StorageVersionMigration.safeParse(JSON.parse(res.body));
+    const parsed = StorageVersionMigration.safeParse(parseJson(res.body, 'a StorageVersionMigration'));
     return parsed.success ? (parsed.data as Obj) : undefined;
   }
 

@@ -52,7 +52,7 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
       for (const a of notes) log.info('storage state', { resource: a.name, note: a.note, start: a.startMigration ?? false, stop: a.stopMigration });
       setCurrentDetails(
         [
-          `**storage version trigger**: every ${input.periodSeconds}s, ${o.reporters.length} API server(s) reporting, discovery ${o.discoveryConsistent ? 'consistent' : '**inconsistent** (a rolling upgrade?)'}`,
+          `**storage version trigger**: every ${input.periodSeconds}s; checked ${o.checked}; discovery ${o.discoveryConsistent ? 'consistent' : '**not verified consistent** (servers differ, or not every server could be asked)'}`,
           `last period: ${applied.written} StorageStates written${applied.conflicts.length ? ` (${applied.conflicts.length} changed meanwhile, decided again next period)` : ''}; started ${applied.started.join(', ') || 'none'}; stopped ${applied.stopped.join(', ') || 'none'}`,
           ...notes.slice(0, 10).map((a) => `- ${a.name}: ${a.note ?? ''}${a.startMigration ? ' → migration started' : ''}${a.stopMigration ? ` → migration stopped (${a.stopMigration})` : ''}`),
         ].join('\n'),
