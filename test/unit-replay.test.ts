@@ -28,6 +28,10 @@ void test('there are recorded histories of every kind of ending', () => {
   const kinds = ['a-whole-pass', 'waiting-for-agreement-continues-as-new', 'agreement-lost-mid-chunk', 'abort-mid-chunk', 'an-activity-that-exhausts', 'the-resource-not-served', 'cancelling-the-workflow', 'a-continue-token-from-outside'];
   for (const k of kinds) assert.ok(fixtures.some((f) => f.includes(k)), `no recorded history for ${k} in ${dir}`);
   assert.ok(fixtures.some((f) => /-1\.json$/.test(f)), 'at least one history continued as new');
+  // The trigger's (test/test-workflow-trigger.test.ts): its decisions over periods, failing periods, continue-as-new.
+  const triggerKinds = ['trig-a-new-resource', 'trig-the-storage-version-hash-changes', 'trig-api-servers-diverge', 'trig-a-failing-period', 'trig-the-trigger-away-past-its-staleness', 'trig-continue-as-new-carries'];
+  for (const k of triggerKinds) assert.ok(fixtures.some((f) => f.startsWith(k)), `no recorded history for ${k} in ${dir}`);
+  assert.ok(fixtures.some((f) => /^trig-.*-1\.json$/.test(f)), 'at least one trigger history continued as new');
 });
 
 void test('every recorded history replays against the current workflow code', async () => {
