@@ -1,0 +1,294 @@
+/**
+ * `svm plan` and the pre-upgrade Job against the real plane, run as a user
+ * would: `node bin/svm.js ...` as a subprocess with KUBECONFIG and
+ * TEMPORAL_ADDRESS in its environment.
+ *
+ * - plan lists a CRD left at two stored versions with its object count, not
+ *   a settled one, exits 1 (consistently with what it lists), and no longer
+ *   lists it once migrated; every plan here runs as a ServiceAccount that may
+ *   only get and list, so plan provably writes nothing;
+ * - API servers that disagree (one restarted with an older
+ *   --min-compatibility-version) block: exit 2, naming both servers;
+ * - errors exit 3: an API that cannot be reached, bad flags;
+ * - `svm migrate <crd> --wait` runs as the Job's ServiceAccount with the
+ *   RBAC of deploy/pre-upgrade-job.yaml applied as written (a worker
+ *   running), proving that role suffices; the same token resolves every
+ *   migratable resource (what `--all` asks of Kubernetes) and is refused
+ *   what it should not have.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import { after, before, test } from 'node:test';
+import { Migrator, migratableResources, type Plan } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { restartApiserver, stopApiserver } from '../src/dev/plane';
+import { KubeClient } from '../src/kube/client';
+import { applyCrd, createObjects, ensureNamespace, testCrd, type TestCrd } from './helpers/crd';
+import { OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
+import { endLeftovers, eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { readManifests, removeTokenKubeconfig, serverSideApply, serviceAccountToken, whoAmI, writeTokenKubeconfig, type Manifest } from './helpers/rbac-identity';
+
+const ROOT = path.resolve(__dirname, '..');
+const SVM = path.join(ROOT, 'bin', 'svm.js');
+const NS = 'svm-system';
+const JOB_SA = 'svm-pre-upgrade';
+const READER_SA = 'svm-plan-reader';
+
+let plane: TestPlane;
+let jobKubeconfig: string;
+let readerKubeconfig: string;
+let jobKube: KubeClient;
+
+interface Run {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+/** `node bin/svm.js args` with the given environment on top of this process's; resolves with its exit code. */
+function svm(args: string[], env: Record<string, string>, timeoutMs = 180_000): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    execFile(process.execPath, [SVM, ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
+      if (err && typeof err.code !== 'number') return reject(new Error(`svm ${args.join(' ')}: ${err.message}\n${stderr}`));
+      resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
+    });
+  });
+}
+
+/** `svm plan -o json` as the read-only ServiceAccount. */
+async function planJson(extra: string[] = []): Promise<{ plan: Plan; run: Run }> {
+  const run = await svm(['plan', '-o', 'json', ...extra], { KUBECONFIG: readerKubeconfig });
+  assert.ok([0, 1, 2].includes(run.code), `svm plan exited ${run.code}: ${run.stderr}`);
+  const plan = JSON.parse(run.stdout) as Plan;
+  // The exit code is the plan's, and it follows from what is listed.
+  assert.equal(run.code, plan.exitCode);
+  assert.equal(plan.exitCode, plan.items.some((i) => i.action === 'blocked') ? 2 : plan.items.length > 0 ? 1 : 0, JSON.stringify(plan.items, null, 2));
+  return { plan, run };
+}
+
+const resourceOf = (c: TestCrd) => `${c.plural}.${c.group}`;
+
+before(async () => {
+  plane = await testPlane();
+  await endLeftovers(plane);
+  await serverSideApply(plane.kube, readManifests('namespace.yaml'));
+  await installCrds(plane.kube); // StorageStates served (plan reads them), StorageVersionMigrations (the Job may not create one)
+  // The Job's identity exactly as deploy/pre-upgrade-job.yaml writes it.
+  const jobRbac = readManifests('pre-upgrade-job.yaml').filter((o) => o.kind !== 'Job');
+  assert.deepEqual(jobRbac.map((o) => `${o.kind}/${o.metadata.name}`), ['ServiceAccount/svm-pre-upgrade', 'ClusterRole/svm-pre-upgrade', 'ClusterRoleBinding/svm-pre-upgrade']);
+  await serverSideApply(plane.kube, jobRbac);
+  jobKubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, NS, JOB_SA), JOB_SA);
+  jobKube = KubeClient.fromKubeconfig(jobKubeconfig);
+  // Whoever runs plan here may only get and list: a write would be refused and fail the plan.
+  const reader: Manifest[] = [
+    { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: READER_SA, namespace: NS } },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: READER_SA },
+      rules: [
+        { nonResourceURLs: ['/api', '/api/*', '/apis', '/apis/*'], verbs: ['get'] },
+        { apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list'] },
+      ],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: READER_SA },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: READER_SA },
+      subjects: [{ kind: 'ServiceAccount', name: READER_SA, namespace: NS }],
+    },
+  ];
+  await serverSideApply(plane.kube, reader);
+  readerKubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, NS, READER_SA), READER_SA);
+});
+
+after(async () => {
+  jobKube?.close();
+  removeTokenKubeconfig(jobKubeconfig);
+  removeTokenKubeconfig(readerKubeconfig);
+  await plane?.close();
+});
+
+void test('svm plan lists a CRD left at two stored versions with its count, not a settled one, and no longer once it is migrated', async () => {
+  const left = testCrd(`${uniq('plan-left')}.svm.test`);
+  const settled = testCrd(`${uniq('plan-settled')}.svm.test`);
+  const ns = uniq('plan');
+  await applyCrd(plane.kube, left, 'v1');
+  await createObjects(plane.kube, left, 'v1', 150, { namespace: ns });
+  await applyCrd(plane.kube, left, 'v2');
+  await applyCrd(plane.kube, settled, 'v1');
+  await createObjects(plane.kube, settled, 'v1', 20, { namespace: ns });
+
+  const { plan, run } = await planJson();
+  const mine = plan.items.filter((i) => [resourceOf(left), resourceOf(settled)].includes(i.resource));
+  assert.deepEqual(mine, [
+    {
+      resource: resourceOf(left),
+      group: left.group,
+      name: left.plural,
+      action: 'migrate',
+      sources: ['storedVersions'],
+      reasons: ['CRD status.storedVersions [v1, v2] holds v1 besides the storage version v2'],
+      storedVersions: ['v1', 'v2'],
+      storageVersion: 'v2',
+      objects: 150,
+      estimateSeconds: 1.5,
+    },
+  ]);
+  assert.ok(run.code === 1 || run.code === 2, `exit ${run.code} with ${resourceOf(left)} listed`);
+  assert.equal(plan.qps, 100);
+  assert.match(plan.checked, /API server/);
+
+  // The table, and another budget.
+  const table = await svm(['plan', '--qps', '10'], { KUBECONFIG: readerKubeconfig });
+  assert.equal(table.code, run.code, table.stderr);
+  assert.match(table.stdout, /^RESOURCE +ACTION +OBJECTS +ESTIMATE +WHY$/m);
+  assert.match(table.stdout, new RegExp(`^${resourceOf(left).replace(/\./g, '\\.')} +migrate +150 +15s +storedVersions \\[v1,v2\\], storage v2$`, 'm'));
+  assert.doesNotMatch(table.stdout, new RegExp(settled.group.replace(/\./g, '\\.')));
+  assert.match(table.stdout, /at 10 updates\/s: (migrations needed, all can run now \(exit 1\)|blocked: .*\(exit 2\))\n$/);
+
+  // Migrated (a worker and the typed API), it is off the list; etcd agrees.
+  const result = await withWorker(plane, async (m) => {
+    const typed = await m.plan({ qps: 50 });
+    assert.equal(typed.items.find((i) => i.resource === resourceOf(left))?.estimateSeconds, 3, 'Migrator.plan() sees the same, at its own qps');
+    return (await m.start(resourceOf(left))).wait();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: left.group, resource: left.plural, custom: true })).byApiVersion, { [`${left.group}/v2`]: 150 });
+  const afterwards = await planJson();
+  assert.equal(afterwards.plan.items.find((i) => i.resource === resourceOf(left)), undefined, 'still listed after its migration');
+  assert.equal(afterwards.plan.items.find((i) => i.resource === resourceOf(settled)), undefined);
+});
+
+void test('API servers that disagree block: exit 2, naming both servers', async () => {
+  assert.equal(plane.shape, 'cluster', `servers disagree only where each has its own address: ${plane.state.shapeReason}`);
+  const [a, b] = plane.apiserverAddresses;
+  // Killed (lease and endpoint stay), then back with an older compatibility version: it encodes resource.k8s.io as v1beta2.
+  await stopApiserver(plane.dir, 1, { kill: true });
+  try {
+    await restartApiserver(plane.dir, 1, OLD_ENCODING_FLAGS, () => undefined);
+    const { plan } = await eventually(
+      'plan to see the disagreement',
+      async () => {
+        const p = await planJson();
+        return p.plan.items.some((i) => i.resource === 'deviceclasses.resource.k8s.io') ? p : undefined;
+      },
+      60_000,
+    );
+    assert.equal(plan.exitCode, 2);
+    assert.equal(plan.verdict, 'Blocked');
+    const dc = plan.items.find((i) => i.resource === 'deviceclasses.resource.k8s.io')!;
+    assert.equal(dc.action, 'blocked');
+    assert.deepEqual(dc.sources, ['disagreement']);
+    assert.match(dc.blockedBy!, new RegExp(`API servers disagree on the storage version of deviceclasses\\.resource\\.k8s\\.io: ${a}:6443=\\S+ \\(resource\\.k8s\\.io/v1\\), ${b}:6443=\\S+ \\(resource\\.k8s\\.io/v1beta2\\)`));
+    assert.equal(typeof dc.objects, 'number');
+    const table = await svm(['plan'], { KUBECONFIG: readerKubeconfig });
+    assert.equal(table.code, 2, table.stderr);
+    assert.match(table.stdout, /^deviceclasses\.resource\.k8s\.io +blocked +\d+ +\S+ +servers disagree$/m);
+    assert.match(table.stdout, /^deviceclasses\.resource\.k8s\.io blocked: API servers disagree/m);
+    assert.match(table.stdout, /blocked: migrate nothing until the API servers agree \(exit 2\)\n$/);
+  } finally {
+    await restartApiserver(plane.dir, 1, [], () => undefined);
+  }
+  await eventually('agreement again', async () => !(await planJson()).plan.items.some((i) => i.resource === 'deviceclasses.resource.k8s.io'), 60_000);
+});
+
+void test('errors exit 3 with a message, bad flags before anything happens', async () => {
+  const nowhere = writeTokenKubeconfig('https://127.0.0.1:1', 'x', 'nowhere');
+  try {
+    const unreachable = await svm(['plan'], { KUBECONFIG: nowhere });
+    assert.equal(unreachable.code, 3);
+    assert.equal(unreachable.stdout, '');
+    assert.match(unreachable.stderr, /^svm plan: .*(ECONNREFUSED|connect|refused)/i);
+  } finally {
+    removeTokenKubeconfig(nowhere);
+  }
+  for (const [args, message] of [
+    [['--qps', '-1'], /error: option '--qps <n>' argument '-1' is invalid\. --qps must be a whole number, got "-1"/],
+    [['-o', 'yaml'], /error: option '-o, --output <format>' argument 'yaml' is invalid\. Allowed choices are text, json\./],
+    [['secrets'], /error: too many arguments for 'plan'/],
+  ] as const) {
+    // An unreachable API: had anything been attempted, the message would say so.
+    const r = await svm(['plan', ...args], { KUBECONFIG: '/nonexistent/kubeconfig' });
+    assert.equal(r.code, 3, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.doesNotMatch(r.stderr, /nonexistent/);
+    assert.equal(r.stdout, '');
+  }
+  const help = await svm(['plan', '--help'], {});
+  assert.equal(help.code, 0);
+  for (const line of [/0 +nothing to migrate/, /1 +migrations needed, and all of them can run now/, /2 +something blocks/, /3 +error/]) assert.match(help.stdout, line);
+});
+
+void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount suffices, and it holds nothing more', async () => {
+  assert.equal((await whoAmI(jobKube)).username, `system:serviceaccount:${NS}:${JOB_SA}`);
+
+  // The Job itself passes the API server, Pod Security "restricted" included (server dry run, no warning).
+  const job = readManifests('pre-upgrade-job.yaml').find((o) => o.kind === 'Job')!;
+  const dry = await plane.kube.raw('POST', `/apis/batch/v1/namespaces/${NS}/jobs`, { query: { dryRun: 'All' }, body: JSON.stringify(job) });
+  assert.equal(dry.status, 201, dry.body);
+  assert.equal(dry.headers.warning, undefined, String(dry.headers.warning));
+  const container = (job as unknown as { spec: { template: { spec: { serviceAccountName: string; containers: Array<{ args: string[]; env: Array<{ name: string; value: string }> }> } } } }).spec.template.spec;
+  assert.equal(container.serviceAccountName, JOB_SA);
+  assert.deepEqual(container.containers[0]!.args, ['migrate', '--all', '--wait']);
+  assert.deepEqual(container.containers[0]!.env.map((e) => e.name).sort(), ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_TASK_QUEUE']);
+
+  const crd = testCrd(`${uniq('plan-job')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 120, { namespace: uniq('plan-job') });
+  await applyCrd(plane.kube, crd, 'v2');
+  assert.equal((await planJson()).plan.items.find((i) => i.resource === resourceOf(crd))?.objects, 120);
+
+  const run = await withWorker(plane, async (_m, taskQueue) => {
+    // What --all asks of Kubernetes: discovery, then resolving every migratable resource (a CRD get for dotted groups).
+    const asJob = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: jobKubeconfig });
+    try {
+      const all = migratableResources(await asJob.kube.discover());
+      assert.ok(all.length > 20, `only ${all.length} migratable resources`);
+      const crds = new Set((await plane.kube.getJson<{ items: Array<{ metadata: { name: string } }> }>('/apis/apiextensions.k8s.io/v1/customresourcedefinitions')).items.map((c) => c.metadata.name));
+      for (const r of all) {
+        const ref = await asJob.resolve(r.group ? `${r.name}.${r.group}` : r.name);
+        assert.equal(ref.custom, crds.has(`${r.name}.${r.group}`), `${r.name}.${r.group}`);
+      }
+    } finally {
+      await asJob.close();
+    }
+    return svm(['migrate', resourceOf(crd), '--wait'], { KUBECONFIG: jobKubeconfig, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: taskQueue, CI: '1' });
+  });
+  assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
+  assert.match(run.stderr, new RegExp(`migration of ${resourceOf(crd).replace(/\./g, '\\.')} is workflow migrate/${resourceOf(crd).replace(/\./g, '\\.')}`));
+  assert.match(run.stdout, new RegExp(`^${resourceOf(crd).replace(/\./g, '\\.')}: Succeeded migrated=120 rewritten=120 `, 'm'));
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 120 });
+  const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+  assert.deepEqual(crdObj.status.storedVersions, ['v2']);
+  assert.equal((await planJson()).plan.items.find((i) => i.resource === resourceOf(crd)), undefined);
+
+  // Refused: reading or listing anything, writing anything.
+  const ns = uniq('plan-deny');
+  await ensureNamespace(plane.kube, ns);
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'keep' }, stringData: { k: 'v' } }) });
+  const user = `system:serviceaccount:${NS}:${JOB_SA}`;
+  for (const [method, p, message] of [
+    ['GET', '/api/v1/secrets', `secrets is forbidden: User "${user}" cannot list resource "secrets" in API group "" at the cluster scope`],
+    ['GET', `/api/v1/namespaces/${ns}/secrets/keep`, `secrets "keep" is forbidden: User "${user}" cannot get resource "secrets" in API group "" in the namespace "${ns}"`],
+    ['GET', `/apis/${crd.group}/v2/${crd.plural}`, `${crd.plural}.${crd.group} is forbidden: User "${user}" cannot list resource "${crd.plural}" in API group "${crd.group}" at the cluster scope`],
+    ['GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', `customresourcedefinitions.apiextensions.k8s.io is forbidden: User "${user}" cannot list resource "customresourcedefinitions" in API group "apiextensions.k8s.io" at the cluster scope`],
+  ] as const) {
+    const res = await jobKube.raw(method, p);
+    assert.equal(res.status, 403, `${method} ${p}: ${res.status}`);
+    assert.equal((JSON.parse(res.body) as { message: string }).message, message);
+  }
+  const writes: Array<[string, string, unknown, string?]> = [
+    ['PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}/status`, { status: { storedVersions: ['v1', 'v2'] } }, 'application/merge-patch+json'],
+    ['POST', '/apis/migration.k8s.io/v1alpha1/storageversionmigrations', { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name: uniq('x') }, spec: { resource: { resource: 'secrets' } } }],
+    ['POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } }],
+  ];
+  for (const [method, p, body, contentType] of writes) {
+    const res = await jobKube.raw(method, p, { body: JSON.stringify(body), contentType });
+    assert.equal(res.status, 403, `${method} ${p}: ${res.status} ${res.body.slice(0, 200)}`);
+  }
+});
