@@ -7,7 +7,7 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import { Worker } from 'node:worker_threads';
 import path from 'node:path';
-import { rawListItems, withTypeMeta } from '../src/kube/raw-list';
+import { itemIdentity, RawListSplitter, rawListItems, withTypeMeta } from '../src/kube/raw-list';
 
 /** Splits, and checks that every slice parses to the same value as the matching item of JSON.parse. */
 function splitAndCompare(text: string): string[] {
@@ -316,4 +316,97 @@ void test('withTypeMeta + rawListItems: each listed item becomes a full object w
   const parsed = JSON.parse(text) as { items: Array<{ apiVersion?: string; kind?: string }> };
   const out = rawListItems(text).map((r, i) => withTypeMeta(r, 'v1', 'Secret', parsed.items[i]!));
   assert.deepEqual(out, ['{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"},"data":{"n":"x"}}', '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}']);
+});
+
+// --- RawListSplitter: the same split over a stream of chunks -----------------------
+
+/** Feeds text in chunks cut at the given sizes (cycled); returns each item's text as it completed, and the fields. */
+function splitStreamed(text: string, sizes: number[]): { items: string[]; fields: Map<string, string>; completedAt: number[] } {
+  const bytes = Buffer.from(text, 'utf8');
+  const s = new RawListSplitter();
+  const items: string[] = [];
+  const completedAt: number[] = [];
+  for (let at = 0, k = 0; at < bytes.length; k++) {
+    const end = Math.min(bytes.length, at + sizes[k % sizes.length]!);
+    for (const b of s.push(bytes.subarray(at, end))) {
+      items.push(b.toString('utf8'));
+      completedAt.push(end);
+    }
+    at = end;
+  }
+  s.end();
+  return { items, fields: s.fields, completedAt };
+}
+
+const TRICKY_LISTS = [
+  '{"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":"5","continue":"abc"},"items":[{"metadata":{"name":"a"},"data":{"k":"dg=="}},{"metadata":{"name":"b"}}]}',
+  String.raw`{"items":[{"metadata":{"name":"a"},"data":{"tricky":"}]},{[\"items\":[","close":"]]]}}}"}},{"p":"C:\\dir\\","q":"\\"}],"metadata":{"continue":"x\"y"}}`,
+  '{"items":[{"name":"ünïcødé","jp":"日本語","emoji":"🚀👩‍👩‍👧"},{"sep":"\u2028\u2029"}],"kind":"List"}',
+  '{"items":[9007199254740993, -1.5e+10 ,"s,]}",true,false,null,{},[]]}',
+  '\r\n {\r\n "kind" : "List" ,\r\n\t"items" \r\n:\r\n [\r\n { "a" : [ 1 , 2 ] } \r\n,\r\n\t{\r\n\t"b":\r\n\t\t"x"\r\n} ]\r\n ,"metadata" : { "n" : 12 } \r\n}\r\n',
+  '{"kind":"List","\\u0069tems":[{"metadata":{"name":"a"}}],"n":-12.5e3,"z":null}',
+  '{"items":null,"kind":"List"}',
+  '{"items":[]}',
+];
+
+void test('RawListSplitter: any chunking gives the same items, byte for byte, as the whole text', () => {
+  for (const text of TRICKY_LISTS) {
+    const whole = rawListItems(text);
+    for (const sizes of [[1], [2], [3], [7], [1, 5, 2], [64], [1 << 20]]) {
+      const { items } = splitStreamed(text, sizes);
+      assert.deepEqual(items, whole, `chunk sizes ${JSON.stringify(sizes)} of ${text}`);
+    }
+  }
+});
+
+void test('RawListSplitter: multi-byte characters cut between chunks are kept whole', () => {
+  const text = JSON.stringify({ items: [{ s: '日本語🚀é'.repeat(50) }, { t: '👩‍👩‍👧' }] });
+  for (let size = 1; size <= 5; size++) assert.deepEqual(splitStreamed(text, [size]).items, rawListItems(text));
+});
+
+void test('RawListSplitter: each item is handed out as soon as its last byte arrives, not at the end', () => {
+  const a = '{"metadata":{"name":"a"}}';
+  const b = '{"metadata":{"name":"b"}}';
+  const text = `{"kind":"List","items":[${a},${b}],"metadata":{"continue":"tok"}}`;
+  const { items, completedAt, fields } = splitStreamed(text, [1]);
+  assert.deepEqual(items, [a, b]);
+  assert.equal(completedAt[0], text.indexOf(a) + a.length, 'the first item completes on its own closing brace');
+  assert.equal(completedAt[1], text.indexOf(b) + b.length);
+  assert.deepEqual(JSON.parse(fields.get('metadata')!), { continue: 'tok' }, 'fields after "items" are read too');
+  assert.equal(fields.get('kind'), '"List"');
+  assert.ok(!fields.has('items'));
+});
+
+void test('RawListSplitter: truncated or malformed streams are refused at end() or on the bad byte', () => {
+  for (const text of ['{"items":[{"a":1}', '{"items":[', '{"items":[{"a":1},', '{"items":[1,2', '{"items":[{"a":1} ', '{"items":[{"a":"b"', '{"kind":"List"', '{"kind":"Li', '{"n":12', '']) {
+    for (const size of [1, 3, 1000]) assert.throws(() => splitStreamed(text, [size]), Error, `${text} in chunks of ${size}`);
+  }
+  assert.throws(() => splitStreamed('{"items":[{}]} x', [4]), /malformed/);
+  assert.throws(() => splitStreamed('{"items":[{}],"items":[{}]}', [4]), /twice/);
+  assert.throws(() => splitStreamed('{"items":{"a":1}}', [2]), /"items" is not an array/);
+  assert.throws(() => splitStreamed('{"items":"[]"}', [2]), /"items" is not an array/);
+  assert.throws(() => splitStreamed('[{"items":[]}]', [2]), /not a JSON object/);
+});
+
+void test('RawListSplitter: a one-megabyte string value is split correctly in 16 KiB chunks', () => {
+  const big = Buffer.alloc(900 * 1024, 7).toString('base64');
+  const items = Array.from({ length: 5 }, (_, i) => `{"metadata":{"name":"s-${i}","resourceVersion":"${i}"},"data":{"v":"${big}","n":9007199254740993}}`);
+  const text = `{"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[${items.join(',')}]}`;
+  const { items: got } = splitStreamed(text, [16 * 1024]);
+  assert.equal(got.length, 5);
+  got.forEach((g, i) => assert.ok(g === items[i], `item ${i} verbatim`));
+});
+
+// --- itemIdentity -------------------------------------------------------------------
+
+void test('itemIdentity: apiVersion, kind and metadata of an item, whatever their place and whatever else it holds', () => {
+  const raw = String.raw`{"data":{"x":"}\"metadata\":{\"name\":\"decoy\"}"},"metadata":{"name":"a","namespace":"ns","resourceVersion":"42","labels":{"k":"v"}},"kind":"Secret","spec":{"n":9007199254740993,"l":[1,{"metadata":{"name":"deep"}}]}}`;
+  const id = itemIdentity(raw);
+  assert.equal(id.kind, 'Secret');
+  assert.equal(id.apiVersion, undefined);
+  assert.deepEqual(id.metadata, { name: 'a', namespace: 'ns', resourceVersion: '42', labels: { k: 'v' } });
+  assert.deepEqual(itemIdentity(' {\n "apiVersion" : "v1" , "metadata" : { "name" : "b" } }\n'), { apiVersion: 'v1', metadata: { name: 'b' } });
+  assert.deepEqual(itemIdentity('{}'), {});
+  assert.throws(() => itemIdentity('[]'), /not a JSON object/);
+  assert.throws(() => itemIdentity('{"metadata":{"name":"a"'), /unterminated/);
 });

@@ -3,7 +3,237 @@
  * update sends back the object byte for byte as the API server listed it.
  * (JSON.parse + JSON.stringify would round integers above 2^53 in custom
  * resources and reorder nothing else, but "exactly as listed" is the rule.)
+ *
+ * The splitter works on a stream of chunks: each item is handed out as soon
+ * as its closing brace arrives, so a page of five hundred one-megabyte
+ * Secrets never has to be held whole. It scans bytes: every structural
+ * character of JSON is ASCII, and no byte of a multi-byte UTF-8 sequence is,
+ * so a chunk boundary inside a character cannot mislead it.
  */
+
+const QUOTE = 0x22;
+const BACKSLASH = 0x5c;
+const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
+/** Bytes that end a bare value (number, true, false, null). */
+const endsScalar = (b: number) => b === 0x2c || b === 0x7d || b === 0x5d || isWs(b);
+
+type Phase =
+  | 'start' // before the top-level '{'
+  | 'key' // expecting a key or '}'
+  | 'colon'
+  | 'value' // expecting a top-level value
+  | 'afterValue' // expecting ',' or '}'
+  | 'itemOrClose' // inside "items": expecting an item or ']'
+  | 'afterItem' // inside "items": expecting ',' or ']'
+  | 'done';
+
+/** A JSON value being captured, possibly across chunks. */
+interface Capture {
+  kind: 'string' | 'container' | 'scalar';
+  pieces: Buffer[];
+  bytes: number;
+  depth: number;
+  inString: boolean;
+  escape: boolean;
+}
+
+/**
+ * Incremental splitter of a Kubernetes list response. push() each chunk of
+ * the body and take the complete items it returns; end() checks the response
+ * was complete and returns the raw text of the other top-level fields
+ * (kind, apiVersion, metadata), which are small.
+ */
+export class RawListSplitter {
+  private phase: Phase = 'start';
+  private cap: Capture | undefined;
+  /** What the value being captured is: a key, a top-level field's value, or an item. */
+  private capFor: 'key' | 'field' | 'item' = 'key';
+  private key = '';
+  private sawItems = false;
+  private offset = 0;
+  readonly fields = new Map<string, string>();
+
+  /** Feeds one chunk; returns the items completed by it, each as its exact bytes. */
+  push(chunk: Buffer): Buffer[] {
+    const out: Buffer[] = [];
+    let i = 0;
+    const n = chunk.length;
+    while (i < n) {
+      if (this.cap) {
+        const end = this.scan(chunk, i);
+        if (end < 0) {
+          this.append(chunk.subarray(i));
+          i = n;
+          break;
+        }
+        this.append(chunk.subarray(i, end));
+        i = end;
+        this.finishCapture(out);
+        continue;
+      }
+      const b = chunk[i]!;
+      if (isWs(b)) {
+        i++;
+        continue;
+      }
+      switch (this.phase) {
+        case 'start':
+          if (b !== 0x7b) throw new Error('list response is not a JSON object');
+          this.phase = 'key';
+          i++;
+          break;
+        case 'key':
+          if (b === 0x7d) {
+            this.phase = 'done';
+            i++;
+          } else if (b === QUOTE) this.begin(chunk, i, 'key');
+          else throw this.malformed(i);
+          break;
+        case 'colon':
+          if (b !== 0x3a) throw this.malformed(i);
+          this.phase = 'value';
+          i++;
+          break;
+        case 'value':
+          if (this.key === 'items' && b === 0x5b) {
+            if (this.sawItems) throw new Error('malformed list response: "items" appears twice');
+            this.sawItems = true;
+            this.phase = 'itemOrClose';
+            i++;
+          } else {
+            if (this.key === 'items' && b !== 0x6e) throw new Error('"items" is not an array');
+            this.begin(chunk, i, 'field');
+          }
+          break;
+        case 'afterValue':
+          if (b === 0x2c) this.phase = 'key';
+          else if (b === 0x7d) this.phase = 'done';
+          else throw this.malformed(i);
+          i++;
+          break;
+        case 'itemOrClose':
+          if (b === 0x5d) {
+            this.phase = 'afterValue';
+            i++;
+          } else this.begin(chunk, i, 'item');
+          break;
+        case 'afterItem':
+          if (b === 0x2c) this.phase = 'itemOrClose';
+          else if (b === 0x5d) this.phase = 'afterValue';
+          else throw this.malformed(i);
+          i++;
+          break;
+        case 'done':
+          throw this.malformed(i);
+      }
+    }
+    this.offset += n;
+    return out;
+  }
+
+  /** Checks that the response ended where a complete list ends. */
+  end(): void {
+    if (this.cap?.kind === 'scalar' && this.capFor === 'field') throw new Error('list response ends inside a value');
+    if (this.cap) throw new Error('unterminated value in list response');
+    if (this.phase === 'start') throw new Error('list response is not a JSON object');
+    if (this.phase === 'itemOrClose' || this.phase === 'afterItem') throw new Error('list response ends inside "items"');
+    if (this.phase !== 'done') throw new Error('unterminated list response');
+  }
+
+  private malformed(i: number): Error {
+    return new Error(`malformed list response at offset ${this.offset + i}`);
+  }
+
+  private begin(chunk: Buffer, i: number, what: 'key' | 'field' | 'item'): void {
+    const b = chunk[i]!;
+    const kind = b === QUOTE ? 'string' : b === 0x7b || b === 0x5b ? 'container' : 'scalar';
+    if (kind === 'scalar' && endsScalar(b)) throw this.malformed(i);
+    this.cap = { kind, pieces: [], bytes: 0, depth: 0, inString: false, escape: false };
+    this.capFor = what;
+  }
+
+  private append(piece: Buffer): void {
+    if (piece.length === 0) return;
+    this.cap!.pieces.push(piece);
+    this.cap!.bytes += piece.length;
+  }
+
+  /** Index just past the end of the captured value in chunk, or -1 if it goes on. */
+  private scan(chunk: Buffer, i: number): number {
+    const c = this.cap!;
+    const n = chunk.length;
+    if (c.kind === 'scalar') {
+      while (i < n && !endsScalar(chunk[i]!)) i++;
+      return i < n ? i : -1;
+    }
+    if (c.kind === 'string' && c.bytes === 0 && !c.inString) {
+      c.inString = true;
+      i++;
+    }
+    while (i < n) {
+      if (c.inString) {
+        if (c.escape) {
+          c.escape = false;
+          i++;
+          continue;
+        }
+        // Long strings (Secret data) are skipped by indexOf, not byte by byte.
+        const q = chunk.indexOf(QUOTE, i);
+        const bs = chunk.indexOf(BACKSLASH, i);
+        if (bs >= 0 && (q < 0 || bs < q)) {
+          c.escape = true;
+          i = bs + 1;
+          continue;
+        }
+        if (q < 0) return -1;
+        c.inString = false;
+        i = q + 1;
+        if (c.kind === 'string') return i;
+        continue;
+      }
+      const b = chunk[i]!;
+      if (b === QUOTE) c.inString = true;
+      else if (b === 0x7b || b === 0x5b) c.depth++;
+      else if (b === 0x7d || b === 0x5d) {
+        c.depth--;
+        if (c.depth === 0) return i + 1;
+      }
+      i++;
+    }
+    return -1;
+  }
+
+  private finishCapture(out: Buffer[]): void {
+    const c = this.cap!;
+    this.cap = undefined;
+    const bytes = c.pieces.length === 1 ? c.pieces[0]! : Buffer.concat(c.pieces, c.bytes);
+    if (this.capFor === 'item') {
+      out.push(bytes);
+      this.phase = 'afterItem';
+    } else if (this.capFor === 'key') {
+      try {
+        this.key = JSON.parse(bytes.toString('utf8')) as string;
+      } catch {
+        throw new Error(`malformed key in list response at offset ${this.offset}`); // never V8's message: it quotes the text
+      }
+      this.phase = 'colon';
+    } else {
+      if (this.key === 'items' && bytes.toString('latin1') !== 'null') throw new Error('"items" is not an array');
+      if (this.key !== 'items') this.fields.set(this.key, bytes.toString('utf8'));
+      this.phase = 'afterValue';
+    }
+  }
+}
+
+/** The raw text of each element of the top-level "items" array. */
+export function rawListItems(text: string): string[] {
+  const s = new RawListSplitter();
+  const items = s.push(Buffer.from(text, 'utf8'));
+  s.end();
+  return items.map((b) => b.toString('utf8'));
+}
+
+// ------------------------------------------------------------ one item's identity
 
 function skipWs(s: string, i: number): number {
   while (i < s.length && (s[i] === ' ' || s[i] === '\n' || s[i] === '\r' || s[i] === '\t')) i++;
@@ -12,14 +242,13 @@ function skipWs(s: string, i: number): number {
 
 /** Index just past the string starting at s[i] === '"'. */
 function skipString(s: string, i: number): number {
-  i++;
-  while (i < s.length) {
-    const c = s[i];
-    if (c === '\\') i += 2;
-    else if (c === '"') return i + 1;
-    else i++;
+  for (i++; ; ) {
+    const q = s.indexOf('"', i);
+    const bs = s.indexOf('\\', i);
+    if (bs >= 0 && (q < 0 || bs < q)) i = bs + 2;
+    else if (q >= 0) return q + 1;
+    else throw new Error('unterminated string in list item');
   }
-  throw new Error('unterminated string in list response');
 }
 
 /** Index just past the JSON value starting at s[i]. */
@@ -42,48 +271,41 @@ function skipValue(s: string, i: number): number {
       }
       i++;
     }
-    throw new Error('unterminated value in list response');
+    throw new Error('unterminated value in list item');
   }
   while (i < s.length && !',}] \n\r\t'.includes(s[i]!)) i++;
   return i;
 }
 
-/** The raw text of each element of the top-level "items" array. */
-export function rawListItems(text: string): string[] {
-  let i = skipWs(text, 0);
-  if (text[i] !== '{') throw new Error('list response is not a JSON object');
-  i++;
-  for (;;) {
-    i = skipWs(text, i);
-    if (text[i] === '}') return [];
-    const keyEnd = skipString(text, i);
-    let key: string;
-    try {
-      key = JSON.parse(text.slice(i, keyEnd)) as string;
-    } catch {
-      throw new Error(`malformed key in list response at offset ${i}`); // never V8's message: it quotes the text
-    }
-    i = skipWs(text, keyEnd);
-    if (text[i] !== ':') throw new Error('malformed list response');
-    i = skipWs(text, i + 1);
-    if (key === 'items') {
-      if (text.startsWith('null', i)) return [];
-      if (text[i] !== '[') throw new Error('"items" is not an array');
-      const items: string[] = [];
-      i = skipWs(text, i + 1);
-      while (text[i] !== ']') {
-        if (i >= text.length) throw new Error('list response ends inside "items"');
-        const end = skipValue(text, i);
-        if (end === i) throw new Error(`malformed list response at offset ${i}`);
-        items.push(text.slice(i, end));
-        i = skipWs(text, end);
-        if (text[i] === ',') i = skipWs(text, i + 1);
+/**
+ * The top-level apiVersion, kind and metadata of one item, parsed without
+ * parsing the rest (a Secret's data stays one string, never a second copy).
+ */
+export function itemIdentity(raw: string): { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string; resourceVersion?: string } } {
+  const out: Record<string, unknown> = {};
+  let i = skipWs(raw, 0);
+  if (raw[i] !== '{') throw new Error('list item is not a JSON object');
+  i = skipWs(raw, i + 1);
+  while (i < raw.length && raw[i] !== '}') {
+    if (raw[i] !== '"') throw new Error('malformed list item');
+    const keyEnd = skipString(raw, i);
+    const key = JSON.parse(raw.slice(i, keyEnd)) as string;
+    i = skipWs(raw, keyEnd);
+    if (raw[i] !== ':') throw new Error('malformed list item');
+    const start = skipWs(raw, i + 1);
+    const end = skipValue(raw, start);
+    if (end === start) throw new Error('malformed list item');
+    if (key === 'apiVersion' || key === 'kind' || key === 'metadata') {
+      try {
+        out[key] = JSON.parse(raw.slice(start, end));
+      } catch {
+        throw new Error(`list item: malformed ${key}`);
       }
-      return items;
     }
-    i = skipWs(text, skipValue(text, i));
-    if (text[i] === ',') i++;
+    i = skipWs(raw, end);
+    if (raw[i] === ',') i = skipWs(raw, i + 1);
   }
+  return out as ReturnType<typeof itemIdentity>;
 }
 
 /** The item with apiVersion and kind set (list items of built-in types omit them). */
