@@ -1,23 +1,70 @@
 /**
- * A token bucket shared by every migration in one worker process: the load
- * budget. A 429 with Retry-After pauses the whole bucket, so parallel
- * migrations slow down together instead of each hammering the server.
+ * A token bucket shared by every migration in one worker process: this
+ * replica's part of the load budget. A 429 with Retry-After pauses the whole
+ * bucket, so parallel migrations slow down together instead of each hammering
+ * the server.
+ *
+ * The rate can change at run time (setQps: the replica's share of the
+ * cluster-wide budget grows or shrinks as replicas come and go, see
+ * src/worker/budget.ts) and the bucket can be held shut (hold: this replica
+ * holds no share right now). Tokens earned at the old rate are credited before
+ * the rate changes, and the bucket never holds more than its burst, so a
+ * change can never release more than one burst at once.
  */
+export interface RateLimiterOptions {
+  /** Tokens the bucket holds at most. Default: one second's worth (at least 1). */
+  burst?: number;
+}
+
 export class RateLimiter {
   private tokens: number;
   private last = Date.now();
   private pausedUntil = 0;
+  private held = false;
+  private burst: number;
+  private readonly fixedBurst: number | undefined;
   private queue: Promise<void> = Promise.resolve();
+  /** Wakes a caller waiting for tokens (or for the hold to end) when the rate changes. */
+  private wake: (() => void) | undefined;
 
+  /** qps > 0: that many tokens per second; 0 (or less): unlimited. */
   constructor(
     private qps: number,
-    private readonly burst = Math.max(1, Math.ceil(qps)),
+    burstOrOptions: number | RateLimiterOptions = {},
   ) {
+    this.fixedBurst = typeof burstOrOptions === 'number' ? burstOrOptions : burstOrOptions.burst;
+    this.burst = this.fixedBurst ?? defaultBurst(qps);
     this.tokens = this.burst;
   }
 
-  setQps(qps: number): void {
+  /** The current rate (0: unlimited). */
+  get rate(): number {
+    return this.qps;
+  }
+
+  /** Whether the bucket is held shut (no share). */
+  get isHeld(): boolean {
+    return this.held;
+  }
+
+  /**
+   * Changes the rate from now on and opens the bucket if it was held. The
+   * burst follows the rate (unless fixed at construction, or given here).
+   */
+  setQps(qps: number, burst?: number): void {
+    this.credit(Date.now());
     this.qps = qps;
+    this.burst = burst ?? this.fixedBurst ?? defaultBurst(qps);
+    this.tokens = Math.min(this.tokens, this.burst);
+    this.held = false;
+    this.wakeUp();
+  }
+
+  /** Shuts the bucket: take() waits until setQps opens it again. Tokens on hand are dropped. */
+  hold(): void {
+    this.credit(Date.now());
+    this.held = true;
+    this.tokens = 0;
   }
 
   /** Pauses every caller for at least ms (Retry-After). */
@@ -32,23 +79,56 @@ export class RateLimiter {
     return next;
   }
 
+  private credit(now: number): void {
+    if (!this.held && this.qps > 0) this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
+    this.last = now;
+  }
+
+  private wakeUp(): void {
+    const w = this.wake;
+    this.wake = undefined;
+    w?.();
+  }
+
+  /** Sleeps ms, or until the rate changes (whichever comes first). */
+  private wait(ms: number): Promise<void> {
+    return new Promise<void>((resolve) => {
+      const t = setTimeout(() => {
+        this.wake = undefined;
+        resolve();
+      }, ms);
+      this.wake = () => {
+        clearTimeout(t);
+        resolve();
+      };
+    });
+  }
+
   private async acquire(): Promise<void> {
     for (;;) {
       const now = Date.now();
       if (now < this.pausedUntil) {
-        await sleep(this.pausedUntil - now);
+        await this.wait(this.pausedUntil - now);
+        continue;
+      }
+      if (this.held) {
+        this.last = now;
+        await this.wait(1000);
         continue;
       }
       if (!(this.qps > 0)) return; // unlimited
-      this.tokens = Math.min(this.burst, this.tokens + ((now - this.last) / 1000) * this.qps);
-      this.last = now;
+      this.credit(now);
       if (this.tokens >= 1) {
         this.tokens -= 1;
         return;
       }
-      await sleep(((1 - this.tokens) / this.qps) * 1000);
+      await this.wait(((1 - this.tokens) / this.qps) * 1000);
     }
   }
+}
+
+function defaultBurst(qps: number): number {
+  return Math.max(1, Math.ceil(qps));
 }
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));

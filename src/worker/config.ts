@@ -3,6 +3,7 @@
  * zod: a bad value stops the process at start with a message naming it.
  */
 import { readFileSync } from 'node:fs';
+import { hostname } from 'node:os';
 import { z } from 'zod';
 
 // A blank value is an error, not 0 (which would mean "unlimited" for a QPS).
@@ -50,6 +51,16 @@ export const WorkerSettings = z.object({
   metricsPort: int(0, 65535).optional(),
   /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
   metricsHost: z.string().min(1).default('127.0.0.1'),
+  /** Where the worker's leases live (leader election, budget membership): the worker's own namespace. */
+  kubeNamespace: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name (lowercase letters, digits and -, at most 63)')
+    .default(() => defaultNamespace()),
+  /** This replica's name in the leases: pod name (hostname) and pid by default. */
+  identity: z
+    .string()
+    .regex(/^[A-Za-z0-9][-A-Za-z0-9_.]{0,127}$/, 'must be 1-128 letters, digits, -, _ or . (starting with a letter or digit)')
+    .default(() => defaultIdentity()),
 });
 export type WorkerSettings = z.infer<typeof WorkerSettings>;
 
@@ -69,7 +80,29 @@ export const settingSources: Record<string, string> = {
   watchAgreement: 'SVM_WATCH_AGREEMENT',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
+  kubeNamespace: 'SVM_NAMESPACE',
+  identity: 'SVM_IDENTITY',
 };
+
+/** Where a Pod finds its own namespace. */
+export const IN_CLUSTER_NAMESPACE_FILE = '/var/run/secrets/kubernetes.io/serviceaccount/namespace';
+
+/** The worker's namespace when SVM_NAMESPACE is unset: the Pod's own (in a cluster), else svm-system. */
+export function defaultNamespace(read: (path: string) => string = (p) => readFileSync(p, 'utf8')): string {
+  try {
+    const ns = read(IN_CLUSTER_NAMESPACE_FILE).trim();
+    if (ns) return ns;
+  } catch {
+    // not in a cluster
+  }
+  return 'svm-system';
+}
+
+/** The replica's identity when SVM_IDENTITY is unset: hostname (the pod name in a cluster) and pid. */
+export function defaultIdentity(host = hostname(), pid = process.pid): string {
+  const clean = host.replace(/[^-A-Za-z0-9_.]+/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 100) || 'svm';
+  return `${clean}-${pid}`;
+}
 
 const fromEnv = (env: NodeJS.ProcessEnv) => ({
   temporal: {
@@ -88,6 +121,8 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
+  kubeNamespace: env.SVM_NAMESPACE || undefined,
+  identity: env.SVM_IDENTITY || undefined,
 });
 
 export class SettingsError extends Error {}
@@ -122,6 +157,8 @@ export function loadWorkerSettings(env: NodeJS.ProcessEnv, flags: Partial<Record
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),
+    kubeNamespace: base.kubeNamespace,
+    identity: pick(flags.identity, base.identity),
   };
   const parsed = WorkerSettings.safeParse(merged);
   if (!parsed.success) throw new SettingsError(`invalid setting: ${explain(parsed.error)}`);

@@ -1,6 +1,9 @@
 /**
- * The worker process: runs migration workflows and their activities, and the
- * StorageVersionMigration bridge.
+ * The worker process: runs migration workflows and their activities; beside
+ * them, on every replica, its share of the cluster-wide load budget
+ * (src/worker/budget.ts), and on the elected leader only
+ * (src/worker/leader.ts), the singletons: the StorageVersionMigration bridge
+ * and the agreement watcher.
  */
 import { Client, Connection } from '@temporalio/client';
 import { bundleWorkflowCode, DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry, type WorkflowBundle } from '@temporalio/worker';
@@ -12,7 +15,9 @@ import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
 import { startAgreementWatcher } from './agreement-watcher';
 import { startBridge } from './bridge';
+import { startClusterBudget } from './budget';
 import { temporalConnectionOptions, type WorkerSettings } from './config';
+import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 
 export const workflowsPath = require.resolve('../workflows');
@@ -77,6 +82,18 @@ export async function installRuntime(log: Logger, withSdkMetrics = false): Promi
 }
 
 
+/** Identities of the workers of this process: a second worker in one process (tests) gets a suffix. */
+const identitiesInUse = new Set<string>();
+function claimIdentity(wanted: string): string {
+  let id = wanted;
+  for (let i = 2; identitiesInUse.has(id); i++) id = `${wanted}-${i}`;
+  identitiesInUse.add(id);
+  return id;
+}
+function releaseIdentity(id: string): void {
+  identitiesInUse.delete(id);
+}
+
 export interface MigratorWorker {
   worker: Worker;
   kube: KubeClient;
@@ -96,7 +113,9 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);
+  // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share.
   const budget = new RateLimiter(settings.qps);
+  const identity = claimIdentity(settings.identity);
   const clientConnection = await Connection.connect(temporalConnectionOptions({ ...t, address: t.address }));
   const client = new Client({ connection: clientConnection, namespace: t.namespace });
   const worker = await Worker.create({
@@ -110,17 +129,41 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     maxHeartbeatThrottleInterval: '2 seconds',
   });
 
-  /** Runs fn with what lives beside the worker: the metrics endpoint, the bridge and the agreement watcher. */
+  /**
+   * Runs fn with what lives beside the worker: the metrics endpoint, the
+   * budget membership (always, when the budget is limited), and the
+   * singletons while this replica is the leader.
+   */
   const withServices = async <T>(fn: () => Promise<T>): Promise<T> => {
     const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
-    const bridge = settings.bridge ? startBridge({ kube, client, taskQueue: t.taskQueue, log }) : undefined;
-    const watcher = settings.watchAgreement ? startAgreementWatcher({ kube, client, log }) : undefined;
+    const ns = settings.kubeNamespace;
+    const shared = settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log }) : undefined;
+    let singletons: Array<{ stop(): void }> = [];
+    const leader =
+      settings.bridge || settings.watchAgreement
+        ? startLeaderElection({
+            kube,
+            namespace: ns,
+            identity,
+            log,
+            onStartedLeading() {
+              if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue: t.taskQueue, log }));
+              if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log }));
+            },
+            onStoppedLeading() {
+              for (const s of singletons) s.stop();
+              singletons = [];
+            },
+          })
+        : undefined;
     try {
       return await fn();
     } finally {
-      bridge?.stop();
-      watcher?.stop();
+      // The worker has stopped (no chunk runs): hand the singletons over, then give back our share.
+      await leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
+      await shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
+      releaseIdentity(identity);
       await endpoint?.close();
     }
   };
@@ -144,7 +187,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       }
     },
     async run() {
-      log.info({ taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps }, 'worker started');
+      log.info({ taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps, identity, leases: settings.kubeNamespace }, 'worker started');
       try {
         await withServices(() => worker.run());
       } finally {

@@ -1,0 +1,217 @@
+/**
+ * One load budget for the whole cluster, whatever the number of replicas
+ * (DESIGN.md rule 7). Each replica holds a membership Lease
+ * (svm-worker-<identity>, labelled app.kubernetes.io/component=svm-worker-member)
+ * that it renews every refresh, lists the members every refresh, and spends
+ * SVM_QPS / (live members) through its RateLimiter. Why the sum of the
+ * shares never exceeds SVM_QPS:
+ *
+ * - Fresh views only. A replica spends only while its last successful member
+ *   list was sent less than `freshMs` ago; otherwise it holds its bucket shut.
+ *   Lists without a resourceVersion are consistent reads.
+ * - Joining. A new replica spends nothing until `joinDelayMs` (> freshMs) after
+ *   its lease was created: by then every replica still spending has listed
+ *   since, counts it, and has shrunk its share. So a join never overshoots.
+ * - Leaving. A member is counted until its lease has stayed unchanged for the
+ *   lease duration on the counter's own clock, measured from when the counter
+ *   first saw that version (never before the renewal was sent). A replica
+ *   stops spending `marginMs` before its own lease could expire anywhere:
+ *   at lastRenewSent + duration - margin. So the others grow only after a
+ *   dead (or cut-off) replica has stopped. A graceful stop deletes the lease
+ *   after the worker stopped spending, and the others grow at once.
+ * - Bursts. Each bucket's burst is a fifth of a second of its share: over any
+ *   window of T seconds the replicas together spend at most
+ *   SVM_QPS * (T + 0.2) plus one token each, about 4% over on 5 s at 60 QPS.
+ *
+ * Expired member leases (replicas that died) are deleted by whoever sees them
+ * expired, with their resourceVersion as precondition.
+ */
+import type { Logger } from 'pino';
+import type { KubeClient } from '../kube/client';
+import { createLease, deleteLease, getLease, listLeases, LeaseObserver, microTime, updateLease, type Lease } from '../kube/leases';
+import type { RateLimiter } from '../kube/rate-limit';
+
+export const MEMBER_LABEL_KEY = 'app.kubernetes.io/component';
+export const MEMBER_LABEL_VALUE = 'svm-worker-member';
+export const MEMBER_SELECTOR = `${MEMBER_LABEL_KEY}=${MEMBER_LABEL_VALUE}`;
+
+export interface BudgetTiming {
+  leaseDurationSeconds: number;
+  /** Renew our lease and list the members this often. */
+  refreshMs: number;
+  /** A share computed from a list older than this is not spent. */
+  freshMs: number;
+  /** A new member waits this long after creating its lease. */
+  joinDelayMs: number;
+  /** Stop spending this long before our lease could expire in anyone's view. */
+  marginMs: number;
+  /** Seconds of share a bucket may hold. */
+  burstSeconds: number;
+}
+
+export const DEFAULT_BUDGET_TIMING: BudgetTiming = { leaseDurationSeconds: 15, refreshMs: 2000, freshMs: 5000, joinDelayMs: 7000, marginMs: 3000, burstSeconds: 0.2 };
+
+/** The lease name of a member: a DNS label built from its identity. */
+export function memberLeaseName(identity: string): string {
+  const clean = identity.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '');
+  return `svm-worker-${clean}`.slice(0, 63).replace(/-+$/, '');
+}
+
+export interface ShareInput {
+  qps: number;
+  /** Live members in the last list, and whether we were among them. */
+  liveMembers: number;
+  selfCounted: boolean;
+  now: number;
+  /** When our lease was (re)created (the create's answer arrived). */
+  joinedAt: number | undefined;
+  /** When our last successful renewal was sent. */
+  lastRenewSent: number | undefined;
+  /** When our last successful member list was sent. */
+  lastListSent: number | undefined;
+}
+
+export type Share = { spend: true; qps: number; members: number } | { spend: false; why: string };
+
+/** This replica's share of the budget right now (pure: the rules above). */
+export function shareOf(i: ShareInput, t: BudgetTiming = DEFAULT_BUDGET_TIMING): Share {
+  if (i.joinedAt === undefined || i.lastRenewSent === undefined) return { spend: false, why: 'no membership lease yet' };
+  if (i.now - i.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs) return { spend: false, why: 'membership lease not renewed in time' };
+  if (i.lastListSent === undefined || i.now - i.lastListSent >= t.freshMs) return { spend: false, why: 'no recent list of the members' };
+  if (!i.selfCounted) return { spend: false, why: 'not counted among the members yet' };
+  if (i.now - i.joinedAt < t.joinDelayMs) return { spend: false, why: 'joining: waiting until every member counts us' };
+  const members = Math.max(1, i.liveMembers);
+  return { spend: true, qps: i.qps / members, members };
+}
+
+export interface BudgetOptions {
+  kube: KubeClient;
+  namespace: string;
+  identity: string;
+  /** The cluster-wide budget, updates per second (> 0). */
+  qps: number;
+  limiter: RateLimiter;
+  log: Logger;
+  timing?: Partial<BudgetTiming>;
+}
+
+export interface ClusterBudget {
+  /** The share last applied (undefined: holding). */
+  share(): Share;
+  /** Stops spending, deletes our lease (the others' shares grow at their next refresh). */
+  stop(): Promise<void>;
+}
+
+export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
+  const t = { ...DEFAULT_BUDGET_TIMING, ...opts.timing };
+  const { kube, namespace, identity, limiter, log } = opts;
+  const name = memberLeaseName(identity);
+  const observer = new LeaseObserver();
+  const state: ShareInput = { qps: opts.qps, liveMembers: 0, selfCounted: false, now: Date.now(), joinedAt: undefined, lastRenewSent: undefined, lastListSent: undefined };
+  let own: Lease | undefined;
+  let current: Share = { spend: false, why: 'starting' };
+  let stopped = false;
+  let timer: NodeJS.Timeout | undefined;
+  let wake: (() => void) | undefined;
+  let failures = 0;
+  limiter.hold();
+
+  const apply = () => {
+    if (stopped) return;
+    const next = shareOf({ ...state, now: Date.now() }, t);
+    if (next.spend) {
+      const changed = !current.spend || current.qps !== next.qps;
+      limiter.setQps(next.qps, Math.max(1, Math.ceil(next.qps * t.burstSeconds)));
+      if (changed) log.info({ share: Number(next.qps.toFixed(2)), members: next.members, budget: opts.qps }, 'load budget share');
+    } else {
+      limiter.hold();
+      if (current.spend) log.warn({ why: next.why }, 'load budget: holding (no share)');
+    }
+    current = next;
+  };
+
+  // Re-checked between refreshes: the deadlines hold even when a refresh hangs.
+  const guard = setInterval(apply, 500);
+  guard.unref?.();
+
+  const spec = (now: number) => ({ holderIdentity: identity, leaseDurationSeconds: t.leaseDurationSeconds, renewTime: microTime(now) });
+
+  const renew = async () => {
+    const sent = Date.now();
+    let r: Lease | 'conflict' = own ? await updateLease(kube, own, spec(sent)) : 'conflict';
+    if (r === 'conflict') {
+      const found = await getLease(kube, namespace, name);
+      if (found) r = await updateLease(kube, found, spec(sent));
+      else {
+        r = await createLease(kube, namespace, name, spec(sent), { [MEMBER_LABEL_KEY]: MEMBER_LABEL_VALUE });
+        if (r !== 'conflict') {
+          state.joinedAt = Date.now();
+          log.info({ lease: `${namespace}/${name}` }, 'load budget: joined');
+        }
+      }
+    }
+    if (r === 'conflict') return; // written by someone else meanwhile: next refresh
+    // Our lease lapsed (not renewed in time): the others may have dropped us, so join again.
+    if (state.lastRenewSent !== undefined && sent - state.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs) state.joinedAt = Date.now();
+    own = r;
+    state.lastRenewSent = sent;
+  };
+
+  const list = async () => {
+    const sent = Date.now();
+    const leases = await listLeases(kube, namespace, MEMBER_SELECTOR);
+    const now = Date.now();
+    let live = 0;
+    let self = false;
+    for (const l of leases) {
+      if (l.metadata.name === name) {
+        self = true; // renewed just before this list
+        live++;
+        continue;
+      }
+      if (observer.expired(l, now, t.leaseDurationSeconds)) {
+        // A replica that died: gone for good once deleted (a live one renewing meanwhile wins: precondition).
+        await deleteLease(kube, namespace, l.metadata.name, l.metadata.resourceVersion).catch(() => false);
+        continue;
+      }
+      live++;
+    }
+    observer.retain(leases.map((l) => l.metadata.name));
+    state.liveMembers = live;
+    state.selfCounted = self;
+    state.lastListSent = sent;
+  };
+
+  const loop = async () => {
+    while (!stopped) {
+      try {
+        await renew();
+        if (!stopped) await list();
+        failures = 0;
+      } catch (err) {
+        if (failures++ % 10 === 0) log.warn({ err: err instanceof Error ? err.message : String(err) }, 'load budget refresh failed; retrying');
+      }
+      apply();
+      if (stopped) break;
+      await new Promise<void>((resolve) => {
+        wake = resolve;
+        timer = setTimeout(resolve, t.refreshMs);
+      });
+    }
+  };
+  const running = loop();
+
+  return {
+    share: () => current,
+    async stop() {
+      stopped = true;
+      clearInterval(guard);
+      if (timer) clearTimeout(timer);
+      wake?.();
+      limiter.hold();
+      current = { spend: false, why: 'stopped' };
+      await running;
+      if (own) await deleteLease(kube, namespace, name, own.metadata.resourceVersion).catch(() => false);
+    },
+  };
+}
