@@ -164,6 +164,43 @@ void test('svm plan lists a CRD left at two stored versions with its count, not 
   assert.equal(afterwards.plan.items.find((i) => i.resource === resourceOf(settled)), undefined);
 });
 
+void test('svm plan lists resources whose StorageState holds an old or Unknown hash, not one persisted in the served hash', async () => {
+  const unknown = testCrd(`${uniq('plan-ss')}.svm.test`);
+  const settled = testCrd(`${uniq('plan-ss-ok')}.svm.test`);
+  const ns = uniq('plan-ss');
+  for (const c of [unknown, settled]) {
+    await applyCrd(plane.kube, c, 'v1');
+    await createObjects(plane.kube, c, 'v1', 7, { namespace: ns });
+  }
+  const served = async (c: TestCrd) =>
+    (await plane.kube.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(`/apis/${c.group}/v1`)).resources.find((r) => r.name === c.plural)!.storageVersionHash!;
+  const states: Array<[string, { group?: string; resource: string }, string[]]> = [
+    [resourceOf(unknown), { group: unknown.group, resource: unknown.plural }, ['Unknown']],
+    [resourceOf(settled), { group: settled.group, resource: settled.plural }, [await served(settled)]],
+    [`gone.${uniq('plan-ss')}.svm.test`, { group: 'nowhere.svm.test', resource: 'gone' }, ['Unknown']],
+  ];
+  const path = (name: string) => `/apis/migration.k8s.io/v1alpha1/storagestates/${name}`;
+  try {
+    for (const [name, resource, persisted] of states) {
+      await plane.kube.request('POST', '/apis/migration.k8s.io/v1alpha1/storagestates', { body: JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name }, spec: { resource } }) });
+      await plane.kube.patchStatus(path(name), { persistedStorageVersionHashes: persisted, currentStorageVersionHash: persisted[0] });
+    }
+    const { plan } = await planJson();
+    const item = plan.items.find((i) => i.resource === resourceOf(unknown));
+    assert.deepEqual(item && { sources: item.sources, persisted: item.persistedStorageVersionHashes, objects: item.objects, action: item.action, reasons: item.reasons }, {
+      sources: ['storageState'],
+      persisted: ['Unknown'],
+      objects: 7,
+      action: 'migrate',
+      reasons: ['StorageState persistedStorageVersionHashes [Unknown]: objects may be stored in any version'],
+    });
+    assert.equal(plan.items.find((i) => i.resource === resourceOf(settled)), undefined);
+    assert.ok(plan.notes.includes(`StorageState ${states[2]![0]} names a resource the API servers do not serve: ignored`), plan.notes.join('\n'));
+  } finally {
+    for (const [name] of states) await plane.kube.raw('DELETE', path(name));
+  }
+});
+
 void test('API servers that disagree block: exit 2, naming both servers', async () => {
   assert.equal(plane.shape, 'cluster', `servers disagree only where each has its own address: ${plane.state.shapeReason}`);
   const [a, b] = plane.apiserverAddresses;
@@ -190,7 +227,7 @@ void test('API servers that disagree block: exit 2, naming both servers', async 
     assert.equal(table.code, 2, table.stderr);
     assert.match(table.stdout, /^deviceclasses\.resource\.k8s\.io +blocked +\d+ +\S+ +servers disagree$/m);
     assert.match(table.stdout, /^deviceclasses\.resource\.k8s\.io blocked: API servers disagree/m);
-    assert.match(table.stdout, /blocked: migrate nothing until the API servers agree \(exit 2\)\n$/);
+    assert.match(table.stdout, /blocked: \d+ resource\(s\) cannot be migrated now \(see above\) \(exit 2\)\n$/);
   } finally {
     await restartApiserver(plane.dir, 1, [], () => undefined);
   }

@@ -117,7 +117,7 @@ void test('the plan: blocked first, totals, and a table a person can read', () =
       'gadgets.example.com objects: the API server gave no remainingItemCount',
       '',
       'agreement checked: 2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery',
-      '3 resource(s), at least 1241 objects (1 resource(s) uncounted), about 12s at 100 updates/s: blocked: migrate nothing until the API servers agree (exit 2)',
+      '3 resource(s), at least 1241 objects (1 resource(s) uncounted), about 12s at 100 updates/s: blocked: 1 resource(s) cannot be migrated now (see above) (exit 2)',
       '',
     ].join('\n'),
   );

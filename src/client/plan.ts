@@ -187,11 +187,12 @@ export function formatDuration(seconds: number): string {
   return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3600)).padStart(2, '0')}h`;
 }
 
-const VERDICT_TEXT: Record<PlanVerdict, string> = {
-  NothingToMigrate: 'nothing to migrate',
-  MigrationsNeeded: 'migrations needed, all can run now',
-  Blocked: 'blocked: migrate nothing until the API servers agree',
-};
+const verdictText = (plan: Plan): string =>
+  plan.verdict === 'NothingToMigrate'
+    ? 'nothing to migrate'
+    : plan.verdict === 'MigrationsNeeded'
+      ? 'migrations needed, all can run now'
+      : `blocked: ${plan.totals.blocked} resource(s) cannot be migrated now (see above)`;
 
 /** The readable form: a table, then what blocks, then the verdict with its exit code. */
 export function planTable(plan: Plan): string {
@@ -220,7 +221,7 @@ export function planTable(plan: Plan): string {
   const budget = plan.qps > 0 ? `${plan.qps} updates/s` : 'an unlimited budget';
   const objects = t.objectsUnknown > 0 ? `at least ${t.objects} objects (${t.objectsUnknown} resource(s) uncounted)` : `${t.objects} objects`;
   const time = t.estimateSeconds === null ? '' : `, about ${formatDuration(t.estimateSeconds)} at ${budget}`;
-  out.push(plan.items.length === 0 ? `${VERDICT_TEXT[plan.verdict]} (exit ${plan.exitCode})` : `${t.resources} resource(s), ${objects}${time}: ${VERDICT_TEXT[plan.verdict]} (exit ${plan.exitCode})`);
+  out.push(plan.items.length === 0 ? `${verdictText(plan)} (exit ${plan.exitCode})` : `${t.resources} resource(s), ${objects}${time}: ${verdictText(plan)} (exit ${plan.exitCode})`);
   return out.join('\n') + '\n';
 }
 
