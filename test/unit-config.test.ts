@@ -5,7 +5,7 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { loadTemporalSettings, loadWorkerSettings, SettingsError, settingSources, TemporalSettings, WorkerSettings } from '../src/worker/config';
+import { defaultIdentity, defaultNamespace, IN_CLUSTER_NAMESPACE_FILE, loadTemporalSettings, loadWorkerSettings, SettingsError, settingSources, TemporalSettings, WorkerSettings } from '../src/worker/config';
 
 /** Asserts that fn throws a SettingsError whose message names every given text. */
 function throwsSettings(fn: () => unknown, ...mentions: Array<string | RegExp>): string {
@@ -276,4 +276,35 @@ void test('no per-server kubeconfigs: the worker finds every API server through 
   const s = loadWorkerSettings({ TEMPORAL_ADDRESS: 'localhost:7233', KUBECONFIG: '/k', SVM_APISERVER_KUBECONFIGS: '/a,/b' });
   assert.ok(!('apiserverKubeconfigs' in s), JSON.stringify(s));
   assert.equal(s.kubeconfig, '/k');
+});
+
+// --- leases: namespace and identity (leader election, budget membership) ----------------
+
+void test('SVM_NAMESPACE: where the worker keeps its leases; a namespace name or refused', () => {
+  assert.equal(loadWorkerSettings({ SVM_NAMESPACE: 'svm-prod' }).kubeNamespace, 'svm-prod');
+  for (const bad of ['Svm', 'svm_system', '-svm', 'a'.repeat(64), 'svm.system']) throwsSettings(() => loadWorkerSettings({ SVM_NAMESPACE: bad }), 'SVM_NAMESPACE');
+});
+
+void test('SVM_NAMESPACE unset: the Pod\'s own namespace in a cluster, else svm-system', () => {
+  assert.equal(defaultNamespace((p) => (p === IN_CLUSTER_NAMESPACE_FILE ? 'migrators\n' : '')), 'migrators');
+  assert.equal(
+    defaultNamespace(() => {
+      throw new Error('ENOENT');
+    }),
+    'svm-system',
+  );
+  assert.equal(defaultNamespace(() => '  '), 'svm-system');
+  // The temporal namespace flag does not touch it (both are "namespace" somewhere).
+  const s = loadWorkerSettings({ SVM_NAMESPACE: 'svm-a' }, { namespace: 'temporal-ns' });
+  assert.equal(s.kubeNamespace, 'svm-a');
+  assert.equal(s.temporal.namespace, 'temporal-ns');
+});
+
+void test('SVM_IDENTITY: this replica in the leases; default hostname (the pod name) and pid', () => {
+  assert.equal(loadWorkerSettings({ SVM_IDENTITY: 'svm-worker-abc-1' }).identity, 'svm-worker-abc-1');
+  assert.equal(loadWorkerSettings({}).identity, defaultIdentity());
+  assert.equal(defaultIdentity('svm-worker-5d8c-x2x', 1), 'svm-worker-5d8c-x2x-1');
+  assert.equal(defaultIdentity('my host/name', 42), 'my-host-name-42');
+  assert.equal(defaultIdentity('', 7), 'svm-7');
+  for (const bad of ['has space', '-lead', 'x'.repeat(129)]) throwsSettings(() => loadWorkerSettings({ SVM_IDENTITY: bad }), 'SVM_IDENTITY');
 });
