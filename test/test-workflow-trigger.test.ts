@@ -25,8 +25,9 @@ import { pollNowSignal, storageVersionTrigger, type TriggerInput } from '../src/
 import { UNKNOWN, type MigrationStatus, type ReporterEntry, type StateSnapshot, type TriggerAction } from '../src/workflows/trigger-logic';
 import { eventually } from './helpers/migrate';
 
-// A period's history is about twenty events: Temporal suggests continue-as-new every few periods, so every scenario crosses runs.
-const SUGGEST_CAN_AT = 40;
+// A period's history is about eighteen events: Temporal suggests continue-as-new after every second period,
+// so every scenario crosses runs and the trigger's memory (agreement since when, backoff) must travel with them.
+const SUGGEST_CAN_AT = 25;
 const W = 'widgets.example.com';
 const G = 'gadgets.example.com';
 
@@ -312,7 +313,8 @@ void test('API servers diverge during a rolling upgrade: nothing starts while th
     if (servers[n]) w.discovery[W] = servers[n];
     if (n === 9 && w.migrations[W] === 'running') w.finish(W, 'succeeded');
   };
-  await run(w, { periodSeconds: 1 }, () => w.applied(9));
+  // The state was written moments ago by this trigger's predecessor: well within the staleness bound, however slowly the worker starts.
+  await run(w, { periodSeconds: 1, stalenessSeconds: 60 }, () => w.applied(9));
 
   assert.equal(w.action(0, W).note, undefined, 'settled: only the heartbeat moves');
   for (const n of [1, 2]) {
@@ -327,6 +329,8 @@ void test('API servers diverge during a rolling upgrade: nothing starts while th
   assert.equal(agreed.write.current, 'v2');
   assert.equal(agreed.startMigration, undefined, 'agreement just formed');
   assert.equal(w.action(4, W).startMigration, true, 'agreed for a period');
+  const runOf = (n: number) => w.periods.find((p) => p.n === n)!.runId;
+  assert.notEqual(runOf(3), runOf(4), 'agreement first seen in one run, counted in the next: the consensus crossed continue-as-new');
 
   const rolledBack = w.action(5, W);
   assert.match(rolledBack.stopMigration ?? '', /the API servers serve different storage version hashes for widgets\.example\.com: a=v2, b=v2, c=v1/);
@@ -376,12 +380,12 @@ void test('the trigger away past its staleness bound: persisted is reset to Unkn
   const now = Date.now();
   w.discovery[W] = { a: 'h1' };
   w.discovery[G] = { a: 'h1' };
-  w.state(W, ['h1'], 'h1', now - 60_000, { a: 'h1' }); // a trigger wrote this a minute ago, then went away
+  w.state(W, ['h1'], 'h1', now - 300_000, { a: 'h1' }); // a trigger wrote this five minutes ago, then went away
   w.state(G, ['h1'], 'h1', now - 1_000, { a: 'h1' });
   w.script = (n) => {
     if (n === 3 && w.migrations[W] === 'running') w.finish(W, 'succeeded');
   };
-  await run(w, { periodSeconds: 1, stalenessSeconds: 10 }, () => w.applied(3));
+  await run(w, { periodSeconds: 1, stalenessSeconds: 60 }, () => w.applied(3));
 
   const reset = w.action(0, W);
   assert.deepEqual(reset.write.persisted, [UNKNOWN]);
