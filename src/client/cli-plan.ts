@@ -33,7 +33,7 @@ export function planCommand(): Command {
   return new Command('plan')
     .description('what must be migrated before the next upgrade step can go on (read-only; exit 0 nothing, 1 needed, 2 blocked, 3 error)')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .option('--qps <n>', `updates per second the estimates assume (default ${DEFAULT_PLAN_QPS}, the worker's SVM_QPS default; 0: no estimates)`, parseIntArg('--qps', 0, 100_000), DEFAULT_PLAN_QPS)
+    .option('--qps <n>', "updates per second the estimates assume (the worker's SVM_QPS default; 0: no estimates)", parseIntArg('--qps', 0, 100_000), DEFAULT_PLAN_QPS)
     .addOption(new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)'))
     .addHelpText('after', PLAN_HELP)
     .allowExcessArguments(false)
