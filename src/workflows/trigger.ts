@@ -8,7 +8,7 @@
  * memory (how long hashes have agreed, backoff of failing migrations) in
  * workflow state and continues as new every few dozen periods.
  */
-import { condition, continueAsNew, defineSignal, log, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, defineSignal, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { decide, type TriggerMemory } from './trigger-logic';
 
@@ -41,13 +41,18 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
   let memory: TriggerMemory = input.memory ?? { consensus: {}, backoff: {} };
   let pollNow = false;
   setHandler(pollNowSignal, () => void (pollNow = true));
+  const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
 
   for (let period = 0; period < PERIODS_PER_RUN; period++) {
     try {
+      // A pollNow that arrives from here on asks for the next period at once (it is not lost).
+      // Patched: histories recorded before this change reset it after the period, and must replay so.
+      if (keepsPollNow) pollNow = false;
       const o = await observeStorage();
       const decided = decide(o.observed, o.states, o.migrations, memory, cfg, Date.now(), o.discoveryConsistent);
-      memory = decided.memory;
       const applied = await applyTriggerActions(decided.actions);
+      // Only a period whose decisions were applied counts (a start lost with a failed apply is not a failure of that migration).
+      memory = decided.memory;
       const notes = decided.actions.filter((a) => a.note || a.startMigration || a.stopMigration);
       for (const a of notes) log.info('storage state', { resource: a.name, note: a.note, start: a.startMigration ?? false, stop: a.stopMigration });
       setCurrentDetails(
@@ -61,7 +66,7 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
       // A bad period (API servers away) is logged and retried next period, not fatal.
       log.warn('trigger period failed', { error: err instanceof Error ? err.message : String(err) });
     }
-    pollNow = false;
+    if (!keepsPollNow) pollNow = false;
     await condition(() => pollNow, cfg.periodMs);
     if (workflowInfo().continueAsNewSuggested) break;
   }
