@@ -4,6 +4,16 @@
  * next continue token. Never object data: only counts, names of refused
  * objects with their reason, and tokens.
  *
+ * Memory is bounded by bytes, not by the page: the page is read as a stream
+ * and each object goes to the updaters as soon as its text is complete. While
+ * the objects listed but not yet updated hold more than the list buffer
+ * (SVM_LIST_BUFFER_BYTES, 32 MiB by default; at least one object), the
+ * response is not read further and TCP keeps the rest at the API server. So a
+ * page of 500 one-megabyte Secrets costs about the buffer plus one reply per
+ * updater, not 500 MB. Should the API server cut a slow response off, the
+ * page is listed again with the same continue token and resumes after the
+ * last finished object, as long as each listing makes progress.
+ *
  * Error policy, per object (rule 2 and 5 of DESIGN.md):
  *   2xx            migrated (rewritten when its resourceVersion changed)
  *   409            changed after the list, so already current: counted, never retried
@@ -28,7 +38,7 @@ import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activ
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import { zeroCounters } from '../api/counters';
 import type { MigrationCounters, ObjectFailure } from '../api/migration';
-import type { KubeClient, ListedObject, ListPage } from '../kube/client';
+import type { KubeClient, ListedObject, ListMeta } from '../kube/client';
 import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
 import { sleep, type RateLimiter } from '../kube/rate-limit';
 
@@ -65,7 +75,14 @@ interface ChunkHeartbeat {
 
 export const MAX_FAILURES_KEPT = 50;
 const MAX_OBJECT_ATTEMPTS = 8;
+export const DEFAULT_LIST_BUFFER_BYTES = 32 * 1024 * 1024;
 
+/** The list buffer: deps, else SVM_LIST_BUFFER_BYTES, else 32 MiB. */
+export function listBufferBytes(deps: Pick<ChunkDeps, 'listBufferBytes'>): number {
+  const fromEnv = Number(process.env.SVM_LIST_BUFFER_BYTES);
+  const v = deps.listBufferBytes ?? (Number.isFinite(fromEnv) && fromEnv > 0 ? fromEnv : DEFAULT_LIST_BUFFER_BYTES);
+  return Math.max(1, v);
+}
 
 const keyOf = (o: ListedObject) => `${o.namespace ?? ''}/${o.name}`;
 
@@ -96,7 +113,12 @@ export interface ChunkDeps {
   limiterFor(resource: string, qps: number): RateLimiter | undefined;
   /** Called once per object with its outcome and the latency of its last attempt (metrics). */
   observe?(resource: string, outcome: 'migrated' | 'conflict' | 'notFound' | 'failed', seconds: number, rewritten: boolean): void;
+  /** Bytes of listed objects waiting for or in their update before the list is read further (default: listBufferBytes()). */
+  listBufferBytes?: number;
 }
+
+/** Thrown into the list stream to stop reading it (a fatal update error, or a cancel). */
+class StopListing extends Error {}
 
 export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<ChunkResult> {
   const ctx = Context.current();
@@ -105,47 +127,19 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   const resumed = ctx.info.heartbeatDetails as ChunkHeartbeat | undefined;
   const hb: ChunkHeartbeat = resumed ?? { counters: zeroCounters(), failures: [], tokenResumed: false, listRestarted: false };
 
-  // -- list one page
-  let page: ListPage;
-  let continueToken = input.continueToken;
-  for (;;) {
-    try {
-      page = await deps.kube.listPage(resource, { limit: options.chunkSize, continueToken });
-      break;
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'gone' && continueToken !== undefined) {
-        if (err.continueToken) {
-          ctx.log.warn('continue token expired; resuming from the inconsistent continue token', { resource: name });
-          continueToken = err.continueToken;
-          hb.tokenResumed = true;
-        } else {
-          ctx.log.warn('continue token expired and no inconsistent token was given; restarting the list', { resource: name });
-          continueToken = undefined;
-          hb.listRestarted = true;
-        }
-        continue;
-      }
-      throw toFailure(err, `listing ${name}`, resource);
-    }
-  }
-
-  // -- skip what a previous attempt of this chunk finished
-  let start = 0;
-  if (resumed?.lastKey !== undefined) {
-    const at = page.items.findIndex((o) => keyOf(o) > resumed.lastKey!);
-    start = at < 0 ? page.items.length : at;
-  }
-
   const limiter = deps.limiterFor(name, options.qps);
-  const finished = new Array<boolean>(page.items.length).fill(false);
-  for (let i = 0; i < start; i++) finished[i] = true;
-  let next = start;
+  const bufferBytes = listBufferBytes(deps);
   let fatal: unknown;
   let lastBeat = 0;
-  let doneIdx = start; // every object below doneIdx is finished
+  const stopping = () => fatal !== undefined || ctx.cancellationSignal.aborted;
+
+  // Per listing of the page: the key of every object seen, which are finished, and the watermark.
+  let keys: string[] = [];
+  let finished: boolean[] = [];
+  let doneIdx = 0; // every object below doneIdx is finished
   const beat = (force = false) => {
     while (doneIdx < finished.length && finished[doneIdx]) doneIdx++;
-    if (doneIdx > 0) hb.lastKey = keyOf(page.items[doneIdx - 1]!);
+    if (doneIdx > 0) hb.lastKey = keys[doneIdx - 1];
     const now = Date.now();
     if (force || now - lastBeat > 1000) {
       lastBeat = now;
@@ -196,32 +190,138 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     }
   };
 
-  const worker = async (): Promise<void> => {
-    while (fatal === undefined && !ctx.cancellationSignal.aborted) {
-      const i = next++;
-      if (i >= page.items.length) return;
+  // -- the objects between the list stream and the updaters, bounded by bytes
+  interface Job {
+    i: number;
+    obj: ListedObject;
+    bytes: number;
+  }
+  const queue: Job[] = [];
+  let held = 0; // bytes of objects queued or being updated
+  let listingDone = false;
+  // Whoever waits (the list stream for room, idle updaters for work) waits for the next change, then looks again.
+  let waiters: Array<() => void> = [];
+  const signal = () => {
+    const w = waiters;
+    waiters = [];
+    for (const f of w) f();
+  };
+  const changed = () => new Promise<void>((r) => waiters.push(r));
+  ctx.cancellationSignal.addEventListener('abort', signal);
+
+  const updater = async (): Promise<void> => {
+    for (;;) {
+      if (stopping()) return;
+      const job = queue.shift();
+      if (!job) {
+        if (listingDone) return;
+        await changed();
+        continue;
+      }
       try {
-        await updateOne(page.items[i]!);
-        finished[i] = true;
+        await updateOne(job.obj);
+        finished[job.i] = true;
         beat();
       } catch (err) {
         fatal ??= err;
+      } finally {
+        held -= job.bytes;
+        signal();
       }
     }
   };
-  await Promise.all(Array.from({ length: Math.max(1, Math.min(options.concurrency, page.items.length - start)) }, worker));
+
+  /** Lists the page once, feeding the updaters; resolves with the page's metadata when every listed object is done. */
+  const listAndUpdate = async (token: string | undefined, resumeAfter: string | undefined): Promise<ListMeta> => {
+    keys = [];
+    finished = [];
+    doneIdx = 0;
+    listingDone = false;
+    let skipping = resumeAfter !== undefined;
+    // More updaters than `concurrency` would be waiting anyway: each is started by the object that needs it.
+    const updaters: Array<Promise<void>> = [];
+    let listErr: unknown;
+    let meta: ListMeta | undefined;
+    try {
+      meta = await deps.kube.listEach(resource, { limit: options.chunkSize, continueToken: token }, async (obj, bytes) => {
+        if (stopping()) throw new StopListing();
+        const i = keys.length;
+        keys.push(keyOf(obj));
+        // Skip what a previous attempt of this chunk finished.
+        if (skipping && keyOf(obj) <= resumeAfter!) {
+          finished.push(true);
+          return;
+        }
+        skipping = false;
+        finished.push(false);
+        held += bytes;
+        queue.push({ i, obj, bytes });
+        if (updaters.length < options.concurrency) updaters.push(updater());
+        signal();
+        // Backpressure: read no further while the objects held exceed the buffer and some
+        // wait for an updater (the updaters are never starved: held stays below the buffer
+        // plus one object per updater).
+        while (held > bufferBytes && queue.length > 0 && !stopping()) await changed();
+      });
+    } catch (err) {
+      listErr = err;
+    }
+    listingDone = true;
+    signal(); // idle updaters see the end
+    await Promise.all(updaters);
+    for (const job of queue) held -= job.bytes; // left by a stop
+    queue.length = 0;
+    if (listErr !== undefined && !(listErr instanceof StopListing)) throw listErr;
+    return meta ?? { items: keys.length, bytes: 0 };
+  };
+
+  // -- list the page (again, after a 410 or a cut-off stream) until every object of it is done
+  let continueToken = input.continueToken;
+  let resumeAfter = resumed?.lastKey;
+  let meta: ListMeta | undefined;
+  for (;;) {
+    try {
+      meta = await listAndUpdate(continueToken, resumeAfter);
+      break;
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'gone' && continueToken !== undefined) {
+        if (err.continueToken) {
+          ctx.log.warn('continue token expired; resuming from the inconsistent continue token', { resource: name });
+          continueToken = err.continueToken;
+          hb.tokenResumed = true;
+        } else {
+          ctx.log.warn('continue token expired and no inconsistent token was given; restarting the list', { resource: name });
+          continueToken = undefined;
+          hb.listRestarted = true;
+        }
+        continue;
+      }
+      // A response cut off mid-page (the API server's request timeout while we held it back):
+      // list the page again and resume after the watermark, as long as this listing got further.
+      beat(true);
+      if (fatal !== undefined) break; // an update's error says more than the stream it stopped
+      if (err instanceof KubeError && isRetryable(err.kind) && !ctx.cancellationSignal.aborted && hb.lastKey !== undefined && hb.lastKey !== resumeAfter) {
+        ctx.log.warn('list response cut off mid-page; listing the page again after the last finished object', { resource: name, kind: err.kind });
+        resumeAfter = hb.lastKey;
+        continue;
+      }
+      throw toFailure(err, `listing ${name}`, resource);
+    }
+  }
+  ctx.cancellationSignal.removeEventListener('abort', signal);
   beat(true);
+  const listed = meta?.items ?? keys.length;
 
   const result: ChunkResult = {
     counters: { ...hb.counters, chunks: 1, listRestarts: hb.listRestarted ? 1 : 0, tokenResumes: hb.tokenResumed ? 1 : 0 },
     failures: hb.failures,
-    continueToken: page.continueToken,
-    remainingItemCount: page.remainingItemCount,
-    listed: page.items.length,
+    continueToken: meta?.continueToken,
+    remainingItemCount: meta?.remainingItemCount,
+    listed,
   };
   if (ctx.cancellationSignal.aborted) {
     // What was done before the cancel still counts: it travels in the failure's details.
-    throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${page.items.length} objects`, [{ ...result, continueToken: undefined }]);
+    throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${listed} objects`, [{ ...result, continueToken: undefined }]);
   }
   if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`, resource);
   return result;

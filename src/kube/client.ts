@@ -4,8 +4,9 @@
  * service accounts, exec plugins); requests go over one keep-alive agent so
  * that a chunk of concurrent no-op updates reuses its connections.
  *
- * List pages are kept as raw text per item: a no-op update PUTs the object
- * exactly as it was listed.
+ * List pages are read as a stream and split into the raw text of each item
+ * as it arrives (listEach): a no-op update PUTs the object exactly as it was
+ * listed, and a page is never held whole.
  */
 import { existsSync } from 'node:fs';
 import * as http from 'node:http';
@@ -16,7 +17,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
 import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
 import { classifyResponse, classifyTransportError, KubeError } from './errors';
-import { rawListItems, withTypeMeta } from './raw-list';
+import { itemIdentity, RawListSplitter, withTypeMeta } from './raw-list';
 
 export interface KubeResponse {
   status: number;
@@ -38,6 +39,16 @@ export interface ListedObject {
   resourceVersion: string;
   /** The object as listed, with apiVersion and kind: the body of its no-op update. */
   raw: string;
+}
+
+/** What a list page says besides its items. */
+export interface ListMeta {
+  continueToken?: string;
+  remainingItemCount?: number;
+  resourceVersion?: string;
+  /** Items in the page, and the bytes of their text. */
+  items: number;
+  bytes: number;
 }
 
 export interface ListPage {
@@ -67,6 +78,15 @@ export function parseJson<T>(text: string, what: string): T {
   } catch {
     throw new KubeError('other', `${what}: the response is not valid JSON (${text.length} bytes)`);
   }
+}
+
+function readBody(res: http.IncomingMessage): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    res.on('data', (c: Buffer) => chunks.push(c));
+    res.on('end', () => resolve(Buffer.concat(chunks).toString('utf8')));
+    res.on('error', (e) => reject(classifyTransportError(e)));
+  });
 }
 
 export class KubeClient {
@@ -185,33 +205,128 @@ export class KubeClient {
 
   // ------------------------------------------------------------ list & update
 
-  /** One page of a list, kept as raw text per item. A 410 throws KubeError('gone') with the inconsistent continue token. */
+  /** One page of a list, whole (for small lists: listEach never holds a page). A 410 throws KubeError('gone') with the inconsistent continue token. */
   async listPage(ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>, opts: { limit: number; continueToken?: string; timeoutMs?: number }): Promise<ListPage> {
-    const res = await this.request('GET', collectionPath(ref), {
-      query: { limit: opts.limit, continue: opts.continueToken },
-      timeoutMs: opts.timeoutMs ?? 120_000,
+    const items: ListedObject[] = [];
+    const meta = await this.listEach(ref, opts, (o) => {
+      items.push(o);
     });
-    const parsed = parseJson<{
-      metadata?: { continue?: string; remainingItemCount?: number; resourceVersion?: string };
-      items?: Array<{ apiVersion?: string; kind?: string; metadata: { name: string; namespace?: string; resourceVersion: string } }>;
-    }>(res.body, `list of ${ref.resource}`);
-    const parsedItems = parsed.items ?? [];
-    const rawItems = rawListItems(res.body);
-    if (rawItems.length !== parsedItems.length) {
-      throw new Error(`list of ${ref.resource}: split ${rawItems.length} items but the response holds ${parsedItems.length}`);
-    }
+    return { items, continueToken: meta.continueToken, remainingItemCount: meta.remainingItemCount, resourceVersion: meta.resourceVersion };
+  }
+
+  /**
+   * One page of a list, read as a stream: onItem gets each object (its exact
+   * text) as soon as the response holds all of it. While the promise onItem
+   * returns is pending, the response is not read further: TCP holds the rest
+   * at the API server, so what the worker holds is what onItem keeps (the
+   * caller's byte budget), not the page. Resolves with the page's metadata
+   * once the response is complete and well formed.
+   *
+   * Errors before the first byte of the body behave like request(): a 410
+   * throws KubeError('gone') with the inconsistent continue token, a 429 with
+   * Retry-After is retried a bounded number of times. A response cut
+   * mid-stream throws a retryable KubeError (the items handed out so far were
+   * complete and stay valid). timeoutMs bounds each wait for the API server
+   * (headers, then each chunk), never the time onItem takes.
+   */
+  async listEach(
+    ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
+    opts: { limit: number; continueToken?: string; timeoutMs?: number },
+    onItem: (obj: ListedObject, bytes: number) => void | Promise<void>,
+  ): Promise<ListMeta> {
+    const path = collectionPath(ref);
+    const timeoutMs = opts.timeoutMs ?? 120_000;
     const apiVersion = apiVersionOf(ref);
-    return {
-      items: parsedItems.map((p, i) => ({
-        namespace: p.metadata.namespace || undefined,
-        name: p.metadata.name,
-        resourceVersion: p.metadata.resourceVersion,
-        raw: withTypeMeta(rawItems[i]!, apiVersion, ref.kind, p),
-      })),
-      continueToken: parsed.metadata?.continue || undefined,
-      remainingItemCount: parsed.metadata?.remainingItemCount,
-      resourceVersion: parsed.metadata?.resourceVersion,
-    };
+    for (let attempt = 1; ; attempt++) {
+      const { req, res } = await this.open('GET', path, { query: { limit: opts.limit, continue: opts.continueToken }, timeoutMs });
+      const status = res.statusCode ?? 0;
+      if (status < 200 || status >= 300) {
+        const body = await readBody(res);
+        const err = classifyResponse(status, body, res.headers['retry-after']);
+        if (err.kind === 'throttled' && attempt < MAX_THROTTLED_READS) {
+          await new Promise((r) => setTimeout(r, Math.min(10, err.retryAfterSeconds ?? 1) * 1000));
+          continue;
+        }
+        throw err;
+      }
+      // An idle timer that runs only while we wait for the API server, never while onItem holds the stream.
+      let timer: NodeJS.Timeout | undefined;
+      const arm = () => {
+        timer = setTimeout(() => req.destroy(Object.assign(new Error(`list response stalled for ${timeoutMs}ms`), { code: 'ETIMEDOUT' })), timeoutMs);
+      };
+      const splitter = new RawListSplitter();
+      let items = 0;
+      let bytes = 0;
+      try {
+        const chunks = res[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+        for (;;) {
+          arm();
+          let next: IteratorResult<Buffer>;
+          try {
+            next = await chunks.next();
+          } catch (e) {
+            throw classifyTransportError(e as Error);
+          } finally {
+            clearTimeout(timer);
+          }
+          if (next.done) break;
+          let completed: Buffer[];
+          try {
+            completed = splitter.push(next.value);
+          } catch (e) {
+            throw new KubeError('other', `list of ${ref.resource}: ${(e as Error).message}`);
+          }
+          for (const item of completed) {
+            const raw = item.toString('utf8');
+            let id: ReturnType<typeof itemIdentity>;
+            try {
+              id = itemIdentity(raw);
+            } catch (e) {
+              throw new KubeError('other', `list of ${ref.resource}: item ${items}: ${(e as Error).message}`);
+            }
+            const m = id.metadata;
+            if (!m?.name || m.resourceVersion === undefined) throw new KubeError('other', `list of ${ref.resource}: item ${items} has no name or resourceVersion`);
+            items++;
+            bytes += item.length;
+            await onItem({ namespace: m.namespace || undefined, name: m.name, resourceVersion: m.resourceVersion, raw: withTypeMeta(raw, apiVersion, ref.kind, id) }, item.length);
+          }
+        }
+        try {
+          splitter.end();
+        } catch (e) {
+          // Ended early: the connection closed without an error (a server cut it off).
+          throw new KubeError('network', `list of ${ref.resource} was cut off after ${items} items: ${(e as Error).message}`);
+        }
+      } finally {
+        if (!res.complete) req.destroy();
+      }
+      const metaText = splitter.fields.get('metadata');
+      const meta = metaText ? parseJson<{ continue?: string; remainingItemCount?: number; resourceVersion?: string }>(metaText, `list of ${ref.resource}`) : {};
+      return { continueToken: meta.continue || undefined, remainingItemCount: meta.remainingItemCount, resourceVersion: meta.resourceVersion, items, bytes };
+    }
+  }
+
+  /** Sends a request and resolves with the response once its headers are in; the body is the caller's to read (or destroy). */
+  private async open(method: string, path: string, opts: RequestOptions): Promise<{ req: http.ClientRequest; res: http.IncomingMessage }> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const reqOpts: https.RequestOptions = { method, headers: { Accept: 'application/json' } };
+    await this.kubeConfig.applyToHTTPSOptions(reqOpts);
+    reqOpts.agent = this.agent;
+    const mod = url.protocol === 'https:' ? https : http;
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    return new Promise((resolve, reject) => {
+      const req = mod.request(url, reqOpts, (res) => {
+        clearTimeout(timer);
+        resolve({ req, res });
+      });
+      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`request timed out after ${timeoutMs}ms`), { code: 'ETIMEDOUT' })), timeoutMs);
+      req.on('error', (e) => {
+        clearTimeout(timer);
+        reject(classifyTransportError(e));
+      });
+      req.end();
+    });
   }
 
   /**
@@ -221,8 +336,12 @@ export class KubeClient {
    */
   async noopUpdate(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
     const res = await this.request('PUT', objectPath(ref, obj.name, obj.namespace), { body: obj.raw, timeoutMs });
-    const out = parseJson<{ metadata?: { resourceVersion?: string } }>(res.body, `update of ${ref.resource}`);
-    return out.metadata?.resourceVersion ?? '';
+    // Only the metadata is parsed: the rest of the reply (a Secret's data, again) stays one string.
+    try {
+      return itemIdentity(res.body).metadata?.resourceVersion ?? '';
+    } catch {
+      throw new KubeError('other', `update of ${ref.resource}: the response is not valid JSON (${res.body.length} bytes)`);
+    }
   }
 
   /**
