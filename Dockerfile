@@ -3,8 +3,10 @@
 #   docker run --rm -e TEMPORAL_ADDRESS=... -e KUBECONFIG=/kube/config \
 #     -v ~/.kube/config:/kube/config:ro svm worker
 #
-# Stage 1 installs every dependency, compiles the TypeScript and then drops
-# the dev dependencies, so the runtime stage only copies what it runs.
+# Stage 1 installs every dependency, compiles the TypeScript, bundles the
+# workflow code once (dist/workflow-bundle.js: the worker loads it instead of
+# running webpack at every start) and then drops the dev dependencies, so the
+# runtime stage only copies what it runs.
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
@@ -17,7 +19,10 @@ COPY tsconfig.json ./
 COPY src ./src
 COPY bin ./bin
 COPY tools ./tools
+COPY scripts/bundle-workflows.ts ./scripts/
 RUN npm run build \
+ && npm run build:workflows \
+ && test -s dist/workflow-bundle.js \
  && npm prune --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 # The Temporal SDK package carries its native module prebuilt for five
@@ -34,11 +39,11 @@ WORKDIR /app
 # Files stay owned by root: the runtime user can read them but not change them.
 COPY --from=build /app/package.json /app/tsconfig.json ./
 COPY --from=build /app/node_modules ./node_modules
+# dist holds the compiled code and the prebuilt workflow bundle; the
+# TypeScript sources stay behind (without them the worker takes the bundle
+# as is, and could still bundle dist/src/workflows should it be missing).
 COPY --from=build /app/dist ./dist
 COPY --from=build /app/bin ./bin
-# The worker bundles the workflow code from src/workflows when it starts, so
-# the TypeScript sources ship alongside the compiled output.
-COPY --from=build /app/src ./src
 COPY --from=build /app/tools ./tools
 
 # Unprivileged user that the official Node images provide (uid/gid 1000).

@@ -1,0 +1,79 @@
+/**
+ * Where the worker gets its workflow code: the bundle built ahead of time by
+ * `npm run build:workflows` (scripts/bundle-workflows.ts, run in the image's
+ * build stage) when it is there and not older than the code it was built
+ * from, else a bundle built in this process as before (webpack, a few seconds
+ * of CPU and a hundred-odd MB at start-up).
+ *
+ * "The code it was built from" is every file the workflows import, followed
+ * from src/workflows/index.ts through relative imports: the workflows also
+ * bundle ../api and parts of ../activities. Where src/ is absent (an image
+ * that ships only dist/), the prebuilt bundle is the only code there is.
+ */
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import * as path from 'node:path';
+import type { WorkflowBundle, WorkflowBundleOption } from '@temporalio/worker';
+
+export const quiet = { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} };
+
+/** The repository (or image) root: the nearest directory above this file with a package.json. */
+export function projectRoot(from = __dirname): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    if (existsSync(path.join(dir, 'package.json'))) return dir;
+    if (path.dirname(dir) === dir) throw new Error(`no package.json above ${from}`);
+  }
+}
+
+export const prebuiltBundlePath = (root = projectRoot()) => path.join(root, 'dist', 'workflow-bundle.js');
+export const workflowsSource = (root = projectRoot()) => path.join(root, 'src', 'workflows', 'index.ts');
+
+function resolveTs(base: string): string | undefined {
+  for (const p of [`${base}.ts`, path.join(base, 'index.ts'), base]) if (existsSync(p) && statSync(p).isFile()) return p;
+  return undefined;
+}
+
+/** Every source file reachable from entry through relative imports (type-only ones included: cheap, and safe). */
+export function workflowSources(entry: string): string[] {
+  const seen = new Set<string>();
+  const todo = [entry];
+  while (todo.length) {
+    const file = todo.pop()!;
+    if (seen.has(file)) continue;
+    seen.add(file);
+    const text = readFileSync(file, 'utf8');
+    for (const m of text.matchAll(/(?:from|import|require\()\s*['"](\.{1,2}\/[^'"]+)['"]/g)) {
+      const dep = resolveTs(path.resolve(path.dirname(file), m[1]!));
+      if (dep) todo.push(dep);
+    }
+  }
+  return [...seen].sort();
+}
+
+/** Why the prebuilt bundle cannot be used, or undefined when it can. */
+export function prebuiltBundleProblem(root = projectRoot()): string | undefined {
+  const bundle = prebuiltBundlePath(root);
+  if (!existsSync(bundle)) return `${path.relative(root, bundle)} does not exist`;
+  const entry = workflowsSource(root);
+  if (!existsSync(entry)) return undefined; // no sources to be stale against
+  const built = statSync(bundle).mtimeMs;
+  // The SDK's workflow runtime is bundled too: a changed lockfile may mean a changed SDK.
+  const lock = path.join(root, 'package-lock.json');
+  const inputs = [...workflowSources(entry), ...(existsSync(lock) ? [lock] : [])];
+  const newer = inputs.filter((f) => statSync(f).mtimeMs > built);
+  return newer.length ? `${path.relative(root, newer[0]!)}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed since it was built` : undefined;
+}
+
+let inProcess: Promise<WorkflowBundle> | undefined;
+
+/**
+ * The Worker.create `workflowBundle` option: `{ codePath }` of the prebuilt
+ * bundle, or a bundle built now (once per process).
+ * SVM_WORKFLOW_BUNDLE=build forces an in-process build.
+ */
+export async function workflowBundleOption(): Promise<WorkflowBundleOption> {
+  const root = projectRoot();
+  if (process.env.SVM_WORKFLOW_BUNDLE !== 'build' && prebuiltBundleProblem(root) === undefined) return { codePath: prebuiltBundlePath(root) };
+  // As before: the workflows next to this module (TypeScript under tsx, compiled JavaScript under dist/).
+  inProcess ??= import('@temporalio/worker').then(({ bundleWorkflowCode }) => bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quiet }));
+  return inProcess;
+}
