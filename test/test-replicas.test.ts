@@ -1,0 +1,198 @@
+/**
+ * Several replicas, one budget (DESIGN.md rules 7 and 10), for real: three
+ * worker processes configured as deploy/ configures them (the API through
+ * KUBECONFIG, one task queue, SVM_QPS, leases in svm-system) share a
+ * migration; the leader is SIGKILLed mid-run.
+ *
+ * - etcd: every object at the new storage version;
+ * - each StorageVersionMigration created with kubectl during the run is
+ *   attached by exactly one worker (only the leader runs the bridge), the one
+ *   created after the kill by the new leader;
+ * - the API servers' own count of the migrator's PUTs
+ *   (apiserver_request_total, scraped from every server each second) never
+ *   exceeds the budget by more than 10% over any 5 s window.
+ */
+import assert from 'node:assert/strict';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+import { after, before, test } from 'node:test';
+import { Migrator } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { getLease } from '../src/kube/leases';
+import { LEADER_LEASE } from '../src/worker/leader';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { eventually } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+  await installCrds(plane.kube);
+});
+after(async () => plane?.close());
+
+const NAMESPACE = 'svm-system'; // the default when SVM_NAMESPACE is unset outside a cluster, as in deploy/
+const QPS = 60;
+const COUNT = 2400;
+
+interface Replica {
+  child: ChildProcess;
+  lines: Array<Record<string, unknown>>;
+}
+
+function startReplica(taskQueue: string): Replica {
+  // As deploy/deployment.yaml: Temporal address and task queue, the API through one kubeconfig, the budget.
+  const env = {
+    PATH: process.env.PATH,
+    HOME: process.env.HOME,
+    KUBECONFIG: plane.env.KUBECONFIG,
+    TEMPORAL_ADDRESS: plane.temporal.address,
+    TEMPORAL_NAMESPACE: plane.env.TEMPORAL_NAMESPACE ?? 'default',
+    TEMPORAL_TASK_QUEUE: taskQueue,
+    SVM_QPS: String(QPS),
+    SVM_LOG_LEVEL: 'info',
+  };
+  const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const r: Replica = { child, lines: [] };
+  let rest = '';
+  child.stdout!.on('data', (b: Buffer) => {
+    const parts = (rest + b.toString('utf8')).split('\n');
+    rest = parts.pop()!;
+    for (const p of parts) {
+      try {
+        r.lines.push(JSON.parse(p) as Record<string, unknown>);
+      } catch {
+        // not a log line
+      }
+    }
+  });
+  return r;
+}
+
+const kubectl = (args: string[], input?: string) =>
+  new Promise<string>((resolve, reject) => {
+    const c = execFile(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 60_000 }, (err, out, errOut) => (err ? reject(new Error(`kubectl ${args.join(' ')}: ${errOut}`)) : resolve(out)));
+    if (input !== undefined) c.stdin!.end(input);
+  });
+
+function createMigrationObject(name: string, group: string, resource: string): Promise<string> {
+  const doc = JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name }, spec: { resource: { group, resource } } });
+  return kubectl(['create', '-f', '-'], doc);
+}
+
+/** The PUTs of one resource as counted by one API server (apiserver_request_total, every code). */
+function countPuts(metrics: string, group: string, resource: string): number {
+  let n = 0;
+  for (const line of metrics.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    if (!line.includes('verb="PUT"') || !line.includes(`resource="${resource}"`) || !line.includes(`group="${group}"`) || !line.includes('subresource=""')) continue;
+    n += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return n;
+}
+
+void test('three replicas share one budget and one bridge; the leader is SIGKILLed mid-run: the migration succeeds, etcd clean, each CR handled once, PUTs within the budget', async () => {
+  const crd = testCrd(`${uniq('rep')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', COUNT, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+
+  // The API servers' own count, every second, summed over the servers.
+  const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
+  const samples: Array<{ t: number; puts: number }> = [];
+  let scraping = true;
+  const scraper = (async () => {
+    while (scraping) {
+      const t0 = Date.now();
+      try {
+        const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
+        samples.push({ t: (t0 + Date.now()) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, crd.group, crd.plural), 0) });
+      } catch {
+        // a missed sample only widens the windows around it
+      }
+      await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - t0))));
+    }
+  })();
+
+  const taskQueue = uniq('tq');
+  const replicas = [startReplica(taskQueue), startReplica(taskQueue), startReplica(taskQueue)];
+  const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
+  const attached = (name: string) => replicas.flatMap((r, i) => r.lines.filter((l) => l.msg === 'StorageVersionMigration attached to its migration workflow' && l.name === name).map(() => i));
+  const identityOf = (r: Replica) => r.lines.find((l) => l.msg === 'worker started')?.identity as string | undefined;
+  let handoverMs: number | undefined;
+  try {
+    // Generous: each process compiles the TypeScript and bundles the workflows (slow on a busy machine).
+    await eventually('every replica to start', async () => replicas.every((r) => identityOf(r)), 600_000);
+    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 6, heartbeatTimeoutSeconds: 5 });
+
+    // A kubectl user asks for the same migration: the leader's bridge attaches it to the running workflow.
+    const first = uniq('svm-first');
+    await createMigrationObject(first, crd.group, crd.plural);
+    await eventually('the first StorageVersionMigration to be attached', async () => attached(first).length > 0, 120_000);
+
+    // The leader dies mid-run, with its chunks.
+    await eventually('the migration to be under way', async () => (await h.progress()).counters.chunks >= 6, 180_000);
+    const lease = await getLease(plane.kube, NAMESPACE, LEADER_LEASE);
+    const leader = replicas.find((r) => identityOf(r) === lease?.spec.holderIdentity);
+    assert.ok(leader, `the leader lease is held by one of the replicas (holder ${lease?.spec.holderIdentity})`);
+    const killedAt = Date.now();
+    leader.child.kill('SIGKILL');
+    await new Promise((r) => leader.child.once('exit', r));
+    const survivors = replicas.filter((r) => r !== leader);
+    const next = await eventually(
+      'another replica to take the leader lease over',
+      async () => {
+        const l = await getLease(plane.kube, NAMESPACE, LEADER_LEASE);
+        return survivors.find((r) => identityOf(r) === l?.spec.holderIdentity);
+      },
+      120_000,
+    );
+    handoverMs = Date.now() - killedAt;
+
+    // A second kubectl user, after the hand-over: handled by the new leader, once.
+    const second = uniq('svm-second');
+    await createMigrationObject(second, crd.group, crd.plural);
+    await eventually('the second StorageVersionMigration to be attached', async () => attached(second).length > 0, 120_000);
+
+    const result = await h.wait();
+    assert.equal(result.phase, 'Succeeded', result.message);
+    assert.equal(result.counters.notFound + result.counters.failed, 0);
+    for (const name of [first, second]) {
+      await eventually(`StorageVersionMigration ${name} to say Succeeded`, async () => {
+        const o = JSON.parse(await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name, '-o', 'json'])) as { status?: { phase?: string } };
+        return o.status?.phase === 'Succeeded';
+      });
+    }
+    // Each attached exactly once, the second by the new leader.
+    assert.equal(attached(first).length, 1, `first attached by replicas ${JSON.stringify(attached(first))}`);
+    assert.deepEqual(attached(second), [replicas.indexOf(next)]);
+    // Every replica saw the others and took a third of the budget.
+    for (const r of replicas) assert.ok(r.lines.some((l) => l.msg === 'load budget share' && l.members === 3), 'each replica counted three members');
+
+    // etcd: every object at v2.
+    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: COUNT });
+  } finally {
+    scraping = false;
+    await scraper;
+    for (const r of replicas) r.child.kill('SIGTERM');
+    await Promise.all(replicas.map((r) => (r.child.exitCode !== null || r.child.signalCode !== null ? undefined : new Promise((res) => r.child.once('exit', res)))));
+    await m.close();
+  }
+
+  // The budget, by the API servers' count: every window of at least 5 s (each sample to the first one 5 s later).
+  const total = samples.at(-1)!.puts - samples[0]!.puts;
+  assert.ok(total >= COUNT, `the servers counted ${total} PUTs of ${COUNT} objects`);
+  let worst = { rate: 0, from: 0, seconds: 0, puts: 0 };
+  for (let i = 0; i < samples.length; i++) {
+    const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
+    if (j < 0) break;
+    const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
+    const puts = samples[j]!.puts - samples[i]!.puts;
+    if (puts / seconds > worst.rate) worst = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
+  }
+  console.log(
+    `replicas: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s at +${worst.from.toFixed(0)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s); leader hand-over after SIGKILL: ${((handoverMs ?? 0) / 1000).toFixed(1)} s`,
+  );
+  assert.ok(worst.rate <= QPS * 1.1, `${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s: ${worst.rate.toFixed(1)}/s exceeds the budget ${QPS}/s by more than 10%`);
+});
