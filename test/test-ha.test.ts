@@ -174,6 +174,13 @@ function scenarios(sv: boolean): void {
       labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
     });
     const gone = leases.items.find((l) => l.metadata.labels['kubernetes.io/hostname'] === 'svm-apiserver-1')!.metadata.name;
+    if (sv) {
+      // The scenario needs the stale entry: wait until server 1 has published v1beta2 (on a busy machine it lags).
+      await eventually('server 1 to publish v1beta2', async () => {
+        const obj = await plane.kube.getJson<{ status?: { storageVersions?: Array<{ apiServerID: string; encodingVersion: string }> } }>('/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses');
+        return obj.status?.storageVersions?.some((e) => e.apiServerID === gone && e.encodingVersion === 'resource.k8s.io/v1beta2');
+      });
+    }
     // Killed, not stopped: a graceful shutdown deletes its own identity lease (and endpoint); a vanished server leaves them behind.
     await stopApiserver(plane.dir, 1, { kill: true });
     const deleteLease = () => plane.kube.request('DELETE', `/apis/coordination.k8s.io/v1/namespaces/kube-system/leases/${gone}`);

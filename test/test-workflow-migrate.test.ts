@@ -376,7 +376,7 @@ void test('bad options are refused, naming them', async () => {
   const d = new Doubles();
   const f = await run(d, async (start) => failure((await start({ options: { chunkSize: 0, concurrency: 1.5 } })).result()));
   assert.equal(f.type, 'InvalidInput');
-  assert.match(f.message, /chunkSize must be at least 1/);
-  assert.match(f.message, /concurrency must be a whole number/);
+  assert.match(f.message, /options\.chunkSize: chunkSize must be a whole number between 1 and 10000/);
+  assert.match(f.message, /options\.concurrency: concurrency must be a whole number between 1 and 256/);
   assert.equal(d.chunks.length, 0);
 });

@@ -10,12 +10,10 @@ import { z } from 'zod';
 import type { Agreement } from '../activities';
 import type { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
 
-const whole = (name: string, min: number, max: number) =>
-  z
-    .number({ error: `${name} must be a number` })
-    .int(`${name} must be a whole number`)
-    .min(min, `${name} must be at least ${min}`)
-    .max(max, `${name} must be at most ${max}`);
+const whole = (name: string, min: number, max: number) => {
+  const message = `${name} must be a whole number between ${min} and ${max}`;
+  return z.number({ error: message }).int(message).min(min, message).max(max, message);
+};
 
 /** Load and timing settings of one migration; every field has a default. */
 export const MigrationOptionsSchema = z
