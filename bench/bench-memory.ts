@@ -1,0 +1,153 @@
+/**
+ * `npm run bench:memory [-- --objects 300 --payload-kib 675 --chunk-size 500 --concurrency 8 --tree label=DIR ...]`
+ *
+ * Memory of the worker migrating large objects: creates N Secrets whose data
+ * is --payload-kib of random bytes (675 KiB = ~900 KB of base64, the size of
+ * a big Helm release Secret), so that one list page of --chunk-size would
+ * be hundreds of MB, then, for each worker tree given (default: this
+ * checkout), runs `node <tree>/bin/svm.js worker` as a child process with the
+ * plane's environment, migrates `secrets` and reports the child's peak RSS
+ * (VmHWM from /proc/PID/status) and objects per second, side by side.
+ *
+ * To compare with an older commit in one run, extract it beside this one
+ * and pass both trees:
+ *   mkdir /tmp/svm-before && git archive <commit> | tar -x -C /tmp/svm-before \
+ *     && ln -s "$PWD/node_modules" /tmp/svm-before/node_modules
+ *   npm run bench:memory -- --tree before=/tmp/svm-before --tree after=.
+ * Figures go to bench/results/memory-<time>.json. Measurements, not
+ * assertions: not part of `npm test`. The Secrets are deleted at the end.
+ */
+import { spawn } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Migrator } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { defaultDevDir, readEnv, up } from '../src/dev/plane';
+import { KubeClient } from '../src/kube/client';
+import { ensureNamespace, parallel } from '../test/helpers/crd';
+
+const { values } = parseArgs({
+  options: {
+    objects: { type: 'string', default: '300' },
+    'payload-kib': { type: 'string', default: '675' },
+    'chunk-size': { type: 'string', default: '500' },
+    concurrency: { type: 'string', default: '8' },
+    tree: { type: 'string', multiple: true },
+    dir: { type: 'string' },
+  },
+});
+const N = Number(values.objects);
+const PAYLOAD = Number(values['payload-kib']) * 1024;
+const CHUNK = Number(values['chunk-size']);
+const CONC = Number(values.concurrency);
+for (const [k, v] of [['--objects', N], ['--payload-kib', PAYLOAD], ['--chunk-size', CHUNK], ['--concurrency', CONC]] as const) {
+  if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
+}
+const trees = (values.tree?.length ? values.tree : [`this=${path.join(__dirname, '..')}`]).map((t) => {
+  const [label, dir] = t.includes('=') ? [t.slice(0, t.indexOf('=')), t.slice(t.indexOf('=') + 1)] : [path.basename(t), t];
+  const bin = path.resolve(dir!, 'bin', 'svm.js');
+  if (!existsSync(bin)) throw new Error(`--tree ${t}: no ${bin}`);
+  return { label: label!, bin };
+});
+
+const log = (s: string) => process.stderr.write(`[bench:memory] ${s}\n`);
+const vmHwmMiB = (pid: number) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/)![1]) / 1024;
+
+interface Run {
+  tree: string;
+  phase: string;
+  seconds: number;
+  objectsPerSecond: number;
+  /** VmHWM of the worker once it polls, before any migration. */
+  idlePeakRssMiB: number;
+  peakRssMiB: number;
+  migrated: number;
+  failed: number;
+}
+
+async function runWorker(tree: (typeof trees)[number], env: Record<string, string>): Promise<Run> {
+  const taskQueue = `benchmem-${Date.now().toString(36)}`;
+  const worker = spawn(process.execPath, [tree.bin, 'worker', '--no-bridge'], {
+    env: { ...process.env, KUBECONFIG: env.KUBECONFIG, TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, TEMPORAL_TASK_QUEUE: taskQueue, SVM_QPS: '0', SVM_LOG_LEVEL: 'warn' },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
+  try {
+    // Idle: the worker has started (bundled or loaded its workflows) when its peak RSS stops moving.
+    let idle = 0;
+    for (let stable = 0; stable < 5; ) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const now = vmHwmMiB(worker.pid!);
+      stable = now === idle ? stable + 1 : 0;
+      idle = now;
+    }
+    const t0 = performance.now();
+    const h = await migrator.start('secrets', { chunkSize: CHUNK, concurrency: CONC });
+    const result = await h.wait();
+    const seconds = (performance.now() - t0) / 1000;
+    return {
+      tree: tree.label,
+      phase: result.phase,
+      seconds: Number(seconds.toFixed(1)),
+      objectsPerSecond: Number((result.counters.migrated / seconds).toFixed(1)),
+      idlePeakRssMiB: Number(idle.toFixed(1)),
+      peakRssMiB: Number(vmHwmMiB(worker.pid!).toFixed(1)),
+      migrated: result.counters.migrated,
+      failed: result.counters.failed,
+    };
+  } finally {
+    worker.kill('SIGTERM');
+    await migrator.close();
+  }
+}
+
+async function main() {
+  const dir = values.dir ?? defaultDevDir();
+  if (!existsSync(path.join(dir, 'env'))) await up({ dir, log });
+  const env = readEnv(dir) as Record<string, string>;
+  const kube = KubeClient.fromKubeconfig(env.KUBECONFIG);
+  await installCrds(kube);
+  const ns = `benchmem-${Date.now().toString(36)}`;
+  await ensureNamespace(kube, ns);
+  const runs: Run[] = [];
+  try {
+    log(`creating ${N} Secrets of ${PAYLOAD / 1024} KiB (base64 ${((Math.ceil(PAYLOAD / 3) * 4) / 1024).toFixed(0)} KiB) in ${ns} (not measured)`);
+    const blob = randomBytes(PAYLOAD).toString('base64');
+    await parallel(N, 4, async (i) => {
+      await kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+        body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: `s-${i}` }, type: 'helm.sh/release.v1', data: { release: blob, i: Buffer.from(String(i)).toString('base64') } }),
+      });
+    });
+    for (const tree of trees) {
+      log(`migrating secrets with the worker of ${tree.label} (${tree.bin})`);
+      const run = await runWorker(tree, env);
+      log(`  ${JSON.stringify(run)}`);
+      runs.push(run);
+    }
+  } finally {
+    await kube.request('DELETE', `/api/v1/namespaces/${ns}/secrets`).catch(() => undefined);
+    await kube.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+    kube.close();
+  }
+  const figures = { date: new Date().toISOString(), objects: N, payloadKiB: PAYLOAD / 1024, pageMiB: Number(((Math.min(N, CHUNK) * Math.ceil(PAYLOAD / 3) * 4) / 2 ** 20).toFixed(0)), chunkSize: CHUNK, concurrency: CONC, runs };
+  const outDir = path.join(__dirname, 'results');
+  mkdirSync(outDir, { recursive: true });
+  const out = path.join(outDir, `memory-${figures.date.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(out, JSON.stringify(figures, null, 2) + '\n');
+  process.stdout.write(
+    [
+      `${N} Secrets of ${PAYLOAD / 1024} KiB, chunk ${CHUNK} (a page of ~${figures.pageMiB} MiB), concurrency ${CONC}`,
+      `${'worker'.padEnd(12)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'objects/s'.padStart(10)}  phase`,
+      ...runs.map((r) => `${r.tree.padEnd(12)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`),
+      `written ${out}`,
+      '',
+    ].join('\n'),
+  );
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exitCode = 1;
+});
