@@ -22,6 +22,43 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
+  // The layers' arrows (README, Architecture): api <- kube <- activities <- worker; workflows import
+  // only api and their own definitions; nothing in src imports the tests.
+  {
+    files: ['src/api/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/kube', '**/kube/**', '**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/workflows/**', '**/dev/**', '**/test/**'], message: 'src/api is the bottom layer: schemas and pure names only.' }] }],
+    },
+  },
+  {
+    files: ['src/kube/**/*.ts'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/workflows/**', '**/dev/**', '**/test/**'], message: 'src/kube talks to Kubernetes for the layers above it; it imports only src/api.' }] }],
+    },
+  },
+  {
+    files: ['src/activities/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [{ name: '../workflows', allowTypeImports: true, message: 'Activities import workflow definitions, never workflow code.' }],
+          patterns: [
+            { group: ['**/client/**', '**/dev/**', '**/test/**'], message: 'Activities sit below the client and never use the dev plane or tests.' },
+            { group: ['**/worker/**'], allowTypeImports: true, message: 'Activities are given what the worker has (dependency injection): types only.' },
+            { group: ['**/workflows/migrate-resource', '**/workflows/trigger', '**/workflows/index'], allowTypeImports: true, message: 'Activities import workflow definitions (definitions, start-options, trigger-logic), never workflow code.' },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/**/*.ts'],
+    ignores: ['src/api/**', 'src/kube/**', 'src/activities/**', 'src/workflows/**'],
+    rules: {
+      'no-restricted-imports': ['error', { patterns: [{ group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' }] }],
+    },
+  },
   {
     files: ['src/workflows/**/*.ts'],
     rules: {

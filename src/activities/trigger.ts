@@ -12,8 +12,9 @@ import type { ApiServerSource } from '../kube/apiservers';
 import { parseJson, type DiscoveredResource, type KubeClient } from '../kube/client';
 import { classifyResponse, KubeError } from '../kube/errors';
 import { resolveResource } from '../kube/resolve';
-import { startOptions } from '../client/start-options';
-import { abortSignal, migrateResource } from '../workflows/migrate-resource';
+import { abortSignal } from '../workflows/definitions';
+import type { migrateResource } from '../workflows/migrate-resource';
+import { startOptions } from '../workflows/start-options';
 import type { MigrationStatus, ObservedResource, StateSnapshot, TriggerAction } from '../workflows/trigger-logic';
 import { UNKNOWN } from '../workflows/trigger-logic';
 
@@ -183,7 +184,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
         written++;
         if (a.startMigration && deps.temporal) {
           const ref = await resolveResource(deps.kube, a.name);
-          await deps.temporal.client.workflow.start(migrateResource, { ...startOptions(ref, deps.temporal.taskQueue), args: [{ resource: ref }] });
+          await deps.temporal.client.workflow.start<typeof migrateResource>('migrateResource', { ...startOptions(ref, deps.temporal.taskQueue), args: [{ resource: ref }] });
           started.push(a.name);
         }
       }

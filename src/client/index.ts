@@ -28,7 +28,7 @@ import {
 } from '../workflows/definitions';
 import { migrateResource } from '../workflows/migrate-resource';
 import { makePlan, type Plan, type PlanOptions } from './plan';
-import { startOptions } from './start-options';
+import { startOptions } from '../workflows/start-options';
 import { storageVersionTrigger, TRIGGER_WORKFLOW_ID, type TriggerInput } from '../workflows/trigger';
 
 export type { MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };

@@ -28,7 +28,7 @@ import { endpointAddresses, endpointId, ENDPOINTSLICE_SELECTOR, ENDPOINTSLICES_P
 import type { KubeClient } from '../kube/client';
 import { KubeError } from '../kube/errors';
 import { watchForever } from '../kube/watch';
-import { agreementChangedSignal } from '../workflows/migrate-resource';
+import { agreementChangedSignal } from '../workflows/definitions';
 
 const STORAGE_VERSIONS_GV = '/apis/internal.apiserver.k8s.io/v1alpha1';
 /** How often a StorageVersion API that is not served is looked for again. */

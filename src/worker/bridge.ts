@@ -50,8 +50,9 @@ import { parseJson, type KubeClient } from '../kube/client';
 import { classifyResponse, isRetryable, KubeError } from '../kube/errors';
 import { InvalidResourceError, resolveResource } from '../kube/resolve';
 import { watchForever } from '../kube/watch';
-import { abortSignal, attachMigrationObjectSignal, migrateResource, progressQuery, type MigrationResult } from '../workflows/migrate-resource';
-import { startOptions } from '../client/start-options';
+import { abortSignal, attachMigrationObjectSignal, progressQuery, type MigrationResult } from '../workflows/definitions';
+import type { migrateResource } from '../workflows/migrate-resource';
+import { startOptions } from '../workflows/start-options';
 
 export interface BridgeOptions {
   kube: KubeClient;
@@ -184,7 +185,7 @@ export class Bridge {
     // workflow lists but that is not annotated, and the next look attaches it
     // again (a no-op). The other order could leave an annotated object its
     // workflow does not know, which would be refused as not ours.
-    const handle = await this.opts.client.workflow.signalWithStart(migrateResource, {
+    const handle = await this.opts.client.workflow.signalWithStart<typeof migrateResource, [string]>('migrateResource', {
       ...startOptions(ref, this.opts.taskQueue),
       args: [{ resource: ref, migrationObjects: [name] }],
       signal: attachMigrationObjectSignal,

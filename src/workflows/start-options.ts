@@ -1,7 +1,11 @@
-/** How a migration workflow is started: one place, shared by the API, the CLI and the bridge. */
+/**
+ * How a migration workflow is started: one place, shared by the API, the CLI,
+ * the bridge and the trigger. Side-effect free (no workflow code): clients
+ * and activities may import it.
+ */
 import { TypedSearchAttributes } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
-import { MigrationGroup, MigrationMigrated, MigrationPhase, MigrationResource } from '../workflows/search-attributes';
+import { MigrationGroup, MigrationMigrated, MigrationPhase, MigrationResource } from './search-attributes';
 
 export function startOptions(ref: ResourceRef, taskQueue: string) {
   const name = groupResourceString(ref);
