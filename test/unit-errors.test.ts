@@ -419,3 +419,12 @@ void test('no kind is both retryable and a per-object failure; conflict, notFoun
     assert.equal(isPerObjectFailure(k), false, k);
   }
 });
+
+void test('classifyResponse: a 400 that is not a Kubernetes Status (Go net/http or a proxy refused the request) is retried, not a per-object failure', () => {
+  const e = classifyResponse(400, '400 Bad Request');
+  assert.equal(e.kind, 'network');
+  assert.ok(isRetryable(e.kind));
+  assert.equal(e.message, 'HTTP 400 BadRequest: the response is not a Kubernetes Status');
+  const api = classifyResponse(400, JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 400, message: 'the body is not valid' }));
+  assert.equal(api.kind, 'badRequest');
+});

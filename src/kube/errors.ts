@@ -243,7 +243,9 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   const k = (kind: KubeErrorKind, retry?: number, token?: string) => new KubeError(kind, message, status, retry, token, info);
   switch (status) {
     case 400:
-      return k('badRequest');
+      // A 400 that is not a Status never reached the API: Go's HTTP server (or a proxy in front)
+      // refused a malformed request, e.g. one cut short on a broken connection. Retry it like one.
+      return isStatus ? k('badRequest') : k('network');
     case 401:
       return k('unauthorized');
     case 403:
