@@ -14,20 +14,13 @@ import { kubernetesEndpoints } from '../kube/apiservers';
 import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
 import { startAgreementWatcher } from './agreement-watcher';
+import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';
 import { startClusterBudget } from './budget';
 import { temporalConnectionOptions, type WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 
-export const workflowsPath = require.resolve('../workflows');
-
-let bundle: Promise<WorkflowBundle> | undefined;
-/** The workflow bundle, built once per process. */
-export function workflowBundle(): Promise<WorkflowBundle> {
-  bundle ??= bundleWorkflowCode({ workflowsPath, logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
-  return bundle;
-}
 
 /** JSON lines (pino), or one readable line per entry when stdout is a terminal. Never object data. */
 export function createLogger(destination?: pino.DestinationStream): Logger {
@@ -122,7 +115,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     connection,
     namespace: t.namespace,
     taskQueue: t.taskQueue,
-    workflowBundle: await workflowBundle(),
+    // Prebuilt at build time (npm run build:workflows, the image) when up to date; bundled here otherwise.
+    workflowBundle: await workflowBundleOption(),
     activities: createActivities({ kube, budget, metrics, apiservers, temporal: { client, taskQueue: t.taskQueue } }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
