@@ -6,9 +6,6 @@
  * phases it reports, when it starts a pass over, what it refuses.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { after, before, beforeEach, test } from 'node:test';
 import { Context, CancelledFailure } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
@@ -21,6 +18,7 @@ import { zeroCounters } from '../src/api/counters';
 import type { StorageVersionMigrationStatus } from '../src/api/migration';
 import type { ResourceRef } from '../src/api/resource';
 import { expectedToolPaths } from '../src/dev/tools';
+import { recordHistories, recording } from './helpers/histories';
 import {
   abortSignal,
   agreementChangedSignal,
@@ -132,28 +130,10 @@ async function run<T>(d: Doubles, fn: (start: (input?: Partial<MigrateResourceIn
   try {
     return await worker.runUntil(fn(start));
   } finally {
-    if (process.env.SVM_RECORD_HISTORIES) for (const w of started) await recordHistories(w.workflowId, w.runId);
+    if (recording()) for (const w of started) recordHistories(env.address, 'wf', currentTest ?? 'scenario', w.workflowId, w.runId);
   }
 }
 
-/**
- * With SVM_RECORD_HISTORIES=1, every run of each scenario's workflow is saved
- * to test/fixtures/histories, where test/unit-replay.test.ts replays it
- * against the current workflow code (see README, "Changing workflow code").
- */
-async function recordHistories(workflowId: string, firstRunId: string): Promise<void> {
-  const dir = path.join(__dirname, 'fixtures', 'histories');
-  fs.mkdirSync(dir, { recursive: true });
-  const scenario = (currentTest ?? 'scenario').replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').slice(0, 60).toLowerCase();
-  // Follow the chain of runs (continue-as-new) from the first.
-  for (let i = 0, runId: string | undefined = firstRunId; runId; i++) {
-    // The CLI's proto JSON is what `temporal workflow show --output json` gives a person, and what historyFromJSON reads.
-    const json = execFileSync(expectedToolPaths().temporal, ['workflow', 'show', '--address', env.address, '--workflow-id', workflowId, '--run-id', runId, '--output', 'json'], { encoding: 'utf8' });
-    const history = JSON.parse(json) as { events: Array<{ workflowExecutionContinuedAsNewEventAttributes?: { newExecutionRunId?: string } }> };
-    fs.writeFileSync(path.join(dir, `wf-${scenario}-${i}.json`), JSON.stringify({ workflowId, history }) + '\n');
-    runId = history.events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId;
-  }
-}
 let currentTest: string | undefined;
 beforeEach((t) => void (currentTest = t.name));
 

@@ -10,9 +10,6 @@
  * (design-docs/001 and its HA extension), not how long it took.
  */
 import assert from 'node:assert/strict';
-import { execFileSync } from 'node:child_process';
-import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { after, before, beforeEach, test } from 'node:test';
 import { Context } from '@temporalio/activity';
 import type { WorkflowHandle } from '@temporalio/client';
@@ -21,6 +18,7 @@ import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 import type { Observation } from '../src/activities/trigger';
 import { expectedToolPaths } from '../src/dev/tools';
+import { recordHistories, recording } from './helpers/histories';
 import { pollNowSignal, storageVersionTrigger, type TriggerInput } from '../src/workflows/trigger';
 import { UNKNOWN, type MigrationStatus, type ReporterEntry, type StateSnapshot, type TriggerAction } from '../src/workflows/trigger-logic';
 import { eventually } from './helpers/migrate';
@@ -192,27 +190,10 @@ async function run(w: World, input: TriggerInput, fn: (h: WorkflowHandle<typeof 
       }
     });
   } finally {
-    if (process.env.SVM_RECORD_HISTORIES) await recordHistories(h.workflowId, h.firstExecutionRunId);
+    if (recording()) recordHistories(env.address, 'trig', currentTest ?? 'scenario', h.workflowId, h.firstExecutionRunId);
   }
 }
 
-/**
- * With SVM_RECORD_HISTORIES=1, every run of each scenario's trigger is saved to
- * test/fixtures/histories (prefix trig-), where test/unit-replay.test.ts
- * replays it against the current workflow code.
- */
-async function recordHistories(workflowId: string, firstRunId: string): Promise<void> {
-  const dir = path.join(__dirname, 'fixtures', 'histories');
-  fs.mkdirSync(dir, { recursive: true });
-  const scenario = (currentTest ?? 'scenario').replace(/[^a-z0-9]+/gi, '-').replace(/^-|-$/g, '').slice(0, 60).toLowerCase();
-  // Follow the chain of runs (continue-as-new) from the first.
-  for (let i = 0, runId: string | undefined = firstRunId; runId; i++) {
-    const json = execFileSync(expectedToolPaths().temporal, ['workflow', 'show', '--address', env.address, '--workflow-id', workflowId, '--run-id', runId, '--output', 'json'], { encoding: 'utf8' });
-    const history = JSON.parse(json) as { events: Array<{ workflowExecutionContinuedAsNewEventAttributes?: { newExecutionRunId?: string } }> };
-    fs.writeFileSync(path.join(dir, `trig-${scenario}-${i}.json`), JSON.stringify({ workflowId, history }) + '\n');
-    runId = history.events.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId;
-  }
-}
 let currentTest: string | undefined;
 beforeEach((t) => void (currentTest = t.name));
 
