@@ -160,6 +160,8 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
     if (updated === 'conflict' || stopped) return; // someone else wrote first: look again
     renewed(updated, sent);
     if (s.action === 'takeOver') become(true, s.reason === 'released' ? 'the lease was released' : `the lease of ${lease!.spec.holderIdentity} expired`);
+    // The lease already names this identity (an earlier worker of this process could not release it): ours.
+    else if (!leading) become(true, 'the lease already named this identity');
   };
 
   const loop = async () => {

@@ -30,6 +30,12 @@ export const MigrationOptionsSchema = z
     heartbeatTimeoutSeconds: whole('heartbeatTimeoutSeconds', 2, 3600),
     /** While waiting for agreement, re-check at least this often (a signal wakes it sooner). */
     agreementPollSeconds: whole('agreementPollSeconds', 1, 3600),
+    /**
+     * An agreement svm cannot verify per API server (fewer addresses answer than identity leases
+     * exist: a managed cluster behind one address, or a server starting or stopping) is accepted
+     * only after it has held, unchanged, this long.
+     */
+    unverifiedAgreementSeconds: whole('unverifiedAgreementSeconds', 0, 86_400),
   })
   .strict();
 export type MigrationOptions = z.infer<typeof MigrationOptionsSchema>;
@@ -41,6 +47,7 @@ export const defaultMigrationOptions: MigrationOptions = {
   maxChunksPerRun: 200,
   heartbeatTimeoutSeconds: 30,
   agreementPollSeconds: 15,
+  unverifiedAgreementSeconds: 120,
 };
 
 const ResourceRefSchema = z

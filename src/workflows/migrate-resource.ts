@@ -111,6 +111,8 @@ class Migration {
   /** The watcher says agreement may have changed. */
   recheck = false;
   chunkScope?: CancellationScope;
+  /** An agreement that could not be verified per server, and since when it has held unchanged. */
+  unverified?: { token: string; since: number };
 
   constructor(input: MigrateResourceInput) {
     this.ref = input.resource;
@@ -233,11 +235,20 @@ async function waitForAgreement(m: Migration): Promise<boolean> {
     let message: string;
     try {
       const a = await agreement(m.ref);
-      if (a.agreed) {
+      if (a.agreed && a.verified === false) {
+        // One snapshot cannot tell a managed cluster (one address for several servers) from a server
+        // starting or stopping (its identity lease there, its endpoint not yet): accept it only once it held.
+        if (m.unverified?.token !== a.token) m.unverified = { token: a.token, since: Date.now() };
+        const heldFor = (Date.now() - m.unverified.since) / 1000;
+        if (heldFor >= m.options.unverifiedAgreementSeconds) {
+          m.s.agreement = a;
+          break;
+        }
+        message = `waiting for agreement: ${a.checked}; accepted once this has held for ${m.options.unverifiedAgreementSeconds}s (a server starting or stopping looks the same for a moment)`;
+      } else if (a.agreed) {
         m.s.agreement = a;
         break;
-      }
-      message = `waiting for agreement: ${a.reason}`;
+      } else message = `waiting for agreement: ${a.reason}`;
     } catch (err) {
       // Activity retries exhausted (API servers away): keep waiting, say why.
       message = `waiting for agreement: could not check it (${rootMessage(err)}); trying again`;
