@@ -428,3 +428,10 @@ void test('classifyResponse: a 400 that is not a Kubernetes Status (Go net/http 
   const api = classifyResponse(400, JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 400, message: 'the body is not valid' }));
   assert.equal(api.kind, 'badRequest');
 });
+
+void test('neverSent: only transport errors that prove the request never reached a server are sent again', async () => {
+  const { neverSent } = await import('../src/kube/client');
+  assert.equal(neverSent(classifyTransportError(Object.assign(new Error('Client network socket disconnected before secure TLS connection was established'), { code: 'ECONNRESET' }))), true);
+  assert.equal(neverSent(classifyTransportError(Object.assign(new Error('connect ECONNREFUSED 198.18.1.11:6443'), { code: 'ECONNREFUSED' }))), true);
+  assert.equal(neverSent(classifyTransportError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))), false, 'a reset after sending may have been applied');
+});

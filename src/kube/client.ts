@@ -66,6 +66,12 @@ export interface DiscoveredResource extends APIResource {
 }
 
 const MAX_THROTTLED_READS = 10;
+const MAX_UNSENT_RETRIES = 4;
+
+/** Transport errors that prove the request did not reach an API server. */
+export function neverSent(err: KubeError): boolean {
+  return err.kind === 'network' && (/^ECONNREFUSED\b/.test(err.message) || /before secure TLS connection was established/.test(err.message));
+}
 
 /**
  * JSON.parse whose failure says nothing of the text: V8's SyntaxError quotes
@@ -147,7 +153,18 @@ export class KubeClient {
   /** A request that must succeed: throws a classified KubeError otherwise. */
   async request(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
     for (let attempt = 1; ; attempt++) {
-      const res = await this.raw(method, path, opts);
+      let res: KubeResponse;
+      try {
+        res = await this.raw(method, path, opts);
+      } catch (err) {
+        // A request that never reached an API server (refused, or reset before TLS was up: a load
+        // balancer still sending to a server that just went away) is safe to send again, whatever its verb.
+        if (attempt < MAX_UNSENT_RETRIES && err instanceof KubeError && neverSent(err)) {
+          await new Promise((r) => setTimeout(r, 250 * attempt));
+          continue;
+        }
+        throw err;
+      }
       if (res.status >= 200 && res.status < 300) return res;
       const err = classifyResponse(res.status, res.body, res.headers['retry-after']);
       // Like client-go: a read told to come back later (429 with Retry-After,
