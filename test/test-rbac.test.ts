@@ -73,6 +73,8 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
     'Deployment/svm-worker',
     'Namespace/svm-system',
+    'Role/svm-migrator-leases',
+    'RoleBinding/svm-migrator-leases',
     'ServiceAccount/svm-migrator',
     'ValidatingAdmissionPolicy/svm-storageversionmigrations',
     'ValidatingAdmissionPolicyBinding/svm-storageversionmigrations',
