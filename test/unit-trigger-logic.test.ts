@@ -118,17 +118,3 @@ void test('a settled resource clears its backoff', () => {
   assert.equal(d.memory.backoff[W], undefined);
 });
 
-void test('away past the staleness bound while the trigger itself lived on (workers down, periods failing): reset to Unknown', () => {
-  const settled = state(['h1'], 'h1', T0, []);
-  const first = decide(res({ a: 'h1' }), settled, { [W]: 'succeeded' }, { ...empty(), since: T0 - P }, cfg, T0, true);
-  assert.deepEqual(first.actions[0]!.write.persisted, ['h1'], 'watched: nothing to reset');
-  assert.equal(first.memory.lastObservedAt, T0);
-  // Nothing observed for four periods (> the three-period bound), although `since` is old.
-  const later = T0 + 4 * P;
-  const back = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0, []), { [W]: 'succeeded' }, first.memory, cfg, later, true);
-  assert.deepEqual(back.actions[0]!.write.persisted, [UNKNOWN]);
-  assert.match(back.actions[0]!.note ?? '', /away past the staleness bound/);
-  // A slow period (under the bound) is not absence.
-  const slow = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0, []), { [W]: 'succeeded' }, first.memory, cfg, T0 + 2 * P, true);
-  assert.deepEqual(slow.actions[0]!.write.persisted, ['h1']);
-});

@@ -53,8 +53,6 @@ export type MigrationStatus = 'none' | 'running' | 'succeeded' | 'failed' | 'abo
 export interface TriggerMemory {
   /** When this trigger (across continue-as-new) first observed: heartbeats older than that were not its own. */
   since?: number;
-  /** When this trigger last observed and applied successfully: a longer gap than the staleness bound means it was away (workers down, every period failing). */
-  lastObservedAt?: number;
   /** name -> since when (ms) the fresh entries have agreed on hash. */
   consensus: Record<string, { hash: string; since: number }>;
   /** name -> failed attempts and when the next may start (ms). */
@@ -103,7 +101,7 @@ export function decide(
   discoveryConsistent: boolean,
 ): { actions: TriggerAction[]; memory: TriggerMemory } {
   const since = memory.since ?? now;
-  const next: TriggerMemory = { since, lastObservedAt: now, consensus: {}, backoff: { ...memory.backoff } };
+  const next: TriggerMemory = { since, consensus: {}, backoff: { ...memory.backoff } };
   const actions: TriggerAction[] = [];
   for (const r of observed) {
     const state = states[r.name];
@@ -118,12 +116,9 @@ export function decide(
 
     let persisted = state ? [...state.persisted] : [UNKNOWN];
     let current = state?.current;
-    // Away, not merely slow: this trigger did not observe for longer than the bound (its workers were
-    // down, or every period failed), or, on its first observation, the heartbeat predates it and is
-    // older than the bound.
+    // Away, not merely slow: the last heartbeat predates this trigger and is older than the bound.
     const heartbeat = state?.lastHeartbeatTime !== undefined ? Date.parse(state.lastHeartbeatTime) : undefined;
-    const away = memory.lastObservedAt !== undefined ? now - memory.lastObservedAt > cfg.stalenessMs : heartbeat !== undefined && heartbeat < since && now - heartbeat > cfg.stalenessMs;
-    const stale = heartbeat !== undefined && away;
+    const stale = heartbeat !== undefined && heartbeat < since && now - heartbeat > cfg.stalenessMs;
     if (stale) {
       persisted = [UNKNOWN];
       notes.push('the trigger was away past the staleness bound: persisted reset to Unknown');
