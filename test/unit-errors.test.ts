@@ -6,6 +6,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { isObjectNotFound } from '../src/activities/migrate-chunk';
+import { neverSent } from '../src/kube/client';
 import type { ResourceRef } from '../src/api/resource';
 import { classifyResponse, classifyTransportError, isPerObjectFailure, isRetryable, KubeError, type KubeErrorKind } from '../src/kube/errors';
 
@@ -429,8 +430,7 @@ void test('classifyResponse: a 400 that is not a Kubernetes Status (Go net/http 
   assert.equal(api.kind, 'badRequest');
 });
 
-void test('neverSent: only transport errors that prove the request never reached a server are sent again', async () => {
-  const { neverSent } = await import('../src/kube/client');
+void test('neverSent: only transport errors that prove the request never reached a server are sent again', () => {
   assert.equal(neverSent(classifyTransportError(Object.assign(new Error('Client network socket disconnected before secure TLS connection was established'), { code: 'ECONNRESET' }))), true);
   assert.equal(neverSent(classifyTransportError(Object.assign(new Error('connect ECONNREFUSED 198.18.1.11:6443'), { code: 'ECONNREFUSED' }))), true);
   assert.equal(neverSent(classifyTransportError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))), false, 'a reset after sending may have been applied');
