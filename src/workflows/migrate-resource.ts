@@ -177,14 +177,15 @@ class Migration {
     ]);
     const p = this.progress();
     const c = p.counters;
-    // The message first: the UI's Current Details panel is short.
+    // Paragraphs as the UI test reads them (test/test-ui.test.ts); the message last, as the panel is short.
     setCurrentDetails(
       [
-        `**${this.name}** (${this.ref.version}${this.ref.custom ? ', custom resource' : ''}): **${next}**${this.s.message ? ` — ${this.s.message}` : ''}`,
+        `**${this.name}** (${this.ref.version}${this.ref.custom ? ', custom resource' : ''}): **${next}**`,
         `migrated ${c.migrated} (rewritten ${c.rewritten}), conflicts ${c.conflicts}, not found ${c.notFound}, failed ${c.failed}`,
         `chunks ${c.chunks}, run ${this.s.runs}${this.s.restarts ? `, started over ${this.s.restarts}×` : ''}, ${p.objectsPerSecond} objects/s` +
           (this.s.remainingEstimate !== undefined ? `, about ${this.s.remainingEstimate} remaining` : ''),
-      ].join('\n'),
+        ...(this.s.message ? [this.s.message] : []),
+      ].join('\n\n'),
     );
     if (report) await reportStatus([...this.objects], this.status(), this.name);
   }
