@@ -449,12 +449,18 @@ void test('Dockerfile: ENTRYPOINT runs bin/svm.js with node, the worker by defau
   for (const t of migratorTargets) assert.ok(exposed.includes(t), `compose publishes migrator port ${t}, which the image exposes`);
 });
 
-void test('Dockerfile: the runtime stage carries the workflow sources and the compiled code', () => {
+void test('Dockerfile: the runtime stage carries the compiled code and the prebuilt workflow bundle, not the sources', () => {
   const copies = finalStage.filter((i) => i.keyword === 'COPY').map((i) => i.args.split(/\s+/).filter((w) => !w.startsWith('--')));
   const destinations = copies.map((words) => words[words.length - 1]?.replace(/\/$/, '').replace(/^\.\//, ''));
-  for (const dir of ['src', 'dist', 'bin', 'node_modules', 'tools']) {
+  for (const dir of ['dist', 'bin', 'node_modules', 'tools']) {
     assert.ok(destinations.includes(dir), `the runtime stage copies ${dir}`);
   }
+  // Without src/ the worker loads dist/workflow-bundle.js as is (src/worker/workflow-bundle.ts),
+  // so the build stage must make it and check that it is there.
+  assert.ok(!destinations.includes('src'), 'the runtime stage leaves the TypeScript sources behind');
+  const built = stages.slice(0, -1).flat().filter((i) => i.keyword === 'RUN').map((i) => i.args).join('\n');
+  assert.match(built, /npm run build:workflows/, 'the build stage bundles the workflows');
+  assert.match(built, /test -s dist\/workflow-bundle\.js/, 'the build stage checks the bundle exists');
   const ignore = fs.readFileSync(path.join(root, '.dockerignore'), 'utf8').split(/\r?\n/).map((l) => l.trim());
   for (const entry of ['node_modules', 'dist', '.git']) assert.ok(ignore.includes(entry), `.dockerignore excludes ${entry}`);
 });
