@@ -27,13 +27,43 @@ export default tseslint.config(
   {
     files: ['src/api/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/kube', '**/kube/**', '**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/workflows/**', '**/dev/**', '**/test/**'], message: 'src/api is the bottom layer: schemas and pure names only.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                '**/kube',
+                '**/kube/**',
+                '**/activities',
+                '**/activities/**',
+                '**/worker/**',
+                '**/client/**',
+                '**/workflows/**',
+                '**/dev/**',
+                '**/test/**',
+              ],
+              message: 'src/api is the bottom layer: schemas and pure names only.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
     files: ['src/kube/**/*.ts'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/workflows/**', '**/dev/**', '**/test/**'], message: 'src/kube talks to Kubernetes for the layers above it; it imports only src/api.' }] }],
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/workflows/**', '**/dev/**', '**/test/**'],
+              message: 'src/kube talks to Kubernetes for the layers above it; it imports only src/api.',
+            },
+          ],
+        },
+      ],
     },
   },
   {
@@ -42,11 +72,24 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [{ name: '../workflows', allowTypeImports: true, message: 'Activities import workflow definitions, never workflow code.' }],
+          paths: [
+            { name: '../workflows', allowTypeImports: true, message: 'Activities import workflow definitions, never workflow code.' },
+          ],
           patterns: [
-            { group: ['**/client/**', '**/dev/**', '**/test/**'], message: 'Activities sit below the client and never use the dev plane or tests.' },
-            { group: ['**/worker/**'], allowTypeImports: true, message: 'Activities are given what the worker has (dependency injection): types only.' },
-            { group: ['**/workflows/migrate-resource', '**/workflows/trigger', '**/workflows/index'], allowTypeImports: true, message: 'Activities import workflow definitions (definitions, start-options, trigger-logic), never workflow code.' },
+            {
+              group: ['**/client/**', '**/dev/**', '**/test/**'],
+              message: 'Activities sit below the client and never use the dev plane or tests.',
+            },
+            {
+              group: ['**/worker/**'],
+              allowTypeImports: true,
+              message: 'Activities are given what the worker has (dependency injection): types only.',
+            },
+            {
+              group: ['**/workflows/migrate-resource', '**/workflows/trigger', '**/workflows/index'],
+              allowTypeImports: true,
+              message: 'Activities import workflow definitions (definitions, start-options, trigger-logic), never workflow code.',
+            },
           ],
         },
       ],
@@ -56,7 +99,10 @@ export default tseslint.config(
     files: ['src/**/*.ts'],
     ignores: ['src/api/**', 'src/kube/**', 'src/activities/**', 'src/workflows/**'],
     rules: {
-      'no-restricted-imports': ['error', { patterns: [{ group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' }] }],
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' }] },
+      ],
     },
   },
   {
@@ -74,11 +120,21 @@ export default tseslint.config(
           ],
           patterns: [
             { group: ['**/kube', '**/kube/**'], message: 'Workflow code may not import the kube layer.' },
-            { group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/dev/**'], allowTypeImports: true, message: 'Workflows import activity/worker code as types only (import type).' },
+            {
+              group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/dev/**'],
+              allowTypeImports: true,
+              message: 'Workflows import activity/worker code as types only (import type).',
+            },
           ],
         },
       ],
-      'no-restricted-globals': ['error', { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' }, { name: 'setInterval', message: 'Use sleep() from @temporalio/workflow.' }, { name: 'fetch', message: 'No I/O in workflows.' }, { name: 'process', message: 'No process access in workflows.' }],
+      'no-restricted-globals': [
+        'error',
+        { name: 'setTimeout', message: 'Use sleep() from @temporalio/workflow.' },
+        { name: 'setInterval', message: 'Use sleep() from @temporalio/workflow.' },
+        { name: 'fetch', message: 'No I/O in workflows.' },
+        { name: 'process', message: 'No process access in workflows.' },
+      ],
     },
   },
 );

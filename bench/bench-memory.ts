@@ -42,7 +42,12 @@ const N = Number(values.objects);
 const PAYLOAD = Number(values['payload-kib']) * 1024;
 const CHUNK = Number(values['chunk-size']);
 const CONC = Number(values.concurrency);
-for (const [k, v] of [['--objects', N], ['--payload-kib', PAYLOAD], ['--chunk-size', CHUNK], ['--concurrency', CONC]] as const) {
+for (const [k, v] of [
+  ['--objects', N],
+  ['--payload-kib', PAYLOAD],
+  ['--chunk-size', CHUNK],
+  ['--concurrency', CONC],
+] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
 }
 const trees = (values.tree?.length ? values.tree : [`this=${path.join(__dirname, '..')}`]).map((t) => {
@@ -70,14 +75,21 @@ interface Run {
 async function runWorker(tree: (typeof trees)[number], env: Record<string, string>): Promise<Run> {
   const taskQueue = `benchmem-${Date.now().toString(36)}`;
   const worker = spawn(process.execPath, [tree.bin, 'worker', '--no-bridge'], {
-    env: { ...process.env, KUBECONFIG: env.KUBECONFIG, TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, TEMPORAL_TASK_QUEUE: taskQueue, SVM_QPS: '0', SVM_LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      KUBECONFIG: env.KUBECONFIG,
+      TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_QPS: '0',
+      SVM_LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
   try {
     // Idle: the worker has started (bundled or loaded its workflows) when its peak RSS stops moving.
     let idle = 0;
-    for (let stable = 0; stable < 5; ) {
+    for (let stable = 0; stable < 5;) {
       await new Promise((r) => setTimeout(r, 1000));
       const now = vmHwmMiB(worker.pid!);
       stable = now === idle ? stable + 1 : 0;
@@ -113,11 +125,19 @@ async function main() {
   await ensureNamespace(kube, ns);
   const runs: Run[] = [];
   try {
-    log(`creating ${N} Secrets of ${PAYLOAD / 1024} KiB (base64 ${((Math.ceil(PAYLOAD / 3) * 4) / 1024).toFixed(0)} KiB) in ${ns} (not measured)`);
+    log(
+      `creating ${N} Secrets of ${PAYLOAD / 1024} KiB (base64 ${((Math.ceil(PAYLOAD / 3) * 4) / 1024).toFixed(0)} KiB) in ${ns} (not measured)`,
+    );
     const blob = randomBytes(PAYLOAD).toString('base64');
     await parallel(N, 4, async (i) => {
       await kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
-        body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: `s-${i}` }, type: 'helm.sh/release.v1', data: { release: blob, i: Buffer.from(String(i)).toString('base64') } }),
+        body: JSON.stringify({
+          apiVersion: 'v1',
+          kind: 'Secret',
+          metadata: { name: `s-${i}` },
+          type: 'helm.sh/release.v1',
+          data: { release: blob, i: Buffer.from(String(i)).toString('base64') },
+        }),
       });
     });
     for (const tree of trees) {
@@ -131,7 +151,15 @@ async function main() {
     await kube.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
     kube.close();
   }
-  const figures = { date: new Date().toISOString(), objects: N, payloadKiB: PAYLOAD / 1024, pageMiB: Number(((Math.min(N, CHUNK) * Math.ceil(PAYLOAD / 3) * 4) / 2 ** 20).toFixed(0)), chunkSize: CHUNK, concurrency: CONC, runs };
+  const figures = {
+    date: new Date().toISOString(),
+    objects: N,
+    payloadKiB: PAYLOAD / 1024,
+    pageMiB: Number(((Math.min(N, CHUNK) * Math.ceil(PAYLOAD / 3) * 4) / 2 ** 20).toFixed(0)),
+    chunkSize: CHUNK,
+    concurrency: CONC,
+    runs,
+  };
   const outDir = path.join(__dirname, 'results');
   mkdirSync(outDir, { recursive: true });
   const out = path.join(outDir, `memory-${figures.date.replace(/[:.]/g, '-')}.json`);
@@ -140,7 +168,10 @@ async function main() {
     [
       `${N} Secrets of ${PAYLOAD / 1024} KiB, chunk ${CHUNK} (a page of ~${figures.pageMiB} MiB), concurrency ${CONC}`,
       `${'worker'.padEnd(12)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'objects/s'.padStart(10)}  phase`,
-      ...runs.map((r) => `${r.tree.padEnd(12)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`),
+      ...runs.map(
+        (r) =>
+          `${r.tree.padEnd(12)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`,
+      ),
       `written ${out}`,
       '',
     ].join('\n'),

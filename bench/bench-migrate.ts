@@ -36,14 +36,23 @@ const { values } = parseArgs({
 const N = Number(values.objects);
 const CHUNK = Number(values['chunk-size']);
 const CONC = Number(values.concurrency);
-for (const [k, v] of [['--objects', N], ['--chunk-size', CHUNK], ['--concurrency', CONC]] as const) {
+for (const [k, v] of [
+  ['--objects', N],
+  ['--chunk-size', CHUNK],
+  ['--concurrency', CONC],
+] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
 }
 
 const log = (s: string) => process.stderr.write(`[bench] ${s}\n`);
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
-async function rawCeiling(kube: KubeClient, group: string, plural: string, kind: string): Promise<{ seconds: number; latencies: number[] }> {
+async function rawCeiling(
+  kube: KubeClient,
+  group: string,
+  plural: string,
+  kind: string,
+): Promise<{ seconds: number; latencies: number[] }> {
   const ref = { group, version: 'v2', resource: plural, kind };
   const latencies: number[] = [];
   const t0 = performance.now();
@@ -101,7 +110,15 @@ async function main() {
   const taskQueue = `bench-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
   const worker = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker', '--no-bridge'], {
-    env: { ...process.env, KUBECONFIG: env.KUBECONFIG, TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, TEMPORAL_TASK_QUEUE: taskQueue, SVM_QPS: '0', SVM_METRICS_PORT: String(metricsPort), SVM_LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      KUBECONFIG: env.KUBECONFIG,
+      TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_QPS: '0',
+      SVM_METRICS_PORT: String(metricsPort),
+      SVM_LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });

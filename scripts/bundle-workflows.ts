@@ -23,7 +23,9 @@ async function main(): Promise<void> {
   const { code } = await bundleWorkflowCode({ workflowsPath: workflowsSource(root), logger: quiet });
   mkdirSync(path.dirname(out), { recursive: true });
   writeFileSync(out, code);
-  process.stdout.write(`${path.relative(root, out)}: ${(code.length / 1024).toFixed(0)} KiB in ${((performance.now() - t0) / 1000).toFixed(1)}s${problem ? ` (${problem})` : ''}\n`);
+  process.stdout.write(
+    `${path.relative(root, out)}: ${(code.length / 1024).toFixed(0)} KiB in ${((performance.now() - t0) / 1000).toFixed(1)}s${problem ? ` (${problem})` : ''}\n`,
+  );
 }
 
 main().catch((err: unknown) => {

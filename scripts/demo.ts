@@ -27,7 +27,9 @@ async function main() {
   const t0 = Date.now();
   await up({ dir, apiservers: 2, log: (l) => process.stdout.write(`   ${l}\n`) });
   const env = readEnv(dir);
-  process.stdout.write(`   ready in ${((Date.now() - t0) / 1000).toFixed(1)}s: etcd ${env.ETCD_ENDPOINTS}, 2 kube-apiservers, Temporal ${env.TEMPORAL_ADDRESS}\n`);
+  process.stdout.write(
+    `   ready in ${((Date.now() - t0) / 1000).toFixed(1)}s: etcd ${env.ETCD_ENDPOINTS}, 2 kube-apiservers, Temporal ${env.TEMPORAL_ADDRESS}\n`,
+  );
 
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG);
   await installCrds(kube);
@@ -43,7 +45,13 @@ async function main() {
   process.stdout.write(`   etcd: ${JSON.stringify((await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion)}\n`);
 
   say(`4. svm migrate ${crd.name}`);
-  const settings = loadWorkerSettings({ ...process.env, TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, KUBECONFIG: env.KUBECONFIG, SVM_BRIDGE: 'false', SVM_LOG_LEVEL: 'warn' });
+  const settings = loadWorkerSettings({
+    ...process.env,
+    TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
+    KUBECONFIG: env.KUBECONFIG,
+    SVM_BRIDGE: 'false',
+    SVM_LOG_LEVEL: 'warn',
+  });
   process.env.SVM_LOG_LEVEL = 'warn';
   const worker = await createMigratorWorker(settings, createLogger());
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS! }, kubeconfig: env.KUBECONFIG });
@@ -52,7 +60,9 @@ async function main() {
     process.stdout.write(`   workflow ${h.workflowId}\n`);
     return h.wait((p) => {
       const c = p.counters;
-      process.stdout.write(`   ${p.phase.padEnd(9)} migrated ${String(c.migrated).padStart(5)}  conflicts ${c.conflicts}  chunks ${c.chunks}  ${p.remainingEstimate !== undefined ? `remaining ~${p.remainingEstimate}  ` : ''}${p.objectsPerSecond}/s\n`);
+      process.stdout.write(
+        `   ${p.phase.padEnd(9)} migrated ${String(c.migrated).padStart(5)}  conflicts ${c.conflicts}  chunks ${c.chunks}  ${p.remainingEstimate !== undefined ? `remaining ~${p.remainingEstimate}  ` : ''}${p.objectsPerSecond}/s\n`,
+      );
     }, 500);
   });
   await migrator.close();
@@ -61,7 +71,9 @@ async function main() {
   say('5. etcd, the ground truth');
   const after = await storedVersions(env.ETCD_ENDPOINTS!, key);
   process.stdout.write(`   etcd: ${JSON.stringify(after.byApiVersion)}\n`);
-  const c = await kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+  const c = await kube.getJson<{ status: { storedVersions: string[] } }>(
+    `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
+  );
   process.stdout.write(`   CRD status.storedVersions: ${JSON.stringify(c.status.storedVersions)}\n`);
   kube.close();
 

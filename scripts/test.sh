@@ -17,7 +17,7 @@ bash scripts/ensure-plane-packages.sh
 
 echo "== typecheck and lint"
 npx tsc -p tsconfig.json --noEmit
-npx eslint .
+npm run --silent lint
 
 echo "== local control plane"
 if [[ -n "${SVM_DEV_DIR:-}" ]]; then

@@ -16,7 +16,14 @@ import { KubeClient } from '../src/kube/client';
 import { ensureNamespace } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
-import { readManifests, removeTokenKubeconfig, serverSideApply, serviceAccountToken, writeTokenKubeconfig, type Manifest } from './helpers/rbac-identity';
+import {
+  readManifests,
+  removeTokenKubeconfig,
+  serverSideApply,
+  serviceAccountToken,
+  writeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
 
 const RBAC = 'rbac.authorization.k8s.io';
 const POLICY = 'svm-storageversionmigrations';
@@ -36,11 +43,23 @@ async function identity(name: string, rules: unknown[]): Promise<KubeClient> {
       apiVersion: `${RBAC}/v1`,
       kind: 'ClusterRole',
       metadata: { name: role },
-      rules: [{ apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'create', 'update', 'patch', 'delete'] }, ...rules],
+      rules: [
+        { apiGroups: ['migration.k8s.io'], resources: ['storageversionmigrations'], verbs: ['get', 'create', 'update', 'patch', 'delete'] },
+        ...rules,
+      ],
     },
-    { apiVersion: `${RBAC}/v1`, kind: 'ClusterRoleBinding', metadata: { name: role }, roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: role }, subjects: [{ kind: 'ServiceAccount', name, namespace: ns }] },
+    {
+      apiVersion: `${RBAC}/v1`,
+      kind: 'ClusterRoleBinding',
+      metadata: { name: role },
+      roleRef: { apiGroup: RBAC, kind: 'ClusterRole', name: role },
+      subjects: [{ kind: 'ServiceAccount', name, namespace: ns }],
+    },
   ] as Manifest[]);
-  cleanup.push(() => plane.kube.raw('DELETE', `/apis/${RBAC}/v1/clusterrolebindings/${role}`), () => plane.kube.raw('DELETE', `/apis/${RBAC}/v1/clusterroles/${role}`));
+  cleanup.push(
+    () => plane.kube.raw('DELETE', `/apis/${RBAC}/v1/clusterrolebindings/${role}`),
+    () => plane.kube.raw('DELETE', `/apis/${RBAC}/v1/clusterroles/${role}`),
+  );
   const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, ns, name), name);
   cleanup.push(async () => removeTokenKubeconfig(kubeconfig));
   const c = KubeClient.fromKubeconfig(kubeconfig);
@@ -79,7 +98,10 @@ before(async () => {
   const policy = readManifests('admission-policy.yaml');
   assert.deepEqual(
     policy.map((o) => `${o.apiVersion} ${o.kind}/${o.metadata.name}`),
-    [`admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/${POLICY}`, `admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding/${POLICY}`],
+    [
+      `admissionregistration.k8s.io/v1 ValidatingAdmissionPolicy/${POLICY}`,
+      `admissionregistration.k8s.io/v1 ValidatingAdmissionPolicyBinding/${POLICY}`,
+    ],
   );
   await serverSideApply(plane.kube, policy);
   cleanup.push(
@@ -92,7 +114,11 @@ before(async () => {
   ]);
   await identity('secret-lister', [{ apiGroups: [''], resources: ['secrets'], verbs: ['list'] }]);
   // The policy takes effect a moment after it is created: wait until it denies.
-  await eventually('the policy to take effect', async () => (await create(clients['secret-lister']!, svm(uniq('probe'), { resource: 'secrets' }), true)).status === 403, 30_000);
+  await eventually(
+    'the policy to take effect',
+    async () => (await create(clients['secret-lister']!, svm(uniq('probe'), { resource: 'secrets' }), true)).status === 403,
+    30_000,
+  );
 });
 after(async () => {
   for (const c of cleanup.reverse()) await c().catch(() => undefined);
@@ -113,10 +139,16 @@ void test('a creator who may list and update the resource is admitted (core grou
 void test('a creator who may not both list and update the resource is denied with the policy message', async () => {
   // Only list on secrets.
   const s1 = uniq('secrets');
-  assert.deepEqual(await create(clients['secret-lister']!, svm(s1, { resource: 'secrets' })), { status: 403, message: denied(s1, mayNot('secrets', user('secret-lister'))) });
+  assert.deepEqual(await create(clients['secret-lister']!, svm(s1, { resource: 'secrets' })), {
+    status: 403,
+    message: denied(s1, mayNot('secrets', user('secret-lister'))),
+  });
   // Nothing on secrets at all (but list+update on configmaps).
   const s2 = uniq('secrets');
-  assert.deepEqual(await create(clients['cm-migrator']!, svm(s2, { resource: 'secrets' })), { status: 403, message: denied(s2, mayNot('secrets', user('cm-migrator'))) });
+  assert.deepEqual(await create(clients['cm-migrator']!, svm(s2, { resource: 'secrets' })), {
+    status: 403,
+    message: denied(s2, mayNot('secrets', user('cm-migrator'))),
+  });
   // list+update on deployments in apps does not reach deployments elsewhere, nor the same name in the core group.
   const d = uniq('deploy');
   assert.deepEqual(await create(clients['cm-migrator']!, svm(d, { group: 'extensions', resource: 'deployments' })), {
@@ -129,11 +161,17 @@ void test('a creator who may not both list and update the resource is denied wit
 void test('changing spec.resource of an admitted object is checked like a create', async () => {
   const name = uniq('cm');
   assert.equal((await create(clients['cm-migrator']!, svm(name, { resource: 'configmaps' }))).status, 201);
-  const res = await clients['cm-migrator']!.raw('PATCH', svmPath(name), { body: JSON.stringify({ spec: { resource: { resource: 'secrets' } } }), contentType: 'application/merge-patch+json' });
+  const res = await clients['cm-migrator']!.raw('PATCH', svmPath(name), {
+    body: JSON.stringify({ spec: { resource: { resource: 'secrets' } } }),
+    contentType: 'application/merge-patch+json',
+  });
   assert.equal(res.status, 403);
   assert.equal((JSON.parse(res.body) as { message: string }).message, denied(name, mayNot('secrets', user('cm-migrator'))));
   // A change that keeps the resource (a label) passes.
-  const label = await clients['cm-migrator']!.raw('PATCH', svmPath(name), { body: JSON.stringify({ metadata: { labels: { team: 'a' } } }), contentType: 'application/merge-patch+json' });
+  const label = await clients['cm-migrator']!.raw('PATCH', svmPath(name), {
+    body: JSON.stringify({ metadata: { labels: { team: 'a' } } }),
+    contentType: 'application/merge-patch+json',
+  });
   assert.equal(label.status, 200);
 });
 
@@ -141,11 +179,17 @@ void test('only svm-migrator may set the workflow-id annotation, on create or la
   const annotation = { [WORKFLOW_ID_ANNOTATION]: 'migrate/secrets' };
   // A creator who may migrate configmaps still may not attach its object to a workflow.
   const a = uniq('cm');
-  assert.deepEqual(await create(clients['cm-migrator']!, svm(a, { resource: 'configmaps' }, annotation)), { status: 403, message: denied(a, annotationDenied(user('cm-migrator'))) });
+  assert.deepEqual(await create(clients['cm-migrator']!, svm(a, { resource: 'configmaps' }, annotation)), {
+    status: 403,
+    message: denied(a, annotationDenied(user('cm-migrator'))),
+  });
   // Nor add it afterwards.
   const b = uniq('cm');
   assert.equal((await create(clients['cm-migrator']!, svm(b, { resource: 'configmaps' }))).status, 201);
-  const res = await clients['cm-migrator']!.raw('PATCH', svmPath(b), { body: JSON.stringify({ metadata: { annotations: annotation } }), contentType: 'application/merge-patch+json' });
+  const res = await clients['cm-migrator']!.raw('PATCH', svmPath(b), {
+    body: JSON.stringify({ metadata: { annotations: annotation } }),
+    contentType: 'application/merge-patch+json',
+  });
   assert.equal(res.status, 403);
   assert.equal((JSON.parse(res.body) as { message: string }).message, denied(b, annotationDenied(user('cm-migrator'))));
   // The plane's admin is no exception.
@@ -154,7 +198,11 @@ void test('only svm-migrator may set the workflow-id annotation, on create or la
   assert.equal(asAdmin.status, 403);
   assert.match(asAdmin.message, /the annotation migration\.k8s\.io\/workflow-id is set by svm only/);
   // The migrator's own ServiceAccount may (this is how `svm migrate` creates its kubectl mirror).
-  const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, 'svm-system', 'svm-migrator'), 'svm-migrator');
+  const kubeconfig = writeTokenKubeconfig(
+    plane.kube.server,
+    await serviceAccountToken(plane.kube, 'svm-system', 'svm-migrator'),
+    'svm-migrator',
+  );
   const migrator = KubeClient.fromKubeconfig(kubeconfig);
   try {
     assert.deepEqual(await create(migrator, svm(uniq('cm'), { resource: 'configmaps' }, annotation), true), { status: 201, message: '' });

@@ -37,7 +37,12 @@ const kubectl = (args: string[], input?: string) => {
 };
 
 const manifest = (name: string, group: string, resource: string) =>
-  JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name }, spec: { resource: { group, version: 'v2', resource } } });
+  JSON.stringify({
+    apiVersion: 'migration.k8s.io/v1alpha1',
+    kind: 'StorageVersionMigration',
+    metadata: { name },
+    spec: { resource: { group, version: 'v2', resource } },
+  });
 
 void test('kubectl create starts the migration and kubectl wait --for=condition=Succeeded returns when it is done', async () => {
   const crd = testCrd(`${uniq('k')}.svm.test`);
@@ -62,7 +67,9 @@ void test('kubectl create starts the migration and kubectl wait --for=condition=
   const table = await kubectl(['get', 'storageversionmigrations', name]);
   assert.match(table.stdout, /RESOURCE\s+GROUP\s+PHASE\s+MIGRATED/);
   assert.match(table.stdout, new RegExp(`${name}\\s+${crd.plural}\\s+${crd.group.replace(/\./g, '\\.')}\\s+Succeeded\\s+400`));
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 400 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 400,
+  });
 });
 
 void test('a StorageVersionMigration for a resource that is not stored is refused in its status', async () => {
@@ -70,7 +77,15 @@ void test('a StorageVersionMigration for a resource that is not stored is refuse
   await withWorker(
     plane,
     async () => {
-      await kubectl(['create', '-f', '-'], JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name }, spec: { resource: { group: 'authentication.k8s.io', resource: 'tokenreviews' } } }));
+      await kubectl(
+        ['create', '-f', '-'],
+        JSON.stringify({
+          apiVersion: 'migration.k8s.io/v1alpha1',
+          kind: 'StorageVersionMigration',
+          metadata: { name },
+          spec: { resource: { group: 'authentication.k8s.io', resource: 'tokenreviews' } },
+        }),
+      );
       const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${name}`, '--timeout=60s']);
       assert.match(wait.stdout, /condition met/);
     },
@@ -89,7 +104,15 @@ void test('deleting the StorageVersionMigration aborts its migration', async () 
   const result = await withWorker(
     plane,
     async (m) => {
-      await kubectl(['create', '-f', '-'], JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name }, spec: { resource: { group: crd.group, resource: crd.plural } } }));
+      await kubectl(
+        ['create', '-f', '-'],
+        JSON.stringify({
+          apiVersion: 'migration.k8s.io/v1alpha1',
+          kind: 'StorageVersionMigration',
+          metadata: { name },
+          spec: { resource: { group: crd.group, resource: crd.plural } },
+        }),
+      );
       const h = await m.handle(crd.name);
       await eventually('the migration to start', async () => (await h.progress()).counters.chunks >= 1);
       await kubectl(['delete', 'storageversionmigration', name]);
@@ -105,10 +128,19 @@ void test('deleting the StorageVersionMigration aborts its migration', async () 
 type SvmObject = { metadata: { annotations?: Record<string, string> }; status?: StorageVersionMigrationStatus };
 const getSvm = (name: string) => plane.kube.getJson<SvmObject>(svmPath(name));
 const failedCondition = (o: SvmObject) => o.status?.conditions?.find((c) => c.type === 'Failed' && c.status === 'True');
-const workflowOf = async (name: string) => eventually(`${name} to be attached`, async () => (await getSvm(name)).metadata.annotations?.[WORKFLOW_ID_ANNOTATION]);
+const workflowOf = async (name: string) =>
+  eventually(`${name} to be attached`, async () => (await getSvm(name)).metadata.annotations?.[WORKFLOW_ID_ANNOTATION]);
 const noWorkflow = async (workflowId: string) =>
-  assert.rejects(plane.temporal.client.workflow.getHandle(workflowId).describe(), (err: unknown) => err instanceof WorkflowNotFoundError, `a workflow ${workflowId} exists`);
-const svmJson = (name: string, crd: { group: string; plural: string }, extra: { annotations?: Record<string, string>; continueToken?: string } = {}) =>
+  assert.rejects(
+    plane.temporal.client.workflow.getHandle(workflowId).describe(),
+    (err: unknown) => err instanceof WorkflowNotFoundError,
+    `a workflow ${workflowId} exists`,
+  );
+const svmJson = (
+  name: string,
+  crd: { group: string; plural: string },
+  extra: { annotations?: Record<string, string>; continueToken?: string } = {},
+) =>
   JSON.stringify({
     apiVersion: 'migration.k8s.io/v1alpha1',
     kind: 'StorageVersionMigration',
@@ -122,7 +154,8 @@ void test('a new StorageVersionMigration with spec.continueToken is refused befo
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 150, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
-  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 })).metadata.continue;
+  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 }))
+    .metadata.continue;
   assert.ok(token);
   const name = uniq('token');
   await withWorker(
@@ -140,7 +173,11 @@ void test('a new StorageVersionMigration with spec.continueToken is refused befo
   assert.equal(failedCondition(obj)?.reason, 'ContinueTokenRefused');
   assert.equal(obj.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], undefined, 'not attached to any workflow');
   await noWorkflow(`migrate/${crd.name}`);
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 150 }, 'nothing was migrated');
+  assert.deepEqual(
+    (await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion,
+    { [`${crd.group}/v1`]: 150 },
+    'nothing was migrated',
+  );
 });
 
 void test('kube-storage-version-migrator objects: finished ones are never run again; a Running one is taken over with a whole pass, its continue token unused', async () => {
@@ -152,7 +189,8 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
     await applyCrd(plane.kube, c, 'v2');
   }
   // As kube-storage-version-migrator leaves them: conditions only, no phase; the Running one mid-list.
-  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 })).metadata.continue;
+  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 }))
+    .metadata.continue;
   const now = new Date().toISOString();
   const running = uniq('upstream-running');
   const succeeded = uniq('upstream-succeeded');
@@ -162,7 +200,9 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
   await createSvm(svmJson(succeeded, other, { continueToken: token }));
   await plane.kube.patchStatus(svmPath(succeeded), { conditions: [{ type: 'Succeeded', status: 'True', lastUpdateTime: now }] });
   await createSvm(svmJson(failed, other));
-  await plane.kube.patchStatus(svmPath(failed), { conditions: [{ type: 'Failed', status: 'True', lastUpdateTime: now, reason: 'Timeout' }] });
+  await plane.kube.patchStatus(svmPath(failed), {
+    conditions: [{ type: 'Failed', status: 'True', lastUpdateTime: now, reason: 'Timeout' }],
+  });
 
   // Every status the taken-over object goes through.
   const messages: string[] = [];
@@ -193,7 +233,9 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
   const obj = await getSvm(running);
   assert.equal(obj.status?.phase, 'Succeeded');
   assert.equal(obj.status?.progress?.migrated, 300, 'a whole pass, not the 200 objects after the token');
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 300 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 300,
+  });
 
   // The finished ones: untouched, nothing started for their resource.
   for (const name of [succeeded, failed]) {
@@ -202,7 +244,9 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
     assert.equal(o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], undefined, name);
   }
   await noWorkflow(`migrate/${other.name}`);
-  assert.deepEqual((await storedVersions(plane.etcd, { group: other.group, resource: other.plural, custom: true })).byApiVersion, { [`${other.group}/v1`]: 300 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: other.group, resource: other.plural, custom: true })).byApiVersion, {
+    [`${other.group}/v1`]: 300,
+  });
 });
 
 void test('a StorageVersionMigration whose workflow is terminated ends Failed and says so (kubectl wait --for=condition=Failed returns)', async () => {
@@ -230,13 +274,16 @@ void test('a StorageVersionMigration whose workflow is terminated ends Failed an
   );
   const obj = await getSvm(name);
   assert.equal(obj.status?.phase, 'Failed', `after ${waited}`);
-  assert.equal(obj.status?.message, `the migration workflow ${workflowId} was terminated (reason: an operator ended it) without recording a result`);
+  assert.equal(
+    obj.status?.message,
+    `the migration workflow ${workflowId} was terminated (reason: an operator ended it) without recording a result`,
+  );
   assert.equal(failedCondition(obj)?.reason, 'WorkflowTerminated');
   assert.equal(failedCondition(obj)?.message, obj.status?.message);
   assert.ok(obj.status?.completionTime);
 });
 
-void test('the workflow-id annotation does not let a creator abort someone else\'s migration; deleting the last attached object does', async () => {
+void test("the workflow-id annotation does not let a creator abort someone else's migration; deleting the last attached object does", async () => {
   const crd = testCrd(`${uniq('ka')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 1000, { namespace: uniq('ns') });

@@ -119,7 +119,8 @@ function scenarios(sv: boolean): void {
       const still = await h.progress();
       assert.equal(still.phase, 'WaitingForAgreement');
       assert.equal(still.counters.chunks, 0);
-      for (const o of await readStoredObjects(plane.etcd, PREFIX)) assert.equal(o.modRevision, revisions.get(o.key), `${o.key} was written while the servers disagreed`);
+      for (const o of await readStoredObjects(plane.etcd, PREFIX))
+        assert.equal(o.modRevision, revisions.get(o.key), `${o.key} was written while the servers disagreed`);
       // kubectl users see it too
       const svm = await plane.kube.getJson<{ status: { phase: string; message: string } }>(svmPath(still.migrationObjects[0]!));
       assert.equal(svm.status.phase, 'WaitingForAgreement');
@@ -131,8 +132,13 @@ function scenarios(sv: boolean): void {
     assert.equal(result.phase, 'Succeeded', result.message);
     process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
     // It says what was checked, and never more.
-    const checked = sv ? 'the StorageVersion API: 2 live API servers' : '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery';
-    assert.ok(result.message?.includes(`resource.k8s.io/v1 in one whole pass; the API servers agreed from start to end: ${checked}`), result.message);
+    const checked = sv
+      ? 'the StorageVersion API: 2 live API servers'
+      : '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery';
+    assert.ok(
+      result.message?.includes(`resource.k8s.io/v1 in one whole pass; the API servers agreed from start to end: ${checked}`),
+      result.message,
+    );
     assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
   });
 
@@ -160,7 +166,14 @@ function scenarios(sv: boolean): void {
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.ok(result.restarts >= 1);
     process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
-    assert.ok(result.message?.endsWith(sv ? 'the StorageVersion API: 2 live API servers' : '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery'), result.message);
+    assert.ok(
+      result.message?.endsWith(
+        sv
+          ? 'the StorageVersion API: 2 live API servers'
+          : '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery',
+      ),
+      result.message,
+    );
     const total = (await storedVersions(plane.etcd, PREFIX)).total;
     assert.equal(result.counters.migrated + result.counters.conflicts, total, 'the final pass must cover every object');
     assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
@@ -170,14 +183,19 @@ function scenarios(sv: boolean): void {
     const tag = uniq('gone');
     await restartApiserver(plane.dir, 1, OLD, quiet);
     await createDeviceClasses(plane.kubeOf(1), tag, 50); // v1beta2
-    const leases = await plane.kube.getJson<{ items: Array<{ metadata: { name: string; labels: Record<string, string> } }> }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
-      labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
-    });
+    const leases = await plane.kube.getJson<{ items: Array<{ metadata: { name: string; labels: Record<string, string> } }> }>(
+      '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases',
+      {
+        labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
+      },
+    );
     const gone = leases.items.find((l) => l.metadata.labels['kubernetes.io/hostname'] === 'svm-apiserver-1')!.metadata.name;
     if (sv) {
       // The scenario needs the stale entry: wait until server 1 has published v1beta2 (on a busy machine it lags).
       await eventually('server 1 to publish v1beta2', async () => {
-        const obj = await plane.kube.getJson<{ status?: { storageVersions?: Array<{ apiServerID: string; encodingVersion: string }> } }>('/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses');
+        const obj = await plane.kube.getJson<{ status?: { storageVersions?: Array<{ apiServerID: string; encodingVersion: string }> } }>(
+          '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses',
+        );
         return obj.status?.storageVersions?.some((e) => e.apiServerID === gone && e.encodingVersion === 'resource.k8s.io/v1beta2');
       });
     }
@@ -205,11 +223,23 @@ function scenarios(sv: boolean): void {
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
-    assert.ok(result.message?.endsWith(sv ? 'the StorageVersion API: 1 live API server' : '1 of 1 API server (kubernetes EndpointSlice, 1 identity lease) by their discovery'), result.message);
+    assert.ok(
+      result.message?.endsWith(
+        sv
+          ? 'the StorageVersion API: 1 live API server'
+          : '1 of 1 API server (kubernetes EndpointSlice, 1 identity lease) by their discovery',
+      ),
+      result.message,
+    );
     assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
     if (sv) {
-      const obj = await plane.kube.getJson<{ status: { storageVersions: Array<{ apiServerID: string }> } }>('/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses');
-      assert.ok(obj.status.storageVersions.some((e) => e.apiServerID === gone), 'the stale entry was still there: it was ignored, not removed');
+      const obj = await plane.kube.getJson<{ status: { storageVersions: Array<{ apiServerID: string }> } }>(
+        '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses',
+      );
+      assert.ok(
+        obj.status.storageVersions.some((e) => e.apiServerID === gone),
+        'the stale entry was still there: it was ignored, not removed',
+      );
     }
   });
 
@@ -226,9 +256,16 @@ function scenarios(sv: boolean): void {
       return h.wait();
     });
     assert.equal(result.phase, 'Succeeded', result.message);
-    assert.match(result.message ?? '', / to v1 in one whole pass; the API servers agreed from start to end: (2 of 2 API servers \(kubernetes EndpointSlice, 2 identity leases\) by their discovery)$/);
-    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 600 });
-    const c = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+    assert.match(
+      result.message ?? '',
+      / to v1 in one whole pass; the API servers agreed from start to end: (2 of 2 API servers \(kubernetes EndpointSlice, 2 identity leases\) by their discovery)$/,
+    );
+    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+      [`${crd.group}/v1`]: 600,
+    });
+    const c = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
+    );
     assert.deepEqual(c.status.storedVersions, ['v1']);
   });
 }

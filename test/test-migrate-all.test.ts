@@ -30,14 +30,18 @@ void test('svm migrate --all migrates every resource once, with a correct summar
   assert.ok(expected.includes('secrets') && expected.includes('deployments.apps') && expected.includes(crd.name));
   assert.ok(!expected.some((r) => r.includes('/')) && !expected.includes('tokenreviews.authentication.k8s.io'));
 
-  const out = await withWorker(plane, async (_m, taskQueue) => {
-    const r = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'migrate', '--all', '--parallel', '4'], {
-      env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: taskQueue },
-      maxBuffer: 10 * 1024 * 1024,
-      timeout: 600_000,
-    }).catch((e: { code: number; stdout: string; stderr: string }) => e);
-    return r as { stdout: string; stderr: string; code?: number };
-  }, { settings: { maxConcurrentChunks: 8 } });
+  const out = await withWorker(
+    plane,
+    async (_m, taskQueue) => {
+      const r = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'migrate', '--all', '--parallel', '4'], {
+        env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: taskQueue },
+        maxBuffer: 10 * 1024 * 1024,
+        timeout: 600_000,
+      }).catch((e: { code: number; stdout: string; stderr: string }) => e);
+      return r as { stdout: string; stderr: string; code?: number };
+    },
+    { settings: { maxConcurrentChunks: 8 } },
+  );
   process.stderr.write(`summary: ${out.stdout.trim().split('\n').pop()}\n`);
   assert.equal(out.code ?? 0, 0, `svm migrate --all failed:\n${out.stdout}\n${out.stderr.slice(-2000)}`);
 
@@ -53,5 +57,7 @@ void test('svm migrate --all migrates every resource once, with a correct summar
   const secrets = await storedVersions(plane.etcd, '/registry/secrets/');
   assert.equal(byName.get('secrets')!.objects, secrets.total, 'the secrets row disagrees with etcd');
   assert.match(out.stdout, new RegExp(`^${expected.length} resources, \\d+ objects, ${expected.length} succeeded, 0 not$`, 'm'));
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 250 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 250,
+  });
 });

@@ -31,7 +31,12 @@ async function migrationObjectCount(): Promise<number> {
 async function svm(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const r = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), ...args], {
-      env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: 'nobody-listens' },
+      env: {
+        ...process.env,
+        KUBECONFIG: plane.env.KUBECONFIG,
+        TEMPORAL_ADDRESS: plane.temporal.address,
+        TEMPORAL_TASK_QUEUE: 'nobody-listens',
+      },
     });
     return { code: 0, stdout: r.stdout, stderr: r.stderr };
   } catch (err) {
@@ -42,7 +47,17 @@ async function svm(args: string[]): Promise<{ code: number; stdout: string; stde
 
 /** The latest run of each workflow ID, or 'none': compared before and after, so earlier tests' runs do not matter. */
 async function latestRuns(ids: string[]): Promise<string[]> {
-  return Promise.all(ids.map((id) => plane.temporal.client.workflow.getHandle(id).describe().then((d) => d.runId, () => 'none')));
+  return Promise.all(
+    ids.map((id) =>
+      plane.temporal.client.workflow
+        .getHandle(id)
+        .describe()
+        .then(
+          (d) => d.runId,
+          () => 'none',
+        ),
+    ),
+  );
 }
 
 void test('bad input is refused with a clear message, and nothing is written or started', async () => {
@@ -114,13 +129,17 @@ void test('a long list continues-as-new and progress is continuous across runs',
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 1000, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
-  const result = await withWorker(plane, async (m) => (await m.start(crd.name, { chunkSize: 20, concurrency: 8, maxChunksPerRun: 15 })).wait());
+  const result = await withWorker(plane, async (m) =>
+    (await m.start(crd.name, { chunkSize: 20, concurrency: 8, maxChunksPerRun: 15 })).wait(),
+  );
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.ok(result.runs >= 4, `expected several runs, got ${result.runs}`);
   assert.equal(result.counters.chunks, 50);
   assert.equal(result.counters.migrated, 1000);
   assert.equal(result.counters.rewritten, 1000);
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 1000 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 1000,
+  });
 });
 
 void test('an expired continue token resumes from the inconsistent token, not from the start', async () => {
@@ -137,7 +156,9 @@ void test('an expired continue token resumes from the inconsistent token, not fr
       return p.phase === 'Paused' && p.continueTokenPresent;
     });
     // Expire the token: compact etcd past the revision it was issued at.
-    await plane.kube.request('POST', `/api/v1/namespaces/default/configmaps`, { body: JSON.stringify({ metadata: { generateName: 'bump-' } }) });
+    await plane.kube.request('POST', `/api/v1/namespaces/default/configmaps`, {
+      body: JSON.stringify({ metadata: { generateName: 'bump-' } }),
+    });
     await compactEtcd(plane.etcd);
     await h.resume();
     return h.wait();
@@ -146,5 +167,7 @@ void test('an expired continue token resumes from the inconsistent token, not fr
   assert.equal(result.counters.tokenResumes, 1, 'the expired token was not resumed');
   assert.equal(result.counters.listRestarts, 0);
   assert.equal(result.counters.migrated, 500, 'objects were migrated twice: the list restarted');
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 500 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 500,
+  });
 });

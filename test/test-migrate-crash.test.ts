@@ -32,12 +32,22 @@ async function crdAtV2WithObjects(count: number): Promise<TestCrd> {
 }
 
 async function assertAllAtV2(crd: TestCrd, count: number): Promise<void> {
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: count });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: count,
+  });
 }
 
 function startWorkerProcess(taskQueue: string): ChildProcess {
   return spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], {
-    env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: taskQueue, SVM_BRIDGE: 'false', SVM_QPS: '0', SVM_LOG_LEVEL: 'warn' },
+    env: {
+      ...process.env,
+      KUBECONFIG: plane.env.KUBECONFIG,
+      TEMPORAL_ADDRESS: plane.temporal.address,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_BRIDGE: 'false',
+      SVM_QPS: '0',
+      SVM_LOG_LEVEL: 'warn',
+    },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
 }
@@ -53,10 +63,14 @@ void test('the worker is SIGKILLed three times mid-migration: the migration comp
   try {
     const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 250, heartbeatTimeoutSeconds: 5 });
     for (let kill = 1; kill <= 3; kill++) {
-      const before = await eventually('the migration to move', async () => {
-        const c = await chunksDone(h);
-        return c >= kill * 3 && c;
-      }, 120_000);
+      const before = await eventually(
+        'the migration to move',
+        async () => {
+          const c = await chunksDone(h);
+          return c >= kill * 3 && c;
+        },
+        120_000,
+      );
       worker.kill('SIGKILL');
       await new Promise((r) => worker.once('exit', r));
       worker = startWorkerProcess(taskQueue);
@@ -82,10 +96,14 @@ void test('the Temporal dev server is restarted mid-migration: the migration com
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
     await restartTemporal(plane.dir, () => undefined);
     // The old connection may see errors while the server was away: poll until the end.
-    return eventually('the migration to end', async () => {
-      const d = await h.workflow.describe();
-      return d.status.name !== 'RUNNING' && h.wait();
-    }, 240_000);
+    return eventually(
+      'the migration to end',
+      async () => {
+        const d = await h.workflow.describe();
+        return d.status.name !== 'RUNNING' && h.wait();
+      },
+      240_000,
+    );
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   await assertAllAtV2(crd, COUNT);

@@ -60,7 +60,10 @@ void test(`a CRD with ${COUNT} objects is migrated from v1 to v2, etcd confirms,
     // etcd: every key at v2, same keys, same content apart from apiVersion
     const after = await readStoredObjects(plane.etcd, prefix);
     assert.deepEqual((await storedVersions(plane.etcd, prefix)).byApiVersion, { [`${crd.group}/v2`]: COUNT });
-    assert.deepEqual(after.map((o) => o.key), before.map((o) => o.key));
+    assert.deepEqual(
+      after.map((o) => o.key),
+      before.map((o) => o.key),
+    );
     const beforeByKey = new Map(before.map((o) => [o.key, o.object]));
     for (const o of after) {
       const b = beforeByKey.get(o.key)!;
@@ -71,11 +74,15 @@ void test(`a CRD with ${COUNT} objects is migrated from v1 to v2, etcd confirms,
 
     // the kubectl view: the StorageVersionMigration object and the CRD
     assert.equal(result.migrationObjects.length, 1);
-    const svm = await plane.kube.getJson<{ status: { phase: string; progress: { migrated: number }; conditions: Array<{ type: string; status: string }> } }>(svmPath(result.migrationObjects[0]!));
+    const svm = await plane.kube.getJson<{
+      status: { phase: string; progress: { migrated: number }; conditions: Array<{ type: string; status: string }> };
+    }>(svmPath(result.migrationObjects[0]!));
     assert.equal(svm.status.phase, 'Succeeded');
     assert.equal(svm.status.progress.migrated, COUNT);
     assert.ok(svm.status.conditions.some((c) => c.type === 'Succeeded' && c.status === 'True'));
-    const crdNow = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+    const crdNow = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
+    );
     assert.deepEqual(crdNow.status.storedVersions, ['v2']);
   } finally {
     await migrator.close();

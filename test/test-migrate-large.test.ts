@@ -32,7 +32,13 @@ void test(`${COUNT} Secrets of ~900 KB in one page, with a 2 MiB list buffer: ev
     const blob = randomBytes(PAYLOAD);
     digests.set(`s-${i}`, createHash('sha256').update(blob).digest('hex'));
     await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
-      body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: `s-${i}` }, type: 'helm.sh/release.v1', data: { release: blob.toString('base64') } }),
+      body: JSON.stringify({
+        apiVersion: 'v1',
+        kind: 'Secret',
+        metadata: { name: `s-${i}` },
+        type: 'helm.sh/release.v1',
+        data: { release: blob.toString('base64') },
+      }),
     });
   });
   const before = await readStoredObjects(plane.etcd, `/registry/secrets/${ns}/`);
@@ -57,7 +63,11 @@ void test(`${COUNT} Secrets of ~900 KB in one page, with a 2 MiB list buffer: ev
   const accounted = c.migrated + c.conflicts + c.notFound;
   const totalAfter = (await readStoredObjects(plane.etcd, '/registry/secrets/')).length;
   assert.equal(totalAfter, totalBefore, 'no Secret came or went meanwhile');
-  assert.equal(accounted, totalAfter, `every Secret in etcd accounted for exactly once (migrated ${c.migrated}, conflicts ${c.conflicts}, notFound ${c.notFound})`);
+  assert.equal(
+    accounted,
+    totalAfter,
+    `every Secret in etcd accounted for exactly once (migrated ${c.migrated}, conflicts ${c.conflicts}, notFound ${c.notFound})`,
+  );
   assert.equal(c.chunks, Math.max(1, Math.ceil(accounted / 500)), 'a page of 500 holds them');
 
   // etcd: every Secret still holds exactly its bytes.

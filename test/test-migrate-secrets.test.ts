@@ -72,7 +72,9 @@ void test(`${COUNT} Secrets are migrated and no secret value appears in workflow
     assert.ok(!logText.includes(n), `worker logs contain ${n}`);
   }
   // Payloads are base64 inside the history JSON: decode them and look again.
-  const decoded = [...historyText.matchAll(/"data":"([A-Za-z0-9+/=]+)"/g)].map((x) => Buffer.from(x[1]!, 'base64').toString('utf8')).join('\n');
+  const decoded = [...historyText.matchAll(/"data":"([A-Za-z0-9+/=]+)"/g)]
+    .map((x) => Buffer.from(x[1]!, 'base64').toString('utf8'))
+    .join('\n');
   assert.ok(decoded.includes('secrets'), 'decoded payloads should mention the resource');
   for (const n of needles) assert.ok(!decoded.includes(n), `a history payload contains ${n}`);
 });

@@ -46,7 +46,10 @@ void test('concurrent writers win, deleted objects never come back, nothing is l
       } else {
         const n = ++writes;
         lastWrite.set(i, n);
-        await plane.kube.request('PATCH', url(i), { body: JSON.stringify({ spec: { writer: n } }), contentType: 'application/merge-patch+json' });
+        await plane.kube.request('PATCH', url(i), {
+          body: JSON.stringify({ spec: { writer: n } }),
+          contentType: 'application/merge-patch+json',
+        });
       }
     }
   };
@@ -74,7 +77,9 @@ void test('concurrent writers win, deleted objects never come back, nothing is l
   for (const o of stored) assert.equal(o.object.apiVersion, `${crd.group}/v2`, `${o.key} is not at v2`);
   const c = result.counters;
   assert.equal(c.migrated + c.conflicts + c.notFound, COUNT - (COUNT - c.migrated - c.conflicts - c.notFound), 'counters do not add up');
-  process.stderr.write(`writers: ${lastWrite.size} updated, ${deleted.size} deleted; migration: migrated ${c.migrated}, conflicts ${c.conflicts}, notFound ${c.notFound}\n`);
+  process.stderr.write(
+    `writers: ${lastWrite.size} updated, ${deleted.size} deleted; migration: migrated ${c.migrated}, conflicts ${c.conflicts}, notFound ${c.notFound}\n`,
+  );
 });
 
 void test('a webhook that denies some updates: they are reported by name and reason, the rest migrates, the run ends Failed', async () => {
@@ -91,9 +96,23 @@ void test('a webhook that denies some updates: they are reported by name and rea
     assert.equal(result.phase, 'Failed');
     assert.equal(result.counters.failed, 5);
     assert.equal(result.counters.migrated, 300);
-    assert.deepEqual(result.failures.map((f) => f.name).sort(), ['deny-000000', 'deny-000001', 'deny-000002', 'deny-000003', 'deny-000004']);
-    for (const f of result.failures) assert.equal(f.reason, 'HTTP 403 Forbidden: admission webhook "deny.svm.test" denied the request', "the webhook named, its message (which could quote a value) not");
-    assert.match(result.message ?? '', /5 object\(s\) of .* could not be updated: .*deny-00000\d \(HTTP 403 Forbidden: admission webhook "deny\.svm\.test" denied the request\)/);
+    assert.deepEqual(result.failures.map((f) => f.name).sort(), [
+      'deny-000000',
+      'deny-000001',
+      'deny-000002',
+      'deny-000003',
+      'deny-000004',
+    ]);
+    for (const f of result.failures)
+      assert.equal(
+        f.reason,
+        'HTTP 403 Forbidden: admission webhook "deny.svm.test" denied the request',
+        'the webhook named, its message (which could quote a value) not',
+      );
+    assert.match(
+      result.message ?? '',
+      /5 object\(s\) of .* could not be updated: .*deny-00000\d \(HTTP 403 Forbidden: admission webhook "deny\.svm\.test" denied the request\)/,
+    );
     assert.ok(Date.now() - started < 60_000, 'a denied update must not be retried in a loop');
 
     const stored = await readStoredObjects(plane.etcd, `/registry/${crd.group}/${crd.plural}/${ns}/`);
@@ -102,7 +121,9 @@ void test('a webhook that denies some updates: they are reported by name and rea
       assert.equal(o.object.apiVersion, `${crd.group}/${denied ? 'v1' : 'v2'}`, o.key);
     }
     // The CRD keeps v1 in storedVersions: the migration did not succeed.
-    const crdNow = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+    const crdNow = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
+    );
     assert.deepEqual(crdNow.status.storedVersions.sort(), ['v1', 'v2']);
   } finally {
     await unwebhook();

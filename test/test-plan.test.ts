@@ -29,7 +29,15 @@ import { applyCrd, createObjects, ensureNamespace, testCrd, type TestCrd } from 
 import { OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
-import { readManifests, removeTokenKubeconfig, serverSideApply, serviceAccountToken, whoAmI, writeTokenKubeconfig, type Manifest } from './helpers/rbac-identity';
+import {
+  readManifests,
+  removeTokenKubeconfig,
+  serverSideApply,
+  serviceAccountToken,
+  whoAmI,
+  writeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
 
 const ROOT = path.resolve(__dirname, '..');
 const SVM = path.join(ROOT, 'bin', 'svm.js');
@@ -51,10 +59,15 @@ interface Run {
 /** `node bin/svm.js args` with the given environment on top of this process's; resolves with its exit code. */
 function svm(args: string[], env: Record<string, string>, timeoutMs = 180_000): Promise<Run> {
   return new Promise((resolve, reject) => {
-    execFile(process.execPath, [SVM, ...args], { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20 }, (err, stdout, stderr) => {
-      if (err && typeof err.code !== 'number') return reject(new Error(`svm ${args.join(' ')}: ${err.message}\n${stderr}`));
-      resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
-    });
+    execFile(
+      process.execPath,
+      [SVM, ...args],
+      { cwd: ROOT, env: { ...process.env, ...env }, timeout: timeoutMs, maxBuffer: 16 << 20 },
+      (err, stdout, stderr) => {
+        if (err && typeof err.code !== 'number') return reject(new Error(`svm ${args.join(' ')}: ${err.message}\n${stderr}`));
+        resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
+      },
+    );
   });
 }
 
@@ -65,7 +78,11 @@ async function planJson(extra: string[] = []): Promise<{ plan: Plan; run: Run }>
   const plan = JSON.parse(run.stdout) as Plan;
   // The exit code is the plan's, and it follows from what is listed.
   assert.equal(run.code, plan.exitCode);
-  assert.equal(plan.exitCode, plan.items.some((i) => i.action === 'blocked') ? 2 : plan.items.length > 0 ? 1 : 0, JSON.stringify(plan.items, null, 2));
+  assert.equal(
+    plan.exitCode,
+    plan.items.some((i) => i.action === 'blocked') ? 2 : plan.items.length > 0 ? 1 : 0,
+    JSON.stringify(plan.items, null, 2),
+  );
   return { plan, run };
 }
 
@@ -78,7 +95,10 @@ before(async () => {
   await installCrds(plane.kube); // StorageStates served (plan reads them), StorageVersionMigrations (the Job may not create one)
   // The Job's identity exactly as deploy/pre-upgrade-job.yaml writes it.
   const jobRbac = readManifests('pre-upgrade-job.yaml').filter((o) => o.kind !== 'Job');
-  assert.deepEqual(jobRbac.map((o) => `${o.kind}/${o.metadata.name}`), ['ServiceAccount/svm-pre-upgrade', 'ClusterRole/svm-pre-upgrade', 'ClusterRoleBinding/svm-pre-upgrade']);
+  assert.deepEqual(
+    jobRbac.map((o) => `${o.kind}/${o.metadata.name}`),
+    ['ServiceAccount/svm-pre-upgrade', 'ClusterRole/svm-pre-upgrade', 'ClusterRoleBinding/svm-pre-upgrade'],
+  );
   await serverSideApply(plane.kube, jobRbac);
   jobKubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, NS, JOB_SA), JOB_SA);
   jobKube = KubeClient.fromKubeconfig(jobKubeconfig);
@@ -147,21 +167,37 @@ void test('svm plan lists a CRD left at two stored versions with its count, not 
   const table = await svm(['plan', '--qps', '10'], { KUBECONFIG: readerKubeconfig });
   assert.equal(table.code, run.code, table.stderr);
   assert.match(table.stdout, /^RESOURCE +ACTION +OBJECTS +ESTIMATE +WHY$/m);
-  assert.match(table.stdout, new RegExp(`^${resourceOf(left).replace(/\./g, '\\.')} +migrate +150 +15s +storedVersions \\[v1,v2\\], storage v2$`, 'm'));
+  assert.match(
+    table.stdout,
+    new RegExp(`^${resourceOf(left).replace(/\./g, '\\.')} +migrate +150 +15s +storedVersions \\[v1,v2\\], storage v2$`, 'm'),
+  );
   assert.doesNotMatch(table.stdout, new RegExp(settled.group.replace(/\./g, '\\.')));
   assert.match(table.stdout, /at 10 updates\/s: (migrations needed, all can run now \(exit 1\)|blocked: .*\(exit 2\))\n$/);
 
   // Migrated (a worker and the typed API), it is off the list; etcd agrees.
   const result = await withWorker(plane, async (m) => {
     const typed = await m.plan({ qps: 50 });
-    assert.equal(typed.items.find((i) => i.resource === resourceOf(left))?.estimateSeconds, 3, 'Migrator.plan() sees the same, at its own qps');
+    assert.equal(
+      typed.items.find((i) => i.resource === resourceOf(left))?.estimateSeconds,
+      3,
+      'Migrator.plan() sees the same, at its own qps',
+    );
     return (await m.start(resourceOf(left))).wait();
   });
   assert.equal(result.phase, 'Succeeded', result.message);
-  assert.deepEqual((await storedVersions(plane.etcd, { group: left.group, resource: left.plural, custom: true })).byApiVersion, { [`${left.group}/v2`]: 150 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: left.group, resource: left.plural, custom: true })).byApiVersion, {
+    [`${left.group}/v2`]: 150,
+  });
   const afterwards = await planJson();
-  assert.equal(afterwards.plan.items.find((i) => i.resource === resourceOf(left)), undefined, 'still listed after its migration');
-  assert.equal(afterwards.plan.items.find((i) => i.resource === resourceOf(settled)), undefined);
+  assert.equal(
+    afterwards.plan.items.find((i) => i.resource === resourceOf(left)),
+    undefined,
+    'still listed after its migration',
+  );
+  assert.equal(
+    afterwards.plan.items.find((i) => i.resource === resourceOf(settled)),
+    undefined,
+  );
 });
 
 void test('svm plan lists resources whose StorageState holds an old or Unknown hash, not one persisted in the served hash', async () => {
@@ -173,7 +209,9 @@ void test('svm plan lists resources whose StorageState holds an old or Unknown h
     await createObjects(plane.kube, c, 'v1', 7, { namespace: ns });
   }
   const served = async (c: TestCrd) =>
-    (await plane.kube.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(`/apis/${c.group}/v1`)).resources.find((r) => r.name === c.plural)!.storageVersionHash!;
+    (await plane.kube.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(`/apis/${c.group}/v1`)).resources.find(
+      (r) => r.name === c.plural,
+    )!.storageVersionHash!;
   const states: Array<[string, { group?: string; resource: string }, string[]]> = [
     [resourceOf(unknown), { group: unknown.group, resource: unknown.plural }, ['Unknown']],
     [resourceOf(settled), { group: settled.group, resource: settled.plural }, [await served(settled)]],
@@ -182,20 +220,37 @@ void test('svm plan lists resources whose StorageState holds an old or Unknown h
   const path = (name: string) => `/apis/migration.k8s.io/v1alpha1/storagestates/${name}`;
   try {
     for (const [name, resource, persisted] of states) {
-      await plane.kube.request('POST', '/apis/migration.k8s.io/v1alpha1/storagestates', { body: JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name }, spec: { resource } }) });
+      await plane.kube.request('POST', '/apis/migration.k8s.io/v1alpha1/storagestates', {
+        body: JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageState', metadata: { name }, spec: { resource } }),
+      });
       await plane.kube.patchStatus(path(name), { persistedStorageVersionHashes: persisted, currentStorageVersionHash: persisted[0] });
     }
     const { plan } = await planJson();
     const item = plan.items.find((i) => i.resource === resourceOf(unknown));
-    assert.deepEqual(item && { sources: item.sources, persisted: item.persistedStorageVersionHashes, objects: item.objects, action: item.action, reasons: item.reasons }, {
-      sources: ['storageState'],
-      persisted: ['Unknown'],
-      objects: 7,
-      action: 'migrate',
-      reasons: ['StorageState persistedStorageVersionHashes [Unknown]: objects may be stored in any version'],
-    });
-    assert.equal(plan.items.find((i) => i.resource === resourceOf(settled)), undefined);
-    assert.ok(plan.notes.includes(`StorageState ${states[2]![0]} names a resource the API servers do not serve: ignored`), plan.notes.join('\n'));
+    assert.deepEqual(
+      item && {
+        sources: item.sources,
+        persisted: item.persistedStorageVersionHashes,
+        objects: item.objects,
+        action: item.action,
+        reasons: item.reasons,
+      },
+      {
+        sources: ['storageState'],
+        persisted: ['Unknown'],
+        objects: 7,
+        action: 'migrate',
+        reasons: ['StorageState persistedStorageVersionHashes [Unknown]: objects may be stored in any version'],
+      },
+    );
+    assert.equal(
+      plan.items.find((i) => i.resource === resourceOf(settled)),
+      undefined,
+    );
+    assert.ok(
+      plan.notes.includes(`StorageState ${states[2]![0]} names a resource the API servers do not serve: ignored`),
+      plan.notes.join('\n'),
+    );
   } finally {
     for (const [name] of states) await plane.kube.raw('DELETE', path(name));
   }
@@ -221,7 +276,12 @@ void test('API servers that disagree block: exit 2, naming both servers', async 
     const dc = plan.items.find((i) => i.resource === 'deviceclasses.resource.k8s.io')!;
     assert.equal(dc.action, 'blocked');
     assert.deepEqual(dc.sources, ['disagreement']);
-    assert.match(dc.blockedBy!, new RegExp(`API servers disagree on the storage version of deviceclasses\\.resource\\.k8s\\.io: ${a}:6443=\\S+ \\(resource\\.k8s\\.io/v1\\), ${b}:6443=\\S+ \\(resource\\.k8s\\.io/v1beta2\\)`));
+    assert.match(
+      dc.blockedBy!,
+      new RegExp(
+        `API servers disagree on the storage version of deviceclasses\\.resource\\.k8s\\.io: ${a}:6443=\\S+ \\(resource\\.k8s\\.io/v1\\), ${b}:6443=\\S+ \\(resource\\.k8s\\.io/v1beta2\\)`,
+      ),
+    );
     assert.equal(typeof dc.objects, 'number');
     const table = await svm(['plan'], { KUBECONFIG: readerKubeconfig });
     assert.equal(table.code, 2, table.stderr);
@@ -231,7 +291,11 @@ void test('API servers that disagree block: exit 2, naming both servers', async 
   } finally {
     await restartApiserver(plane.dir, 1, [], () => undefined);
   }
-  await eventually('agreement again', async () => !(await planJson()).plan.items.some((i) => i.resource === 'deviceclasses.resource.k8s.io'), 60_000);
+  await eventually(
+    'agreement again',
+    async () => !(await planJson()).plan.items.some((i) => i.resource === 'deviceclasses.resource.k8s.io'),
+    60_000,
+  );
 });
 
 void test('errors exit 3 with a message, bad flags before anything happens', async () => {
@@ -258,7 +322,8 @@ void test('errors exit 3 with a message, bad flags before anything happens', asy
   }
   const help = await svm(['plan', '--help'], {});
   assert.equal(help.code, 0);
-  for (const line of [/0 +nothing to migrate/, /1 +migrations needed, and all of them can run now/, /2 +something blocks/, /3 +error/]) assert.match(help.stdout, line);
+  for (const line of [/0 +nothing to migrate/, /1 +migrations needed, and all of them can run now/, /2 +something blocks/, /3 +error/])
+    assert.match(help.stdout, line);
 });
 
 void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount suffices, and it holds nothing more', async () => {
@@ -269,10 +334,22 @@ void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount s
   const dry = await plane.kube.raw('POST', `/apis/batch/v1/namespaces/${NS}/jobs`, { query: { dryRun: 'All' }, body: JSON.stringify(job) });
   assert.equal(dry.status, 201, dry.body);
   assert.equal(dry.headers.warning, undefined, String(dry.headers.warning));
-  const container = (job as unknown as { spec: { template: { spec: { serviceAccountName: string; containers: Array<{ args: string[]; env: Array<{ name: string; value: string }> }> } } } }).spec.template.spec;
+  const container = (
+    job as unknown as {
+      spec: {
+        template: {
+          spec: { serviceAccountName: string; containers: Array<{ args: string[]; env: Array<{ name: string; value: string }> }> };
+        };
+      };
+    }
+  ).spec.template.spec;
   assert.equal(container.serviceAccountName, JOB_SA);
   assert.deepEqual(container.containers[0]!.args, ['migrate', '--all', '--wait']);
-  assert.deepEqual(container.containers[0]!.env.map((e) => e.name).sort(), ['TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_TASK_QUEUE']);
+  assert.deepEqual(container.containers[0]!.env.map((e) => e.name).sort(), [
+    'TEMPORAL_ADDRESS',
+    'TEMPORAL_NAMESPACE',
+    'TEMPORAL_TASK_QUEUE',
+  ]);
 
   const crd = testCrd(`${uniq('plan-job')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
@@ -286,7 +363,13 @@ void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount s
     try {
       const all = migratableResources(await asJob.kube.discover());
       assert.ok(all.length > 20, `only ${all.length} migratable resources`);
-      const crds = new Set((await plane.kube.getJson<{ items: Array<{ metadata: { name: string } }> }>('/apis/apiextensions.k8s.io/v1/customresourcedefinitions')).items.map((c) => c.metadata.name));
+      const crds = new Set(
+        (
+          await plane.kube.getJson<{ items: Array<{ metadata: { name: string } }> }>(
+            '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+          )
+        ).items.map((c) => c.metadata.name),
+      );
       for (const r of all) {
         const ref = await asJob.resolve(r.group ? `${r.name}.${r.group}` : r.name);
         assert.equal(ref.custom, crds.has(`${r.name}.${r.group}`), `${r.name}.${r.group}`);
@@ -294,34 +377,77 @@ void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount s
     } finally {
       await asJob.close();
     }
-    return svm(['migrate', resourceOf(crd), '--wait'], { KUBECONFIG: jobKubeconfig, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: taskQueue, CI: '1' });
+    return svm(['migrate', resourceOf(crd), '--wait'], {
+      KUBECONFIG: jobKubeconfig,
+      TEMPORAL_ADDRESS: plane.temporal.address,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      CI: '1',
+    });
   });
   assert.equal(run.code, 0, `${run.stdout}\n${run.stderr}`);
-  assert.match(run.stderr, new RegExp(`migration of ${resourceOf(crd).replace(/\./g, '\\.')} is workflow migrate/${resourceOf(crd).replace(/\./g, '\\.')}`));
+  assert.match(
+    run.stderr,
+    new RegExp(`migration of ${resourceOf(crd).replace(/\./g, '\\.')} is workflow migrate/${resourceOf(crd).replace(/\./g, '\\.')}`),
+  );
   assert.match(run.stdout, new RegExp(`^${resourceOf(crd).replace(/\./g, '\\.')}: Succeeded migrated=120 rewritten=120 `, 'm'));
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 120 });
-  const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 120,
+  });
+  const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
+    `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
+  );
   assert.deepEqual(crdObj.status.storedVersions, ['v2']);
-  assert.equal((await planJson()).plan.items.find((i) => i.resource === resourceOf(crd)), undefined);
+  assert.equal(
+    (await planJson()).plan.items.find((i) => i.resource === resourceOf(crd)),
+    undefined,
+  );
 
   // Refused: reading or listing anything, writing anything.
   const ns = uniq('plan-deny');
   await ensureNamespace(plane.kube, ns);
-  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'keep' }, stringData: { k: 'v' } }) });
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'keep' }, stringData: { k: 'v' } }),
+  });
   const user = `system:serviceaccount:${NS}:${JOB_SA}`;
   for (const [method, p, message] of [
     ['GET', '/api/v1/secrets', `secrets is forbidden: User "${user}" cannot list resource "secrets" in API group "" at the cluster scope`],
-    ['GET', `/api/v1/namespaces/${ns}/secrets/keep`, `secrets "keep" is forbidden: User "${user}" cannot get resource "secrets" in API group "" in the namespace "${ns}"`],
-    ['GET', `/apis/${crd.group}/v2/${crd.plural}`, `${crd.plural}.${crd.group} is forbidden: User "${user}" cannot list resource "${crd.plural}" in API group "${crd.group}" at the cluster scope`],
-    ['GET', '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', `customresourcedefinitions.apiextensions.k8s.io is forbidden: User "${user}" cannot list resource "customresourcedefinitions" in API group "apiextensions.k8s.io" at the cluster scope`],
+    [
+      'GET',
+      `/api/v1/namespaces/${ns}/secrets/keep`,
+      `secrets "keep" is forbidden: User "${user}" cannot get resource "secrets" in API group "" in the namespace "${ns}"`,
+    ],
+    [
+      'GET',
+      `/apis/${crd.group}/v2/${crd.plural}`,
+      `${crd.plural}.${crd.group} is forbidden: User "${user}" cannot list resource "${crd.plural}" in API group "${crd.group}" at the cluster scope`,
+    ],
+    [
+      'GET',
+      '/apis/apiextensions.k8s.io/v1/customresourcedefinitions',
+      `customresourcedefinitions.apiextensions.k8s.io is forbidden: User "${user}" cannot list resource "customresourcedefinitions" in API group "apiextensions.k8s.io" at the cluster scope`,
+    ],
   ] as const) {
     const res = await jobKube.raw(method, p);
     assert.equal(res.status, 403, `${method} ${p}: ${res.status}`);
     assert.equal((JSON.parse(res.body) as { message: string }).message, message);
   }
   const writes: Array<[string, string, unknown, string?]> = [
-    ['PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}/status`, { status: { storedVersions: ['v1', 'v2'] } }, 'application/merge-patch+json'],
-    ['POST', '/apis/migration.k8s.io/v1alpha1/storageversionmigrations', { apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name: uniq('x') }, spec: { resource: { resource: 'secrets' } } }],
+    [
+      'PATCH',
+      `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}/status`,
+      { status: { storedVersions: ['v1', 'v2'] } },
+      'application/merge-patch+json',
+    ],
+    [
+      'POST',
+      '/apis/migration.k8s.io/v1alpha1/storageversionmigrations',
+      {
+        apiVersion: 'migration.k8s.io/v1alpha1',
+        kind: 'StorageVersionMigration',
+        metadata: { name: uniq('x') },
+        spec: { resource: { resource: 'secrets' } },
+      },
+    ],
     ['POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' } }],
   ];
   for (const [method, p, body, contentType] of writes) {

@@ -22,7 +22,18 @@ import { KubeClient } from '../src/kube/client';
 import { applyCrd, createObjects, ensureNamespace, parallel, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
-import { canI, DEPLOY_DIR, readManifests, removeTokenKubeconfig, serverSideApply, serviceAccountToken, whoAmI, withWorkerAs, writeTokenKubeconfig, type Manifest } from './helpers/rbac-identity';
+import {
+  canI,
+  DEPLOY_DIR,
+  readManifests,
+  removeTokenKubeconfig,
+  serverSideApply,
+  serviceAccountToken,
+  whoAmI,
+  withWorkerAs,
+  writeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
 
 const run = promisify(execFile);
 const SA_NAMESPACE = 'svm-system';
@@ -79,9 +90,20 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     'ValidatingAdmissionPolicy/svm-storageversionmigrations',
     'ValidatingAdmissionPolicyBinding/svm-storageversionmigrations',
   ]);
-  const dry = await kubectl(['apply', '-k', DEPLOY_DIR, '--server-side', '--field-manager=svm-test', '--force-conflicts', '--dry-run=server']);
+  const dry = await kubectl([
+    'apply',
+    '-k',
+    DEPLOY_DIR,
+    '--server-side',
+    '--field-manager=svm-test',
+    '--force-conflicts',
+    '--dry-run=server',
+  ]);
   assert.match(dry.stdout, /deployment\.apps\/svm-worker serverside-applied \(server dry run\)/);
-  assert.match(dry.stdout, /validatingadmissionpolicy\.admissionregistration\.k8s\.io\/svm-storageversionmigrations serverside-applied \(server dry run\)/);
+  assert.match(
+    dry.stdout,
+    /validatingadmissionpolicy\.admissionregistration\.k8s\.io\/svm-storageversionmigrations serverside-applied \(server dry run\)/,
+  );
   assert.equal(dry.stderr, '', 'the API server warned about deploy/');
 
   // The namespace enforces "restricted": a Deployment without our securityContext is warned about (the control).
@@ -91,7 +113,10 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
       apiVersion: 'apps/v1',
       kind: 'Deployment',
       metadata: { name: 'bare' },
-      spec: { selector: { matchLabels: { a: 'b' } }, template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } } },
+      spec: {
+        selector: { matchLabels: { a: 'b' } },
+        template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+      },
     }),
   });
   assert.equal(bare.status, 201);
@@ -99,14 +124,33 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
 
   // The worker's settings and probes agree with what it serves.
   const deployment = readManifests('deployment.yaml').find((o) => o.kind === 'Deployment') as unknown as {
-    spec: { template: { spec: { serviceAccountName: string; containers: Array<{ args: string[]; env: Array<{ name: string; value: string }>; livenessProbe: { httpGet: { path: string; port: number } }; readinessProbe: { httpGet: { path: string; port: number } }; securityContext: Record<string, unknown> }> } } };
+    spec: {
+      template: {
+        spec: {
+          serviceAccountName: string;
+          containers: Array<{
+            args: string[];
+            env: Array<{ name: string; value: string }>;
+            livenessProbe: { httpGet: { path: string; port: number } };
+            readinessProbe: { httpGet: { path: string; port: number } };
+            securityContext: Record<string, unknown>;
+          }>;
+        };
+      };
+    };
   };
   const pod = deployment.spec.template.spec;
   const c = pod.containers[0]!;
   assert.equal(pod.serviceAccountName, SA_NAME);
   assert.deepEqual(c.args, ['worker']);
   const env = Object.fromEntries(c.env.map((e) => [e.name, e.value]));
-  assert.deepEqual(Object.keys(env).sort(), ['SVM_METRICS_HOST', 'SVM_METRICS_PORT', 'TEMPORAL_ADDRESS', 'TEMPORAL_NAMESPACE', 'TEMPORAL_TASK_QUEUE']);
+  assert.deepEqual(Object.keys(env).sort(), [
+    'SVM_METRICS_HOST',
+    'SVM_METRICS_PORT',
+    'TEMPORAL_ADDRESS',
+    'TEMPORAL_NAMESPACE',
+    'TEMPORAL_TASK_QUEUE',
+  ]);
   assert.equal(env.SVM_METRICS_PORT, '9464');
   assert.equal(env.SVM_METRICS_HOST, '0.0.0.0');
   for (const probe of [c.livenessProbe, c.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/healthz', port: 9464 });
@@ -157,7 +201,11 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
     ['patch', 'apiextensions.k8s.io', 'customresourcedefinitions', 'status'],
     ['get', 'internal.apiserver.k8s.io', 'storageversions'],
   ] as const) {
-    assert.equal(await canI(sa, { verb, group, resource, subresource }), true, `${verb} ${resource}${subresource ? '/' + subresource : ''}.${group}`);
+    assert.equal(
+      await canI(sa, { verb, group, resource, subresource }),
+      true,
+      `${verb} ${resource}${subresource ? '/' + subresource : ''}.${group}`,
+    );
   }
 
   // A CRD whose objects are stored at v1, then switched to v2.
@@ -166,7 +214,9 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 300, { namespace: crdNs });
   await applyCrd(plane.kube, crd, 'v2');
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 300 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v1`]: 300,
+  });
 
   // Secrets, Roles granting what the migrator does not hold, RoleBindings to cluster-admin.
   const ns = uniq('rbac-ns');
@@ -176,7 +226,9 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
   const BINDINGS = 10;
   const CLUSTER_ROLES = 10;
   await parallel(SECRETS, 16, async (i) => {
-    await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: `s-${i}` }, stringData: { password: `pw-${i}` } }) });
+    await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: `s-${i}` }, stringData: { password: `pw-${i}` } }),
+    });
   });
   const roleRules = (i: number) => [
     { apiGroups: [''], resources: ['pods/exec', 'pods/attach'], verbs: ['create', 'get'] },
@@ -184,12 +236,21 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
     ...(i % 2 === 0 ? [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }] : []),
   ];
   await parallel(ROLES, 8, async (i) => {
-    await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/roles`, { body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { name: `r-${i}` }, rules: roleRules(i) }) });
+    await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/roles`, {
+      body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { name: `r-${i}` }, rules: roleRules(i) }),
+    });
   });
   await parallel(BINDINGS, 8, async (i) => {
-    const roleRef = i % 2 === 0 ? { apiGroup: RBAC, kind: 'ClusterRole', name: 'cluster-admin' } : { apiGroup: RBAC, kind: 'Role', name: `r-${i}` };
+    const roleRef =
+      i % 2 === 0 ? { apiGroup: RBAC, kind: 'ClusterRole', name: 'cluster-admin' } : { apiGroup: RBAC, kind: 'Role', name: `r-${i}` };
     await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/rolebindings`, {
-      body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'RoleBinding', metadata: { name: `rb-${i}` }, roleRef, subjects: [{ kind: 'User', apiGroup: RBAC, name: `someone-${i}` }] }),
+      body: JSON.stringify({
+        apiVersion: `${RBAC}/v1`,
+        kind: 'RoleBinding',
+        metadata: { name: `rb-${i}` },
+        roleRef,
+        subjects: [{ kind: 'User', apiGroup: RBAC, name: `someone-${i}` }],
+      }),
     });
   });
   const clusterRoleNames = Array.from({ length: CLUSTER_ROLES }, (_, i) => `${ns}-cr-${i}`);
@@ -197,8 +258,20 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
     const body =
       i === 0
         ? { aggregationRule: { clusterRoleSelectors: [{ matchLabels: { [`${ns}/aggregate`]: 'true' } }] }, rules: [] }
-        : { rules: [{ apiGroups: [''], resources: ['nodes/proxy', 'pods/exec'], verbs: ['*'] }, ...(i % 2 === 0 ? [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }, { nonResourceURLs: ['*'], verbs: ['*'] }] : [])] };
-    await plane.kube.request('POST', `/apis/${RBAC}/v1/clusterroles`, { body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'ClusterRole', metadata: { name: clusterRoleNames[i] }, ...body }) });
+        : {
+            rules: [
+              { apiGroups: [''], resources: ['nodes/proxy', 'pods/exec'], verbs: ['*'] },
+              ...(i % 2 === 0
+                ? [
+                    { apiGroups: ['*'], resources: ['*'], verbs: ['*'] },
+                    { nonResourceURLs: ['*'], verbs: ['*'] },
+                  ]
+                : []),
+            ],
+          };
+    await plane.kube.request('POST', `/apis/${RBAC}/v1/clusterroles`, {
+      body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'ClusterRole', metadata: { name: clusterRoleNames[i] }, ...body }),
+    });
   });
 
   const logs: string[] = [];
@@ -216,10 +289,17 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
       // Every Kubernetes call of the worker is made as the ServiceAccount.
       assert.equal((await whoAmI(w.kube)).username, SA_USER);
       const opts = { chunkSize: 50, concurrency: 8 };
-      const handles = await Promise.all([`${crd.plural}.${crd.group}`, 'secrets', `roles.${RBAC}`, `rolebindings.${RBAC}`].map((r) => m.start(r, opts)));
+      const handles = await Promise.all(
+        [`${crd.plural}.${crd.group}`, 'secrets', `roles.${RBAC}`, `rolebindings.${RBAC}`].map((r) => m.start(r, opts)),
+      );
       // ClusterRoles the kubectl way: the bridge (list/watch/patch of StorageVersionMigrations) starts it.
       await plane.kube.request('POST', `/apis/migration.k8s.io/v1alpha1/storageversionmigrations`, {
-        body: JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name: bridgeName }, spec: { resource: { group: RBAC, resource: 'clusterroles' } } }),
+        body: JSON.stringify({
+          apiVersion: 'migration.k8s.io/v1alpha1',
+          kind: 'StorageVersionMigration',
+          metadata: { name: bridgeName },
+          spec: { resource: { group: RBAC, resource: 'clusterroles' } },
+        }),
       });
       await eventually(
         'the bridge to finish the ClusterRole migration',
@@ -236,7 +316,13 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
     { settings: { bridge: true }, logTo: sink },
   );
   const warnings = logs.filter((l) => /"level":(40|50)/.test(l));
-  const expected: Record<string, number> = { [crd.plural]: 300, secrets: SECRETS, roles: ROLES, rolebindings: BINDINGS, clusterroles: CLUSTER_ROLES };
+  const expected: Record<string, number> = {
+    [crd.plural]: 300,
+    secrets: SECRETS,
+    roles: ROLES,
+    rolebindings: BINDINGS,
+    clusterroles: CLUSTER_ROLES,
+  };
   for (const [resource, atLeast] of Object.entries(expected)) {
     const r = results[resource]!;
     assert.equal(r.phase, 'Succeeded', `${resource}: ${r.message}\n${warnings.join('')}`);
@@ -253,8 +339,12 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
   assert.ok(results.clusterroles!.migrationObjects.includes(bridgeName), 'the ClusterRole migration was started by the bridge');
 
   // etcd: every custom object is now stored at v2, and storedVersions was reduced by the ServiceAccount.
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 300 });
-  const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 300,
+  });
+  const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
+    `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
+  );
   assert.deepEqual(crdObj.status.storedVersions, ['v2']);
 
   // etcd: the built-in objects are all there, unchanged.
@@ -271,7 +361,9 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
     assert.deepEqual(r.object.rules, roleRules(Number(r.key.split('/r-')[1])));
   }
   assert.equal((await readStoredObjects(plane.etcd, `/registry/rolebindings/${ns}/`)).length, BINDINGS);
-  const clusterRoles = (await readStoredObjects(plane.etcd, '/registry/clusterroles/')).map((o) => o.key.slice('/registry/clusterroles/'.length));
+  const clusterRoles = (await readStoredObjects(plane.etcd, '/registry/clusterroles/')).map((o) =>
+    o.key.slice('/registry/clusterroles/'.length),
+  );
   for (const name of clusterRoleNames) assert.ok(clusterRoles.includes(name), `etcd has no ClusterRole ${name}`);
   assert.ok(clusterRoles.includes('cluster-admin') && clusterRoles.includes(SA_NAME));
 });
@@ -279,11 +371,18 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
 void test('svm-migrator is refused (403) what lies outside its role', async () => {
   const ns = uniq('rbac-deny');
   await ensureNamespace(plane.kube, ns);
-  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'keep' }, stringData: { k: 'v' } }) });
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'keep' }, stringData: { k: 'v' } }),
+  });
 
   // Creating a ConfigMap.
   assert.equal(
-    await refused('POST', `/api/v1/namespaces/${ns}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'x' }, data: { a: 'b' } }),
+    await refused('POST', `/api/v1/namespaces/${ns}/configmaps`, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'x' },
+      data: { a: 'b' },
+    }),
     forbidden('configmaps', 'create', 'configmaps', '', ns),
   );
   // Deleting a Secret.
@@ -292,9 +391,15 @@ void test('svm-migrator is refused (403) what lies outside its role', async () =
   assert.equal(await refused('GET', `/api/v1/namespaces/${ns}/secrets/keep`), forbidden('secrets "keep"', 'get', 'secrets', '', ns));
   assert.equal(await refused('GET', `/api/v1/namespaces/${ns}/secrets?watch=true`), forbidden('secrets', 'watch', 'secrets', '', ns));
   // Exec into a pod: refused before the pod is even looked up (there is no such pod).
-  assert.equal(await refused('POST', `/api/v1/namespaces/${ns}/pods/nosuchpod/exec?command=id&stdout=true`), forbidden('pods "nosuchpod"', 'create', 'pods/exec', '', ns));
+  assert.equal(
+    await refused('POST', `/api/v1/namespaces/${ns}/pods/nosuchpod/exec?command=id&stdout=true`),
+    forbidden('pods "nosuchpod"', 'create', 'pods/exec', '', ns),
+  );
   // Pod logs.
-  assert.equal(await refused('GET', `/api/v1/namespaces/${ns}/pods/nosuchpod/log`), forbidden('pods "nosuchpod"', 'get', 'pods/log', '', ns));
+  assert.equal(
+    await refused('GET', `/api/v1/namespaces/${ns}/pods/nosuchpod/log`),
+    forbidden('pods "nosuchpod"', 'get', 'pods/log', '', ns),
+  );
   // Binding itself to cluster-admin.
   assert.equal(
     await refused('POST', `/apis/${RBAC}/v1/clusterrolebindings`, {
@@ -308,7 +413,12 @@ void test('svm-migrator is refused (403) what lies outside its role', async () =
   );
   // Patching a Deployment.
   assert.equal(
-    await refused('PATCH', `/apis/apps/v1/namespaces/${SA_NAMESPACE}/deployments/svm-worker`, { spec: { replicas: 3 } }, 'application/merge-patch+json'),
+    await refused(
+      'PATCH',
+      `/apis/apps/v1/namespaces/${SA_NAMESPACE}/deployments/svm-worker`,
+      { spec: { replicas: 3 } },
+      'application/merge-patch+json',
+    ),
     forbidden('deployments.apps "svm-worker"', 'patch', 'deployments', 'apps', SA_NAMESPACE),
   );
 });
@@ -317,7 +427,9 @@ void test('without escalate and bind, a no-op update of an RBAC object passes bu
   const ns = uniq('rbac-esc');
   await ensureNamespace(plane.kube, ns);
   const rules = [{ apiGroups: [''], resources: ['pods/exec'], verbs: ['create'] }];
-  await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/roles`, { body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { name: 'exec' }, rules }) });
+  await plane.kube.request('POST', `/apis/${RBAC}/v1/namespaces/${ns}/roles`, {
+    body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { name: 'exec' }, rules }),
+  });
   const ref = { group: RBAC, version: 'v1', resource: 'roles', kind: 'Role' };
   const [listed] = (await sa.listPage(ref, { limit: 500 })).items.filter((o) => o.namespace === ns);
   assert.ok(listed);
@@ -341,7 +453,9 @@ void test('without escalate and bind, a no-op update of an RBAC object passes bu
   mine.rules.push({ apiGroups: [''], resources: ['secrets'], verbs: ['get'] });
   assert.match(
     await refused('PUT', `/apis/${RBAC}/v1/clusterroles/${SA_NAME}`, { ...mine, apiVersion: `${RBAC}/v1`, kind: 'ClusterRole' }),
-    new RegExp(`^clusterroles\\.rbac\\.authorization\\.k8s\\.io "${SA_NAME}" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:\\n\\{APIGroups:\\[""\\], Resources:\\["secrets"\\], Verbs:\\["get"\\]\\}$`),
+    new RegExp(
+      `^clusterroles\\.rbac\\.authorization\\.k8s\\.io "${SA_NAME}" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:\\n\\{APIGroups:\\[""\\], Resources:\\["secrets"\\], Verbs:\\["get"\\]\\}$`,
+    ),
   );
 
   // Adding itself to the cluster-admin ClusterRoleBinding: refused (update is granted, bind is not).
@@ -349,8 +463,14 @@ void test('without escalate and bind, a no-op update of an RBAC object passes bu
   const binding = (JSON.parse(crb.body) as { items: Array<{ subjects: unknown[]; [k: string]: unknown }> }).items[0]!;
   binding.subjects.push({ kind: 'ServiceAccount', name: SA_NAME, namespace: SA_NAMESPACE });
   assert.match(
-    await refused('PUT', `/apis/${RBAC}/v1/clusterrolebindings/cluster-admin`, { ...binding, apiVersion: `${RBAC}/v1`, kind: 'ClusterRoleBinding' }),
-    new RegExp(`^clusterrolebindings\\.rbac\\.authorization\\.k8s\\.io "cluster-admin" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:`),
+    await refused('PUT', `/apis/${RBAC}/v1/clusterrolebindings/cluster-admin`, {
+      ...binding,
+      apiVersion: `${RBAC}/v1`,
+      kind: 'ClusterRoleBinding',
+    }),
+    new RegExp(
+      `^clusterrolebindings\\.rbac\\.authorization\\.k8s\\.io "cluster-admin" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:`,
+    ),
   );
 });
 
@@ -358,7 +478,11 @@ void test('an operator withholds a resource by replacing the wildcard rule with 
   // deploy/rbac.yaml for another ServiceAccount, with the wildcard rule replaced by an explicit list without Secrets.
   const name = 'svm-migrator-narrow';
   const objects = readManifests('rbac.yaml').map((o) => {
-    const copy = JSON.parse(JSON.stringify(o)) as Manifest & { rules?: Array<{ resources?: string[] }>; roleRef?: { name: string }; subjects?: Array<{ name: string }> };
+    const copy = JSON.parse(JSON.stringify(o)) as Manifest & {
+      rules?: Array<{ resources?: string[] }>;
+      roleRef?: { name: string };
+      subjects?: Array<{ name: string }>;
+    };
     copy.metadata.name = name;
     if (copy.kind === 'ClusterRole') {
       const wildcard = copy.rules!.findIndex((r) => r.resources?.includes('*'));
@@ -374,19 +498,25 @@ void test('an operator withholds a resource by replacing the wildcard rule with 
 
   const ns = uniq('rbac-narrow');
   await ensureNamespace(plane.kube, ns);
-  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, stringData: { k: 'v' } }) });
-  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/configmaps`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { k: 'v' } }) });
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, stringData: { k: 'v' } }),
+  });
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/configmaps`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { k: 'v' } }),
+  });
 
-  const [configmaps, secrets] = await withWorkerAs(plane, narrow, async (m) => {
-    const cm = await (await m.start('configmaps')).wait();
-    const s = await (await m.start('secrets')).wait();
-    return [cm, s] as const;
-  }, { logTo: new Writable({ write: (_c, _e, cb) => cb() }) }).finally(() => removeTokenKubeconfig(narrow));
+  const [configmaps, secrets] = await withWorkerAs(
+    plane,
+    narrow,
+    async (m) => {
+      const cm = await (await m.start('configmaps')).wait();
+      const s = await (await m.start('secrets')).wait();
+      return [cm, s] as const;
+    },
+    { logTo: new Writable({ write: (_c, _e, cb) => cb() }) },
+  ).finally(() => removeTokenKubeconfig(narrow));
   assert.equal(configmaps.phase, 'Succeeded', configmaps.message);
   assert.equal(configmaps.counters.failed, 0);
   assert.equal(secrets.phase, 'Failed');
-  assert.equal(
-    secrets.message,
-    'migration of secrets stopped: listing secrets: HTTP 403 Forbidden (RBAC: cannot list)',
-  );
+  assert.equal(secrets.message, 'migration of secrets stopped: listing secrets: HTTP 403 Forbidden (RBAC: cannot list)');
 });

@@ -95,7 +95,10 @@ void test('a webhook that echoes Secret values in its denials: reasons keep the 
     const ours = result.failures.filter((f) => f.namespace === ns);
     assert.deepEqual(ours.map((f) => f.name).sort(), names.filter((n) => n.startsWith('deny-')).sort());
     for (const f of ours) assert.equal(f.reason, 'HTTP 403 Forbidden: admission webhook "echo.svm.test" denied the request');
-    assert.match(result.message ?? '', /could not be updated: .*deny-\d \(HTTP 403 Forbidden: admission webhook "echo\.svm\.test" denied the request\)/);
+    assert.match(
+      result.message ?? '',
+      /could not be updated: .*deny-\d \(HTTP 403 Forbidden: admission webhook "echo\.svm\.test" denied the request\)/,
+    );
 
     const needles = [...new Set(names.filter((n) => n.startsWith('deny-')).flatMap((n) => needlesOf(value(n)))), ...needlesOf(marker)];
     const leaks = (where: string, text: string) => {
@@ -105,11 +108,18 @@ void test('a webhook that echoes Secret values in its denials: reasons keep the 
     };
 
     // 1. StorageVersionMigration status, as kubectl users read it.
-    const kubectl = (...args: string[]) => execFileSync(plane.env.KUBECTL!, args, { env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG }, encoding: 'utf8', maxBuffer: 64 << 20 });
+    const kubectl = (...args: string[]) =>
+      execFileSync(plane.env.KUBECTL!, args, {
+        env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG },
+        encoding: 'utf8',
+        maxBuffer: 64 << 20,
+      });
     const svmJson = kubectl('get', 'storageversionmigrations', '-o', 'json');
-    const svms = (JSON.parse(svmJson) as { items: Array<{ metadata: { annotations?: Record<string, string> }; status?: { phase?: string; message?: string } }> }).items.filter(
-      (o) => o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION] === workflowId,
-    );
+    const svms = (
+      JSON.parse(svmJson) as {
+        items: Array<{ metadata: { annotations?: Record<string, string> }; status?: { phase?: string; message?: string } }>;
+      }
+    ).items.filter((o) => o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION] === workflowId);
     assert.ok(svms.length >= 1, `a StorageVersionMigration mirrors ${workflowId}`);
     const svmText = JSON.stringify(svms);
     assert.match(svmText, /HTTP 403 Forbidden: admission webhook \\"echo\.svm\.test\\" denied the request/);
@@ -125,7 +135,20 @@ void test('a webhook that echoes Secret values in its denials: reasons keep the 
       sdkHistory += JSON.stringify(await plane.temporal.client.workflow.getHandle(workflowId, runId).fetchHistory());
       cliHistory += execFileSync(
         plane.env.TEMPORAL_CLI!,
-        ['workflow', 'show', '--workflow-id', workflowId, '--run-id', runId, '--output', 'json', '--address', plane.temporal.address, '--namespace', plane.env.TEMPORAL_NAMESPACE ?? 'default'],
+        [
+          'workflow',
+          'show',
+          '--workflow-id',
+          workflowId,
+          '--run-id',
+          runId,
+          '--output',
+          'json',
+          '--address',
+          plane.temporal.address,
+          '--namespace',
+          plane.env.TEMPORAL_NAMESPACE ?? 'default',
+        ],
         { encoding: 'utf8', maxBuffer: 256 << 20 },
       );
     }
@@ -135,7 +158,11 @@ void test('a webhook that echoes Secret values in its denials: reasons keep the 
       ['fetchHistory', sdkHistory],
     ] as const) {
       const readable = `${text}\n${decodeBase64Runs(text)}`;
-      assert.match(readable, /HTTP 403 Forbidden: admission webhook \\?"echo\.svm\.test\\?" denied the request/, `${where} names the code and the webhook`);
+      assert.match(
+        readable,
+        /HTTP 403 Forbidden: admission webhook \\?"echo\.svm\.test\\?" denied the request/,
+        `${where} names the code and the webhook`,
+      );
       leaks(where, text);
     }
 
@@ -186,7 +213,11 @@ void test('a ValidatingAdmissionPolicy whose messageExpression quotes a Secret: 
         apiVersion: 'admissionregistration.k8s.io/v1',
         kind: 'ValidatingAdmissionPolicyBinding',
         metadata: { name: binding },
-        spec: { policyName: policy, validationActions: ['Deny'], matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } } },
+        spec: {
+          policyName: policy,
+          validationActions: ['Deny'],
+          matchResources: { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } } },
+        },
       }),
     });
     const b64 = Buffer.from(secretValue).toString('base64');
@@ -201,7 +232,8 @@ void test('a ValidatingAdmissionPolicy whose messageExpression quotes a Secret: 
       );
       assert.ok(err instanceof Error);
       assert.equal(err.message, `HTTP 422 Invalid: ValidatingAdmissionPolicy "${policy}" (binding "${binding}") denied the request`);
-      for (const n of [secretValue, b64, b64.slice(0, 12)]) assert.ok(!err.message.includes(n) && !(err.stack ?? '').includes(n), `the error contains ${n}`);
+      for (const n of [secretValue, b64, b64.slice(0, 12)])
+        assert.ok(!err.message.includes(n) && !(err.stack ?? '').includes(n), `the error contains ${n}`);
     }
   } finally {
     await plane.kube.raw('DELETE', `${vapApi}/validatingadmissionpolicybindings/${binding}`);

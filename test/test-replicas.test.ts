@@ -53,7 +53,10 @@ function startReplica(taskQueue: string): Replica {
     SVM_QPS: String(QPS),
     SVM_LOG_LEVEL: 'info',
   };
-  const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], { env, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], {
+    env,
+    stdio: ['ignore', 'pipe', 'inherit'],
+  });
   const r: Replica = { child, lines: [] };
   let rest = '';
   child.stdout!.on('data', (b: Buffer) => {
@@ -72,12 +75,19 @@ function startReplica(taskQueue: string): Replica {
 
 const kubectl = (args: string[], input?: string) =>
   new Promise<string>((resolve, reject) => {
-    const c = execFile(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 60_000 }, (err, out, errOut) => (err ? reject(new Error(`kubectl ${args.join(' ')}: ${errOut}`)) : resolve(out)));
+    const c = execFile(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 60_000 }, (err, out, errOut) =>
+      err ? reject(new Error(`kubectl ${args.join(' ')}: ${errOut}`)) : resolve(out),
+    );
     if (input !== undefined) c.stdin!.end(input);
   });
 
 function createMigrationObject(name: string, group: string, resource: string): Promise<string> {
-  const doc = JSON.stringify({ apiVersion: 'migration.k8s.io/v1alpha1', kind: 'StorageVersionMigration', metadata: { name }, spec: { resource: { group, resource } } });
+  const doc = JSON.stringify({
+    apiVersion: 'migration.k8s.io/v1alpha1',
+    kind: 'StorageVersionMigration',
+    metadata: { name },
+    spec: { resource: { group, resource } },
+  });
   return kubectl(['create', '-f', '-'], doc);
 }
 
@@ -86,7 +96,13 @@ function countPuts(metrics: string, group: string, resource: string): number {
   let n = 0;
   for (const line of metrics.split('\n')) {
     if (!line.startsWith('apiserver_request_total{')) continue;
-    if (!line.includes('verb="PUT"') || !line.includes(`resource="${resource}"`) || !line.includes(`group="${group}"`) || !line.includes('subresource=""')) continue;
+    if (
+      !line.includes('verb="PUT"') ||
+      !line.includes(`resource="${resource}"`) ||
+      !line.includes(`group="${group}"`) ||
+      !line.includes('subresource=""')
+    )
+      continue;
     n += Number(line.slice(line.lastIndexOf(' ') + 1));
   }
   return n;
@@ -118,7 +134,10 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
   const taskQueue = uniq('tq');
   const replicas = [startReplica(taskQueue), startReplica(taskQueue), startReplica(taskQueue)];
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
-  const attached = (name: string) => replicas.flatMap((r, i) => r.lines.filter((l) => l.msg === 'StorageVersionMigration attached to its migration workflow' && l.name === name).map(() => i));
+  const attached = (name: string) =>
+    replicas.flatMap((r, i) =>
+      r.lines.filter((l) => l.msg === 'StorageVersionMigration attached to its migration workflow' && l.name === name).map(() => i),
+    );
   const identityOf = (r: Replica) => r.lines.find((l) => l.msg === 'worker started')?.identity as string | undefined;
   let handoverMs: number | undefined;
   try {
@@ -160,7 +179,9 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     assert.equal(result.counters.notFound + result.counters.failed, 0);
     for (const name of [first, second]) {
       await eventually(`StorageVersionMigration ${name} to say Succeeded`, async () => {
-        const o = JSON.parse(await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name, '-o', 'json'])) as { status?: { phase?: string } };
+        const o = JSON.parse(await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name, '-o', 'json'])) as {
+          status?: { phase?: string };
+        };
         return o.status?.phase === 'Succeeded';
       });
     }
@@ -168,15 +189,25 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     assert.equal(attached(first).length, 1, `first attached by replicas ${JSON.stringify(attached(first))}`);
     assert.deepEqual(attached(second), [replicas.indexOf(next)]);
     // Every replica saw the others and took a third of the budget.
-    for (const r of replicas) assert.ok(r.lines.some((l) => l.msg === 'load budget share' && l.members === 3), 'each replica counted three members');
+    for (const r of replicas)
+      assert.ok(
+        r.lines.some((l) => l.msg === 'load budget share' && l.members === 3),
+        'each replica counted three members',
+      );
 
     // etcd: every object at v2.
-    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: COUNT });
+    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+      [`${crd.group}/v2`]: COUNT,
+    });
   } finally {
     scraping = false;
     await scraper;
     for (const r of replicas) r.child.kill('SIGTERM');
-    await Promise.all(replicas.map((r) => (r.child.exitCode !== null || r.child.signalCode !== null ? undefined : new Promise((res) => r.child.once('exit', res)))));
+    await Promise.all(
+      replicas.map((r) =>
+        r.child.exitCode !== null || r.child.signalCode !== null ? undefined : new Promise((res) => r.child.once('exit', res)),
+      ),
+    );
     await m.close();
   }
 
@@ -194,5 +225,8 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
   console.log(
     `replicas: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s at +${worst.from.toFixed(0)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s); leader hand-over after SIGKILL: ${((handoverMs ?? 0) / 1000).toFixed(1)} s`,
   );
-  assert.ok(worst.rate <= QPS * 1.1, `${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s: ${worst.rate.toFixed(1)}/s exceeds the budget ${QPS}/s by more than 10%`);
+  assert.ok(
+    worst.rate <= QPS * 1.1,
+    `${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s: ${worst.rate.toFixed(1)}/s exceeds the budget ${QPS}/s by more than 10%`,
+  );
 });

@@ -29,7 +29,15 @@ before(async () => {
 });
 after(async () => plane?.close());
 
-const refOf = (c: TestCrd, version: 'v1' | 'v2'): ResourceRef => ({ group: c.group, version, resource: c.plural, kind: c.kind, namespaced: true, storageVersionHash: '', custom: true });
+const refOf = (c: TestCrd, version: 'v1' | 'v2'): ResourceRef => ({
+  group: c.group,
+  version,
+  resource: c.plural,
+  kind: c.kind,
+  namespaced: true,
+  storageVersionHash: '',
+  custom: true,
+});
 
 interface Outcomes {
   migrated: number;
@@ -68,7 +76,10 @@ async function runChunk(deps: ChunkDeps, resource: ResourceRef, chunkSize: numbe
 async function untilNotServed(c: TestCrd, v: string, ns: string): Promise<void> {
   for (let i = 0; i < plane.state.apiservers.length; i++) {
     const k = plane.kubeOf(i);
-    await eventually(`${c.name}/${v} not served by API server ${i}`, async () => (await k.raw('GET', `/apis/${c.group}/${v}/namespaces/${ns}/${c.plural}`)).status === 404);
+    await eventually(
+      `${c.name}/${v} not served by API server ${i}`,
+      async () => (await k.raw('GET', `/apis/${c.group}/${v}/namespaces/${ns}/${c.plural}`)).status === 404,
+    );
   }
 }
 
@@ -96,13 +107,27 @@ void test('the real 404 bodies: a deleted object names itself; a version no long
 
     // A deleted Secret: the core group, no details.group.
     await ensureNamespace(plane.kube, ns);
-    const secret = JSON.parse((await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, { body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gone' }, stringData: { a: 'b' } }) })).body) as Record<string, unknown>;
+    const secret = JSON.parse(
+      (
+        await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
+          body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 'gone' }, stringData: { a: 'b' } }),
+        })
+      ).body,
+    ) as Record<string, unknown>;
     await plane.kube.request('DELETE', `/api/v1/namespaces/${ns}/secrets/gone`);
     const deletedSecret = await plane.kube.raw('PUT', `/api/v1/namespaces/${ns}/secrets/gone`, { body: JSON.stringify(secret) });
     t.diagnostic(`deleted secret: ${deletedSecret.status} ${deletedSecret.body}`);
     assert.equal(deletedSecret.status, 404);
     assert.deepEqual((JSON.parse(deletedSecret.body) as { details: unknown }).details, { name: 'gone', kind: 'secrets' });
-    const secrets: ResourceRef = { group: '', version: 'v1', resource: 'secrets', kind: 'Secret', namespaced: true, storageVersionHash: '', custom: false };
+    const secrets: ResourceRef = {
+      group: '',
+      version: 'v1',
+      resource: 'secrets',
+      kind: 'Secret',
+      namespaced: true,
+      storageVersionHash: '',
+      custom: false,
+    };
     assert.equal(isObjectNotFound(classifyResponse(404, deletedSecret.body), secrets, { name: 'gone' }), true);
 
     // v1 set served:false.
@@ -146,7 +171,10 @@ void test('objects deleted under a chunk count as notFound; the rest migrate', a
     const doomed = ['w-000100', 'w-000101', 'w-000102', 'w-000103', 'w-000104'];
     // Once the chunk has listed and started, delete five objects it has not reached yet.
     const { deps, outcomes } = chunkDeps(40, (o) => {
-      if (o.migrated === 5 && !deleting) deleting = Promise.all(doomed.map((n) => plane.kube.request('DELETE', `/apis/${crd.group}/v1/namespaces/${ns}/${crd.plural}/${n}`))).then(() => undefined);
+      if (o.migrated === 5 && !deleting)
+        deleting = Promise.all(
+          doomed.map((n) => plane.kube.request('DELETE', `/apis/${crd.group}/v1/namespaces/${ns}/${crd.plural}/${n}`)),
+        ).then(() => undefined);
     });
     const result = await runChunk(deps, refOf(crd, 'v1'), 500);
     await deleting;
@@ -180,7 +208,12 @@ void test('the version being migrated stops being served mid-chunk: ResourceGone
     assert.ok(result instanceof ApplicationFailure, `the chunk should fail, got ${JSON.stringify(result)}`);
     assert.equal(result.type, RESOURCE_GONE);
     assert.equal(result.nonRetryable, true);
-    assert.match(result.message, new RegExp(`${crd.plural}\\.${crd.group.replace(/\./g, '\\.')} version v1 is not served \\(HTTP 404 NotFound: the requested resource is not served\\)$`));
+    assert.match(
+      result.message,
+      new RegExp(
+        `${crd.plural}\\.${crd.group.replace(/\./g, '\\.')} version v1 is not served \\(HTTP 404 NotFound: the requested resource is not served\\)$`,
+      ),
+    );
     assert.equal(outcomes.notFound, 0, 'no object was counted as deleted');
     assert.ok(outcomes.migrated >= 10 && outcomes.migrated < COUNT, `migrated ${outcomes.migrated} before the version went away`);
     const stored = await readStoredObjects(plane.etcd, `/registry/${crd.group}/${crd.plural}/${ns}/`);

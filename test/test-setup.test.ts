@@ -19,14 +19,24 @@ after(async () => plane?.close());
 void test('svm setup registers the missing search attributes and says what it did; a second run finds them present', async () => {
   const namespace = uniq('setup');
   await plane.temporal.connection.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
-  await eventually('the namespace', async () => (await plane.temporal.connection.workflowService.describeNamespace({ namespace })).namespaceInfo?.name === namespace);
+  await eventually(
+    'the namespace',
+    async () => (await plane.temporal.connection.workflowService.describeNamespace({ namespace })).namespaceInfo?.name === namespace,
+  );
   const svm = () =>
-    run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'setup'], { env: { ...process.env, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_NAMESPACE: namespace } });
+    run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'setup'], {
+      env: { ...process.env, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_NAMESPACE: namespace },
+    });
   const before = await plane.temporal.connection.operatorService.listSearchAttributes({ namespace });
   assert.ok(!Object.keys(before.customAttributes ?? {}).includes('MigrationPhase'));
 
   const first = await svm();
-  assert.match(first.stdout, new RegExp(`registered on namespace ${namespace}: MigrationResource \\(Keyword\\), MigrationGroup \\(Keyword\\), MigrationPhase \\(Keyword\\), MigrationMigrated \\(Int\\)`));
+  assert.match(
+    first.stdout,
+    new RegExp(
+      `registered on namespace ${namespace}: MigrationResource \\(Keyword\\), MigrationGroup \\(Keyword\\), MigrationPhase \\(Keyword\\), MigrationMigrated \\(Int\\)`,
+    ),
+  );
   const after = await plane.temporal.connection.operatorService.listSearchAttributes({ namespace });
   for (const sa of searchAttributeDefinitions) assert.ok(Object.keys(after.customAttributes ?? {}).includes(sa.name), `${sa.name} missing`);
 

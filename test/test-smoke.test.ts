@@ -26,24 +26,36 @@ void test('objects created through @kubernetes/client-node are read back from et
   const custom = kc.makeApiClient(CustomObjectsApi);
   const ns = uniq('smoke');
   await core.createNamespace({ body: { metadata: { name: ns } } });
-  for (let i = 0; i < 3; i++) await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `cm-${i}` }, data: { i: String(i) } } });
+  for (let i = 0; i < 3; i++)
+    await core.createNamespacedConfigMap({ namespace: ns, body: { metadata: { name: `cm-${i}` }, data: { i: String(i) } } });
 
   const crd = testCrd(`${uniq('smoke')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
   for (let i = 0; i < 4; i++) {
-    await custom.createNamespacedCustomObject({ group: crd.group, version: 'v1', namespace: ns, plural: crd.plural, body: { apiVersion: `${crd.group}/v1`, kind: crd.kind, metadata: { name: `w-${i}` }, spec: { i } } });
+    await custom.createNamespacedCustomObject({
+      group: crd.group,
+      version: 'v1',
+      namespace: ns,
+      plural: crd.plural,
+      body: { apiVersion: `${crd.group}/v1`, kind: crd.kind, metadata: { name: `w-${i}` }, spec: { i } },
+    });
   }
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v1`]: 4 });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v1`]: 4,
+  });
   const cms = await storedVersions(plane.etcd, `/registry/configmaps/${ns}/`);
   assert.deepEqual(cms.byApiVersion, { v1: 3 });
 });
 
-void test('the plane looks like a cluster from the worker\'s side: one API address, every server in the kubernetes EndpointSlice, identity leases, the StorageVersion API off', async () => {
+void test("the plane looks like a cluster from the worker's side: one API address, every server in the kubernetes EndpointSlice, identity leases, the StorageVersion API off", async () => {
   const expected = plane.state.apiservers.length;
   // Identity leases: one per API server, distinct because each runs under its own host name.
-  const leases = await plane.kube.getJson<{ items: Array<{ metadata: { name: string } }> }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
-    labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
-  });
+  const leases = await plane.kube.getJson<{ items: Array<{ metadata: { name: string } }> }>(
+    '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases',
+    {
+      labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver',
+    },
+  );
   const ids = new Set(leases.items.map((l) => l.metadata.name));
   assert.equal(ids.size, expected, `expected ${expected} API server identities, got ${[...ids].join(', ')}`);
 
@@ -56,14 +68,22 @@ void test('the plane looks like a cluster from the worker\'s side: one API addre
   assert.equal(plane.shape, 'cluster');
   // The worker's one address is the load balancer, not a server.
   assert.ok(!plane.apiserverUrls.includes(plane.kube.server), `KUBECONFIG points at ${plane.kube.server}, a server of its own`);
-  const slices = await plane.kube.getJson<{ items: Array<{ endpoints: Array<{ addresses: string[]; conditions?: { ready?: boolean } }>; ports: Array<{ name?: string; port: number }> }> }>(
-    '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices',
-    { labelSelector: 'kubernetes.io/service-name=kubernetes' },
-  );
+  const slices = await plane.kube.getJson<{
+    items: Array<{
+      endpoints: Array<{ addresses: string[]; conditions?: { ready?: boolean } }>;
+      ports: Array<{ name?: string; port: number }>;
+    }>;
+  }>('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices', { labelSelector: 'kubernetes.io/service-name=kubernetes' });
   const addresses = slices.items.flatMap((s) => s.endpoints.flatMap((e) => e.addresses)).sort();
   assert.deepEqual(addresses, [...plane.apiserverAddresses].sort(), 'every API server, by its own address');
-  assert.ok(addresses.every((a) => !a.startsWith('127.')), 'no loopback address in the endpoints');
-  assert.deepEqual(slices.items.flatMap((s) => s.ports.map((p) => p.port)), [6443]);
+  assert.ok(
+    addresses.every((a) => !a.startsWith('127.')),
+    'no loopback address in the endpoints',
+  );
+  assert.deepEqual(
+    slices.items.flatMap((s) => s.ports.map((p) => p.port)),
+    [6443],
+  );
 });
 
 void test('a workflow runs on the Temporal dev server with a worker', async () => {
@@ -76,7 +96,9 @@ void test('a workflow runs on the Temporal dev server with a worker', async () =
       workflowsPath: require.resolve('./helpers/smoke-workflow'),
       activities: { greet: async (name: string) => `hello ${name}` },
     });
-    const out = await worker.runUntil(plane.temporal.client.workflow.execute('smoke', { taskQueue, workflowId: uniq('smoke'), args: ['plane'] }));
+    const out = await worker.runUntil(
+      plane.temporal.client.workflow.execute('smoke', { taskQueue, workflowId: uniq('smoke'), args: ['plane'] }),
+    );
     assert.equal(out, 'hello plane');
   } finally {
     await connection.close();

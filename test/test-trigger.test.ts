@@ -50,10 +50,20 @@ async function state(name: string): Promise<StateStatus | undefined> {
 
 /** kubectl's view of a StorageState, one line, for the record. */
 async function snapshot(step: string, name: string): Promise<StateStatus> {
-  const out = await run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, 'get', 'storagestate', name, '-o', 'jsonpath={.status}']);
+  const out = await run(plane.env.KUBECTL!, [
+    '--kubeconfig',
+    plane.env.KUBECONFIG!,
+    'get',
+    'storagestate',
+    name,
+    '-o',
+    'jsonpath={.status}',
+  ]);
   const s = JSON.parse(out.stdout) as StateStatus;
   const reporters = (s.currentStorageVersionHashes ?? []).map((e) => `${e.reporterID}=${e.currentStorageVersionHash}`).join(' ');
-  process.stderr.write(`[walkthrough] ${step.padEnd(44)} current=${s.currentStorageVersionHash} persisted=${JSON.stringify(s.persistedStorageVersionHashes)} reporters=[${reporters}] consistent=${s.discoveryConsistent}\n`);
+  process.stderr.write(
+    `[walkthrough] ${step.padEnd(44)} current=${s.currentStorageVersionHash} persisted=${JSON.stringify(s.persistedStorageVersionHashes)} reporters=[${reporters}] consistent=${s.discoveryConsistent}\n`,
+  );
   return s;
 }
 
@@ -61,7 +71,14 @@ async function snapshot(step: string, name: string): Promise<StateStatus> {
 const settled = (name: string, hash?: string, since?: number) => async () => {
   const s = await state(name);
   const fresh = since === undefined || (s?.lastHeartbeatTime !== undefined && Date.parse(s.lastHeartbeatTime) >= since);
-  return fresh && s?.currentStorageVersionHash !== undefined && (hash === undefined || s.currentStorageVersionHash === hash) && s.persistedStorageVersionHashes?.length === 1 && s.persistedStorageVersionHashes[0] === s.currentStorageVersionHash && s;
+  return (
+    fresh &&
+    s?.currentStorageVersionHash !== undefined &&
+    (hash === undefined || s.currentStorageVersionHash === hash) &&
+    s.persistedStorageVersionHashes?.length === 1 &&
+    s.persistedStorageVersionHashes[0] === s.currentStorageVersionHash &&
+    s
+  );
 };
 
 async function discoveryHash(index: number, group: string, version: string, resource: string): Promise<string> {
@@ -79,132 +96,178 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 300, { namespace: uniq('ns') });
   const h1 = await discoveryHash(0, crd.group, 'v1', crd.plural);
-  await withWorker(plane, async (m) => {
-    await startTrigger(m, 2);
-    // Created as Unknown, migrated once, settled on the v1 hash.
-    await eventually('the StorageState to be created', async () => (await state(crd.name)) !== undefined, 60_000);
-    const settledV1 = await eventually('settled on v1', settled(crd.name, h1), 180_000);
-    // One entry per API server, each found in the kubernetes EndpointSlice and named by its own address
-    // (the worker has only the load-balanced kubeconfig); every one answered: discovery consistent.
-    assert.deepEqual(
-      settledV1.currentStorageVersionHashes?.map((e) => e.reporterID).sort(),
-      plane.state.apiservers.map((a) => `${a.address}:${a.port}`).sort(),
-      'one entry per API server, by its address',
-    );
-    assert.equal(settledV1.discoveryConsistent, true);
-    await snapshot('CRD at v1, settled', crd.name);
+  await withWorker(
+    plane,
+    async (m) => {
+      await startTrigger(m, 2);
+      // Created as Unknown, migrated once, settled on the v1 hash.
+      await eventually('the StorageState to be created', async () => (await state(crd.name)) !== undefined, 60_000);
+      const settledV1 = await eventually('settled on v1', settled(crd.name, h1), 180_000);
+      // One entry per API server, each found in the kubernetes EndpointSlice and named by its own address
+      // (the worker has only the load-balanced kubeconfig); every one answered: discovery consistent.
+      assert.deepEqual(
+        settledV1.currentStorageVersionHashes?.map((e) => e.reporterID).sort(),
+        plane.state.apiservers.map((a) => `${a.address}:${a.port}`).sort(),
+        'one entry per API server, by its address',
+      );
+      assert.equal(settledV1.discoveryConsistent, true);
+      await snapshot('CRD at v1, settled', crd.name);
 
-    await applyCrd(plane.kube, crd, 'v2');
-    const h2 = await discoveryHash(0, crd.group, 'v2', crd.plural);
-    assert.notEqual(h1, h2);
-    const changed = await eventually('current to move to the v2 hash', async () => {
-      const s = await state(crd.name);
-      return s?.currentStorageVersionHash === h2 && s;
-    }, 60_000);
-    // Either caught before the migration refined it, or already refined: never without h2.
-    assert.ok(changed.persistedStorageVersionHashes!.includes(h2), `persisted ${JSON.stringify(changed.persistedStorageVersionHashes)} lacks ${h2}`);
-    await snapshot('storage switched to v2', crd.name);
-    await eventually('settled on v2', settled(crd.name, h2), 120_000);
-    await snapshot('migrated by the trigger', crd.name);
-    const last = await (await m.handle(crd.name)).wait();
-    assert.equal(last.phase, 'Succeeded');
-    await m.stopTrigger();
-  }, { settings: { maxConcurrentChunks: 8 } });
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 300 });
+      await applyCrd(plane.kube, crd, 'v2');
+      const h2 = await discoveryHash(0, crd.group, 'v2', crd.plural);
+      assert.notEqual(h1, h2);
+      const changed = await eventually(
+        'current to move to the v2 hash',
+        async () => {
+          const s = await state(crd.name);
+          return s?.currentStorageVersionHash === h2 && s;
+        },
+        60_000,
+      );
+      // Either caught before the migration refined it, or already refined: never without h2.
+      assert.ok(
+        changed.persistedStorageVersionHashes!.includes(h2),
+        `persisted ${JSON.stringify(changed.persistedStorageVersionHashes)} lacks ${h2}`,
+      );
+      await snapshot('storage switched to v2', crd.name);
+      await eventually('settled on v2', settled(crd.name, h2), 120_000);
+      await snapshot('migrated by the trigger', crd.name);
+      const last = await (await m.handle(crd.name)).wait();
+      assert.equal(last.phase, 'Succeeded');
+      await m.stopTrigger();
+    },
+    { settings: { maxConcurrentChunks: 8 } },
+  );
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 300,
+  });
 });
 
 void test('the trigger stopped past its staleness bound while a storage version changed: the StorageState is reset to Unknown and the resource migrated', async () => {
   const crd = testCrd(`${uniq('st')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 150, { namespace: uniq('ns') });
-  await withWorker(plane, async (m) => {
-    await startTrigger(m, 2, 6);
-    await eventually('settled on v1', settled(crd.name), 180_000);
-    await snapshot('settled, trigger about to stop', crd.name);
-    await m.stopTrigger();
-    await applyCrd(plane.kube, crd, 'v2'); // missed by the trigger
-    await new Promise((r) => setTimeout(r, 8000)); // past the staleness bound
-    const seen: string[][] = [];
-    const watcher = (async () => {
-      for (let i = 0; i < 300; i++) {
-        const s = await state(crd.name);
-        if (s?.persistedStorageVersionHashes) seen.push(s.persistedStorageVersionHashes);
-        if (seen.some((p) => p.includes('Unknown'))) return;
-        await new Promise((r) => setTimeout(r, 100));
-      }
-    })();
-    await startTrigger(m, 2, 6);
-    await watcher;
-    assert.ok(seen.some((p) => p.length === 1 && p[0] === 'Unknown'), `never reset to Unknown: ${JSON.stringify(seen.slice(-3))}`);
-    await snapshot('trigger back after the staleness bound', crd.name);
-    const h2 = await discoveryHash(0, crd.group, 'v2', crd.plural);
-    await eventually('settled on v2', settled(crd.name, h2), 120_000);
-    await snapshot('migrated after the reset', crd.name);
-    await (await m.handle(crd.name)).wait();
-    await m.stopTrigger();
-  }, { settings: { maxConcurrentChunks: 8 } });
-  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 150 });
+  await withWorker(
+    plane,
+    async (m) => {
+      await startTrigger(m, 2, 6);
+      await eventually('settled on v1', settled(crd.name), 180_000);
+      await snapshot('settled, trigger about to stop', crd.name);
+      await m.stopTrigger();
+      await applyCrd(plane.kube, crd, 'v2'); // missed by the trigger
+      await new Promise((r) => setTimeout(r, 8000)); // past the staleness bound
+      const seen: string[][] = [];
+      const watcher = (async () => {
+        for (let i = 0; i < 300; i++) {
+          const s = await state(crd.name);
+          if (s?.persistedStorageVersionHashes) seen.push(s.persistedStorageVersionHashes);
+          if (seen.some((p) => p.includes('Unknown'))) return;
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      })();
+      await startTrigger(m, 2, 6);
+      await watcher;
+      assert.ok(
+        seen.some((p) => p.length === 1 && p[0] === 'Unknown'),
+        `never reset to Unknown: ${JSON.stringify(seen.slice(-3))}`,
+      );
+      await snapshot('trigger back after the staleness bound', crd.name);
+      const h2 = await discoveryHash(0, crd.group, 'v2', crd.plural);
+      await eventually('settled on v2', settled(crd.name, h2), 120_000);
+      await snapshot('migrated after the reset', crd.name);
+      await (await m.handle(crd.name)).wait();
+      await m.stopTrigger();
+    },
+    { settings: { maxConcurrentChunks: 8 } },
+  );
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 150,
+  });
 });
 
 void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers: no migration while hashes differ, a running one stopped when they diverge, success only after all agree; etcd ends clean', async () => {
   const name = 'deviceclasses.resource.k8s.io';
   const OLD = OLD_ENCODING_FLAGS;
   const create = (index: number, prefix: string, count: number) => createDeviceClasses(plane.kubeOf(index), prefix, count);
-  const migrationRunning = async () => (await plane.temporal.client.workflow.getHandle(`migrate/${name}`).describe().catch(() => undefined))?.status.name === 'RUNNING';
+  const migrationRunning = async () =>
+    (
+      await plane.temporal.client.workflow
+        .getHandle(`migrate/${name}`)
+        .describe()
+        .catch(() => undefined)
+    )?.status.name === 'RUNNING';
   const tag = uniq('wt');
   const hV1 = await discoveryHash(0, 'resource.k8s.io', 'v1', 'deviceclasses');
 
-  await withWorker(plane, async (m) => {
-    await create(0, `${tag}-a`, 200);
-    const started = Date.now();
-    await startTrigger(m, 2);
-    // 0. both servers encode v1 (an earlier test's state is reset first: that trigger was away)
-    await eventually('settled on v1', settled(name, hV1, started), 180_000);
-    await snapshot('0. both servers encode v1', name);
+  await withWorker(
+    plane,
+    async (m) => {
+      await create(0, `${tag}-a`, 200);
+      const started = Date.now();
+      await startTrigger(m, 2);
+      // 0. both servers encode v1 (an earlier test's state is reset first: that trigger was away)
+      await eventually('settled on v1', settled(name, hV1, started), 180_000);
+      await snapshot('0. both servers encode v1', name);
 
-    // 1. server 1 moves to v1beta2: hashes diverge, persisted gains its hash, nothing migrates
-    await restartApiserver(plane.dir, 1, OLD, () => undefined);
-    const hB2 = await discoveryHash(1, 'resource.k8s.io', 'v1', 'deviceclasses');
-    assert.notEqual(hB2, hV1);
-    await create(1, `${tag}-b`, 50); // written in v1beta2
-    const diverged = await eventually('both hashes reported', async () => {
-      const s = await state(name);
-      return new Set(s?.currentStorageVersionHashes?.map((e) => e.currentStorageVersionHash)).size === 2 && s;
-    }, 60_000);
-    assert.equal(diverged.currentStorageVersionHash, hV1, 'current moves only on agreement');
-    assert.deepEqual([...diverged.persistedStorageVersionHashes!].sort(), [hB2, hV1].sort());
-    for (let i = 0; i < 3; i++) {
+      // 1. server 1 moves to v1beta2: hashes diverge, persisted gains its hash, nothing migrates
+      await restartApiserver(plane.dir, 1, OLD, () => undefined);
+      const hB2 = await discoveryHash(1, 'resource.k8s.io', 'v1', 'deviceclasses');
+      assert.notEqual(hB2, hV1);
+      await create(1, `${tag}-b`, 50); // written in v1beta2
+      const diverged = await eventually(
+        'both hashes reported',
+        async () => {
+          const s = await state(name);
+          return new Set(s?.currentStorageVersionHashes?.map((e) => e.currentStorageVersionHash)).size === 2 && s;
+        },
+        60_000,
+      );
+      assert.equal(diverged.currentStorageVersionHash, hV1, 'current moves only on agreement');
+      assert.deepEqual([...diverged.persistedStorageVersionHashes!].sort(), [hB2, hV1].sort());
+      for (let i = 0; i < 3; i++) {
+        assert.equal(await migrationRunning(), false, 'no migration while the hashes differ');
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+      await snapshot('1. server 1 moved to v1beta2 (diverged)', name);
+
+      // 2. server 0 follows: agreement on v1beta2, current moves, the trigger migrates, persisted refined
+      await restartApiserver(plane.dir, 0, OLD, () => undefined);
+      await eventually('current = v1beta2 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 60_000);
+      await snapshot('2. server 0 followed (agree on v1beta2)', name);
+      await eventually('settled on v1beta2', settled(name, hB2), 180_000);
+      assert.deepEqual(Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion), [
+        'resource.k8s.io/v1beta2',
+      ]);
+      await snapshot('2b. migrated to v1beta2', name);
+
+      // 3. server 1 rolls back to v1 while objects are written through it: diverged again
+      await create(1, `${tag}-c`, 150);
+      await restartApiserver(plane.dir, 1, [], () => undefined);
+      await create(1, `${tag}-d`, 40); // written in v1 during the divergence
+      const rolledBack = await eventually(
+        'persisted to include v1 again',
+        async () => {
+          const s = await state(name);
+          return s?.persistedStorageVersionHashes?.includes(hV1) && s;
+        },
+        60_000,
+      );
+      assert.equal(rolledBack.currentStorageVersionHash, hB2);
       assert.equal(await migrationRunning(), false, 'no migration while the hashes differ');
-      await new Promise((r) => setTimeout(r, 2000));
-    }
-    await snapshot('1. server 1 moved to v1beta2 (diverged)', name);
+      await snapshot('3. server 1 rolled back (diverged)', name);
 
-    // 2. server 0 follows: agreement on v1beta2, current moves, the trigger migrates, persisted refined
-    await restartApiserver(plane.dir, 0, OLD, () => undefined);
-    await eventually('current = v1beta2 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 60_000);
-    await snapshot('2. server 0 followed (agree on v1beta2)', name);
-    await eventually('settled on v1beta2', settled(name, hB2), 180_000);
-    assert.deepEqual(Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion), ['resource.k8s.io/v1beta2']);
-    await snapshot('2b. migrated to v1beta2', name);
-
-    // 3. server 1 rolls back to v1 while objects are written through it: diverged again
-    await create(1, `${tag}-c`, 150);
-    await restartApiserver(plane.dir, 1, [], () => undefined);
-    await create(1, `${tag}-d`, 40); // written in v1 during the divergence
-    const rolledBack = await eventually('persisted to include v1 again', async () => {
-      const s = await state(name);
-      return s?.persistedStorageVersionHashes?.includes(hV1) && s;
-    }, 60_000);
-    assert.equal(rolledBack.currentStorageVersionHash, hB2);
-    assert.equal(await migrationRunning(), false, 'no migration while the hashes differ');
-    await snapshot('3. server 1 rolled back (diverged)', name);
-
-    // 4. forward again: agreement on v1beta2; the v1 objects written meanwhile are migrated
-    await restartApiserver(plane.dir, 1, OLD, () => undefined);
-    await eventually('settled on v1beta2 again', settled(name, hB2), 180_000);
-    await snapshot('4. forward again, migrated', name);
-    await (await m.handle(name)).wait();
-    await m.stopTrigger();
-  }, { settings: { maxConcurrentChunks: 8 } });
-  assert.deepEqual(Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion), ['resource.k8s.io/v1beta2'], 'etcd must end with every object at the final version');
+      // 4. forward again: agreement on v1beta2; the v1 objects written meanwhile are migrated
+      await restartApiserver(plane.dir, 1, OLD, () => undefined);
+      await eventually('settled on v1beta2 again', settled(name, hB2), 180_000);
+      await snapshot('4. forward again, migrated', name);
+      await (await m.handle(name)).wait();
+      await m.stopTrigger();
+    },
+    { settings: { maxConcurrentChunks: 8 } },
+  );
+  assert.deepEqual(
+    Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion),
+    ['resource.k8s.io/v1beta2'],
+    'etcd must end with every object at the final version',
+  );
 });

@@ -39,139 +39,154 @@ const DENIED = 3;
 /** One wait for the single-page app to show something; generous, but bounded. */
 const WAIT = 30_000;
 
-void test('the Temporal UI shows migrations by their search attributes, with summary, phase and progress', { timeout: 10 * 60_000 }, async (t) => {
-  // -- two real migrations: one succeeds, one fails (a webhook refuses DENIED objects)
-  const ok = testCrd(`${uniq('ui-ok')}.svm.test`);
-  const bad = testCrd(`${uniq('ui-fail')}.svm.test`);
-  const ns = uniq('ns');
-  await applyCrd(plane.kube, ok, 'v1');
-  await createObjects(plane.kube, ok, 'v1', OK_OBJECTS, { namespace: ns });
-  await applyCrd(plane.kube, ok, 'v2');
-  await applyCrd(plane.kube, bad, 'v1');
-  await createObjects(plane.kube, bad, 'v1', FAIL_OBJECTS, { namespace: ns });
-  await createObjects(plane.kube, bad, 'v1', DENIED, { namespace: ns, prefix: 'deny' });
-  await applyCrd(plane.kube, bad, 'v2');
-  const unwebhook = await denyUpdatesOf(plane, bad, ns);
+void test(
+  'the Temporal UI shows migrations by their search attributes, with summary, phase and progress',
+  { timeout: 10 * 60_000 },
+  async (t) => {
+    // -- two real migrations: one succeeds, one fails (a webhook refuses DENIED objects)
+    const ok = testCrd(`${uniq('ui-ok')}.svm.test`);
+    const bad = testCrd(`${uniq('ui-fail')}.svm.test`);
+    const ns = uniq('ns');
+    await applyCrd(plane.kube, ok, 'v1');
+    await createObjects(plane.kube, ok, 'v1', OK_OBJECTS, { namespace: ns });
+    await applyCrd(plane.kube, ok, 'v2');
+    await applyCrd(plane.kube, bad, 'v1');
+    await createObjects(plane.kube, bad, 'v1', FAIL_OBJECTS, { namespace: ns });
+    await createObjects(plane.kube, bad, 'v1', DENIED, { namespace: ns, prefix: 'deny' });
+    await applyCrd(plane.kube, bad, 'v2');
+    const unwebhook = await denyUpdatesOf(plane, bad, ns);
 
-  let browser: TestBrowser | undefined;
-  try {
-    await withWorker(plane, async (m) => {
-      const okResult = await (await m.start(ok.name, { chunkSize: 50 })).wait();
-      assert.equal(okResult.phase, 'Succeeded', okResult.message);
-      assert.equal(okResult.counters.migrated, OK_OBJECTS);
-      const badResult = await (await m.start(bad.name, { chunkSize: 50 })).wait();
-      assert.equal(badResult.phase, 'Failed');
-      assert.equal(badResult.counters.failed, DENIED);
+    let browser: TestBrowser | undefined;
+    try {
+      await withWorker(plane, async (m) => {
+        const okResult = await (await m.start(ok.name, { chunkSize: 50 })).wait();
+        assert.equal(okResult.phase, 'Succeeded', okResult.message);
+        assert.equal(okResult.counters.migrated, OK_OBJECTS);
+        const badResult = await (await m.start(bad.name, { chunkSize: 50 })).wait();
+        assert.equal(badResult.phase, 'Failed');
+        assert.equal(badResult.counters.failed, DENIED);
 
-      // -- the UI, while the worker still runs (current details are a query the worker answers)
-      const okId = `migrate/${ok.name}`;
-      const badId = `migrate/${bad.name}`;
-      browser = await launchBrowser({ viewport: VIEWPORT });
-      const page = await browser.newPage(VIEWPORT);
-      page.setDefaultTimeout(WAIT);
-      const ui = plane.env.TEMPORAL_UI_URL;
-      assert.ok(ui, 'the plane has no TEMPORAL_UI_URL');
-      const list = (query: string) => `${ui}/namespaces/default/workflows?query=${encodeURIComponent(query)}`;
+        // -- the UI, while the worker still runs (current details are a query the worker answers)
+        const okId = `migrate/${ok.name}`;
+        const badId = `migrate/${bad.name}`;
+        browser = await launchBrowser({ viewport: VIEWPORT });
+        const page = await browser.newPage(VIEWPORT);
+        page.setDefaultTimeout(WAIT);
+        const ui = plane.env.TEMPORAL_UI_URL;
+        assert.ok(ui, 'the plane has no TEMPORAL_UI_URL');
+        const list = (query: string) => `${ui}/namespaces/default/workflows?query=${encodeURIComponent(query)}`;
 
-      try {
-        await t.test('the list filtered by MigrationResource shows that migration and no other', async () => {
-          await showList(page, list(`MigrationResource = '${ok.name}'`), [okId]);
-          assert.equal(await rows(page).count(), 1, 'exactly one workflow for one resource');
-          assert.equal(await rows(page).filter({ hasText: badId }).count(), 0);
-          // the filter a person sees above the list is the one asked for
-          await page.getByText('MigrationResource', { exact: false }).first().waitFor();
-        });
+        try {
+          await t.test('the list filtered by MigrationResource shows that migration and no other', async () => {
+            await showList(page, list(`MigrationResource = '${ok.name}'`), [okId]);
+            assert.equal(await rows(page).count(), 1, 'exactly one workflow for one resource');
+            assert.equal(await rows(page).filter({ hasText: badId }).count(), 0);
+            // the filter a person sees above the list is the one asked for
+            await page.getByText('MigrationResource', { exact: false }).first().waitFor();
+          });
 
-        await t.test('a person adds the MigrationPhase and MigrationMigrated columns and reads phase and progress in the list', async () => {
-          await configureColumns(page, { add: ['MigrationPhase', 'MigrationMigrated'], remove: ['Run ID', 'Type', 'Start'] });
-          // and folds the saved views away, so the list has the page's width
-          const collapse = page.getByRole('button', { name: 'Collapse saved views' });
-          if (await collapse.count()) await collapse.first().click();
-          await showList(page, list(`MigrationResource = '${ok.name}'`), [okId]);
-          const row = rows(page).filter({ hasText: okId });
-          assert.equal(await cellText(page, row, 'MigrationPhase'), 'Succeeded');
-          assert.equal(await cellText(page, row, 'MigrationMigrated'), String(OK_OBJECTS));
-          assert.match(await cellText(page, row, 'Status'), /Completed/);
-          // on screen without scrolling sideways
-          for (const c of ['Status', 'Workflow ID', 'MigrationPhase', 'MigrationMigrated']) await assertCellOnScreen(page, row, c);
-        });
+          await t.test(
+            'a person adds the MigrationPhase and MigrationMigrated columns and reads phase and progress in the list',
+            async () => {
+              await configureColumns(page, { add: ['MigrationPhase', 'MigrationMigrated'], remove: ['Run ID', 'Type', 'Start'] });
+              // and folds the saved views away, so the list has the page's width
+              const collapse = page.getByRole('button', { name: 'Collapse saved views' });
+              if (await collapse.count()) await collapse.first().click();
+              await showList(page, list(`MigrationResource = '${ok.name}'`), [okId]);
+              const row = rows(page).filter({ hasText: okId });
+              assert.equal(await cellText(page, row, 'MigrationPhase'), 'Succeeded');
+              assert.equal(await cellText(page, row, 'MigrationMigrated'), String(OK_OBJECTS));
+              assert.match(await cellText(page, row, 'Status'), /Completed/);
+              // on screen without scrolling sideways
+              for (const c of ['Status', 'Workflow ID', 'MigrationPhase', 'MigrationMigrated']) await assertCellOnScreen(page, row, c);
+            },
+          );
 
-        await t.test(`the list filtered by MigrationPhase = 'Succeeded' / 'Failed' puts each migration on its side`, async () => {
-          await showList(page, list(`MigrationPhase = 'Succeeded'`), [okId]);
-          assert.equal(await rows(page).filter({ hasText: badId }).count(), 0, 'the failed migration is listed as Succeeded');
-          await showList(page, list(`MigrationPhase = 'Failed'`), [badId]);
-          assert.equal(await rows(page).filter({ hasText: okId }).count(), 0, 'the succeeded migration is listed as Failed');
-          const badRow = rows(page).filter({ hasText: badId });
-          assert.equal(await cellText(page, badRow, 'MigrationPhase'), 'Failed');
-          assert.equal(await cellText(page, badRow, 'MigrationMigrated'), String(FAIL_OBJECTS));
-          assert.match(await cellText(page, badRow, 'Status'), /Failed/);
-          await assertCellOnScreen(page, badRow, 'MigrationPhase');
-        });
+          await t.test(`the list filtered by MigrationPhase = 'Succeeded' / 'Failed' puts each migration on its side`, async () => {
+            await showList(page, list(`MigrationPhase = 'Succeeded'`), [okId]);
+            assert.equal(await rows(page).filter({ hasText: badId }).count(), 0, 'the failed migration is listed as Succeeded');
+            await showList(page, list(`MigrationPhase = 'Failed'`), [badId]);
+            assert.equal(await rows(page).filter({ hasText: okId }).count(), 0, 'the succeeded migration is listed as Failed');
+            const badRow = rows(page).filter({ hasText: badId });
+            assert.equal(await cellText(page, badRow, 'MigrationPhase'), 'Failed');
+            assert.equal(await cellText(page, badRow, 'MigrationMigrated'), String(FAIL_OBJECTS));
+            assert.match(await cellText(page, badRow, 'Status'), /Failed/);
+            await assertCellOnScreen(page, badRow, 'MigrationPhase');
+          });
 
-        await t.test('screenshot: both migrations of this test, filtered by MigrationResource, with phase and progress', async () => {
-          await showList(page, list(`MigrationResource IN ('${ok.name}', '${bad.name}')`), [okId, badId]);
-          assert.equal(await rows(page).count(), 2);
-          mkdirSync(DOCS, { recursive: true });
-          await page.screenshot({ path: path.join(DOCS, 'temporal-ui-migrations.png') });
-        });
+          await t.test('screenshot: both migrations of this test, filtered by MigrationResource, with phase and progress', async () => {
+            await showList(page, list(`MigrationResource IN ('${ok.name}', '${bad.name}')`), [okId, badId]);
+            assert.equal(await rows(page).count(), 2);
+            mkdirSync(DOCS, { recursive: true });
+            await page.screenshot({ path: path.join(DOCS, 'temporal-ui-migrations.png') });
+          });
 
-        await t.test(`the migration's page (from the list) shows its summary, phase, progress and search attributes`, async () => {
-          await showList(page, list(`MigrationResource = '${ok.name}'`), [okId]);
-          await rows(page).filter({ hasText: okId }).getByRole('link', { name: okId, exact: true }).first().click();
-          await page.waitForURL((u) => u.pathname.startsWith(`/namespaces/default/workflows/${encodeURIComponent(okId)}/`));
-          await page.getByRole('heading', { name: okId }).first().waitFor();
-          await page.getByText('Completed', { exact: true }).first().waitFor();
+          await t.test(`the migration's page (from the list) shows its summary, phase, progress and search attributes`, async () => {
+            await showList(page, list(`MigrationResource = '${ok.name}'`), [okId]);
+            await rows(page).filter({ hasText: okId }).getByRole('link', { name: okId, exact: true }).first().click();
+            await page.waitForURL((u) => u.pathname.startsWith(`/namespaces/default/workflows/${encodeURIComponent(okId)}/`));
+            await page.getByRole('heading', { name: okId }).first().waitFor();
+            await page.getByText('Completed', { exact: true }).first().waitFor();
 
-          await openTab(page, 'User Metadata');
-          const summary = await metadataText(page, 'Summary', /Storage version migration of/);
-          assert.equal(summary.trim(), `Storage version migration of ${ok.name}`);
-          const details = await metadataText(page, 'Details', /no-op update/);
-          assert.match(details, new RegExp(`Rewrites every stored Widget \\(${esc(ok.name)}, through ${esc(ok.group)}/v2\\)`));
-          const current = await metadataText(page, 'Current Details', /migrated \d+/);
-          assert.match(current, new RegExp(`${esc(ok.name)} \\(v2, custom resource\\): Succeeded`));
-          assert.match(current, new RegExp(`migrated ${OK_OBJECTS} \\(rewritten ${OK_OBJECTS}\\), conflicts 0, not found 0, failed 0`));
-          // visible, not merely in the DOM: inside the page and inside the markdown frame's box
-          await assertInView(page, 'Summary', `Storage version migration of ${ok.name}`);
-          await assertInView(page, 'Current Details', 'Succeeded');
-          await assertInView(page, 'Current Details', `migrated ${OK_OBJECTS}`);
-          await page.screenshot({ path: path.join(DOCS, 'temporal-ui-migration-detail.png') });
+            await openTab(page, 'User Metadata');
+            const summary = await metadataText(page, 'Summary', /Storage version migration of/);
+            assert.equal(summary.trim(), `Storage version migration of ${ok.name}`);
+            const details = await metadataText(page, 'Details', /no-op update/);
+            assert.match(details, new RegExp(`Rewrites every stored Widget \\(${esc(ok.name)}, through ${esc(ok.group)}/v2\\)`));
+            const current = await metadataText(page, 'Current Details', /migrated \d+/);
+            assert.match(current, new RegExp(`${esc(ok.name)} \\(v2, custom resource\\): Succeeded`));
+            assert.match(current, new RegExp(`migrated ${OK_OBJECTS} \\(rewritten ${OK_OBJECTS}\\), conflicts 0, not found 0, failed 0`));
+            // visible, not merely in the DOM: inside the page and inside the markdown frame's box
+            await assertInView(page, 'Summary', `Storage version migration of ${ok.name}`);
+            await assertInView(page, 'Current Details', 'Succeeded');
+            await assertInView(page, 'Current Details', `migrated ${OK_OBJECTS}`);
+            await page.screenshot({ path: path.join(DOCS, 'temporal-ui-migration-detail.png') });
 
-          await openTab(page, 'Search Attributes');
-          const attrs = await waitForText(page.locator('main'), /"MigrationPhase":\s*"Succeeded"/);
-          assert.match(attrs, new RegExp(`"MigrationResource":\\s*"${esc(ok.name)}"`));
-          assert.match(attrs, new RegExp(`"MigrationGroup":\\s*"${esc(ok.group)}"`));
-          assert.match(attrs, new RegExp(`"MigrationMigrated":\\s*${OK_OBJECTS}\\b`));
-        });
+            await openTab(page, 'Search Attributes');
+            const attrs = await waitForText(page.locator('main'), /"MigrationPhase":\s*"Succeeded"/);
+            assert.match(attrs, new RegExp(`"MigrationResource":\\s*"${esc(ok.name)}"`));
+            assert.match(attrs, new RegExp(`"MigrationGroup":\\s*"${esc(ok.group)}"`));
+            assert.match(attrs, new RegExp(`"MigrationMigrated":\\s*${OK_OBJECTS}\\b`));
+          });
 
-        await t.test(`the failed migration's page shows Failed, the counts and why`, async () => {
-          await showList(page, list(`MigrationResource = '${bad.name}'`), [badId]);
-          await rows(page).filter({ hasText: badId }).getByRole('link', { name: badId, exact: true }).first().click();
-          await page.waitForURL((u) => u.pathname.startsWith(`/namespaces/default/workflows/${encodeURIComponent(badId)}/`));
-          await page.getByRole('heading', { name: badId }).first().waitFor();
-          await page.getByText('Failed', { exact: true }).first().waitFor();
-          // the history page shows the failure message: which objects and why
-          const history = await waitForText(page.locator('main'), /could not be updated/);
-          assert.match(history, new RegExp(`${DENIED} object\\(s\\) of ${esc(bad.name)} could not be updated: .*deny-000000 \\(HTTP 403 Forbidden: admission webhook "deny\\.svm\\.test" denied the request\\)`));
-          await page.screenshot({ path: path.join(DOCS, 'temporal-ui-migration-failed.png') });
+          await t.test(`the failed migration's page shows Failed, the counts and why`, async () => {
+            await showList(page, list(`MigrationResource = '${bad.name}'`), [badId]);
+            await rows(page).filter({ hasText: badId }).getByRole('link', { name: badId, exact: true }).first().click();
+            await page.waitForURL((u) => u.pathname.startsWith(`/namespaces/default/workflows/${encodeURIComponent(badId)}/`));
+            await page.getByRole('heading', { name: badId }).first().waitFor();
+            await page.getByText('Failed', { exact: true }).first().waitFor();
+            // the history page shows the failure message: which objects and why
+            const history = await waitForText(page.locator('main'), /could not be updated/);
+            assert.match(
+              history,
+              new RegExp(
+                `${DENIED} object\\(s\\) of ${esc(bad.name)} could not be updated: .*deny-000000 \\(HTTP 403 Forbidden: admission webhook "deny\\.svm\\.test" denied the request\\)`,
+              ),
+            );
+            await page.screenshot({ path: path.join(DOCS, 'temporal-ui-migration-failed.png') });
 
-          await openTab(page, 'User Metadata');
-          const current = await metadataText(page, 'Current Details', /migrated \d+/);
-          assert.match(current, new RegExp(`${esc(bad.name)} \\(v2, custom resource\\): Failed`));
-          assert.match(current, new RegExp(`migrated ${FAIL_OBJECTS} \\(rewritten ${FAIL_OBJECTS}\\), conflicts 0, not found 0, failed ${DENIED}`));
-          await assertInView(page, 'Current Details', `failed ${DENIED}`);
-        });
-      } catch (err) {
-        const shot = path.join(os.tmpdir(), `svm-ui-failure-${Date.now()}.png`);
-        await page.screenshot({ path: shot }).catch(() => undefined);
-        process.stderr.write(`UI test failed at ${page.url()}; screenshot ${shot}\n`);
-        throw err;
-      }
-    });
-  } finally {
-    await browser?.close();
-    await unwebhook();
-  }
-});
+            await openTab(page, 'User Metadata');
+            const current = await metadataText(page, 'Current Details', /migrated \d+/);
+            assert.match(current, new RegExp(`${esc(bad.name)} \\(v2, custom resource\\): Failed`));
+            assert.match(
+              current,
+              new RegExp(`migrated ${FAIL_OBJECTS} \\(rewritten ${FAIL_OBJECTS}\\), conflicts 0, not found 0, failed ${DENIED}`),
+            );
+            await assertInView(page, 'Current Details', `failed ${DENIED}`);
+          });
+        } catch (err) {
+          const shot = path.join(os.tmpdir(), `svm-ui-failure-${Date.now()}.png`);
+          await page.screenshot({ path: shot }).catch(() => undefined);
+          process.stderr.write(`UI test failed at ${page.url()}; screenshot ${shot}\n`);
+          throw err;
+        }
+      });
+    } finally {
+      await browser?.close();
+      await unwebhook();
+    }
+  },
+);
 
 // ---------------------------------------------------------------------------
 // The page, as a person reads it
@@ -188,10 +203,15 @@ async function showList(page: Page, url: string, expected: string[]): Promise<vo
   for (let attempt = 1; ; attempt++) {
     await page.goto(url);
     try {
-      for (const id of expected) await rows(page).filter({ hasText: id }).first().waitFor({ timeout: Math.min(10_000, Math.max(1000, deadline - Date.now())) });
+      for (const id of expected)
+        await rows(page)
+          .filter({ hasText: id })
+          .first()
+          .waitFor({ timeout: Math.min(10_000, Math.max(1000, deadline - Date.now())) });
       return;
     } catch (err) {
-      if (Date.now() > deadline) throw new Error(`the list at ${url} did not show ${expected.join(', ')} after ${attempt} loads: ${(err as Error).message}`);
+      if (Date.now() > deadline)
+        throw new Error(`the list at ${url} did not show ${expected.join(', ')} after ${attempt} loads: ${(err as Error).message}`);
     }
   }
 }
@@ -207,14 +227,23 @@ async function cellText(page: Page, row: Locator, column: string): Promise<strin
 /** A person sees the cell: it lies in the viewport and nothing covers its centre (no sideways scrolling needed). */
 async function assertCellOnScreen(page: Page, row: Locator, column: string): Promise<void> {
   const headers = await page.locator('thead th').evaluateAll((ths) => ths.map((th) => th.getAttribute('data-testid') ?? ''));
-  const cell = row.first().locator('td').nth(headers.indexOf(`workflows-summary-table-header-cell-${column}`));
+  const cell = row
+    .first()
+    .locator('td')
+    .nth(headers.indexOf(`workflows-summary-table-header-cell-${column}`));
   const box = await cell.boundingBox();
   const vp = page.viewportSize()!;
-  assert.ok(box && box.x >= 0 && box.x + box.width <= vp.width && box.y >= 0 && box.y + box.height <= vp.height, `the ${column} cell is outside the ${vp.width}x${vp.height} viewport (${JSON.stringify(box)})`);
-  const seen = await cell.evaluate((el, [x, y]) => {
-    const doc = (globalThis as unknown as { document: { elementFromPoint(x: number, y: number): unknown } }).document;
-    return el.contains(doc.elementFromPoint(x!, y!) as typeof el);
-  }, [box.x + box.width / 2, box.y + box.height / 2]);
+  assert.ok(
+    box && box.x >= 0 && box.x + box.width <= vp.width && box.y >= 0 && box.y + box.height <= vp.height,
+    `the ${column} cell is outside the ${vp.width}x${vp.height} viewport (${JSON.stringify(box)})`,
+  );
+  const seen = await cell.evaluate(
+    (el, [x, y]) => {
+      const doc = (globalThis as unknown as { document: { elementFromPoint(x: number, y: number): unknown } }).document;
+      return el.contains(doc.elementFromPoint(x!, y!) as typeof el);
+    },
+    [box.x + box.width / 2, box.y + box.height / 2],
+  );
   assert.ok(seen, `the ${column} cell is hidden (scrolled away or covered)`);
 }
 
@@ -236,7 +265,8 @@ async function configureColumns(page: Page, change: { add: string[]; remove: str
   // the drawer slides away; its close button then reports it collapsed (or leaves the DOM)
   await page.waitForFunction(
     () => {
-      const doc = (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(a: string): string | null } | null } }).document;
+      const doc = (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(a: string): string | null } | null } })
+        .document;
       return doc.querySelector('[data-testid="drawer-close-button"]')?.getAttribute('aria-expanded') !== 'true';
     },
     undefined,
@@ -275,20 +305,29 @@ async function assertInView(page: Page, heading: string, text: string): Promise<
   const box = await frame.contentFrame().getByText(text, { exact: false }).first().boundingBox();
   assert.ok(frameBox && box, `${text} has no box on the page`);
   const vp = page.viewportSize()!;
-  assert.ok(box.y >= frameBox.y - 1 && box.y + box.height <= frameBox.y + frameBox.height + 1, `"${text}" is cut off by the ${heading} frame (${JSON.stringify(box)} outside ${JSON.stringify(frameBox)})`);
-  assert.ok(box.y >= 0 && box.y + box.height <= vp.height && box.x >= 0 && box.x + box.width <= vp.width, `"${text}" is outside the ${vp.width}x${vp.height} viewport`);
+  assert.ok(
+    box.y >= frameBox.y - 1 && box.y + box.height <= frameBox.y + frameBox.height + 1,
+    `"${text}" is cut off by the ${heading} frame (${JSON.stringify(box)} outside ${JSON.stringify(frameBox)})`,
+  );
+  assert.ok(
+    box.y >= 0 && box.y + box.height <= vp.height && box.x >= 0 && box.x + box.width <= vp.width,
+    `"${text}" is outside the ${vp.width}x${vp.height} viewport`,
+  );
 }
 
 /** Polls a locator's rendered text until it matches (bounded). */
 async function waitForText(locator: Locator, want: RegExp, timeoutMs = WAIT): Promise<string> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
-    const text = await locator.first().innerText({ timeout: 5000 }).catch(() => '');
+    const text = await locator
+      .first()
+      .innerText({ timeout: 5000 })
+      .catch(() => '');
     if (want.test(text)) return text;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${want} on the page (last text: ${JSON.stringify(text.slice(0, 2000))})`);
+    if (Date.now() > deadline)
+      throw new Error(`timed out waiting for ${want} on the page (last text: ${JSON.stringify(text.slice(0, 2000))})`);
     await new Promise((r) => setTimeout(r, 300));
   }
 }
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
-

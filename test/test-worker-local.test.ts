@@ -24,9 +24,17 @@ void test('svm worker without TEMPORAL_ADDRESS runs its own Temporal dev server,
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 100, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
-  const env: NodeJS.ProcessEnv = { ...process.env, KUBECONFIG: plane.env.KUBECONFIG, XDG_STATE_HOME: mkdtempSync(path.join(os.tmpdir(), 'svm-state-')), SVM_LOG_LEVEL: 'warn' };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    KUBECONFIG: plane.env.KUBECONFIG,
+    XDG_STATE_HOME: mkdtempSync(path.join(os.tmpdir(), 'svm-state-')),
+    SVM_LOG_LEVEL: 'warn',
+  };
   delete env.TEMPORAL_ADDRESS;
-  const worker = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker', '--no-bridge'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+  const worker = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker', '--no-bridge'], {
+    env,
+    stdio: ['ignore', 'ignore', 'pipe'],
+  });
   let stderr = '';
   try {
     const address = await new Promise<string>((resolve, reject) => {
@@ -49,7 +57,9 @@ void test('svm worker without TEMPORAL_ADDRESS runs its own Temporal dev server,
     } finally {
       await m.close();
     }
-    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, { [`${crd.group}/v2`]: 100 });
+    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+      [`${crd.group}/v2`]: 100,
+    });
     worker.kill('SIGTERM');
     const code = await new Promise<number | null>((resolve) => worker.once('exit', resolve));
     assert.equal(code, 0, stderr);

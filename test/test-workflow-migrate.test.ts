@@ -32,7 +32,15 @@ import {
 import { MigrationGroup, MigrationMigrated, MigrationPhase, MigrationResource } from '../src/workflows/search-attributes';
 import { eventually } from './helpers/migrate';
 
-const REF: ResourceRef = { group: 'example.com', resource: 'widgets', version: 'v2', kind: 'Widget', namespaced: true, storageVersionHash: 'h2', custom: true };
+const REF: ResourceRef = {
+  group: 'example.com',
+  resource: 'widgets',
+  version: 'v2',
+  kind: 'Widget',
+  namespaced: true,
+  storageVersionHash: 'h2',
+  custom: true,
+};
 // History grows fast in these tests: Temporal suggests continue-as-new early, so every scenario crosses runs.
 const SUGGEST_CAN_AT = 60;
 
@@ -49,12 +57,33 @@ before(async () => {
       extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_CAN_AT}`, '--log-level', 'error'],
     },
   });
-  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../src/workflows'),
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
+  });
 });
 after(async () => env?.teardown());
 
-const agreed = (token: string, version = 'v2'): Agreement => ({ agreed: true, encodingVersion: `${version}`, token, source: 'discovery', servers: [], verified: true, checked: '2 of 2 API servers by their discovery' }) as Agreement;
-const disagree = (token: string): Agreement => ({ agreed: false, token, source: 'discovery', reason: 'API servers serve different storageVersionHashes: a=h1, b=h2', servers: [], verified: true, checked: '2 of 2 API servers' }) as unknown as Agreement;
+const agreed = (token: string, version = 'v2'): Agreement =>
+  ({
+    agreed: true,
+    encodingVersion: `${version}`,
+    token,
+    source: 'discovery',
+    servers: [],
+    verified: true,
+    checked: '2 of 2 API servers by their discovery',
+  }) as Agreement;
+const disagree = (token: string): Agreement =>
+  ({
+    agreed: false,
+    token,
+    source: 'discovery',
+    reason: 'API servers serve different storageVersionHashes: a=h1, b=h2',
+    servers: [],
+    verified: true,
+    checked: '2 of 2 API servers',
+  }) as unknown as Agreement;
 
 /** Test doubles for the activities, with a record of every call. */
 class Doubles {
@@ -71,7 +100,12 @@ class Doubles {
   result(input: ChunkInput): ChunkResult {
     const index = input.continueToken ? Number(input.continueToken.slice(1)) : 0;
     const next = index + 1 < this.chunksPerPass ? `c${index + 1}` : undefined;
-    return { counters: { ...zeroCounters(), migrated: this.perChunk, rewritten: this.perChunk, chunks: 1 }, failures: [], continueToken: next, listed: this.perChunk };
+    return {
+      counters: { ...zeroCounters(), migrated: this.perChunk, rewritten: this.perChunk, chunks: 1 },
+      failures: [],
+      continueToken: next,
+      listed: this.perChunk,
+    };
   }
 
   activities() {
@@ -105,14 +139,18 @@ const blockingChunk = (started: { n: number }) => async (): Promise<ChunkResult>
     try {
       await ctx.sleep(100);
     } catch (err) {
-      if (err instanceof CancelledFailure) throw new CancelledFailure('chunk cancelled', [{ counters: { ...zeroCounters(), migrated: 3 }, failures: [], listed: 3 }]);
+      if (err instanceof CancelledFailure)
+        throw new CancelledFailure('chunk cancelled', [{ counters: { ...zeroCounters(), migrated: 3 }, failures: [], listed: 3 }]);
       throw err;
     }
   }
 };
 
 let seq = 0;
-async function run<T>(d: Doubles, fn: (start: (input?: Partial<MigrateResourceInput>) => ReturnType<typeof startWorkflow>) => Promise<T>): Promise<T> {
+async function run<T>(
+  d: Doubles,
+  fn: (start: (input?: Partial<MigrateResourceInput>) => ReturnType<typeof startWorkflow>) => Promise<T>,
+): Promise<T> {
   const taskQueue = `wf-${Date.now()}-${seq++}`;
   const worker = await Worker.create({
     connection: env.nativeConnection,
@@ -160,7 +198,11 @@ void test('a whole pass under one agreement: Succeeded, the success recorded onc
   const result: MigrationResult = await run(d, async (start) => (await start()).result());
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.counters.migrated, 30);
-  assert.deepEqual(d.chunks.map((c) => c.continueToken), [undefined, 'c1', 'c2'], 'the pass starts at the beginning of the list');
+  assert.deepEqual(
+    d.chunks.map((c) => c.continueToken),
+    [undefined, 'c1', 'c2'],
+    'the pass starts at the beginning of the list',
+  );
   assert.equal(d.recorded.length, 1);
   assert.equal(d.recorded[0]!.token, 't1');
   assert.match(result.message ?? '', /in one whole pass; the API servers agreed from start to end: 2 of 2 API servers/);
@@ -202,7 +244,10 @@ void test('agreement lost mid-chunk: the chunk stops, the pass starts over from 
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.restarts, 1);
   assert.equal(result.counters.migrated, 30, 'counters of the abandoned pass are dropped');
-  assert.deepEqual(d.chunks.map((c) => c.continueToken), [undefined, undefined, 'c1', 'c2']);
+  assert.deepEqual(
+    d.chunks.map((c) => c.continueToken),
+    [undefined, undefined, 'c1', 'c2'],
+  );
   assert.equal(d.recorded[0]!.token, 't2');
 });
 
@@ -336,7 +381,9 @@ void test('cancelling the workflow ends it Aborted, and the status says so', asy
 
 void test('a continue token from outside is refused before anything is written', async () => {
   const d = new Doubles();
-  const f = await run(d, async (start) => failure((await start({ continueToken: 'abc', migrationObjects: ['typed-by-hand'] } as Partial<MigrateResourceInput>)).result()));
+  const f = await run(d, async (start) =>
+    failure((await start({ continueToken: 'abc', migrationObjects: ['typed-by-hand'] } as Partial<MigrateResourceInput>)).result()),
+  );
   assert.equal(f.type, 'InvalidInput');
   assert.match(f.message, /continueToken is not accepted: a migration succeeds only after a whole pass/);
   assert.equal(d.chunks.length, 0);
@@ -345,7 +392,15 @@ void test('a continue token from outside is refused before anything is written',
 
 void test('carried state from a caller (a forged mid-pass token) is refused', async () => {
   const d = new Doubles();
-  const carried = { continueToken: 'c2', counters: zeroCounters(), failures: [], agreement: agreed('t1'), startedAt: 0, runs: 1, restarts: 0 };
+  const carried = {
+    continueToken: 'c2',
+    counters: zeroCounters(),
+    failures: [],
+    agreement: agreed('t1'),
+    startedAt: 0,
+    runs: 1,
+    restarts: 0,
+  };
   const f = await run(d, async (start) => failure((await start({ carried } as Partial<MigrateResourceInput>)).result()));
   assert.equal(f.type, 'InvalidInput');
   assert.match(f.message, /carried state is accepted only from an earlier run of this same workflow/);

@@ -41,7 +41,10 @@ before(async () => {
       extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_CAN_AT}`, '--log-level', 'error'],
     },
   });
-  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../src/workflows'),
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
+  });
 });
 after(async () => env?.teardown());
 
@@ -106,7 +109,13 @@ class World {
         const reporters = [...new Set(Object.values(this.discovery).flatMap((h) => Object.keys(h)))].sort();
         const states: Record<string, StateSnapshot> = {};
         for (const [name, st] of Object.entries(this.states)) {
-          states[name] = { resourceVersion: String(st.rv), persisted: [...st.persisted], current: st.current, lastHeartbeatTime: st.lastHeartbeatTime, reporters: st.reporters.map((e) => ({ ...e })) };
+          states[name] = {
+            resourceVersion: String(st.rv),
+            persisted: [...st.persisted],
+            current: st.current,
+            lastHeartbeatTime: st.lastHeartbeatTime,
+            reporters: st.reporters.map((e) => ({ ...e })),
+          };
         }
         // As the real activity: migrations are looked up only where the state is not settled.
         const migrations: Record<string, MigrationStatus> = {};
@@ -117,7 +126,12 @@ class World {
         }
         return {
           observed: Object.entries(this.discovery)
-            .map(([name, hashes]) => ({ name, group: name.slice(name.indexOf('.') + 1), resource: name.slice(0, name.indexOf('.')), hashes: { ...hashes } }))
+            .map(([name, hashes]) => ({
+              name,
+              group: name.slice(name.indexOf('.') + 1),
+              resource: name.slice(0, name.indexOf('.')),
+              hashes: { ...hashes },
+            }))
             .sort((a, b) => a.name.localeCompare(b.name)),
           states,
           migrations,
@@ -126,7 +140,9 @@ class World {
           checked: `${reporters.length} of ${reporters.length} API servers (test double)`,
         };
       },
-      applyTriggerActions: async (actions: TriggerAction[]): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[] }> => {
+      applyTriggerActions: async (
+        actions: TriggerAction[],
+      ): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[] }> => {
         const n = this.observations - 1;
         if (this.failApply.has(n)) {
           this.failed.push({ n, stage: 'apply', actions });
@@ -144,7 +160,13 @@ class World {
             result.conflicts.push(a.name);
             continue;
           }
-          this.states[a.name] = { rv: (st?.rv ?? 0) + 1, persisted: a.write.persisted, current: a.write.current, lastHeartbeatTime: a.write.lastHeartbeatTime, reporters: a.write.reporters };
+          this.states[a.name] = {
+            rv: (st?.rv ?? 0) + 1,
+            persisted: a.write.persisted,
+            current: a.write.current,
+            lastHeartbeatTime: a.write.lastHeartbeatTime,
+            reporters: a.write.reporters,
+          };
           result.written++;
           if (a.startMigration) {
             this.migrations[a.name] = 'running';
@@ -179,7 +201,11 @@ let seq = 0;
 async function run(w: World, input: TriggerInput, fn: (h: WorkflowHandle<typeof storageVersionTrigger>) => Promise<void>): Promise<void> {
   const taskQueue = `trig-${Date.now()}-${seq++}`;
   const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: w.activities() });
-  const h = await env.client.workflow.start(storageVersionTrigger, { taskQueue, workflowId: `svm-trigger-test-${Date.now()}-${seq++}`, args: [input] });
+  const h = await env.client.workflow.start(storageVersionTrigger, {
+    taskQueue,
+    workflowId: `svm-trigger-test-${Date.now()}-${seq++}`,
+    args: [input],
+  });
   try {
     await worker.runUntil(async () => {
       try {
@@ -222,13 +248,19 @@ void test('a new resource: created as Unknown with the current hash, migrated on
   assert.equal(first.write.create, true);
   assert.deepEqual(first.write.persisted, [UNKNOWN]);
   assert.equal(first.write.current, 'h1');
-  assert.deepEqual(first.write.reporters.map((r) => `${r.reporterID}=${r.currentStorageVersionHash}`), ['a=h1', 'b=h1']);
+  assert.deepEqual(
+    first.write.reporters.map((r) => `${r.reporterID}=${r.currentStorageVersionHash}`),
+    ['a=h1', 'b=h1'],
+  );
   assert.equal(first.startMigration, undefined, 'not before the hashes agreed for a period');
 
   const second = w.action(1, W);
   assert.equal(second.write.create, false);
   assert.equal(second.startMigration, true);
-  assert.ok(ms(second.write.lastHeartbeatTime) - ms(first.write.lastHeartbeatTime) >= 1000, 'the start comes a whole period after agreement was first seen');
+  assert.ok(
+    ms(second.write.lastHeartbeatTime) - ms(first.write.lastHeartbeatTime) >= 1000,
+    'the start comes a whole period after agreement was first seen',
+  );
 
   assert.equal(w.action(2, W).startMigration, undefined, 'no second migration while one runs');
   for (const n of [3, 4]) {
@@ -314,7 +346,10 @@ void test('API servers diverge during a rolling upgrade: nothing starts while th
   assert.notEqual(runOf(3), runOf(4), 'agreement first seen in one run, counted in the next: the consensus crossed continue-as-new');
 
   const rolledBack = w.action(5, W);
-  assert.match(rolledBack.stopMigration ?? '', /the API servers serve different storage version hashes for widgets\.example\.com: a=v2, b=v2, c=v1/);
+  assert.match(
+    rolledBack.stopMigration ?? '',
+    /the API servers serve different storage version hashes for widgets\.example\.com: a=v2, b=v2, c=v1/,
+  );
   assert.equal(rolledBack.startMigration, undefined);
   assert.deepEqual(rolledBack.write.persisted, ['v1', 'v2']);
   assert.equal(w.action(6, W).startMigration, undefined, 'agreement formed again just now');
@@ -392,7 +427,9 @@ void test('continue-as-new carries the memory: a failing migration backs off 2 t
   w.script = () => {
     if (w.migrations[W] === 'running') w.finish(W, 'failed');
   };
-  const retries = () => [...new Set(w.periods.map((p) => /retried after (\S+)/.exec(p.actions[0]?.note ?? '')?.[1]).filter((x) => x !== undefined))];
+  const retries = () => [
+    ...new Set(w.periods.map((p) => /retried after (\S+)/.exec(p.actions[0]?.note ?? '')?.[1]).filter((x) => x !== undefined)),
+  ];
   let workflowId = '';
   await run(w, { periodSeconds: 1, maxBackoffSeconds: 60 }, async (h) => {
     workflowId = h.workflowId;
@@ -411,8 +448,12 @@ void test('continue-as-new carries the memory: a failing migration backs off 2 t
   );
   assert.notEqual(failures[0]!.runId, failures[1]!.runId, 'the two failures were decided in different runs');
   const [s1, s2] = w.starts(W);
-  assert.ok(s1 !== undefined && s2 !== undefined && s1 < failures[0]!.n && failures[0]!.n < s2 && s2 < failures[1]!.n, `starts ${w.starts(W).join(', ')}`);
-  for (const p of w.periods.filter((x) => x.n > failures[0]!.n && x.n < s2)) assert.equal(p.actions[0]!.startMigration, undefined, `period ${p.n} started during the backoff`);
+  assert.ok(
+    s1 !== undefined && s2 !== undefined && s1 < failures[0]!.n && failures[0]!.n < s2 && s2 < failures[1]!.n,
+    `starts ${w.starts(W).join(', ')}`,
+  );
+  for (const p of w.periods.filter((x) => x.n > failures[0]!.n && x.n < s2))
+    assert.equal(p.actions[0]!.startMigration, undefined, `period ${p.n} started during the backoff`);
 
   // What the runs handed on: the input of the run that decided the second failure.
   const history = await env.client.workflow.getHandle(workflowId, failures[1]!.runId).fetchHistory();
@@ -420,7 +461,10 @@ void test('continue-as-new carries the memory: a failing migration backs off 2 t
   assert.ok(payload);
   const carried = defaultPayloadConverter.fromPayload<TriggerInput>(payload);
   assert.equal(carried.memory?.consensus[W]?.hash, 'h1', 'agreement and since when');
-  assert.ok(carried.memory?.since !== undefined && carried.memory.since <= ms(w.action(0, W).write.lastHeartbeatTime), 'since: the first period of the first run');
+  assert.ok(
+    carried.memory?.since !== undefined && carried.memory.since <= ms(w.action(0, W).write.lastHeartbeatTime),
+    'since: the first period of the first run',
+  );
   assert.equal(carried.memory?.backoff[W]?.failures, 1);
   assert.equal(new Set(w.periods.map((p) => p.runId)).size > 1, true);
 });

@@ -11,11 +11,25 @@ import test from 'node:test';
 import assert from 'node:assert/strict';
 import type * as https from 'node:https';
 import { KubeConfig } from '@kubernetes/client-node';
-import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, storageVersionHashOf, versionNamer, type EndpointAnswers, type ServerView } from '../src/kube/agreement';
+import {
+  agreementFromEndpoints,
+  agreementFromStorageVersion,
+  liveIdentities,
+  storageVersionHashOf,
+  versionNamer,
+  type EndpointAnswers,
+  type ServerView,
+} from '../src/kube/agreement';
 import { endpointAddresses, endpointId, endpointKubeConfig, kubernetesEndpoints } from '../src/kube/apiservers';
 import type { KubeClient } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
-import { IDENTITY_LABEL, IdentityLease, StorageVersion, groupResourceOfStorageVersion, storageVersionName } from '../src/api/storage-version';
+import {
+  IDENTITY_LABEL,
+  IdentityLease,
+  StorageVersion,
+  groupResourceOfStorageVersion,
+  storageVersionName,
+} from '../src/api/storage-version';
 
 // --- fixtures ---------------------------------------------------------------------------
 
@@ -63,7 +77,13 @@ function sv(name: string, resourceVersion: string, entries: Entry[] | undefined)
   return StorageVersion.parse({
     apiVersion: 'internal.apiserver.k8s.io/v1alpha1',
     kind: 'StorageVersion',
-    metadata: { name, resourceVersion, uid: 'f3a2b1c0-0000-4000-8000-000000000001', generation: 1, creationTimestamp: '2026-11-22T01:00:05Z' },
+    metadata: {
+      name,
+      resourceVersion,
+      uid: 'f3a2b1c0-0000-4000-8000-000000000001',
+      generation: 1,
+      creationTimestamp: '2026-11-22T01:00:05Z',
+    },
     spec: {},
     status:
       entries === undefined
@@ -76,7 +96,16 @@ function sv(name: string, resourceVersion: string, entries: Entry[] | undefined)
               servedVersions: [e.encodingVersion, 'resource.k8s.io/v1beta2'],
             })),
             commonEncodingVersion: entries[0]?.encodingVersion,
-            conditions: [{ type: 'AllEncodingVersionsEqual', status: 'True', lastTransitionTime: '2026-11-22T01:00:05Z', reason: 'CommonEncodingVersionSet', message: 'Common encoding version set', observedGeneration: 1 }],
+            conditions: [
+              {
+                type: 'AllEncodingVersionsEqual',
+                status: 'True',
+                lastTransitionTime: '2026-11-22T01:00:05Z',
+                reason: 'CommonEncodingVersionSet',
+                message: 'Common encoding version set',
+                observedGeneration: 1,
+              },
+            ],
           },
   });
 }
@@ -378,7 +407,10 @@ void test('StorageVersion token: same inputs → same token regardless of entry 
 void test('StorageVersion token: does not depend on a stale lease that was never live', () => {
   const object = sv(DC, '200', entriesAB);
   const x = agreementFromStorageVersion(object, liveIdentities([fresh(A), fresh(B)], NOW));
-  const y = agreementFromStorageVersion(object, liveIdentities([fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 5 * HOUR), leaseDurationSeconds: 3600 })], NOW));
+  const y = agreementFromStorageVersion(
+    object,
+    liveIdentities([fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 5 * HOUR), leaseDurationSeconds: 3600 })], NOW),
+  );
   assert.equal(x.token, y.token);
 });
 
@@ -392,8 +424,19 @@ const E3 = '198.18.1.12:6443';
 const VIA = 'https://127.0.0.1:36443';
 const RES = 'deviceclasses.resource.k8s.io';
 const name = versionNamer('resource.k8s.io', 'DeviceClass', ['v1', 'v1beta2']);
-const ep = (id: string, value?: string, error?: string): ServerView => ({ id, ...(value !== undefined ? { value } : {}), ...(error !== undefined ? { error } : {}) });
-const answers = (over: Partial<EndpointAnswers>): EndpointAnswers => ({ resource: RES, endpoints: [ep(E1, H1), ep(E2, H1)], identities: [A, B], via: ep(VIA, H1), versionOf: name, ...over });
+const ep = (id: string, value?: string, error?: string): ServerView => ({
+  id,
+  ...(value !== undefined ? { value } : {}),
+  ...(error !== undefined ? { error } : {}),
+});
+const answers = (over: Partial<EndpointAnswers>): EndpointAnswers => ({
+  resource: RES,
+  endpoints: [ep(E1, H1), ep(E2, H1)],
+  identities: [A, B],
+  via: ep(VIA, H1),
+  versionOf: name,
+  ...over,
+});
 
 void test('storageVersionHashOf: the hashes kube-apiserver serves (ConfigMap v1, DeviceClass v1 and v1beta2)', () => {
   assert.equal(storageVersionHashOf('', 'v1', 'ConfigMap'), 'qFsyl6wFWjQ=');
@@ -413,7 +456,10 @@ void test('endpoints: every address answered, all agree, addresses = identity le
   assert.equal(a.source, 'discovery');
   assert.equal(a.checked, '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery');
   assert.equal(a.reason, undefined);
-  assert.deepEqual(a.servers.map((s) => s.id), [E1, E2]);
+  assert.deepEqual(
+    a.servers.map((s) => s.id),
+    [E1, E2],
+  );
 });
 
 void test('endpoints: more addresses than identity leases still verifies (every lease has someone answering)', () => {
@@ -426,11 +472,16 @@ void test('endpoints: a server answering another hash → not agreed, naming its
   const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, H1), ep(E2, H2)] }));
   assert.equal(a.agreed, false);
   assert.equal(a.encodingVersion, undefined);
-  assert.equal(a.reason, `API servers disagree on the storage version of ${RES}: ${E1}=${H1} (resource.k8s.io/v1), ${E2}=${H2} (resource.k8s.io/v1beta2)`);
+  assert.equal(
+    a.reason,
+    `API servers disagree on the storage version of ${RES}: ${E1}=${H1} (resource.k8s.io/v1), ${E2}=${H2} (resource.k8s.io/v1beta2)`,
+  );
 });
 
 void test('endpoints: a disagreement is reported even when other servers did not answer', () => {
-  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, H1), ep(E2, H2), ep(E3, undefined, 'connect ECONNREFUSED')], identities: [A, B, C] }));
+  const a = agreementFromEndpoints(
+    answers({ endpoints: [ep(E1, H1), ep(E2, H2), ep(E3, undefined, 'connect ECONNREFUSED')], identities: [A, B, C] }),
+  );
   assert.equal(a.agreed, false);
   assert.match(a.reason ?? '', /disagree/);
   assert.ok(a.reason?.includes(`${E2}=${H2}`), a.reason);
@@ -461,14 +512,22 @@ void test('endpoints: one virtual IP for three identity leases (a managed cluste
   assert.equal(a.agreed, true);
   assert.equal(a.verified, false);
   assert.equal(a.encodingVersion, 'resource.k8s.io/v1');
-  assert.equal(a.checked, `could not verify per server: 1 of 1 address answered, 3 identity leases; relied on discovery through ${VIA} at start and end`);
+  assert.equal(
+    a.checked,
+    `could not verify per server: 1 of 1 address answered, 3 identity leases; relied on discovery through ${VIA} at start and end`,
+  );
 });
 
 void test('endpoints: no address reachable at all → agreed through our own address only, NOT verified, naming why', () => {
-  const a = agreementFromEndpoints(answers({ endpoints: [ep(E1, undefined, 'connect EHOSTUNREACH'), ep(E2, undefined, 'connect EHOSTUNREACH')] }));
+  const a = agreementFromEndpoints(
+    answers({ endpoints: [ep(E1, undefined, 'connect EHOSTUNREACH'), ep(E2, undefined, 'connect EHOSTUNREACH')] }),
+  );
   assert.equal(a.agreed, true);
   assert.equal(a.verified, false);
-  assert.equal(a.checked, `could not verify per server: 0 of 2 addresses answered (${E1}: connect EHOSTUNREACH; ${E2}: connect EHOSTUNREACH), 2 identity leases; relied on discovery through ${VIA} at start and end`);
+  assert.equal(
+    a.checked,
+    `could not verify per server: 0 of 2 addresses answered (${E1}: connect EHOSTUNREACH; ${E2}: connect EHOSTUNREACH), 2 identity leases; relied on discovery through ${VIA} at start and end`,
+  );
 });
 
 void test('endpoints: no EndpointSlice readable (forbidden) → not verified, the note is in what was checked', () => {
@@ -494,7 +553,9 @@ void test('endpoints: nobody serves a hash for the resource → not agreed', () 
 });
 
 void test('endpoints: a CRD agrees on its storage version, not on the hash', () => {
-  const a = agreementFromEndpoints(answers({ resource: 'widgets.svm.test', versionOf: undefined, crd: { storageVersion: 'v2', generation: 3 } }));
+  const a = agreementFromEndpoints(
+    answers({ resource: 'widgets.svm.test', versionOf: undefined, crd: { storageVersion: 'v2', generation: 3 } }),
+  );
   assert.equal(a.agreed, true);
   assert.equal(a.encodingVersion, 'v2');
   assert.equal(a.hash, H1);
@@ -547,7 +608,11 @@ void test('discovery and StorageVersion tokens never collide; StorageVersion say
 
 // --- apiservers.ts: the kubernetes EndpointSlice and per-address clients ---------------
 
-const slice = (addressType: string, endpoints: Array<{ addresses: string[]; conditions?: { ready?: boolean | null; terminating?: boolean } }>, port = 6443) => ({
+const slice = (
+  addressType: string,
+  endpoints: Array<{ addresses: string[]; conditions?: { ready?: boolean | null; terminating?: boolean } }>,
+  port = 6443,
+) => ({
   addressType,
   endpoints,
   ports: [{ name: 'https', port, protocol: 'TCP' }],
@@ -563,15 +628,24 @@ void test('endpointAddresses: ready addresses and the https port; nil ready mean
       { addresses: ['198.18.1.14'], conditions: { ready: true, terminating: true } },
     ]),
   ]);
-  assert.deepEqual(got, ['198.18.1.10', '198.18.1.11', '198.18.1.12'].map((address) => ({ address, port: 6443 })));
+  assert.deepEqual(
+    got,
+    ['198.18.1.10', '198.18.1.11', '198.18.1.12'].map((address) => ({ address, port: 6443 })),
+  );
 });
 
 void test('endpointAddresses: dual stack counts each server once (IPv4 preferred); IPv6 alone works; duplicates and FQDN ignored; no port → none', () => {
   const v4 = slice('IPv4', [{ addresses: ['10.0.0.1'] }, { addresses: ['10.0.0.2'] }]);
   const v6 = slice('IPv6', [{ addresses: ['fd00::1'] }, { addresses: ['fd00::2'] }]);
   assert.equal(endpointAddresses([v6, v4]).length, 2);
-  assert.deepEqual(endpointAddresses([v6, v4]).map((a) => a.address), ['10.0.0.1', '10.0.0.2']);
-  assert.deepEqual(endpointAddresses([v6]).map((a) => endpointId(a.address, a.port)), ['[fd00::1]:6443', '[fd00::2]:6443']);
+  assert.deepEqual(
+    endpointAddresses([v6, v4]).map((a) => a.address),
+    ['10.0.0.1', '10.0.0.2'],
+  );
+  assert.deepEqual(
+    endpointAddresses([v6]).map((a) => endpointId(a.address, a.port)),
+    ['[fd00::1]:6443', '[fd00::2]:6443'],
+  );
   assert.equal(endpointAddresses([slice('IPv4', [{ addresses: ['10.0.0.1'] }]), slice('IPv4', [{ addresses: ['10.0.0.1'] }])]).length, 1);
   assert.equal(endpointAddresses([slice('FQDN', [{ addresses: ['a.example'] }])]).length, 0);
   assert.equal(endpointAddresses([{ addressType: 'IPv4', endpoints: [{ addresses: ['10.0.0.1'] }], ports: [] }]).length, 0);
@@ -581,7 +655,14 @@ void test('endpointAddresses: dual stack counts each server once (IPv4 preferred
 void test('endpointKubeConfig: same user, the CA, server = the address, TLS name kubernetes.default.svc, verification never skipped', async () => {
   const base = new KubeConfig();
   base.loadFromOptions({
-    clusters: [{ name: 'lb', server: 'https://127.0.0.1:36443', caData: Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64'), skipTLSVerify: true }],
+    clusters: [
+      {
+        name: 'lb',
+        server: 'https://127.0.0.1:36443',
+        caData: Buffer.from('-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n').toString('base64'),
+        skipTLSVerify: true,
+      },
+    ],
     users: [{ name: 'svm', token: 'secret-token' }],
     contexts: [{ name: 'ctx', cluster: 'lb', user: 'svm' }],
     currentContext: 'ctx',
@@ -621,23 +702,46 @@ void test('kubernetesEndpoints: one cached client per listed address, closed whe
       asked.push(`${path}?${new URLSearchParams(query).toString()}`);
       if (path.includes('endpointslices')) {
         if (forbidden) return Promise.reject(new KubeError('forbidden', 'endpointslices is forbidden', 403));
-        return Promise.resolve({ items: [slice('IPv4', addresses.map((a) => ({ addresses: [a] })))] });
+        return Promise.resolve({
+          items: [
+            slice(
+              'IPv4',
+              addresses.map((a) => ({ addresses: [a] })),
+            ),
+          ],
+        });
       }
-      return Promise.resolve({ items: [fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 2 * HOUR), leaseDurationSeconds: 3600 })] });
+      return Promise.resolve({
+        items: [fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 2 * HOUR), leaseDurationSeconds: 3600 })],
+      });
     },
   } as unknown as KubeClient;
   const source = kubernetesEndpoints(via, { now: () => NOW });
   const first = await source.find();
-  assert.deepEqual(first.endpoints.map((e) => e.id), ['198.18.1.10:6443', '198.18.1.11:6443']);
+  assert.deepEqual(
+    first.endpoints.map((e) => e.id),
+    ['198.18.1.10:6443', '198.18.1.11:6443'],
+  );
   assert.deepEqual(first.identities, [A, B].sort(), 'the expired lease is not a live server');
   assert.equal(first.endpoints[0]!.kube.server, 'https://198.18.1.10:6443');
-  assert.ok(asked.includes('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes'), asked.join(' '));
-  assert.ok(asked.includes('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=apiserver.kubernetes.io%2Fidentity%3Dkube-apiserver'), asked.join(' '));
+  assert.ok(
+    asked.includes('/apis/discovery.k8s.io/v1/namespaces/default/endpointslices?labelSelector=kubernetes.io%2Fservice-name%3Dkubernetes'),
+    asked.join(' '),
+  );
+  assert.ok(
+    asked.includes(
+      '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases?labelSelector=apiserver.kubernetes.io%2Fidentity%3Dkube-apiserver',
+    ),
+    asked.join(' '),
+  );
   const second = await source.find();
   assert.equal(second.endpoints[0]!.kube, first.endpoints[0]!.kube, 'cached per address');
   addresses = ['198.18.1.10'];
   const third = await source.find();
-  assert.deepEqual(third.endpoints.map((e) => e.id), ['198.18.1.10:6443']);
+  assert.deepEqual(
+    third.endpoints.map((e) => e.id),
+    ['198.18.1.10:6443'],
+  );
   assert.equal(third.endpoints[0]!.kube, first.endpoints[0]!.kube);
   forbidden = true;
   const fourth = await source.find();
@@ -653,7 +757,10 @@ void test('storageVersionName: <group>.<resource>, core.<resource> for the core 
   assert.equal(storageVersionName({ group: '', resource: 'secrets' }), 'core.secrets');
   assert.equal(storageVersionName({ group: 'apps', resource: 'deployments' }), 'apps.deployments');
   assert.equal(storageVersionName({ group: 'resource.k8s.io', resource: 'deviceclasses' }), 'resource.k8s.io.deviceclasses');
-  assert.equal(storageVersionName({ group: 'admissionregistration.k8s.io', resource: 'validatingadmissionpolicies' }), 'admissionregistration.k8s.io.validatingadmissionpolicies');
+  assert.equal(
+    storageVersionName({ group: 'admissionregistration.k8s.io', resource: 'validatingadmissionpolicies' }),
+    'admissionregistration.k8s.io.validatingadmissionpolicies',
+  );
 });
 
 void test('storageVersionName: ignores other fields of the reference', () => {
@@ -665,7 +772,10 @@ void test('groupResourceOfStorageVersion: parses real names', () => {
   assert.deepEqual(groupResourceOfStorageVersion('core.configmaps'), { group: '', resource: 'configmaps' });
   assert.deepEqual(groupResourceOfStorageVersion('apps.deployments'), { group: 'apps', resource: 'deployments' });
   assert.deepEqual(groupResourceOfStorageVersion('resource.k8s.io.deviceclasses'), { group: 'resource.k8s.io', resource: 'deviceclasses' });
-  assert.deepEqual(groupResourceOfStorageVersion('flowcontrol.apiserver.k8s.io.prioritylevelconfigurations'), { group: 'flowcontrol.apiserver.k8s.io', resource: 'prioritylevelconfigurations' });
+  assert.deepEqual(groupResourceOfStorageVersion('flowcontrol.apiserver.k8s.io.prioritylevelconfigurations'), {
+    group: 'flowcontrol.apiserver.k8s.io',
+    resource: 'prioritylevelconfigurations',
+  });
 });
 
 void test('groupResourceOfStorageVersion is the inverse of storageVersionName (core and dotted groups)', () => {
@@ -714,16 +824,35 @@ void test('StorageVersion schema: parses a real-looking object and keeps the fie
       resourceVersion: '52341',
       generation: 1,
       creationTimestamp: '2026-11-22T01:00:05Z',
-      managedFields: [{ manager: 'kube-apiserver', operation: 'Update', apiVersion: 'internal.apiserver.k8s.io/v1alpha1', subresource: 'status' }],
+      managedFields: [
+        { manager: 'kube-apiserver', operation: 'Update', apiVersion: 'internal.apiserver.k8s.io/v1alpha1', subresource: 'status' },
+      ],
     },
     spec: {},
     status: {
       storageVersions: [
-        { apiServerID: A, encodingVersion: V1, decodableVersions: [V1, 'resource.k8s.io/v1beta1', V1B2], servedVersions: [V1, 'resource.k8s.io/v1beta1', V1B2] },
-        { apiServerID: B, encodingVersion: V1B2, decodableVersions: ['resource.k8s.io/v1beta1', V1B2], servedVersions: ['resource.k8s.io/v1beta1', V1B2] },
+        {
+          apiServerID: A,
+          encodingVersion: V1,
+          decodableVersions: [V1, 'resource.k8s.io/v1beta1', V1B2],
+          servedVersions: [V1, 'resource.k8s.io/v1beta1', V1B2],
+        },
+        {
+          apiServerID: B,
+          encodingVersion: V1B2,
+          decodableVersions: ['resource.k8s.io/v1beta1', V1B2],
+          servedVersions: ['resource.k8s.io/v1beta1', V1B2],
+        },
       ],
       conditions: [
-        { type: 'AllEncodingVersionsEqual', status: 'False', lastTransitionTime: '2026-11-22T03:30:00Z', reason: 'CommonEncodingVersionUnset', message: 'Common encoding version unset', observedGeneration: 1 },
+        {
+          type: 'AllEncodingVersionsEqual',
+          status: 'False',
+          lastTransitionTime: '2026-11-22T03:30:00Z',
+          reason: 'CommonEncodingVersionUnset',
+          message: 'Common encoding version unset',
+          observedGeneration: 1,
+        },
       ],
     },
   };
@@ -746,15 +875,26 @@ void test('StorageVersion schema: parses a real-looking object and keeps the fie
 void test('StorageVersion schema: commonEncodingVersion is read when present', () => {
   const parsed = StorageVersion.parse({
     metadata: { name: 'core.configmaps', resourceVersion: '9' },
-    status: { storageVersions: [{ apiServerID: A, encodingVersion: 'v1', decodableVersions: ['v1'], servedVersions: ['v1'] }], commonEncodingVersion: 'v1' },
+    status: {
+      storageVersions: [{ apiServerID: A, encodingVersion: 'v1', decodableVersions: ['v1'], servedVersions: ['v1'] }],
+      commonEncodingVersion: 'v1',
+    },
   });
   assert.equal(parsed.status?.commonEncodingVersion, 'v1');
 });
 
 void test('StorageVersion schema: entries without decodable/served versions and objects without status parse', () => {
-  const a = StorageVersion.parse({ metadata: { name: 'apps.deployments', resourceVersion: '1' }, status: { storageVersions: [{ apiServerID: A, encodingVersion: 'apps/v1' }] } });
+  const a = StorageVersion.parse({
+    metadata: { name: 'apps.deployments', resourceVersion: '1' },
+    status: { storageVersions: [{ apiServerID: A, encodingVersion: 'apps/v1' }] },
+  });
   assert.equal(a.status?.storageVersions?.[0]?.decodableVersions, undefined);
-  const b = StorageVersion.parse({ apiVersion: 'internal.apiserver.k8s.io/v1alpha1', kind: 'StorageVersion', metadata: { name: 'apps.deployments', resourceVersion: '1' }, spec: {} });
+  const b = StorageVersion.parse({
+    apiVersion: 'internal.apiserver.k8s.io/v1alpha1',
+    kind: 'StorageVersion',
+    metadata: { name: 'apps.deployments', resourceVersion: '1' },
+    spec: {},
+  });
   assert.equal(b.status, undefined);
   const c = StorageVersion.parse({ metadata: { name: 'apps.deployments', resourceVersion: '1' }, status: {} });
   assert.equal(c.status?.storageVersions, undefined);
@@ -764,8 +904,15 @@ void test('StorageVersion schema: refuses objects missing what agreement needs',
   assert.throws(() => StorageVersion.parse({ metadata: { name: 'apps.deployments' } }), 'no resourceVersion');
   assert.throws(() => StorageVersion.parse({ metadata: { resourceVersion: '1' } }), 'no name');
   assert.throws(() => StorageVersion.parse({}), 'no metadata');
-  assert.throws(() => StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: '1' }, status: { storageVersions: [{ apiServerID: A }] } }), 'entry without encodingVersion');
-  assert.throws(() => StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: '1' }, status: { storageVersions: [{ encodingVersion: 'v1' }] } }), 'entry without apiServerID');
+  assert.throws(
+    () => StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: '1' }, status: { storageVersions: [{ apiServerID: A }] } }),
+    'entry without encodingVersion',
+  );
+  assert.throws(
+    () =>
+      StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: '1' }, status: { storageVersions: [{ encodingVersion: 'v1' }] } }),
+    'entry without apiServerID',
+  );
   assert.throws(() => StorageVersion.parse({ metadata: { name: 'a.b', resourceVersion: 1 } }), 'numeric resourceVersion');
 });
 

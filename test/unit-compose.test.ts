@@ -311,7 +311,7 @@ void test('compose: postgresql has a named volume and a pg_isready healthcheck; 
   const declared = isDict(compose.volumes) ? Object.keys(compose.volumes) : [];
   const vols = (pg.volumes as unknown[] | undefined) ?? [];
   const named = vols
-    .map((v) => (isDict(v) ? (v.type === 'volume' ? String(v.source) : '') : String(v).split(':')[0] ?? ''))
+    .map((v) => (isDict(v) ? (v.type === 'volume' ? String(v.source) : '') : (String(v).split(':')[0] ?? '')))
     .filter((src) => src !== '' && !src.startsWith('.') && !src.startsWith('/') && !src.startsWith('~') && !src.startsWith('$'));
   assert.ok(named.length > 0, 'postgresql keeps its data in a named volume');
   for (const n of named) assert.ok(declared.includes(n), `volume ${n} is declared at the top level`);
@@ -328,7 +328,7 @@ void test('compose: postgresql has a named volume and a pg_isready healthcheck; 
   assert.equal(environment(services.temporal ?? {}).POSTGRES_SEEDS, 'postgresql', 'temporal connects to the postgresql service');
 });
 
-void test('compose: the registered search attributes are exactly the migrator\'s, with their types', () => {
+void test("compose: the registered search attributes are exactly the migrator's, with their types", () => {
   const registering = Object.entries(services).filter(([, svc]) => /search-attribute\s+create/.test(commandText(svc)));
   assert.equal(registering.length, 1, 'exactly one service registers search attributes');
   const [regName, regSvc] = registering[0] ?? ['', {}];
@@ -351,7 +351,11 @@ void test('compose: the registered search attributes are exactly the migrator\'s
 
   assert.deepEqual(flagValues(words, '--namespace', '-n'), ['default'], 'registered in namespace default');
   for (const address of flagValues(words, '--address')) assertTemporalAddress(regName, address);
-  assert.equal(parseImage(String(regSvc.image)).name, 'temporalio/admin-tools', `${regName} uses the admin-tools image (it has the temporal CLI)`);
+  assert.equal(
+    parseImage(String(regSvc.image)).name,
+    'temporalio/admin-tools',
+    `${regName} uses the admin-tools image (it has the temporal CLI)`,
+  );
   assert.ok(
     ['service_healthy', 'service_started'].includes(dependsOn(regSvc).temporal ?? ''),
     `${regName} starts after the temporal service`,
@@ -442,8 +446,14 @@ void test('Dockerfile: ENTRYPOINT runs bin/svm.js with node, the worker by defau
   assert.ok(cmd);
   assert.deepEqual(execForm(cmd.args), ['worker']);
   const env = finalStage.filter((i) => i.keyword === 'ENV').map((i) => i.args.replace(/\s+/g, '='));
-  assert.ok(env.some((e) => /(^|\s)NODE_ENV=production\b/.test(e)), 'NODE_ENV=production');
-  const exposed = finalStage.filter((i) => i.keyword === 'EXPOSE').flatMap((i) => i.args.split(/\s+/)).map((p) => Number(p.split('/')[0]));
+  assert.ok(
+    env.some((e) => /(^|\s)NODE_ENV=production\b/.test(e)),
+    'NODE_ENV=production',
+  );
+  const exposed = finalStage
+    .filter((i) => i.keyword === 'EXPOSE')
+    .flatMap((i) => i.args.split(/\s+/))
+    .map((p) => Number(p.split('/')[0]));
   assert.ok(exposed.includes(9464), 'EXPOSE 9464');
   const migratorTargets = ports(services.migrator ?? {}).map((p) => p.target);
   for (const t of migratorTargets) assert.ok(exposed.includes(t), `compose publishes migrator port ${t}, which the image exposes`);
@@ -458,9 +468,17 @@ void test('Dockerfile: the runtime stage carries the compiled code and the prebu
   // Without src/ the worker loads dist/workflow-bundle.js as is (src/worker/workflow-bundle.ts),
   // so the build stage must make it and check that it is there.
   assert.ok(!destinations.includes('src'), 'the runtime stage leaves the TypeScript sources behind');
-  const built = stages.slice(0, -1).flat().filter((i) => i.keyword === 'RUN').map((i) => i.args).join('\n');
+  const built = stages
+    .slice(0, -1)
+    .flat()
+    .filter((i) => i.keyword === 'RUN')
+    .map((i) => i.args)
+    .join('\n');
   assert.match(built, /npm run build:workflows/, 'the build stage bundles the workflows');
   assert.match(built, /test -s dist\/workflow-bundle\.js/, 'the build stage checks the bundle exists');
-  const ignore = fs.readFileSync(path.join(root, '.dockerignore'), 'utf8').split(/\r?\n/).map((l) => l.trim());
+  const ignore = fs
+    .readFileSync(path.join(root, '.dockerignore'), 'utf8')
+    .split(/\r?\n/)
+    .map((l) => l.trim());
   for (const entry of ['node_modules', 'dist', '.git']) assert.ok(ignore.includes(entry), `.dockerignore excludes ${entry}`);
 });

@@ -5,7 +5,17 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { defaultIdentity, defaultNamespace, IN_CLUSTER_NAMESPACE_FILE, loadTemporalSettings, loadWorkerSettings, SettingsError, settingSources, TemporalSettings, WorkerSettings } from '../src/worker/config';
+import {
+  defaultIdentity,
+  defaultNamespace,
+  IN_CLUSTER_NAMESPACE_FILE,
+  loadTemporalSettings,
+  loadWorkerSettings,
+  SettingsError,
+  settingSources,
+  TemporalSettings,
+  WorkerSettings,
+} from '../src/worker/config';
 
 /** Asserts that fn throws a SettingsError whose message names every given text. */
 function throwsSettings(fn: () => unknown, ...mentions: Array<string | RegExp>): string {
@@ -94,7 +104,15 @@ void test('loadWorkerSettings: every environment variable is parsed', () => {
     SVM_BRIDGE: 'false',
     SVM_METRICS_PORT: '9464',
   });
-  assert.deepEqual(s.temporal, { address: 'temporal.example.com:7233', namespace: 'prod', taskQueue: 'svm-q', apiKey: 'secret-key', tls: true, tlsCert: undefined, tlsKey: undefined });
+  assert.deepEqual(s.temporal, {
+    address: 'temporal.example.com:7233',
+    namespace: 'prod',
+    taskQueue: 'svm-q',
+    apiKey: 'secret-key',
+    tls: true,
+    tlsCert: undefined,
+    tlsKey: undefined,
+  });
   assert.equal(s.kubeconfig, '/etc/kube/config');
   assert.equal(s.qps, 250);
   assert.equal(typeof s.qps, 'number');
@@ -137,7 +155,15 @@ void test('loadTemporalSettings: reads the TEMPORAL_* variables only', () => {
     TEMPORAL_TLS: 'yes',
     SVM_QPS: 'abc', // not a Temporal setting: ignored here
   });
-  assert.deepEqual(t, { address: 'localhost:7233', namespace: 'ns1', taskQueue: 'q1', apiKey: 'k', tls: true, tlsCert: undefined, tlsKey: undefined });
+  assert.deepEqual(t, {
+    address: 'localhost:7233',
+    namespace: 'ns1',
+    taskQueue: 'q1',
+    apiKey: 'k',
+    tls: true,
+    tlsCert: undefined,
+    tlsKey: undefined,
+  });
 });
 
 // --- flags override the environment ----------------------------------------------------------
@@ -167,7 +193,15 @@ void test('loadWorkerSettings: flags override environment values', () => {
     bridge: false,
     metricsPort: 9100,
   });
-  assert.deepEqual(s.temporal, { address: 'flag-host:7234', namespace: 'flag-ns', taskQueue: 'flag-q', apiKey: 'flag-key', tls: true, tlsCert: undefined, tlsKey: undefined });
+  assert.deepEqual(s.temporal, {
+    address: 'flag-host:7234',
+    namespace: 'flag-ns',
+    taskQueue: 'flag-q',
+    apiKey: 'flag-key',
+    tls: true,
+    tlsCert: undefined,
+    tlsKey: undefined,
+  });
   assert.equal(s.kubeconfig, '/flag/kubeconfig');
   assert.equal(s.qps, 5);
   assert.equal(s.maxConcurrentChunks, 8);
@@ -183,7 +217,10 @@ void test('loadWorkerSettings: string flags (as the CLI passes them) are coerced
 });
 
 void test('loadWorkerSettings: an undefined flag leaves the environment value in place', () => {
-  const s = loadWorkerSettings({ SVM_QPS: '50', SVM_BRIDGE: 'false', KUBECONFIG: '/k' }, { qps: undefined, bridge: undefined, kubeconfig: undefined });
+  const s = loadWorkerSettings(
+    { SVM_QPS: '50', SVM_BRIDGE: 'false', KUBECONFIG: '/k' },
+    { qps: undefined, bridge: undefined, kubeconfig: undefined },
+  );
   assert.equal(s.qps, 50);
   assert.equal(s.bridge, false);
   assert.equal(s.kubeconfig, '/k');
@@ -250,7 +287,12 @@ void test('SettingsError: SVM_METRICS_PORT out of range names SVM_METRICS_PORT',
 });
 
 void test('SettingsError: several bad values are all named in one message', () => {
-  const msg = throwsSettings(() => loadWorkerSettings({ SVM_QPS: 'abc', SVM_MAX_CONCURRENT_CHUNKS: '0', TEMPORAL_TLS: 'maybe' }), 'SVM_QPS', 'SVM_MAX_CONCURRENT_CHUNKS', 'TEMPORAL_TLS');
+  const msg = throwsSettings(
+    () => loadWorkerSettings({ SVM_QPS: 'abc', SVM_MAX_CONCURRENT_CHUNKS: '0', TEMPORAL_TLS: 'maybe' }),
+    'SVM_QPS',
+    'SVM_MAX_CONCURRENT_CHUNKS',
+    'TEMPORAL_TLS',
+  );
   assert.match(msg, /^invalid setting: /);
 });
 
@@ -282,18 +324,25 @@ void test('no per-server kubeconfigs: the worker finds every API server through 
 
 void test('SVM_NAMESPACE: where the worker keeps its leases; a namespace name or refused', () => {
   assert.equal(loadWorkerSettings({ SVM_NAMESPACE: 'svm-prod' }).kubeNamespace, 'svm-prod');
-  for (const bad of ['Svm', 'svm_system', '-svm', 'a'.repeat(64), 'svm.system']) throwsSettings(() => loadWorkerSettings({ SVM_NAMESPACE: bad }), 'SVM_NAMESPACE');
+  for (const bad of ['Svm', 'svm_system', '-svm', 'a'.repeat(64), 'svm.system'])
+    throwsSettings(() => loadWorkerSettings({ SVM_NAMESPACE: bad }), 'SVM_NAMESPACE');
 });
 
-void test('SVM_NAMESPACE unset: the Pod\'s own namespace in a cluster, else svm-system', () => {
-  assert.equal(defaultNamespace((p) => (p === IN_CLUSTER_NAMESPACE_FILE ? 'migrators\n' : '')), 'migrators');
+void test("SVM_NAMESPACE unset: the Pod's own namespace in a cluster, else svm-system", () => {
+  assert.equal(
+    defaultNamespace((p) => (p === IN_CLUSTER_NAMESPACE_FILE ? 'migrators\n' : '')),
+    'migrators',
+  );
   assert.equal(
     defaultNamespace(() => {
       throw new Error('ENOENT');
     }),
     'svm-system',
   );
-  assert.equal(defaultNamespace(() => '  '), 'svm-system');
+  assert.equal(
+    defaultNamespace(() => '  '),
+    'svm-system',
+  );
   // The temporal namespace flag does not touch it (both are "namespace" somewhere).
   const s = loadWorkerSettings({ SVM_NAMESPACE: 'svm-a' }, { namespace: 'temporal-ns' });
   assert.equal(s.kubeNamespace, 'svm-a');
@@ -306,5 +355,6 @@ void test('SVM_IDENTITY: this replica in the leases; default hostname (the pod n
   assert.equal(defaultIdentity('svm-worker-5d8c-x2x', 1), 'svm-worker-5d8c-x2x-1');
   assert.equal(defaultIdentity('my host/name', 42), 'my-host-name-42');
   assert.equal(defaultIdentity('', 7), 'svm-7');
-  for (const bad of ['has space', '-lead', 'x'.repeat(129)]) throwsSettings(() => loadWorkerSettings({ SVM_IDENTITY: bad }), 'SVM_IDENTITY');
+  for (const bad of ['has space', '-lead', 'x'.repeat(129)])
+    throwsSettings(() => loadWorkerSettings({ SVM_IDENTITY: bad }), 'SVM_IDENTITY');
 });

@@ -8,7 +8,14 @@ import assert from 'node:assert/strict';
 import { isObjectNotFound } from '../src/activities/migrate-chunk';
 import { neverSent } from '../src/kube/client';
 import type { ResourceRef } from '../src/api/resource';
-import { classifyResponse, classifyTransportError, isPerObjectFailure, isRetryable, KubeError, type KubeErrorKind } from '../src/kube/errors';
+import {
+  classifyResponse,
+  classifyTransportError,
+  isPerObjectFailure,
+  isRetryable,
+  KubeError,
+  type KubeErrorKind,
+} from '../src/kube/errors';
 
 /** A metav1.Status body as the API server sends it. */
 function statusBody(code: number, reason: string, message: string, extra: Record<string, unknown> = {}): string {
@@ -101,7 +108,9 @@ void test('classifyResponse: a 410 whose Status has metadata.continue gives cont
   const token = 'eyJ2IjoibWV0YS5rOHMuaW8vdjEiLCJydiI6MTIzLCJzdGFydCI6ImEvYiJ9';
   const e = classifyResponse(
     410,
-    statusBody(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.', { metadata: { continue: token } }),
+    statusBody(410, 'Expired', 'The provided continue parameter is too old to display a consistent list result.', {
+      metadata: { continue: token },
+    }),
   );
   assert.equal(e.kind, 'gone');
   assert.equal(e.status, 410);
@@ -167,11 +176,15 @@ void test('classifyResponse: an admission webhook denial is webhookDenied whatev
 
 void test('classifyResponse: a webhook denial in a non-JSON body, and with a capitalised message, is still webhookDenied', () => {
   assert.equal(classifyResponse(403, 'admission webhook "deny.svm.test" denied the request: no').kind, 'webhookDenied');
-  assert.equal(classifyResponse(400, statusBody(400, 'BadRequest', 'Admission Webhook "x.y" Denied The Request: nope')).kind, 'webhookDenied');
+  assert.equal(
+    classifyResponse(400, statusBody(400, 'BadRequest', 'Admission Webhook "x.y" Denied The Request: nope')).kind,
+    'webhookDenied',
+  );
 });
 
 void test('classifyResponse: a webhook that cannot be called is not a denial', () => {
-  const m = 'Internal error occurred: failed calling webhook "deny.svm.test": failed to call webhook: Post "https://x/validate": dial tcp 10.0.0.1:443: connect: connection refused';
+  const m =
+    'Internal error occurred: failed calling webhook "deny.svm.test": failed to call webhook: Post "https://x/validate": dial tcp 10.0.0.1:443: connect: connection refused';
   const e = classifyResponse(500, statusBody(500, 'InternalError', m));
   assert.equal(e.kind, 'unavailable');
   assert.equal(isRetryable(e.kind), true);
@@ -222,7 +235,11 @@ void test('rule 4: a webhook that echoes a value in its message, reason and deta
     status: 'Failure',
     message: `admission webhook "echo.svm.test" denied the request: refusing deny-1: its values are password=${SECRET} (base64 ${SECRET_B64})`,
     reason: `password=${SECRET}`,
-    details: { name: `password=${SECRET}`, kind: SECRET_B64, causes: [{ reason: 'FieldValueInvalid', message: SECRET, field: `data.${SECRET}` }] },
+    details: {
+      name: `password=${SECRET}`,
+      kind: SECRET_B64,
+      causes: [{ reason: 'FieldValueInvalid', message: SECRET, field: `data.${SECRET}` }],
+    },
     code: 403,
   });
   const e = classifyResponse(403, body);
@@ -265,34 +282,68 @@ void test('rule 4: a 422 that quotes the invalid value keeps the field path and 
 void test('rule 4: many causes are capped', () => {
   const causes = Array.from({ length: 9 }, (_, i) => ({ reason: 'FieldValueInvalid', message: SECRET, field: `spec.f${i}` }));
   const e = classifyResponse(422, statusBody(422, 'Invalid', SECRET, { details: { causes } }));
-  assert.equal(e.message, 'HTTP 422 Invalid: spec.f0 (FieldValueInvalid), spec.f1 (FieldValueInvalid), spec.f2 (FieldValueInvalid), spec.f3 (FieldValueInvalid), spec.f4 (FieldValueInvalid), …');
+  assert.equal(
+    e.message,
+    'HTTP 422 Invalid: spec.f0 (FieldValueInvalid), spec.f1 (FieldValueInvalid), spec.f2 (FieldValueInvalid), spec.f3 (FieldValueInvalid), spec.f4 (FieldValueInvalid), …',
+  );
 });
 
 void test('rule 4: a ValidatingAdmissionPolicy whose messageExpression quotes a value: only the policy and binding names', () => {
   const message = `secrets "s-1" is forbidden: ValidatingAdmissionPolicy 'no-hunter.svm.test' with binding 'no-hunter-binding' denied request: password is ${SECRET}`;
-  const body = JSON.stringify({ kind: 'Status', apiVersion: 'v1', metadata: {}, status: 'Failure', message, reason: 'Invalid', details: { name: 's-1', kind: 'secrets', causes: [{ message }] }, code: 422 });
+  const body = JSON.stringify({
+    kind: 'Status',
+    apiVersion: 'v1',
+    metadata: {},
+    status: 'Failure',
+    message,
+    reason: 'Invalid',
+    details: { name: 's-1', kind: 'secrets', causes: [{ message }] },
+    code: 422,
+  });
   const e = classifyResponse(422, body);
   assert.equal(e.kind, 'invalid');
-  assert.equal(e.message, 'HTTP 422 Invalid: ValidatingAdmissionPolicy "no-hunter.svm.test" (binding "no-hunter-binding") denied the request');
+  assert.equal(
+    e.message,
+    'HTTP 422 Invalid: ValidatingAdmissionPolicy "no-hunter.svm.test" (binding "no-hunter-binding") denied the request',
+  );
   noSecret(e);
-  const forbidden = classifyResponse(403, statusBody(403, 'Forbidden', `widgets.example.com "w" is forbidden: ValidatingAdmissionPolicy 'p.example' denied request: ${SECRET}`));
+  const forbidden = classifyResponse(
+    403,
+    statusBody(403, 'Forbidden', `widgets.example.com "w" is forbidden: ValidatingAdmissionPolicy 'p.example' denied request: ${SECRET}`),
+  );
   assert.equal(forbidden.kind, 'forbidden');
   assert.equal(forbidden.message, 'HTTP 403 Forbidden: ValidatingAdmissionPolicy "p.example" denied the request');
 });
 
 void test('rule 4: RBAC refusals say (RBAC) and the verb; other 403s only the code', () => {
-  const rbac = classifyResponse(403, statusBody(403, 'Forbidden', 'secrets "s-1" is forbidden: User "system:serviceaccount:svm:svm" cannot update resource "secrets" in API group "" in the namespace "ns"', { details: { name: 's-1', kind: 'secrets' } }));
+  const rbac = classifyResponse(
+    403,
+    statusBody(
+      403,
+      'Forbidden',
+      'secrets "s-1" is forbidden: User "system:serviceaccount:svm:svm" cannot update resource "secrets" in API group "" in the namespace "ns"',
+      { details: { name: 's-1', kind: 'secrets' } },
+    ),
+  );
   assert.equal(rbac.message, 'HTTP 403 Forbidden (RBAC: cannot update)');
-  const list = classifyResponse(403, statusBody(403, 'Forbidden', 'secrets is forbidden: User "x" cannot list resource "secrets" in API group "" at the cluster scope'));
+  const list = classifyResponse(
+    403,
+    statusBody(403, 'Forbidden', 'secrets is forbidden: User "x" cannot list resource "secrets" in API group "" at the cluster scope'),
+  );
   assert.equal(list.message, 'HTTP 403 Forbidden (RBAC: cannot list)');
   const other = classifyResponse(403, statusBody(403, 'Forbidden', `secrets "s-1" is forbidden: something said ${SECRET}`));
   assert.equal(other.message, 'HTTP 403 Forbidden');
 });
 
 void test('rule 4: a quoted value that looks like a webhook denial does not make one', () => {
-  const body = statusBody(422, 'Invalid', `Secret "s" is invalid: data.x: Invalid value: "admission webhook \\"leak.${SECRET}.io\\" denied the request"`, {
-    details: { causes: [{ reason: 'FieldValueInvalid', field: 'data.x' }] },
-  });
+  const body = statusBody(
+    422,
+    'Invalid',
+    `Secret "s" is invalid: data.x: Invalid value: "admission webhook \\"leak.${SECRET}.io\\" denied the request"`,
+    {
+      details: { causes: [{ reason: 'FieldValueInvalid', field: 'data.x' }] },
+    },
+  );
   const e = classifyResponse(422, body);
   assert.equal(e.kind, 'invalid');
   assert.equal(e.message, 'HTTP 422 Invalid: data.x (FieldValueInvalid)');
@@ -300,7 +351,14 @@ void test('rule 4: a quoted value that looks like a webhook denial does not make
 });
 
 void test('rule 4: resource-level errors keep fixed phrases only', () => {
-  const call = classifyResponse(500, statusBody(500, 'InternalError', `Internal error occurred: failed calling webhook "deny.svm.test": failed to call webhook: Post "https://127.0.0.1:1/validate?x=${SECRET}": dial tcp: connection refused`));
+  const call = classifyResponse(
+    500,
+    statusBody(
+      500,
+      'InternalError',
+      `Internal error occurred: failed calling webhook "deny.svm.test": failed to call webhook: Post "https://127.0.0.1:1/validate?x=${SECRET}": dial tcp: connection refused`,
+    ),
+  );
   assert.equal(call.kind, 'unavailable');
   assert.equal(call.message, 'HTTP 500 InternalError: calling admission webhook "deny.svm.test" failed');
   noSecret(call);
@@ -313,16 +371,35 @@ void test('rule 4: resource-level errors keep fixed phrases only', () => {
 
 // --- 404: the object, or the resource itself -----------------------------------------------------
 
-const widgets: ResourceRef = { group: 'example.com', version: 'v1', resource: 'widgets', kind: 'Widget', namespaced: true, storageVersionHash: '', custom: true };
-const secrets: ResourceRef = { group: '', version: 'v1', resource: 'secrets', kind: 'Secret', namespaced: true, storageVersionHash: '', custom: false };
+const widgets: ResourceRef = {
+  group: 'example.com',
+  version: 'v1',
+  resource: 'widgets',
+  kind: 'Widget',
+  namespaced: true,
+  storageVersionHash: '',
+  custom: true,
+};
+const secrets: ResourceRef = {
+  group: '',
+  version: 'v1',
+  resource: 'secrets',
+  kind: 'Secret',
+  namespaced: true,
+  storageVersionHash: '',
+  custom: false,
+};
 
 // Bodies as kube-apiserver v1.36 returns them (captured by test/test-resource-gone.test.ts).
-const DELETED_WIDGET = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"widgets.example.com \\"w-000000\\" not found","reason":"NotFound","details":{"name":"w-000000","group":"example.com","kind":"widgets"},"code":404}\n';
+const DELETED_WIDGET =
+  '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"widgets.example.com \\"w-000000\\" not found","reason":"NotFound","details":{"name":"w-000000","group":"example.com","kind":"widgets"},"code":404}\n';
 /** A custom resource version set served:false, and a deleted CRD: Go's plain-text NotFound, for PUT and LIST alike. */
 const VERSION_NOT_SERVED = '404 page not found\n';
 /** An unknown group version. */
-const DELETED_SECRET = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"secrets \\"gone\\" not found","reason":"NotFound","details":{"name":"gone","kind":"secrets"},"code":404}\n';
-const NOT_SERVED = '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}\n';
+const DELETED_SECRET =
+  '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"secrets \\"gone\\" not found","reason":"NotFound","details":{"name":"gone","kind":"secrets"},"code":404}\n';
+const NOT_SERVED =
+  '{"kind":"Status","apiVersion":"v1","metadata":{},"status":"Failure","message":"the server could not find the requested resource","reason":"NotFound","details":{},"code":404}\n';
 
 void test('404: a deleted object names itself in details; only then is it the object', () => {
   const w = classifyResponse(404, DELETED_WIDGET);
@@ -426,12 +503,36 @@ void test('classifyResponse: a 400 that is not a Kubernetes Status (Go net/http 
   assert.equal(e.kind, 'network');
   assert.ok(isRetryable(e.kind));
   assert.equal(e.message, 'HTTP 400 BadRequest: the response is not a Kubernetes Status');
-  const api = classifyResponse(400, JSON.stringify({ kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'BadRequest', code: 400, message: 'the body is not valid' }));
+  const api = classifyResponse(
+    400,
+    JSON.stringify({
+      kind: 'Status',
+      apiVersion: 'v1',
+      status: 'Failure',
+      reason: 'BadRequest',
+      code: 400,
+      message: 'the body is not valid',
+    }),
+  );
   assert.equal(api.kind, 'badRequest');
 });
 
 void test('neverSent: only transport errors that prove the request never reached a server are sent again', () => {
-  assert.equal(neverSent(classifyTransportError(Object.assign(new Error('Client network socket disconnected before secure TLS connection was established'), { code: 'ECONNRESET' }))), true);
-  assert.equal(neverSent(classifyTransportError(Object.assign(new Error('connect ECONNREFUSED 198.18.1.11:6443'), { code: 'ECONNREFUSED' }))), true);
-  assert.equal(neverSent(classifyTransportError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))), false, 'a reset after sending may have been applied');
+  assert.equal(
+    neverSent(
+      classifyTransportError(
+        Object.assign(new Error('Client network socket disconnected before secure TLS connection was established'), { code: 'ECONNRESET' }),
+      ),
+    ),
+    true,
+  );
+  assert.equal(
+    neverSent(classifyTransportError(Object.assign(new Error('connect ECONNREFUSED 198.18.1.11:6443'), { code: 'ECONNREFUSED' }))),
+    true,
+  );
+  assert.equal(
+    neverSent(classifyTransportError(Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }))),
+    false,
+    'a reset after sending may have been applied',
+  );
 });

@@ -42,7 +42,10 @@ void test('heldSpec: a renewal keeps acquireTime and transitions; a take-over co
 });
 
 void test('stillLeader: a leader steps down renewDeadline after its last renewal was sent, before anyone may take over', () => {
-  assert.ok(DEFAULT_TIMING.renewDeadlineMs < DEFAULT_TIMING.leaseDurationSeconds * 1000, 'the leader stops before the lease can expire elsewhere');
+  assert.ok(
+    DEFAULT_TIMING.renewDeadlineMs < DEFAULT_TIMING.leaseDurationSeconds * 1000,
+    'the leader stops before the lease can expire elsewhere',
+  );
   assert.ok(DEFAULT_TIMING.renewIntervalMs < DEFAULT_TIMING.renewDeadlineMs, 'at least one retry of the renewal before stepping down');
   assert.equal(stillLeader(undefined, 1000, DEFAULT_TIMING), false);
   assert.equal(stillLeader(1000, 1000 + DEFAULT_TIMING.renewDeadlineMs - 1, DEFAULT_TIMING), true);
@@ -73,7 +76,15 @@ void test('LeaseObserver: a lease expires once unchanged for its duration since 
 // --- budget shares --------------------------------------------------------------------------
 
 const t = DEFAULT_BUDGET_TIMING;
-const base: ShareInput = { qps: 60, liveMembers: 3, selfCounted: true, now: 100_000, joinedAt: 50_000, lastRenewSent: 99_000, lastListSent: 99_000 };
+const base: ShareInput = {
+  qps: 60,
+  liveMembers: 3,
+  selfCounted: true,
+  now: 100_000,
+  joinedAt: 50_000,
+  lastRenewSent: 99_000,
+  lastListSent: 99_000,
+};
 
 void test('shareOf: the budget divided by the live members', () => {
   assert.deepEqual(shareOf(base), { spend: true, qps: 20, members: 3 });

@@ -72,7 +72,10 @@ void test('StorageVersionMigration: accepts a kube-storage-version-migrator styl
 void test('StorageVersionMigration: accepts every upstream condition type, a Failed one included', () => {
   for (const type of ['Running', 'Succeeded', 'Failed'] as const) {
     for (const status of ['True', 'False', 'Unknown'] as const) {
-      const obj = { ...upstreamMigration, status: { conditions: [{ type, status, lastUpdateTime: '2024-01-01T00:00:00Z', reason: 'R', message: 'm' }] } };
+      const obj = {
+        ...upstreamMigration,
+        status: { conditions: [{ type, status, lastUpdateTime: '2024-01-01T00:00:00Z', reason: 'R', message: 'm' }] },
+      };
       assert.ok(StorageVersionMigration.safeParse(obj).success, `${type}=${status}`);
     }
   }
@@ -299,7 +302,8 @@ void test('migrationCrds: integers have format int64, and no JSON-Schema-only ke
         integers++;
         assert.equal(node.format, 'int64', `${c.metadata.name} ${p}`);
       }
-      for (const k of Object.keys(node)) assert.ok(JSON_SCHEMA_PROPS.has(k), `${c.metadata.name} ${p}: "${k}" is not a JSONSchemaProps field`);
+      for (const k of Object.keys(node))
+        assert.ok(JSON_SCHEMA_PROPS.has(k), `${c.metadata.name} ${p}: "${k}" is not a JSONSchemaProps field`);
       for (const k of ['$ref', 'definitions', '$defs', 'const', 'anyOf', 'oneOf', 'allOf', 'not', 'patternProperties', 'propertyNames']) {
         assert.ok(!(k in node), `${c.metadata.name} ${p} has ${k}`);
       }
@@ -322,8 +326,17 @@ void test('migrationCrds: the spec and status schemas follow the zod schemas', (
   assert.deepEqual(resource.required, ['resource']);
   const status = props.status as Dict;
   const statusProps = status.properties as Dict;
-  for (const k of ['conditions', 'phase', 'message', 'workflowId', 'progress', 'failures', 'startTime', 'completionTime']) assert.ok(k in statusProps, `status.${k}`);
-  assert.deepEqual((statusProps.phase as Dict).enum, ['Pending', 'WaitingForAgreement', 'Running', 'Paused', 'Succeeded', 'Failed', 'Aborted']);
+  for (const k of ['conditions', 'phase', 'message', 'workflowId', 'progress', 'failures', 'startTime', 'completionTime'])
+    assert.ok(k in statusProps, `status.${k}`);
+  assert.deepEqual((statusProps.phase as Dict).enum, [
+    'Pending',
+    'WaitingForAgreement',
+    'Running',
+    'Paused',
+    'Succeeded',
+    'Failed',
+    'Aborted',
+  ]);
   const cond = (statusProps.conditions as Dict).items as Dict;
   assert.deepEqual(((cond.properties as Dict).type as Dict).enum, ['Running', 'Succeeded', 'Failed']);
   assert.deepEqual(((cond.properties as Dict).status as Dict).enum, ['True', 'False', 'Unknown']);
@@ -393,9 +406,15 @@ void test('groupResourceString and migrationWorkflowId: core and grouped', () =>
 
 void test('migrationWorkflowId: one ID per group/resource, independent of version and other fields', () => {
   const a = migrationWorkflowId({ group: 'example.com', resource: 'widgets' });
-  const b = migrationWorkflowId({ group: 'example.com', resource: 'widgets', version: 'v2', kind: 'Widget' } as { group: string; resource: string });
+  const b = migrationWorkflowId({ group: 'example.com', resource: 'widgets', version: 'v2', kind: 'Widget' } as {
+    group: string;
+    resource: string;
+  });
   assert.equal(a, b);
-  assert.notEqual(migrationWorkflowId({ group: '', resource: 'events' }), migrationWorkflowId({ group: 'events.k8s.io', resource: 'events' }));
+  assert.notEqual(
+    migrationWorkflowId({ group: '', resource: 'events' }),
+    migrationWorkflowId({ group: 'events.k8s.io', resource: 'events' }),
+  );
 });
 
 void test('apiVersionOf: core and grouped', () => {
@@ -413,19 +432,31 @@ void test('collectionPath: core and grouped, cluster-wide and in a namespace', (
   assert.equal(collectionPath(deployments, 'default'), '/apis/apps/v1/namespaces/default/deployments');
   // Cluster-scoped resources: no namespace given, or an empty one.
   assert.equal(collectionPath({ group: '', version: 'v1', resource: 'namespaces' }), '/api/v1/namespaces');
-  assert.equal(collectionPath({ group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'clusterroles' }, ''), '/apis/rbac.authorization.k8s.io/v1/clusterroles');
+  assert.equal(
+    collectionPath({ group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'clusterroles' }, ''),
+    '/apis/rbac.authorization.k8s.io/v1/clusterroles',
+  );
 });
 
 void test('objectPath: core and grouped, namespaced and cluster-scoped', () => {
-  assert.equal(objectPath({ group: '', version: 'v1', resource: 'secrets' }, 'token', 'default'), '/api/v1/namespaces/default/secrets/token');
+  assert.equal(
+    objectPath({ group: '', version: 'v1', resource: 'secrets' }, 'token', 'default'),
+    '/api/v1/namespaces/default/secrets/token',
+  );
   assert.equal(objectPath({ group: '', version: 'v1', resource: 'namespaces' }, 'kube-system'), '/api/v1/namespaces/kube-system');
-  assert.equal(objectPath({ group: 'apps', version: 'v1', resource: 'deployments' }, 'web', 'prod'), '/apis/apps/v1/namespaces/prod/deployments/web');
+  assert.equal(
+    objectPath({ group: 'apps', version: 'v1', resource: 'deployments' }, 'web', 'prod'),
+    '/apis/apps/v1/namespaces/prod/deployments/web',
+  );
   assert.equal(objectPath({ group: 'example.com', version: 'v2', resource: 'widgets' }, 'w1'), '/apis/example.com/v2/widgets/w1');
 });
 
 void test('objectPath: names that need URL encoding are encoded as one path segment', () => {
   const clusterroles = { group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'clusterroles' };
-  assert.equal(objectPath(clusterroles, 'system:controller:job-controller'), '/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Acontroller%3Ajob-controller');
+  assert.equal(
+    objectPath(clusterroles, 'system:controller:job-controller'),
+    '/apis/rbac.authorization.k8s.io/v1/clusterroles/system%3Acontroller%3Ajob-controller',
+  );
   const widgets = { group: 'example.com', version: 'v1', resource: 'widgets' };
   const weird = 'a b/c?d#e%f&g=h';
   const p = objectPath(widgets, weird, 'n s');
@@ -455,16 +486,25 @@ void test('migrationObjectState: upstream objects (conditions only, no phase) an
   assert.equal(migrationObjectState({}), 'new');
   assert.equal(migrationObjectState({ conditions: [cond('Running', 'Unknown')] }), 'new');
   // Ours: the phase decides, whatever the conditions say.
-  for (const phase of ['Succeeded', 'Failed', 'Aborted'] as const) assert.equal(migrationObjectState({ phase, conditions: [cond('Running', 'True')] }), 'finished', phase);
-  for (const phase of ['Pending', 'WaitingForAgreement', 'Running', 'Paused'] as const) assert.equal(migrationObjectState({ phase }), 'inProgress', phase);
+  for (const phase of ['Succeeded', 'Failed', 'Aborted'] as const)
+    assert.equal(migrationObjectState({ phase, conditions: [cond('Running', 'True')] }), 'finished', phase);
+  for (const phase of ['Pending', 'WaitingForAgreement', 'Running', 'Paused'] as const)
+    assert.equal(migrationObjectState({ phase }), 'inProgress', phase);
 });
 
 void test('the CRD keeps spec.continueToken (upstream objects validate) and says it is refused', () => {
   const svm = migrationCrds().find((c) => c.spec.names.kind === 'StorageVersionMigration')!;
-  const spec = (svm.spec.versions[0]!.schema.openAPIV3Schema.properties.spec as { properties: Record<string, { type: string; description: string }> }).properties;
+  const spec = (
+    svm.spec.versions[0]!.schema.openAPIV3Schema.properties.spec as { properties: Record<string, { type: string; description: string }> }
+  ).properties;
   assert.equal(spec.continueToken!.type, 'string');
   assert.match(spec.continueToken!.description, /refused \(phase Failed, reason ContinueTokenRefused\)/);
   assert.doesNotThrow(() =>
-    StorageVersionMigration.parse({ apiVersion: MIGRATION_API_VERSION, kind: 'StorageVersionMigration', metadata: { name: 'x' }, spec: { resource: { resource: 'secrets' }, continueToken: 'abc' } }),
+    StorageVersionMigration.parse({
+      apiVersion: MIGRATION_API_VERSION,
+      kind: 'StorageVersionMigration',
+      metadata: { name: 'x' },
+      spec: { resource: { resource: 'secrets' }, continueToken: 'abc' },
+    }),
   );
 });

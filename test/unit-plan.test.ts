@@ -16,7 +16,14 @@ import {
 
 const crd = (storage: string, storedVersions?: string[]): CrdInfo => ({
   metadata: { name: 'widgets.example.com' },
-  spec: { group: 'example.com', names: { plural: 'widgets', kind: 'Widget' }, versions: [{ name: 'v1', storage: storage === 'v1' }, { name: 'v2', storage: storage === 'v2' }] },
+  spec: {
+    group: 'example.com',
+    names: { plural: 'widgets', kind: 'Widget' },
+    versions: [
+      { name: 'v1', storage: storage === 'v1' },
+      { name: 'v2', storage: storage === 'v2' },
+    ],
+  },
   status: storedVersions ? { storedVersions } : undefined,
 });
 
@@ -32,7 +39,11 @@ void test('a CRD is left behind when storedVersions hold any version besides its
 
 void test('a StorageState asks for a migration unless its persisted hashes are exactly the served one', () => {
   assert.match(storageStateReason(['Unknown'], undefined, 'H2')!, /\[Unknown\]: objects may be stored in any version/);
-  assert.match(storageStateReason(undefined, undefined, undefined)!, /\[Unknown\]/, 'no status yet means Unknown, as the trigger writes it');
+  assert.match(
+    storageStateReason(undefined, undefined, undefined)!,
+    /\[Unknown\]/,
+    'no status yet means Unknown, as the trigger writes it',
+  );
   assert.match(storageStateReason(['H1', 'H2'], 'H2', 'H2')!, /\[H1, H2\]: objects are stored in more than one version/);
   assert.match(storageStateReason(['H1'], 'H1', 'H2')!, /\[H1\], but the API servers now serve H2/);
   // Served hash unknown (servers disagree): the state's own current is the reference.
@@ -45,8 +56,15 @@ void test('counts come from the first page: exact when complete, items + remaini
   assert.deepEqual(countFromFirstPage({ items: [], metadata: {} }), { objects: 0 });
   assert.deepEqual(countFromFirstPage({ items: [{}] }), { objects: 1 });
   assert.deepEqual(countFromFirstPage({ items: [{}], metadata: { continue: 'abc', remainingItemCount: 1233 } }), { objects: 1234 });
-  assert.deepEqual(countFromFirstPage({ items: [{}], metadata: { continue: 'abc' } }), { objects: null, note: 'the API server gave no remainingItemCount' });
-  assert.deepEqual(countFromFirstPage({ items: [{}], metadata: { continue: '', remainingItemCount: 5 } }), { objects: 1 }, 'an empty continue token: the list is complete');
+  assert.deepEqual(countFromFirstPage({ items: [{}], metadata: { continue: 'abc' } }), {
+    objects: null,
+    note: 'the API server gave no remainingItemCount',
+  });
+  assert.deepEqual(
+    countFromFirstPage({ items: [{}], metadata: { continue: '', remainingItemCount: 5 } }),
+    { objects: 1 },
+    'an empty continue token: the list is complete',
+  );
 });
 
 void test('estimates are objects / qps; none when the count is unknown or the budget unlimited', () => {
@@ -91,7 +109,8 @@ void test('the plan: blocked first, totals, and a table a person can read', () =
         storedVersions: undefined,
         storageVersion: undefined,
         reasons: ['API servers disagree'],
-        blockedBy: 'API servers disagree on the storage version of deviceclasses.resource.k8s.io: 198.18.2.10:6443=A (resource.k8s.io/v1), 198.18.2.11:6443=B (resource.k8s.io/v1beta2)',
+        blockedBy:
+          'API servers disagree on the storage version of deviceclasses.resource.k8s.io: 198.18.2.10:6443=A (resource.k8s.io/v1), 198.18.2.11:6443=B (resource.k8s.io/v1beta2)',
         objects: 7,
         estimateSeconds: 0.07,
       }),
@@ -102,7 +121,10 @@ void test('the plan: blocked first, totals, and a table a person can read', () =
   );
   assert.equal(plan.verdict, 'Blocked');
   assert.equal(plan.exitCode, 2);
-  assert.deepEqual(plan.items.map((i) => i.resource), ['deviceclasses.resource.k8s.io', 'gadgets.example.com', 'widgets.example.com']);
+  assert.deepEqual(
+    plan.items.map((i) => i.resource),
+    ['deviceclasses.resource.k8s.io', 'gadgets.example.com', 'widgets.example.com'],
+  );
   assert.deepEqual(plan.totals, { resources: 3, blocked: 1, objects: 1241, objectsUnknown: 1, estimateSeconds: 12.41 });
   assert.equal(
     planTable(plan),
@@ -124,7 +146,9 @@ void test('the plan: blocked first, totals, and a table a person can read', () =
 });
 
 void test('nothing to migrate: one line with the verdict and what was checked', () => {
-  const plan = finishPlan([], 100, '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery', ['no StorageState objects']);
+  const plan = finishPlan([], 100, '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery', [
+    'no StorageState objects',
+  ]);
   assert.equal(plan.exitCode, 0);
   assert.equal(
     planTable(plan),

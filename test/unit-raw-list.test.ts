@@ -75,7 +75,8 @@ void test('rawListItems: deeply nested arrays and objects', () => {
 });
 
 void test('rawListItems: integers above 2^53 keep their exact text', () => {
-  const a = '{"metadata":{"name":"big"},"spec":{"n":9007199254740993,"neg":-9007199254740993,"huge":123456789012345678901234567890,"f":1.0000000000000000001,"e":1e400}}';
+  const a =
+    '{"metadata":{"name":"big"},"spec":{"n":9007199254740993,"neg":-9007199254740993,"huge":123456789012345678901234567890,"f":1.0000000000000000001,"e":1e400}}';
   const text = `{"items":[${a}]}`;
   const slices = rawListItems(text);
   assert.equal(slices.length, 1);
@@ -158,9 +159,16 @@ void test('rawListItems: pretty-printed JSON (2-space indent) gives slices equal
     apiVersion: 'v1',
     metadata: { resourceVersion: '77', continue: '' },
     items: [
-      { metadata: { name: 'a', namespace: 'default', labels: { x: 'y' } }, data: { 'k.json': '{"a":[1,2]}', s: 'with ] } [ { and "quotes" and \\ backslash' } },
+      {
+        metadata: { name: 'a', namespace: 'default', labels: { x: 'y' } },
+        data: { 'k.json': '{"a":[1,2]}', s: 'with ] } [ { and "quotes" and \\ backslash' },
+      },
       { metadata: { name: 'b', namespace: 'default' }, data: {} },
-      { metadata: { name: 'c', namespace: 'kube-system', annotations: { u: '日本 🚀' } }, binaryData: { b: 'AAEC' }, list: [[], [{}], [1, [2]]] },
+      {
+        metadata: { name: 'c', namespace: 'kube-system', annotations: { u: '日本 🚀' } },
+        binaryData: { b: 'AAEC' },
+        list: [[], [{}], [1, [2]]],
+      },
     ],
   };
   for (const indent of [2, 4, '\t']) {
@@ -183,7 +191,10 @@ void test('rawListItems: CRLF and irregular whitespace between tokens', () => {
 });
 
 void test('rawListItems: a large list is split into as many slices as it has items', () => {
-  const items = Array.from({ length: 500 }, (_, i) => ({ metadata: { name: `o-${i}`, resourceVersion: String(i) }, data: { v: `]${i}}` } }));
+  const items = Array.from({ length: 500 }, (_, i) => ({
+    metadata: { name: `o-${i}`, resourceVersion: String(i) },
+    data: { v: `]${i}}` },
+  }));
   const text = JSON.stringify({ kind: 'List', items, metadata: {} });
   const slices = splitAndCompare(text);
   assert.equal(slices.length, 500);
@@ -218,7 +229,11 @@ function runBounded(text: string): Promise<string> {
     catch (e) { parentPort.postMessage('threw: ' + e.message); }
   `;
   return new Promise((resolve, reject) => {
-    const w = new Worker(code, { eval: true, workerData: { text, modulePath, tsxCjs }, resourceLimits: { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 8 } });
+    const w = new Worker(code, {
+      eval: true,
+      workerData: { text, modulePath, tsxCjs },
+      resourceLimits: { maxOldGenerationSizeMb: 32, maxYoungGenerationSizeMb: 8 },
+    });
     let result: string | undefined;
     w.on('message', (m: string) => {
       result = m;
@@ -252,7 +267,10 @@ void test('rawListItems: a response truncated inside the items array throws inst
 void test('withTypeMeta: adds apiVersion and kind when both are missing, keeping the rest byte for byte', () => {
   const raw = '{"metadata":{"name":"a","resourceVersion":"1"},"data":{"n":9007199254740993,"s":"}"}}';
   const out = withTypeMeta(raw, 'v1', 'Secret', {});
-  assert.equal(out, '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a","resourceVersion":"1"},"data":{"n":9007199254740993,"s":"}"}}');
+  assert.equal(
+    out,
+    '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a","resourceVersion":"1"},"data":{"n":9007199254740993,"s":"}"}}',
+  );
   assert.ok(out.endsWith(raw.slice(1)), 'the original text follows the added fields unchanged');
   const parsed = JSON.parse(out) as Record<string, unknown>;
   assert.equal(parsed.apiVersion, 'v1');
@@ -303,7 +321,12 @@ void test('withTypeMeta: pretty-printed item stays valid and keeps its text afte
   const out = withTypeMeta(raw, 'v1', 'ConfigMap', {});
   assert.ok(out.startsWith('{"apiVersion":"v1","kind":"ConfigMap",'), out);
   assert.ok(out.endsWith('"metadata": {\n    "name": "a"\n  },\n  "data": {\n    "n": 9007199254740993\n  }\n}'), out);
-  assert.deepEqual(JSON.parse(out), { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'a' }, data: { n: JSON.parse('9007199254740993') as number } });
+  assert.deepEqual(JSON.parse(out), {
+    apiVersion: 'v1',
+    kind: 'ConfigMap',
+    metadata: { name: 'a' },
+    data: { n: JSON.parse('9007199254740993') as number },
+  });
 });
 
 void test('withTypeMeta: kind and apiVersion values are JSON-escaped', () => {
@@ -312,10 +335,14 @@ void test('withTypeMeta: kind and apiVersion values are JSON-escaped', () => {
 });
 
 void test('withTypeMeta + rawListItems: each listed item becomes a full object with its exact text', () => {
-  const text = '{"kind":"SecretList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"a"},"data":{"n":"x"}},{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}]}';
+  const text =
+    '{"kind":"SecretList","apiVersion":"v1","metadata":{},"items":[{"metadata":{"name":"a"},"data":{"n":"x"}},{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}]}';
   const parsed = JSON.parse(text) as { items: Array<{ apiVersion?: string; kind?: string }> };
   const out = rawListItems(text).map((r, i) => withTypeMeta(r, 'v1', 'Secret', parsed.items[i]!));
-  assert.deepEqual(out, ['{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"},"data":{"n":"x"}}', '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}']);
+  assert.deepEqual(out, [
+    '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"a"},"data":{"n":"x"}}',
+    '{"apiVersion":"v1","kind":"Secret","metadata":{"name":"b"}}',
+  ]);
 });
 
 // --- RawListSplitter: the same split over a stream of chunks -----------------------
@@ -378,7 +405,18 @@ void test('RawListSplitter: each item is handed out as soon as its last byte arr
 });
 
 void test('RawListSplitter: truncated or malformed streams are refused at end() or on the bad byte', () => {
-  for (const text of ['{"items":[{"a":1}', '{"items":[', '{"items":[{"a":1},', '{"items":[1,2', '{"items":[{"a":1} ', '{"items":[{"a":"b"', '{"kind":"List"', '{"kind":"Li', '{"n":12', '']) {
+  for (const text of [
+    '{"items":[{"a":1}',
+    '{"items":[',
+    '{"items":[{"a":1},',
+    '{"items":[1,2',
+    '{"items":[{"a":1} ',
+    '{"items":[{"a":"b"',
+    '{"kind":"List"',
+    '{"kind":"Li',
+    '{"n":12',
+    '',
+  ]) {
     for (const size of [1, 3, 1000]) assert.throws(() => splitStreamed(text, [size]), Error, `${text} in chunks of ${size}`);
   }
   assert.throws(() => splitStreamed('{"items":[{}]} x', [4]), /malformed/);
@@ -390,7 +428,10 @@ void test('RawListSplitter: truncated or malformed streams are refused at end() 
 
 void test('RawListSplitter: a one-megabyte string value is split correctly in 16 KiB chunks', () => {
   const big = Buffer.alloc(900 * 1024, 7).toString('base64');
-  const items = Array.from({ length: 5 }, (_, i) => `{"metadata":{"name":"s-${i}","resourceVersion":"${i}"},"data":{"v":"${big}","n":9007199254740993}}`);
+  const items = Array.from(
+    { length: 5 },
+    (_, i) => `{"metadata":{"name":"s-${i}","resourceVersion":"${i}"},"data":{"v":"${big}","n":9007199254740993}}`,
+  );
   const text = `{"kind":"SecretList","apiVersion":"v1","metadata":{"resourceVersion":"9"},"items":[${items.join(',')}]}`;
   const { items: got } = splitStreamed(text, [16 * 1024]);
   assert.equal(got.length, 5);
@@ -405,7 +446,10 @@ void test('itemIdentity: apiVersion, kind and metadata of an item, whatever thei
   assert.equal(id.kind, 'Secret');
   assert.equal(id.apiVersion, undefined);
   assert.deepEqual(id.metadata, { name: 'a', namespace: 'ns', resourceVersion: '42', labels: { k: 'v' } });
-  assert.deepEqual(itemIdentity(' {\n "apiVersion" : "v1" , "metadata" : { "name" : "b" } }\n'), { apiVersion: 'v1', metadata: { name: 'b' } });
+  assert.deepEqual(itemIdentity(' {\n "apiVersion" : "v1" , "metadata" : { "name" : "b" } }\n'), {
+    apiVersion: 'v1',
+    metadata: { name: 'b' },
+  });
   assert.deepEqual(itemIdentity('{}'), {});
   assert.throws(() => itemIdentity('[]'), /not a JSON object/);
   assert.throws(() => itemIdentity('{"metadata":{"name":"a"'), /unterminated/);

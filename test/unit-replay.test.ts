@@ -16,22 +16,60 @@ import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 
 const dir = path.join(__dirname, 'fixtures', 'histories');
-const fixtures = fs.existsSync(dir) ? fs.readdirSync(dir).filter((f) => f.endsWith('.json')).sort() : [];
+const fixtures = fs.existsSync(dir)
+  ? fs
+      .readdirSync(dir)
+      .filter((f) => f.endsWith('.json'))
+      .sort()
+  : [];
 
 let bundle: WorkflowBundle;
 before(async () => {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
-  bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../src/workflows'), logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} } });
+  bundle = await bundleWorkflowCode({
+    workflowsPath: require.resolve('../src/workflows'),
+    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
+  });
 });
 
 void test('there are recorded histories of every kind of ending', () => {
-  const kinds = ['a-whole-pass', 'waiting-for-agreement-continues-as-new', 'agreement-lost-mid-chunk', 'abort-mid-chunk', 'an-activity-that-exhausts', 'the-resource-not-served', 'cancelling-the-workflow', 'a-continue-token-from-outside'];
-  for (const k of kinds) assert.ok(fixtures.some((f) => f.includes(k)), `no recorded history for ${k} in ${dir}`);
-  assert.ok(fixtures.some((f) => /-1\.json$/.test(f)), 'at least one history continued as new');
+  const kinds = [
+    'a-whole-pass',
+    'waiting-for-agreement-continues-as-new',
+    'agreement-lost-mid-chunk',
+    'abort-mid-chunk',
+    'an-activity-that-exhausts',
+    'the-resource-not-served',
+    'cancelling-the-workflow',
+    'a-continue-token-from-outside',
+  ];
+  for (const k of kinds)
+    assert.ok(
+      fixtures.some((f) => f.includes(k)),
+      `no recorded history for ${k} in ${dir}`,
+    );
+  assert.ok(
+    fixtures.some((f) => /-1\.json$/.test(f)),
+    'at least one history continued as new',
+  );
   // The trigger's (test/test-workflow-trigger.test.ts): its decisions over periods, failing periods, continue-as-new.
-  const triggerKinds = ['trig-a-new-resource', 'trig-the-storage-version-hash-changes', 'trig-api-servers-diverge', 'trig-a-failing-period', 'trig-the-trigger-away-past-its-staleness', 'trig-continue-as-new-carries'];
-  for (const k of triggerKinds) assert.ok(fixtures.some((f) => f.startsWith(k)), `no recorded history for ${k} in ${dir}`);
-  assert.ok(fixtures.some((f) => /^trig-.*-1\.json$/.test(f)), 'at least one trigger history continued as new');
+  const triggerKinds = [
+    'trig-a-new-resource',
+    'trig-the-storage-version-hash-changes',
+    'trig-api-servers-diverge',
+    'trig-a-failing-period',
+    'trig-the-trigger-away-past-its-staleness',
+    'trig-continue-as-new-carries',
+  ];
+  for (const k of triggerKinds)
+    assert.ok(
+      fixtures.some((f) => f.startsWith(k)),
+      `no recorded history for ${k} in ${dir}`,
+    );
+  assert.ok(
+    fixtures.some((f) => /^trig-.*-1\.json$/.test(f)),
+    'at least one trigger history continued as new',
+  );
 });
 
 void test('every recorded history replays against the current workflow code', async () => {

@@ -10,7 +10,12 @@ import type { DiscoveredResource } from '../src/kube/client';
 
 const CRUD = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
-function r(group: string, version: string, preferred: boolean, fields: Partial<DiscoveredResource> & { name: string; kind: string }): DiscoveredResource {
+function r(
+  group: string,
+  version: string,
+  preferred: boolean,
+  fields: Partial<DiscoveredResource> & { name: string; kind: string },
+): DiscoveredResource {
   return {
     namespaced: true,
     verbs: CRUD,
@@ -27,24 +32,63 @@ const discovery: DiscoveredResource[] = [
   r('', 'v1', true, { name: 'secrets', singularName: 'secret', kind: 'Secret' }),
   r('', 'v1', true, { name: 'configmaps', singularName: 'configmap', kind: 'ConfigMap', shortNames: ['cm'] }),
   r('', 'v1', true, { name: 'pods', singularName: 'pod', kind: 'Pod', shortNames: ['po'] }),
-  r('', 'v1', true, { name: 'pods/status', singularName: '', kind: 'Pod', verbs: ['get', 'patch', 'update'], storageVersionHash: undefined }),
+  r('', 'v1', true, {
+    name: 'pods/status',
+    singularName: '',
+    kind: 'Pod',
+    verbs: ['get', 'patch', 'update'],
+    storageVersionHash: undefined,
+  }),
   r('', 'v1', true, { name: 'pods/log', singularName: '', kind: 'Pod', verbs: ['get'], storageVersionHash: undefined }),
   r('', 'v1', true, { name: 'events', singularName: 'event', kind: 'Event', shortNames: ['ev'] }),
   r('', 'v1', true, { name: 'namespaces', singularName: 'namespace', kind: 'Namespace', namespaced: false, shortNames: ['ns'] }),
-  r('', 'v1', true, { name: 'namespaces/finalize', singularName: '', kind: 'Namespace', namespaced: false, verbs: ['update'], storageVersionHash: undefined }),
+  r('', 'v1', true, {
+    name: 'namespaces/finalize',
+    singularName: '',
+    kind: 'Namespace',
+    namespaced: false,
+    verbs: ['update'],
+    storageVersionHash: undefined,
+  }),
   // events.k8s.io v1
   r('events.k8s.io', 'v1', true, { name: 'events', singularName: 'event', kind: 'Event', shortNames: ['ev'] }),
   // apps
   r('apps', 'v1', true, { name: 'deployments', singularName: 'deployment', kind: 'Deployment', shortNames: ['deploy'] }),
-  r('apps', 'v1', true, { name: 'deployments/scale', singularName: '', kind: 'Scale', group: 'autoscaling', verbs: ['get', 'patch', 'update'], storageVersionHash: undefined }),
+  r('apps', 'v1', true, {
+    name: 'deployments/scale',
+    singularName: '',
+    kind: 'Scale',
+    group: 'autoscaling',
+    verbs: ['get', 'patch', 'update'],
+    storageVersionHash: undefined,
+  }),
   // a CRD with two versions; v2 is preferred
-  r('example.com', 'v1', false, { name: 'widgets', singularName: 'widget', kind: 'Widget', shortNames: ['wd'], storageVersionHash: 'widget-hash' }),
-  r('example.com', 'v2', true, { name: 'widgets', singularName: 'widget', kind: 'Widget', shortNames: ['wd'], storageVersionHash: 'widget-hash' }),
+  r('example.com', 'v1', false, {
+    name: 'widgets',
+    singularName: 'widget',
+    kind: 'Widget',
+    shortNames: ['wd'],
+    storageVersionHash: 'widget-hash',
+  }),
+  r('example.com', 'v2', true, {
+    name: 'widgets',
+    singularName: 'widget',
+    kind: 'Widget',
+    shortNames: ['wd'],
+    storageVersionHash: 'widget-hash',
+  }),
   // two groups sharing the short name "gz"
   r('alpha.example.org', 'v1', true, { name: 'gizmos', singularName: 'gizmo', kind: 'Gizmo', shortNames: ['gz'] }),
   r('beta.example.org', 'v1', true, { name: 'gadgetzs', singularName: 'gadgetz', kind: 'Gadgetz', shortNames: ['gz'] }),
   // not persisted: no storageVersionHash, create only
-  r('authentication.k8s.io', 'v1', true, { name: 'tokenreviews', singularName: 'tokenreview', kind: 'TokenReview', namespaced: false, verbs: ['create'], storageVersionHash: undefined }),
+  r('authentication.k8s.io', 'v1', true, {
+    name: 'tokenreviews',
+    singularName: 'tokenreview',
+    kind: 'TokenReview',
+    namespaced: false,
+    verbs: ['create'],
+    storageVersionHash: undefined,
+  }),
   // persisted, get/list but no update
   r('readonly.example.com', 'v1', true, { name: 'reports', singularName: 'report', kind: 'Report', verbs: ['get', 'list', 'watch'] }),
   // persisted, get/update but no list
@@ -75,8 +119,10 @@ function refused(input: string, ...patterns: RegExp[]): string {
 // --- matching ---------------------------------------------------------------------------
 
 void test('matchResource: plural, singular, Kind and short name of a core resource', () => {
-  for (const input of ['secrets', 'secret', 'Secret', 'SECRETS']) assert.deepEqual(pick(input), { name: 'secrets', group: '', version: 'v1' }, input);
-  for (const input of ['configmaps', 'configmap', 'ConfigMap', 'cm', 'CM']) assert.deepEqual(pick(input), { name: 'configmaps', group: '', version: 'v1' }, input);
+  for (const input of ['secrets', 'secret', 'Secret', 'SECRETS'])
+    assert.deepEqual(pick(input), { name: 'secrets', group: '', version: 'v1' }, input);
+  for (const input of ['configmaps', 'configmap', 'ConfigMap', 'cm', 'CM'])
+    assert.deepEqual(pick(input), { name: 'configmaps', group: '', version: 'v1' }, input);
   assert.deepEqual(pick('pods'), { name: 'pods', group: '', version: 'v1' });
   assert.deepEqual(pick('po'), { name: 'pods', group: '', version: 'v1' });
 });
@@ -98,7 +144,16 @@ void test('matchResource: core version named explicitly (secrets.v1)', () => {
 });
 
 void test('matchResource: deployments, deployments.apps, deployments.v1.apps, Deployment, deploy', () => {
-  for (const input of ['deployments', 'deployments.apps', 'deployments.v1.apps', 'Deployment', 'deployment.apps', 'deploy', 'deploy.apps', 'Deployment.v1.apps']) {
+  for (const input of [
+    'deployments',
+    'deployments.apps',
+    'deployments.v1.apps',
+    'Deployment',
+    'deployment.apps',
+    'deploy',
+    'deploy.apps',
+    'Deployment.v1.apps',
+  ]) {
     assert.deepEqual(pick(input), { name: 'deployments', group: 'apps', version: 'v1' }, input);
   }
 });
@@ -187,7 +242,10 @@ void test('matchResource: empty or blank input is refused', () => {
 });
 
 void test('matchResource: an empty discovery refuses everything as unknown', () => {
-  assert.throws(() => matchResource('secrets', []), (err: unknown) => err instanceof InvalidResourceError && /unknown/.test(err.message));
+  assert.throws(
+    () => matchResource('secrets', []),
+    (err: unknown) => err instanceof InvalidResourceError && /unknown/.test(err.message),
+  );
 });
 
 // --- migratability -----------------------------------------------------------------------

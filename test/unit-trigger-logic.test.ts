@@ -10,7 +10,12 @@ const iso = (ms: number) => new Date(ms).toISOString();
 const empty = (): TriggerMemory => ({ consensus: {}, backoff: {} });
 const res = (hashes: Record<string, string>) => [{ name: 'widgets.example.com', group: 'example.com', resource: 'widgets', hashes }];
 const W = 'widgets.example.com';
-const state = (persisted: string[], current: string | undefined, at = T0, reporters: StateSnapshot['reporters'] = []): Record<string, StateSnapshot> => ({
+const state = (
+  persisted: string[],
+  current: string | undefined,
+  at = T0,
+  reporters: StateSnapshot['reporters'] = [],
+): Record<string, StateSnapshot> => ({
   [W]: { persisted, current, lastHeartbeatTime: iso(at), reporters },
 });
 
@@ -28,7 +33,15 @@ void test('a new resource: created as Unknown with the current hash, migrated on
 });
 
 void test('unchanged and settled: only the heartbeat moves', () => {
-  const d = decide(res({ a: 'h1' }), state(['h1'], 'h1'), {}, { consensus: { [W]: { hash: 'h1', since: T0 - 5 * P } }, backoff: {} }, cfg, T0 + P, true);
+  const d = decide(
+    res({ a: 'h1' }),
+    state(['h1'], 'h1'),
+    {},
+    { consensus: { [W]: { hash: 'h1', since: T0 - 5 * P } }, backoff: {} },
+    cfg,
+    T0 + P,
+    true,
+  );
   const a = d.actions[0]!;
   assert.deepEqual(a.write.persisted, ['h1']);
   assert.equal(a.write.current, 'h1');
@@ -38,7 +51,15 @@ void test('unchanged and settled: only the heartbeat moves', () => {
 });
 
 void test('the hash changes: the running migration is stopped, current moves and is appended to persisted in one write', () => {
-  const d = decide(res({ a: 'h2', b: 'h2' }), state(['h1'], 'h1'), { [W]: 'running' }, { consensus: { [W]: { hash: 'h1', since: T0 - 5 * P } }, backoff: {} }, cfg, T0 + P, true);
+  const d = decide(
+    res({ a: 'h2', b: 'h2' }),
+    state(['h1'], 'h1'),
+    { [W]: 'running' },
+    { consensus: { [W]: { hash: 'h1', since: T0 - 5 * P } }, backoff: {} },
+    cfg,
+    T0 + P,
+    true,
+  );
   const a = d.actions[0]!;
   assert.match(a.stopMigration ?? '', /changed from h1 to h2/);
   assert.equal(a.write.current, 'h2');
@@ -49,7 +70,15 @@ void test('the hash changes: the running migration is stopped, current moves and
 });
 
 void test('HA: diverging reporters stop a running migration, add the new hash to persisted, keep current, start nothing', () => {
-  const d = decide(res({ a: 'h1', b: 'h2' }), state(['h1'], 'h1'), { [W]: 'running' }, { consensus: { [W]: { hash: 'h1', since: T0 - 5 * P } }, backoff: {} }, cfg, T0 + P, false);
+  const d = decide(
+    res({ a: 'h1', b: 'h2' }),
+    state(['h1'], 'h1'),
+    { [W]: 'running' },
+    { consensus: { [W]: { hash: 'h1', since: T0 - 5 * P } }, backoff: {} },
+    cfg,
+    T0 + P,
+    false,
+  );
   const a = d.actions[0]!;
   assert.match(a.stopMigration ?? '', /different storage version hashes.*a=h1.*b=h2/);
   assert.equal(a.write.current, 'h1');
@@ -66,12 +95,23 @@ void test('HA: a reporter silent for three periods is dropped; a silent one youn
     { reporterID: 'quiet', currentStorageVersionHash: 'h1', lastHeartbeatTime: iso(T0 - P) },
   ];
   const d = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0, reporters), {}, empty(), cfg, T0, true);
-  assert.deepEqual(d.actions[0]!.write.reporters.map((r) => r.reporterID), ['a', 'quiet']);
+  assert.deepEqual(
+    d.actions[0]!.write.reporters.map((r) => r.reporterID),
+    ['a', 'quiet'],
+  );
   assert.equal(d.actions[0]!.write.current, 'h1', 'the dropped reporter no longer blocks agreement');
 });
 
 void test('the trigger away past the staleness bound: persisted is reset to Unknown, and a migration follows', () => {
-  const d = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0 - 4 * P), {}, { consensus: { [W]: { hash: 'h1', since: T0 - 10 * P } }, backoff: {} }, cfg, T0, true);
+  const d = decide(
+    res({ a: 'h1' }),
+    state(['h1'], 'h1', T0 - 4 * P),
+    {},
+    { consensus: { [W]: { hash: 'h1', since: T0 - 10 * P } }, backoff: {} },
+    cfg,
+    T0,
+    true,
+  );
   assert.deepEqual(d.actions[0]!.write.persisted, [UNKNOWN]);
   assert.match(d.actions[0]!.note ?? '', /staleness/);
   assert.equal(d.actions[0]!.startMigration, true);
@@ -114,7 +154,14 @@ void test('a slow period of a running trigger is not absence: heartbeats it wrot
 });
 
 void test('a settled resource clears its backoff', () => {
-  const d = decide(res({ a: 'h2' }), state(['h2'], 'h2'), { [W]: 'succeeded' }, { consensus: {}, backoff: { [W]: { failures: 3, notBefore: T0 + 99 * P } } }, cfg, T0, true);
+  const d = decide(
+    res({ a: 'h2' }),
+    state(['h2'], 'h2'),
+    { [W]: 'succeeded' },
+    { consensus: {}, backoff: { [W]: { failures: 3, notBefore: T0 + 99 * P } } },
+    cfg,
+    T0,
+    true,
+  );
   assert.equal(d.memory.backoff[W], undefined);
 });
-

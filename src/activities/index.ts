@@ -6,15 +6,19 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { conditionsFor } from '../api/conditions';
-import {
-  MIGRATION_API_VERSION,
-  type StorageVersionMigrationStatus,
-} from '../api/migration';
+import { MIGRATION_API_VERSION, type StorageVersionMigrationStatus } from '../api/migration';
 import { groupResourceString, type GroupResource, type ResourceRef } from '../api/resource';
 import { parseJson, type KubeClient } from '../kube/client';
 import { classifyResponse, KubeError } from '../kube/errors';
 import { ApplicationFailure } from '@temporalio/common';
-import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, versionNamer, type Agreement, type ServerView } from '../kube/agreement';
+import {
+  agreementFromEndpoints,
+  agreementFromStorageVersion,
+  liveIdentities,
+  versionNamer,
+  type Agreement,
+  type ServerView,
+} from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } from '../api/storage-version';
 import { RateLimiter } from '../kube/rate-limit';
@@ -76,10 +80,15 @@ export function createActivities(deps: ActivityDeps) {
   const apiservers = deps.apiservers ?? kubernetesEndpoints(kube);
 
   /** Discovery of the resource's group version, as one API server serves it. */
-  async function resourceList(server: KubeClient, ref: ResourceRef, timeoutMs?: number): Promise<Array<{ name: string; kind: string; storageVersionHash?: string }>> {
+  async function resourceList(
+    server: KubeClient,
+    ref: ResourceRef,
+    timeoutMs?: number,
+  ): Promise<Array<{ name: string; kind: string; storageVersionHash?: string }>> {
     const path = ref.group ? `/apis/${ref.group}/${ref.version}` : `/api/${ref.version}`;
     const res = await server.request('GET', path, { timeoutMs });
-    return parseJson<{ resources: Array<{ name: string; kind: string; storageVersionHash?: string }> }>(res.body, 'a discovery document').resources;
+    return parseJson<{ resources: Array<{ name: string; kind: string; storageVersionHash?: string }> }>(res.body, 'a discovery document')
+      .resources;
   }
 
   /** The storageVersionHash one API server serves for the resource in its own discovery. */
@@ -104,7 +113,8 @@ export function createActivities(deps: ActivityDeps) {
     const versions = new Set([ref.version, ...COMMON_VERSIONS]);
     if (ref.group) {
       const g = await kube.raw('GET', `/apis/${ref.group}`);
-      if (g.status === 200) for (const v of (JSON.parse(g.body) as { versions?: Array<{ version: string }> }).versions ?? []) versions.add(v.version);
+      if (g.status === 200)
+        for (const v of (JSON.parse(g.body) as { versions?: Array<{ version: string }> }).versions ?? []) versions.add(v.version);
     }
     return versionNamer(ref.group, kind, versions);
   }
@@ -115,8 +125,16 @@ export function createActivities(deps: ActivityDeps) {
       const res = await kube.raw('GET', `/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/${storageVersionName(ref)}`);
       if (res.status === 200) {
         const sv = StorageVersion.parse(parseJson(res.body, 'a StorageVersion'));
-        const leases = await kube.getJson<{ items: unknown[] }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', { labelSelector: IDENTITY_LABEL });
-        return agreementFromStorageVersion(sv, liveIdentities(leases.items.map((l) => IdentityLease.parse(l)), Date.now()));
+        const leases = await kube.getJson<{ items: unknown[] }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
+          labelSelector: IDENTITY_LABEL,
+        });
+        return agreementFromStorageVersion(
+          sv,
+          liveIdentities(
+            leases.items.map((l) => IdentityLease.parse(l)),
+            Date.now(),
+          ),
+        );
       }
       if (res.status !== 404) throw classifyResponse(res.status, res.body);
       // 404: the StorageVersion API is not served (its default: alpha, off), or not for this resource: ask each server.
@@ -191,7 +209,9 @@ export function createActivities(deps: ActivityDeps) {
       };
       const res = await kube.raw('POST', `/apis/${MIGRATION_API_VERSION}/storageversionmigrations`, { body: JSON.stringify(body) });
       if (res.status === 404) {
-        Context.current().log.warn('the StorageVersionMigration CRD is not installed; the migration is not mirrored for kubectl', { resource: groupResourceString(ref) });
+        Context.current().log.warn('the StorageVersionMigration CRD is not installed; the migration is not mirrored for kubectl', {
+          resource: groupResourceString(ref),
+        });
         return undefined;
       }
       if (res.status >= 300 && res.status !== 409) {
@@ -202,7 +222,8 @@ export function createActivities(deps: ActivityDeps) {
 
     /** Mirrors a migration's status to its StorageVersionMigration objects (missing ones are skipped). */
     async reportStatus(names: string[], status: StorageVersionMigrationStatus, resource: string): Promise<void> {
-      if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted')) m.migrations.inc({ resource, result: status.phase });
+      if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted'))
+        m.migrations.inc({ resource, result: status.phase });
       if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
       const full: StorageVersionMigrationStatus = {
         ...status,

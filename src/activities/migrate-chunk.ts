@@ -96,7 +96,11 @@ export const RESOURCE_GONE = 'ResourceGone';
  * without them ("the server could not find the requested resource") is the
  * resource itself gone.
  */
-export function isObjectNotFound(e: KubeError, resource: Pick<ResourceRef, 'group' | 'resource' | 'kind'>, obj: Pick<ListedObject, 'name'>): boolean {
+export function isObjectNotFound(
+  e: KubeError,
+  resource: Pick<ResourceRef, 'group' | 'resource' | 'kind'>,
+  obj: Pick<ListedObject, 'name'>,
+): boolean {
   if (e.kind !== 'notFound' || e.info.resourceNotServed) return false;
   const d = e.info.details;
   if (!d || d.name !== obj.name) return false;
@@ -160,7 +164,8 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         deps.observe?.(name, 'migrated', seconds(), rv !== obj.resourceVersion);
         return;
       } catch (err) {
-        const e = err instanceof KubeError ? err : new KubeError('other', err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+        const e =
+          err instanceof KubeError ? err : new KubeError('other', err instanceof Error ? `${err.name}: ${err.message}` : String(err));
         if (e.kind === 'conflict') {
           hb.counters.conflicts++;
           deps.observe?.(name, 'conflict', seconds(), false);
@@ -300,8 +305,17 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       // list the page again and resume after the watermark, as long as this listing got further.
       beat(true);
       if (fatal !== undefined) break; // an update's error says more than the stream it stopped
-      if (err instanceof KubeError && isRetryable(err.kind) && !ctx.cancellationSignal.aborted && hb.lastKey !== undefined && hb.lastKey !== resumeAfter) {
-        ctx.log.warn('list response cut off mid-page; listing the page again after the last finished object', { resource: name, kind: err.kind });
+      if (
+        err instanceof KubeError &&
+        isRetryable(err.kind) &&
+        !ctx.cancellationSignal.aborted &&
+        hb.lastKey !== undefined &&
+        hb.lastKey !== resumeAfter
+      ) {
+        ctx.log.warn('list response cut off mid-page; listing the page again after the last finished object', {
+          resource: name,
+          kind: err.kind,
+        });
         resumeAfter = hb.lastKey;
         continue;
       }
@@ -321,7 +335,9 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   };
   if (ctx.cancellationSignal.aborted) {
     // What was done before the cancel still counts: it travels in the failure's details.
-    throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${listed} objects`, [{ ...result, continueToken: undefined }]);
+    throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${listed} objects`, [
+      { ...result, continueToken: undefined },
+    ]);
   }
   if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`, resource);
   return result;

@@ -45,11 +45,14 @@ export interface Observation {
   checked: string;
 }
 
-export const storageStatePath = (name?: string) => `/apis/${MIGRATION_API_VERSION}/storagestates${name ? `/${encodeURIComponent(name)}` : ''}`;
+export const storageStatePath = (name?: string) =>
+  `/apis/${MIGRATION_API_VERSION}/storagestates${name ? `/${encodeURIComponent(name)}` : ''}`;
 
 /** A digest of what a server's discovery says about storage: equal digests, consistent discovery. */
 function discoveryDigest(resources: DiscoveredResource[]): string {
-  const lines = resources.map((r) => `${r.group}/${r.version}/${r.name} ${r.storageVersionHash ?? ''} ${[...r.verbs].sort().join(',')}`).sort();
+  const lines = resources
+    .map((r) => `${r.group}/${r.version}/${r.name} ${r.storageVersionHash ?? ''} ${[...r.verbs].sort().join(',')}`)
+    .sort();
   return createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 16);
 }
 
@@ -58,11 +61,12 @@ const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
 
 function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
 }
 
 export function createTriggerActivities(deps: TriggerDeps) {
-
   async function migrationStatus(name: string): Promise<MigrationStatus> {
     if (!deps.temporal) return 'none';
     const handle = deps.temporal.client.workflow.getHandle(`migrate/${name}`);
@@ -102,7 +106,11 @@ export function createTriggerActivities(deps: TriggerDeps) {
         found.endpoints.map(async (s) => {
           let resources: DiscoveredResource[];
           try {
-            resources = await withTimeout(s.kube.discover(), ENDPOINT_DISCOVERY_TIMEOUT_MS, `${s.id} did not answer discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`);
+            resources = await withTimeout(
+              s.kube.discover(),
+              ENDPOINT_DISCOVERY_TIMEOUT_MS,
+              `${s.id} did not answer discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`,
+            );
           } catch {
             silent.push(s.id);
             return; // this server does not report this period; its entries age out
@@ -117,7 +125,9 @@ export function createTriggerActivities(deps: TriggerDeps) {
       if (verified) {
         checked = `${reporters.length} of ${found.endpoints.length} API servers (kubernetes EndpointSlice, ${leases})`;
       } else {
-        const note = [found.endpointsNote, silent.length > 0 ? `not answering: ${silent.sort().join(', ')}` : undefined].filter(Boolean).join('; ');
+        const note = [found.endpointsNote, silent.length > 0 ? `not answering: ${silent.sort().join(', ')}` : undefined]
+          .filter(Boolean)
+          .join('; ');
         checked = `could not verify per server: ${reporters.length} of ${found.endpoints.length} addresses answered${note ? ` (${note})` : ''}, ${leases}`;
         if (reporters.length === 0) {
           // No server heard at its own address: our own address reports (whichever server it reaches).
@@ -125,7 +135,17 @@ export function createTriggerActivities(deps: TriggerDeps) {
           checked += `; discovery through ${deps.kube.server}`;
         }
       }
-      const list = await deps.kube.getJson<{ items: Array<{ metadata: { name: string; resourceVersion?: string }; status?: { persistedStorageVersionHashes?: string[]; currentStorageVersionHash?: string; lastHeartbeatTime?: string; currentStorageVersionHashes?: StateSnapshot['reporters'] } }> }>(storageStatePath());
+      const list = await deps.kube.getJson<{
+        items: Array<{
+          metadata: { name: string; resourceVersion?: string };
+          status?: {
+            persistedStorageVersionHashes?: string[];
+            currentStorageVersionHash?: string;
+            lastHeartbeatTime?: string;
+            currentStorageVersionHashes?: StateSnapshot['reporters'];
+          };
+        }>;
+      }>(storageStatePath());
       const states: Record<string, StateSnapshot> = {};
       for (const i of list.items) {
         states[i.metadata.name] = {
@@ -143,10 +163,19 @@ export function createTriggerActivities(deps: TriggerDeps) {
         if (st && st.persisted.length === 1 && st.persisted[0] === st.current) continue;
         migrations[name] = await migrationStatus(name);
       }
-      return { observed: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)), states, migrations, discoveryConsistent: verified && digests.size === 1, reporters: reporters.sort(), checked };
+      return {
+        observed: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)),
+        states,
+        migrations,
+        discoveryConsistent: verified && digests.size === 1,
+        reporters: reporters.sort(),
+        checked,
+      };
     },
 
-    async applyTriggerActions(actions: TriggerAction[]): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[] }> {
+    async applyTriggerActions(
+      actions: TriggerAction[],
+    ): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[] }> {
       const conflicts: string[] = [];
       const started: string[] = [];
       const stopped: string[] = [];
@@ -167,7 +196,12 @@ export function createTriggerActivities(deps: TriggerDeps) {
         };
         if (a.write.create) {
           const res = await deps.kube.raw('POST', storageStatePath(), {
-            body: JSON.stringify({ apiVersion: MIGRATION_API_VERSION, kind: 'StorageState', metadata: { name: a.name }, spec: { resource: { group: a.group, resource: a.resource } } }),
+            body: JSON.stringify({
+              apiVersion: MIGRATION_API_VERSION,
+              kind: 'StorageState',
+              metadata: { name: a.name },
+              spec: { resource: { group: a.group, resource: a.resource } },
+            }),
           });
           if (res.status >= 300 && res.status !== 409) throw classifyResponse(res.status, res.body);
         }
@@ -184,7 +218,10 @@ export function createTriggerActivities(deps: TriggerDeps) {
         written++;
         if (a.startMigration && deps.temporal) {
           const ref = await resolveResource(deps.kube, a.name);
-          await deps.temporal.client.workflow.start<typeof migrateResource>('migrateResource', { ...startOptions(ref, deps.temporal.taskQueue), args: [{ resource: ref }] });
+          await deps.temporal.client.workflow.start<typeof migrateResource>('migrateResource', {
+            ...startOptions(ref, deps.temporal.taskQueue),
+            args: [{ resource: ref }],
+          });
           started.push(a.name);
         }
       }
@@ -198,7 +235,10 @@ export async function refineStorageState(kube: KubeClient, name: string, hash: s
   for (let attempt = 1; ; attempt++) {
     const res = await kube.raw('GET', storageStatePath(name));
     if (res.status === 404) return false;
-    const st = parseJson<{ metadata: { resourceVersion: string }; status?: { currentStorageVersionHash?: string } }>(res.body, 'a StorageState');
+    const st = parseJson<{ metadata: { resourceVersion: string }; status?: { currentStorageVersionHash?: string } }>(
+      res.body,
+      'a StorageState',
+    );
     if (st.status?.currentStorageVersionHash !== hash) return false;
     try {
       await kube.patchStatus(storageStatePath(name), { persistedStorageVersionHashes: [hash] }, st.metadata.resourceVersion);

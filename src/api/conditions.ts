@@ -10,7 +10,12 @@ import type { MigrationCondition, MigrationPhase } from './migration';
  * (e.g. ContinueTokenRefused, WorkflowTerminated) on its Failed condition;
  * it defaults to Failed.
  */
-export function conditionsFor(phase: MigrationPhase, message: string | undefined, now: string, failedReason = 'Failed'): MigrationCondition[] {
+export function conditionsFor(
+  phase: MigrationPhase,
+  message: string | undefined,
+  now: string,
+  failedReason = 'Failed',
+): MigrationCondition[] {
   const c = (type: MigrationCondition['type'], status: MigrationCondition['status'], reason: string): MigrationCondition => ({
     type,
     status,

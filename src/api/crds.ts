@@ -24,7 +24,7 @@ function structural(schema: z.ZodType): JsonSchema {
     if (node && typeof node === 'object') {
       const out: JsonSchema = {};
       for (const [k, v] of Object.entries(node)) {
-        if (k === '$schema' || k === 'additionalProperties' && v === false) continue;
+        if (k === '$schema' || (k === 'additionalProperties' && v === false)) continue;
         if (k === 'maximum' || k === 'minimum') continue; // zod's safe-integer bounds are noise here
         out[k] = strip(v);
       }

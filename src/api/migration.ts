@@ -74,7 +74,9 @@ export type StorageVersionMigrationStatus = z.infer<typeof StorageVersionMigrati
 export const StorageVersionMigration = z.object({
   apiVersion: z.literal(MIGRATION_API_VERSION),
   kind: z.literal('StorageVersionMigration'),
-  metadata: z.object({ name: z.string(), resourceVersion: z.string().optional(), annotations: z.record(z.string(), z.string()).optional() }).loose(),
+  metadata: z
+    .object({ name: z.string(), resourceVersion: z.string().optional(), annotations: z.record(z.string(), z.string()).optional() })
+    .loose(),
   spec: StorageVersionMigrationSpec,
   status: StorageVersionMigrationStatus.optional(),
 });

@@ -9,7 +9,14 @@ export const StorageVersion = z.object({
   status: z
     .object({
       storageVersions: z
-        .array(z.object({ apiServerID: z.string(), encodingVersion: z.string(), decodableVersions: z.array(z.string()).optional(), servedVersions: z.array(z.string()).optional() }))
+        .array(
+          z.object({
+            apiServerID: z.string(),
+            encodingVersion: z.string(),
+            decodableVersions: z.array(z.string()).optional(),
+            servedVersions: z.array(z.string()).optional(),
+          }),
+        )
         .optional(),
       commonEncodingVersion: z.string().optional(),
       conditions: z.array(z.object({ type: z.string(), status: z.string() }).loose()).optional(),
@@ -21,7 +28,9 @@ export type StorageVersion = z.infer<typeof StorageVersion>;
 
 export const IdentityLease = z.object({
   metadata: z.object({ name: z.string(), labels: z.record(z.string(), z.string()).optional() }).loose(),
-  spec: z.object({ holderIdentity: z.string().optional(), leaseDurationSeconds: z.number().optional(), renewTime: z.string().optional() }).loose(),
+  spec: z
+    .object({ holderIdentity: z.string().optional(), leaseDurationSeconds: z.number().optional(), renewTime: z.string().optional() })
+    .loose(),
 });
 export type IdentityLease = z.infer<typeof IdentityLease>;
 

@@ -21,7 +21,10 @@ export function devCommand(): Command {
     .option('--apiservers <n>', 'number of kube-apiservers sharing one etcd', parseIntArg('--apiservers', 1, 5))
     .option('--dir <dir>', 'state directory (logs, data, kubeconfigs, env)', defaultDevDir())
     .option('--temporal-arg <arg...>', 'extra flag for the Temporal dev server (repeatable)')
-    .option('--storage-version-api', 'serve the alpha StorageVersion API (off by default, as in real clusters); restarts running servers to switch')
+    .option(
+      '--storage-version-api',
+      'serve the alpha StorageVersion API (off by default, as in real clusters); restarts running servers to switch',
+    )
     .option('--no-storage-version-api', 'do not serve it (restarts running servers that do)')
     .option('--loopback', 'the fallback shape even as root: servers on 127.0.0.1 with their own ports, no load balancer')
     .action(async (o: { apiservers?: number; dir: string; temporalArg?: string[]; storageVersionApi?: boolean; loopback?: boolean }) => {
@@ -55,7 +58,9 @@ export function devCommand(): Command {
     .action(async (index: number, o: { dir: string; flags?: string }) => {
       const extra = o.flags === undefined ? undefined : o.flags.split(/\s+/).filter(Boolean);
       const a = await restartApiserver(o.dir, index, extra);
-      process.stderr.write(`kube-apiserver ${index} ready on ${a.url}${a.netns ? ` (netns ${a.netns})` : ''} with [${a.extraArgs.join(' ')}]\n`);
+      process.stderr.write(
+        `kube-apiserver ${index} ready on ${a.url}${a.netns ? ` (netns ${a.netns})` : ''} with [${a.extraArgs.join(' ')}]\n`,
+      );
     });
   dev
     .command('storage-version-api')

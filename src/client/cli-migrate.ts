@@ -46,47 +46,64 @@ export function migrateCommands(): Command[] {
     .option('--concurrency <n>', 'no-op updates in flight per chunk', parseIntArg('--concurrency', 1, 256))
     .option('--qps <n>', 'ceiling of updates per second for this migration (0: the worker budget only)', parseIntArg('--qps', 0, 100_000))
     .addOption(kubeconfigOpt())
-    .action(async (resource: string | undefined, o: { all?: boolean; parallel?: number; wait?: boolean; chunkSize?: number; concurrency?: number; qps?: number; kubeconfig?: string }) => {
-      if (o.all && resource) throw new Error('give a resource or --all, not both');
-      if (!o.all && !resource) throw new Error('missing resource (or --all)');
-      if (o.all) {
-        await withMigrator(o.kubeconfig, async (m) => {
-          const rows = await m.migrateAll({
-            parallelism: o.parallel,
-            options: { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps },
-            onDone: (r) => process.stderr.write(`${r.result.padEnd(9)} ${r.resource} (${r.objects} objects, ${(r.durationMs / 1000).toFixed(1)}s)\n`),
+    .action(
+      async (
+        resource: string | undefined,
+        o: {
+          all?: boolean;
+          parallel?: number;
+          wait?: boolean;
+          chunkSize?: number;
+          concurrency?: number;
+          qps?: number;
+          kubeconfig?: string;
+        },
+      ) => {
+        if (o.all && resource) throw new Error('give a resource or --all, not both');
+        if (!o.all && !resource) throw new Error('missing resource (or --all)');
+        if (o.all) {
+          await withMigrator(o.kubeconfig, async (m) => {
+            const rows = await m.migrateAll({
+              parallelism: o.parallel,
+              options: { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps },
+              onDone: (r) =>
+                process.stderr.write(`${r.result.padEnd(9)} ${r.resource} (${r.objects} objects, ${(r.durationMs / 1000).toFixed(1)}s)\n`),
+            });
+            process.stdout.write(summaryTable(rows));
+            const bad = rows.filter((r) => r.result !== 'Succeeded');
+            if (bad.length > 0) {
+              for (const r of bad) process.stdout.write(`${r.resource}: ${r.message ?? r.result}\n`);
+              process.exitCode = 1;
+            }
           });
-          process.stdout.write(summaryTable(rows));
-          const bad = rows.filter((r) => r.result !== 'Succeeded');
-          if (bad.length > 0) {
-            for (const r of bad) process.stdout.write(`${r.resource}: ${r.message ?? r.result}\n`);
-            process.exitCode = 1;
-          }
+          return;
+        }
+        await withMigrator(o.kubeconfig, async (m) => {
+          if (!resource) return;
+          const h = await m.start(resource, { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps });
+          process.stderr.write(`migration of ${resource} is workflow ${h.workflowId}\n`);
+          if (!o.wait) return;
+          let bar: SingleBar | undefined;
+          const tty = process.stderr.isTTY && !process.env.CI;
+          const result = await h.wait((p) => {
+            if (tty) {
+              const done = p.counters.migrated + p.counters.conflicts + p.counters.notFound + p.counters.failed;
+              const total = done + (p.remainingEstimate ?? (p.continueTokenPresent ? done : 0));
+              bar ??= new SingleBar(
+                { format: `${p.resource} [{bar}] {value}/{total} {phase} {rate}/s`, stream: process.stderr },
+                Presets.shades_classic,
+              );
+              if (!bar.isActive) bar.start(Math.max(total, 1), done, { phase: p.phase, rate: p.objectsPerSecond });
+              bar.setTotal(Math.max(total, done, 1));
+              bar.update(done, { phase: p.phase, rate: p.objectsPerSecond });
+            } else process.stderr.write(line(p) + '\n');
+          });
+          bar?.stop();
+          printResult(result);
+          if (result.phase !== 'Succeeded') process.exitCode = 1;
         });
-        return;
-      }
-      await withMigrator(o.kubeconfig, async (m) => {
-        if (!resource) return;
-        const h = await m.start(resource, { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps });
-        process.stderr.write(`migration of ${resource} is workflow ${h.workflowId}\n`);
-        if (!o.wait) return;
-        let bar: SingleBar | undefined;
-        const tty = process.stderr.isTTY && !process.env.CI;
-        const result = await h.wait((p) => {
-          if (tty) {
-            const done = p.counters.migrated + p.counters.conflicts + p.counters.notFound + p.counters.failed;
-            const total = done + (p.remainingEstimate ?? (p.continueTokenPresent ? done : 0));
-            bar ??= new SingleBar({ format: `${p.resource} [{bar}] {value}/{total} {phase} {rate}/s`, stream: process.stderr }, Presets.shades_classic);
-            if (!bar.isActive) bar.start(Math.max(total, 1), done, { phase: p.phase, rate: p.objectsPerSecond });
-            bar.setTotal(Math.max(total, done, 1));
-            bar.update(done, { phase: p.phase, rate: p.objectsPerSecond });
-          } else process.stderr.write(line(p) + '\n');
-        });
-        bar?.stop();
-        printResult(result);
-        if (result.phase !== 'Succeeded') process.exitCode = 1;
-      });
-    });
+      },
+    );
 
   const status = new Command('status')
     .description('show migrations (one resource, or all)')
@@ -109,14 +126,14 @@ export function migrateCommands(): Command[] {
     const cmd = new Command(name).description(description).argument('<resource>').addOption(kubeconfigOpt());
     if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
     return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string }) => {
-        await withMigrator(o.kubeconfig, async (m) => {
-          const h = await m.handle(resource);
-          if (name === 'abort') await h.abort(o.reason);
-          else if (name === 'pause') await h.pause();
-          else await h.resume();
-          process.stderr.write(`${name} sent to ${h.workflowId}\n`);
-        });
+      await withMigrator(o.kubeconfig, async (m) => {
+        const h = await m.handle(resource);
+        if (name === 'abort') await h.abort(o.reason);
+        else if (name === 'pause') await h.pause();
+        else await h.resume();
+        process.stderr.write(`${name} sent to ${h.workflowId}\n`);
       });
+    });
   };
 
   const worker = new Command('worker')
@@ -126,12 +143,19 @@ export function migrateCommands(): Command[] {
     .option('--no-bridge', 'do not watch StorageVersionMigration objects')
     .addOption(kubeconfigOpt())
     .action(async (o: { qps?: string; maxConcurrentChunks?: string; bridge?: boolean; kubeconfig?: string }) => {
-      const settings = loadWorkerSettings(process.env, { qps: o.qps, maxConcurrentChunks: o.maxConcurrentChunks, bridge: o.bridge === false ? false : undefined, kubeconfig: o.kubeconfig });
+      const settings = loadWorkerSettings(process.env, {
+        qps: o.qps,
+        maxConcurrentChunks: o.maxConcurrentChunks,
+        bridge: o.bridge === false ? false : undefined,
+        kubeconfig: o.kubeconfig,
+      });
       // The embedded default: no TEMPORAL_ADDRESS, a local dev server that lives and dies with the worker.
       const local = settings.temporal.address ? undefined : await startLocalTemporal((l) => process.stderr.write(l + '\n'));
       if (local) {
         settings.temporal.address = local.address;
-        process.stderr.write(`no TEMPORAL_ADDRESS: started a local Temporal dev server at ${local.address} (UI ${local.uiUrl}, data ${local.dbFile}); clients use TEMPORAL_ADDRESS=${local.address}\n`);
+        process.stderr.write(
+          `no TEMPORAL_ADDRESS: started a local Temporal dev server at ${local.address} (UI ${local.uiUrl}, data ${local.dbFile}); clients use TEMPORAL_ADDRESS=${local.address}\n`,
+        );
       }
       try {
         const w = await createMigratorWorker(settings);
@@ -146,7 +170,11 @@ export function migrateCommands(): Command[] {
     .command('start')
     .description('start it (joins the running one)')
     .option('--period <seconds>', 'how often discovery is read', parseIntArg('--period', 1, 86_400), 600)
-    .option('--staleness <seconds>', 'a StorageState not refreshed for this long is reset to Unknown (default: 3 periods)', parseIntArg('--staleness', 1, 10 * 86_400))
+    .option(
+      '--staleness <seconds>',
+      'a StorageState not refreshed for this long is reset to Unknown (default: 3 periods)',
+      parseIntArg('--staleness', 1, 10 * 86_400),
+    )
     .addOption(kubeconfigOpt())
     .action(async (o: { period: number; staleness?: number; kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
@@ -179,9 +207,12 @@ export function migrateCommands(): Command[] {
     });
 
   const crds = new Command('crds').description('the migration.k8s.io CustomResourceDefinitions');
-  crds.command('print').description('print the CRD manifests').action(() => {
-    process.stdout.write(migrationCrdsYaml());
-  });
+  crds
+    .command('print')
+    .description('print the CRD manifests')
+    .action(() => {
+      process.stdout.write(migrationCrdsYaml());
+    });
   crds
     .command('install')
     .description('create or update the CRDs in the cluster')
@@ -196,14 +227,28 @@ export function migrateCommands(): Command[] {
       process.stderr.write('installed storageversionmigrations.migration.k8s.io and storagestates.migration.k8s.io\n');
     });
 
-  return [migrate, status, signalCommand('abort', 'abort the running migration of a resource'), signalCommand('pause', 'pause a migration between objects'), signalCommand('resume', 'resume a paused migration'), worker, trigger, setup, crds];
+  return [
+    migrate,
+    status,
+    signalCommand('abort', 'abort the running migration of a resource'),
+    signalCommand('pause', 'pause a migration between objects'),
+    signalCommand('resume', 'resume a paused migration'),
+    worker,
+    trigger,
+    setup,
+    crds,
+  ];
 }
 
 export function summaryTable(rows: MigrateAllRow[]): string {
   const header = ['RESOURCE', 'OBJECTS', 'RESULT', 'DURATION'];
   const cells = rows.map((r) => [r.resource, String(r.objects), r.result, `${(r.durationMs / 1000).toFixed(1)}s`]);
   const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) => c.map((x, i) => x.padEnd(widths[i]!)).join('  ').trimEnd() + '\n';
+  const line = (c: string[]) =>
+    c
+      .map((x, i) => x.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd() + '\n';
   const total = rows.reduce((n, r) => n + r.objects, 0);
   const ok = rows.filter((r) => r.result === 'Succeeded').length;
   return line(header) + cells.map(line).join('') + `${rows.length} resources, ${total} objects, ${ok} succeeded, ${rows.length - ok} not\n`;
@@ -220,7 +265,9 @@ export async function installCrds(kube: KubeClient): Promise<void> {
   }
   for (const crd of migrationCrds()) {
     for (let i = 0; ; i++) {
-      const c = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(`/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`);
+      const c = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(
+        `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`,
+      );
       if (c.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True')) break;
       if (i > 100) throw new Error(`CRD ${crd.metadata.name} was not established after 10s`);
       await new Promise((r) => setTimeout(r, 100));

@@ -30,29 +30,36 @@ Examples:
 `;
 
 export function planCommand(): Command {
-  return new Command('plan')
-    .description('what must be migrated before the next upgrade step can go on (read-only; exit 0 nothing, 1 needed, 2 blocked, 3 error)')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .option('--qps <n>', "updates per second the estimates assume (the worker's SVM_QPS default; 0: no estimates)", parseIntArg('--qps', 0, 100_000), DEFAULT_PLAN_QPS)
-    .addOption(new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)'))
-    .addHelpText('after', PLAN_HELP)
-    .allowExcessArguments(false)
-    // A bad flag is an error (3), never "migrations needed" (1): a pipeline gating on the code must not misread it.
-    .exitOverride((err: CommanderError) => {
-      process.exit(err.exitCode === 0 ? 0 : PLAN_ERROR_EXIT_CODE);
-    })
-    .action(async (o: { output: 'text' | 'json'; qps: number; kubeconfig?: string }) => {
-      let kube: KubeClient | undefined;
-      try {
-        kube = KubeClient.fromKubeconfig(o.kubeconfig);
-        const plan = await makePlan(kube, { qps: o.qps });
-        process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
-        process.exitCode = plan.exitCode;
-      } catch (err) {
-        process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
-        process.exitCode = PLAN_ERROR_EXIT_CODE;
-      } finally {
-        kube?.close();
-      }
-    });
+  return (
+    new Command('plan')
+      .description('what must be migrated before the next upgrade step can go on (read-only; exit 0 nothing, 1 needed, 2 blocked, 3 error)')
+      .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+      .option(
+        '--qps <n>',
+        "updates per second the estimates assume (the worker's SVM_QPS default; 0: no estimates)",
+        parseIntArg('--qps', 0, 100_000),
+        DEFAULT_PLAN_QPS,
+      )
+      .addOption(new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)'))
+      .addHelpText('after', PLAN_HELP)
+      .allowExcessArguments(false)
+      // A bad flag is an error (3), never "migrations needed" (1): a pipeline gating on the code must not misread it.
+      .exitOverride((err: CommanderError) => {
+        process.exit(err.exitCode === 0 ? 0 : PLAN_ERROR_EXIT_CODE);
+      })
+      .action(async (o: { output: 'text' | 'json'; qps: number; kubeconfig?: string }) => {
+        let kube: KubeClient | undefined;
+        try {
+          kube = KubeClient.fromKubeconfig(o.kubeconfig);
+          const plan = await makePlan(kube, { qps: o.qps });
+          process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
+          process.exitCode = plan.exitCode;
+        } catch (err) {
+          process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.exitCode = PLAN_ERROR_EXIT_CODE;
+        } finally {
+          kube?.close();
+        }
+      })
+  );
 }

@@ -164,10 +164,13 @@ export class Migrator {
    * time (the worker's QPS budget is shared by all of them), and returns one
    * row per resource. Never throws for a failed migration: see each row.
    */
-  async migrateAll(opts: { parallelism?: number; options?: Partial<MigrationOptions>; onDone?: (row: MigrateAllRow) => void } = {}): Promise<MigrateAllRow[]> {
+  async migrateAll(
+    opts: { parallelism?: number; options?: Partial<MigrationOptions>; onDone?: (row: MigrateAllRow) => void } = {},
+  ): Promise<MigrateAllRow[]> {
     validateOptions(opts.options ?? {});
     const parallelism = opts.parallelism ?? 4;
-    if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > 64) throw new RangeError(`parallelism must be a whole number between 1 and 64, got ${parallelism}`);
+    if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > 64)
+      throw new RangeError(`parallelism must be a whole number between 1 and 64, got ${parallelism}`);
     this.discovered = await this.kube.discover();
     const targets = migratableResources(this.discovered);
     const rows: MigrateAllRow[] = [];
@@ -182,9 +185,21 @@ export class Migrator {
           try {
             const result = await (await this.start(name, opts.options)).wait();
             const c = result.counters;
-            row = { resource: name, objects: c.migrated + c.conflicts + c.notFound + c.failed, result: result.phase, durationMs: Date.now() - started, message: result.phase === 'Succeeded' ? undefined : result.message };
+            row = {
+              resource: name,
+              objects: c.migrated + c.conflicts + c.notFound + c.failed,
+              result: result.phase,
+              durationMs: Date.now() - started,
+              message: result.phase === 'Succeeded' ? undefined : result.message,
+            };
           } catch (err) {
-            row = { resource: name, objects: 0, result: 'Error', durationMs: Date.now() - started, message: err instanceof Error ? err.message : String(err) };
+            row = {
+              resource: name,
+              objects: 0,
+              result: 'Error',
+              durationMs: Date.now() - started,
+              message: err instanceof Error ? err.message : String(err),
+            };
           }
           rows.push(row);
           opts.onDone?.(row);
@@ -200,7 +215,8 @@ export class Migrator {
    * itself when a storage version changes.
    */
   async startTrigger(input: TriggerInput): Promise<WorkflowHandle<typeof storageVersionTrigger>> {
-    if (!Number.isInteger(input.periodSeconds) || input.periodSeconds < 1) throw new RangeError(`periodSeconds must be a whole number >= 1, got ${input.periodSeconds}`);
+    if (!Number.isInteger(input.periodSeconds) || input.periodSeconds < 1)
+      throw new RangeError(`periodSeconds must be a whole number >= 1, got ${input.periodSeconds}`);
     return this.client.workflow.start(storageVersionTrigger, {
       taskQueue: this.taskQueue,
       workflowId: TRIGGER_WORKFLOW_ID,
@@ -252,7 +268,10 @@ export class Migrator {
     else if (status === 'FAILED') {
       progress = await handle.result().then(
         () => undefined,
-        (err: unknown) => (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure ? (err.cause.details?.[0] as MigrationProgress) : undefined),
+        (err: unknown) =>
+          err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure
+            ? (err.cause.details?.[0] as MigrationProgress)
+            : undefined,
       );
     }
     return { workflowId, resource, status, phase: progress?.phase, progress };
@@ -284,7 +303,9 @@ export function migratableResources(discovered: DiscoveredResource[]): Discovere
     if (!seen || (!seen.preferred && r.preferred)) byGroup.set(key, r);
   }
   const byStorage = new Map<string, DiscoveredResource>();
-  for (const r of [...byGroup.values()].sort((a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : a.group.localeCompare(b.group)) || a.name.localeCompare(b.name))) {
+  for (const r of [...byGroup.values()].sort(
+    (a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : a.group.localeCompare(b.group)) || a.name.localeCompare(b.name),
+  )) {
     const key = `${r.name}|${r.storageVersionHash}`;
     if (!byStorage.has(key)) byStorage.set(key, r);
   }
@@ -295,6 +316,8 @@ export function migratableResources(discovered: DiscoveredResource[]): Discovere
 export function validateOptions(o: Partial<MigrationOptions>): void {
   const parsed = MigrationOptionsSchema.partial().safeParse(o);
   if (!parsed.success) {
-    throw new RangeError(parsed.error.issues.map((i) => (i.code === 'unrecognized_keys' ? `unknown option(s) ${i.keys.join(', ')}` : i.message)).join('; '));
+    throw new RangeError(
+      parsed.error.issues.map((i) => (i.code === 'unrecognized_keys' ? `unknown option(s) ${i.keys.join(', ')}` : i.message)).join('; '),
+    );
   }
 }

@@ -29,7 +29,14 @@
 import { groupResourceString, collectionPath } from '../api/resource';
 import { StorageState, MIGRATION_API_VERSION } from '../api/migration';
 import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } from '../api/storage-version';
-import { agreementFromEndpoints, agreementFromStorageVersion, liveIdentities, versionNamer, type Agreement, type ServerView } from '../kube/agreement';
+import {
+  agreementFromEndpoints,
+  agreementFromStorageVersion,
+  liveIdentities,
+  versionNamer,
+  type Agreement,
+  type ServerView,
+} from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { parseJson } from '../kube/client';
@@ -120,7 +127,11 @@ export function crdStoredVersionsLeft(crd: CrdInfo): { storageVersion?: string; 
  * (the trigger's own rule: due unless persisted is exactly [current]).
  * servedHash: what the API servers serve now, when known.
  */
-export function storageStateReason(persisted: string[] | undefined, current: string | undefined, servedHash: string | undefined): string | undefined {
+export function storageStateReason(
+  persisted: string[] | undefined,
+  current: string | undefined,
+  servedHash: string | undefined,
+): string | undefined {
   const p = persisted ?? [UNKNOWN_HASH];
   const list = `[${p.join(', ')}]`;
   if (p.includes(UNKNOWN_HASH)) return `StorageState persistedStorageVersionHashes ${list}: objects may be stored in any version`;
@@ -136,7 +147,10 @@ export function storageStateReason(persisted: string[] | undefined, current: str
  * (no continue token), items + remainingItemCount when the server gives it,
  * unknown otherwise (servers omit it, e.g. some aggregated APIs).
  */
-export function countFromFirstPage(page: { items?: unknown[]; metadata?: { continue?: string; remainingItemCount?: number } }): { objects: number | null; note?: string } {
+export function countFromFirstPage(page: { items?: unknown[]; metadata?: { continue?: string; remainingItemCount?: number } }): {
+  objects: number | null;
+  note?: string;
+} {
   const n = page.items?.length ?? 0;
   if (!page.metadata?.continue) return { objects: n };
   if (typeof page.metadata.remainingItemCount === 'number') return { objects: n + page.metadata.remainingItemCount };
@@ -158,7 +172,9 @@ export function planVerdict(items: Array<Pick<PlanItem, 'action'>>): { verdict: 
 
 /** Assembles the plan from its items (pure). */
 export function finishPlan(items: PlanItem[], qps: number, checked: string, notes: string[]): Plan {
-  const sorted = [...items].sort((a, b) => (a.action === b.action ? a.resource.localeCompare(b.resource) : a.action === 'blocked' ? -1 : 1));
+  const sorted = [...items].sort((a, b) =>
+    a.action === b.action ? a.resource.localeCompare(b.resource) : a.action === 'blocked' ? -1 : 1,
+  );
   const known = sorted.filter((i) => i.objects !== null);
   const objects = known.reduce((n, i) => n + i.objects!, 0);
   return {
@@ -204,10 +220,22 @@ export function planTable(plan: Plan): string {
       i.action,
       i.objects === null ? 'unknown' : String(i.objects),
       i.estimateSeconds === null ? '-' : formatDuration(i.estimateSeconds),
-      i.sources.map((s) => (s === 'storedVersions' ? `storedVersions [${(i.storedVersions ?? []).join(',')}], storage ${i.storageVersion ?? '-'}` : s === 'storageState' ? `StorageState [${(i.persistedStorageVersionHashes ?? []).join(',')}]` : 'servers disagree')).join('; '),
+      i.sources
+        .map((s) =>
+          s === 'storedVersions'
+            ? `storedVersions [${(i.storedVersions ?? []).join(',')}], storage ${i.storageVersion ?? '-'}`
+            : s === 'storageState'
+              ? `StorageState [${(i.persistedStorageVersionHashes ?? []).join(',')}]`
+              : 'servers disagree',
+        )
+        .join('; '),
     ]);
     const widths = header.map((h, c) => Math.max(h.length, ...cells.map((row) => row[c]!.length)));
-    const line = (row: string[]) => row.map((x, c) => (c === 2 || c === 3 ? x.padStart(widths[c]!) : x.padEnd(widths[c]!))).join('  ').trimEnd();
+    const line = (row: string[]) =>
+      row
+        .map((x, c) => (c === 2 || c === 3 ? x.padStart(widths[c]!) : x.padEnd(widths[c]!)))
+        .join('  ')
+        .trimEnd();
     out.push(line(header), ...cells.map(line));
     const blocked = plan.items.filter((i) => i.blockedBy);
     if (blocked.length > 0) out.push('', ...blocked.map((i) => `${i.resource} blocked: ${i.blockedBy}`));
@@ -219,9 +247,14 @@ export function planTable(plan: Plan): string {
   out.push(`agreement checked: ${plan.checked}`);
   const t = plan.totals;
   const budget = plan.qps > 0 ? `${plan.qps} updates/s` : 'an unlimited budget';
-  const objects = t.objectsUnknown > 0 ? `at least ${t.objects} objects (${t.objectsUnknown} resource(s) uncounted)` : `${t.objects} objects`;
+  const objects =
+    t.objectsUnknown > 0 ? `at least ${t.objects} objects (${t.objectsUnknown} resource(s) uncounted)` : `${t.objects} objects`;
   const time = t.estimateSeconds === null ? '' : `, about ${formatDuration(t.estimateSeconds)} at ${budget}`;
-  out.push(plan.items.length === 0 ? `${verdictText(plan)} (exit ${plan.exitCode})` : `${t.resources} resource(s), ${objects}${time}: ${verdictText(plan)} (exit ${plan.exitCode})`);
+  out.push(
+    plan.items.length === 0
+      ? `${verdictText(plan)} (exit ${plan.exitCode})`
+      : `${t.resources} resource(s), ${objects}${time}: ${verdictText(plan)} (exit ${plan.exitCode})`,
+  );
   return out.join('\n') + '\n';
 }
 
@@ -234,7 +267,9 @@ const IDENTITY_LEASES_PATH = '/apis/coordination.k8s.io/v1/namespaces/kube-syste
 
 function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() => clearTimeout(timer));
+  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() =>
+    clearTimeout(timer),
+  );
 }
 
 /** A GET that may answer 404 (the API is not served): undefined then. */
@@ -250,7 +285,11 @@ async function listAll<T>(kube: KubeClient, path: string, query: Record<string, 
   const out: T[] = [];
   let cont: string | undefined;
   do {
-    const page = await getIfServed<{ items?: T[]; metadata?: { continue?: string } }>(kube, path, { ...query, limit: 500, ...(cont ? { continue: cont } : {}) });
+    const page = await getIfServed<{ items?: T[]; metadata?: { continue?: string } }>(kube, path, {
+      ...query,
+      limit: 500,
+      ...(cont ? { continue: cont } : {}),
+    });
     if (!page) return undefined;
     out.push(...(page.items ?? []));
     cont = page.metadata?.continue || undefined;
@@ -290,28 +329,44 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
       source.find(),
     ]);
     if (!crds) throw new Error('the API server does not serve CustomResourceDefinitions (apiextensions.k8s.io/v1)');
-    if (!states) notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed): only CRDs and agreement were checked');
-    else if (states.length === 0) notes.push('no StorageState objects (`svm trigger start` keeps them): built-in resources were checked for agreement only');
+    if (!states)
+      notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed): only CRDs and agreement were checked');
+    else if (states.length === 0)
+      notes.push('no StorageState objects (`svm trigger start` keeps them): built-in resources were checked for agreement only');
 
     // Every API server's own discovery, asked at its own address.
     const perServer = await Promise.all(
       found.endpoints.map(async (e) => {
         try {
-          return { id: e.id, resources: await withTimeout(e.kube.discover(), ENDPOINT_DISCOVERY_TIMEOUT_MS, `no discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`) };
+          return {
+            id: e.id,
+            resources: await withTimeout(
+              e.kube.discover(),
+              ENDPOINT_DISCOVERY_TIMEOUT_MS,
+              `no discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`,
+            ),
+          };
         } catch (err) {
-          return { id: e.id, error: err instanceof KubeError && err.kind === 'forbidden' ? 'forbidden' : err instanceof Error ? err.message : String(err) };
+          return {
+            id: e.id,
+            error: err instanceof KubeError && err.kind === 'forbidden' ? 'forbidden' : err instanceof Error ? err.message : String(err),
+          };
         }
       }),
     );
     let liveIds: Set<string> | undefined;
     if (storageVersions) {
       const leases = await kube.getJson<{ items: unknown[] }>(IDENTITY_LEASES_PATH, { labelSelector: IDENTITY_LABEL });
-      liveIds = liveIdentities(leases.items.map((l) => IdentityLease.parse(l)), now());
+      liveIds = liveIdentities(
+        leases.items.map((l) => IdentityLease.parse(l)),
+        now(),
+      );
     }
     const svByName = new Map((storageVersions ?? []).map((s) => StorageVersion.parse(s)).map((s) => [s.metadata.name, s]));
     const crdByResource = new Map(crds.map((c) => [`${c.spec.names.plural}.${c.spec.group}`, c]));
     const versionsOfGroup = new Map<string, Set<string>>();
-    for (const r of discovered) (versionsOfGroup.get(r.group) ?? versionsOfGroup.set(r.group, new Set(COMMON_VERSIONS)).get(r.group)!).add(r.version);
+    for (const r of discovered)
+      (versionsOfGroup.get(r.group) ?? versionsOfGroup.set(r.group, new Set(COMMON_VERSIONS)).get(r.group)!).add(r.version);
 
     const agreementOf = (r: DiscoveredResource): Agreement => {
       const key = groupResourceString({ group: r.group, resource: r.name });
@@ -321,7 +376,12 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
         if (sv && liveIds) return agreementFromStorageVersion(sv, liveIds);
       }
       const endpoints: ServerView[] = perServer.map((s) =>
-        s.error !== undefined ? { id: s.id, error: s.error } : { id: s.id, value: s.resources.find((x) => x.group === r.group && x.version === r.version && x.name === r.name)?.storageVersionHash },
+        s.error !== undefined
+          ? { id: s.id, error: s.error }
+          : {
+              id: s.id,
+              value: s.resources.find((x) => x.group === r.group && x.version === r.version && x.name === r.name)?.storageVersionHash,
+            },
       );
       return agreementFromEndpoints({
         resource: key,
@@ -369,7 +429,9 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
       c.sources.push('storedVersions');
       c.storedVersions = storedVersions;
       c.storageVersion = storageVersion;
-      c.reasons.push(`CRD status.storedVersions [${storedVersions.join(', ')}] holds ${left.join(', ')} besides the storage version ${storageVersion ?? '(none)'}`);
+      c.reasons.push(
+        `CRD status.storedVersions [${storedVersions.join(', ')}] holds ${left.join(', ')} besides the storage version ${storageVersion ?? '(none)'}`,
+      );
     }
 
     // 2. StorageStates that say objects may be stored in another version.
@@ -389,7 +451,11 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
         continue;
       }
       const a = agreements.get(key);
-      const reason = storageStateReason(st.status?.persistedStorageVersionHashes, st.status?.currentStorageVersionHash, a?.agreed ? a.hash : undefined);
+      const reason = storageStateReason(
+        st.status?.persistedStorageVersionHashes,
+        st.status?.currentStorageVersionHash,
+        a?.agreed ? a.hash : undefined,
+      );
       if (!reason) continue;
       const c = candidate(group, gr.resource);
       c.sources.push('storageState');
@@ -455,5 +521,7 @@ async function countObjects(kube: KubeClient, r: DiscoveredResource): Promise<{ 
     return { objects: null, note: `counting failed: ${err.message}` };
   }
   // Only the list's metadata and the number of items are read from the page.
-  return countFromFirstPage(parseJson<{ items?: unknown[]; metadata?: { continue?: string; remainingItemCount?: number } }>(res.body, `list of ${r.name}`));
+  return countFromFirstPage(
+    parseJson<{ items?: unknown[]; metadata?: { continue?: string; remainingItemCount?: number } }>(res.body, `list of ${r.name}`),
+  );
 }

@@ -6,7 +6,10 @@ import type { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { searchAttributeDefinitions } from '../workflows/search-attributes';
 
-const indexedType = { Keyword: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD, Int: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT } as const;
+const indexedType = {
+  Keyword: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,
+  Int: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_INT,
+} as const;
 
 export interface SetupResult {
   added: string[];
@@ -26,7 +29,9 @@ export async function registerSearchAttributes(connection: Connection, namespace
       missing[sa.name] = want;
       added.push(`${sa.name} (${sa.type})`);
     } else if (got !== want) {
-      throw new Error(`search attribute ${sa.name} exists on namespace ${namespace} with another type (${temporal.api.enums.v1.IndexedValueType[got]}); svm needs ${sa.type}`);
+      throw new Error(
+        `search attribute ${sa.name} exists on namespace ${namespace} with another type (${temporal.api.enums.v1.IndexedValueType[got]}); svm needs ${sa.type}`,
+      );
     } else present.push(sa.name);
   }
   if (added.length > 0) await connection.operatorService.addSearchAttributes({ namespace, searchAttributes: missing });

@@ -23,7 +23,11 @@ const builtinPrefixOverrides: Record<string, string> = {
 
 export function etcdPrefix(r: ResourceKey): string {
   if (r.custom) return `/registry/${r.group}/${r.resource}/`;
-  return builtinPrefixOverrides[r.group ? `${r.group}/${r.resource}` : r.resource] ?? builtinPrefixOverrides[r.resource] ?? `/registry/${r.resource}/`;
+  return (
+    builtinPrefixOverrides[r.group ? `${r.group}/${r.resource}` : r.resource] ??
+    builtinPrefixOverrides[r.resource] ??
+    `/registry/${r.resource}/`
+  );
 }
 
 export interface StoredObject {
@@ -32,7 +36,12 @@ export interface StoredObject {
   /** The stored bytes as text. */
   raw: string;
   /** The stored object, parsed. Test-side only: never sent anywhere. */
-  object: { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string; resourceVersion?: string }; [k: string]: unknown };
+  object: {
+    apiVersion?: string;
+    kind?: string;
+    metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+    [k: string]: unknown;
+  };
 }
 
 const b64 = (s: string) => Buffer.from(s, 'utf8').toString('base64');

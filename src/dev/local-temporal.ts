@@ -28,7 +28,14 @@ export async function startLocalTemporal(log: (line: string) => void): Promise<L
   const child: ChildProcess = spawn(
     temporal,
     [
-      'server', 'start-dev', '--ip=127.0.0.1', `--port=${port}`, `--ui-port=${uiPort}`, `--db-filename=${dbFile}`, '--namespace=default', '--log-level=warn',
+      'server',
+      'start-dev',
+      '--ip=127.0.0.1',
+      `--port=${port}`,
+      `--ui-port=${uiPort}`,
+      `--db-filename=${dbFile}`,
+      '--namespace=default',
+      '--log-level=warn',
       ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },

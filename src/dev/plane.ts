@@ -29,7 +29,15 @@ import * as path from 'node:path';
 import YAML from 'yaml';
 import { searchAttributeDefinitions } from '../workflows/search-attributes';
 import { haproxyConfig, haproxyPath } from './load-balancer';
-import { allocateNetwork, commandPath, ensureBridge, ensureServerNetwork, removeNetwork, serverNetwork, type PlaneNetwork } from './network';
+import {
+  allocateNetwork,
+  commandPath,
+  ensureBridge,
+  ensureServerNetwork,
+  removeNetwork,
+  serverNetwork,
+  type PlaneNetwork,
+} from './network';
 import { freePort, portOpen } from './ports';
 import { ensureCa, ensureServingCert } from './tls';
 import { ensureTools, type ToolPaths } from './tools';
@@ -159,7 +167,10 @@ async function assertPortFree(port: number, what: string, host = '127.0.0.1'): P
     srv.once('error', () => resolve(false));
     srv.listen(port, host, () => srv.close(() => resolve(true)));
   });
-  if (!free) throw new Error(`cannot start ${what}: ${host}:${port} is in use by a process this plane did not record (an orphan of an interrupted run?); stop it (e.g. fuser -k ${port}/tcp) and run 'svm dev up' again`);
+  if (!free)
+    throw new Error(
+      `cannot start ${what}: ${host}:${port} is in use by a process this plane did not record (an orphan of an interrupted run?); stop it (e.g. fuser -k ${port}/tcp) and run 'svm dev up' again`,
+    );
 }
 
 async function startProcess(binary: string, args: string[], logFile: string, wrap: string[] = []): Promise<number> {
@@ -220,7 +231,9 @@ async function waitFor(what: string, rec: ProcessRecord, ready: () => Promise<bo
     )
       return;
     if (Date.now() > deadline) {
-      throw new Error(`${what} was not ready after ${timeoutMs / 1000}s${lastError ? ` (last error: ${lastError})` : ''}; its log is ${rec.log}:\n${tail(rec.log, 15)}`);
+      throw new Error(
+        `${what} was not ready after ${timeoutMs / 1000}s${lastError ? ` (last error: ${lastError})` : ''}; its log is ${rec.log}:\n${tail(rec.log, 15)}`,
+      );
     }
     await new Promise((r) => setTimeout(r, 300));
   }
@@ -274,9 +287,17 @@ export function kubeconfigYaml(server: string, token: string, name: string, caPe
 }
 
 /** The flags that turn the alpha StorageVersion API on (off is the default of a real cluster). */
-export const STORAGE_VERSION_API_ARGS = ['--feature-gates=StorageVersionAPI=true,APIServerIdentity=true', '--runtime-config=internal.apiserver.k8s.io/v1alpha1=true'];
+export const STORAGE_VERSION_API_ARGS = [
+  '--feature-gates=StorageVersionAPI=true,APIServerIdentity=true',
+  '--runtime-config=internal.apiserver.k8s.io/v1alpha1=true',
+];
 
-function apiserverArgs(state: PlaneState, a: ApiserverRecord, pki: { saKey: string; tokenFile: string }, tls: { cert: string; key: string }): string[] {
+function apiserverArgs(
+  state: PlaneState,
+  a: ApiserverRecord,
+  pki: { saKey: string; tokenFile: string },
+  tls: { cert: string; key: string },
+): string[] {
   const cluster = state.shape === 'cluster';
   const etcdHost = cluster ? state.network!.gateway : '127.0.0.1';
   return [
@@ -318,7 +339,8 @@ async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, tool
   let wrap = uts;
   if (state.shape === 'cluster') {
     const s = ensureServerNetwork(state.network!, a.index);
-    if (s.netns !== a.netns || s.address !== a.address) throw new Error(`kube-apiserver ${a.index}: its namespace ${s.netns} (${s.address}) is not the recorded ${a.netns} (${a.address})`);
+    if (s.netns !== a.netns || s.address !== a.address)
+      throw new Error(`kube-apiserver ${a.index}: its namespace ${s.netns} (${s.address}) is not the recorded ${a.netns} (${a.address})`);
     wrap = [commandPath('ip')!, 'netns', 'exec', s.netns, ...uts];
   } else {
     await assertPortFree(a.port, `kube-apiserver ${a.index}`);
@@ -386,7 +408,8 @@ export function decideShape(opts: { loopback?: boolean }, log: (l: string) => vo
   if (!haproxyPath()) {
     log("haproxy is missing: installing Debian's (scripts/ensure-plane-packages.sh)");
     const r = spawnSync('bash', [path.join(repoRoot, 'scripts', 'ensure-plane-packages.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
-    if (r.status !== 0 || !haproxyPath()) return { shape: 'loopback', reason: 'haproxy is missing and could not be installed (bash scripts/ensure-plane-packages.sh)' };
+    if (r.status !== 0 || !haproxyPath())
+      return { shape: 'loopback', reason: 'haproxy is missing and could not be installed (bash scripts/ensure-plane-packages.sh)' };
   }
   return { shape: 'cluster', reason: 'root with ip and haproxy: each API server in its own network namespace behind haproxy' };
 }
@@ -416,8 +439,17 @@ async function placeApiservers(state: PlaneState): Promise<void> {
 
 async function ensureLoadBalancer(state: PlaneState, log: (l: string) => void): Promise<void> {
   const haproxy = haproxyPath();
-  if (!haproxy) throw new Error("haproxy is missing: run 'bash scripts/ensure-plane-packages.sh' (or 'svm dev down' and up again for the loopback shape)");
-  const lb: LoadBalancerRecord = state.loadBalancer ?? { pid: 0, binary: haproxy, log: path.join(state.dir, 'haproxy.log'), port: await freePort(), config: path.join(state.dir, 'haproxy.cfg') };
+  if (!haproxy)
+    throw new Error(
+      "haproxy is missing: run 'bash scripts/ensure-plane-packages.sh' (or 'svm dev down' and up again for the loopback shape)",
+    );
+  const lb: LoadBalancerRecord = state.loadBalancer ?? {
+    pid: 0,
+    binary: haproxy,
+    log: path.join(state.dir, 'haproxy.log'),
+    port: await freePort(),
+    config: path.join(state.dir, 'haproxy.cfg'),
+  };
   state.loadBalancer = lb;
   const text = haproxyConfig({
     port: lb.port,
@@ -467,7 +499,8 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   let shapeReason: string;
   if (running) {
     ({ shape, shapeReason } = prev);
-    if (opts.loopback && shape === 'cluster') throw new Error(`the plane in ${dir} is up in the cluster shape; 'svm dev down --dir ${dir}' first to bring it up as loopback`);
+    if (opts.loopback && shape === 'cluster')
+      throw new Error(`the plane in ${dir} is up in the cluster shape; 'svm dev down --dir ${dir}' first to bring it up as loopback`);
   } else {
     ({ shape, reason: shapeReason } = decideShape(opts, log));
   }
@@ -481,7 +514,14 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     apiUrl: '',
     etcd: { pid: 0, binary: tools.etcd, log: path.join(dir, 'etcd.log'), clientPort: await freePort(), peerPort: await freePort() },
     apiservers: [],
-    temporal: { pid: 0, binary: tools.temporal, log: path.join(dir, 'temporal.log'), port: await freePort(), uiPort: await freePort(), extraArgs: [] },
+    temporal: {
+      pid: 0,
+      binary: tools.temporal,
+      log: path.join(dir, 'temporal.log'),
+      port: await freePort(),
+      uiPort: await freePort(),
+      extraArgs: [],
+    },
   };
   state.dir = dir;
   state.adminToken = pki.token;
@@ -597,7 +637,11 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   } else {
     state.apiUrl = state.apiservers[0]!.url;
   }
-  fs.writeFileSync(path.join(dir, 'kubeconfig'), kubeconfigYaml(state.apiUrl, state.adminToken, shape === 'cluster' ? 'svm-dev' : 'svm-apiserver-0', caPem), { mode: 0o600 });
+  fs.writeFileSync(
+    path.join(dir, 'kubeconfig'),
+    kubeconfigYaml(state.apiUrl, state.adminToken, shape === 'cluster' ? 'svm-dev' : 'svm-apiserver-0', caPem),
+    { mode: 0o600 },
+  );
 
   await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
   writeState(state);
@@ -658,7 +702,8 @@ function mustState(dir: string): PlaneState {
 
 function apiserverRecord(state: PlaneState, index: number): ApiserverRecord {
   const a = state.apiservers[index];
-  if (!a) throw new Error(`there is no kube-apiserver ${index}: the plane has ${state.apiservers.length} (0..${state.apiservers.length - 1})`);
+  if (!a)
+    throw new Error(`there is no kube-apiserver ${index}: the plane has ${state.apiservers.length} (0..${state.apiservers.length - 1})`);
   return a;
 }
 
@@ -694,7 +739,11 @@ export async function restartApiserver(
  * mode and restarts every API server with or without it, one after the other
  * (each keeps its extra flags). Instant when the plane is already in that mode.
  */
-export async function setStorageVersionApi(dir: string, on: boolean, log: (l: string) => void = (l) => process.stderr.write(l + '\n')): Promise<PlaneState> {
+export async function setStorageVersionApi(
+  dir: string,
+  on: boolean,
+  log: (l: string) => void = (l) => process.stderr.write(l + '\n'),
+): Promise<PlaneState> {
   const state = mustState(dir);
   if (state.storageVersionApi === on && state.apiservers.every((a) => isRunning(a))) return state;
   state.storageVersionApi = on;

@@ -12,11 +12,20 @@ import { commandPath } from './network';
 
 /** The first IP of --service-cluster-ip-range=10.96.0.0/16: the `kubernetes` Service's. */
 export const SERVICE_IP = '10.96.0.1';
-export const SERVICE_DNS_NAMES = ['kubernetes', 'kubernetes.default', 'kubernetes.default.svc', 'kubernetes.default.svc.cluster.local', 'localhost'];
+export const SERVICE_DNS_NAMES = [
+  'kubernetes',
+  'kubernetes.default',
+  'kubernetes.default.svc',
+  'kubernetes.default.svc.cluster.local',
+  'localhost',
+];
 
 function openssl(args: string[]): void {
   const bin = commandPath('openssl');
-  if (!bin) throw new Error('the dev plane makes its certificates with the openssl CLI, which is missing: run `bash scripts/ensure-plane-packages.sh` (or apt-get install openssl)');
+  if (!bin)
+    throw new Error(
+      'the dev plane makes its certificates with the openssl CLI, which is missing: run `bash scripts/ensure-plane-packages.sh` (or apt-get install openssl)',
+    );
   const r = spawnSync(bin, args, { encoding: 'utf8' });
   if (r.status !== 0) throw new Error(`openssl ${args.join(' ')} failed: ${(r.stderr || r.error?.message || '').trim()}`);
 }
@@ -32,9 +41,25 @@ export function ensureCa(pkiDir: string): Ca {
   const key = path.join(pkiDir, 'ca.key');
   if (!fs.existsSync(cert) || !fs.existsSync(key)) {
     openssl([
-      'req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes',
-      '-keyout', key, '-out', cert, '-days', '3650', '-subj', '/CN=svm-dev-plane-ca',
-      '-addext', 'basicConstraints=critical,CA:TRUE', '-addext', 'keyUsage=critical,keyCertSign,cRLSign',
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      key,
+      '-out',
+      cert,
+      '-days',
+      '3650',
+      '-subj',
+      '/CN=svm-dev-plane-ca',
+      '-addext',
+      'basicConstraints=critical,CA:TRUE',
+      '-addext',
+      'keyUsage=critical,keyCertSign,cRLSign',
     ]);
     fs.chmodSync(key, 0o600);
   }
@@ -50,18 +75,43 @@ export function ensureServingCert(ca: Ca, dir: string, ips: string[]): { cert: s
   const cert = path.join(dir, 'tls.crt');
   const key = path.join(dir, 'tls.key');
   const sanFile = path.join(dir, 'tls.san');
-  const san = [...SERVICE_DNS_NAMES.map((d) => `DNS:${d}`), ...[...new Set(['127.0.0.1', SERVICE_IP, ...ips])].map((i) => `IP:${i}`)].join(',');
+  const san = [...SERVICE_DNS_NAMES.map((d) => `DNS:${d}`), ...[...new Set(['127.0.0.1', SERVICE_IP, ...ips])].map((i) => `IP:${i}`)].join(
+    ',',
+  );
   const caMtime = fs.statSync(ca.cert).mtimeMs;
   const fresh =
-    fs.existsSync(cert) && fs.existsSync(key) && fs.existsSync(sanFile) && fs.readFileSync(sanFile, 'utf8') === san && fs.statSync(cert).mtimeMs >= caMtime;
+    fs.existsSync(cert) &&
+    fs.existsSync(key) &&
+    fs.existsSync(sanFile) &&
+    fs.readFileSync(sanFile, 'utf8') === san &&
+    fs.statSync(cert).mtimeMs >= caMtime;
   if (fresh) return { cert, key };
   const csr = path.join(dir, 'tls.csr');
   const ext = path.join(dir, 'tls.ext');
   fs.writeFileSync(
     ext,
-    [`subjectAltName=${san}`, 'basicConstraints=CA:FALSE', 'keyUsage=critical,digitalSignature,keyEncipherment', 'extendedKeyUsage=serverAuth'].join('\n') + '\n',
+    [
+      `subjectAltName=${san}`,
+      'basicConstraints=CA:FALSE',
+      'keyUsage=critical,digitalSignature,keyEncipherment',
+      'extendedKeyUsage=serverAuth',
+    ].join('\n') + '\n',
   );
-  openssl(['req', '-new', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', key, '-out', csr, '-subj', '/CN=kube-apiserver']);
+  openssl([
+    'req',
+    '-new',
+    '-newkey',
+    'ec',
+    '-pkeyopt',
+    'ec_paramgen_curve:prime256v1',
+    '-nodes',
+    '-keyout',
+    key,
+    '-out',
+    csr,
+    '-subj',
+    '/CN=kube-apiserver',
+  ]);
   fs.chmodSync(key, 0o600);
   openssl(['x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key, '-CAcreateserial', '-out', cert, '-days', '825', '-extfile', ext]);
   fs.rmSync(csr, { force: true });

@@ -80,16 +80,28 @@ export function liveIdentities(leases: IdentityLease[], now: number): Set<string
 export function agreementFromStorageVersion(sv: StorageVersion, live: Set<string>): Agreement {
   const entries = sv.status?.storageVersions ?? [];
   const liveEntries = entries.filter((e) => live.has(e.apiServerID));
-  const servers: ServerView[] = [...live].sort().map((id) => ({ id, value: liveEntries.find((e) => e.apiServerID === id)?.encodingVersion }));
+  const servers: ServerView[] = [...live]
+    .sort()
+    .map((id) => ({ id, value: liveEntries.find((e) => e.apiServerID === id)?.encodingVersion }));
   const token = `sv:${sv.metadata.resourceVersion}:${[...live].sort().join(',')}`;
   const missing = servers.filter((s) => s.value === undefined);
   const versions = [...new Set(liveEntries.map((e) => e.encodingVersion))];
   const stale = entries.filter((e) => !live.has(e.apiServerID)).map((e) => e.apiServerID);
   const staleNote = stale.length > 0 ? ` (ignoring stale entries of ${stale.join(', ')})` : '';
-  const base = { token, source: 'StorageVersion' as const, servers, verified: servers.length > 0, checked: `the StorageVersion API: ${plural(servers.length, 'live API server')}` };
+  const base = {
+    token,
+    source: 'StorageVersion' as const,
+    servers,
+    verified: servers.length > 0,
+    checked: `the StorageVersion API: ${plural(servers.length, 'live API server')}`,
+  };
   if (servers.length === 0) return { ...base, agreed: false, reason: 'no live API server identity leases' };
   if (missing.length > 0) {
-    return { ...base, agreed: false, reason: `API server(s) ${missing.map((s) => s.id).join(', ')} have not published a storage version for ${sv.metadata.name}${staleNote}` };
+    return {
+      ...base,
+      agreed: false,
+      reason: `API server(s) ${missing.map((s) => s.id).join(', ')} have not published a storage version for ${sv.metadata.name}${staleNote}`,
+    };
   }
   if (versions.length !== 1) {
     const who = servers.map((s) => `${s.id}=${s.value}`).join(', ');
@@ -145,7 +157,12 @@ export function agreementFromEndpoints(a: EndpointAnswers): Agreement {
     return { ...base, agreed: false, reason: `API servers disagree on the storage version of ${a.resource}: ${who}` };
   }
   const hash = a.via.value;
-  if (hash === undefined) return { ...base, agreed: false, reason: `${a.resource} is not served with a storageVersionHash (asked ${answered.length > 0 ? answered.map((e) => e.id).join(', ') : a.via.id})` };
+  if (hash === undefined)
+    return {
+      ...base,
+      agreed: false,
+      reason: `${a.resource} is not served with a storageVersionHash (asked ${answered.length > 0 ? answered.map((e) => e.id).join(', ') : a.via.id})`,
+    };
   // 2. Some answered, some did not: the silent one may be the one that disagrees.
   if (answered.length > 0 && silent.length > 0) {
     return {
@@ -154,7 +171,8 @@ export function agreementFromEndpoints(a: EndpointAnswers): Agreement {
       reason: `waiting for API server(s) ${silent.map((s) => `${s.id} (${s.error})`).join(', ')} to answer discovery at their own address; ${answered.map((e) => e.id).join(', ')} answered ${hash}`,
     };
   }
-  if (a.crd && a.crd.storageVersion === undefined) return { ...base, agreed: false, reason: `the CustomResourceDefinition of ${a.resource} names no storage version` };
+  if (a.crd && a.crd.storageVersion === undefined)
+    return { ...base, agreed: false, reason: `the CustomResourceDefinition of ${a.resource} names no storage version` };
   // 3. Agreed: verified when every server was asked; otherwise on what could be checked, and saying so.
   const encodingVersion = a.crd?.storageVersion ?? a.versionOf?.(hash) ?? hash;
   return { ...base, agreed: true, verified, encodingVersion, hash };

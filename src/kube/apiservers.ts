@@ -113,7 +113,8 @@ export function endpointKubeConfig(base: KubeConfig, address: string, port: numb
   return kc;
 }
 
-const why = (err: unknown) => (err instanceof KubeError && err.kind === 'forbidden' ? 'forbidden' : err instanceof Error ? err.message : String(err));
+const why = (err: unknown) =>
+  err instanceof KubeError && err.kind === 'forbidden' ? 'forbidden' : err instanceof Error ? err.message : String(err);
 
 /** The API servers behind `via`, from the `kubernetes` EndpointSlice and the identity leases; one cached client per address. */
 export function kubernetesEndpoints(via: KubeClient, opts: { now?: () => number; maxSockets?: number } = {}): ApiServerSource {
@@ -133,7 +134,8 @@ export function kubernetesEndpoints(via: KubeClient, opts: { now?: () => number;
           const id = endpointId(address, port);
           ids.add(id);
           let k = clients.get(id);
-          if (!k) clients.set(id, (k = new KubeClient(endpointKubeConfig(via.kubeConfig, address, port), { maxSockets: opts.maxSockets ?? 4 })));
+          if (!k)
+            clients.set(id, (k = new KubeClient(endpointKubeConfig(via.kubeConfig, address, port), { maxSockets: opts.maxSockets ?? 4 })));
           out.endpoints.push({ id, kube: k });
         }
         // Addresses no longer listed: their connections go.
@@ -148,7 +150,12 @@ export function kubernetesEndpoints(via: KubeClient, opts: { now?: () => number;
         out.endpointsNote = `could not list the kubernetes EndpointSlice: ${why(slices.reason)}`;
       }
       if (leases.status === 'fulfilled') {
-        out.identities = [...liveIdentities(leases.value.items.map((l) => IdentityLease.parse(l)), now())].sort();
+        out.identities = [
+          ...liveIdentities(
+            leases.value.items.map((l) => IdentityLease.parse(l)),
+            now(),
+          ),
+        ].sort();
       } else {
         out.identitiesNote = `could not list identity leases: ${why(leases.reason)}`;
       }

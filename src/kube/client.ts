@@ -70,7 +70,9 @@ const MAX_UNSENT_RETRIES = 4;
 
 /** Transport errors that prove the request did not reach an API server. */
 export function neverSent(err: KubeError): boolean {
-  return err.kind === 'network' && (/^ECONNREFUSED\b/.test(err.message) || /before secure TLS connection was established/.test(err.message));
+  return (
+    err.kind === 'network' && (/^ECONNREFUSED\b/.test(err.message) || /before secure TLS connection was established/.test(err.message))
+  );
 }
 
 /**
@@ -116,7 +118,9 @@ export class KubeClient {
     if (path) kc.loadFromFile(path);
     else if (!process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST && !existsSync(join(homedir(), '.kube', 'config'))) {
       // client-node would fall back to http://localhost:8080 and fail with a puzzling message.
-      throw new Error('no Kubernetes configuration: set KUBECONFIG or --kubeconfig, or run in a cluster (`svm dev up` writes one and `source .svm-dev/env` exports it)');
+      throw new Error(
+        'no Kubernetes configuration: set KUBECONFIG or --kubeconfig, or run in a cluster (`svm dev up` writes one and `source .svm-dev/env` exports it)',
+      );
     } else kc.loadFromDefault();
     return new KubeClient(kc, opts);
   }
@@ -143,7 +147,9 @@ export class KubeClient {
         res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
         res.on('error', (e) => reject(classifyTransportError(e)));
       });
-      req.setTimeout(opts.timeoutMs ?? 60_000, () => req.destroy(Object.assign(new Error(`request timed out after ${opts.timeoutMs ?? 60_000}ms`), { code: 'ETIMEDOUT' })));
+      req.setTimeout(opts.timeoutMs ?? 60_000, () =>
+        req.destroy(Object.assign(new Error(`request timed out after ${opts.timeoutMs ?? 60_000}ms`), { code: 'ETIMEDOUT' })),
+      );
       req.on('error', (e) => reject(classifyTransportError(e)));
       if (opts.body !== undefined) req.end(opts.body);
       else req.end();
@@ -209,7 +215,9 @@ export class KubeClient {
         }
       }),
     );
-    return lists.flatMap(({ gv, list }) => (list ? list.resources.map((r) => ({ ...r, group: gv.group, version: gv.version, preferred: gv.preferred })) : []));
+    return lists.flatMap(({ gv, list }) =>
+      list ? list.resources.map((r) => ({ ...r, group: gv.group, version: gv.version, preferred: gv.preferred })) : [],
+    );
   }
 
   async isCustomResource(group: string, resource: string): Promise<boolean> {
@@ -223,7 +231,10 @@ export class KubeClient {
   // ------------------------------------------------------------ list & update
 
   /** One page of a list, whole (for small lists: listEach never holds a page). A 410 throws KubeError('gone') with the inconsistent continue token. */
-  async listPage(ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>, opts: { limit: number; continueToken?: string; timeoutMs?: number }): Promise<ListPage> {
+  async listPage(
+    ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
+    opts: { limit: number; continueToken?: string; timeoutMs?: number },
+  ): Promise<ListPage> {
     const items: ListedObject[] = [];
     const meta = await this.listEach(ref, opts, (o) => {
       items.push(o);
@@ -269,7 +280,10 @@ export class KubeClient {
       // An idle timer that runs only while we wait for the API server, never while onItem holds the stream.
       let timer: NodeJS.Timeout | undefined;
       const arm = () => {
-        timer = setTimeout(() => req.destroy(Object.assign(new Error(`list response stalled for ${timeoutMs}ms`), { code: 'ETIMEDOUT' })), timeoutMs);
+        timer = setTimeout(
+          () => req.destroy(Object.assign(new Error(`list response stalled for ${timeoutMs}ms`), { code: 'ETIMEDOUT' })),
+          timeoutMs,
+        );
       };
       const splitter = new RawListSplitter();
       let items = 0;
@@ -302,10 +316,19 @@ export class KubeClient {
               throw new KubeError('other', `list of ${ref.resource}: item ${items}: ${(e as Error).message}`);
             }
             const m = id.metadata;
-            if (!m?.name || m.resourceVersion === undefined) throw new KubeError('other', `list of ${ref.resource}: item ${items} has no name or resourceVersion`);
+            if (!m?.name || m.resourceVersion === undefined)
+              throw new KubeError('other', `list of ${ref.resource}: item ${items} has no name or resourceVersion`);
             items++;
             bytes += item.length;
-            await onItem({ namespace: m.namespace || undefined, name: m.name, resourceVersion: m.resourceVersion, raw: withTypeMeta(raw, apiVersion, ref.kind, id) }, item.length);
+            await onItem(
+              {
+                namespace: m.namespace || undefined,
+                name: m.name,
+                resourceVersion: m.resourceVersion,
+                raw: withTypeMeta(raw, apiVersion, ref.kind, id),
+              },
+              item.length,
+            );
           }
         }
         try {
@@ -318,8 +341,16 @@ export class KubeClient {
         if (!res.complete) req.destroy();
       }
       const metaText = splitter.fields.get('metadata');
-      const meta = metaText ? parseJson<{ continue?: string; remainingItemCount?: number; resourceVersion?: string }>(metaText, `list of ${ref.resource}`) : {};
-      return { continueToken: meta.continue || undefined, remainingItemCount: meta.remainingItemCount, resourceVersion: meta.resourceVersion, items, bytes };
+      const meta = metaText
+        ? parseJson<{ continue?: string; remainingItemCount?: number; resourceVersion?: string }>(metaText, `list of ${ref.resource}`)
+        : {};
+      return {
+        continueToken: meta.continue || undefined,
+        remainingItemCount: meta.remainingItemCount,
+        resourceVersion: meta.resourceVersion,
+        items,
+        bytes,
+      };
     }
   }
 
@@ -337,7 +368,10 @@ export class KubeClient {
         clearTimeout(timer);
         resolve({ req, res });
       });
-      const timer = setTimeout(() => req.destroy(Object.assign(new Error(`request timed out after ${timeoutMs}ms`), { code: 'ETIMEDOUT' })), timeoutMs);
+      const timer = setTimeout(
+        () => req.destroy(Object.assign(new Error(`request timed out after ${timeoutMs}ms`), { code: 'ETIMEDOUT' })),
+        timeoutMs,
+      );
       req.on('error', (e) => {
         clearTimeout(timer);
         reject(classifyTransportError(e));

@@ -151,7 +151,9 @@ const WEBHOOK_DENIAL = new RegExp(`^admission webhook "(${DNS_NAME})" denied the
 const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling webhook "(${DNS_NAME})"`);
 /** `<resource> ["<name>"] is forbidden: ` — the server's prefix of admission.NewForbidden and RBAC refusals. */
 const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
-const POLICY_DENIAL = new RegExp(`${FORBIDDEN_PREFIX}ValidatingAdmissionPolicy '(${DNS_NAME})'(?: with binding '(${DNS_NAME})')? denied request`);
+const POLICY_DENIAL = new RegExp(
+  `${FORBIDDEN_PREFIX}ValidatingAdmissionPolicy '(${DNS_NAME})'(?: with binding '(${DNS_NAME})')? denied request`,
+);
 const RBAC_DENIAL = new RegExp(`${FORBIDDEN_PREFIX}User "[^"]*" cannot ([a-z]{1,32}) resource "`);
 /**
  * What kube-apiserver answers for a path it does not serve: a Status with this
@@ -206,7 +208,7 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   const reason = rawReason && STATUS_REASONS.has(rawReason) ? rawReason : undefined;
   const retryAfterText = Array.isArray(retryAfterHeader) ? retryAfterHeader[0] : retryAfterHeader;
   const retryAfter = retryAfterText && /^\d+$/.test(retryAfterText) ? Number(retryAfterText) : undefined;
-  const head = `HTTP ${status}${reason ?? CODE_NAMES[status] ? ` ${reason ?? CODE_NAMES[status]}` : ''}`;
+  const head = `HTTP ${status}${(reason ?? CODE_NAMES[status]) ? ` ${reason ?? CODE_NAMES[status]}` : ''}`;
   const at = (s?: string) => (s ? `${head}: ${s}` : head);
 
   // A webhook writes its whole Status (code, reason, message, details): only
@@ -214,11 +216,15 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   const webhook = WEBHOOK_DENIAL.exec(serverMessage) ?? (isStatus ? null : WEBHOOK_DENIAL.exec(body.trimStart()));
   if (webhook) {
     const name = webhook[1]!.toLowerCase();
-    return new KubeError('webhookDenied', at(`admission webhook "${name}" denied the request`), status, undefined, undefined, { reason, webhook: name });
+    return new KubeError('webhookDenied', at(`admission webhook "${name}" denied the request`), status, undefined, undefined, {
+      reason,
+      webhook: name,
+    });
   }
 
   const d = parsed?.details;
-  const details: StatusDetails | undefined = d && typeof d === 'object' ? { name: str(d.name), group: str(d.group), kind: str(d.kind) } : undefined;
+  const details: StatusDetails | undefined =
+    d && typeof d === 'object' ? { name: str(d.name), group: str(d.group), kind: str(d.kind) } : undefined;
   const info: KubeErrorInfo = { reason, details };
 
   let detail: string | undefined;

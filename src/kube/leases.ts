@@ -57,14 +57,26 @@ export async function listLeases(kube: KubeClient, namespace: string, labelSelec
 }
 
 /** Creates the lease; 'conflict' when it exists already (someone else created it first). */
-export async function createLease(kube: KubeClient, namespace: string, name: string, spec: LeaseSpec, labels?: Record<string, string>): Promise<Lease | 'conflict'> {
+export async function createLease(
+  kube: KubeClient,
+  namespace: string,
+  name: string,
+  spec: LeaseSpec,
+  labels?: Record<string, string>,
+): Promise<Lease | 'conflict'> {
   const body = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace, ...(labels ? { labels } : {}) }, spec };
   let res = await kube.raw('POST', leasesPath(namespace), { body: JSON.stringify(body), timeoutMs: 10_000 });
   if (res.status === 404) {
     // The namespace is missing: only outside a cluster (in one it is the Pod's own). Create it if we may.
-    const ns = await kube.raw('POST', '/api/v1/namespaces', { body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }), timeoutMs: 10_000 });
+    const ns = await kube.raw('POST', '/api/v1/namespaces', {
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: namespace } }),
+      timeoutMs: 10_000,
+    });
     if (ns.status >= 300 && ns.status !== 409) {
-      throw new KubeError('notFound', `namespace ${namespace} does not exist and could not be created (${ns.status}): create it, or set SVM_NAMESPACE to the worker's namespace`);
+      throw new KubeError(
+        'notFound',
+        `namespace ${namespace} does not exist and could not be created (${ns.status}): create it, or set SVM_NAMESPACE to the worker's namespace`,
+      );
     }
     res = await kube.raw('POST', leasesPath(namespace), { body: JSON.stringify(body), timeoutMs: 10_000 });
   }

@@ -242,7 +242,7 @@ function skipWs(s: string, i: number): number {
 
 /** Index just past the string starting at s[i] === '"'. */
 function skipString(s: string, i: number): number {
-  for (i++; ; ) {
+  for (i++; ;) {
     const q = s.indexOf('"', i);
     const bs = s.indexOf('\\', i);
     if (bs >= 0 && (q < 0 || bs < q)) i = bs + 2;
@@ -281,7 +281,11 @@ function skipValue(s: string, i: number): number {
  * The top-level apiVersion, kind and metadata of one item, parsed without
  * parsing the rest (a Secret's data stays one string, never a second copy).
  */
-export function itemIdentity(raw: string): { apiVersion?: string; kind?: string; metadata?: { name?: string; namespace?: string; resourceVersion?: string } } {
+export function itemIdentity(raw: string): {
+  apiVersion?: string;
+  kind?: string;
+  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+} {
   const out: Record<string, unknown> = {};
   let i = skipWs(raw, 0);
   if (raw[i] !== '{') throw new Error('list item is not a JSON object');

@@ -18,8 +18,10 @@ const label = (r: { name: string; group: string }) => (r.group ? `${r.name}.${r.
 
 /** Why a discovered resource cannot be migrated, or undefined when it can. */
 export function notMigratableReason(r: DiscoveredResource): string | undefined {
-  if (r.name.includes('/')) return `"${r.name}" is a subresource; migrate the resource "${label({ ...r, name: r.name.split('/')[0]! })}" instead`;
-  if (!r.storageVersionHash) return `${label(r)} is not persisted (discovery gives it no storageVersionHash), so there is nothing to migrate`;
+  if (r.name.includes('/'))
+    return `"${r.name}" is a subresource; migrate the resource "${label({ ...r, name: r.name.split('/')[0]! })}" instead`;
+  if (!r.storageVersionHash)
+    return `${label(r)} is not persisted (discovery gives it no storageVersionHash), so there is nothing to migrate`;
   const missing = ['list', 'update'].filter((v) => !r.verbs.includes(v));
   if (missing.length > 0) return `${label(r)} cannot be migrated: it does not support ${missing.join(' and ')}`;
   return undefined;
@@ -50,12 +52,18 @@ export function matchResource(input: string, discovered: DiscoveredResource[]): 
     const hint = sub ? ` ("${namePart}" is only a subresource, e.g. ${sub.name})` : '';
     throw new InvalidResourceError(`unknown resource "${text}": the API servers serve no such resource${hint}`);
   }
-  const explicitVersion = rest !== undefined && candidates.some((r) => `${r.version}.${r.group}` === rest || (r.group === '' && r.version === rest));
-  const pool = explicitVersion ? candidates : candidates.filter((r) => r.preferred).length > 0 ? candidates.filter((r) => r.preferred) : candidates;
+  const explicitVersion =
+    rest !== undefined && candidates.some((r) => `${r.version}.${r.group}` === rest || (r.group === '' && r.version === rest));
+  const pool = explicitVersion
+    ? candidates
+    : candidates.filter((r) => r.preferred).length > 0
+      ? candidates.filter((r) => r.preferred)
+      : candidates;
   const groups = [...new Set(pool.map((r) => r.group))];
   let group: string;
   if (groups.length === 1) group = groups[0]!;
-  else if (groups.includes('')) group = ''; // e.g. events (or ev, event): core wins, like kubectl
+  else if (groups.includes(''))
+    group = ''; // e.g. events (or ev, event): core wins, like kubectl
   else {
     const names = [...new Set(pool.map(label))].sort();
     throw new InvalidResourceError(`"${text}" is ambiguous: it matches ${names.join(', ')}; name the group, e.g. ${names[0]}`);

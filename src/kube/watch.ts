@@ -12,7 +12,12 @@ export interface WatchHandlers {
   onError(err: unknown): void;
 }
 
-export function watchForever(kube: KubeClient, path: string, handlers: WatchHandlers, query: Record<string, string> = {}): { stop(): void } {
+export function watchForever(
+  kube: KubeClient,
+  path: string,
+  handlers: WatchHandlers,
+  query: Record<string, string> = {},
+): { stop(): void } {
   let stopped = false;
   let controller: AbortController | undefined;
   const loop = async () => {

@@ -99,11 +99,13 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
         onList: () => undefined,
         onEvent: (type, obj) => {
           const name = nameOf(obj);
-          if (name.includes('.')) void signal(migrationWorkflowId(groupResourceOfStorageVersion(name)), `StorageVersion ${name} ${type.toLowerCase()}`);
+          if (name.includes('.'))
+            void signal(migrationWorkflowId(groupResourceOfStorageVersion(name)), `StorageVersion ${name} ${type.toLowerCase()}`);
         },
         onError: (err) => {
           // Switched off (404): back to probing, quietly.
-          const notServed = (err instanceof KubeError && err.kind === 'notFound') || (err as { statusCode?: number } | undefined)?.statusCode === 404;
+          const notServed =
+            (err instanceof KubeError && err.kind === 'notFound') || (err as { statusCode?: number } | undefined)?.statusCode === 404;
           if (notServed) {
             storageVersions?.stop();
             storageVersions = undefined;
@@ -136,7 +138,11 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
     onEvent: (type, obj) => {
       const name = nameOf(obj); // <plural>.<group>: exactly the resource's kubectl name
       const dot = name.indexOf('.');
-      if (dot > 0) void signal(migrationWorkflowId({ resource: name.slice(0, dot), group: name.slice(dot + 1) }), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
+      if (dot > 0)
+        void signal(
+          migrationWorkflowId({ resource: name.slice(0, dot), group: name.slice(dot + 1) }),
+          `CustomResourceDefinition ${name} ${type.toLowerCase()}`,
+        );
     },
     onError: crdWarn,
   });
@@ -157,7 +163,8 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
         const now = new Map(items.map((i) => [nameOf(i), holderOf(i)]));
         const before = holders;
         holders = now;
-        if (before && (before.size !== now.size || [...now].some(([n, h]) => before.get(n) !== h))) leaseChange(`API server identity leases changed: ${[...now.keys()].sort().join(', ')}`);
+        if (before && (before.size !== now.size || [...now].some(([n, h]) => before.get(n) !== h)))
+          leaseChange(`API server identity leases changed: ${[...now.keys()].sort().join(', ')}`);
       },
       onEvent: (type, obj) => {
         const name = nameOf(obj);
@@ -186,7 +193,8 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
       .join(', ');
   const addressesMaybeChanged = () => {
     const now = addressesNow();
-    if (addresses !== undefined && now !== addresses) void signalAll(`the kubernetes EndpointSlice now lists [${now}] (was [${addresses}])`);
+    if (addresses !== undefined && now !== addresses)
+      void signalAll(`the kubernetes EndpointSlice now lists [${now}] (was [${addresses}])`);
     addresses = now;
   };
   const sliceWarn = quietWarn(log, 'kubernetes EndpointSlice watch');

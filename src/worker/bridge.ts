@@ -123,7 +123,13 @@ export class Bridge {
   }
 
   /** A terminal status with its conditions (kubectl wait --for=condition=Failed returns). */
-  private async writeTerminal(name: string, phase: MigrationPhase, message: string, reason: string, extra: Partial<StorageVersionMigrationStatus> = {}): Promise<void> {
+  private async writeTerminal(
+    name: string,
+    phase: MigrationPhase,
+    message: string,
+    reason: string,
+    extra: Partial<StorageVersionMigrationStatus> = {},
+  ): Promise<void> {
     const now = new Date().toISOString();
     await this.opts.kube.patchStatus(svmPath(name), {
       ...extra,
@@ -167,7 +173,11 @@ export class Bridge {
   private async attach(obj: Obj, takeover: boolean): Promise<void> {
     const name = obj.metadata.name;
     const spec = obj.spec.resource;
-    const input = spec.group ? `${spec.resource}.${spec.version ? spec.version + '.' : ''}${spec.group}` : spec.version ? `${spec.resource}.${spec.version}` : spec.resource;
+    const input = spec.group
+      ? `${spec.resource}.${spec.version ? spec.version + '.' : ''}${spec.group}`
+      : spec.version
+        ? `${spec.resource}.${spec.version}`
+        : spec.resource;
     let ref;
     try {
       ref = await resolveResource(this.opts.kube, input);
@@ -179,7 +189,11 @@ export class Bridge {
     }
     if (takeover) {
       // Before the workflow's first status: kubectl users see why an upstream Running object restarts.
-      await this.opts.kube.patchStatus(svmPath(name), { phase: 'Pending', message: TAKEOVER_MESSAGE, conditions: conditionsFor('Pending', TAKEOVER_MESSAGE, new Date().toISOString()) });
+      await this.opts.kube.patchStatus(svmPath(name), {
+        phase: 'Pending',
+        message: TAKEOVER_MESSAGE,
+        conditions: conditionsFor('Pending', TAKEOVER_MESSAGE, new Date().toISOString()),
+      });
     }
     // Attach first, annotate second: a crash in between leaves an object the
     // workflow lists but that is not annotated, and the next look attaches it
@@ -197,7 +211,10 @@ export class Bridge {
     });
     if (res.status === 404 || res.status === 409) return; // deleted (or replaced) meanwhile: the DELETED event handles it
     if (res.status >= 300) throw classifyResponse(res.status, res.body);
-    this.log.info({ name, workflowId: handle.workflowId, resource: groupResourceString(ref), takeover }, 'StorageVersionMigration attached to its migration workflow');
+    this.log.info(
+      { name, workflowId: handle.workflowId, resource: groupResourceString(ref), takeover },
+      'StorageVersionMigration attached to its migration workflow',
+    );
   }
 
   /**
@@ -316,7 +333,10 @@ export class Bridge {
           if (o && o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION] === workflowId) others.push(other);
         }
         if (others.length > 0) {
-          this.log.info({ name, workflowId, others }, 'StorageVersionMigration deleted: other objects still wait on its migration, which goes on');
+          this.log.info(
+            { name, workflowId, others },
+            'StorageVersionMigration deleted: other objects still wait on its migration, which goes on',
+          );
           return;
         }
         this.log.info({ name, workflowId }, 'StorageVersionMigration deleted: aborting its migration');
@@ -328,7 +348,10 @@ export class Bridge {
         const desc = await handle.describe().catch(() => undefined);
         if (desc && desc.status.name !== 'RUNNING') return;
         if (attempt >= 5) {
-          this.log.error({ name, workflowId, err: errText(err) }, 'StorageVersionMigration deleted, but its migration could not be reached to abort it; abort it with `svm abort`');
+          this.log.error(
+            { name, workflowId, err: errText(err) },
+            'StorageVersionMigration deleted, but its migration could not be reached to abort it; abort it with `svm abort`',
+          );
           return;
         }
         await new Promise((r) => setTimeout(r, attempt * 2000));
@@ -350,7 +373,11 @@ export class Bridge {
       .then(() => (this.stopped ? undefined : this.handle(type, obj)))
       .catch((err: unknown) => {
         const name = (obj as { metadata?: { name?: string } })?.metadata?.name;
-        if (isTransient(err)) this.log.warn({ name, err: errText(err) }, 'StorageVersionMigration not handled yet (transient error); retrying at the next resync');
+        if (isTransient(err))
+          this.log.warn(
+            { name, err: errText(err) },
+            'StorageVersionMigration not handled yet (transient error); retrying at the next resync',
+          );
         else this.log.error({ name, err: errText(err) }, 'StorageVersionMigration event failed');
       });
   }
@@ -377,14 +404,17 @@ export function startBridge(opts: BridgeOptions): { stop(): void } {
     onError: (err) => opts.log.warn({ err: String(err) }, 'StorageVersionMigration watch failed; retrying'),
   });
   let resyncing = false;
-  const timer = setInterval(() => {
-    if (resyncing) return;
-    resyncing = true;
-    bridge
-      .resync()
-      .catch((err: unknown) => opts.log.warn({ err: errText(err) }, 'StorageVersionMigration resync failed; retrying at the next one'))
-      .finally(() => (resyncing = false));
-  }, (opts.resyncSeconds ?? 30) * 1000);
+  const timer = setInterval(
+    () => {
+      if (resyncing) return;
+      resyncing = true;
+      bridge
+        .resync()
+        .catch((err: unknown) => opts.log.warn({ err: errText(err) }, 'StorageVersionMigration resync failed; retrying at the next one'))
+        .finally(() => (resyncing = false));
+    },
+    (opts.resyncSeconds ?? 30) * 1000,
+  );
   timer.unref();
   return {
     stop() {

@@ -49,11 +49,21 @@ export interface BudgetTiming {
   burstSeconds: number;
 }
 
-export const DEFAULT_BUDGET_TIMING: BudgetTiming = { leaseDurationSeconds: 15, refreshMs: 2000, freshMs: 5000, joinDelayMs: 7000, marginMs: 3000, burstSeconds: 0.2 };
+export const DEFAULT_BUDGET_TIMING: BudgetTiming = {
+  leaseDurationSeconds: 15,
+  refreshMs: 2000,
+  freshMs: 5000,
+  joinDelayMs: 7000,
+  marginMs: 3000,
+  burstSeconds: 0.2,
+};
 
 /** The lease name of a member: a DNS label built from its identity. */
 export function memberLeaseName(identity: string): string {
-  const clean = identity.toLowerCase().replace(/[^a-z0-9-]+/g, '-').replace(/^-+|-+$/g, '');
+  const clean = identity
+    .toLowerCase()
+    .replace(/[^a-z0-9-]+/g, '-')
+    .replace(/^-+|-+$/g, '');
   return `svm-worker-${clean}`.slice(0, 63).replace(/-+$/, '');
 }
 
@@ -76,7 +86,8 @@ export type Share = { spend: true; qps: number; members: number } | { spend: fal
 /** This replica's share of the budget right now (pure: the rules above). */
 export function shareOf(i: ShareInput, t: BudgetTiming = DEFAULT_BUDGET_TIMING): Share {
   if (i.joinedAt === undefined || i.lastRenewSent === undefined) return { spend: false, why: 'no membership lease yet' };
-  if (i.now - i.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs) return { spend: false, why: 'membership lease not renewed in time' };
+  if (i.now - i.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs)
+    return { spend: false, why: 'membership lease not renewed in time' };
   if (i.lastListSent === undefined || i.now - i.lastListSent >= t.freshMs) return { spend: false, why: 'no recent list of the members' };
   if (!i.selfCounted) return { spend: false, why: 'not counted among the members yet' };
   if (i.now - i.joinedAt < t.joinDelayMs) return { spend: false, why: 'joining: waiting until every member counts us' };
@@ -107,7 +118,15 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
   const { kube, namespace, identity, limiter, log } = opts;
   const name = memberLeaseName(identity);
   const observer = new LeaseObserver();
-  const state: ShareInput = { qps: opts.qps, liveMembers: 0, selfCounted: false, now: Date.now(), joinedAt: undefined, lastRenewSent: undefined, lastListSent: undefined };
+  const state: ShareInput = {
+    qps: opts.qps,
+    liveMembers: 0,
+    selfCounted: false,
+    now: Date.now(),
+    joinedAt: undefined,
+    lastRenewSent: undefined,
+    lastListSent: undefined,
+  };
   let own: Lease | undefined;
   let current: Share = { spend: false, why: 'starting' };
   let stopped = false;
@@ -152,7 +171,8 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     }
     if (r === 'conflict') return; // written by someone else meanwhile: next refresh
     // Our lease lapsed (not renewed in time): the others may have dropped us, so join again.
-    if (state.lastRenewSent !== undefined && sent - state.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs) state.joinedAt = Date.now();
+    if (state.lastRenewSent !== undefined && sent - state.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs)
+      state.joinedAt = Date.now();
     own = r;
     state.lastRenewSent = sent;
   };
@@ -189,7 +209,8 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
         if (!stopped) await list();
         failures = 0;
       } catch (err) {
-        if (failures++ % 10 === 0) log.warn({ err: err instanceof Error ? err.message : String(err) }, 'load budget refresh failed; retrying');
+        if (failures++ % 10 === 0)
+          log.warn({ err: err instanceof Error ? err.message : String(err) }, 'load budget refresh failed; retrying');
       }
       apply();
       if (stopped) break;

@@ -11,14 +11,21 @@ const blankIsNaN = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? N
 const int = (min: number, max: number) =>
   z.preprocess(
     blankIsNaN,
-    z.coerce.number({ error: 'must be a number' }).int('must be a whole number').min(min, `must be at least ${min}`).max(max, `must be at most ${max}`),
+    z.coerce
+      .number({ error: 'must be a number' })
+      .int('must be a whole number')
+      .min(min, `must be at least ${min}`)
+      .max(max, `must be at most ${max}`),
   );
 const bool = z
   .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
   .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
 
 export const TemporalSettings = z.object({
-  address: z.string().regex(/^[^\s:]+:\d+$/, 'must be host:port').optional(),
+  address: z
+    .string()
+    .regex(/^[^\s:]+:\d+$/, 'must be host:port')
+    .optional(),
   namespace: z.string().min(1).default('default'),
   taskQueue: z.string().min(1).default('storage-version-migrator'),
   apiKey: z.string().min(1).optional(),
@@ -32,7 +39,8 @@ export type TemporalSettings = z.infer<typeof TemporalSettings>;
 /** Connection options for @temporalio/client and @temporalio/worker from the settings. */
 export function temporalConnectionOptions(t: TemporalSettings & { address: string }) {
   if (Boolean(t.tlsCert) !== Boolean(t.tlsKey)) throw new SettingsError('TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY must be set together');
-  const tls = t.tlsCert && t.tlsKey ? { clientCertPair: { crt: readFileSync(t.tlsCert), key: readFileSync(t.tlsKey) } } : t.tls || undefined;
+  const tls =
+    t.tlsCert && t.tlsKey ? { clientCertPair: { crt: readFileSync(t.tlsCert), key: readFileSync(t.tlsKey) } } : t.tls || undefined;
   return { address: t.address, tls, apiKey: t.apiKey };
 }
 
@@ -100,7 +108,11 @@ export function defaultNamespace(read: (path: string) => string = (p) => readFil
 
 /** The replica's identity when SVM_IDENTITY is unset: hostname (the pod name in a cluster) and pid. */
 export function defaultIdentity(host = hostname(), pid = process.pid): string {
-  const clean = host.replace(/[^-A-Za-z0-9_.]+/g, '-').replace(/^[^A-Za-z0-9]+/, '').slice(0, 100) || 'svm';
+  const clean =
+    host
+      .replace(/[^-A-Za-z0-9_.]+/g, '-')
+      .replace(/^[^A-Za-z0-9]+/, '')
+      .slice(0, 100) || 'svm';
   return `${clean}-${pid}`;
 }
 
@@ -137,7 +149,10 @@ function explain(error: z.ZodError): string {
 }
 
 /** Settings from the environment, overridden by flags (already camel-cased by the CLI). */
-export function loadWorkerSettings(env: NodeJS.ProcessEnv, flags: Partial<Record<keyof WorkerSettings | keyof TemporalSettings, unknown>> = {}): WorkerSettings {
+export function loadWorkerSettings(
+  env: NodeJS.ProcessEnv,
+  flags: Partial<Record<keyof WorkerSettings | keyof TemporalSettings, unknown>> = {},
+): WorkerSettings {
   const base = fromEnv(env);
   const pick = <T>(v: T | undefined, d: unknown) => (v === undefined ? d : v);
   const merged = {

@@ -43,7 +43,12 @@ export interface ElectionTiming {
   renewDeadlineMs: number;
 }
 
-export const DEFAULT_TIMING: ElectionTiming = { leaseDurationSeconds: 15, renewIntervalMs: 5000, retryIntervalMs: 2000, renewDeadlineMs: 10_000 };
+export const DEFAULT_TIMING: ElectionTiming = {
+  leaseDurationSeconds: 15,
+  renewIntervalMs: 5000,
+  retryIntervalMs: 2000,
+  renewDeadlineMs: 10_000,
+};
 
 export type ElectionStep =
   | { action: 'create' }
@@ -159,7 +164,8 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
     const updated = await updateLease(kube, lease!, heldSpec(lease!.spec, identity, sent, timing.leaseDurationSeconds));
     if (updated === 'conflict' || stopped) return; // someone else wrote first: look again
     renewed(updated, sent);
-    if (s.action === 'takeOver') become(true, s.reason === 'released' ? 'the lease was released' : `the lease of ${lease!.spec.holderIdentity} expired`);
+    if (s.action === 'takeOver')
+      become(true, s.reason === 'released' ? 'the lease was released' : `the lease of ${lease!.spec.holderIdentity} expired`);
     // The lease already names this identity (an earlier worker of this process could not release it): ours.
     else if (!leading) become(true, 'the lease already named this identity');
   };
@@ -170,7 +176,11 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
         await step();
         failures = 0;
       } catch (err) {
-        if (failures++ % 10 === 0) log.warn({ err: err instanceof Error ? err.message : String(err), lease: `${namespace}/${name}` }, 'leader election step failed; retrying');
+        if (failures++ % 10 === 0)
+          log.warn(
+            { err: err instanceof Error ? err.message : String(err), lease: `${namespace}/${name}` },
+            'leader election step failed; retrying',
+          );
       }
       if (leading && !stillLeader(lastRenewSent, Date.now(), timing)) become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
       if (stopped) break;
@@ -193,8 +203,14 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
       become(false, 'stopping');
       if (release) {
         // Released: holder cleared, so the next replica takes over at its next step.
-        const r = await updateLease(kube, release, { ...release.spec, holderIdentity: undefined, leaseDurationSeconds: 1, renewTime: microTime(Date.now()) }).catch(() => 'error' as const);
-        if (r === 'conflict' || r === 'error') log.warn({ lease: `${namespace}/${name}` }, 'could not release the leader lease; another replica takes over when it expires');
+        const r = await updateLease(kube, release, {
+          ...release.spec,
+          holderIdentity: undefined,
+          leaseDurationSeconds: 1,
+          renewTime: microTime(Date.now()),
+        }).catch(() => 'error' as const);
+        if (r === 'conflict' || r === 'error')
+          log.warn({ lease: `${namespace}/${name}` }, 'could not release the leader lease; another replica takes over when it expires');
       }
     },
   };

@@ -27,8 +27,18 @@ export function createMetrics(): MigratorMetrics {
   collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
   return {
     registry,
-    objects: new Counter({ name: 'svm_objects_total', help: 'Objects processed by no-op updates, by outcome', labelNames: ['resource', 'outcome'], registers: [registry] }),
-    rewritten: new Counter({ name: 'svm_objects_rewritten_total', help: 'Objects re-encoded in etcd by their no-op update', labelNames: ['resource'], registers: [registry] }),
+    objects: new Counter({
+      name: 'svm_objects_total',
+      help: 'Objects processed by no-op updates, by outcome',
+      labelNames: ['resource', 'outcome'],
+      registers: [registry],
+    }),
+    rewritten: new Counter({
+      name: 'svm_objects_rewritten_total',
+      help: 'Objects re-encoded in etcd by their no-op update',
+      labelNames: ['resource'],
+      registers: [registry],
+    }),
     updateLatency: new Histogram({
       name: 'svm_update_duration_seconds',
       help: 'Latency of one no-op update (PUT)',
@@ -36,13 +46,28 @@ export function createMetrics(): MigratorMetrics {
       buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5],
       registers: [registry],
     }),
-    migrations: new Counter({ name: 'svm_migrations_total', help: 'Migrations that ended, by result', labelNames: ['resource', 'result'], registers: [registry] }),
-    waiting: new Gauge({ name: 'svm_migrations_waiting_for_agreement', help: 'Migrations waiting for the API servers to agree on the storage version', labelNames: ['resource'], registers: [registry] }),
+    migrations: new Counter({
+      name: 'svm_migrations_total',
+      help: 'Migrations that ended, by result',
+      labelNames: ['resource', 'result'],
+      registers: [registry],
+    }),
+    waiting: new Gauge({
+      name: 'svm_migrations_waiting_for_agreement',
+      help: 'Migrations waiting for the API servers to agree on the storage version',
+      labelNames: ['resource'],
+      registers: [registry],
+    }),
   };
 }
 
 /** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
-export async function serveMetrics(metrics: MigratorMetrics, port: number, host: string, sdkMetricsUrl?: string): Promise<{ port: number; close(): Promise<void> }> {
+export async function serveMetrics(
+  metrics: MigratorMetrics,
+  port: number,
+  host: string,
+  sdkMetricsUrl?: string,
+): Promise<{ port: number; close(): Promise<void> }> {
   const server = http.createServer((req, res) => {
     if (req.url !== '/metrics') {
       res.statusCode = req.url === '/healthz' ? 200 : 404;

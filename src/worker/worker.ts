@@ -21,12 +21,12 @@ import { temporalConnectionOptions, type WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 
-
 /** JSON lines (pino), or one readable line per entry when stdout is a terminal. Never object data. */
 export function createLogger(destination?: pino.DestinationStream): Logger {
   const options = { base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' };
   if (destination) return pino(options, destination);
-  if (process.stdout.isTTY && !process.env.CI) return pino(options, { write: (line: string) => void process.stdout.write(readableLine(line)) });
+  if (process.stdout.isTTY && !process.env.CI)
+    return pino(options, { write: (line: string) => void process.stdout.write(readableLine(line)) });
   return pino(options);
 }
 
@@ -49,7 +49,14 @@ function forward(entry: LogEntry): void {
   if (!log) return;
   const meta = (entry.meta ?? {}) as Record<string, unknown>;
   // Worker lifecycle chatter is debug; activity and workflow logs keep their level.
-  const level = entry.level === 'ERROR' ? 'error' : entry.level === 'WARN' ? 'warn' : entry.level === 'INFO' && meta.sdkComponent !== 'worker' ? 'info' : 'debug';
+  const level =
+    entry.level === 'ERROR'
+      ? 'error'
+      : entry.level === 'WARN'
+        ? 'warn'
+        : entry.level === 'INFO' && meta.sdkComponent !== 'worker'
+          ? 'info'
+          : 'debug';
   log[level](meta, entry.message);
 }
 
@@ -73,7 +80,6 @@ export async function installRuntime(log: Logger, withSdkMetrics = false): Promi
   runtimeInstalled = true;
   return sdkMetricsUrl;
 }
-
 
 /** Identities of the workers of this process: a second worker in one process (tests) gets a suffix. */
 const identitiesInUse = new Set<string>();
@@ -132,7 +138,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     const ns = settings.kubeNamespace;
-    const shared = settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log }) : undefined;
+    const shared =
+      settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log }) : undefined;
     let singletons: Array<{ stop(): void }> = [];
     const leader =
       settings.bridge || settings.watchAgreement
@@ -181,7 +188,10 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       }
     },
     async run() {
-      log.info({ taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps, identity, leases: settings.kubeNamespace }, 'worker started');
+      log.info(
+        { taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps, identity, leases: settings.kubeNamespace },
+        'worker started',
+      );
       try {
         await withServices(() => worker.run());
       } finally {

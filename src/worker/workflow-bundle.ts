@@ -60,7 +60,9 @@ export function prebuiltBundleProblem(root = projectRoot()): string | undefined 
   const lock = path.join(root, 'package-lock.json');
   const inputs = [...workflowSources(entry), ...(existsSync(lock) ? [lock] : [])];
   const newer = inputs.filter((f) => statSync(f).mtimeMs > built);
-  return newer.length ? `${path.relative(root, newer[0]!)}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed since it was built` : undefined;
+  return newer.length
+    ? `${path.relative(root, newer[0]!)}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed since it was built`
+    : undefined;
 }
 
 let inProcess: Promise<WorkflowBundle> | undefined;
@@ -72,8 +74,11 @@ let inProcess: Promise<WorkflowBundle> | undefined;
  */
 export async function workflowBundleOption(): Promise<WorkflowBundleOption> {
   const root = projectRoot();
-  if (process.env.SVM_WORKFLOW_BUNDLE !== 'build' && prebuiltBundleProblem(root) === undefined) return { codePath: prebuiltBundlePath(root) };
+  if (process.env.SVM_WORKFLOW_BUNDLE !== 'build' && prebuiltBundleProblem(root) === undefined)
+    return { codePath: prebuiltBundlePath(root) };
   // As before: the workflows next to this module (TypeScript under tsx, compiled JavaScript under dist/).
-  inProcess ??= import('@temporalio/worker').then(({ bundleWorkflowCode }) => bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quiet }));
+  inProcess ??= import('@temporalio/worker').then(({ bundleWorkflowCode }) =>
+    bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quiet }),
+  );
   return inProcess;
 }

@@ -80,11 +80,22 @@ const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string) =>
     cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
     startToCloseTimeout: '10 minutes',
     heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: { initialInterval: '2s', backoffCoefficient: 2, maximumInterval: '1 minute', maximumAttempts: 12, nonRetryableErrorTypes: PROGRAMMING_ERRORS },
+    retry: {
+      initialInterval: '2s',
+      backoffCoefficient: 2,
+      maximumInterval: '1 minute',
+      maximumAttempts: 12,
+      nonRetryableErrorTypes: PROGRAMMING_ERRORS,
+    },
   });
 const { agreement, recordMigrated, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
-  retry: { initialInterval: '1s', maximumInterval: '30s', maximumAttempts: 10, nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged'] },
+  retry: {
+    initialInterval: '1s',
+    maximumInterval: '30s',
+    maximumAttempts: 10,
+    nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged'],
+  },
 });
 
 const MAX_FAILURES = 50;
@@ -204,7 +215,12 @@ class Migration {
   /** Continue-as-new with the whole state, once every handler has finished. */
   async continueAsNew(carried: CarriedState): Promise<never> {
     await condition(allHandlersFinished);
-    return continueAsNew<typeof migrateResource>({ resource: this.ref, options: this.options, migrationObjects: [...this.objects], carried });
+    return continueAsNew<typeof migrateResource>({
+      resource: this.ref,
+      options: this.options,
+      migrationObjects: [...this.objects],
+      carried,
+    });
   }
 
   historyIsLong(runsSoFar: number, limit: number): boolean {
@@ -216,7 +232,14 @@ class Migration {
     this.s.message = `${why}; started over`;
     log.warn(this.s.message, { resource: this.name });
     await CancellationScope.nonCancellable(() => this.show(this.phase));
-    return this.continueAsNew({ ...this.s, continueToken: undefined, counters: zeroCounters(), failures: [], agreement: undefined, remainingEstimate: undefined });
+    return this.continueAsNew({
+      ...this.s,
+      continueToken: undefined,
+      counters: zeroCounters(),
+      failures: [],
+      agreement: undefined,
+      remainingEstimate: undefined,
+    });
   }
 
   changeReason(a: Agreement): string {
@@ -291,13 +314,19 @@ async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver> {
   m.chunkScope = scope;
   const summary = `chunk ${m.s.counters.chunks + 1} of ${m.name}: up to ${m.options.chunkSize} objects${m.s.continueToken ? ' after the continue token' : ' from the start'}`;
   const { migrateChunk } = chunkActivities(m.options.heartbeatTimeoutSeconds, summary);
-  const input = { resource: m.ref, continueToken: m.s.continueToken, options: { chunkSize: m.options.chunkSize, concurrency: m.options.concurrency, qps: m.options.qps } };
+  const input = {
+    resource: m.ref,
+    continueToken: m.s.continueToken,
+    options: { chunkSize: m.options.chunkSize, concurrency: m.options.concurrency, qps: m.options.qps },
+  };
   let outcome: ChunkOutcome | undefined;
   // Both settle paths are handled here: nothing floats.
-  const settled = scope.run(() => migrateChunk(input)).then(
-    (result) => (outcome = { ok: true, result }),
-    (err: unknown) => (outcome = { ok: false, err }),
-  );
+  const settled = scope
+    .run(() => migrateChunk(input))
+    .then(
+      (result) => (outcome = { ok: true, result }),
+      (err: unknown) => (outcome = { ok: false, err }),
+    );
   let moved: string | undefined;
   try {
     for (;;) {
@@ -341,7 +370,8 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
         if (partial) m.s.counters = addCounters(m.s.counters, partial.counters);
         return 'aborted';
       }
-      if (failureType(err) === 'ResourceGone') return new StartOver(`${m.name} ${m.ref.version} is not served any more (${rootMessage(err)})`);
+      if (failureType(err) === 'ResourceGone')
+        return new StartOver(`${m.name} ${m.ref.version} is not served any more (${rootMessage(err)})`);
       throw err; // run() records it as Failed
     }
     const result = outcome.result;
@@ -371,13 +401,16 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver> {
   try {
     await recordMigrated(m.ref, m.s.agreement!);
   } catch (err) {
-    if (failureType(err) === 'AgreementChanged') return new StartOver(`agreement changed while the success was being recorded (${rootMessage(err)})`);
+    if (failureType(err) === 'AgreementChanged')
+      return new StartOver(`agreement changed while the success was being recorded (${rootMessage(err)})`);
     throw err;
   }
   m.s.remainingEstimate = 0;
   const a = m.s.agreement!;
   // Never claim more than was checked: an unverified agreement says what it relied on instead.
-  const held = a.verified ? `the API servers agreed from start to end: ${a.checked}` : `agreement not verified per API server: ${a.checked}`;
+  const held = a.verified
+    ? `the API servers agreed from start to end: ${a.checked}`
+    : `agreement not verified per API server: ${a.checked}`;
   return m.finish('Succeeded', `migrated every object of ${m.name} to ${a.encodingVersion} in one whole pass; ${held}`);
 }
 
@@ -429,7 +462,11 @@ async function validInput(raw: MigrateResourceInput): Promise<MigrateResourceInp
   const objects = Array.isArray(raw?.migrationObjects) ? raw.migrationObjects.filter((o): o is string => typeof o === 'string') : [];
   if (objects.length > 0) {
     // The kubectl user waiting on these objects learns why; still nothing of the resource is touched.
-    await reportStatus(objects, { phase: 'Failed', message, workflowId: workflowInfo().workflowId, completionTime: new Date(Date.now()).toISOString() }, String(raw?.resource?.resource ?? '?'));
+    await reportStatus(
+      objects,
+      { phase: 'Failed', message, workflowId: workflowInfo().workflowId, completionTime: new Date(Date.now()).toISOString() },
+      String(raw?.resource?.resource ?? '?'),
+    );
   }
   throw ApplicationFailure.create({ type: 'InvalidInput', message, nonRetryable: true });
 }

@@ -109,7 +109,8 @@ export function decide(
     // Reporters: refresh those that answered, keep the others until they are three periods old.
     const fresh = new Map<string, ReporterEntry>();
     for (const e of state?.reporters ?? []) if (now - Date.parse(e.lastHeartbeatTime) < 3 * cfg.periodMs) fresh.set(e.reporterID, e);
-    for (const [reporterID, hash] of Object.entries(r.hashes)) fresh.set(reporterID, { reporterID, currentStorageVersionHash: hash, lastHeartbeatTime: iso(now) });
+    for (const [reporterID, hash] of Object.entries(r.hashes))
+      fresh.set(reporterID, { reporterID, currentStorageVersionHash: hash, lastHeartbeatTime: iso(now) });
     const reporters = [...fresh.values()].sort((a, b) => a.reporterID.localeCompare(b.reporterID));
     const distinct = [...new Set(reporters.map((e) => e.currentStorageVersionHash))];
     const agreedHash = distinct.length === 1 ? distinct[0] : undefined;
@@ -125,10 +126,12 @@ export function decide(
     }
     let stop: string | undefined;
     if (agreedHash === undefined) {
-      if (migrations[r.name] === 'running') stop = `the API servers serve different storage version hashes for ${r.name}: ${reporters.map((e) => `${e.reporterID}=${e.currentStorageVersionHash}`).join(', ')}`;
+      if (migrations[r.name] === 'running')
+        stop = `the API servers serve different storage version hashes for ${r.name}: ${reporters.map((e) => `${e.reporterID}=${e.currentStorageVersionHash}`).join(', ')}`;
       notes.push('hashes diverge');
     } else if (agreedHash !== current) {
-      if (current !== undefined && migrations[r.name] === 'running') stop = `the storage version hash of ${r.name} changed from ${current} to ${agreedHash}`;
+      if (current !== undefined && migrations[r.name] === 'running')
+        stop = `the storage version hash of ${r.name} changed from ${current} to ${agreedHash}`;
       notes.push(current === undefined ? `current set to ${agreedHash}` : `current ${current} -> ${agreedHash}`);
       current = agreedHash;
     }
@@ -161,7 +164,15 @@ export function decide(
       name: r.name,
       group: r.group,
       resource: r.resource,
-      write: { create: state === undefined, resourceVersion: state?.resourceVersion, persisted, current, lastHeartbeatTime: iso(now), reporters, discoveryConsistent },
+      write: {
+        create: state === undefined,
+        resourceVersion: state?.resourceVersion,
+        persisted,
+        current,
+        lastHeartbeatTime: iso(now),
+        reporters,
+        discoveryConsistent,
+      },
       ...(stop ? { stopMigration: stop } : {}),
       ...(start ? { startMigration: true } : {}),
       ...(notes.length > 0 ? { note: notes.join('; ') } : {}),

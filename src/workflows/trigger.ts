@@ -8,7 +8,17 @@
  * memory (how long hashes have agreed, backoff of failing migrations) in
  * workflow state and continues as new every few dozen periods.
  */
-import { condition, continueAsNew, defineSignal, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  defineSignal,
+  log,
+  patched,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { decide, type TriggerMemory } from './trigger-logic';
 
@@ -54,12 +64,18 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
       // Only a period whose decisions were applied counts (a start lost with a failed apply is not a failure of that migration).
       memory = decided.memory;
       const notes = decided.actions.filter((a) => a.note || a.startMigration || a.stopMigration);
-      for (const a of notes) log.info('storage state', { resource: a.name, note: a.note, start: a.startMigration ?? false, stop: a.stopMigration });
+      for (const a of notes)
+        log.info('storage state', { resource: a.name, note: a.note, start: a.startMigration ?? false, stop: a.stopMigration });
       setCurrentDetails(
         [
           `**storage version trigger**: every ${input.periodSeconds}s; checked ${o.checked}; discovery ${o.discoveryConsistent ? 'consistent' : '**not verified consistent** (servers differ, or not every server could be asked)'}`,
           `last period: ${applied.written} StorageStates written${applied.conflicts.length ? ` (${applied.conflicts.length} changed meanwhile, decided again next period)` : ''}; started ${applied.started.join(', ') || 'none'}; stopped ${applied.stopped.join(', ') || 'none'}`,
-          ...notes.slice(0, 10).map((a) => `- ${a.name}: ${a.note ?? ''}${a.startMigration ? ' → migration started' : ''}${a.stopMigration ? ` → migration stopped (${a.stopMigration})` : ''}`),
+          ...notes
+            .slice(0, 10)
+            .map(
+              (a) =>
+                `- ${a.name}: ${a.note ?? ''}${a.startMigration ? ' → migration started' : ''}${a.stopMigration ? ` → migration stopped (${a.stopMigration})` : ''}`,
+            ),
         ].join('\n'),
       );
     } catch (err) {

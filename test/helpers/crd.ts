@@ -34,7 +34,12 @@ const versionSchema = {
  * served unless opts.served says otherwise; the storage version must be):
  * every served version answers a list.
  */
-export async function applyCrd(kube: KubeClient, c: TestCrd, storage: 'v1' | 'v2', opts: { namespaced?: boolean; served?: Array<'v1' | 'v2'> } = {}): Promise<void> {
+export async function applyCrd(
+  kube: KubeClient,
+  c: TestCrd,
+  storage: 'v1' | 'v2',
+  opts: { namespaced?: boolean; served?: Array<'v1' | 'v2'> } = {},
+): Promise<void> {
   const served = opts.served ?? ['v1', 'v2'];
   const body = {
     apiVersion: 'apiextensions.k8s.io/v1',
@@ -44,16 +49,27 @@ export async function applyCrd(kube: KubeClient, c: TestCrd, storage: 'v1' | 'v2
       group: c.group,
       scope: opts.namespaced === false ? 'Cluster' : 'Namespaced',
       names: { plural: c.plural, singular: c.kind.toLowerCase(), kind: c.kind, listKind: `${c.kind}List` },
-      versions: (['v1', 'v2'] as const).map((v) => ({ name: v, served: served.includes(v), storage: v === storage, schema: versionSchema })),
+      versions: (['v1', 'v2'] as const).map((v) => ({
+        name: v,
+        served: served.includes(v),
+        storage: v === storage,
+        schema: versionSchema,
+      })),
     },
   };
-  await kube.request('PATCH', crdUrl(c), { body: JSON.stringify(body), contentType: 'application/apply-patch+yaml', query: { fieldManager: 'svm-test', force: 'true' } });
+  await kube.request('PATCH', crdUrl(c), {
+    body: JSON.stringify(body),
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: 'svm-test', force: 'true' },
+  });
   // Wait until discovery reports the storage version's hash for it and the CRD is established.
   for (let i = 0; ; i++) {
     const crd = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(crdUrl(c));
     const established = crd.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True');
     if (established) {
-      const codes = await Promise.all(served.map(async (v) => (await kube.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status));
+      const codes = await Promise.all(
+        served.map(async (v) => (await kube.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status),
+      );
       if (codes.every((code) => code === 200)) return;
     }
     if (i > 300) throw new Error(`CRD ${c.name} not ready after 30s`);
@@ -66,7 +82,9 @@ export async function deleteCrd(kube: KubeClient, c: TestCrd): Promise<void> {
 }
 
 export async function ensureNamespace(kube: KubeClient, ns: string): Promise<void> {
-  const res = await kube.raw('POST', '/api/v1/namespaces', { body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }) });
+  const res = await kube.raw('POST', '/api/v1/namespaces', {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
+  });
   if (res.status >= 300 && res.status !== 409) throw new Error(`creating namespace ${ns}: ${res.status} ${res.body}`);
 }
 
@@ -81,11 +99,22 @@ export async function parallel(count: number, width: number, fn: (i: number) => 
 }
 
 /** Creates count objects of the CRD through version v (spread over namespaces ns). */
-export async function createObjects(kube: KubeClient, c: TestCrd, version: 'v1' | 'v2', count: number, opts: { namespace: string; prefix?: string; payload?: (i: number) => unknown }): Promise<void> {
+export async function createObjects(
+  kube: KubeClient,
+  c: TestCrd,
+  version: 'v1' | 'v2',
+  count: number,
+  opts: { namespace: string; prefix?: string; payload?: (i: number) => unknown },
+): Promise<void> {
   await ensureNamespace(kube, opts.namespace);
   await parallel(count, 16, async (i) => {
     const name = `${opts.prefix ?? 'w'}-${String(i).padStart(6, '0')}`;
-    const body = { apiVersion: `${c.group}/${version}`, kind: c.kind, metadata: { name, namespace: opts.namespace }, spec: opts.payload ? opts.payload(i) : { index: i, note: `object ${i}` } };
+    const body = {
+      apiVersion: `${c.group}/${version}`,
+      kind: c.kind,
+      metadata: { name, namespace: opts.namespace },
+      spec: opts.payload ? opts.payload(i) : { index: i, note: `object ${i}` },
+    };
     await kube.request('POST', `/apis/${c.group}/${version}/namespaces/${opts.namespace}/${c.plural}`, { body: JSON.stringify(body) });
   });
 }

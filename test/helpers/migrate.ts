@@ -40,6 +40,9 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
 export async function endLeftovers(plane: TestPlane): Promise<void> {
   const c = plane.temporal.client;
   for await (const w of c.workflow.list({ query: `ExecutionStatus = 'Running'` })) {
-    await c.workflow.getHandle(w.workflowId).terminate('left running by an earlier test').catch(() => undefined);
+    await c.workflow
+      .getHandle(w.workflowId)
+      .terminate('left running by an earlier test')
+      .catch(() => undefined);
   }
 }

@@ -80,7 +80,13 @@ export async function testPlane(): Promise<TestPlane> {
     temporal: { client, connection, address: env.TEMPORAL_ADDRESS! },
     workerSettings(taskQueue, overrides = {}) {
       // As deploy/deployment.yaml: the API through one address, nothing per server.
-      const base = loadWorkerSettings({ TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS, KUBECONFIG: env.KUBECONFIG, TEMPORAL_TASK_QUEUE: taskQueue, SVM_BRIDGE: 'false', SVM_QPS: '0' });
+      const base = loadWorkerSettings({
+        TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
+        KUBECONFIG: env.KUBECONFIG,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+        SVM_BRIDGE: 'false',
+        SVM_QPS: '0',
+      });
       return { ...base, ...overrides, temporal: { ...base.temporal, ...overrides.temporal } };
     },
     async close() {

@@ -90,9 +90,16 @@ export async function whoAmI(kube: KubeClient): Promise<{ username: string; grou
 }
 
 /** Whether the client may do something (SelfSubjectAccessReview). */
-export async function canI(kube: KubeClient, attrs: { verb: string; group?: string; resource: string; subresource?: string; namespace?: string; name?: string }): Promise<boolean> {
+export async function canI(
+  kube: KubeClient,
+  attrs: { verb: string; group?: string; resource: string; subresource?: string; namespace?: string; name?: string },
+): Promise<boolean> {
   const res = await kube.request('POST', '/apis/authorization.k8s.io/v1/selfsubjectaccessreviews', {
-    body: JSON.stringify({ apiVersion: 'authorization.k8s.io/v1', kind: 'SelfSubjectAccessReview', spec: { resourceAttributes: { group: attrs.group ?? '', ...attrs } } }),
+    body: JSON.stringify({
+      apiVersion: 'authorization.k8s.io/v1',
+      kind: 'SelfSubjectAccessReview',
+      spec: { resourceAttributes: { group: attrs.group ?? '', ...attrs } },
+    }),
   });
   return (JSON.parse(res.body) as { status: { allowed: boolean } }).status.allowed;
 }

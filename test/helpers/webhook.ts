@@ -45,11 +45,39 @@ export const webhookHost = (plane: TestPlane): string => plane.state.network?.ga
 
 export async function startDenyingWebhook(host: string, deny: (name: string) => boolean, message: string): Promise<DenyingWebhook>;
 export async function startDenyingWebhook(host: string, decide: (request: AdmissionRequest) => Denial | undefined): Promise<DenyingWebhook>;
-export async function startDenyingWebhook(host: string, rule: ((name: string) => boolean) | ((request: AdmissionRequest) => Denial | undefined), message?: string): Promise<DenyingWebhook> {
+export async function startDenyingWebhook(
+  host: string,
+  rule: ((name: string) => boolean) | ((request: AdmissionRequest) => Denial | undefined),
+  message?: string,
+): Promise<DenyingWebhook> {
   const decide: (request: AdmissionRequest) => Denial | undefined =
-    message !== undefined ? (r) => ((rule as (name: string) => boolean)(r.name) ? { code: 403, message } : undefined) : (rule as (request: AdmissionRequest) => Denial | undefined);
+    message !== undefined
+      ? (r) => ((rule as (name: string) => boolean)(r.name) ? { code: 403, message } : undefined)
+      : (rule as (request: AdmissionRequest) => Denial | undefined);
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svm-webhook-'));
-  execFileSync('openssl', ['req', '-x509', '-newkey', 'ec', '-pkeyopt', 'ec_paramgen_curve:prime256v1', '-nodes', '-keyout', path.join(dir, 'key.pem'), '-out', path.join(dir, 'cert.pem'), '-days', '1', '-subj', `/CN=${host}`, '-addext', `subjectAltName=IP:${host}`], { stdio: 'ignore' });
+  execFileSync(
+    'openssl',
+    [
+      'req',
+      '-x509',
+      '-newkey',
+      'ec',
+      '-pkeyopt',
+      'ec_paramgen_curve:prime256v1',
+      '-nodes',
+      '-keyout',
+      path.join(dir, 'key.pem'),
+      '-out',
+      path.join(dir, 'cert.pem'),
+      '-days',
+      '1',
+      '-subj',
+      `/CN=${host}`,
+      '-addext',
+      `subjectAltName=IP:${host}`,
+    ],
+    { stdio: 'ignore' },
+  );
   const cert = readFileSync(path.join(dir, 'cert.pem'));
   const state = { denied: 0 };
   const server = https.createServer({ key: readFileSync(path.join(dir, 'key.pem')), cert }, (req, res) => {
@@ -60,7 +88,13 @@ export async function startDenyingWebhook(host: string, rule: ((name: string) =>
       const denial = decide(review.request);
       if (denial) state.denied++;
       res.setHeader('Content-Type', 'application/json');
-      res.end(JSON.stringify({ apiVersion: 'admission.k8s.io/v1', kind: 'AdmissionReview', response: { uid: review.request.uid, allowed: !denial, ...(denial ? { status: { code: 403, ...denial } } : {}) } }));
+      res.end(
+        JSON.stringify({
+          apiVersion: 'admission.k8s.io/v1',
+          kind: 'AdmissionReview',
+          response: { uid: review.request.uid, allowed: !denial, ...(denial ? { status: { code: 403, ...denial } } : {}) },
+        }),
+      );
     });
   });
   await new Promise<void>((r) => server.listen(0, host, r));
@@ -85,7 +119,11 @@ export async function startDenyingWebhook(host: string, rule: ((name: string) =>
  * (a deny-000000 object must exist). Returns its removal.
  */
 export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string): Promise<() => Promise<void>> {
-  const hook = await startDenyingWebhook(webhookHost(plane), (name) => name.startsWith('deny-'), 'objects named deny-* are frozen by policy');
+  const hook = await startDenyingWebhook(
+    webhookHost(plane),
+    (name) => name.startsWith('deny-'),
+    'objects named deny-* are frozen by policy',
+  );
   const configName = uniq('svm-deny');
   const remove = async () => {
     await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
@@ -134,7 +172,13 @@ export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string):
  * the Secret named probe (which deny must pick). Returns the webhook and its
  * removal.
  */
-export async function denySecretsEchoingValues(plane: TestPlane, ns: string, probe: string, deny: (name: string) => boolean, webhookName = 'echo.svm.test'): Promise<{ hook: DenyingWebhook; remove: () => Promise<void> }> {
+export async function denySecretsEchoingValues(
+  plane: TestPlane,
+  ns: string,
+  probe: string,
+  deny: (name: string) => boolean,
+  webhookName = 'echo.svm.test',
+): Promise<{ hook: DenyingWebhook; remove: () => Promise<void> }> {
   const hook = await startDenyingWebhook(webhookHost(plane), (r) => {
     if (r.operation !== 'UPDATE' || !deny(r.name)) return undefined;
     const data = (r.object?.data ?? {}) as Record<string, string>;
@@ -144,7 +188,15 @@ export async function denySecretsEchoingValues(plane: TestPlane, ns: string, pro
       code: 403,
       message: `refusing ${r.name}: its values are ${values.join(' ')} (base64 ${encoded})`,
       reason: values.join(' ') || 'Forbidden',
-      details: { name: values.join(' '), kind: encoded, causes: Object.keys(data).map((k) => ({ field: `data.${Buffer.from(data[k]!, 'base64').toString('utf8')}`, reason: 'FieldValueInvalid', message: values.join(' ') })) },
+      details: {
+        name: values.join(' '),
+        kind: encoded,
+        causes: Object.keys(data).map((k) => ({
+          field: `data.${Buffer.from(data[k]!, 'base64').toString('utf8')}`,
+          reason: 'FieldValueInvalid',
+          message: values.join(' '),
+        })),
+      },
     };
   });
   const configName = uniq('svm-echo');
