@@ -6,19 +6,18 @@
  * phases it reports, when it starts a pass over, what it refuses.
  */
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, test } from 'node:test';
+import { beforeEach, test } from 'node:test';
 import { Context, CancelledFailure } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowFailedError } from '@temporalio/client';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import type { Agreement } from '../src/activities';
 import type { ChunkInput, ChunkResult } from '../src/activities/migrate-chunk';
 import { zeroCounters } from '../src/api/counters';
 import type { StorageVersionMigrationStatus } from '../src/api/migration';
 import type { ResourceRef } from '../src/api/resource';
-import { expectedToolPaths } from '../src/dev/tools';
 import { recordHistories, recording } from './helpers/histories';
+import { workflowTestEnv } from './helpers/workflow-env';
 import {
   abortSignal,
   agreementChangedSignal,
@@ -29,7 +28,6 @@ import {
   type MigrateResourceInput,
   type MigrationResult,
 } from '../src/workflows/migrate-resource';
-import { MigrationGroup, MigrationMigrated, MigrationPhase, MigrationResource } from '../src/workflows/search-attributes';
 import { eventually } from './helpers/migrate';
 
 const REF: ResourceRef = {
@@ -44,25 +42,7 @@ const REF: ResourceRef = {
 // History grows fast in these tests: Temporal suggests continue-as-new early, so every scenario crosses runs.
 const SUGGEST_CAN_AT = 60;
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundle;
-
-before(async () => {
-  // Expected workflow failures are the point of several tests: keep the output to real errors.
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
-  env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      executable: { type: 'existing-path', path: expectedToolPaths().temporal },
-      searchAttributes: [MigrationResource, MigrationGroup, MigrationPhase, MigrationMigrated],
-      extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_CAN_AT}`, '--log-level', 'error'],
-    },
-  });
-  bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../src/workflows'),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
-  });
-});
-after(async () => env?.teardown());
+const wf = workflowTestEnv(SUGGEST_CAN_AT);
 
 const agreed = (token: string, version = 'v2'): Agreement =>
   ({
@@ -153,9 +133,9 @@ async function run<T>(
 ): Promise<T> {
   const taskQueue = `wf-${Date.now()}-${seq++}`;
   const worker = await Worker.create({
-    connection: env.nativeConnection,
+    connection: wf.env.nativeConnection,
     taskQueue,
-    workflowBundle: bundle,
+    workflowBundle: wf.bundle,
     activities: d.activities(),
     maxHeartbeatThrottleInterval: '200 milliseconds',
   });
@@ -168,7 +148,7 @@ async function run<T>(
   try {
     return await worker.runUntil(fn(start));
   } finally {
-    if (recording()) for (const w of started) recordHistories(env.address, 'wf', currentTest ?? 'scenario', w.workflowId, w.runId);
+    if (recording()) for (const w of started) recordHistories(wf.env.address, 'wf', currentTest ?? 'scenario', w.workflowId, w.runId);
   }
 }
 
@@ -176,7 +156,7 @@ let currentTest: string | undefined;
 beforeEach((t) => void (currentTest = t.name));
 
 function startWorkflow(taskQueue: string, input: Partial<MigrateResourceInput>) {
-  return env.client.workflow.start(migrateResource, {
+  return wf.env.client.workflow.start(migrateResource, {
     taskQueue,
     workflowId: `migrate/test-${Date.now()}-${seq++}`,
     args: [{ resource: REF, options: { agreementPollSeconds: 1, heartbeatTimeoutSeconds: 5 }, ...input } as MigrateResourceInput],

@@ -10,15 +10,14 @@
  * (design-docs/001 and its HA extension), not how long it took.
  */
 import assert from 'node:assert/strict';
-import { after, before, beforeEach, test } from 'node:test';
+import { beforeEach, test } from 'node:test';
 import { Context } from '@temporalio/activity';
 import type { WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
-import { TestWorkflowEnvironment } from '@temporalio/testing';
-import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
+import { Worker } from '@temporalio/worker';
 import type { Observation } from '../src/activities/trigger';
-import { expectedToolPaths } from '../src/dev/tools';
 import { recordHistories, recording } from './helpers/histories';
+import { workflowTestEnv } from './helpers/workflow-env';
 import { pollNowSignal, storageVersionTrigger, type TriggerInput } from '../src/workflows/trigger';
 import { UNKNOWN, type MigrationStatus, type ReporterEntry, type StateSnapshot, type TriggerAction } from '../src/workflows/trigger-logic';
 import { eventually } from './helpers/migrate';
@@ -29,24 +28,7 @@ const SUGGEST_CAN_AT = 25;
 const W = 'widgets.example.com';
 const G = 'gadgets.example.com';
 
-let env: TestWorkflowEnvironment;
-let bundle: WorkflowBundle;
-
-before(async () => {
-  // The failing periods are expected: keep the output to real errors.
-  Runtime.install({ logger: new DefaultLogger('ERROR') });
-  env = await TestWorkflowEnvironment.createLocal({
-    server: {
-      executable: { type: 'existing-path', path: expectedToolPaths().temporal },
-      extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${SUGGEST_CAN_AT}`, '--log-level', 'error'],
-    },
-  });
-  bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../src/workflows'),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
-  });
-});
-after(async () => env?.teardown());
+const wf = workflowTestEnv(SUGGEST_CAN_AT);
 
 interface State {
   rv: number;
@@ -200,8 +182,13 @@ class World {
 let seq = 0;
 async function run(w: World, input: TriggerInput, fn: (h: WorkflowHandle<typeof storageVersionTrigger>) => Promise<void>): Promise<void> {
   const taskQueue = `trig-${Date.now()}-${seq++}`;
-  const worker = await Worker.create({ connection: env.nativeConnection, taskQueue, workflowBundle: bundle, activities: w.activities() });
-  const h = await env.client.workflow.start(storageVersionTrigger, {
+  const worker = await Worker.create({
+    connection: wf.env.nativeConnection,
+    taskQueue,
+    workflowBundle: wf.bundle,
+    activities: w.activities(),
+  });
+  const h = await wf.env.client.workflow.start(storageVersionTrigger, {
     taskQueue,
     workflowId: `svm-trigger-test-${Date.now()}-${seq++}`,
     args: [input],
@@ -216,7 +203,7 @@ async function run(w: World, input: TriggerInput, fn: (h: WorkflowHandle<typeof 
       }
     });
   } finally {
-    if (recording()) recordHistories(env.address, 'trig', currentTest ?? 'scenario', h.workflowId, h.firstExecutionRunId);
+    if (recording()) recordHistories(wf.env.address, 'trig', currentTest ?? 'scenario', h.workflowId, h.firstExecutionRunId);
   }
 }
 
@@ -456,7 +443,7 @@ void test('continue-as-new carries the memory: a failing migration backs off 2 t
     assert.equal(p.actions[0]!.startMigration, undefined, `period ${p.n} started during the backoff`);
 
   // What the runs handed on: the input of the run that decided the second failure.
-  const history = await env.client.workflow.getHandle(workflowId, failures[1]!.runId).fetchHistory();
+  const history = await wf.env.client.workflow.getHandle(workflowId, failures[1]!.runId).fetchHistory();
   const payload = history.events?.[0]?.workflowExecutionStartedEventAttributes?.input?.payloads?.[0];
   assert.ok(payload);
   const carried = defaultPayloadConverter.fromPayload<TriggerInput>(payload);

@@ -70,6 +70,17 @@ void test('there are recorded histories of every kind of ending', () => {
     fixtures.some((f) => /^trig-.*-1\.json$/.test(f)),
     'at least one trigger history continued as new',
   );
+  // The initializer's (test/test-workflow-migrate-all.test.ts): children, a joined migration, a failed one, cancel.
+  for (const k of [
+    'all-every-resource-migrated-once',
+    'all-a-migration-already-running-is-joined',
+    'all-a-failed-migration',
+    'all-cancelling',
+  ])
+    assert.ok(
+      fixtures.some((f) => f.startsWith(k)),
+      `no recorded history for ${k} in ${dir}`,
+    );
 });
 
 void test('every recorded history replays against the current workflow code', async () => {

@@ -156,3 +156,45 @@ export const attachMigrationObjectSignal = defineSignal<[name: string]>('attachM
 /** Sent by the agreement watcher when a StorageVersion or CRD of this resource changed. */
 export const agreementChangedSignal = defineSignal<[why?: string]>('agreementChanged');
 export const progressQuery = defineQuery<MigrationProgress>('progress');
+
+// ------------------------------------------------------------ migrating every resource
+
+/** The initializer's workflow: one at a time per cluster (starting it again joins the running one). */
+export const MIGRATE_ALL_WORKFLOW_ID = 'svm-migrate-all';
+
+export const MigrateAllInputSchema = z
+  .object({
+    /** Resolved and checked by the caller (every migratable resource of the cluster, or a chosen list). */
+    resources: z.array(ResourceRefSchema).min(1).max(2000),
+    /** Migrations running at once; each draws on the workers' shared budget. */
+    parallelism: whole('parallelism', 1, 64),
+    options: MigrationOptionsSchema.partial().optional(),
+  })
+  .strict();
+export type MigrateAllInput = z.infer<typeof MigrateAllInputSchema>;
+
+/** How one resource's migration ended within the initializer. */
+export interface MigrateAllRow {
+  resource: string;
+  workflowId: string;
+  /** Succeeded, Failed, Aborted; Error when it could not be started or followed. */
+  result: string;
+  /** Objects handled (migrated, conflicts, gone, failed). */
+  objects: number;
+  durationMs: number;
+  /** Joined a migration of this resource that was already running (started by the trigger, the bridge or a person). */
+  joined: boolean;
+  message?: string;
+}
+
+export interface MigrateAllProgress {
+  total: number;
+  done: MigrateAllRow[];
+  running: string[];
+  pending: number;
+}
+
+export const migrateAllProgressQuery = defineQuery<MigrateAllProgress>('migrateAllProgress');
+
+/** Objects a migration handled, whatever became of each. */
+export const objectsHandled = (c: MigrationCounters): number => c.migrated + c.conflicts + c.notFound + c.failed;

@@ -1,3 +1,4 @@
 /** Every workflow the worker registers. */
 export { migrateResource } from './migrate-resource';
 export { storageVersionTrigger } from './trigger';
+export { migrateAll } from './migrate-all';

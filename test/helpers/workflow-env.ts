@@ -1,0 +1,46 @@
+/**
+ * The Temporal side of the workflow tests: the cached dev server (the binary
+ * `npm run tools` builds) started by TestWorkflowEnvironment, and the
+ * workflow code bundled once per file. No Kubernetes: activities are test
+ * doubles each test file passes to its own Worker.
+ */
+import { after, before } from 'node:test';
+import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
+import { expectedToolPaths } from '../../src/dev/tools';
+import { searchAttributeDefinitions } from '../../src/workflows/search-attributes';
+import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
+
+export interface WorkflowEnv {
+  env: TestWorkflowEnvironment;
+  bundle: WorkflowBundle;
+}
+
+/**
+ * Registers before/after hooks that start the dev server (Temporal suggests
+ * continue-as-new after `suggestContinueAsNewAt` events, so scenarios cross
+ * runs) and bundle the workflows; the returned object is filled in before the
+ * first test runs.
+ */
+export function workflowTestEnv(suggestContinueAsNewAt: number): WorkflowEnv {
+  const out = {} as WorkflowEnv;
+  before(async () => {
+    // Expected workflow failures are the point of several tests: keep the output to real errors.
+    Runtime.install({ logger: new DefaultLogger('ERROR') });
+    out.env = await TestWorkflowEnvironment.createLocal({
+      server: {
+        executable: { type: 'existing-path', path: expectedToolPaths().temporal },
+        searchAttributes: searchAttributeDefinitions.map((d) =>
+          defineSearchAttributeKey(d.name, d.type === 'Int' ? SearchAttributeType.INT : SearchAttributeType.KEYWORD),
+        ),
+        extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${suggestContinueAsNewAt}`, '--log-level', 'error'],
+      },
+    });
+    out.bundle = await bundleWorkflowCode({
+      workflowsPath: require.resolve('../../src/workflows'),
+      logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
+    });
+  });
+  after(async () => out.env?.teardown());
+  return out;
+}
