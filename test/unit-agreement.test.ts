@@ -613,6 +613,7 @@ const slice = (
   endpoints: Array<{ addresses: string[]; conditions?: { ready?: boolean | null; terminating?: boolean } }>,
   port = 6443,
 ) => ({
+  metadata: { name: 'kubernetes' },
   addressType,
   endpoints,
   ports: [{ name: 'https', port, protocol: 'TCP' }],
@@ -698,11 +699,12 @@ void test('kubernetesEndpoints: one cached client per listed address, closed whe
   const via = {
     kubeConfig: base,
     server: 'https://127.0.0.1:36443',
-    getJson: (path: string, query?: Record<string, string>) => {
-      asked.push(`${path}?${new URLSearchParams(query).toString()}`);
+    request: (method: string, path: string, opts?: { query?: Record<string, string> }) => {
+      asked.push(`${path}?${new URLSearchParams(opts?.query).toString()}`);
+      const ok = (body: unknown) => Promise.resolve({ status: 200, headers: {}, body: JSON.stringify(body) });
       if (path.includes('endpointslices')) {
         if (forbidden) return Promise.reject(new KubeError('forbidden', 'endpointslices is forbidden', 403));
-        return Promise.resolve({
+        return ok({
           items: [
             slice(
               'IPv4',
@@ -711,7 +713,7 @@ void test('kubernetesEndpoints: one cached client per listed address, closed whe
           ],
         });
       }
-      return Promise.resolve({
+      return ok({
         items: [fresh(A), fresh(B), lease(GONE, { renewTime: microTime(NOW - 2 * HOUR), leaseDurationSeconds: 3600 })],
       });
     },

@@ -24,14 +24,16 @@ export type APIResourceList = z.infer<typeof APIResourceList>;
 
 const GroupVersionForDiscovery = z.object({ groupVersion: z.string(), version: z.string() });
 
+/** One group, as /apis/<group> serves it. */
+export const APIGroup = z.object({
+  name: z.string(),
+  versions: z.array(GroupVersionForDiscovery),
+  preferredVersion: GroupVersionForDiscovery.optional(),
+});
+export type APIGroup = z.infer<typeof APIGroup>;
+
 export const APIGroupList = z.object({
-  groups: z.array(
-    z.object({
-      name: z.string(),
-      versions: z.array(GroupVersionForDiscovery),
-      preferredVersion: GroupVersionForDiscovery.optional(),
-    }),
-  ),
+  groups: z.array(APIGroup),
 });
 export type APIGroupList = z.infer<typeof APIGroupList>;
 

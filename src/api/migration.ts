@@ -75,7 +75,12 @@ export const StorageVersionMigration = z.object({
   apiVersion: z.literal(MIGRATION_API_VERSION),
   kind: z.literal('StorageVersionMigration'),
   metadata: z
-    .object({ name: z.string(), resourceVersion: z.string().optional(), annotations: z.record(z.string(), z.string()).optional() })
+    .object({
+      name: z.string(),
+      uid: z.string().optional(),
+      resourceVersion: z.string().optional(),
+      annotations: z.record(z.string(), z.string()).optional(),
+    })
     .loose(),
   spec: StorageVersionMigrationSpec,
   status: StorageVersionMigrationStatus.optional(),
@@ -115,6 +120,7 @@ export function migrationObjectState(status: StorageVersionMigrationStatus | und
 export const StorageStateSpec = z.object({
   resource: z.object({ group: z.string().optional(), resource: z.string() }).describe('the resource this state tracks'),
 });
+export type StorageStateSpec = z.infer<typeof StorageStateSpec>;
 
 export const StorageStateStatus = z.object({
   persistedStorageVersionHashes: z
@@ -129,6 +135,7 @@ export const StorageStateStatus = z.object({
     .describe('one entry per API server that reported its hash (HA)'),
   discoveryConsistent: z.boolean().optional().describe('whether every API server serves the same discovery document'),
 });
+export type StorageStateStatus = z.infer<typeof StorageStateStatus>;
 
 export const StorageState = z.object({
   apiVersion: z.literal(MIGRATION_API_VERSION),

@@ -19,14 +19,16 @@
  */
 import { isIPv6 } from 'node:net';
 import { KubeConfig, type Cluster } from '@kubernetes/client-node';
-import { IDENTITY_LABEL, IdentityLease } from '../api/storage-version';
+import { EndpointSlice } from '../api/endpoint-slice';
 import { liveIdentities } from './agreement';
 import { KubeClient } from './client';
 import { KubeError } from './errors';
+import { IDENTITY_LEASES_PATH, listIdentityLeases } from './leases';
+import { parseListAs } from './typed';
 
+export { IDENTITY_LEASES_PATH };
 export const ENDPOINTSLICES_PATH = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
 export const ENDPOINTSLICE_SELECTOR = 'kubernetes.io/service-name=kubernetes';
-export const IDENTITY_LEASES_PATH = '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases';
 /** The name every kube-apiserver serving certificate holds (the `kubernetes` Service's DNS name). */
 export const APISERVER_TLS_NAME = 'kubernetes.default.svc';
 
@@ -54,10 +56,13 @@ export interface ApiServerSource {
   close(): void;
 }
 
-interface EndpointSlice {
-  addressType?: string;
-  endpoints?: Array<{ addresses?: string[]; conditions?: { ready?: boolean | null; terminating?: boolean | null } }>;
-  ports?: Array<{ name?: string | null; port?: number | null; protocol?: string }>;
+/** The parts of an EndpointSlice that say where servers are (a parsed EndpointSlice, or a test's literal). */
+export type EndpointSliceAddresses = Pick<EndpointSlice, 'addressType' | 'endpoints' | 'ports'>;
+
+/** The `kubernetes` Service's EndpointSlices in `default`. */
+export async function listKubernetesEndpointSlices(kube: KubeClient): Promise<EndpointSlice[]> {
+  const res = await kube.request('GET', ENDPOINTSLICES_PATH, { query: { labelSelector: ENDPOINTSLICE_SELECTOR } });
+  return parseListAs(EndpointSlice, res.body, 'EndpointSlice');
 }
 
 /**
@@ -65,7 +70,7 @@ interface EndpointSlice {
  * dual-stack cluster may publish one slice per family: one family is used
  * (IPv4 first), so no server is counted twice.
  */
-export function endpointAddresses(slices: EndpointSlice[]): Array<{ address: string; port: number }> {
+export function endpointAddresses(slices: EndpointSliceAddresses[]): Array<{ address: string; port: number }> {
   const byFamily = new Map<string, Map<string, { address: string; port: number }>>();
   for (const s of slices) {
     const family = s.addressType ?? 'IPv4';
@@ -122,13 +127,10 @@ export function kubernetesEndpoints(via: KubeClient, opts: { now?: () => number;
   const now = opts.now ?? Date.now;
   return {
     async find(): Promise<ApiServers> {
-      const [slices, leases] = await Promise.allSettled([
-        via.getJson<{ items: EndpointSlice[] }>(ENDPOINTSLICES_PATH, { labelSelector: ENDPOINTSLICE_SELECTOR }),
-        via.getJson<{ items: unknown[] }>(IDENTITY_LEASES_PATH, { labelSelector: IDENTITY_LABEL }),
-      ]);
+      const [slices, leases] = await Promise.allSettled([listKubernetesEndpointSlices(via), listIdentityLeases(via)]);
       const out: ApiServers = { via, endpoints: [] };
       if (slices.status === 'fulfilled') {
-        const addrs = endpointAddresses(slices.value.items);
+        const addrs = endpointAddresses(slices.value);
         const ids = new Set<string>();
         for (const { address, port } of addrs) {
           const id = endpointId(address, port);
@@ -150,12 +152,7 @@ export function kubernetesEndpoints(via: KubeClient, opts: { now?: () => number;
         out.endpointsNote = `could not list the kubernetes EndpointSlice: ${why(slices.reason)}`;
       }
       if (leases.status === 'fulfilled') {
-        out.identities = [
-          ...liveIdentities(
-            leases.value.items.map((l) => IdentityLease.parse(l)),
-            now(),
-          ),
-        ].sort();
+        out.identities = [...liveIdentities(leases.value, now())].sort();
       } else {
         out.identitiesNote = `could not list identity leases: ${why(leases.reason)}`;
       }

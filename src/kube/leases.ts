@@ -5,33 +5,13 @@
  * (optimistic concurrency): a 409 means someone else wrote in between, and is
  * returned as 'conflict', never retried blindly.
  */
-import { z } from 'zod';
+import { IDENTITY_LABEL, IdentityLease } from '../api/storage-version';
+import { Lease, type LeaseSpec } from '../api/lease';
 import type { KubeClient } from './client';
-import { parseJson } from './client';
 import { classifyResponse, KubeError } from './errors';
+import { parseBodyAs, parseListAs } from './typed';
 
-export const Lease = z.object({
-  metadata: z
-    .object({
-      name: z.string(),
-      namespace: z.string().optional(),
-      resourceVersion: z.string(),
-      labels: z.record(z.string(), z.string()).optional(),
-    })
-    .loose(),
-  spec: z
-    .object({
-      holderIdentity: z.string().optional(),
-      leaseDurationSeconds: z.number().optional(),
-      acquireTime: z.string().optional(),
-      renewTime: z.string().optional(),
-      leaseTransitions: z.number().optional(),
-    })
-    .loose()
-    .default({}),
-});
-export type Lease = z.infer<typeof Lease>;
-export type LeaseSpec = Lease['spec'];
+export { Lease, type LeaseSpec } from '../api/lease';
 
 export const leasesPath = (namespace: string) => `/apis/coordination.k8s.io/v1/namespaces/${encodeURIComponent(namespace)}/leases`;
 const leasePath = (namespace: string, name: string) => `${leasesPath(namespace)}/${encodeURIComponent(name)}`;
@@ -39,21 +19,33 @@ const leasePath = (namespace: string, name: string) => `${leasesPath(namespace)}
 /** A MicroTime as the API server writes it (RFC 3339 with microseconds). */
 export const microTime = (ms: number): string => new Date(ms).toISOString().replace(/\.(\d{3})Z$/, '.$1000Z');
 
-const parse = (body: string, what: string): Lease => Lease.parse(parseJson(body, what));
+const parse = (body: string, name: string): Lease => parseBodyAs(Lease, body, { kind: 'Lease', name });
+
+/** Where kube-apiserver keeps one lease per running server (apiserver.kubernetes.io/identity=kube-apiserver). */
+export const IDENTITY_LEASES_PATH = leasesPath('kube-system');
 
 /** The lease, or undefined when there is none. */
 export async function getLease(kube: KubeClient, namespace: string, name: string): Promise<Lease | undefined> {
   const res = await kube.raw('GET', leasePath(namespace, name), { timeoutMs: 10_000 });
   if (res.status === 404) return undefined;
   if (res.status !== 200) throw classifyResponse(res.status, res.body, res.headers['retry-after']);
-  return parse(res.body, `lease ${name}`);
+  return parse(res.body, name);
 }
 
 /** Leases of the namespace matching a label selector. */
 export async function listLeases(kube: KubeClient, namespace: string, labelSelector: string): Promise<Lease[]> {
   const res = await kube.request('GET', leasesPath(namespace), { query: { labelSelector }, timeoutMs: 10_000 });
-  const list = parseJson<{ items?: unknown[] }>(res.body, 'a lease list');
-  return (list.items ?? []).map((i) => Lease.parse(i));
+  return parseListAs(Lease, res.body, 'Lease');
+}
+
+/**
+ * The API servers' identity leases in kube-system, one per running
+ * kube-apiserver (see liveIdentities in ./agreement for which are live).
+ * Through request(): a 429 is waited out, anything else throws classified.
+ */
+export async function listIdentityLeases(kube: KubeClient): Promise<IdentityLease[]> {
+  const res = await kube.request('GET', IDENTITY_LEASES_PATH, { query: { labelSelector: IDENTITY_LABEL } });
+  return parseListAs(IdentityLease, res.body, 'identity Lease');
 }
 
 /** Creates the lease; 'conflict' when it exists already (someone else created it first). */
@@ -82,7 +74,7 @@ export async function createLease(
   }
   if (res.status === 409) return 'conflict';
   if (res.status >= 300) throw classifyResponse(res.status, res.body, res.headers['retry-after']);
-  return parse(res.body, `lease ${name}`);
+  return parse(res.body, name);
 }
 
 /**
@@ -96,7 +88,7 @@ export async function updateLease(kube: KubeClient, lease: Lease, spec: LeaseSpe
   const res = await kube.raw('PUT', leasePath(namespace, lease.metadata.name), { body: JSON.stringify(body), timeoutMs: 10_000 });
   if (res.status === 409 || res.status === 404) return 'conflict';
   if (res.status >= 300) throw classifyResponse(res.status, res.body, res.headers['retry-after']);
-  return parse(res.body, `lease ${lease.metadata.name}`);
+  return parse(res.body, lease.metadata.name);
 }
 
 /** Deletes the lease if it is still at that resourceVersion; false when it changed or is gone. */

@@ -1,0 +1,82 @@
+/**
+ * StorageState objects (migration.k8s.io/v1alpha1, cluster-scoped), typed:
+ * what storage version hashes each resource may be persisted in. The
+ * trigger creates them and writes their status every period; a successful
+ * migration refines persistedStorageVersionHashes. Status writes carry the
+ * resourceVersion they were decided on, so a 409 (KubeError 'conflict')
+ * means someone wrote in between and the caller decides again.
+ */
+import { MIGRATION_API_VERSION, StorageState, type StorageStateStatus } from '../api/migration';
+import type { KubeClient } from './client';
+import { KubeError } from './errors';
+import { ensureOk, parseBodyAs, parseListAs } from './typed';
+
+export const storageStatePath = (name?: string) =>
+  `/apis/${MIGRATION_API_VERSION}/storagestates${name ? `/${encodeURIComponent(name)}` : ''}`;
+
+/** Every StorageState. */
+export async function listStorageStates(kube: KubeClient): Promise<StorageState[]> {
+  const res = await kube.request('GET', storageStatePath());
+  return parseListAs(StorageState, res.body, 'StorageState');
+}
+
+/** One StorageState, or undefined when there is none. */
+export async function findStorageState(kube: KubeClient, name: string): Promise<StorageState | undefined> {
+  const res = await kube.raw('GET', storageStatePath(name));
+  if (res.status === 404) return undefined;
+  ensureOk(res);
+  return parseBodyAs(StorageState, res.body, { kind: 'StorageState', name });
+}
+
+/** Creates the StorageState of a resource (no status: that is a subresource). 'exists' when it is there already. */
+export async function createStorageState(
+  kube: KubeClient,
+  name: string,
+  resource: { group: string; resource: string },
+): Promise<'created' | 'exists'> {
+  const body: StorageState = {
+    apiVersion: MIGRATION_API_VERSION,
+    kind: 'StorageState',
+    metadata: { name },
+    spec: { resource: { group: resource.group, resource: resource.resource } },
+  };
+  const res = await kube.raw('POST', storageStatePath(), { body: JSON.stringify(body) });
+  if (res.status === 409) return 'exists';
+  ensureOk(res);
+  return 'created';
+}
+
+/**
+ * Merge-patches the status. With a resourceVersion it applies only to that
+ * version of the object: KubeError 'conflict' when it changed since.
+ */
+export async function patchStorageStateStatus(
+  kube: KubeClient,
+  name: string,
+  status: StorageStateStatus,
+  resourceVersion?: string,
+): Promise<void> {
+  await kube.patchStatus(storageStatePath(name), status, resourceVersion);
+}
+
+/**
+ * After a successful migration: persistedStorageVersionHashes becomes
+ * [hash], if the StorageState's current hash is still the one migrated to.
+ * Read-modify-write on the resourceVersion read; a conflict (the trigger's
+ * heartbeat meanwhile) reads again, a bounded number of times. False when
+ * there is no StorageState or its current hash moved on.
+ */
+export async function refineStorageState(kube: KubeClient, name: string, hash: string): Promise<boolean> {
+  for (let attempt = 1; ; attempt++) {
+    const st = await findStorageState(kube, name);
+    if (!st) return false;
+    if (st.status?.currentStorageVersionHash !== hash) return false;
+    try {
+      await patchStorageStateStatus(kube, name, { persistedStorageVersionHashes: [hash] }, st.metadata.resourceVersion);
+      return true;
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 10) continue;
+      throw err;
+    }
+  }
+}
