@@ -5,12 +5,11 @@
  */
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
-import { conditionsFor } from '../api/conditions';
-import { MIGRATION_API_VERSION, type StorageVersionMigrationStatus } from '../api/migration';
-import { groupResourceString, type GroupResource, type ResourceRef } from '../api/resource';
-import { parseJson, type KubeClient } from '../kube/client';
-import { classifyResponse, KubeError } from '../kube/errors';
 import { ApplicationFailure } from '@temporalio/common';
+import { conditionsFor } from '../api/conditions';
+import { storageVersionOf } from '../api/custom-resource-definition';
+import type { StorageVersionMigrationStatus } from '../api/migration';
+import { groupResourceString, type ResourceRef } from '../api/resource';
 import {
   agreementFromEndpoints,
   agreementFromStorageVersion,
@@ -20,11 +19,18 @@ import {
   type ServerView,
 } from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
-import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } from '../api/storage-version';
+import type { KubeClient } from '../kube/client';
+import { getCrd, setCrdStoredVersions } from '../kube/crds';
+import { findApiGroup, getResourceList } from '../kube/discovery';
+import { KubeError } from '../kube/errors';
+import { listIdentityLeases } from '../kube/leases';
+import { createMigrationObject, patchMigrationStatus, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import { RateLimiter } from '../kube/rate-limit';
+import { refineStorageState } from '../kube/storage-states';
+import { findStorageVersion } from '../kube/storage-versions';
 import type { MigratorMetrics } from '../worker/metrics';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
-import { createTriggerActivities, refineStorageState } from './trigger';
+import { createTriggerActivities } from './trigger';
 
 export interface ActivityDeps {
   kube: KubeClient;
@@ -43,19 +49,12 @@ export interface ActivityDeps {
 
 export type { Agreement };
 
-export const WORKFLOW_ID_ANNOTATION = 'migration.k8s.io/workflow-id';
-export const svmPath = (name: string) => `/apis/${MIGRATION_API_VERSION}/storageversionmigrations/${encodeURIComponent(name)}`;
+/** Where they live now (src/kube/migrations.ts); exported here too, for the code and tests that import them from here. */
+export { svmPath, WORKFLOW_ID_ANNOTATION };
 /** An API server asked at its own address answers within this, or counts as not answering. */
 const ENDPOINT_TIMEOUT_MS = 5000;
 /** Versions tried when naming a hash, besides those the group serves. */
 const COMMON_VERSIONS = ['v1', 'v2', 'v1beta1', 'v1beta2', 'v1beta3', 'v1alpha1', 'v1alpha2', 'v1alpha3', 'v2beta1', 'v2beta2'];
-const crdPath = (gr: GroupResource) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${gr.resource}.${gr.group}`;
-
-interface Crd {
-  metadata: { generation?: number };
-  spec: { versions: Array<{ name: string; storage: boolean }> };
-  status?: { storedVersions?: string[] };
-}
 
 export function createActivities(deps: ActivityDeps) {
   const { kube } = deps;
@@ -80,16 +79,8 @@ export function createActivities(deps: ActivityDeps) {
   const apiservers = deps.apiservers ?? kubernetesEndpoints(kube);
 
   /** Discovery of the resource's group version, as one API server serves it. */
-  async function resourceList(
-    server: KubeClient,
-    ref: ResourceRef,
-    timeoutMs?: number,
-  ): Promise<Array<{ name: string; kind: string; storageVersionHash?: string }>> {
-    const path = ref.group ? `/apis/${ref.group}/${ref.version}` : `/api/${ref.version}`;
-    const res = await server.request('GET', path, { timeoutMs });
-    return parseJson<{ resources: Array<{ name: string; kind: string; storageVersionHash?: string }> }>(res.body, 'a discovery document')
-      .resources;
-  }
+  const resourceList = async (server: KubeClient, ref: ResourceRef, timeoutMs?: number) =>
+    (await getResourceList(server, ref, { timeoutMs })).resources;
 
   /** The storageVersionHash one API server serves for the resource in its own discovery. */
   async function discoveryHash(server: KubeClient, ref: ResourceRef): Promise<string | undefined> {
@@ -111,37 +102,20 @@ export function createActivities(deps: ActivityDeps) {
   async function namer(ref: ResourceRef, kind: string | undefined): Promise<((hash: string) => string | undefined) | undefined> {
     if (!kind) return undefined;
     const versions = new Set([ref.version, ...COMMON_VERSIONS]);
-    if (ref.group) {
-      const g = await kube.raw('GET', `/apis/${ref.group}`);
-      if (g.status === 200)
-        for (const v of (JSON.parse(g.body) as { versions?: Array<{ version: string }> }).versions ?? []) versions.add(v.version);
-    }
+    if (ref.group) for (const v of (await findApiGroup(kube, ref.group))?.versions ?? []) versions.add(v.version);
     return versionNamer(ref.group, kind, versions);
   }
 
   /** Do all API servers agree on the resource's encoding version? A read: it changes nothing (see src/kube/agreement.ts). */
   async function agreement(ref: ResourceRef): Promise<Agreement> {
     if (!ref.custom) {
-      const res = await kube.raw('GET', `/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/${storageVersionName(ref)}`);
-      if (res.status === 200) {
-        const sv = StorageVersion.parse(parseJson(res.body, 'a StorageVersion'));
-        const leases = await kube.getJson<{ items: unknown[] }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
-          labelSelector: IDENTITY_LABEL,
-        });
-        return agreementFromStorageVersion(
-          sv,
-          liveIdentities(
-            leases.items.map((l) => IdentityLease.parse(l)),
-            Date.now(),
-          ),
-        );
-      }
-      if (res.status !== 404) throw classifyResponse(res.status, res.body);
-      // 404: the StorageVersion API is not served (its default: alpha, off), or not for this resource: ask each server.
+      // Undefined: the StorageVersion API is not served (its default: alpha, off), or not for this resource: ask each server.
+      const sv = await findStorageVersion(kube, ref);
+      if (sv) return agreementFromStorageVersion(sv, liveIdentities(await listIdentityLeases(kube), Date.now()));
     }
     const found = await apiservers.find();
     const [crd, viaList, endpoints] = await Promise.all([
-      ref.custom ? kube.getJson<Crd>(crdPath(ref)) : Promise.resolve(undefined),
+      ref.custom ? getCrd(kube, ref) : Promise.resolve(undefined),
       resourceList(kube, ref).catch((err: unknown) => {
         if (err instanceof KubeError && err.kind === 'notFound') return [];
         throw err; // our own address must answer: the activity retries
@@ -155,7 +129,7 @@ export function createActivities(deps: ActivityDeps) {
       endpointsNote: found.endpointsNote,
       identities: found.identities,
       via: { id: kube.server, value: own?.storageVersionHash },
-      crd: crd ? { storageVersion: crd.spec.versions.find((v) => v.storage)?.name, generation: crd.metadata.generation } : undefined,
+      crd: crd ? { storageVersion: storageVersionOf(crd), generation: crd.metadata.generation } : undefined,
       versionOf: ref.custom ? undefined : await namer(ref, own?.kind),
     });
   }
@@ -191,7 +165,7 @@ export function createActivities(deps: ActivityDeps) {
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
       if (!ref.custom) return {};
       const storedVersions = [agreed.encodingVersion!];
-      await kube.patchStatus(crdPath(ref), { storedVersions });
+      await setCrdStoredVersions(kube, ref, storedVersions);
       return { storedVersions };
     },
 
@@ -201,21 +175,11 @@ export function createActivities(deps: ActivityDeps) {
      * then runs without a kubectl mirror.
      */
     async ensureMigrationObject(ref: ResourceRef, workflowId: string, name: string): Promise<string | undefined> {
-      const body = {
-        apiVersion: MIGRATION_API_VERSION,
-        kind: 'StorageVersionMigration',
-        metadata: { name, annotations: { [WORKFLOW_ID_ANNOTATION]: workflowId } },
-        spec: { resource: { group: ref.group, version: ref.version, resource: ref.resource } },
-      };
-      const res = await kube.raw('POST', `/apis/${MIGRATION_API_VERSION}/storageversionmigrations`, { body: JSON.stringify(body) });
-      if (res.status === 404) {
+      if ((await createMigrationObject(kube, name, workflowId, ref)) === 'crdMissing') {
         Context.current().log.warn('the StorageVersionMigration CRD is not installed; the migration is not mirrored for kubectl', {
           resource: groupResourceString(ref),
         });
         return undefined;
-      }
-      if (res.status >= 300 && res.status !== 409) {
-        throw classifyResponse(res.status, res.body);
       }
       return name;
     },
@@ -231,7 +195,7 @@ export function createActivities(deps: ActivityDeps) {
       };
       for (const name of names) {
         try {
-          await kube.patchStatus(svmPath(name), full);
+          await patchMigrationStatus(kube, name, full);
         } catch (err) {
           if (err instanceof KubeError && err.kind === 'notFound') {
             Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });

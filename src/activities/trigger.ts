@@ -6,12 +6,19 @@
  */
 import { createHash } from 'node:crypto';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { MIGRATION_API_VERSION } from '../api/migration';
+import type { StorageStateStatus } from '../api/migration';
 import { groupResourceString } from '../api/resource';
 import type { ApiServerSource } from '../kube/apiservers';
-import { parseJson, type DiscoveredResource, type KubeClient } from '../kube/client';
-import { classifyResponse, KubeError } from '../kube/errors';
+import type { DiscoveredResource, KubeClient } from '../kube/client';
+import { KubeError } from '../kube/errors';
 import { resolveResource } from '../kube/resolve';
+import {
+  createStorageState,
+  listStorageStates,
+  patchStorageStateStatus,
+  refineStorageState,
+  storageStatePath,
+} from '../kube/storage-states';
 import { abortSignal } from '../workflows/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
 import { startOptions } from '../workflows/start-options';
@@ -45,8 +52,8 @@ export interface Observation {
   checked: string;
 }
 
-export const storageStatePath = (name?: string) =>
-  `/apis/${MIGRATION_API_VERSION}/storagestates${name ? `/${encodeURIComponent(name)}` : ''}`;
+/** Where they live now (src/kube/storage-states.ts); exported here too, for the code and tests that import them from here. */
+export { refineStorageState, storageStatePath };
 
 /** A digest of what a server's discovery says about storage: equal digests, consistent discovery. */
 function discoveryDigest(resources: DiscoveredResource[]): string {
@@ -135,19 +142,8 @@ export function createTriggerActivities(deps: TriggerDeps) {
           checked += `; discovery through ${deps.kube.server}`;
         }
       }
-      const list = await deps.kube.getJson<{
-        items: Array<{
-          metadata: { name: string; resourceVersion?: string };
-          status?: {
-            persistedStorageVersionHashes?: string[];
-            currentStorageVersionHash?: string;
-            lastHeartbeatTime?: string;
-            currentStorageVersionHashes?: StateSnapshot['reporters'];
-          };
-        }>;
-      }>(storageStatePath());
       const states: Record<string, StateSnapshot> = {};
-      for (const i of list.items) {
+      for (const i of await listStorageStates(deps.kube)) {
         states[i.metadata.name] = {
           resourceVersion: i.metadata.resourceVersion,
           persisted: i.status?.persistedStorageVersionHashes ?? [UNKNOWN],
@@ -187,26 +183,16 @@ export function createTriggerActivities(deps: TriggerDeps) {
           await handle.signal(abortSignal, a.stopMigration).catch(() => undefined);
           stopped.push(a.name);
         }
-        const status = {
+        const status: StorageStateStatus = {
           persistedStorageVersionHashes: a.write.persisted,
           ...(a.write.current !== undefined ? { currentStorageVersionHash: a.write.current } : {}),
           lastHeartbeatTime: a.write.lastHeartbeatTime,
           currentStorageVersionHashes: a.write.reporters,
           discoveryConsistent: a.write.discoveryConsistent,
         };
-        if (a.write.create) {
-          const res = await deps.kube.raw('POST', storageStatePath(), {
-            body: JSON.stringify({
-              apiVersion: MIGRATION_API_VERSION,
-              kind: 'StorageState',
-              metadata: { name: a.name },
-              spec: { resource: { group: a.group, resource: a.resource } },
-            }),
-          });
-          if (res.status >= 300 && res.status !== 409) throw classifyResponse(res.status, res.body);
-        }
+        if (a.write.create) await createStorageState(deps.kube, a.name, a);
         try {
-          await deps.kube.patchStatus(storageStatePath(a.name), status, a.write.create ? undefined : a.write.resourceVersion);
+          await patchStorageStateStatus(deps.kube, a.name, status, a.write.create ? undefined : a.write.resourceVersion);
         } catch (err) {
           // Someone (a migration refining it) wrote it since we read it: decide again next period.
           if (err instanceof KubeError && err.kind === 'conflict') {
@@ -228,25 +214,4 @@ export function createTriggerActivities(deps: TriggerDeps) {
       return { written, started, stopped, conflicts };
     },
   };
-}
-
-/** After a successful migration: persisted becomes [current], if current is still the hash migrated to. */
-export async function refineStorageState(kube: KubeClient, name: string, hash: string): Promise<boolean> {
-  for (let attempt = 1; ; attempt++) {
-    const res = await kube.raw('GET', storageStatePath(name));
-    if (res.status === 404) return false;
-    const st = parseJson<{ metadata: { resourceVersion: string }; status?: { currentStorageVersionHash?: string } }>(
-      res.body,
-      'a StorageState',
-    );
-    if (st.status?.currentStorageVersionHash !== hash) return false;
-    try {
-      await kube.patchStatus(storageStatePath(name), { persistedStorageVersionHashes: [hash] }, st.metadata.resourceVersion);
-      return true;
-    } catch (err) {
-      // The trigger wrote its heartbeat meanwhile: read again (bounded).
-      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 10) continue;
-      throw err;
-    }
-  }
 }

@@ -22,15 +22,20 @@
 import type { Client } from '@temporalio/client';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import type { Logger } from 'pino';
-import { groupResourceOfStorageVersion, IDENTITY_LABEL } from '../api/storage-version';
+import { groupResourceOfCrd } from '../api/custom-resource-definition';
+import { EndpointSlice } from '../api/endpoint-slice';
+import { nameOf as objectName } from '../api/object-meta';
+import { groupResourceOfStorageVersion, IDENTITY_LABEL, IdentityLease } from '../api/storage-version';
 import { migrationWorkflowId } from '../api/resource';
-import { endpointAddresses, endpointId, ENDPOINTSLICE_SELECTOR, ENDPOINTSLICES_PATH, IDENTITY_LEASES_PATH } from '../kube/apiservers';
+import { endpointAddresses, endpointId, ENDPOINTSLICE_SELECTOR, ENDPOINTSLICES_PATH } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
+import { CRDS_PATH } from '../kube/crds';
 import { KubeError } from '../kube/errors';
+import { IDENTITY_LEASES_PATH } from '../kube/leases';
+import { STORAGE_VERSIONS_PATH, storageVersionApiServed } from '../kube/storage-versions';
 import { watchForever } from '../kube/watch';
 import { agreementChangedSignal } from '../workflows/definitions';
 
-const STORAGE_VERSIONS_GV = '/apis/internal.apiserver.k8s.io/v1alpha1';
 /** How often a StorageVersion API that is not served is looked for again. */
 const PROBE_INTERVAL_MS = 5 * 60_000;
 /** A failing watch logs again at most this often. */
@@ -80,7 +85,7 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
       log.warn({ err: String(err), why }, 'could not list running migrations to signal');
     }
   };
-  const nameOf = (obj: unknown) => (obj as { metadata?: { name?: string } }).metadata?.name ?? '';
+  const nameOf = (obj: unknown) => objectName(obj) ?? '';
 
   // -- StorageVersions, only while the API is served
   let storageVersions: { stop(): void } | undefined;
@@ -89,13 +94,13 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
   const probe = async () => {
     probeTimer = undefined;
     if (stopped) return;
-    const res = await kube.raw('GET', STORAGE_VERSIONS_GV).catch(() => undefined);
+    const api = await storageVersionApiServed(kube);
     if (stopped) return;
-    if (res?.status === 200) {
+    if (api.served) {
       log.info('the StorageVersion API is served: watching StorageVersions');
       reportedOff = false;
       const warn = quietWarn(log, 'StorageVersion watch');
-      storageVersions = watchForever(kube, `${STORAGE_VERSIONS_GV}/storageversions`, {
+      storageVersions = watchForever(kube, STORAGE_VERSIONS_PATH, {
         onList: () => undefined,
         onEvent: (type, obj) => {
           const name = nameOf(obj);
@@ -119,7 +124,7 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
     }
     if (!reportedOff) {
       log.info(
-        { status: res?.status },
+        { status: api.status },
         'the StorageVersion API is not served (alpha, off by default): not watching StorageVersions; agreement is read from each API server’s discovery, re-checked on CRD, identity lease and EndpointSlice changes',
       );
       reportedOff = true;
@@ -133,16 +138,12 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
 
   // -- CRDs
   const crdWarn = quietWarn(log, 'CRD watch');
-  const crds = watchForever(kube, '/apis/apiextensions.k8s.io/v1/customresourcedefinitions', {
+  const crds = watchForever(kube, CRDS_PATH, {
     onList: () => undefined,
     onEvent: (type, obj) => {
       const name = nameOf(obj); // <plural>.<group>: exactly the resource's kubectl name
-      const dot = name.indexOf('.');
-      if (dot > 0)
-        void signal(
-          migrationWorkflowId({ resource: name.slice(0, dot), group: name.slice(dot + 1) }),
-          `CustomResourceDefinition ${name} ${type.toLowerCase()}`,
-        );
+      const gr = groupResourceOfCrd(name);
+      if (gr) void signal(migrationWorkflowId(gr), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
     },
     onError: crdWarn,
   });
@@ -152,7 +153,10 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
   // holderIdentity (<name>_<uuid>) changes when it restarts (e.g. with other
   // flags, a rolling upgrade step). Renewals change neither.
   let holders: Map<string, string> | undefined;
-  const holderOf = (obj: unknown) => (obj as { spec?: { holderIdentity?: string } }).spec?.holderIdentity ?? '';
+  const holderOf = (obj: unknown) => {
+    const lease = IdentityLease.safeParse(obj);
+    return (lease.success && lease.data.spec.holderIdentity) || '';
+  };
   const leaseChange = (why: string) => void signalAll(why);
   const leaseWarn = quietWarn(log, 'identity lease watch');
   const leases = watchForever(
@@ -185,10 +189,14 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
   );
 
   // -- ... and the ready addresses of the `kubernetes` EndpointSlice
-  const slices = new Map<string, unknown>();
+  const slices = new Map<string, EndpointSlice>();
+  const setSlice = (obj: unknown) => {
+    const slice = EndpointSlice.safeParse(obj);
+    if (slice.success) slices.set(slice.data.metadata.name, slice.data);
+  };
   let addresses: string | undefined;
   const addressesNow = () =>
-    endpointAddresses([...slices.values()] as Parameters<typeof endpointAddresses>[0])
+    endpointAddresses([...slices.values()])
       .map((a) => endpointId(a.address, a.port))
       .join(', ');
   const addressesMaybeChanged = () => {
@@ -204,12 +212,12 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
     {
       onList: (items) => {
         slices.clear();
-        for (const i of items) slices.set(nameOf(i), i);
+        for (const i of items) setSlice(i);
         addressesMaybeChanged();
       },
       onEvent: (type, obj) => {
         if (type === 'DELETED') slices.delete(nameOf(obj));
-        else slices.set(nameOf(obj), obj);
+        else setSlice(obj);
         addressesMaybeChanged();
       },
       onError: sliceWarn,

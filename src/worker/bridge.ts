@@ -33,12 +33,10 @@
 import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { WORKFLOW_ID_ANNOTATION, svmPath } from '../activities';
 import { conditionsFor } from '../api/conditions';
 import {
   CONTINUE_TOKEN_REFUSED,
   CONTINUE_TOKEN_REFUSED_MESSAGE,
-  MIGRATION_API_VERSION,
   StorageVersionMigration,
   TAKEOVER_MESSAGE,
   migrationObjectState,
@@ -46,8 +44,17 @@ import {
   type StorageVersionMigrationStatus,
 } from '../api/migration';
 import { groupResourceString } from '../api/resource';
-import { parseJson, type KubeClient } from '../kube/client';
-import { classifyResponse, isRetryable, KubeError } from '../kube/errors';
+import type { KubeClient } from '../kube/client';
+import { isRetryable, KubeError } from '../kube/errors';
+import {
+  annotateMigrationObject,
+  findMigrationObject,
+  listMigrationObjects,
+  patchMigrationStatus,
+  SVMS_PATH,
+  WORKFLOW_ID_ANNOTATION,
+} from '../kube/migrations';
+import { MalformedObjectError, parseAs } from '../kube/typed';
 import { InvalidResourceError, resolveResource } from '../kube/resolve';
 import { watchForever } from '../kube/watch';
 import { abortSignal, attachMigrationObjectSignal, progressQuery, type MigrationResult } from '../workflows/definitions';
@@ -65,7 +72,7 @@ export interface BridgeOptions {
   unlistedGraceSeconds?: number;
 }
 
-type Obj = StorageVersionMigration & { metadata: { uid?: string } };
+type Obj = StorageVersionMigration;
 
 /** The reason given for a closed workflow's status, per Temporal status. */
 const CLOSED: Record<string, { verb: string; reason: string }> = {
@@ -114,12 +121,14 @@ export class Bridge {
     return this.opts.log;
   }
 
+  /** The object as it is now; undefined when it is gone, or does not match the schema (left alone, like a malformed event). */
   private async fresh(name: string): Promise<Obj | undefined> {
-    const res = await this.opts.kube.raw('GET', svmPath(name));
-    if (res.status === 404) return undefined;
-    if (res.status !== 200) throw classifyResponse(res.status, res.body);
-    const parsed = StorageVersionMigration.safeParse(parseJson(res.body, 'a StorageVersionMigration'));
-    return parsed.success ? (parsed.data as Obj) : undefined;
+    try {
+      return await findMigrationObject(this.opts.kube, name);
+    } catch (err) {
+      if (err instanceof MalformedObjectError) return undefined;
+      throw err;
+    }
   }
 
   /** A terminal status with its conditions (kubectl wait --for=condition=Failed returns). */
@@ -131,7 +140,7 @@ export class Bridge {
     extra: Partial<StorageVersionMigrationStatus> = {},
   ): Promise<void> {
     const now = new Date().toISOString();
-    await this.opts.kube.patchStatus(svmPath(name), {
+    await patchMigrationStatus(this.opts.kube, name, {
       ...extra,
       phase,
       message,
@@ -142,12 +151,14 @@ export class Bridge {
 
   /** Handles one watch event (or a resync of one object). Throws only on transient errors. */
   async handle(type: string, raw: unknown): Promise<void> {
-    const parsed = StorageVersionMigration.safeParse(raw);
-    if (!parsed.success) {
-      this.log.warn({ issues: parsed.error.issues.length }, 'ignoring a StorageVersionMigration that does not match the schema');
+    let event: Obj;
+    try {
+      event = parseAs(StorageVersionMigration, raw, { kind: 'StorageVersionMigration' });
+    } catch (err) {
+      if (!(err instanceof MalformedObjectError)) throw err;
+      this.log.warn({ err: err.message }, 'ignoring a StorageVersionMigration that does not match the schema');
       return;
     }
-    const event = parsed.data as Obj;
     const name = event.metadata.name;
     if (type === 'DELETED') return this.deleted(event);
 
@@ -189,7 +200,7 @@ export class Bridge {
     }
     if (takeover) {
       // Before the workflow's first status: kubectl users see why an upstream Running object restarts.
-      await this.opts.kube.patchStatus(svmPath(name), {
+      await patchMigrationStatus(this.opts.kube, name, {
         phase: 'Pending',
         message: TAKEOVER_MESSAGE,
         conditions: conditionsFor('Pending', TAKEOVER_MESSAGE, new Date().toISOString()),
@@ -205,12 +216,8 @@ export class Bridge {
       signal: attachMigrationObjectSignal,
       signalArgs: [name],
     });
-    const res = await this.opts.kube.raw('PATCH', svmPath(name), {
-      body: JSON.stringify({ metadata: { uid: obj.metadata.uid, annotations: { [WORKFLOW_ID_ANNOTATION]: handle.workflowId } } }),
-      contentType: 'application/merge-patch+json',
-    });
-    if (res.status === 404 || res.status === 409) return; // deleted (or replaced) meanwhile: the DELETED event handles it
-    if (res.status >= 300) throw classifyResponse(res.status, res.body);
+    // Deleted (or replaced) meanwhile: the DELETED event handles it.
+    if ((await annotateMigrationObject(this.opts.kube, name, obj.metadata.uid, handle.workflowId)) === 'gone') return;
     this.log.info(
       { name, workflowId: handle.workflowId, resource: groupResourceString(ref), takeover },
       'StorageVersionMigration attached to its migration workflow',
@@ -384,8 +391,9 @@ export class Bridge {
 
   /** Every object again: attach what is unattached, repair what is stale. */
   async resync(): Promise<void> {
-    const list = await this.opts.kube.getJson<{ items: unknown[] }>(`/apis/${MIGRATION_API_VERSION}/storageversionmigrations`);
-    list.items.forEach((item) => this.enqueue(RECHECK, item));
+    const { items, malformed } = await listMigrationObjects(this.opts.kube);
+    for (const err of malformed) this.log.warn({ err: err.message }, 'ignoring a StorageVersionMigration that does not match the schema');
+    items.forEach((item) => this.enqueue(RECHECK, item));
     await this.chain;
   }
 }
@@ -398,7 +406,7 @@ export async function handleMigrationObject(opts: BridgeOptions, type: string, r
 /** Watches StorageVersionMigration objects until stopped, and looks at all of them again every resyncSeconds. */
 export function startBridge(opts: BridgeOptions): { stop(): void } {
   const bridge = new Bridge(opts);
-  const watch = watchForever(opts.kube, `/apis/${MIGRATION_API_VERSION}/storageversionmigrations`, {
+  const watch = watchForever(opts.kube, SVMS_PATH, {
     onList: (items) => items.forEach((item) => bridge.enqueue(RECHECK, item)),
     onEvent: (type, obj) => bridge.enqueue(type, obj),
     onError: (err) => opts.log.warn({ err: String(err) }, 'StorageVersionMigration watch failed; retrying'),
