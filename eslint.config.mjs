@@ -22,8 +22,29 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
-  // The layers' arrows (README, Architecture): api <- kube <- activities <- worker; workflows import
-  // only api and their own definitions; nothing in src imports the tests.
+  // The layers' arrows (README, Architecture): api <- kube <- activities <- worker; api <- config <- client, worker;
+  // workflows import only api and their own definitions; the client imports workflow definitions (and api, kube,
+  // config); nothing in src imports src/dev (the top: the plane, the fixtures) except src/dev and src/svm.ts (the
+  // composition root of the `svm` command); nothing in src imports the tests, and bench does not either.
+  // A file gets one 'no-restricted-imports' (a later block replaces an earlier one), so each block lists all of its rules.
+  // The default for any file in src (a folder without a block of its own below included); the layers' blocks replace it.
+  {
+    files: ['src/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: ['**/dev', '**/dev/**'],
+              message: 'Nothing in src imports src/dev but src/dev and the composition root (src/svm.ts).',
+            },
+            { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
+          ],
+        },
+      ],
+    },
+  },
   {
     files: ['src/api/**/*.ts'],
     rules: {
@@ -95,13 +116,107 @@ export default tseslint.config(
       ],
     },
   },
+  // Shared settings (Temporal connection, CLI flags) sit below the client and the worker: they import only src/api.
   {
-    files: ['src/**/*.ts'],
-    ignores: ['src/api/**', 'src/kube/**', 'src/activities/**', 'src/workflows/**'],
+    files: ['src/config/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            {
+              group: [
+                '**/kube',
+                '**/kube/**',
+                '**/activities',
+                '**/activities/**',
+                '**/worker/**',
+                '../worker',
+                '**/client/**',
+                '../client',
+                '**/workflows',
+                '**/workflows/**',
+                '**/dev',
+                '**/dev/**',
+                '**/test/**',
+              ],
+              message: 'src/config is shared by the client and the worker: it imports only src/api.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  // The client: api, kube, config and workflow definitions (workflow code as types only). The worker's command and
+  // `svm dev` are added to the `svm` program by the composition root (src/svm.ts), not imported here.
+  {
+    files: ['src/client/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: [
+            {
+              name: '../workflows',
+              allowTypeImports: true,
+              message: 'The client imports workflow definitions; workflow code as types only (start workflows by name).',
+            },
+          ],
+          patterns: [
+            {
+              group: ['**/worker/**', '../worker', '**/activities', '**/activities/**'],
+              message: 'The client does not import the worker or activities (shared settings: src/config; commands: src/svm.ts).',
+            },
+            {
+              group: ['**/dev', '**/dev/**'],
+              message: 'Nothing in src imports src/dev but src/dev and the composition root (src/svm.ts).',
+            },
+            { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
+            {
+              group: ['**/workflows/migrate-resource', '**/workflows/index'],
+              allowTypeImports: true,
+              message: 'The client imports workflow definitions; workflow code as types only (start workflows by name).',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  {
+    files: ['src/worker/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          patterns: [
+            { group: ['**/client/**', '../client'], message: 'The worker does not import the client (shared settings: src/config).' },
+            {
+              group: ['**/dev', '**/dev/**'],
+              message: 'Nothing in src imports src/dev but src/dev and the composition root (src/svm.ts): have it passed in.',
+            },
+            { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
+          ],
+        },
+      ],
+    },
+  },
+  // src/dev is the top of the stack (it may import every layer); src/svm.ts, the `svm` command, composes the layers' commands.
+  {
+    files: ['src/dev/**/*.ts', 'src/svm.ts'],
     rules: {
       'no-restricted-imports': [
         'error',
         { patterns: [{ group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' }] },
+      ],
+    },
+  },
+  // Benchmarks share fixtures with the tests through src/dev, never by importing test/.
+  {
+    files: ['bench/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        { patterns: [{ group: ['**/test/**', '../test'], message: 'bench does not import the tests: shared fixtures live in src/dev.' }] },
       ],
     },
   },
@@ -120,8 +235,9 @@ export default tseslint.config(
           ],
           patterns: [
             { group: ['**/kube', '**/kube/**'], message: 'Workflow code may not import the kube layer.' },
+            { group: ['**/dev', '**/dev/**', '**/test/**'], message: 'Nothing in src imports src/dev or the tests.' },
             {
-              group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/dev/**'],
+              group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/config', '**/config/**'],
               allowTypeImports: true,
               message: 'Workflows import activity/worker code as types only (import type).',
             },

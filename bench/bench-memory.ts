@@ -26,7 +26,7 @@ import { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
-import { ensureNamespace, parallel } from '../test/helpers/crd';
+import { ensureNamespace, parallel } from '../src/dev/test-crd';
 
 const { values } = parseArgs({
   options: {

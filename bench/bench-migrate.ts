@@ -24,7 +24,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { histogramQuantile } from '../src/worker/metrics';
-import { applyCrd, createObjects, testCrd } from '../test/helpers/crd';
+import { applyCrd, createObjects, testCrd } from '../src/dev/test-crd';
 
 const { values } = parseArgs({
   options: {

@@ -1,13 +1,13 @@
 #!/usr/bin/env node
-// The `svm` command. Runs the compiled CLI when `npm run build` produced it,
-// otherwise the TypeScript sources through tsx.
+// The `svm` command (composed in src/svm.ts). Runs the compiled code when
+// `npm run build` produced it, otherwise the TypeScript sources through tsx.
 'use strict';
 const path = require('node:path');
 const fs = require('node:fs');
-const compiled = path.join(__dirname, '..', 'dist', 'src', 'client', 'cli.js');
+const compiled = path.join(__dirname, '..', 'dist', 'src', 'svm.js');
 if (fs.existsSync(compiled)) {
   require(compiled).main();
 } else {
   require('tsx/cjs');
-  require(path.join(__dirname, '..', 'src', 'client', 'cli.ts')).main();
+  require(path.join(__dirname, '..', 'src', 'svm.ts')).main();
 }

@@ -16,7 +16,7 @@ import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { loadWorkerSettings } from '../src/worker/config';
 import { createLogger, createMigratorWorker } from '../src/worker/worker';
-import { applyCrd, createObjects, testCrd } from '../test/helpers/crd';
+import { applyCrd, createObjects, testCrd } from '../src/dev/test-crd';
 
 const say = (s: string) => process.stdout.write(`\n\x1b[1m== ${s}\x1b[0m\n`);
 const COUNT = Number(process.env.DEMO_OBJECTS || 2000);

@@ -1,14 +1,12 @@
-/** `svm migrate|status|abort|pause|resume|worker|crds`: the CLI over the programmatic API. */
+/** `svm migrate|status|abort|pause|resume|trigger|setup|crds`: the CLI over the programmatic API. */
 import { Command, Option } from 'commander';
 import { Connection } from '@temporalio/client';
 import { registerSearchAttributes } from './setup';
 import { SingleBar, Presets } from 'cli-progress';
 import { migrationCrds, migrationCrdsYaml } from '../api/crds';
-import { startLocalTemporal } from '../dev/local-temporal';
+import { kubeconfigOption, parseIntArg } from '../config/cli-options';
+import { loadTemporalSettings, temporalConnectionOptions } from '../config/temporal';
 import { KubeClient } from '../kube/client';
-import { loadTemporalSettings, loadWorkerSettings, temporalConnectionOptions } from '../worker/config';
-import { createMigratorWorker } from '../worker/worker';
-import { parseIntArg } from './cli-dev';
 import { Migrator, type MigrateAllRow, type MigrationProgress, type MigrationResult } from './index';
 
 async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
@@ -33,9 +31,8 @@ function printResult(r: MigrationResult): void {
   for (const f of r.failures) process.stdout.write(`  failed: ${f.namespace ? f.namespace + '/' : ''}${f.name}: ${f.reason}\n`);
 }
 
-export function migrateCommands(): Command[] {
-  const kubeconfigOpt = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');
-
+/** The client's commands by name; the `svm` program (src/svm.ts) puts them in order among the others. */
+export function migrateCommands() {
   const migrate = new Command('migrate')
     .description('migrate every stored object of a resource (or of all: --all) to its current storage version')
     .argument('[resource]', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
@@ -45,7 +42,7 @@ export function migrateCommands(): Command[] {
     .option('--chunk-size <n>', 'objects per list page', parseIntArg('--chunk-size', 1, 10_000))
     .option('--concurrency <n>', 'no-op updates in flight per chunk', parseIntArg('--concurrency', 1, 256))
     .option('--qps <n>', 'ceiling of updates per second for this migration (0: the worker budget only)', parseIntArg('--qps', 0, 100_000))
-    .addOption(kubeconfigOpt())
+    .addOption(kubeconfigOption())
     .action(
       async (
         resource: string | undefined,
@@ -109,7 +106,7 @@ export function migrateCommands(): Command[] {
     .description('show migrations (one resource, or all)')
     .argument('[resource]')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addOption(kubeconfigOpt())
+    .addOption(kubeconfigOption())
     .action(async (resource: string | undefined, o: { output: string; kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
         const list = await m.status(resource);
@@ -123,7 +120,7 @@ export function migrateCommands(): Command[] {
     });
 
   const signalCommand = (name: 'abort' | 'pause' | 'resume', description: string) => {
-    const cmd = new Command(name).description(description).argument('<resource>').addOption(kubeconfigOpt());
+    const cmd = new Command(name).description(description).argument('<resource>').addOption(kubeconfigOption());
     if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
     return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
@@ -136,35 +133,6 @@ export function migrateCommands(): Command[] {
     });
   };
 
-  const worker = new Command('worker')
-    .description('run the migration worker (and the StorageVersionMigration bridge)')
-    .option('--qps <n>', 'shared budget of updates per second (SVM_QPS)')
-    .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS)')
-    .option('--no-bridge', 'do not watch StorageVersionMigration objects')
-    .addOption(kubeconfigOpt())
-    .action(async (o: { qps?: string; maxConcurrentChunks?: string; bridge?: boolean; kubeconfig?: string }) => {
-      const settings = loadWorkerSettings(process.env, {
-        qps: o.qps,
-        maxConcurrentChunks: o.maxConcurrentChunks,
-        bridge: o.bridge === false ? false : undefined,
-        kubeconfig: o.kubeconfig,
-      });
-      // The embedded default: no TEMPORAL_ADDRESS, a local dev server that lives and dies with the worker.
-      const local = settings.temporal.address ? undefined : await startLocalTemporal((l) => process.stderr.write(l + '\n'));
-      if (local) {
-        settings.temporal.address = local.address;
-        process.stderr.write(
-          `no TEMPORAL_ADDRESS: started a local Temporal dev server at ${local.address} (UI ${local.uiUrl}, data ${local.dbFile}); clients use TEMPORAL_ADDRESS=${local.address}\n`,
-        );
-      }
-      try {
-        const w = await createMigratorWorker(settings);
-        await w.run();
-      } finally {
-        await local?.stop();
-      }
-    });
-
   const trigger = new Command('trigger').description('the periodic trigger: StorageState objects and automatic migrations');
   trigger
     .command('start')
@@ -175,7 +143,7 @@ export function migrateCommands(): Command[] {
       'a StorageState not refreshed for this long is reset to Unknown (default: 3 periods)',
       parseIntArg('--staleness', 1, 10 * 86_400),
     )
-    .addOption(kubeconfigOpt())
+    .addOption(kubeconfigOption())
     .action(async (o: { period: number; staleness?: number; kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
         const h = await m.startTrigger({ periodSeconds: o.period, stalenessSeconds: o.staleness });
@@ -185,7 +153,7 @@ export function migrateCommands(): Command[] {
   trigger
     .command('stop')
     .description('stop it')
-    .addOption(kubeconfigOpt())
+    .addOption(kubeconfigOption())
     .action(async (o: { kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, (m) => m.stopTrigger());
       process.stderr.write('trigger stopped\n');
@@ -216,7 +184,7 @@ export function migrateCommands(): Command[] {
   crds
     .command('install')
     .description('create or update the CRDs in the cluster')
-    .addOption(kubeconfigOpt())
+    .addOption(kubeconfigOption())
     .action(async (o: { kubeconfig?: string }) => {
       const kube = KubeClient.fromKubeconfig(o.kubeconfig);
       try {
@@ -227,17 +195,16 @@ export function migrateCommands(): Command[] {
       process.stderr.write('installed storageversionmigrations.migration.k8s.io and storagestates.migration.k8s.io\n');
     });
 
-  return [
+  return {
     migrate,
     status,
-    signalCommand('abort', 'abort the running migration of a resource'),
-    signalCommand('pause', 'pause a migration between objects'),
-    signalCommand('resume', 'resume a paused migration'),
-    worker,
+    abort: signalCommand('abort', 'abort the running migration of a resource'),
+    pause: signalCommand('pause', 'pause a migration between objects'),
+    resume: signalCommand('resume', 'resume a paused migration'),
     trigger,
     setup,
     crds,
-  ];
+  };
 }
 
 export function summaryTable(rows: MigrateAllRow[]): string {

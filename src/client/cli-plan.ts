@@ -1,7 +1,7 @@
 /** `svm plan`: what must be migrated before the next upgrade step can go on (read-only). */
 import { Command, Option, type CommanderError } from 'commander';
 import { KubeClient } from '../kube/client';
-import { parseIntArg } from './cli-dev';
+import { kubeconfigOption, parseIntArg } from '../config/cli-options';
 import { DEFAULT_PLAN_QPS, makePlan, PLAN_ERROR_EXIT_CODE, planTable } from './plan';
 
 export const PLAN_HELP = `
@@ -40,7 +40,7 @@ export function planCommand(): Command {
         parseIntArg('--qps', 0, 100_000),
         DEFAULT_PLAN_QPS,
       )
-      .addOption(new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)'))
+      .addOption(kubeconfigOption())
       .addHelpText('after', PLAN_HELP)
       .allowExcessArguments(false)
       // A bad flag is an error (3), never "migrations needed" (1): a pipeline gating on the code must not misread it.

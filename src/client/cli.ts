@@ -1,27 +1,34 @@
-/** The `svm` command line. Every command is a thin layer over the programmatic API. */
+/**
+ * The client's part of the `svm` command line: its commands (each a thin layer
+ * over the programmatic API), the program they hang on, and how a run reports
+ * an error. The `svm` command itself is composed in src/svm.ts, which adds the
+ * worker's command and the dev plane's: the client imports neither.
+ */
 import { Command } from 'commander';
-import { devCommand } from './cli-dev';
 import { migrateCommands } from './cli-migrate';
 import { planCommand } from './cli-plan';
 
-export function buildProgram(): Command {
+/** The client's commands by name, for the composition root to order among the others. */
+export function clientCommands() {
+  return { ...migrateCommands(), plan: planCommand() };
+}
+
+/** The `svm` program holding the given commands, in that order. */
+export function svmProgram(commands: Command[]): Command {
   const program = new Command('svm')
     .description('Kubernetes storage version migration as durable Temporal workflows')
     .showHelpAfterError()
     .configureOutput({ outputError: (s, write) => write(s) });
-  for (const c of migrateCommands()) program.addCommand(c);
-  program.addCommand(planCommand());
-  program.addCommand(devCommand());
+  for (const c of commands) program.addCommand(c);
   return program;
 }
 
-export async function main(argv: string[] = process.argv): Promise<void> {
+/** Runs the program: an error ends as `svm: <message>` on stderr and exit code 1. */
+export async function runProgram(program: Command, argv: string[] = process.argv): Promise<void> {
   try {
-    await buildProgram().parseAsync(argv);
+    await program.parseAsync(argv);
   } catch (err: unknown) {
     process.stderr.write(`svm: ${err instanceof Error ? err.message : String(err)}\n`);
     process.exitCode = 1;
   }
 }
-
-if (require.main === module) void main();

@@ -13,8 +13,8 @@ import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../a
 import type { DiscoveredResource } from '../kube/client';
 import { KubeClient } from '../kube/client';
 import { notMigratableReason, resolveResource } from '../kube/resolve';
-import type { TemporalSettings } from '../worker/config';
-import { TemporalSettings as TemporalSettingsSchema, temporalConnectionOptions } from '../worker/config';
+import type { TemporalSettings } from '../config/temporal';
+import { TemporalSettings as TemporalSettingsSchema, temporalConnectionOptions } from '../config/temporal';
 import {
   abortSignal,
   defaultMigrationOptions,
@@ -26,10 +26,10 @@ import {
   type MigrationProgress,
   type MigrationResult,
 } from '../workflows/definitions';
-import { migrateResource } from '../workflows/migrate-resource';
+import type { migrateResource } from '../workflows/migrate-resource';
 import { makePlan, type Plan, type PlanOptions } from './plan';
 import { startOptions } from '../workflows/start-options';
-import { storageVersionTrigger, TRIGGER_WORKFLOW_ID, type TriggerInput } from '../workflows/trigger';
+import { TRIGGER_WORKFLOW_ID, type storageVersionTrigger, type TriggerInput } from '../workflows/trigger';
 
 export type { MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
@@ -152,7 +152,7 @@ export class Migrator {
   async start(resource: string | ResourceRef, options: Partial<MigrationOptions> = {}): Promise<MigrationHandle> {
     validateOptions(options);
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
-    const workflow = await this.client.workflow.start(migrateResource, {
+    const workflow = await this.client.workflow.start<typeof migrateResource>('migrateResource', {
       ...startOptions(ref, this.taskQueue),
       args: [{ resource: ref, options }],
     });
@@ -217,7 +217,7 @@ export class Migrator {
   async startTrigger(input: TriggerInput): Promise<WorkflowHandle<typeof storageVersionTrigger>> {
     if (!Number.isInteger(input.periodSeconds) || input.periodSeconds < 1)
       throw new RangeError(`periodSeconds must be a whole number >= 1, got ${input.periodSeconds}`);
-    return this.client.workflow.start(storageVersionTrigger, {
+    return this.client.workflow.start<typeof storageVersionTrigger>('storageVersionTrigger', {
       taskQueue: this.taskQueue,
       workflowId: TRIGGER_WORKFLOW_ID,
       workflowIdConflictPolicy: 'USE_EXISTING',

@@ -1,16 +1,7 @@
-/** Loopback ports: a free one to listen on, and whether something listens. */
+/** Loopback ports: a free one to listen on (the worker's, src/worker/free-port.ts), and whether something listens. */
 import * as net from 'node:net';
 
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const srv = net.createServer();
-    srv.once('error', reject);
-    srv.listen(0, '127.0.0.1', () => {
-      const port = (srv.address() as net.AddressInfo).port;
-      srv.close(() => resolve(port));
-    });
-  });
-}
+export { freePort } from '../worker/free-port';
 
 export function portOpen(port: number): Promise<boolean> {
   return new Promise((resolve) => {

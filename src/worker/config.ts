@@ -1,10 +1,16 @@
 /**
- * Worker and client settings, from the environment and flags, validated with
- * zod: a bad value stops the process at start with a message naming it.
+ * Worker settings, from the environment and flags, validated with zod: a bad
+ * value stops the process at start with a message naming it. The Temporal part
+ * (shared with the client) is src/config/temporal.ts, re-exported here.
  */
 import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { z } from 'zod';
+import { explainSettings, SettingsError, settingBool as bool } from '../config/settings';
+import { TemporalSettings, temporalFromEnv, temporalSettingSources } from '../config/temporal';
+
+export { SettingsError } from '../config/settings';
+export { loadTemporalSettings, TemporalSettings, temporalConnectionOptions } from '../config/temporal';
 
 // A blank value is an error, not 0 (which would mean "unlimited" for a QPS).
 const blankIsNaN = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? NaN : v);
@@ -17,32 +23,6 @@ const int = (min: number, max: number) =>
       .min(min, `must be at least ${min}`)
       .max(max, `must be at most ${max}`),
   );
-const bool = z
-  .union([z.boolean(), z.enum(['true', 'false', '1', '0', 'yes', 'no'])])
-  .transform((v) => v === true || v === 'true' || v === '1' || v === 'yes');
-
-export const TemporalSettings = z.object({
-  address: z
-    .string()
-    .regex(/^[^\s:]+:\d+$/, 'must be host:port')
-    .optional(),
-  namespace: z.string().min(1).default('default'),
-  taskQueue: z.string().min(1).default('storage-version-migrator'),
-  apiKey: z.string().min(1).optional(),
-  tls: bool.default(false),
-  /** Client certificate and key (PEM files) for mTLS, e.g. Temporal Cloud; implies tls. */
-  tlsCert: z.string().min(1).optional(),
-  tlsKey: z.string().min(1).optional(),
-});
-export type TemporalSettings = z.infer<typeof TemporalSettings>;
-
-/** Connection options for @temporalio/client and @temporalio/worker from the settings. */
-export function temporalConnectionOptions(t: TemporalSettings & { address: string }) {
-  if (Boolean(t.tlsCert) !== Boolean(t.tlsKey)) throw new SettingsError('TEMPORAL_TLS_CERT and TEMPORAL_TLS_KEY must be set together');
-  const tls =
-    t.tlsCert && t.tlsKey ? { clientCertPair: { crt: readFileSync(t.tlsCert), key: readFileSync(t.tlsKey) } } : t.tls || undefined;
-  return { address: t.address, tls, apiKey: t.apiKey };
-}
 
 export const WorkerSettings = z.object({
   temporal: TemporalSettings,
@@ -74,13 +54,7 @@ export type WorkerSettings = z.infer<typeof WorkerSettings>;
 
 /** Environment variable behind each setting, for messages and docs. */
 export const settingSources: Record<string, string> = {
-  'temporal.address': 'TEMPORAL_ADDRESS',
-  'temporal.namespace': 'TEMPORAL_NAMESPACE',
-  'temporal.taskQueue': 'TEMPORAL_TASK_QUEUE',
-  'temporal.apiKey': 'TEMPORAL_API_KEY',
-  'temporal.tls': 'TEMPORAL_TLS',
-  'temporal.tlsCert': 'TEMPORAL_TLS_CERT',
-  'temporal.tlsKey': 'TEMPORAL_TLS_KEY',
+  ...temporalSettingSources,
   kubeconfig: 'KUBECONFIG',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
@@ -117,15 +91,7 @@ export function defaultIdentity(host = hostname(), pid = process.pid): string {
 }
 
 const fromEnv = (env: NodeJS.ProcessEnv) => ({
-  temporal: {
-    address: env.TEMPORAL_ADDRESS || undefined,
-    namespace: env.TEMPORAL_NAMESPACE || undefined,
-    taskQueue: env.TEMPORAL_TASK_QUEUE || undefined,
-    apiKey: env.TEMPORAL_API_KEY || undefined,
-    tls: env.TEMPORAL_TLS || undefined,
-    tlsCert: env.TEMPORAL_TLS_CERT || undefined,
-    tlsKey: env.TEMPORAL_TLS_KEY || undefined,
-  },
+  temporal: temporalFromEnv(env),
   kubeconfig: env.KUBECONFIG || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
@@ -136,17 +102,6 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   kubeNamespace: env.SVM_NAMESPACE || undefined,
   identity: env.SVM_IDENTITY || undefined,
 });
-
-export class SettingsError extends Error {}
-
-function explain(error: z.ZodError): string {
-  return error.issues
-    .map((i) => {
-      const key = i.path.join('.');
-      return `${settingSources[key] ?? key} (${key}): ${i.message}`;
-    })
-    .join('; ');
-}
 
 /** Settings from the environment, overridden by flags (already camel-cased by the CLI). */
 export function loadWorkerSettings(
@@ -176,12 +131,6 @@ export function loadWorkerSettings(
     identity: pick(flags.identity, base.identity),
   };
   const parsed = WorkerSettings.safeParse(merged);
-  if (!parsed.success) throw new SettingsError(`invalid setting: ${explain(parsed.error)}`);
+  if (!parsed.success) throw new SettingsError(`invalid setting: ${explainSettings(parsed.error, settingSources)}`);
   return parsed.data;
-}
-
-export function loadTemporalSettings(env: NodeJS.ProcessEnv): TemporalSettings {
-  const parsed = z.object({ temporal: TemporalSettings }).safeParse({ temporal: fromEnv(env).temporal });
-  if (!parsed.success) throw new SettingsError(`invalid setting: ${explain(parsed.error)}`);
-  return parsed.data.temporal;
 }

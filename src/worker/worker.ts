@@ -9,7 +9,7 @@ import { Client, Connection } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
-import { freePort } from '../dev/ports';
+import { freePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
 import { KubeClient } from '../kube/client';
 import { RateLimiter } from '../kube/rate-limit';
@@ -17,7 +17,8 @@ import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';
 import { startClusterBudget } from './budget';
-import { temporalConnectionOptions, type WorkerSettings } from './config';
+import { temporalConnectionOptions } from '../config/temporal';
+import type { WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 

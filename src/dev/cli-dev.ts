@@ -1,15 +1,7 @@
 /** `svm dev ...`: the local control plane for development, tests and the demo. */
 import { Command, InvalidArgumentError } from 'commander';
-import { defaultDevDir, down, readState, restartApiserver, setStorageVersionApi, up } from '../dev/plane';
-
-export function parseIntArg(name: string, min: number, max: number) {
-  return (value: string): number => {
-    if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
-    const n = Number(value);
-    if (n < min || n > max) throw new InvalidArgumentError(`${name} must be between ${min} and ${max}, got ${n}`);
-    return n;
-  };
-}
+import { parseIntArg } from '../config/cli-options';
+import { defaultDevDir, down, readState, restartApiserver, setStorageVersionApi, up } from './plane';
 
 export function devCommand(): Command {
   const dev = new Command('dev').description(

@@ -1,0 +1,14 @@
+/** Command-line pieces every `svm` command shares, whichever layer registers the command. */
+import { InvalidArgumentError, Option } from 'commander';
+
+/** A whole-number argument within [min, max]; commander reports the message and exits 1 otherwise. */
+export function parseIntArg(name: string, min: number, max: number) {
+  return (value: string): number => {
+    if (!/^\d+$/.test(value)) throw new InvalidArgumentError(`${name} must be a whole number, got "${value}"`);
+    const n = Number(value);
+    if (n < min || n > max) throw new InvalidArgumentError(`${name} must be between ${min} and ${max}, got ${n}`);
+    return n;
+  };
+}
+
+export const kubeconfigOption = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');

@@ -1,0 +1,122 @@
+/**
+ * A test CRD with two versions (v1, v2; no conversion webhook, so objects
+ * differ only in apiVersion) whose storage version a test switches, and bulk
+ * object creation through the real API server. Here in src/dev (the top of
+ * the stack) so that the tests (test/helpers/crd.ts), the benchmarks and the
+ * demo share it without the benchmarks importing the tests.
+ */
+import type { KubeClient } from '../kube/client';
+
+export interface TestCrd {
+  group: string;
+  plural: string;
+  kind: string;
+  name: string;
+}
+
+export function testCrd(group: string, plural = 'widgets', kind = 'Widget'): TestCrd {
+  return { group, plural, kind, name: `${plural}.${group}` };
+}
+
+const crdUrl = (c: TestCrd) => `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${c.name}`;
+
+const versionSchema = {
+  openAPIV3Schema: {
+    type: 'object',
+    properties: {
+      spec: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+      data: { type: 'object', 'x-kubernetes-preserve-unknown-fields': true },
+    },
+  },
+};
+
+/**
+ * Creates (or updates) the CRD with the given storage version and waits until
+ * it is established and the storage version is served (both versions are
+ * served unless opts.served says otherwise; the storage version must be):
+ * every served version answers a list.
+ */
+export async function applyCrd(
+  kube: KubeClient,
+  c: TestCrd,
+  storage: 'v1' | 'v2',
+  opts: { namespaced?: boolean; served?: Array<'v1' | 'v2'> } = {},
+): Promise<void> {
+  const served = opts.served ?? ['v1', 'v2'];
+  const body = {
+    apiVersion: 'apiextensions.k8s.io/v1',
+    kind: 'CustomResourceDefinition',
+    metadata: { name: c.name },
+    spec: {
+      group: c.group,
+      scope: opts.namespaced === false ? 'Cluster' : 'Namespaced',
+      names: { plural: c.plural, singular: c.kind.toLowerCase(), kind: c.kind, listKind: `${c.kind}List` },
+      versions: (['v1', 'v2'] as const).map((v) => ({
+        name: v,
+        served: served.includes(v),
+        storage: v === storage,
+        schema: versionSchema,
+      })),
+    },
+  };
+  await kube.request('PATCH', crdUrl(c), {
+    body: JSON.stringify(body),
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: 'svm-test', force: 'true' },
+  });
+  // Wait until discovery reports the storage version's hash for it and the CRD is established.
+  for (let i = 0; ; i++) {
+    const crd = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(crdUrl(c));
+    const established = crd.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True');
+    if (established) {
+      const codes = await Promise.all(
+        served.map(async (v) => (await kube.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status),
+      );
+      if (codes.every((code) => code === 200)) return;
+    }
+    if (i > 300) throw new Error(`CRD ${c.name} not ready after 30s`);
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+export async function deleteCrd(kube: KubeClient, c: TestCrd): Promise<void> {
+  await kube.raw('DELETE', crdUrl(c));
+}
+
+export async function ensureNamespace(kube: KubeClient, ns: string): Promise<void> {
+  const res = await kube.raw('POST', '/api/v1/namespaces', {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
+  });
+  if (res.status >= 300 && res.status !== 409) throw new Error(`creating namespace ${ns}: ${res.status} ${res.body}`);
+}
+
+/** Runs fn over 0..count-1 with limited parallelism. */
+export async function parallel(count: number, width: number, fn: (i: number) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    Array.from({ length: Math.min(width, count) }, async () => {
+      for (let i = next++; i < count; i = next++) await fn(i);
+    }),
+  );
+}
+
+/** Creates count objects of the CRD through version v (spread over namespaces ns). */
+export async function createObjects(
+  kube: KubeClient,
+  c: TestCrd,
+  version: 'v1' | 'v2',
+  count: number,
+  opts: { namespace: string; prefix?: string; payload?: (i: number) => unknown },
+): Promise<void> {
+  await ensureNamespace(kube, opts.namespace);
+  await parallel(count, 16, async (i) => {
+    const name = `${opts.prefix ?? 'w'}-${String(i).padStart(6, '0')}`;
+    const body = {
+      apiVersion: `${c.group}/${version}`,
+      kind: c.kind,
+      metadata: { name, namespace: opts.namespace },
+      spec: opts.payload ? opts.payload(i) : { index: i, note: `object ${i}` },
+    };
+    await kube.request('POST', `/apis/${c.group}/${version}/namespaces/${opts.namespace}/${c.plural}`, { body: JSON.stringify(body) });
+  });
+}

@@ -1,0 +1,55 @@
+/** `svm worker`: the worker process's command, registered on the `svm` program by src/svm.ts. */
+import { Command } from 'commander';
+import { kubeconfigOption } from '../config/cli-options';
+import { loadWorkerSettings } from './config';
+import { createMigratorWorker } from './worker';
+
+/** A Temporal dev server that lives and dies with the worker (the embedded default when TEMPORAL_ADDRESS is unset). */
+export interface LocalTemporalServer {
+  address: string;
+  uiUrl: string;
+  dbFile: string;
+  stop(): Promise<void>;
+}
+
+export interface WorkerCommandDeps {
+  /**
+   * Starts a local Temporal dev server when no TEMPORAL_ADDRESS is set. Given
+   * by the composition root (src/dev/local-temporal.ts): the worker does not
+   * import the dev tooling. Without it, TEMPORAL_ADDRESS is required.
+   */
+  startLocalTemporal?: (log: (line: string) => void) => Promise<LocalTemporalServer>;
+}
+
+export function workerCommand(deps: WorkerCommandDeps = {}): Command {
+  return new Command('worker')
+    .description('run the migration worker (and the StorageVersionMigration bridge)')
+    .option('--qps <n>', 'shared budget of updates per second (SVM_QPS)')
+    .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS)')
+    .option('--no-bridge', 'do not watch StorageVersionMigration objects')
+    .addOption(kubeconfigOption())
+    .action(async (o: { qps?: string; maxConcurrentChunks?: string; bridge?: boolean; kubeconfig?: string }) => {
+      const settings = loadWorkerSettings(process.env, {
+        qps: o.qps,
+        maxConcurrentChunks: o.maxConcurrentChunks,
+        bridge: o.bridge === false ? false : undefined,
+        kubeconfig: o.kubeconfig,
+      });
+      let local: LocalTemporalServer | undefined;
+      if (!settings.temporal.address) {
+        if (!deps.startLocalTemporal) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
+        // The embedded default: no TEMPORAL_ADDRESS, a local dev server that lives and dies with the worker.
+        local = await deps.startLocalTemporal((l) => process.stderr.write(l + '\n'));
+        settings.temporal.address = local.address;
+        process.stderr.write(
+          `no TEMPORAL_ADDRESS: started a local Temporal dev server at ${local.address} (UI ${local.uiUrl}, data ${local.dbFile}); clients use TEMPORAL_ADDRESS=${local.address}\n`,
+        );
+      }
+      try {
+        const w = await createMigratorWorker(settings);
+        await w.run();
+      } finally {
+        await local?.stop();
+      }
+    });
+}
