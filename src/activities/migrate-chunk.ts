@@ -31,8 +31,12 @@
  * Reasons recorded per object and failure messages are KubeError messages,
  * which never quote a response body (src/kube/errors.ts, rule 4).
  *
- * A crash mid-chunk loses nothing: heartbeats carry the counters and the
- * index below which every object is done, and the retry resumes there.
+ * A crash mid-chunk loses nothing and counts nothing twice: each heartbeat
+ * is a snapshot of the counters, the key below which every object is done,
+ * and the keys above it that are done too (updates finish out of order); the
+ * retry resumes there and skips them. The chunk heartbeats every second while
+ * it lives, progress or not: a chunk whose updates all wait on 429s is slow,
+ * not dead, and must not be timed out and run twice at once.
  */
 import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activity';
 import { groupResourceString, type ResourceRef } from '../api/resource';
@@ -67,6 +71,8 @@ export interface ChunkResult {
 interface ChunkHeartbeat {
   /** Key (namespace/name) up to which every object of the page is finished: a re-list resumes after it. */
   lastKey?: string;
+  /** Keys after lastKey whose objects are finished too (and counted): a re-list skips them. */
+  doneAfter?: string[];
   counters: MigrationCounters;
   failures: ObjectFailure[];
   tokenResumed: boolean;
@@ -130,6 +136,8 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   const name = groupResourceString(resource);
   const resumed = ctx.info.heartbeatDetails as ChunkHeartbeat | undefined;
   const hb: ChunkHeartbeat = resumed ?? { counters: zeroCounters(), failures: [], tokenResumed: false, listRestarted: false };
+  // Finished objects after the watermark (hb.lastKey), counted in hb.counters: never updated or counted again.
+  const doneAfter = new Set<string>(resumed?.doneAfter ?? []);
 
   const limiter = deps.limiterFor(name, options.qps);
   const bufferBytes = listBufferBytes(deps);
@@ -147,11 +155,21 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     const now = Date.now();
     if (force || now - lastBeat > 1000) {
       lastBeat = now;
-      ctx.heartbeat(hb);
+      for (const k of doneAfter) if (hb.lastKey !== undefined && k <= hb.lastKey) doneAfter.delete(k);
+      // A snapshot: counters, watermark and done keys of one moment, whenever the SDK sends it.
+      ctx.heartbeat({
+        ...hb,
+        counters: { ...hb.counters },
+        failures: [...hb.failures],
+        doneAfter: [...doneAfter],
+      } satisfies ChunkHeartbeat);
     }
   };
+  // Alive is not the same as progressing: beat while updates wait out 429s and backoffs.
+  const keepAlive = setInterval(() => beat(), 1000);
 
-  const updateOne = async (obj: ListedObject): Promise<void> => {
+  /** Updates one object; settle() marks it finished in the same step that counts it (a heartbeat never sees one without the other). */
+  const updateOne = async (obj: ListedObject, settle: () => void): Promise<void> => {
     for (let attempt = 1; ; attempt++) {
       await deps.budget.take();
       if (limiter) await limiter.take();
@@ -161,6 +179,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         const rv = await deps.kube.noopUpdate(resource, obj);
         hb.counters.migrated++;
         if (rv !== obj.resourceVersion) hb.counters.rewritten++;
+        settle();
         deps.observe?.(name, 'migrated', seconds(), rv !== obj.resourceVersion);
         return;
       } catch (err) {
@@ -168,12 +187,14 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
           err instanceof KubeError ? err : new KubeError('other', err instanceof Error ? `${err.name}: ${err.message}` : String(err));
         if (e.kind === 'conflict') {
           hb.counters.conflicts++;
+          settle();
           deps.observe?.(name, 'conflict', seconds(), false);
           return;
         }
         if (e.kind === 'notFound') {
           if (!isObjectNotFound(e, resource, obj)) throw e; // the resource is gone: toFailure makes it ResourceGone
           hb.counters.notFound++;
+          settle();
           deps.observe?.(name, 'notFound', seconds(), false);
           return;
         }
@@ -181,6 +202,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
           hb.counters.failed++;
           deps.observe?.(name, 'failed', seconds(), false);
           if (hb.failures.length < MAX_FAILURES_KEPT) hb.failures.push({ namespace: obj.namespace, name: obj.name, reason: e.message });
+          settle();
           return;
         }
         if (isRetryable(e.kind) && attempt < MAX_OBJECT_ATTEMPTS) {
@@ -224,8 +246,10 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         continue;
       }
       try {
-        await updateOne(job.obj);
-        finished[job.i] = true;
+        await updateOne(job.obj, () => {
+          finished[job.i] = true;
+          doneAfter.add(keys[job.i]!);
+        });
         beat();
       } catch (err) {
         fatal ??= err;
@@ -252,8 +276,8 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         if (stopping()) throw new StopListing();
         const i = keys.length;
         keys.push(keyOf(obj));
-        // Skip what a previous attempt of this chunk finished.
-        if (skipping && keyOf(obj) <= resumeAfter!) {
+        // Skip what a previous attempt (or listing) of this chunk finished.
+        if ((skipping && keyOf(obj) <= resumeAfter!) || doneAfter.has(keyOf(obj))) {
           finished.push(true);
           return;
         }
@@ -319,9 +343,11 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         resumeAfter = hb.lastKey;
         continue;
       }
+      clearInterval(keepAlive);
       throw toFailure(err, `listing ${name}`, resource);
     }
   }
+  clearInterval(keepAlive);
   ctx.cancellationSignal.removeEventListener('abort', signal);
   beat(true);
   const listed = meta?.items ?? keys.length;
