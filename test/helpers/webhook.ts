@@ -43,17 +43,8 @@ export interface Denial {
 /** The address of this host the plane's API servers reach. */
 export const webhookHost = (plane: TestPlane): string => plane.state.network?.gateway ?? '127.0.0.1';
 
-export async function startDenyingWebhook(host: string, deny: (name: string) => boolean, message: string): Promise<DenyingWebhook>;
-export async function startDenyingWebhook(host: string, decide: (request: AdmissionRequest) => Denial | undefined): Promise<DenyingWebhook>;
-export async function startDenyingWebhook(
-  host: string,
-  rule: ((name: string) => boolean) | ((request: AdmissionRequest) => Denial | undefined),
-  message?: string,
-): Promise<DenyingWebhook> {
-  const decide: (request: AdmissionRequest) => Denial | undefined =
-    message !== undefined
-      ? (r) => ((rule as (name: string) => boolean)(r.name) ? { code: 403, message } : undefined)
-      : (rule as (request: AdmissionRequest) => Denial | undefined);
+/** A self-signed serving certificate (and its key) for host, an IP address. */
+function selfSignedCert(host: string): { key: Buffer; cert: Buffer } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svm-webhook-'));
   execFileSync(
     'openssl',
@@ -78,9 +69,23 @@ export async function startDenyingWebhook(
     ],
     { stdio: 'ignore' },
   );
-  const cert = readFileSync(path.join(dir, 'cert.pem'));
+  return { key: readFileSync(path.join(dir, 'key.pem')), cert: readFileSync(path.join(dir, 'cert.pem')) };
+}
+
+export async function startDenyingWebhook(host: string, deny: (name: string) => boolean, message: string): Promise<DenyingWebhook>;
+export async function startDenyingWebhook(host: string, decide: (request: AdmissionRequest) => Denial | undefined): Promise<DenyingWebhook>;
+export async function startDenyingWebhook(
+  host: string,
+  rule: ((name: string) => boolean) | ((request: AdmissionRequest) => Denial | undefined),
+  message?: string,
+): Promise<DenyingWebhook> {
+  const decide: (request: AdmissionRequest) => Denial | undefined =
+    message !== undefined
+      ? (r) => ((rule as (name: string) => boolean)(r.name) ? { code: 403, message } : undefined)
+      : (rule as (request: AdmissionRequest) => Denial | undefined);
+  const { key, cert } = selfSignedCert(host);
   const state = { denied: 0 };
-  const server = https.createServer({ key: readFileSync(path.join(dir, 'key.pem')), cert }, (req, res) => {
+  const server = https.createServer({ key, cert }, (req, res) => {
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString('utf8')));
     req.on('end', () => {
@@ -233,6 +238,162 @@ export async function denySecretsEchoingValues(
         return res.status === 403;
       });
     }
+    return { hook, remove };
+  } catch (err) {
+    await remove().catch(() => undefined);
+    throw err;
+  }
+}
+
+/** What a flaky webhook does with one admission: answer it, answer too late, or fail with HTTP 500. */
+export type FlakyAnswer = 'allow' | 'timeout' | 'error';
+
+export interface FlakyWebhook {
+  url: string;
+  caBundle: string;
+  /**
+   * Admissions (distinct AdmissionReview uids) and how each was answered; calls
+   * counts every call, the API server's own retries of an admission included.
+   */
+  readonly stats: { admissions: number; calls: number; allowed: number; timedOut: number; errors: number };
+  close(): Promise<void>;
+}
+
+/**
+ * A validating webhook that allows everything, but not always in time:
+ * decide() picks per admission whether it answers, sleeps lateMs before
+ * answering (past the configuration's timeoutSeconds, so the API server gives
+ * up), or answers HTTP 500 with no AdmissionReview at all. The answer is
+ * decided once per admission: the API server retries a call that got a 5xx
+ * (same uid), and gets the same answer.
+ */
+export async function startFlakyWebhook(
+  host: string,
+  decide: (request: AdmissionRequest) => FlakyAnswer,
+  lateMs: number,
+): Promise<FlakyWebhook> {
+  const { key, cert } = selfSignedCert(host);
+  const stats = { admissions: 0, calls: 0, allowed: 0, timedOut: 0, errors: 0 };
+  const answers = new Map<string, FlakyAnswer>();
+  const timers = new Set<NodeJS.Timeout>();
+  const server = https.createServer({ key, cert }, (req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString('utf8')));
+    req.on('end', () => {
+      const review = JSON.parse(body) as { request: AdmissionRequest };
+      stats.calls++;
+      let answer = answers.get(review.request.uid);
+      if (answer === undefined) {
+        answer = decide(review.request);
+        answers.set(review.request.uid, answer);
+        stats.admissions++;
+        if (answer === 'error') stats.errors++;
+        else if (answer === 'timeout') stats.timedOut++;
+        else stats.allowed++;
+      }
+      const allow = () => {
+        res.setHeader('Content-Type', 'application/json');
+        res.end(
+          JSON.stringify({
+            apiVersion: 'admission.k8s.io/v1',
+            kind: 'AdmissionReview',
+            response: { uid: review.request.uid, allowed: true },
+          }),
+        );
+      };
+      if (answer === 'error') {
+        res.statusCode = 500;
+        res.end('flaky webhook: internal error');
+      } else if (answer === 'timeout') {
+        const t = setTimeout(() => {
+          timers.delete(t);
+          if (!res.destroyed) allow();
+        }, lateMs);
+        timers.add(t);
+      } else {
+        allow();
+      }
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, host, r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `https://${host}:${port}/validate`,
+    caBundle: cert.toString('base64'),
+    stats,
+    close: () =>
+      new Promise<void>((r) => {
+        for (const t of timers) clearTimeout(t);
+        timers.clear();
+        server.close(() => r());
+        server.closeAllConnections();
+      }),
+  };
+}
+
+/**
+ * Registers a flaky validating webhook (failurePolicy Fail, timeoutSeconds 1)
+ * on UPDATEs of the CRD's objects in namespace ns only: a `rate` share of
+ * them, half answered too late (the API server times out) and half with HTTP
+ * 500, so the API server refuses those updates with its own errors. Waits
+ * until every API server calls it (a probe object whose updates always fail,
+ * deleted again before this returns). Returns the webhook and its removal.
+ */
+export async function flakyUpdatesOf(
+  plane: TestPlane,
+  crd: TestCrd,
+  ns: string,
+  rate: number,
+): Promise<{ hook: FlakyWebhook; remove: () => Promise<void> }> {
+  const probe = 'probe-flaky';
+  const hook = await startFlakyWebhook(
+    webhookHost(plane),
+    (r) => {
+      if (r.operation !== 'UPDATE') return 'allow';
+      if (r.name === probe) return 'error';
+      const x = Math.random();
+      return x < rate / 2 ? 'timeout' : x < rate ? 'error' : 'allow';
+    },
+    2500,
+  );
+  const configName = uniq('svm-flaky');
+  const remove = async () => {
+    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
+    await hook.close();
+  };
+  const collection = `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}`;
+  try {
+    await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
+      body: JSON.stringify({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingWebhookConfiguration',
+        metadata: { name: configName },
+        webhooks: [
+          {
+            name: 'flaky.svm.test',
+            clientConfig: { url: hook.url, caBundle: hook.caBundle },
+            rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
+            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
+            admissionReviewVersions: ['v1'],
+            sideEffects: 'None',
+            failurePolicy: 'Fail',
+            timeoutSeconds: 1,
+          },
+        ],
+      }),
+    });
+    await plane.kube.request('POST', collection, {
+      body: JSON.stringify({ apiVersion: `${crd.group}/v2`, kind: crd.kind, metadata: { name: probe }, spec: { probe: true } }),
+    });
+    for (let i = 0; i < plane.state.apiservers.length; i++) {
+      const k = plane.kubeOf(i);
+      await eventually(`the flaky webhook on API server ${i}`, async () => {
+        const obj = await k.getJson<Record<string, unknown>>(`${collection}/${probe}`);
+        const res = await k.raw('PUT', `${collection}/${probe}`, { body: JSON.stringify(obj) });
+        return res.status >= 500;
+      });
+    }
+    await plane.kube.request('DELETE', `${collection}/${probe}`);
     return { hook, remove };
   } catch (err) {
     await remove().catch(() => undefined);
