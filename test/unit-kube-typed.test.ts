@@ -257,7 +257,7 @@ void test('a StorageVersionMigration with a phase outside the enum, or the wrong
 });
 
 void test('record keys that are not field-shaped never reach the message; many issues are cut short', () => {
-  const bad = structuredClone(svm) as { metadata: { annotations: Record<string, unknown> } };
+  const bad = structuredClone(svm) as unknown as { metadata: { annotations: Record<string, unknown> } };
   bad.metadata.annotations[`password=${SECRET} "quoted"`] = 42;
   const err = refused(
     () => parseAs(StorageVersionMigration, bad, { kind: 'StorageVersionMigration' }),
