@@ -17,6 +17,7 @@ RUN npm ci --no-audit --no-fund
 
 COPY tsconfig.json ./
 COPY src ./src
+COPY cli ./cli
 COPY bin ./bin
 COPY tools ./tools
 COPY scripts/bundle-workflows.ts ./scripts/

@@ -24,8 +24,8 @@ export default tseslint.config(
   },
   // The layers' arrows (README, Architecture): api <- kube <- activities <- worker; api <- config <- client, worker;
   // workflows import only api and their own definitions; the client imports workflow definitions (and api, kube,
-  // config); nothing in src imports src/dev (the top: the plane, the fixtures) except src/dev and src/svm.ts (the
-  // composition root of the `svm` command); nothing in src imports the tests, and bench does not either.
+  // config); nothing in src imports src/dev (the top: the plane, the fixtures) except src/dev itself (the `svm` command
+  // is composed outside src, in cli/svm.ts); nothing in src imports the tests, and bench does not either.
   // A file gets one 'no-restricted-imports' (a later block replaces an earlier one), so each block lists all of its rules.
   // The default for any file in src (a folder without a block of its own below included); the layers' blocks replace it.
   {
@@ -37,7 +37,7 @@ export default tseslint.config(
           patterns: [
             {
               group: ['**/dev', '**/dev/**'],
-              message: 'Nothing in src imports src/dev but src/dev and the composition root (src/svm.ts).',
+              message: 'Nothing in src imports src/dev but src/dev itself (the svm command is composed in cli/svm.ts).',
             },
             { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
           ],
@@ -148,7 +148,7 @@ export default tseslint.config(
     },
   },
   // The client: api, kube, config and workflow definitions (workflow code as types only). The worker's command and
-  // `svm dev` are added to the `svm` program by the composition root (src/svm.ts), not imported here.
+  // `svm dev` are added to the `svm` program by the composition root (cli/svm.ts), not imported here.
   {
     files: ['src/client/**/*.ts'],
     rules: {
@@ -165,11 +165,11 @@ export default tseslint.config(
           patterns: [
             {
               group: ['**/worker/**', '../worker', '**/activities', '**/activities/**'],
-              message: 'The client does not import the worker or activities (shared settings: src/config; commands: src/svm.ts).',
+              message: 'The client does not import the worker or activities (shared settings: src/config; commands: cli/svm.ts).',
             },
             {
               group: ['**/dev', '**/dev/**'],
-              message: 'Nothing in src imports src/dev but src/dev and the composition root (src/svm.ts).',
+              message: 'Nothing in src imports src/dev but src/dev itself (the svm command is composed in cli/svm.ts).',
             },
             { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
             {
@@ -192,7 +192,7 @@ export default tseslint.config(
             { group: ['**/client/**', '../client'], message: 'The worker does not import the client (shared settings: src/config).' },
             {
               group: ['**/dev', '**/dev/**'],
-              message: 'Nothing in src imports src/dev but src/dev and the composition root (src/svm.ts): have it passed in.',
+              message: 'Nothing in src imports src/dev but src/dev itself: have it passed in by the composition root (cli/svm.ts).',
             },
             { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
           ],
@@ -200,9 +200,9 @@ export default tseslint.config(
       ],
     },
   },
-  // src/dev is the top of the stack (it may import every layer); src/svm.ts, the `svm` command, composes the layers' commands.
+  // src/dev is the top of the stack (it may import every layer); cli/svm.ts, the `svm` command, composes the layers' commands.
   {
-    files: ['src/dev/**/*.ts', 'src/svm.ts'],
+    files: ['src/dev/**/*.ts', 'cli/**/*.ts'],
     rules: {
       'no-restricted-imports': [
         'error',

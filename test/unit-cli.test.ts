@@ -1,5 +1,5 @@
 /**
- * The `svm` program is composed in src/svm.ts from the client's, the worker's
+ * The `svm` program is composed in cli/svm.ts from the client's, the worker's
  * and the dev plane's commands: every command is there, in the order `svm
  * --help` has always shown, and the client's own commands need neither the
  * worker nor src/dev.
@@ -7,7 +7,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { clientCommands } from '../src/client/cli';
-import { buildProgram } from '../src/svm';
+import { buildProgram } from '../cli/svm';
 import { workerCommand } from '../src/worker/cli-worker';
 
 void test('svm: every command, in the order of svm --help', () => {

@@ -1,7 +1,7 @@
 /**
  * The client's part of the `svm` command line: its commands (each a thin layer
  * over the programmatic API), the program they hang on, and how a run reports
- * an error. The `svm` command itself is composed in src/svm.ts, which adds the
+ * an error. The `svm` command itself is composed in cli/svm.ts, which adds the
  * worker's command and the dev plane's: the client imports neither.
  */
 import { Command } from 'commander';

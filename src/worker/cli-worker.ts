@@ -1,4 +1,4 @@
-/** `svm worker`: the worker process's command, registered on the `svm` program by src/svm.ts. */
+/** `svm worker`: the worker process's command, registered on the `svm` program by cli/svm.ts. */
 import { Command } from 'commander';
 import { kubeconfigOption } from '../config/cli-options';
 import { loadWorkerSettings } from './config';

@@ -198,3 +198,10 @@ export const migrateAllProgressQuery = defineQuery<MigrateAllProgress>('migrateA
 
 /** Objects a migration handled, whatever became of each. */
 export const objectsHandled = (c: MigrationCounters): number => c.migrated + c.conflicts + c.notFound + c.failed;
+
+// ------------------------------------------------------------ the trigger
+
+/** The trigger's one instance (design-docs/001): starting it again joins the running one. */
+export const TRIGGER_WORKFLOW_ID = 'svm-trigger';
+/** Observe now instead of at the end of the period. */
+export const pollNowSignal = defineSignal('pollNow');

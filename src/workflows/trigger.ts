@@ -8,17 +8,7 @@
  * memory (how long hashes have agreed, backoff of failing migrations) in
  * workflow state and continues as new every few dozen periods.
  */
-import {
-  condition,
-  continueAsNew,
-  defineSignal,
-  log,
-  patched,
-  proxyActivities,
-  setCurrentDetails,
-  setHandler,
-  workflowInfo,
-} from '@temporalio/workflow';
+import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { decide, type TriggerMemory } from './trigger-logic';
 
@@ -31,9 +21,8 @@ export interface TriggerInput {
   memory?: TriggerMemory;
 }
 
-export const TRIGGER_WORKFLOW_ID = 'svm-trigger';
-/** Observe now instead of at the end of the period. */
-export const pollNowSignal = defineSignal('pollNow');
+import { pollNowSignal } from './definitions';
+export { TRIGGER_WORKFLOW_ID, pollNowSignal } from './definitions';
 
 const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
   startToCloseTimeout: '5 minutes',
