@@ -1,6 +1,11 @@
-/** The initializer: `svm migrate --all` migrates every migratable resource and prints a correct summary. */
+/**
+ * The initializer: `svm migrate --all` migrates every migratable resource as
+ * one durable workflow and prints a correct summary. The client that started
+ * it is killed mid-run: the workflow goes on, and the same command run again
+ * joins it and prints the summary.
+ */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
@@ -8,7 +13,8 @@ import { migratableResources } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { endLeftovers, withWorker } from './helpers/migrate';
+import { endLeftovers, eventually, withWorker } from './helpers/migrate';
+import { MIGRATE_ALL_WORKFLOW_ID, type MigrateAllRow } from '../src/workflows/definitions';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const run = promisify(execFile);
@@ -16,7 +22,7 @@ let plane: TestPlane;
 before(async () => {
   plane = await testPlane();
   await installCrds(plane.kube);
-  await endLeftovers(plane); // --all joins running migrations of every resource
+  await endLeftovers(plane); // --all joins running migrations of every resource, and a running initializer
 });
 after(async () => plane?.close());
 
@@ -30,11 +36,32 @@ void test('svm migrate --all migrates every resource once, with a correct summar
   assert.ok(expected.includes('secrets') && expected.includes('deployments.apps') && expected.includes(crd.name));
   assert.ok(!expected.some((r) => r.includes('/')) && !expected.includes('tokenreviews.authentication.k8s.io'));
 
+  let firstRun: string | undefined;
   const out = await withWorker(
     plane,
     async (_m, taskQueue) => {
-      const r = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'migrate', '--all', '--parallel', '4'], {
-        env: { ...process.env, KUBECONFIG: plane.env.KUBECONFIG, TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: taskQueue },
+      const env = {
+        ...process.env,
+        KUBECONFIG: plane.env.KUBECONFIG,
+        TEMPORAL_ADDRESS: plane.temporal.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+      };
+      const svm = path.join(__dirname, '..', 'bin', 'svm.js');
+      // The first client goes away once the workflow has started and a migration has ended.
+      const first = spawn(process.execPath, [svm, 'migrate', '--all', '--parallel', '4'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
+      let said = '';
+      first.stderr!.on('data', (b: Buffer) => (said += b.toString('utf8')));
+      await eventually('the first client to start the workflow and see a migration end', async () => /Succeeded /.test(said), 300_000);
+      assert.match(
+        said,
+        new RegExp(`migrating ${expected.length} resources as workflow ${MIGRATE_ALL_WORKFLOW_ID}; it goes on if this command stops`),
+      );
+      first.kill('SIGKILL');
+      await new Promise((r) => first.once('exit', r));
+      firstRun = (await plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID).describe()).runId;
+      // The same command again: it joins the running workflow (or, had it ended meanwhile, starts a second one).
+      const r = await run(process.execPath, [svm, 'migrate', '--all', '--parallel', '4'], {
+        env,
         maxBuffer: 10 * 1024 * 1024,
         timeout: 600_000,
       }).catch((e: { code: number; stdout: string; stderr: string }) => e);
@@ -42,6 +69,15 @@ void test('svm migrate --all migrates every resource once, with a correct summar
     },
     { settings: { maxConcurrentChunks: 8 } },
   );
+  // The run the first client started went on without it, to the end, every resource Succeeded.
+  const firstRows = (await plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID, firstRun).result()) as MigrateAllRow[];
+  assert.equal(firstRows.length, expected.length);
+  assert.deepEqual(
+    firstRows.filter((r) => r.result !== 'Succeeded').map((r) => `${r.resource}: ${r.message}`),
+    [],
+  );
+  if (!/joined the migration of several resources already running/.test(out.stderr))
+    process.stderr.write('note: the first run had ended before the second client started; it ran a second pass\n');
   process.stderr.write(`summary: ${out.stdout.trim().split('\n').pop()}\n`);
   assert.equal(out.code ?? 0, 0, `svm migrate --all failed:\n${out.stdout}\n${out.stderr.slice(-2000)}`);
 

@@ -30,6 +30,7 @@ import { refineStorageState } from '../kube/storage-states';
 import { findStorageVersion } from '../kube/storage-versions';
 import type { MigratorMetrics } from '../worker/metrics';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
+import { createFollowActivities } from './follow-migration';
 import { createTriggerActivities } from './trigger';
 
 export interface ActivityDeps {
@@ -43,6 +44,12 @@ export interface ActivityDeps {
    * `kube` (src/kube/apiservers.ts).
    */
   apiservers?: ApiServerSource;
+  /**
+   * How many replicas share the work now (the shared budget's member count; 1
+   * without one). A migration's own `qps` ceiling is for the whole migration,
+   * whichever replicas run its chunks: each replica spends its part of it.
+   */
+  replicas?: () => number;
   /** For the trigger: start and stop migrations. */
   temporal?: { client: Client; taskQueue: string };
 }
@@ -61,9 +68,10 @@ export function createActivities(deps: ActivityDeps) {
   const limiters = new Map<string, RateLimiter>();
   const limiterFor = (resource: string, qps: number): RateLimiter | undefined => {
     if (!(qps > 0)) return undefined;
+    const share = qps / Math.max(1, deps.replicas?.() ?? 1);
     let l = limiters.get(resource);
-    if (!l) limiters.set(resource, (l = new RateLimiter(qps)));
-    l.setQps(qps);
+    if (!l) limiters.set(resource, (l = new RateLimiter(share)));
+    l.setQps(share);
     return l;
   };
 
@@ -136,6 +144,7 @@ export function createActivities(deps: ActivityDeps) {
 
   return {
     ...createTriggerActivities({ kube, apiservers, temporal: deps.temporal }),
+    ...createFollowActivities(deps.temporal),
 
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {

@@ -31,13 +31,15 @@ function printResult(r: MigrationResult): void {
   for (const f of r.failures) process.stdout.write(`  failed: ${f.namespace ? f.namespace + '/' : ''}${f.name}: ${f.reason}\n`);
 }
 
-/** The client's commands by name; the `svm` program (src/svm.ts) puts them in order among the others. */
+/** The client's commands by name; the `svm` program (cli/svm.ts) puts them in order among the others. */
 export function migrateCommands() {
   const migrate = new Command('migrate')
-    .description('migrate every stored object of a resource (or of all: --all) to its current storage version')
-    .argument('[resource]', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
+    .description(
+      'migrate every stored object of a resource to its current storage version; several resources, or all of them (--all), run as one durable workflow',
+    )
+    .argument('[resources...]', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
     .option('--all', 'migrate every migratable resource, then print a summary (waits)')
-    .option('--parallel <n>', 'with --all: migrations at once', parseIntArg('--parallel', 1, 64))
+    .option('--parallel <n>', 'with --all or several resources: migrations at once', parseIntArg('--parallel', 1, 64))
     .option('--wait', 'wait for the end, showing progress')
     .option('--chunk-size <n>', 'objects per list page', parseIntArg('--chunk-size', 1, 10_000))
     .option('--concurrency <n>', 'no-op updates in flight per chunk', parseIntArg('--concurrency', 1, 256))
@@ -45,7 +47,7 @@ export function migrateCommands() {
     .addOption(kubeconfigOption())
     .action(
       async (
-        resource: string | undefined,
+        resources: string[],
         o: {
           all?: boolean;
           parallel?: number;
@@ -56,15 +58,24 @@ export function migrateCommands() {
           kubeconfig?: string;
         },
       ) => {
-        if (o.all && resource) throw new Error('give a resource or --all, not both');
-        if (!o.all && !resource) throw new Error('missing resource (or --all)');
-        if (o.all) {
+        if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
+        if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
+        if (o.all || resources.length > 1) {
           await withMigrator(o.kubeconfig, async (m) => {
             const rows = await m.migrateAll({
               parallelism: o.parallel,
+              ...(o.all ? {} : { resources }),
               options: { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps },
+              onStart: (st) =>
+                process.stderr.write(
+                  st.joined
+                    ? `joined the migration of several resources already running (workflow ${st.workflowId}); following it\n`
+                    : `migrating ${st.resources} resources as workflow ${st.workflowId}; it goes on if this command stops (run it again to follow it)\n`,
+                ),
               onDone: (r) =>
-                process.stderr.write(`${r.result.padEnd(9)} ${r.resource} (${r.objects} objects, ${(r.durationMs / 1000).toFixed(1)}s)\n`),
+                process.stderr.write(
+                  `${r.result.padEnd(9)} ${r.resource} (${r.objects} objects, ${(r.durationMs / 1000).toFixed(1)}s${r.joined ? ', joined the migration already running' : ''})\n`,
+                ),
             });
             process.stdout.write(summaryTable(rows));
             const bad = rows.filter((r) => r.result !== 'Succeeded');
@@ -75,6 +86,7 @@ export function migrateCommands() {
           });
           return;
         }
+        const resource = resources[0];
         await withMigrator(o.kubeconfig, async (m) => {
           if (!resource) return;
           const h = await m.start(resource, { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps });

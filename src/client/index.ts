@@ -12,7 +12,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource } from '../kube/client';
 import { KubeClient } from '../kube/client';
-import { notMigratableReason, resolveResource } from '../kube/resolve';
+import { InvalidResourceError, notMigratableReason, resolveResource } from '../kube/resolve';
 import type { TemporalSettings } from '../config/temporal';
 import { TemporalSettings as TemporalSettingsSchema, temporalConnectionOptions } from '../config/temporal';
 import {
@@ -22,16 +22,21 @@ import {
   pauseSignal,
   progressQuery,
   resumeSignal,
+  MIGRATE_ALL_WORKFLOW_ID,
+  migrateAllProgressQuery,
+  TRIGGER_WORKFLOW_ID,
+  type MigrateAllRow,
   type MigrationOptions,
   type MigrationProgress,
   type MigrationResult,
 } from '../workflows/definitions';
+import type { migrateAll } from '../workflows/migrate-all';
 import type { migrateResource } from '../workflows/migrate-resource';
 import { makePlan, type Plan, type PlanOptions } from './plan';
 import { startOptions } from '../workflows/start-options';
-import { TRIGGER_WORKFLOW_ID, type storageVersionTrigger, type TriggerInput } from '../workflows/trigger';
+import type { storageVersionTrigger, TriggerInput } from '../workflows/trigger';
 
-export type { MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
+export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
 export { defaultMigrationOptions };
 export type { Plan, PlanItem, PlanOptions, PlanVerdict, PlanExitCode, PlanSource } from './plan';
@@ -160,53 +165,79 @@ export class Migrator {
   }
 
   /**
-   * The initializer: migrates every migratable resource, `parallelism` at a
-   * time (the worker's QPS budget is shared by all of them), and returns one
-   * row per resource. Never throws for a failed migration: see each row.
+   * The initializer: migrates every migratable resource (or the chosen ones),
+   * `parallelism` at a time, as one durable workflow (migrateAll, workflow ID
+   * svm-migrate-all) whose children share the workers' budget. Resources are
+   * resolved and checked here, before anything starts. If it is already
+   * running, this joins it (`onStart` says so). Returns one row per resource
+   * once every migration has ended; never throws for a failed migration: see
+   * each row. The client may go away: the workflow goes on, and calling this
+   * again follows it.
    */
   async migrateAll(
-    opts: { parallelism?: number; options?: Partial<MigrationOptions>; onDone?: (row: MigrateAllRow) => void } = {},
+    opts: {
+      parallelism?: number;
+      options?: Partial<MigrationOptions>;
+      /** Resource names as `svm migrate` takes them; default: every migratable resource. */
+      resources?: string[];
+      onDone?: (row: MigrateAllRow) => void;
+      /** Called once started (or joined: it was already running). */
+      onStart?: (started: { workflowId: string; joined: boolean; resources: number }) => void;
+    } = {},
   ): Promise<MigrateAllRow[]> {
+    const h = await this.startAll(opts);
+    opts.onStart?.({ workflowId: h.workflowId, joined: h.joined, resources: h.resources.length });
+    const reported = new Set<string>();
+    const report = (rows: MigrateAllRow[]) => {
+      for (const r of rows) {
+        if (reported.has(r.resource)) continue;
+        reported.add(r.resource);
+        opts.onDone?.(r);
+      }
+    };
+    let finished = false;
+    const result = h.handle.result().finally(() => (finished = true));
+    while (!finished) {
+      try {
+        report((await h.handle.query(migrateAllProgressQuery)).done);
+      } catch {
+        // no worker has the workflow at the moment: the result still comes
+      }
+      await Promise.race([result.catch(() => undefined), new Promise((r) => setTimeout(r, 1000))]);
+    }
+    const rows = await result;
+    report(rows);
+    return rows;
+  }
+
+  /** Starts the initializer's workflow (or finds it running) without waiting for it. */
+  async startAll(
+    opts: { parallelism?: number; options?: Partial<MigrationOptions>; resources?: string[] } = {},
+  ): Promise<{ handle: WorkflowHandle<typeof migrateAll>; workflowId: string; joined: boolean; resources: ResourceRef[] }> {
     validateOptions(opts.options ?? {});
     const parallelism = opts.parallelism ?? 4;
     if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > 64)
       throw new RangeError(`parallelism must be a whole number between 1 and 64, got ${parallelism}`);
     this.discovered = await this.kube.discover();
-    const targets = migratableResources(this.discovered);
-    const rows: MigrateAllRow[] = [];
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: Math.min(parallelism, targets.length) }, async () => {
-        for (let i = next++; i < targets.length; i = next++) {
-          const r = targets[i]!;
-          const name = r.group ? `${r.name}.${r.group}` : r.name;
-          const started = Date.now();
-          let row: MigrateAllRow;
-          try {
-            const result = await (await this.start(name, opts.options)).wait();
-            const c = result.counters;
-            row = {
-              resource: name,
-              objects: c.migrated + c.conflicts + c.notFound + c.failed,
-              result: result.phase,
-              durationMs: Date.now() - started,
-              message: result.phase === 'Succeeded' ? undefined : result.message,
-            };
-          } catch (err) {
-            row = {
-              resource: name,
-              objects: 0,
-              result: 'Error',
-              durationMs: Date.now() - started,
-              message: err instanceof Error ? err.message : String(err),
-            };
-          }
-          rows.push(row);
-          opts.onDone?.(row);
-        }
-      }),
-    );
-    return rows.sort((a, b) => a.resource.localeCompare(b.resource));
+    const names = opts.resources ?? migratableResources(this.discovered).map((r) => (r.group ? `${r.name}.${r.group}` : r.name));
+    // Every name is resolved and checked before anything starts (an unknown one refuses the whole run).
+    const resources: ResourceRef[] = [];
+    for (const n of names) resources.push(await this.resolve(n));
+    if (resources.length === 0) throw new InvalidResourceError('no migratable resource to migrate');
+    const running = await this.client.workflow
+      .getHandle(MIGRATE_ALL_WORKFLOW_ID)
+      .describe()
+      .then((d) => d.status.name === 'RUNNING')
+      .catch(() => false);
+    const handle = await this.client.workflow.start<typeof migrateAll>('migrateAll', {
+      taskQueue: this.taskQueue,
+      workflowId: MIGRATE_ALL_WORKFLOW_ID,
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [{ resources, parallelism, ...(opts.options && Object.keys(opts.options).length ? { options: opts.options } : {}) }],
+      staticSummary: `Storage version migration of ${opts.resources ? `${resources.length} chosen resources` : `every resource (${resources.length})`}`,
+      staticDetails: `Migrates ${resources.map((r) => groupResourceString(r)).join(', ')}, ${parallelism} at a time, each as its own child migration.`,
+    });
+    return { handle, workflowId: MIGRATE_ALL_WORKFLOW_ID, joined: running, resources };
   }
 
   /**
@@ -276,14 +307,6 @@ export class Migrator {
     }
     return { workflowId, resource, status, phase: progress?.phase, progress };
   }
-}
-
-export interface MigrateAllRow {
-  resource: string;
-  objects: number;
-  result: string;
-  durationMs: number;
-  message?: string;
 }
 
 /**

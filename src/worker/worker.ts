@@ -16,7 +16,7 @@ import { RateLimiter } from '../kube/rate-limit';
 import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';
-import { startClusterBudget } from './budget';
+import { startClusterBudget, type ClusterBudget } from './budget';
 import { temporalConnectionOptions } from '../config/temporal';
 import type { WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
@@ -115,6 +115,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const apiservers = kubernetesEndpoints(kube);
   // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share.
   const budget = new RateLimiter(settings.qps);
+  let shared: ClusterBudget | undefined;
   const identity = claimIdentity(settings.identity);
   const clientConnection = await Connection.connect(temporalConnectionOptions({ ...t, address: t.address }));
   const client = new Client({ connection: clientConnection, namespace: t.namespace });
@@ -124,7 +125,18 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     taskQueue: t.taskQueue,
     // Prebuilt at build time (npm run build:workflows, the image) when up to date; bundled here otherwise.
     workflowBundle: await workflowBundleOption(),
-    activities: createActivities({ kube, budget, metrics, apiservers, temporal: { client, taskQueue: t.taskQueue } }),
+    activities: createActivities({
+      kube,
+      budget,
+      metrics,
+      apiservers,
+      temporal: { client, taskQueue: t.taskQueue },
+      // A migration's own qps ceiling is split like the budget: by the replicas counted by the membership leases.
+      replicas: () => {
+        const s = shared?.share();
+        return s?.spend ? s.members : 1;
+      },
+    }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
     maxHeartbeatThrottleInterval: '2 seconds',
@@ -139,8 +151,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     const ns = settings.kubeNamespace;
-    const shared =
-      settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log }) : undefined;
+    shared = settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log }) : undefined;
     let singletons: Array<{ stop(): void }> = [];
     const leader =
       settings.bridge || settings.watchAgreement
