@@ -22,7 +22,10 @@
  *   other 404      the resource itself is not served (a version no longer served,
  *                  a CRD changed or deleted): the chunk stops, non-retryable
  *                  'ResourceGone', nothing counted as notFound; so does a 404 on the list
- *   429/5xx/timeout/reset   retried with backoff (Retry-After pauses the shared budget), bounded
+ *   429            the server asks to wait: waited out (Retry-After, at least a growing backoff up
+ *                  to 10 s, pausing the shared budget) and sent again, never counted as an attempt,
+ *                  so throttling (API Priority and Fairness) slows a migration but never fails it
+ *   5xx/timeout/reset   retried with backoff, at most 8 attempts per object
  *   403/422/400/webhook denial   a per-object failure with its reason; the rest goes on
  *   anything else  the migration cannot go on: a non-retryable failure with the reason
  * A 410 on the continue token resumes from the inconsistent token in the error
@@ -170,7 +173,10 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
 
   /** Updates one object; settle() marks it finished in the same step that counts it (a heartbeat never sees one without the other). */
   const updateOne = async (obj: ListedObject, settle: () => void): Promise<void> => {
-    for (let attempt = 1; ; attempt++) {
+    // A 429 is the server asking to wait, not a failure: it never uses up an attempt, however long it lasts
+    // (the chunk stays alive by its heartbeat, and a cancel or a fatal error elsewhere still stops it).
+    for (let attempt = 1, throttled = 0; ;) {
+      if (stopping()) return;
       await deps.budget.take();
       if (limiter) await limiter.take();
       const t0 = performance.now();
@@ -205,10 +211,17 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
           settle();
           return;
         }
+        if (e.kind === 'throttled') {
+          const backoff = Math.min(10_000, 200 * 2 ** Math.min(throttled++, 6));
+          const wait = Math.max(backoff, (e.retryAfterSeconds ?? 0) * 1000);
+          deps.budget.pause(wait);
+          await sleep(wait);
+          continue;
+        }
         if (isRetryable(e.kind) && attempt < MAX_OBJECT_ATTEMPTS) {
           const backoff = Math.min(10_000, 200 * 2 ** (attempt - 1));
           const wait = e.retryAfterSeconds !== undefined ? Math.max(backoff, e.retryAfterSeconds * 1000) : backoff;
-          if (e.kind === 'throttled') deps.budget.pause(wait);
+          attempt++;
           await sleep(wait);
           continue;
         }
