@@ -31,6 +31,14 @@ export const WorkerSettings = z.object({
   qps: int(0, 100_000).default(100),
   /** How many chunks (of any migrations) this worker runs at once. */
   maxConcurrentChunks: int(1, 64).default(4),
+  /**
+   * Workflow executions kept in the worker's sticky cache. The migrator runs a
+   * handful at once (one per resource, the trigger, migrateAll); the SDK's
+   * default sizes the cache from the heap limit (thousands).
+   */
+  maxCachedWorkflows: int(0, 10_000).default(10),
+  /** Workflow tasks this worker runs at once (the SDK's default is 40, with 10 pollers). */
+  maxConcurrentWorkflowTasks: int(2, 1000).default(4),
   /** Watch StorageVersionMigration objects and turn them into workflows. */
   bridge: bool.default(true),
   /** Watch StorageVersion objects and CRDs and signal migrations when agreement may have changed. */
@@ -58,6 +66,8 @@ export const settingSources: Record<string, string> = {
   kubeconfig: 'KUBECONFIG',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
+  maxCachedWorkflows: 'SVM_MAX_CACHED_WORKFLOWS',
+  maxConcurrentWorkflowTasks: 'SVM_MAX_CONCURRENT_WORKFLOW_TASKS',
   bridge: 'SVM_BRIDGE',
   watchAgreement: 'SVM_WATCH_AGREEMENT',
   metricsPort: 'SVM_METRICS_PORT',
@@ -95,6 +105,8 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   kubeconfig: env.KUBECONFIG || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
+  maxCachedWorkflows: env.SVM_MAX_CACHED_WORKFLOWS || undefined,
+  maxConcurrentWorkflowTasks: env.SVM_MAX_CONCURRENT_WORKFLOW_TASKS || undefined,
   bridge: env.SVM_BRIDGE || undefined,
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
@@ -123,6 +135,8 @@ export function loadWorkerSettings(
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     qps: pick(flags.qps, base.qps),
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
+    maxCachedWorkflows: base.maxCachedWorkflows,
+    maxConcurrentWorkflowTasks: base.maxConcurrentWorkflowTasks,
     bridge: pick(flags.bridge, base.bridge),
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
     metricsPort: pick(flags.metricsPort, base.metricsPort),

@@ -138,6 +138,10 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       },
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
+    // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)
+    // instead of the SDK's defaults sized for thousands (bench/README "Benchmark": peak RSS).
+    maxCachedWorkflows: settings.maxCachedWorkflows,
+    maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
     maxHeartbeatThrottleInterval: '2 seconds',
   });
