@@ -1,21 +1,33 @@
 /**
- * `npm run bench [-- --objects N --chunk-size N --concurrency N]`
+ * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR]`
  *
  * Migrates N objects of a CRD on the local control plane and prints, beside a
- * raw ceiling measured in the same run on the same objects:
+ * raw ceiling measured in the same run (on all N objects, or on the first
+ * --raw-sample of them when N is larger):
  *   - objects per second (the migration workflow vs a tight loop of the same
  *     list + no-op PUTs at the same concurrency, without Temporal);
  *   - p50/p99 update latency (from the worker's latency histogram, and exact
  *     for the raw loop);
  *   - the worker process's peak RSS (VmHWM of the `svm worker` child);
- *   - workflow history events per 1000 objects, and continue-as-new count.
- * Both runs re-encode every object (the raw loop moves them v1 -> v2, the
- * migration v2 -> v1), so both do real etcd writes. Figures go to
+ *   - workflow history events per 1000 objects (and by event type), and
+ *     continue-as-new count;
+ *   - the p50/p99 latency of an unrelated client (a steady GET / LIST
+ *     limit=50 / PUT loop on 200 ConfigMaps of another namespace), idle for
+ *     --idle-seconds before the migration and during it, and their ratio.
+ * Objects are created at v1 through the API servers up to --seed-etcd-above
+ * (20,000), and above it written straight into etcd as the API server would
+ * store them (bench/lib/seed-etcd.ts): creating 10^6 through the API takes
+ * longer here than migrating them. The raw loop moves its objects v1 -> v2
+ * and the migration every object back to v1, so both do real etcd writes.
+ * The worker runs as the image runs it: compiled JavaScript (tsc into a
+ * temporary tree, with the prebuilt workflow bundle), not through tsx, which
+ * alone adds ~60 MiB to its RSS; `--tsx-worker` runs bin/svm.js as checked out. Figures go to
  * bench/results/bench-<time>.json. Not part of `npm test`: these are
  * measurements, not assertions.
  */
-import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpus, tmpdir, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Migrator } from '../src/client';
@@ -24,18 +36,34 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { histogramQuantile } from '../src/worker/metrics';
-import { applyCrd, createObjects, testCrd } from '../src/dev/test-crd';
+import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
+import { seedIntoEtcd } from './lib/seed-etcd';
+import { UnrelatedClient } from './lib/unrelated-client';
 
 const { values } = parseArgs({
   options: {
     objects: { type: 'string', default: '10000' },
+    // The project's defaults (MigrationOptions): chunks of 500, 8 updates in flight.
     'chunk-size': { type: 'string', default: '500' },
-    concurrency: { type: 'string', default: '16' },
+    concurrency: { type: 'string', default: '8' },
+    // 0 = unlimited: the bench measures what the plane can take; the worker's default is 100.
+    qps: { type: 'string', default: '0' },
+    'raw-sample': { type: 'string', default: '20000' },
+    'seed-etcd-above': { type: 'string', default: '20000' },
+    'idle-seconds': { type: 'string', default: '30' },
+    'tsx-worker': { type: 'boolean', default: false },
+    // Node flags for the worker only (NODE_OPTIONS of the child), e.g. --max-semi-space-size=2.
+    'worker-node-options': { type: 'string' },
+    dir: { type: 'string' },
   },
 });
 const N = Number(values.objects);
 const CHUNK = Number(values['chunk-size']);
 const CONC = Number(values.concurrency);
+const QPS = Number(values.qps);
+const SAMPLE = Math.min(N, Number(values['raw-sample']) || N);
+const SEED_ETCD_ABOVE = Number(values['seed-etcd-above']);
+const IDLE = Number(values['idle-seconds']);
 for (const [k, v] of [
   ['--objects', N],
   ['--chunk-size', CHUNK],
@@ -43,20 +71,31 @@ for (const [k, v] of [
 ] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
 }
+for (const [k, v] of [
+  ['--qps', QPS],
+  ['--raw-sample', SAMPLE],
+  ['--seed-etcd-above', SEED_ETCD_ABOVE],
+  ['--idle-seconds', IDLE],
+] as const) {
+  if (!Number.isInteger(v) || v < 0) throw new Error(`${k} must be a whole number`);
+}
 
-const log = (s: string) => process.stderr.write(`[bench] ${s}\n`);
+const log = (s: string) => process.stderr.write(`[bench] ${new Date().toISOString().slice(11, 19)} ${s}\n`);
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
+/** The list + no-op PUT loop without Temporal, on the first `sample` objects (whole pages of CHUNK). */
 async function rawCeiling(
   kube: KubeClient,
   group: string,
   plural: string,
   kind: string,
-): Promise<{ seconds: number; latencies: number[] }> {
+  sample: number,
+): Promise<{ seconds: number; objects: number; latencies: number[] }> {
   const ref = { group, version: 'v2', resource: plural, kind };
   const latencies: number[] = [];
   const t0 = performance.now();
   let token: string | undefined;
+  let objects = 0;
   do {
     const page = await kube.listPage(ref, { limit: CHUNK, continueToken: token });
     let next = 0;
@@ -69,9 +108,10 @@ async function rawCeiling(
         }
       }),
     );
+    objects += page.items.length;
     token = page.continueToken;
-  } while (token);
-  return { seconds: (performance.now() - t0) / 1000, latencies: latencies.sort((a, b) => a - b) };
+  } while (token && objects < sample);
+  return { seconds: (performance.now() - t0) / 1000, objects, latencies: latencies.sort((a, b) => a - b) };
 }
 
 function parseHistogram(text: string, name: string): Array<{ le: number; count: number }> {
@@ -83,74 +123,196 @@ function parseHistogram(text: string, name: string): Array<{ le: number; count: 
   return [...byLe.entries()].sort((a, b) => a[0] - b[0]).map(([le, count]) => ({ le, count }));
 }
 
+/** Compiles the project as the image does (tsc, prebuilt workflow bundle) into a temporary tree; returns its bin/svm.js. */
+function compiledWorkerTree(): { bin: string; dispose(): void } {
+  const root = path.join(__dirname, '..');
+  const tree = mkdtempSync(path.join(tmpdir(), 'svm-bench-worker-'));
+  log(`compiling the worker into ${tree} (as the image runs it; not measured)`);
+  try {
+    execFileSync(
+      process.execPath,
+      [
+        require.resolve('typescript/bin/tsc'),
+        '-p',
+        path.join(root, 'tsconfig.json'),
+        '--outDir',
+        path.join(tree, 'dist'),
+        '--declaration',
+        'false',
+        '--sourceMap',
+        'false',
+      ],
+      { stdio: 'ignore' },
+    );
+  } catch (err) {
+    // tsc emits despite type errors (someone's work in progress elsewhere in the tree); only a missing entry point is fatal.
+    if (!existsSync(path.join(tree, 'dist', 'cli', 'svm.js'))) throw err;
+  }
+  cpSync(path.join(root, 'dist', 'workflow-bundle.js'), path.join(tree, 'dist', 'workflow-bundle.js'));
+  cpSync(path.join(root, 'bin'), path.join(tree, 'bin'), { recursive: true });
+  cpSync(path.join(root, 'package.json'), path.join(tree, 'package.json'));
+  symlinkSync(path.join(root, 'node_modules'), path.join(tree, 'node_modules'));
+  return { bin: path.join(tree, 'bin', 'svm.js'), dispose: () => rmSync(tree, { recursive: true, force: true }) };
+}
+
+async function etcdDbMiB(endpoint: string): Promise<number> {
+  const res = await fetch(`${endpoint.replace(/\/$/, '')}/v3/maintenance/status`, { method: 'POST', body: '{}' });
+  return Number(((await res.json()) as { dbSize: string }).dbSize) / 1024 / 1024;
+}
+
 async function main() {
-  const dir = defaultDevDir();
+  const dir = values.dir ?? defaultDevDir();
   await up({ dir, log });
   const env = readEnv(dir);
+  const etcd = env.ETCD_ENDPOINTS!;
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: CONC * 2 });
   await installCrds(kube);
   const crd = testCrd(`bench${Date.now().toString(36)}.svm.example`, 'widgets', 'Widget');
   const key = { group: crd.group, resource: crd.plural, custom: true };
+  const viaEtcd = N > SEED_ETCD_ABOVE;
+  const worker0 = values['tsx-worker'] ? { bin: path.join(__dirname, '..', 'bin', 'svm.js'), dispose() {} } : compiledWorkerTree();
 
-  log(`creating ${N} objects at v1 (not measured)`);
   await applyCrd(kube, crd, 'v1');
-  for (let done = 0; done < N; done += 10_000) {
-    await createObjects(kube, crd, 'v1', Math.min(10_000, N - done), { namespace: 'bench', prefix: `b${done / 10_000}` });
-    log(`  ${Math.min(N, done + 10_000)} created`);
+  const tSeed = performance.now();
+  if (viaEtcd) {
+    log(`seeding ${N} objects at v1 straight into etcd (more than --seed-etcd-above ${SEED_ETCD_ABOVE}; not measured)`);
+    await ensureNamespace(kube, 'bench');
+    await seedIntoEtcd(etcd, crd, N, { namespace: 'bench', prefix: 'b', log });
+  } else {
+    log(`creating ${N} objects at v1 through the API (not measured)`);
+    for (let done = 0; done < N; done += 10_000) {
+      await createObjects(kube, crd, 'v1', Math.min(10_000, N - done), { namespace: 'bench', prefix: `b${done / 10_000}` });
+      log(`  ${Math.min(N, done + 10_000)} created`);
+    }
   }
+  const seedSeconds = (performance.now() - tSeed) / 1000;
+  // The API servers list what etcd holds (resourceVersion from each key's mod revision).
+  for (let i = 0; ; i++) {
+    const first = await kube.getJson<{ items: unknown[]; metadata: { remainingItemCount?: number } }>(
+      `/apis/${crd.group}/v1/${crd.plural}`,
+      { limit: 500 },
+    );
+    const listed = first.items.length + (first.metadata.remainingItemCount ?? 0);
+    if (listed === N) break;
+    if (i >= 120) throw new Error(`the API servers list ${listed} objects, not ${N}`);
+    await new Promise((r) => setTimeout(r, 1000));
+  }
+  log(`  ${N} objects in ${seedSeconds.toFixed(0)} s; the API lists ${N}; etcd db ${(await etcdDbMiB(etcd)).toFixed(0)} MiB`);
 
-  log('raw ceiling: storage v1 -> v2, a tight list + PUT loop without Temporal');
+  const clientKube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: 4 });
+  const client = new UnrelatedClient(clientKube, `bench-client-${Date.now().toString(36)}`);
+  await client.prepare();
+
+  log(
+    `raw ceiling: storage v1 -> v2, a tight list + PUT loop without Temporal, on ${SAMPLE === N ? 'all' : 'the first'} ${SAMPLE} objects`,
+  );
   await applyCrd(kube, crd, 'v2');
-  const raw = await rawCeiling(kube, crd.group, crd.plural, crd.kind);
-  const afterRaw = await storedVersions(env.ETCD_ENDPOINTS!, key);
-  log(`  ${(N / raw.seconds).toFixed(0)} objects/s; etcd ${JSON.stringify(afterRaw.byApiVersion)}`);
+  const raw = await rawCeiling(kube, crd.group, crd.plural, crd.kind, SAMPLE);
+  log(`  ${(raw.objects / raw.seconds).toFixed(0)} objects/s on ${raw.objects}`);
 
-  log('migration workflow: storage v2 -> v1, `svm worker` in a child process');
   await applyCrd(kube, crd, 'v1');
+  log(`unrelated client: idle for ${IDLE} s`);
+  client.start();
+  await new Promise((r) => setTimeout(r, IDLE * 1000));
+
+  log(`migration workflow: storage v2 -> v1, \`svm worker\` (${worker0.bin}) in a child process, qps ${QPS || 'unlimited'}`);
   const taskQueue = `bench-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
-  const worker = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker', '--no-bridge'], {
+  const worker = spawn(process.execPath, [worker0.bin, 'worker', '--no-bridge'], {
     env: {
       ...process.env,
       KUBECONFIG: env.KUBECONFIG,
       TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
       TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_QPS: '0',
+      SVM_QPS: String(QPS),
       SVM_METRICS_PORT: String(metricsPort),
       SVM_LOG_LEVEL: 'warn',
+      ...(values['worker-node-options'] ? { NODE_OPTIONS: values['worker-node-options'] } : {}),
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
+  const status = () => readFileSync(`/proc/${worker.pid}/status`, 'utf8');
+  const kib = (text: string, field: string) => Number(text.match(new RegExp(`${field}:\\s+(\\d+) kB`))![1]);
+  const rssSeries: Array<[number, number]> = [];
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
   let result;
   let metricsText = '';
-  let peakRssMiB = NaN;
   const t0 = performance.now();
+  const sampler = setInterval(() => {
+    try {
+      rssSeries.push([Math.round((performance.now() - t0) / 1000), Math.round(kib(status(), 'VmRSS') / 1024)]);
+    } catch {
+      // the worker has gone
+    }
+  }, 5000);
   try {
+    client.phase = 'migration';
     const h = await migrator.start(crd.name, { chunkSize: CHUNK, concurrency: CONC });
-    result = await h.wait();
+    let lastLog = performance.now();
+    const progress = setInterval(() => {
+      if (performance.now() - lastLog < 60_000) return;
+      lastLog = performance.now();
+      const elapsed = Math.round((performance.now() - t0) / 1000);
+      const rss = `worker RSS ${rssSeries.at(-1)?.[1]} MiB, peak ${Math.round(kib(status(), 'VmHWM') / 1024)} MiB`;
+      h.progress().then(
+        (p) => log(`  ${elapsed} s, ${p.counters.migrated + p.counters.conflicts} objects done; ${rss}`),
+        () => log(`  ${elapsed} s; ${rss}`),
+      );
+    }, 5000);
+    try {
+      result = await h.wait();
+    } finally {
+      clearInterval(progress);
+    }
     const seconds = (performance.now() - t0) / 1000;
+    client.phase = 'after';
+    await client.stop();
     metricsText = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
-    const status = readFileSync(`/proc/${worker.pid}/status`, 'utf8');
-    peakRssMiB = Number(status.match(/VmHWM:\s+(\d+) kB/)![1]) / 1024;
+    const st = status();
+    const peakRssMiB = kib(st, 'VmHWM') / 1024;
     let events = 0;
     let runs = 0;
+    const byType: Record<string, number> = {};
     for await (const w of migrator.client.workflow.list({ query: `WorkflowId = '${h.workflowId}'` })) {
       if (w.runId && w.startTime >= new Date(Date.now() - seconds * 1000 - 60_000)) {
         events += w.historyLength;
         runs++;
+        const history = await migrator.client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
+        for (const e of history.events ?? []) {
+          const type =
+            Object.keys(e)
+              .find((k) => k.endsWith('EventAttributes'))
+              ?.replace(/EventAttributes$/, '') ?? 'unknown';
+          byType[type] = (byType[type] ?? 0) + 1;
+        }
       }
     }
-    const afterMigration = await storedVersions(env.ETCD_ENDPOINTS!, key);
+    const afterMigration = await storedVersions(etcd, key);
     const hist = parseHistogram(metricsText, 'svm_update_duration_seconds');
+    const idle = client.report('idle');
+    const during = client.report('migration');
+    const chunks = Math.ceil(N / CHUNK);
     const figures = {
       date: new Date().toISOString(),
+      machine: {
+        cpus: cpus().length,
+        memGiB: Math.round(totalmem() / 2 ** 30),
+        note: 'shared with other work (a test suite) during the run',
+      },
       objects: N,
+      seeded: viaEtcd ? 'etcd' : 'api',
+      seedSeconds: Number(seedSeconds.toFixed(1)),
       chunkSize: CHUNK,
       concurrency: CONC,
-      apiservers: 2,
+      qps: QPS,
+      apiservers: Number(env.APISERVER_COUNT ?? 2),
+      worker: values['tsx-worker'] ? 'bin/svm.js (tsx)' : 'compiled (tsc), prebuilt workflow bundle',
+      workerNodeOptions: values['worker-node-options'] ?? '',
+      workerEnv: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('SVM_') || k === 'NODE_OPTIONS')),
       raw: {
-        objectsPerSecond: Math.round(N / raw.seconds),
+        objects: raw.objects,
+        sampled: raw.objects < N,
+        objectsPerSecond: Math.round(raw.objects / raw.seconds),
         seconds: Number(raw.seconds.toFixed(2)),
         p50ms: Number((quantile(raw.latencies, 0.5) * 1000).toFixed(2)),
         p99ms: Number((quantile(raw.latencies, 0.99) * 1000).toFixed(2)),
@@ -162,36 +324,49 @@ async function main() {
         p50ms: Number((histogramQuantile(0.5, hist) * 1000).toFixed(2)),
         p99ms: Number((histogramQuantile(0.99, hist) * 1000).toFixed(2)),
         workerPeakRssMiB: Number(peakRssMiB.toFixed(1)),
+        workerRssMiBEvery5s: rssSeries.filter((_, i) => rssSeries.length <= 200 || i % Math.ceil(rssSeries.length / 200) === 0),
         historyEvents: events,
         historyEventsPer1000Objects: Number(((events / N) * 1000).toFixed(1)),
+        historyEventsPerChunk: Number((events / chunks).toFixed(2)),
+        historyEventsByType: Object.fromEntries(Object.entries(byType).sort((a, b) => b[1] - a[1])),
         runs,
         continueAsNew: result.runs - 1,
         counters: result.counters,
       },
-      ratioWorkflowToRaw: Number((N / seconds / (N / raw.seconds)).toFixed(3)),
-      etcd: { afterRaw: afterRaw.byApiVersion, afterMigration: afterMigration.byApiVersion },
+      ratioWorkflowToRaw: Number((N / seconds / (raw.objects / raw.seconds)).toFixed(3)),
+      unrelatedClient: { idle, during, p99Ratio: Number((during.p99ms / idle.p99ms).toFixed(2)) },
+      etcd: { afterRaw: SAMPLE, afterMigration: afterMigration.byApiVersion, dbMiB: Number((await etcdDbMiB(etcd)).toFixed(0)) },
     };
     const outDir = path.join(__dirname, 'results');
     mkdirSync(outDir, { recursive: true });
     const out = path.join(outDir, `bench-${figures.date.replace(/[:.]/g, '-')}.json`);
     writeFileSync(out, JSON.stringify(figures, null, 2) + '\n');
+    const types = Object.entries(figures.workflow.historyEventsByType)
+      .map(([t, n]) => `${t} ${n}`)
+      .join(', ');
     process.stdout.write(
       [
-        `objects                      ${N} (chunk ${CHUNK}, concurrency ${CONC}, 2 API servers)`,
-        `raw ceiling                  ${figures.raw.objectsPerSecond} objects/s  p50 ${figures.raw.p50ms} ms  p99 ${figures.raw.p99ms} ms`,
-        `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase}`,
+        `objects                      ${N} (${viaEtcd ? 'seeded into etcd' : 'created through the API'}; chunk ${CHUNK}, concurrency ${CONC}, qps ${QPS || 'unlimited'}, ${figures.apiservers} API servers)`,
+        `raw ceiling                  ${figures.raw.objectsPerSecond} objects/s  p50 ${figures.raw.p50ms} ms  p99 ${figures.raw.p99ms} ms${raw.objects < N ? ` (on the first ${raw.objects} objects)` : ''}`,
+        `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase} in ${figures.workflow.seconds} s`,
         `workflow / raw               ${figures.ratioWorkflowToRaw}`,
-        `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB`,
-        `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs; ${figures.workflow.continueAsNew} continue-as-new)`,
+        `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker})`,
+        `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs, ${figures.workflow.historyEventsPerChunk} per chunk; ${figures.workflow.continueAsNew} continue-as-new)`,
+        `  by type                    ${types}`,
+        `unrelated client p99         idle ${idle.p99ms} ms (${idle.requests} requests), during ${during.p99ms} ms (${during.requests}, ${during.errors} errors): x${figures.unrelatedClient.p99Ratio}`,
         `etcd after migration         ${JSON.stringify(afterMigration.byApiVersion)}`,
         `written                      ${out}`,
         '',
       ].join('\n'),
     );
   } finally {
+    clearInterval(sampler);
+    await client.stop();
     worker.kill('SIGTERM');
     await migrator.close();
     kube.close();
+    clientKube.close();
+    worker0.dispose();
   }
 }
 
