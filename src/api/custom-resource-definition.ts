@@ -28,6 +28,7 @@ export const CustomResourceDefinition = z
     spec: z
       .object({
         group: z.string(),
+        names: z.object({ plural: z.string(), kind: z.string() }).loose(),
         versions: z.array(CustomResourceDefinitionVersion),
       })
       .loose(),

@@ -27,8 +27,9 @@
  * run now), 2 something blocks. The CLI uses 3 for an error.
  */
 import { groupResourceString, collectionPath } from '../api/resource';
-import { StorageState, MIGRATION_API_VERSION } from '../api/migration';
-import { IDENTITY_LABEL, IdentityLease, StorageVersion, storageVersionName } from '../api/storage-version';
+import { StorageState } from '../api/migration';
+import { CustomResourceDefinition } from '../api/custom-resource-definition';
+import { StorageVersion, storageVersionName } from '../api/storage-version';
 import {
   agreementFromEndpoints,
   agreementFromStorageVersion,
@@ -39,8 +40,13 @@ import {
 } from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
-import { parseJson } from '../kube/client';
+import { METADATA_LIST_ACCEPT, parseJson } from '../kube/client';
+import { CRDS_PATH } from '../kube/crds';
 import { classifyResponse, KubeError } from '../kube/errors';
+import { listIdentityLeases } from '../kube/leases';
+import { storageStatePath } from '../kube/storage-states';
+import { STORAGE_VERSIONS_PATH } from '../kube/storage-versions';
+import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
 import { notMigratableReason } from '../kube/resolve';
 import { migratableResources } from './index';
 
@@ -260,41 +266,11 @@ export function planTable(plan: Plan): string {
 
 // ---------------------------------------------------------------------- I/O
 
-const CRDS_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
-const STORAGE_STATES_PATH = `/apis/${MIGRATION_API_VERSION}/storagestates`;
-const STORAGE_VERSIONS_PATH = '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions';
-const IDENTITY_LEASES_PATH = '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases';
-
 function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
   let timer: NodeJS.Timeout | undefined;
   return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() =>
     clearTimeout(timer),
   );
-}
-
-/** A GET that may answer 404 (the API is not served): undefined then. */
-async function getIfServed<T>(kube: KubeClient, path: string, query?: Record<string, string | number>): Promise<T | undefined> {
-  const res = await kube.raw('GET', path, { query });
-  if (res.status === 404) return undefined;
-  if (res.status >= 300) throw classifyResponse(res.status, res.body, res.headers['retry-after']);
-  return parseJson<T>(res.body, `GET ${path}`);
-}
-
-/** Every object of a cluster-scoped list, page by page. */
-async function listAll<T>(kube: KubeClient, path: string, query: Record<string, string> = {}): Promise<T[] | undefined> {
-  const out: T[] = [];
-  let cont: string | undefined;
-  do {
-    const page = await getIfServed<{ items?: T[]; metadata?: { continue?: string } }>(kube, path, {
-      ...query,
-      limit: 500,
-      ...(cont ? { continue: cont } : {}),
-    });
-    if (!page) return undefined;
-    out.push(...(page.items ?? []));
-    cont = page.metadata?.continue || undefined;
-  } while (cont);
-  return out;
 }
 
 interface Candidate {
@@ -323,9 +299,13 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
   try {
     const [discovered, crds, states, storageVersions, found] = await Promise.all([
       kube.discover(),
-      listAll<CrdInfo>(kube, CRDS_PATH),
-      listAll<unknown>(kube, STORAGE_STATES_PATH),
-      listAll<unknown>(kube, STORAGE_VERSIONS_PATH),
+      listAllIfServed(kube, CRDS_PATH, 'CustomResourceDefinition').then((l) =>
+        l?.map((c) => parseAs(CustomResourceDefinition, c, { kind: 'CustomResourceDefinition' })),
+      ),
+      listAllIfServed(kube, storageStatePath(), 'StorageState'),
+      listAllIfServed(kube, STORAGE_VERSIONS_PATH, 'StorageVersion').then((l) =>
+        l?.map((v) => parseAs(StorageVersion, v, { kind: 'StorageVersion' })),
+      ),
       source.find(),
     ]);
     if (!crds) throw new Error('the API server does not serve CustomResourceDefinitions (apiextensions.k8s.io/v1)');
@@ -356,13 +336,9 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
     );
     let liveIds: Set<string> | undefined;
     if (storageVersions) {
-      const leases = await kube.getJson<{ items: unknown[] }>(IDENTITY_LEASES_PATH, { labelSelector: IDENTITY_LABEL });
-      liveIds = liveIdentities(
-        leases.items.map((l) => IdentityLease.parse(l)),
-        now(),
-      );
+      liveIds = liveIdentities(await listIdentityLeases(kube), now());
     }
-    const svByName = new Map((storageVersions ?? []).map((s) => StorageVersion.parse(s)).map((s) => [s.metadata.name, s]));
+    const svByName = new Map((storageVersions ?? []).map((s) => [s.metadata.name, s]));
     const crdByResource = new Map(crds.map((c) => [`${c.spec.names.plural}.${c.spec.group}`, c]));
     const versionsOfGroup = new Map<string, Set<string>>();
     for (const r of discovered)
@@ -435,13 +411,16 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
     }
 
     // 2. StorageStates that say objects may be stored in another version.
-    for (const raw of states ?? []) {
-      const s = StorageState.safeParse(raw);
-      if (!s.success) {
-        notes.push(`a StorageState could not be read: ${s.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+    for (const [i, raw] of (states ?? []).entries()) {
+      let st: StorageState;
+      try {
+        st = parseAs(StorageState, raw, { kind: 'StorageState', name: `(list item ${i})` });
+      } catch (err) {
+        // One malformed object does not hide the others; the message names its fields, never a value.
+        if (!(err instanceof MalformedObjectError)) throw err;
+        notes.push(`skipped: ${err.message}`);
         continue;
       }
-      const st = s.data;
       const gr = st.spec?.resource ?? nameToGroupResource(st.metadata.name);
       const group = gr.group ?? '';
       const key = groupResourceString({ group, resource: gr.resource });
@@ -515,7 +494,11 @@ function nameToGroupResource(name: string): { group: string; resource: string } 
 }
 
 async function countObjects(kube: KubeClient, r: DiscoveredResource): Promise<{ objects: number | null; note?: string }> {
-  const res = await kube.raw('GET', collectionPath({ group: r.group, version: r.version, resource: r.name }), { query: { limit: 1 } });
+  // Metadata only: the one object listed comes without its content (a Secret's data is never read).
+  const res = await kube.raw('GET', collectionPath({ group: r.group, version: r.version, resource: r.name }), {
+    query: { limit: 1 },
+    accept: METADATA_LIST_ACCEPT,
+  });
   if (res.status >= 300) {
     const err = classifyResponse(res.status, res.body);
     return { objects: null, note: `counting failed: ${err.message}` };

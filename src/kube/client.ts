@@ -30,7 +30,16 @@ export interface RequestOptions {
   query?: Record<string, string | number | undefined>;
   timeoutMs?: number;
   contentType?: string;
+  /** Default application/json. */
+  accept?: string;
 }
+
+/**
+ * Lists answered with metadata only (PartialObjectMetadataList), falling back
+ * to the full list where the server cannot: for counting objects without
+ * reading any object's content (Secrets included).
+ */
+export const METADATA_LIST_ACCEPT = 'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json';
 
 /** One object of a list page: identity, version and its exact text. */
 export interface ListedObject {
@@ -133,7 +142,7 @@ export class KubeClient {
   async raw(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const reqOpts: https.RequestOptions = { method, headers: { Accept: 'application/json' } };
+    const reqOpts: https.RequestOptions = { method, headers: { Accept: opts.accept ?? 'application/json' } };
     await this.kubeConfig.applyToHTTPSOptions(reqOpts);
     reqOpts.agent = this.agent;
     if (opts.body !== undefined) {

@@ -9,7 +9,7 @@
 import type { z } from 'zod';
 import { parseJson } from './client';
 import { classifyResponse, KubeError } from './errors';
-import type { KubeResponse } from './client';
+import type { KubeClient, KubeResponse } from './client';
 
 /** What a malformed object is: the kind, and the name when the caller asked for one by name. */
 export interface ObjectDescription {
@@ -98,4 +98,31 @@ export function parseListAs<S extends z.ZodType>(schema: S, body: string, kind: 
 export function ensureOk(res: KubeResponse): KubeResponse {
   if (res.status < 200 || res.status >= 300) throw classifyResponse(res.status, res.body, res.headers['retry-after']);
   return res;
+}
+
+/**
+ * Every item of a cluster-wide list, page by page (500 at a time), as the
+ * server sent it, or undefined when the API is not served (404: a CRD not
+ * installed, an alpha API off). Parse each with parseAs: a caller may skip a
+ * malformed item (and say so) rather than refuse the whole list.
+ */
+export async function listAllIfServed(
+  kube: KubeClient,
+  path: string,
+  kind: string,
+  query: Record<string, string> = {},
+): Promise<unknown[] | undefined> {
+  const out: unknown[] = [];
+  let cont: string | undefined;
+  do {
+    const res = await kube.raw('GET', path, { query: { ...query, limit: 500, ...(cont ? { continue: cont } : {}) } });
+    if (res.status === 404) return undefined;
+    ensureOk(res);
+    const page = parseJson<{ items?: unknown; metadata?: { continue?: unknown } }>(res.body, `a ${kind} list`);
+    if (page?.items !== undefined && page.items !== null && !Array.isArray(page.items))
+      throw new MalformedObjectError(`a ${kind} list does not match its schema: items expected array`, ['items']);
+    out.push(...((page?.items as unknown[] | null | undefined) ?? []));
+    cont = typeof page?.metadata?.continue === 'string' && page.metadata.continue ? page.metadata.continue : undefined;
+  } while (cont);
+  return out;
 }
