@@ -46,18 +46,22 @@ void test('loadWorkerSettings: defaults with an empty environment', () => {
   assert.equal(s.kubeconfig, undefined);
   assert.equal(s.qps, 100);
   assert.equal(s.maxConcurrentChunks, 4);
-  assert.equal(s.maxCachedWorkflows, 10);
+  assert.equal(s.maxCachedWorkflows, 100);
   assert.equal(s.maxConcurrentWorkflowTasks, 4);
+  assert.equal(s.semiSpaceMiB, 2);
   assert.equal(s.bridge, true);
   assert.equal(s.metricsPort, undefined);
 });
 
-void test('loadWorkerSettings: the workflow cache and workflow task slots', () => {
+void test('loadWorkerSettings: the workflow cache, workflow task slots and young generation', () => {
   const s = loadWorkerSettings({ SVM_MAX_CACHED_WORKFLOWS: '0', SVM_MAX_CONCURRENT_WORKFLOW_TASKS: '2' });
   assert.equal(s.maxCachedWorkflows, 0);
   assert.equal(s.maxConcurrentWorkflowTasks, 2);
   assert.throws(() => loadWorkerSettings({ SVM_MAX_CONCURRENT_WORKFLOW_TASKS: '1' }), /SVM_MAX_CONCURRENT_WORKFLOW_TASKS/);
   assert.throws(() => loadWorkerSettings({ SVM_MAX_CACHED_WORKFLOWS: '-1' }), /SVM_MAX_CACHED_WORKFLOWS/);
+  assert.equal(loadWorkerSettings({ SVM_SEMI_SPACE_MIB: '0' }).semiSpaceMiB, 0);
+  assert.equal(loadWorkerSettings({ SVM_SEMI_SPACE_MIB: '16' }).semiSpaceMiB, 16);
+  assert.throws(() => loadWorkerSettings({ SVM_SEMI_SPACE_MIB: '1.5' }), /SVM_SEMI_SPACE_MIB/);
 });
 
 void test('loadWorkerSettings: empty-string variables count as unset (defaults apply)', () => {

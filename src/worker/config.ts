@@ -32,13 +32,21 @@ export const WorkerSettings = z.object({
   /** How many chunks (of any migrations) this worker runs at once. */
   maxConcurrentChunks: int(1, 64).default(4),
   /**
-   * Workflow executions kept in the worker's sticky cache. The migrator runs a
-   * handful at once (one per resource, the trigger, migrateAll); the SDK's
-   * default sizes the cache from the heap limit (thousands).
+   * Workflow executions kept in the worker's sticky cache: more than run at
+   * once (migrateAll's --parallel is at most 64, plus migrateAll and the
+   * trigger); the SDK's default sizes the cache from the heap limit (thousands).
    */
-  maxCachedWorkflows: int(0, 10_000).default(10),
+  maxCachedWorkflows: int(0, 10_000).default(100),
   /** Workflow tasks this worker runs at once (the SDK's default is 40, with 10 pollers). */
   maxConcurrentWorkflowTasks: int(2, 1000).default(4),
+  /**
+   * V8's young generation, in MiB per semi-space: the workflow thread's is
+   * capped at this (--max-semi-space-size), the main thread's stops growing
+   * at start (--semi-space-growth-factor=1: its flags were fixed when the
+   * process started). 0 leaves V8's defaults (up to 16 MiB each, two of them
+   * per isolate, grown under allocation-heavy load: list pages).
+   */
+  semiSpaceMiB: int(0, 64).default(2),
   /** Watch StorageVersionMigration objects and turn them into workflows. */
   bridge: bool.default(true),
   /** Watch StorageVersion objects and CRDs and signal migrations when agreement may have changed. */
@@ -68,6 +76,7 @@ export const settingSources: Record<string, string> = {
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
   maxCachedWorkflows: 'SVM_MAX_CACHED_WORKFLOWS',
   maxConcurrentWorkflowTasks: 'SVM_MAX_CONCURRENT_WORKFLOW_TASKS',
+  semiSpaceMiB: 'SVM_SEMI_SPACE_MIB',
   bridge: 'SVM_BRIDGE',
   watchAgreement: 'SVM_WATCH_AGREEMENT',
   metricsPort: 'SVM_METRICS_PORT',
@@ -107,6 +116,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
   maxCachedWorkflows: env.SVM_MAX_CACHED_WORKFLOWS || undefined,
   maxConcurrentWorkflowTasks: env.SVM_MAX_CONCURRENT_WORKFLOW_TASKS || undefined,
+  semiSpaceMiB: env.SVM_SEMI_SPACE_MIB || undefined,
   bridge: env.SVM_BRIDGE || undefined,
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
@@ -137,6 +147,7 @@ export function loadWorkerSettings(
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
     maxCachedWorkflows: base.maxCachedWorkflows,
     maxConcurrentWorkflowTasks: base.maxConcurrentWorkflowTasks,
+    semiSpaceMiB: base.semiSpaceMiB,
     bridge: pick(flags.bridge, base.bridge),
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
     metricsPort: pick(flags.metricsPort, base.metricsPort),
