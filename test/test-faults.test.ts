@@ -125,6 +125,8 @@ async function migrate(
 async function judge(f: Fixture, result: MigrationResult, opts: { conflictsPossible: boolean }): Promise<void> {
   const warnings = () => `${result.message ?? ''} ${JSON.stringify(result.failures)}`;
   assert.equal(result.phase, 'Succeeded', warnings());
+  // A transient fault is retried where it happened; it never makes the pass start over (that costs a whole pass).
+  assert.equal(result.restarts, 0, `the pass started over: ${result.message ?? ''}`);
   const after = byName(await readStoredObjects(plane.etcd, f.prefix));
   const survivors = OBJECTS - DELETED.length;
 

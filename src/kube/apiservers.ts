@@ -22,7 +22,7 @@ import { KubeConfig, type Cluster } from '@kubernetes/client-node';
 import { EndpointSlice } from '../api/endpoint-slice';
 import { liveIdentities } from './agreement';
 import { KubeClient } from './client';
-import { KubeError } from './errors';
+import { isRetryable, KubeError } from './errors';
 import { IDENTITY_LEASES_PATH, listIdentityLeases } from './leases';
 import { parseListAs } from './typed';
 
@@ -128,6 +128,11 @@ export function kubernetesEndpoints(via: KubeClient, opts: { now?: () => number;
   return {
     async find(): Promise<ApiServers> {
       const [slices, leases] = await Promise.allSettled([listKubernetesEndpointSlices(via), listIdentityLeases(via)]);
+      // A transient failure (reset, timeout, 5xx, 429) is thrown for the caller's retry: read as "no addresses" it
+      // would look like a managed cluster, an unverified agreement, and restart a whole pass. Only a lasting answer
+      // (forbidden: RBAC withholds them; not served) degrades to what can be seen through the one address.
+      for (const r of [slices, leases])
+        if (r.status === 'rejected' && r.reason instanceof KubeError && isRetryable(r.reason.kind)) throw r.reason as Error;
       const out: ApiServers = { via, endpoints: [] };
       if (slices.status === 'fulfilled') {
         const addrs = endpointAddresses(slices.value);
