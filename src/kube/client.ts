@@ -77,10 +77,22 @@ export interface DiscoveredResource extends APIResource {
 const MAX_THROTTLED_READS = 10;
 const MAX_UNSENT_RETRIES = 4;
 
-/** Transport errors that prove the request did not reach an API server. */
+/**
+ * Transport errors after which the request is sent again, whatever its verb:
+ * the connection refused or reset before TLS was up (it never reached a
+ * server), or a kept-alive connection reset or hung up before any byte of a
+ * response (the API server closes a connection idle for 90 s, and a request
+ * sent at that moment was not read: Node's documented keep-alive race). In
+ * the second case a proxy that cut the connection after forwarding would
+ * look the same; every write svm makes is safe to repeat (updates carry
+ * their resourceVersion and answer 409, creates answer AlreadyExists).
+ */
 export function neverSent(err: KubeError): boolean {
   return (
-    err.kind === 'network' && (/^ECONNREFUSED\b/.test(err.message) || /before secure TLS connection was established/.test(err.message))
+    err.kind === 'network' &&
+    (/^ECONNREFUSED\b/.test(err.message) ||
+      /before secure TLS connection was established/.test(err.message) ||
+      err.info.closedIdleConnection === true)
   );
 }
 
@@ -150,7 +162,9 @@ export class KubeClient {
     }
     const mod = url.protocol === 'https:' ? https : http;
     return new Promise<KubeResponse>((resolve, reject) => {
+      let answered = false;
       const req = mod.request(url, reqOpts, (res) => {
+        answered = true;
         const chunks: Buffer[] = [];
         res.on('data', (c: Buffer) => chunks.push(c));
         res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
@@ -159,7 +173,12 @@ export class KubeClient {
       req.setTimeout(opts.timeoutMs ?? 60_000, () =>
         req.destroy(Object.assign(new Error(`request timed out after ${opts.timeoutMs ?? 60_000}ms`), { code: 'ETIMEDOUT' })),
       );
-      req.on('error', (e) => reject(classifyTransportError(e)));
+      req.on('error', (e: NodeJS.ErrnoException) => {
+        const err = classifyTransportError(e);
+        if (!answered && req.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE' || /socket hang up/.test(e.message)))
+          err.info.closedIdleConnection = true;
+        reject(err);
+      });
       if (opts.body !== undefined) req.end(opts.body);
       else req.end();
     });

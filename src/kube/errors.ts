@@ -70,6 +70,8 @@ export interface KubeErrorInfo {
   resourceNotServed?: boolean;
   /** For webhookDenied: the webhook's name. */
   webhook?: string;
+  /** A kept-alive connection closed by the server as idle just as this request went out (it was not read). */
+  closedIdleConnection?: boolean;
 }
 
 export class KubeError extends Error {
