@@ -102,7 +102,7 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
       await startTrigger(m, 2);
       // Created as Unknown, migrated once, settled on the v1 hash.
       await eventually('the StorageState to be created', async () => (await state(crd.name)) !== undefined, 60_000);
-      const settledV1 = await eventually('settled on v1', settled(crd.name, h1), 180_000);
+      const settledV1 = await eventually('settled on v1', settled(crd.name, h1), 360_000);
       // One entry per API server, each found in the kubernetes EndpointSlice and named by its own address
       // (the worker has only the load-balanced kubeconfig); every one answered: discovery consistent.
       assert.deepEqual(
@@ -130,7 +130,7 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
         `persisted ${JSON.stringify(changed.persistedStorageVersionHashes)} lacks ${h2}`,
       );
       await snapshot('storage switched to v2', crd.name);
-      await eventually('settled on v2', settled(crd.name, h2), 120_000);
+      await eventually('settled on v2', settled(crd.name, h2), 360_000);
       await snapshot('migrated by the trigger', crd.name);
       const last = await (await m.handle(crd.name)).wait();
       assert.equal(last.phase, 'Succeeded');
@@ -151,7 +151,7 @@ void test('the trigger stopped past its staleness bound while a storage version 
     plane,
     async (m) => {
       await startTrigger(m, 2, 6);
-      await eventually('settled on v1', settled(crd.name), 180_000);
+      await eventually('settled on v1', settled(crd.name), 360_000);
       await snapshot('settled, trigger about to stop', crd.name);
       await m.stopTrigger();
       await applyCrd(plane.kube, crd, 'v2'); // missed by the trigger
@@ -173,7 +173,7 @@ void test('the trigger stopped past its staleness bound while a storage version 
       );
       await snapshot('trigger back after the staleness bound', crd.name);
       const h2 = await discoveryHash(0, crd.group, 'v2', crd.plural);
-      await eventually('settled on v2', settled(crd.name, h2), 120_000);
+      await eventually('settled on v2', settled(crd.name, h2), 360_000);
       await snapshot('migrated after the reset', crd.name);
       await (await m.handle(crd.name)).wait();
       await m.stopTrigger();
@@ -206,7 +206,7 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       const started = Date.now();
       await startTrigger(m, 2);
       // 0. both servers encode v1 (an earlier test's state is reset first: that trigger was away)
-      await eventually('settled on v1', settled(name, hV1, started), 180_000);
+      await eventually('settled on v1', settled(name, hV1, started), 360_000);
       await snapshot('0. both servers encode v1', name);
 
       // 1. server 1 moves to v1beta2: hashes diverge, persisted gains its hash, nothing migrates
@@ -234,7 +234,7 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       await restartApiserver(plane.dir, 0, OLD, () => undefined);
       await eventually('current = v1beta2 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 60_000);
       await snapshot('2. server 0 followed (agree on v1beta2)', name);
-      await eventually('settled on v1beta2', settled(name, hB2), 180_000);
+      await eventually('settled on v1beta2', settled(name, hB2), 360_000);
       assert.deepEqual(Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion), [
         'resource.k8s.io/v1beta2',
       ]);
@@ -258,7 +258,7 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
 
       // 4. forward again: agreement on v1beta2; the v1 objects written meanwhile are migrated
       await restartApiserver(plane.dir, 1, OLD, () => undefined);
-      await eventually('settled on v1beta2 again', settled(name, hB2), 180_000);
+      await eventually('settled on v1beta2 again', settled(name, hB2), 360_000);
       await snapshot('4. forward again, migrated', name);
       await (await m.handle(name)).wait();
       await m.stopTrigger();
