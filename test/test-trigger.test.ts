@@ -232,7 +232,7 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
 
       // 2. server 0 follows: agreement on v1beta2, current moves, the trigger migrates, persisted refined
       await restartApiserver(plane.dir, 0, OLD, () => undefined);
-      await eventually('current = v1beta2 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 60_000);
+      await eventually('current = v1beta2 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 180_000);
       await snapshot('2. server 0 followed (agree on v1beta2)', name);
       await eventually('settled on v1beta2', settled(name, hB2), 360_000);
       assert.deepEqual(Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion), [
