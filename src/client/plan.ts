@@ -39,10 +39,10 @@ import {
   type ServerView,
 } from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
-import type { DiscoveredResource, KubeClient } from '../kube/client';
+import type { DiscoveredResource, KubeClient, KubeResponse } from '../kube/client';
 import { METADATA_LIST_ACCEPT, parseJson } from '../kube/client';
 import { CRDS_PATH } from '../kube/crds';
-import { classifyResponse, KubeError } from '../kube/errors';
+import { KubeError } from '../kube/errors';
 import { listIdentityLeases } from '../kube/leases';
 import { storageStatePath } from '../kube/storage-states';
 import { STORAGE_VERSIONS_PATH } from '../kube/storage-versions';
@@ -495,12 +495,14 @@ function nameToGroupResource(name: string): { group: string; resource: string } 
 
 async function countObjects(kube: KubeClient, r: DiscoveredResource): Promise<{ objects: number | null; note?: string }> {
   // Metadata only: the one object listed comes without its content (a Secret's data is never read).
-  const res = await kube.raw('GET', collectionPath({ group: r.group, version: r.version, resource: r.name }), {
-    query: { limit: 1 },
-    accept: METADATA_LIST_ACCEPT,
-  });
-  if (res.status >= 300) {
-    const err = classifyResponse(res.status, res.body);
+  let res: KubeResponse;
+  try {
+    res = await kube.request('GET', collectionPath({ group: r.group, version: r.version, resource: r.name }), {
+      query: { limit: 1 },
+      accept: METADATA_LIST_ACCEPT,
+    });
+  } catch (err) {
+    if (!(err instanceof KubeError)) throw err;
     return { objects: null, note: `counting failed: ${err.message}` };
   }
   // Only the list's metadata and the number of items are read from the page.

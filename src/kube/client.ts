@@ -32,6 +32,8 @@ export interface RequestOptions {
   contentType?: string;
   /** Default application/json. */
   accept?: string;
+  /** Statuses handed back like a success instead of thrown (e.g. [404] for "find, or undefined"); throttling is still retried first. */
+  allow?: readonly number[];
 }
 
 /**
@@ -199,7 +201,7 @@ export class KubeClient {
         }
         throw err;
       }
-      if (res.status >= 200 && res.status < 300) return res;
+      if ((res.status >= 200 && res.status < 300) || opts.allow?.includes(res.status)) return res;
       const err = classifyResponse(res.status, res.body, res.headers['retry-after']);
       // Like client-go: a read told to come back later (429 with Retry-After,
       // e.g. "storage is (re)initializing") comes back, a bounded number of times.
@@ -250,10 +252,10 @@ export class KubeClient {
 
   async isCustomResource(group: string, resource: string): Promise<boolean> {
     if (!group.includes('.')) return false;
-    const res = await this.raw('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${resource}.${group}`);
-    if (res.status === 404) return false;
-    if (res.status >= 300) throw classifyResponse(res.status, res.body);
-    return true;
+    const res = await this.request('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${resource}.${group}`, {
+      allow: [404],
+    });
+    return res.status !== 404;
   }
 
   // ------------------------------------------------------------ list & update

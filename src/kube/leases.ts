@@ -26,7 +26,7 @@ export const IDENTITY_LEASES_PATH = leasesPath('kube-system');
 
 /** The lease, or undefined when there is none. */
 export async function getLease(kube: KubeClient, namespace: string, name: string): Promise<Lease | undefined> {
-  const res = await kube.raw('GET', leasePath(namespace, name), { timeoutMs: 10_000 });
+  const res = await kube.request('GET', leasePath(namespace, name), { timeoutMs: 10_000, allow: [404] });
   if (res.status === 404) return undefined;
   if (res.status !== 200) throw classifyResponse(res.status, res.body, res.headers['retry-after']);
   return parse(res.body, name);

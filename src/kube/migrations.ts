@@ -17,7 +17,7 @@ export const svmPath = (name: string) => `${SVMS_PATH}/${encodeURIComponent(name
 
 /** One StorageVersionMigration, or undefined when there is none. A malformed one throws MalformedObjectError. */
 export async function findMigrationObject(kube: KubeClient, name: string): Promise<StorageVersionMigration | undefined> {
-  const res = await kube.raw('GET', svmPath(name));
+  const res = await kube.request('GET', svmPath(name), { allow: [404] });
   if (res.status === 404) return undefined;
   ensureOk(res);
   return parseBodyAs(StorageVersionMigration, res.body, { kind: 'StorageVersionMigration', name });

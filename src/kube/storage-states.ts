@@ -22,7 +22,7 @@ export async function listStorageStates(kube: KubeClient): Promise<StorageState[
 
 /** One StorageState, or undefined when there is none. */
 export async function findStorageState(kube: KubeClient, name: string): Promise<StorageState | undefined> {
-  const res = await kube.raw('GET', storageStatePath(name));
+  const res = await kube.request('GET', storageStatePath(name), { allow: [404] });
   if (res.status === 404) return undefined;
   ensureOk(res);
   return parseBodyAs(StorageState, res.body, { kind: 'StorageState', name });

@@ -17,7 +17,7 @@ export const STORAGE_VERSIONS_PATH = `${STORAGE_VERSIONS_GROUP_VERSION_PATH}/sto
  */
 export async function findStorageVersion(kube: KubeClient, gr: { group: string; resource: string }): Promise<StorageVersion | undefined> {
   const name = storageVersionName(gr);
-  const res = await kube.raw('GET', `${STORAGE_VERSIONS_PATH}/${name}`);
+  const res = await kube.request('GET', `${STORAGE_VERSIONS_PATH}/${name}`, { allow: [404] });
   if (res.status === 404) return undefined;
   ensureOk(res);
   return parseBodyAs(StorageVersion, res.body, { kind: 'StorageVersion', name });

@@ -115,7 +115,7 @@ export async function listAllIfServed(
   const out: unknown[] = [];
   let cont: string | undefined;
   do {
-    const res = await kube.raw('GET', path, { query: { ...query, limit: 500, ...(cont ? { continue: cont } : {}) } });
+    const res = await kube.request('GET', path, { query: { ...query, limit: 500, ...(cont ? { continue: cont } : {}) }, allow: [404] });
     if (res.status === 404) return undefined;
     ensureOk(res);
     const page = parseJson<{ items?: unknown; metadata?: { continue?: unknown } }>(res.body, `a ${kind} list`);
