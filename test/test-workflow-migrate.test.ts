@@ -395,3 +395,46 @@ void test('bad options are refused, naming them', async () => {
   assert.match(f.message, /options\.concurrency: concurrency must be a whole number between 1 and 256/);
   assert.equal(d.chunks.length, 0);
 });
+
+void test('pages are bounded by bytes: the first lists at most 10, later ones fit pageBytes for the size just seen', async () => {
+  const d = new Doubles();
+  d.chunksPerPass = 5;
+  const MiB = 1024 * 1024;
+  // Objects of 1 MiB in the first three pages, 1 KiB after: pages of 16 at 16 MiB, then the chunk size again.
+  const sizes = [MiB, MiB, MiB, 1024, 1024];
+  d.chunk = async (input) => {
+    const index = input.continueToken ? Number(input.continueToken.slice(1)) : 0;
+    const listed = input.options.chunkSize;
+    return { ...d.result(input), listed, listedBytes: listed * sizes[index]! };
+  };
+  const result = await run(d, async (start) => (await start({ options: { chunkSize: 1000, pageBytes: 16 * MiB } })).result());
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual(
+    d.chunks.map((c) => c.options.chunkSize),
+    [10, 16, 16, 16, 1000],
+  );
+});
+
+void test('progress search attributes are written on phase changes, not after every chunk; the last ones are true', async () => {
+  const d = new Doubles();
+  d.chunksPerPass = 12;
+  const { handle, result } = await run(d, async (start) => {
+    const h = await start();
+    return { handle: h, result: await h.result() };
+  });
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(result.counters.migrated, 120);
+  let upserts = 0;
+  let runs = 0;
+  for await (const w of wf.env.client.workflow.list({ query: `WorkflowId = "${handle.workflowId}"` })) {
+    runs++;
+    const history = await wf.env.client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
+    upserts += (history.events ?? []).filter((e) => e.upsertWorkflowSearchAttributesEventAttributes).length;
+  }
+  assert.equal(runs, result.runs);
+  // Per run: the SDK's patch marker (TemporalChangeVersion) and the run's first progress; resource/group once, Succeeded once.
+  assert.ok(upserts <= 2 * runs + 2, `${upserts} search attribute writes over ${runs} runs and 12 chunks`);
+  const described = await handle.describe();
+  assert.deepEqual(described.searchAttributes.MigrationMigrated, [120]);
+  assert.deepEqual(described.searchAttributes.MigrationPhase, ['Succeeded']);
+});

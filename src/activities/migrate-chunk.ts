@@ -69,6 +69,8 @@ export interface ChunkResult {
   continueToken?: string;
   remainingItemCount?: number;
   listed: number;
+  /** Bytes of the listed objects' text (the workflow bounds the next page by bytes with it). */
+  listedBytes?: number;
 }
 
 interface ChunkHeartbeat {
@@ -371,6 +373,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     continueToken: meta?.continueToken,
     remainingItemCount: meta?.remainingItemCount,
     listed,
+    ...(meta?.bytes ? { listedBytes: meta.bytes } : {}),
   };
   if (ctx.cancellationSignal.aborted) {
     // What was done before the cancel still counts: it travels in the failure's details.

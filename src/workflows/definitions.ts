@@ -20,6 +20,11 @@ export const MigrationOptionsSchema = z
   .object({
     /** Objects per list page (one chunk). */
     chunkSize: whole('chunkSize', 1, 10_000),
+    /**
+     * A list page is also bounded by bytes: the API server builds a page whole in memory. After each
+     * chunk the next page's limit is cut so that a page of objects like the last ones stays near this.
+     */
+    pageBytes: whole('pageBytes', 1024 * 1024, 1024 * 1024 * 1024),
     /** No-op updates in flight at once within a chunk. */
     concurrency: whole('concurrency', 1, 256),
     /** Per-migration QPS ceiling; 0 = only the worker's shared budget. */
@@ -40,8 +45,31 @@ export const MigrationOptionsSchema = z
   .strict();
 export type MigrationOptions = z.infer<typeof MigrationOptionsSchema>;
 
+/**
+ * The first page of a migration, with no object size to go by, lists at most
+ * this many objects; later pages are cut to options.pageBytes (nextPageLimit).
+ */
+export const FIRST_PAGE_LIMIT = 10;
+
+/**
+ * The next page's limit: the chunk size, cut so that a page of objects as big
+ * as the last page's stays near pageBytes (the API server builds a page whole
+ * in memory, and so does etcd's answer).
+ */
+export function nextPageLimit(
+  options: Pick<MigrationOptions, 'chunkSize' | 'pageBytes'>,
+  last: { listed: number; listedBytes?: number } | undefined,
+): number {
+  const { chunkSize, pageBytes } = options;
+  if (!last) return Math.min(chunkSize, FIRST_PAGE_LIMIT);
+  if (last.listedBytes === undefined || last.listed === 0 || last.listedBytes === 0) return chunkSize;
+  const fits = Math.floor(pageBytes / (last.listedBytes / last.listed));
+  return Math.max(1, Math.min(chunkSize, fits));
+}
+
 export const defaultMigrationOptions: MigrationOptions = {
-  chunkSize: 500,
+  chunkSize: 1000,
+  pageBytes: 64 * 1024 * 1024,
   concurrency: 8,
   qps: 0,
   maxChunksPerRun: 200,
@@ -99,6 +127,8 @@ export const CarriedStateSchema = z
     restarts: z.number().int().min(0),
     remainingEstimate: z.number().int().optional(),
     message: z.string().optional(),
+    /** The next list page's limit: the chunk size, cut for big objects (nextPageLimit). */
+    pageLimit: z.number().int().min(1).max(10_000).optional(),
   })
   .strict();
 

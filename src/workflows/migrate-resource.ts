@@ -37,6 +37,7 @@ import {
   continueAsNew,
   isCancellation,
   log,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -55,6 +56,7 @@ import {
   attachMigrationObjectSignal,
   defaultMigrationOptions,
   explainInput,
+  nextPageLimit,
   MigrateResourceInputSchema,
   pauseSignal,
   progressQuery,
@@ -99,6 +101,13 @@ const { agreement, recordMigrated, ensureMigrationObject, reportStatus } = proxy
 });
 
 const MAX_FAILURES = 50;
+/**
+ * While a migration runs, its progress search attribute (MigrationMigrated)
+ * is written at most this often (workflow time): each write is a history
+ * event, and once per chunk was a sixth of them. A phase change is written
+ * at once; the UI's current details and the progress query are always live.
+ */
+const PROGRESS_ATTRIBUTE_MS = 30_000;
 /** Agreement polls per run while waiting, before continue-as-new (Temporal may suggest it sooner). */
 const MAX_WAITS_PER_RUN = 500;
 
@@ -124,6 +133,10 @@ class Migration {
   chunkScope?: CancellationScope;
   /** An agreement that could not be verified per server, and since when it has held unchanged. */
   unverified?: { token: string; since: number };
+  /** Histories from before sparse progress attributes wrote them after every chunk: they replay as they ran. */
+  readonly sparseAttributes = patched('sparse-progress-search-attributes');
+  /** The search attributes written last: the phase, and when. */
+  private shown?: { phase: MigrationPhase; at: number };
 
   constructor(input: MigrateResourceInput) {
     this.ref = input.resource;
@@ -182,10 +195,14 @@ class Migration {
   /** Search attributes and UI details; with report, the StorageVersionMigration objects too. */
   async show(next: MigrationPhase, report = true): Promise<void> {
     this.phase = next;
-    upsertSearchAttributes([
-      { key: PhaseAttr, value: next },
-      { key: MigrationMigrated, value: this.s.counters.migrated },
-    ]);
+    const due = !this.sparseAttributes || report || this.shown?.phase !== next || Date.now() - this.shown.at >= PROGRESS_ATTRIBUTE_MS;
+    if (due) {
+      upsertSearchAttributes([
+        { key: PhaseAttr, value: next },
+        { key: MigrationMigrated, value: this.s.counters.migrated },
+      ]);
+      this.shown = { phase: next, at: Date.now() };
+    }
     const p = this.progress();
     const c = p.counters;
     // Paragraphs as the UI test reads them (test/test-ui.test.ts); the message last, as the panel is short.
@@ -312,12 +329,13 @@ type ChunkOutcome = { ok: true; result: ChunkResult } | { ok: false; err: unknow
 async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver> {
   const scope = new CancellationScope();
   m.chunkScope = scope;
-  const summary = `chunk ${m.s.counters.chunks + 1} of ${m.name}: up to ${m.options.chunkSize} objects${m.s.continueToken ? ' after the continue token' : ' from the start'}`;
+  const limit = m.s.pageLimit ?? nextPageLimit(m.options, undefined);
+  const summary = `chunk ${m.s.counters.chunks + 1} of ${m.name}: up to ${limit} objects${m.s.continueToken ? ' after the continue token' : ' from the start'}`;
   const { migrateChunk } = chunkActivities(m.options.heartbeatTimeoutSeconds, summary);
   const input = {
     resource: m.ref,
     continueToken: m.s.continueToken,
-    options: { chunkSize: m.options.chunkSize, concurrency: m.options.concurrency, qps: m.options.qps },
+    options: { chunkSize: limit, concurrency: m.options.concurrency, qps: m.options.qps },
   };
   let outcome: ChunkOutcome | undefined;
   // Both settle paths are handled here: nothing floats.
@@ -378,6 +396,7 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
     m.s.counters = addCounters(m.s.counters, result.counters);
     for (const f of result.failures) if (m.s.failures.length < MAX_FAILURES) m.s.failures.push(f);
     m.s.continueToken = result.continueToken;
+    m.s.pageLimit = nextPageLimit(m.options, result);
     m.s.remainingEstimate = result.remainingItemCount;
     if (result.counters.tokenResumes > 0) m.s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
     await m.show('Running', false);

@@ -1,8 +1,13 @@
 /** Runs a migrator worker (in this process) on a fresh task queue for one test. */
+import { defaultPayloadConverter } from '@temporalio/common';
+import type { Client } from '@temporalio/client';
+import type { temporal } from '@temporalio/proto';
 import { Migrator } from '../../src/client';
+import type { ChunkInput, ChunkResult } from '../../src/activities/migrate-chunk';
 import type { WorkerSettings } from '../../src/worker/config';
 import { createLogger, createMigratorWorker } from '../../src/worker/worker';
 import type pino from 'pino';
+import { FIRST_PAGE_LIMIT } from '../../src/workflows/definitions';
 import { uniq, type TestPlane } from './plane';
 
 export async function withWorker<T>(
@@ -45,4 +50,37 @@ export async function endLeftovers(plane: TestPlane): Promise<void> {
       .terminate('left running by an earlier test')
       .catch(() => undefined);
   }
+}
+
+/** Chunks of a whole pass over `count` small objects: a first page of at most FIRST_PAGE_LIMIT, then pages of chunkSize. */
+export function chunksOfPass(count: number, chunkSize: number): number {
+  const first = Math.min(chunkSize, FIRST_PAGE_LIMIT);
+  return count <= first ? 1 : 1 + Math.ceil((count - first) / chunkSize);
+}
+
+/**
+ * Every migrateChunk of a workflow's latest execution, every run of it (walked back through
+ * continue-as-new), in order: what each was asked (the page limit) and what it answered.
+ */
+export async function chunkActivities(client: Client, workflowId: string): Promise<Array<{ input: ChunkInput; result: ChunkResult }>> {
+  const out: Array<{ input: ChunkInput; result: ChunkResult }> = [];
+  for (let runId: string | undefined = (await client.workflow.getHandle(workflowId).describe()).runId; runId;) {
+    const history: { events?: temporal.api.history.v1.IHistoryEvent[] | null } = await client.workflow
+      .getHandle(workflowId, runId)
+      .fetchHistory();
+    const events = history.events ?? [];
+    const inputs = new Map<string, ChunkInput>();
+    const ofRun: typeof out = [];
+    for (const e of events) {
+      const scheduled = e.activityTaskScheduledEventAttributes;
+      if (scheduled?.activityType?.name === 'migrateChunk')
+        inputs.set(String(e.eventId), defaultPayloadConverter.fromPayload<ChunkInput>(scheduled.input!.payloads![0]!));
+      const done = e.activityTaskCompletedEventAttributes;
+      const input = done && inputs.get(String(done.scheduledEventId));
+      if (input) ofRun.push({ input, result: defaultPayloadConverter.fromPayload<ChunkResult>(done.result!.payloads![0]!) });
+    }
+    out.unshift(...ofRun);
+    runId = events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
+  }
+  return out;
 }
