@@ -121,6 +121,12 @@ void test('starting twice joins the running migration; pause, progress, resume a
     assert.ok(result.counters.migrated < 600, 'abort came too late to test anything');
     const etcd = await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true });
     assert.equal(etcd.byApiVersion[`${crd.group}/v2`], result.counters.rewritten, 'etcd disagrees with the counters');
+    // A signal to a migration that ended says so in words.
+    await assert.rejects(
+      h1.pause(),
+      (e: Error) =>
+        e.name === 'MigrationNotRunningError' && /is not running \(its last run is completed\): nothing to pause/.test(e.message),
+    );
   });
 });
 

@@ -96,14 +96,38 @@ export class MigrationHandle {
   }
 
   abort(reason = 'aborted by request'): Promise<void> {
-    return this.workflow.signal(abortSignal, reason);
+    return this.send('abort', () => this.workflow.signal(abortSignal, reason));
   }
   pause(): Promise<void> {
-    return this.workflow.signal(pauseSignal);
+    return this.send('pause', () => this.workflow.signal(pauseSignal));
   }
   resume(): Promise<void> {
-    return this.workflow.signal(resumeSignal);
+    return this.send('resume', () => this.workflow.signal(resumeSignal));
   }
+
+  /** A signal to a migration that is not running says so in words, with how it ended. */
+  private async send(what: string, signal: () => Promise<void>): Promise<void> {
+    try {
+      await signal();
+    } catch (err) {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+      const name = groupResourceString(this.resource);
+      const ended = await this.workflow.describe().then(
+        (d) => d.status.name,
+        () => undefined,
+      );
+      throw new MigrationNotRunningError(
+        ended
+          ? `the migration of ${name} is not running (its last run is ${ended.toLowerCase()}): nothing to ${what}`
+          : `there is no migration of ${name}: nothing to ${what}`,
+      );
+    }
+  }
+}
+
+/** A signal (abort, pause, resume) sent to a migration that is not running. */
+export class MigrationNotRunningError extends Error {
+  override name = 'MigrationNotRunningError';
 }
 
 export interface MigrationSummary {
