@@ -18,7 +18,7 @@
  * own address.
  */
 import { isIPv6 } from 'node:net';
-import { KubeConfig, type Cluster } from '@kubernetes/client-node';
+import { KubeConfig, type Cluster } from './kubeconfig';
 import { EndpointSlice } from '../api/endpoint-slice';
 import { liveIdentities } from './agreement';
 import { KubeClient } from './client';

@@ -13,7 +13,7 @@ import * as http from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import * as https from 'node:https';
-import { KubeConfig } from '@kubernetes/client-node';
+import { KubeConfig } from './kubeconfig';
 import { APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
 import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
 import { classifyResponse, classifyTransportError, KubeError } from './errors';

@@ -3,7 +3,7 @@
  * On any error or end of the watch it lists again (onList gets the full list)
  * and watches from that list's resourceVersion. Survives API server restarts.
  */
-import { Watch } from '@kubernetes/client-node';
+import { Watch } from './kubeconfig';
 import type { KubeClient } from './client';
 
 export interface WatchHandlers {
