@@ -6,7 +6,7 @@
  * and the agreement watcher.
  */
 import * as v8 from 'node:v8';
-import { Client, Connection } from '@temporalio/client';
+import { Client } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
@@ -131,8 +131,9 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const budget = new RateLimiter(settings.qps);
   let shared: ClusterBudget | undefined;
   const identity = claimIdentity(settings.identity);
-  const clientConnection = await Connection.connect(temporalConnectionOptions({ ...t, address: t.address }));
-  const client = new Client({ connection: clientConnection, namespace: t.namespace });
+  // The bridge, the agreement watcher and the activities start and signal workflows over the worker's own
+  // connection (the Rust core's), not a second one through grpc-js.
+  const client = new Client({ connection, namespace: t.namespace });
   const worker = await Worker.create({
     connection,
     namespace: t.namespace,
@@ -200,7 +201,6 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   };
 
   const cleanup = async () => {
-    await clientConnection.close();
     kube.close();
     apiservers.close();
     await connection.close();
