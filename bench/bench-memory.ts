@@ -1,5 +1,5 @@
 /**
- * `npm run bench:memory [-- --objects 300 --payload-kib 675 --chunk-size 500 --concurrency 8 --tree label=DIR ...]`
+ * `npm run bench:memory [-- --objects 300 --payload-kib 675 --chunk-size 500 --concurrency 8 --tree label=DIR ... --host-env]`
  *
  * Memory of the worker migrating large objects: creates N Secrets whose data
  * is --payload-kib of random bytes (675 KiB = ~900 KB of base64, the size of
@@ -7,7 +7,10 @@
  * be hundreds of MB, then, for each worker tree given (default: this
  * checkout), runs `node <tree>/bin/svm.js worker` as a child process with the
  * plane's environment, migrates `secrets` and reports the child's peak RSS
- * (VmHWM from /proc/PID/status) and objects per second, side by side.
+ * (VmHWM from /proc/PID/status) and objects per second, side by side. The
+ * workers get the environment the image sets (the runtime stage's ENV lines
+ * of this checkout's Dockerfile: NODE_OPTIONS, MALLOC_ARENA_MAX) unless
+ * --host-env is given.
  *
  * To compare with an older commit in one run, extract it beside this one
  * and pass both trees:
@@ -36,6 +39,7 @@ const { values } = parseArgs({
     concurrency: { type: 'string', default: '8' },
     tree: { type: 'string', multiple: true },
     dir: { type: 'string' },
+    'host-env': { type: 'boolean', default: false },
   },
 });
 const N = Number(values.objects);
@@ -58,6 +62,16 @@ const trees = (values.tree?.length ? values.tree : [`this=${path.join(__dirname,
 });
 
 const log = (s: string) => process.stderr.write(`[bench:memory] ${s}\n`);
+
+/** The ENV of the Dockerfile's runtime stage (what the image sets for `svm worker`), without NODE_ENV. */
+function imageEnv(): Record<string, string> {
+  const dockerfile = readFileSync(path.join(__dirname, '..', 'Dockerfile'), 'utf8');
+  const runtime = dockerfile.slice(dockerfile.search(/^FROM .* AS runtime$/m));
+  const env: Record<string, string> = {};
+  for (const m of runtime.matchAll(/^ENV (\w+)=(\S*)$/gm)) if (m[1] !== 'NODE_ENV') env[m[1]!] = m[2]!;
+  return env;
+}
+const WORKER_ENV = values['host-env'] ? {} : imageEnv();
 const vmHwmMiB = (pid: number) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/)![1]) / 1024;
 
 interface Run {
@@ -82,6 +96,7 @@ async function runWorker(tree: (typeof trees)[number], env: Record<string, strin
       TEMPORAL_TASK_QUEUE: taskQueue,
       SVM_QPS: '0',
       SVM_LOG_LEVEL: 'warn',
+      ...WORKER_ENV,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -158,6 +173,7 @@ async function main() {
     pageMiB: Number(((Math.min(N, CHUNK) * Math.ceil(PAYLOAD / 3) * 4) / 2 ** 20).toFixed(0)),
     chunkSize: CHUNK,
     concurrency: CONC,
+    workerEnv: WORKER_ENV,
     runs,
   };
   const outDir = path.join(__dirname, 'results');

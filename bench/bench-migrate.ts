@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR]`
+ * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env]`
  *
  * Migrates N objects of a CRD on the local control plane and prints, beside a
  * raw ceiling measured in the same run (on all N objects, or on the first
@@ -20,8 +20,11 @@
  * longer here than migrating them. The raw loop moves its objects v1 -> v2
  * and the migration every object back to v1, so both do real etcd writes.
  * The worker runs as the image runs it: compiled JavaScript (tsc into a
- * temporary tree, with the prebuilt workflow bundle), not through tsx, which
- * alone adds ~60 MiB to its RSS; `--tsx-worker` runs bin/svm.js as checked out. Figures go to
+ * temporary tree, with the prebuilt workflow bundle and the KubeConfig
+ * bundle), not through tsx, which alone adds ~60 MiB to its RSS, and with
+ * the environment the image sets (the runtime stage's ENV lines of the
+ * Dockerfile: NODE_OPTIONS, MALLOC_ARENA_MAX); `--tsx-worker` runs bin/svm.js
+ * as checked out, `--host-env` with this process's environment only. Figures go to
  * bench/results/bench-<time>.json. Not part of `npm test`: these are
  * measurements, not assertions.
  */
@@ -53,6 +56,7 @@ const { values } = parseArgs({
     'seed-etcd-above': { type: 'string', default: '20000' },
     'idle-seconds': { type: 'string', default: '30' },
     'tsx-worker': { type: 'boolean', default: false },
+    'host-env': { type: 'boolean', default: false },
     // Node flags for the worker only (NODE_OPTIONS of the child), e.g. --max-semi-space-size=2.
     'worker-node-options': { type: 'string' },
     dir: { type: 'string' },
@@ -133,6 +137,19 @@ function parseHistogram(text: string, name: string): Array<{ le: number; count: 
   return [...byLe.entries()].sort((a, b) => a[0] - b[0]).map(([le, count]) => ({ le, count }));
 }
 
+/** The ENV of the Dockerfile's runtime stage (what the image sets for `svm worker`), without NODE_ENV. */
+function imageEnv(): Record<string, string> {
+  const dockerfile = readFileSync(path.join(__dirname, '..', 'Dockerfile'), 'utf8');
+  const runtime = dockerfile.slice(dockerfile.search(/^FROM .* AS runtime$/m));
+  const env: Record<string, string> = {};
+  for (const m of runtime.matchAll(/^ENV (\w+)=(\S*)$/gm)) if (m[1] !== 'NODE_ENV') env[m[1]!] = m[2]!;
+  return env;
+}
+const WORKER_ENV: Record<string, string> = {
+  ...(values['host-env'] ? {} : imageEnv()),
+  ...(values['worker-node-options'] ? { NODE_OPTIONS: values['worker-node-options'] } : {}),
+};
+
 /** Compiles the project as the image does (tsc, prebuilt workflow bundle) into a temporary tree; returns its bin/svm.js. */
 function compiledWorkerTree(): { bin: string; dispose(): void } {
   const root = path.join(__dirname, '..');
@@ -162,6 +179,9 @@ function compiledWorkerTree(): { bin: string; dispose(): void } {
   cpSync(path.join(root, 'bin'), path.join(tree, 'bin'), { recursive: true });
   cpSync(path.join(root, 'package.json'), path.join(tree, 'package.json'));
   symlinkSync(path.join(root, 'node_modules'), path.join(tree, 'node_modules'));
+  // As the image's build stage: KubeConfig and Watch without client-node's generated API (src/kube/kubeconfig.ts).
+  const kubeBundle = path.join(tree, 'dist', 'src', 'kube', 'kubeconfig-bundle.js');
+  if (existsSync(kubeBundle)) execFileSync(process.execPath, [kubeBundle], { cwd: tree, stdio: 'ignore' });
   return { bin: path.join(tree, 'bin', 'svm.js'), dispose: () => rmSync(tree, { recursive: true, force: true }) };
 }
 
@@ -246,7 +266,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       SVM_QPS: String(QPS),
       SVM_METRICS_PORT: String(metricsPort),
       SVM_LOG_LEVEL: 'warn',
-      ...(values['worker-node-options'] ? { NODE_OPTIONS: values['worker-node-options'] } : {}),
+      ...WORKER_ENV,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
   });
@@ -325,9 +345,14 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       concurrency: CONC,
       qps: QPS,
       apiservers: Number(env.APISERVER_COUNT ?? 2),
-      worker: values['tsx-worker'] ? 'bin/svm.js (tsx)' : 'compiled (tsc), prebuilt workflow bundle',
+      worker: values['tsx-worker'] ? 'bin/svm.js (tsx)' : 'compiled (tsc), prebuilt workflow and KubeConfig bundles',
       workerNodeOptions: values['worker-node-options'] ?? '',
-      workerEnv: Object.fromEntries(Object.entries(process.env).filter(([k]) => k.startsWith('SVM_') || k === 'NODE_OPTIONS')),
+      workerEnv: {
+        ...Object.fromEntries(
+          Object.entries(process.env).filter(([k]) => k.startsWith('SVM_') || k === 'NODE_OPTIONS' || k === 'MALLOC_ARENA_MAX'),
+        ),
+        ...WORKER_ENV,
+      },
       raw: {
         objects: raw.objects,
         sampled: raw.objects < N,
