@@ -191,7 +191,9 @@ async function run(w: World, input: TriggerInput, fn: (h: WorkflowHandle<typeof 
   const h = await wf.env.client.workflow.start(storageVersionTrigger, {
     taskQueue,
     workflowId: `svm-trigger-test-${Date.now()}-${seq++}`,
-    args: [input],
+    // Periods of 1 s would make the default bound (3 periods) 3 s, within reach of a slow CI machine's
+    // scheduling; scenarios that test the bound set their own.
+    args: [{ stalenessSeconds: 60, ...input }],
   });
   try {
     await worker.runUntil(async () => {
@@ -214,9 +216,10 @@ beforeEach((t) => void (currentTest = t.name));
 async function step(h: WorkflowHandle, w: World): Promise<void> {
   const target = w.periods.length + 1;
   const deadline = Date.now() + 20_000;
+  // One signal: signals are durable, and one sent during a period brings the next (a second would bring another).
+  await h.signal(pollNowSignal);
   while (w.periods.length < target) {
     if (Date.now() > deadline) throw new Error(`pollNow did not bring period ${target}`);
-    await h.signal(pollNowSignal);
     await new Promise((r) => setTimeout(r, 100));
   }
 }
@@ -405,6 +408,25 @@ void test('the trigger away past its staleness bound: persisted is reset to Unkn
     assert.equal(g.startMigration, undefined);
   }
   assert.deepEqual(w.starts(W), [1]);
+});
+
+void test('a trigger that runs but observes nothing for longer than its staleness bound was away: persisted reset to Unknown, a migration follows', async () => {
+  const w = new World();
+  w.discovery[W] = { a: 'h1' };
+  // Settled: migrated to h1 moments before the first observation (however slowly the worker starts).
+  w.script = (n) => n === 0 && w.state(W, ['h1'], 'h1', Date.now(), { a: 'h1' });
+  for (let n = 1; n <= 6; n++) w.failObserve.add(n); // blind for 6+ periods: API servers away
+  await run(w, { periodSeconds: 1, stalenessSeconds: 4 }, () => w.applied(2));
+
+  const [first, back] = w.periods;
+  assert.equal(first!.n, 0);
+  assert.deepEqual(first!.actions.find((a) => a.name === W)!.write.persisted, ['h1'], 'a fresh heartbeat is trusted');
+  const reset = back!.actions.find((a) => a.name === W)!;
+  assert.ok(back!.n >= 7, `the period after the blind ones (${back!.n})`);
+  assert.deepEqual(reset.write.persisted, [UNKNOWN]);
+  assert.match(reset.note ?? '', /observed nothing for longer than the staleness bound/);
+  assert.equal(reset.startMigration, true, 'agreement held since before: the migration starts at once');
+  assert.deepEqual(w.starts(W), [back!.n]);
 });
 
 void test('continue-as-new carries the memory: a failing migration backs off 2 then 4 periods across runs', async () => {

@@ -153,6 +153,28 @@ void test('a slow period of a running trigger is not absence: heartbeats it wrot
   assert.equal(d.memory.since, T0 - 100 * P, 'carried on');
 });
 
+void test('a trigger that ran but applied no period for longer than the bound was away too: persisted reset to Unknown', () => {
+  const blindCfg = { ...cfg, blindGapIsAbsence: true };
+  const memory: TriggerMemory = {
+    since: T0 - 100 * P,
+    lastApplied: T0 - 10 * P,
+    consensus: { [W]: { hash: 'h1', since: T0 - 100 * P } },
+    backoff: {},
+  };
+  const d = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0 - 10 * P), {}, memory, blindCfg, T0, true);
+  assert.deepEqual(d.actions[0]!.write.persisted, [UNKNOWN]);
+  assert.match(d.actions[0]!.note ?? '', /observed nothing for longer than the staleness bound/);
+  assert.equal(d.memory.lastApplied, T0, 'this period counts from now on');
+
+  // A slow period within the bound is not absence.
+  const slow = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0 - 2 * P), {}, { ...memory, lastApplied: T0 - 2 * P }, blindCfg, T0, true);
+  assert.deepEqual(slow.actions[0]!.write.persisted, ['h1']);
+  // Histories from before the patch decide as they did.
+  const old = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0 - 10 * P), {}, memory, cfg, T0, true);
+  assert.deepEqual(old.actions[0]!.write.persisted, ['h1']);
+  assert.equal(old.memory.lastApplied, undefined);
+});
+
 void test('a settled resource clears its backoff', () => {
   const d = decide(
     res({ a: 'h2' }),

@@ -12,10 +12,12 @@
  *   currentStorageVersionHash: a running migration is stopped and current
  *   becomes that hash, in the same write;
  * - when they diverge: a running migration is stopped, nothing is started;
- * - when the trigger was away longer than the staleness bound (the
- *   StorageState's heartbeat predates this trigger and is older than the
- *   bound; a slow period of a running trigger is not absence), persisted is
- *   reset to ["Unknown"]: changes may have been missed;
+ * - when the trigger was away longer than the staleness bound, persisted is
+ *   reset to ["Unknown"]: changes may have been missed. Away means the
+ *   StorageState's heartbeat is older than the bound and either predates
+ *   this trigger, or this trigger itself went longer than the bound without
+ *   an applied period (running but blind: API servers unreachable, writes
+ *   refused). A slow period within the bound is not absence;
  * - a migration is started when persisted != [current], the entries have
  *   agreed on current for at least one period, no migration runs, and a
  *   failed one is not retried before its backoff ends;
@@ -53,6 +55,8 @@ export type MigrationStatus = 'none' | 'running' | 'succeeded' | 'failed' | 'abo
 export interface TriggerMemory {
   /** When this trigger (across continue-as-new) first observed: heartbeats older than that were not its own. */
   since?: number;
+  /** When this trigger last observed and applied a period (ms): a longer gap than the staleness bound is absence too. */
+  lastApplied?: number;
   /** name -> since when (ms) the fresh entries have agreed on hash. */
   consensus: Record<string, { hash: string; since: number }>;
   /** name -> failed attempts and when the next may start (ms). */
@@ -63,6 +67,11 @@ export interface TriggerConfig {
   periodMs: number;
   /** A StorageState whose heartbeat is older than this was not watched: reset to Unknown. */
   stalenessMs: number;
+  /**
+   * Whether a gap in this trigger's own applied periods longer than the bound counts as absence.
+   * The workflow turns it on with a patch (histories from before it replay as they ran).
+   */
+  blindGapIsAbsence?: boolean;
   /** Longest wait between attempts of a failing migration. */
   maxBackoffMs: number;
 }
@@ -102,6 +111,8 @@ export function decide(
 ): { actions: TriggerAction[]; memory: TriggerMemory } {
   const since = memory.since ?? now;
   const next: TriggerMemory = { since, consensus: {}, backoff: { ...memory.backoff } };
+  if (cfg.blindGapIsAbsence) next.lastApplied = now;
+  const blind = cfg.blindGapIsAbsence === true && memory.lastApplied !== undefined && now - memory.lastApplied > cfg.stalenessMs;
   const actions: TriggerAction[] = [];
   for (const r of observed) {
     const state = states[r.name];
@@ -117,12 +128,17 @@ export function decide(
 
     let persisted = state ? [...state.persisted] : [UNKNOWN];
     let current = state?.current;
-    // Away, not merely slow: the last heartbeat predates this trigger and is older than the bound.
+    // Away, not merely slow: the last heartbeat is older than the bound, and it predates this trigger or
+    // this trigger went blind for longer than the bound.
     const heartbeat = state?.lastHeartbeatTime !== undefined ? Date.parse(state.lastHeartbeatTime) : undefined;
-    const stale = heartbeat !== undefined && heartbeat < since && now - heartbeat > cfg.stalenessMs;
+    const stale = heartbeat !== undefined && now - heartbeat > cfg.stalenessMs && (heartbeat < since || blind);
     if (stale) {
       persisted = [UNKNOWN];
-      notes.push('the trigger was away past the staleness bound: persisted reset to Unknown');
+      notes.push(
+        heartbeat! < since
+          ? 'the trigger was away past the staleness bound: persisted reset to Unknown'
+          : 'the trigger observed nothing for longer than the staleness bound: persisted reset to Unknown',
+      );
     }
     let stop: string | undefined;
     if (agreedHash === undefined) {

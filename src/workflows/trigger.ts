@@ -41,6 +41,8 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
   let pollNow = false;
   setHandler(pollNowSignal, () => void (pollNow = true));
   const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
+  // Patched: a trigger that ran but applied no period for longer than the staleness bound was away too.
+  const decideCfg = { ...cfg, blindGapIsAbsence: patched('trigger-blind-gap-is-absence') };
 
   for (let period = 0; period < PERIODS_PER_RUN; period++) {
     try {
@@ -48,7 +50,7 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
       // Patched: histories recorded before this change reset it after the period, and must replay so.
       if (keepsPollNow) pollNow = false;
       const o = await observeStorage();
-      const decided = decide(o.observed, o.states, o.migrations, memory, cfg, Date.now(), o.discoveryConsistent);
+      const decided = decide(o.observed, o.states, o.migrations, memory, decideCfg, Date.now(), o.discoveryConsistent);
       const applied = await applyTriggerActions(decided.actions);
       // Only a period whose decisions were applied counts (a start lost with a failed apply is not a failure of that migration).
       memory = decided.memory;
