@@ -118,6 +118,60 @@ export async function startDenyingWebhook(
   };
 }
 
+const WEBHOOK_CONFIGS = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations';
+
+/**
+ * Registers one validating webhook (failurePolicy Fail) served by hook, then
+ * waits until every API server calls it: probePath's object, PUT back as it
+ * is through each server, must be answered as enforced() says. On failure
+ * the configuration and the hook are removed again. Returns their removal.
+ */
+async function registerWebhook(
+  plane: TestPlane,
+  hook: { url: string; caBundle: string; close(): Promise<void> },
+  webhook: { configPrefix: string; name: string; rules: unknown[]; namespace?: string; timeoutSeconds: number },
+  probe: { path: string; enforced: (status: number) => boolean; before?: () => Promise<void> },
+): Promise<() => Promise<void>> {
+  const configName = uniq(webhook.configPrefix);
+  const remove = async () => {
+    await plane.kube.raw('DELETE', `${WEBHOOK_CONFIGS}/${configName}`);
+    await hook.close();
+  };
+  try {
+    await plane.kube.request('POST', WEBHOOK_CONFIGS, {
+      body: JSON.stringify({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingWebhookConfiguration',
+        metadata: { name: configName },
+        webhooks: [
+          {
+            name: webhook.name,
+            clientConfig: { url: hook.url, caBundle: hook.caBundle },
+            rules: webhook.rules,
+            ...(webhook.namespace ? { namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': webhook.namespace } } } : {}),
+            admissionReviewVersions: ['v1'],
+            sideEffects: 'None',
+            failurePolicy: 'Fail',
+            timeoutSeconds: webhook.timeoutSeconds,
+          },
+        ],
+      }),
+    });
+    await probe.before?.();
+    for (let i = 0; i < plane.state.apiservers.length; i++) {
+      const k = plane.kubeOf(i);
+      await eventually(`the webhook ${webhook.name} on API server ${i}`, async () => {
+        const obj = await k.getJson<Record<string, unknown>>(probe.path);
+        return probe.enforced((await k.raw('PUT', probe.path, { body: JSON.stringify(obj) })).status);
+      });
+    }
+    return remove;
+  } catch (err) {
+    await remove().catch(() => undefined);
+    throw err;
+  }
+}
+
 /**
  * Registers a validating webhook that refuses updates of the CRD's deny-*
  * objects in namespace ns, and waits until every API server enforces it
@@ -129,44 +183,17 @@ export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string):
     (name) => name.startsWith('deny-'),
     'objects named deny-* are frozen by policy',
   );
-  const configName = uniq('svm-deny');
-  const remove = async () => {
-    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
-    await hook.close();
-  };
-  try {
-    await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
-      body: JSON.stringify({
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingWebhookConfiguration',
-        metadata: { name: configName },
-        webhooks: [
-          {
-            name: 'deny.svm.test',
-            clientConfig: { url: hook.url, caBundle: hook.caBundle },
-            rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
-            admissionReviewVersions: ['v1'],
-            sideEffects: 'None',
-            failurePolicy: 'Fail',
-            timeoutSeconds: 5,
-          },
-        ],
-      }),
-    });
-    const denyUrl = `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/deny-000000`;
-    for (let i = 0; i < plane.state.apiservers.length; i++) {
-      const k = plane.kubeOf(i);
-      await eventually(`the webhook on API server ${i}`, async () => {
-        const obj = await k.getJson<Record<string, unknown>>(denyUrl);
-        const res = await k.raw('PUT', denyUrl, { body: JSON.stringify(obj) });
-        return res.status === 403 || res.status === 400;
-      });
-    }
-    return remove;
-  } catch (err) {
-    await remove().catch(() => undefined);
-    throw err;
-  }
+  return registerWebhook(
+    plane,
+    hook,
+    {
+      configPrefix: 'svm-deny',
+      name: 'deny.svm.test',
+      rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
+      timeoutSeconds: 5,
+    },
+    { path: `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/deny-000000`, enforced: (status) => status === 403 || status === 400 },
+  );
 }
 
 /**
@@ -204,45 +231,19 @@ export async function denySecretsEchoingValues(
       },
     };
   });
-  const configName = uniq('svm-echo');
-  const remove = async () => {
-    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
-    await hook.close();
-  };
-  try {
-    await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
-      body: JSON.stringify({
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingWebhookConfiguration',
-        metadata: { name: configName },
-        webhooks: [
-          {
-            name: webhookName,
-            clientConfig: { url: hook.url, caBundle: hook.caBundle },
-            rules: [{ operations: ['UPDATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['secrets'] }],
-            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
-            admissionReviewVersions: ['v1'],
-            sideEffects: 'None',
-            failurePolicy: 'Fail',
-            timeoutSeconds: 5,
-          },
-        ],
-      }),
-    });
-    const probeUrl = `/api/v1/namespaces/${ns}/secrets/${probe}`;
-    for (let i = 0; i < plane.state.apiservers.length; i++) {
-      const k = plane.kubeOf(i);
-      await eventually(`the webhook on API server ${i}`, async () => {
-        const obj = await k.getJson<Record<string, unknown>>(probeUrl);
-        const res = await k.raw('PUT', probeUrl, { body: JSON.stringify(obj) });
-        return res.status === 403;
-      });
-    }
-    return { hook, remove };
-  } catch (err) {
-    await remove().catch(() => undefined);
-    throw err;
-  }
+  const remove = await registerWebhook(
+    plane,
+    hook,
+    {
+      configPrefix: 'svm-echo',
+      name: webhookName,
+      rules: [{ operations: ['UPDATE'], apiGroups: [''], apiVersions: ['v1'], resources: ['secrets'] }],
+      namespace: ns,
+      timeoutSeconds: 5,
+    },
+    { path: `/api/v1/namespaces/${ns}/secrets/${probe}`, enforced: (status) => status === 403 },
+  );
+  return { hook, remove };
 }
 
 /** What a flaky webhook does with one admission: answer it, answer too late, or fail with HTTP 500. */
@@ -356,47 +357,32 @@ export async function flakyUpdatesOf(
     },
     2500,
   );
-  const configName = uniq('svm-flaky');
-  const remove = async () => {
-    await plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${configName}`);
-    await hook.close();
-  };
   const collection = `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}`;
+  const remove = await registerWebhook(
+    plane,
+    hook,
+    {
+      configPrefix: 'svm-flaky',
+      name: 'flaky.svm.test',
+      rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
+      namespace: ns,
+      timeoutSeconds: 1,
+    },
+    {
+      path: `${collection}/${probe}`,
+      enforced: (status) => status >= 500,
+      before: async () => {
+        await plane.kube.request('POST', collection, {
+          body: JSON.stringify({ apiVersion: `${crd.group}/v2`, kind: crd.kind, metadata: { name: probe }, spec: { probe: true } }),
+        });
+      },
+    },
+  );
   try {
-    await plane.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
-      body: JSON.stringify({
-        apiVersion: 'admissionregistration.k8s.io/v1',
-        kind: 'ValidatingWebhookConfiguration',
-        metadata: { name: configName },
-        webhooks: [
-          {
-            name: 'flaky.svm.test',
-            clientConfig: { url: hook.url, caBundle: hook.caBundle },
-            rules: [{ operations: ['UPDATE'], apiGroups: [crd.group], apiVersions: ['*'], resources: [crd.plural] }],
-            namespaceSelector: { matchLabels: { 'kubernetes.io/metadata.name': ns } },
-            admissionReviewVersions: ['v1'],
-            sideEffects: 'None',
-            failurePolicy: 'Fail',
-            timeoutSeconds: 1,
-          },
-        ],
-      }),
-    });
-    await plane.kube.request('POST', collection, {
-      body: JSON.stringify({ apiVersion: `${crd.group}/v2`, kind: crd.kind, metadata: { name: probe }, spec: { probe: true } }),
-    });
-    for (let i = 0; i < plane.state.apiservers.length; i++) {
-      const k = plane.kubeOf(i);
-      await eventually(`the flaky webhook on API server ${i}`, async () => {
-        const obj = await k.getJson<Record<string, unknown>>(`${collection}/${probe}`);
-        const res = await k.raw('PUT', `${collection}/${probe}`, { body: JSON.stringify(obj) });
-        return res.status >= 500;
-      });
-    }
     await plane.kube.request('DELETE', `${collection}/${probe}`);
-    return { hook, remove };
   } catch (err) {
     await remove().catch(() => undefined);
     throw err;
   }
+  return { hook, remove };
 }
