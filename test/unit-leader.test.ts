@@ -4,10 +4,15 @@
  * (src/kube/leases.ts) and the adjustable RateLimiter (src/kube/rate-limit.ts).
  */
 import assert from 'node:assert/strict';
+import http from 'node:http';
+import type { AddressInfo } from 'node:net';
+import { KubeConfig } from '@kubernetes/client-node';
+import pino from 'pino';
 import test from 'node:test';
 import { LeaseObserver, microTime, type Lease } from '../src/kube/leases';
 import { RateLimiter } from '../src/kube/rate-limit';
-import { DEFAULT_BUDGET_TIMING, memberLeaseName, shareOf, type ShareInput } from '../src/worker/budget';
+import { DEFAULT_BUDGET_TIMING, memberLeaseName, shareOf, startClusterBudget, type ShareInput } from '../src/worker/budget';
+import { KubeClient } from '../src/kube/client';
 import { DEFAULT_TIMING, electionStep, heldSpec, stillLeader } from '../src/worker/leader';
 
 const lease = (holder: string | undefined, rv = '1', extra: Partial<Lease['spec']> = {}): Lease => ({
@@ -151,4 +156,74 @@ void test('RateLimiter: hold shuts the bucket until setQps opens it; the burst f
   assert.equal(third, false, 'the third waits for the rate (1/s)');
   l.setQps(1000);
   await p3;
+});
+
+void test('startClusterBudget: a membership lease created but whose answer was lost is taken up, and its share spent after the join delay', async () => {
+  // A fake API server with just the Lease endpoints; the first create is applied, then its connection dropped unanswered.
+  const leases = new Map<string, Lease>();
+  let rv = 1;
+  let creates = 0;
+  const server = http.createServer((req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString('utf8')));
+    req.on('end', () => {
+      const url = new URL(req.url ?? '/', 'http://x');
+      const name = /\/leases\/([^/]+)$/.exec(url.pathname)?.[1];
+      const answer = (status: number, obj: unknown) => {
+        res.writeHead(status, { 'Content-Type': 'application/json' });
+        res.end(JSON.stringify(obj));
+      };
+      const notFound = { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'NotFound', code: 404 };
+      if (req.method === 'POST') {
+        const lease = JSON.parse(body) as Lease;
+        lease.metadata.resourceVersion = String(rv++);
+        leases.set(lease.metadata.name, lease);
+        if (++creates === 1) return req.socket.destroy(); // applied, never answered
+        return answer(201, lease);
+      }
+      if (req.method === 'GET' && name) return leases.has(name) ? answer(200, leases.get(name)) : answer(404, notFound);
+      if (req.method === 'GET')
+        return answer(200, { kind: 'LeaseList', apiVersion: 'coordination.k8s.io/v1', metadata: {}, items: [...leases.values()] });
+      if (req.method === 'PUT' && name) {
+        const lease = JSON.parse(body) as Lease;
+        if (leases.get(name)?.metadata.resourceVersion !== lease.metadata.resourceVersion)
+          return answer(409, { kind: 'Status', apiVersion: 'v1', status: 'Failure', reason: 'Conflict', code: 409 });
+        lease.metadata.resourceVersion = String(rv++);
+        leases.set(name, lease);
+        return answer(200, lease);
+      }
+      if (req.method === 'DELETE' && name) return leases.delete(name) ? answer(200, {}) : answer(404, notFound);
+      answer(405, {});
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const kc = new KubeConfig();
+  kc.loadFromOptions({
+    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
+    users: [{ name: 'u' }],
+    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
+    currentContext: 'x',
+  });
+  const kube = new KubeClient(kc);
+  const limiter = new RateLimiter(10);
+  const budget = startClusterBudget({
+    kube,
+    namespace: 'svm-system',
+    identity: 'replica-a',
+    qps: 10,
+    limiter,
+    log: pino({ level: 'silent' }),
+    timing: { refreshMs: 100, freshMs: 500, joinDelayMs: 300, marginMs: 300, leaseDurationSeconds: 2 },
+  });
+  try {
+    const deadline = Date.now() + 5000;
+    while (!budget.share().spend && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+    assert.deepEqual(budget.share(), { spend: true, qps: 10, members: 1 }, `still holding: ${JSON.stringify(budget.share())}`);
+    assert.equal(creates, 1, 'the lease was created once, its lost answer not repeated as a second create');
+    assert.equal(limiter.isHeld, false);
+  } finally {
+    await budget.stop();
+    kube.close();
+    await new Promise((r) => server.close(r));
+  }
 });

@@ -160,8 +160,15 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     let r: Lease | 'conflict' = own ? await updateLease(kube, own, spec(sent)) : 'conflict';
     if (r === 'conflict') {
       const found = await getLease(kube, namespace, name);
-      if (found) r = await updateLease(kube, found, spec(sent));
-      else {
+      if (found) {
+        r = await updateLease(kube, found, spec(sent));
+        // Ours, but we never heard it created (the create's answer was lost on a reset connection, or a
+        // restart kept the identity): join from now, so every member has counted us before we spend.
+        if (r !== 'conflict' && state.joinedAt === undefined) {
+          state.joinedAt = Date.now();
+          log.info({ lease: `${namespace}/${name}` }, 'load budget: joined (the lease was there already)');
+        }
+      } else {
         r = await createLease(kube, namespace, name, spec(sent), { [MEMBER_LABEL_KEY]: MEMBER_LABEL_VALUE });
         if (r !== 'conflict') {
           state.joinedAt = Date.now();
