@@ -26,7 +26,7 @@ COPY scripts/bundle-workflows.ts ./scripts/
 RUN npm run build \
  && npm run build:workflows \
  && test -s dist/workflow-bundle.js \
- && node dist/src/kube/kubeconfig-bundle.js \
+ && ls dist/kube-client-node-*.js \
  && npm prune --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 # The Temporal SDK package carries its native module prebuilt for five
