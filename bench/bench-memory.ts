@@ -30,6 +30,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { ensureNamespace, parallel } from '../src/dev/test-crd';
+import { imageEnv } from './lib/image-env';
 
 const { values } = parseArgs({
   options: {
@@ -63,14 +64,6 @@ const trees = (values.tree?.length ? values.tree : [`this=${path.join(__dirname,
 
 const log = (s: string) => process.stderr.write(`[bench:memory] ${s}\n`);
 
-/** The ENV of the Dockerfile's runtime stage (what the image sets for `svm worker`), without NODE_ENV. */
-function imageEnv(): Record<string, string> {
-  const dockerfile = readFileSync(path.join(__dirname, '..', 'Dockerfile'), 'utf8');
-  const runtime = dockerfile.slice(dockerfile.search(/^FROM .* AS runtime$/m));
-  const env: Record<string, string> = {};
-  for (const m of runtime.matchAll(/^ENV (\w+)=(\S*)$/gm)) if (m[1] !== 'NODE_ENV') env[m[1]!] = m[2]!;
-  return env;
-}
 const WORKER_ENV = values['host-env'] ? {} : imageEnv();
 const vmHwmMiB = (pid: number) => Number(readFileSync(`/proc/${pid}/status`, 'utf8').match(/VmHWM:\s+(\d+) kB/)![1]) / 1024;
 

@@ -43,6 +43,7 @@ import { histogramQuantile } from '../src/worker/metrics';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { UnrelatedClient } from './lib/unrelated-client';
+import { imageEnv } from './lib/image-env';
 
 const { values } = parseArgs({
   options: {
@@ -137,14 +138,6 @@ function parseHistogram(text: string, name: string): Array<{ le: number; count: 
   return [...byLe.entries()].sort((a, b) => a[0] - b[0]).map(([le, count]) => ({ le, count }));
 }
 
-/** The ENV of the Dockerfile's runtime stage (what the image sets for `svm worker`), without NODE_ENV. */
-function imageEnv(): Record<string, string> {
-  const dockerfile = readFileSync(path.join(__dirname, '..', 'Dockerfile'), 'utf8');
-  const runtime = dockerfile.slice(dockerfile.search(/^FROM .* AS runtime$/m));
-  const env: Record<string, string> = {};
-  for (const m of runtime.matchAll(/^ENV (\w+)=(\S*)$/gm)) if (m[1] !== 'NODE_ENV') env[m[1]!] = m[2]!;
-  return env;
-}
 const WORKER_ENV: Record<string, string> = {
   ...(values['host-env'] ? {} : imageEnv()),
   ...(values['worker-node-options'] ? { NODE_OPTIONS: values['worker-node-options'] } : {}),
