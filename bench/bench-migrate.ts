@@ -33,7 +33,7 @@ import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symli
 import { cpus, tmpdir, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Migrator } from '../src/client';
+import { defaultMigrationOptions, Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
@@ -48,9 +48,9 @@ import { imageEnv } from './lib/image-env';
 const { values } = parseArgs({
   options: {
     objects: { type: 'string', default: '10000' },
-    // The project's defaults (MigrationOptions): chunks of 500, 8 updates in flight.
-    'chunk-size': { type: 'string', default: '500' },
-    concurrency: { type: 'string', default: '8' },
+    // The project's defaults (MigrationOptions).
+    'chunk-size': { type: 'string', default: String(defaultMigrationOptions.chunkSize) },
+    concurrency: { type: 'string', default: String(defaultMigrationOptions.concurrency) },
     // 0 = unlimited: the bench measures what the plane can take; the worker's default is 100.
     qps: { type: 'string', default: '0' },
     'raw-sample': { type: 'string', default: '20000' },
@@ -323,7 +323,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     const hist = parseHistogram(metricsText, 'svm_update_duration_seconds');
     const idle = client.report('idle');
     const during = client.report('migration');
-    const chunks = Math.ceil(N / CHUNK);
+    const chunks = result.counters.chunks;
     const figures = {
       date: new Date().toISOString(),
       machine: {
