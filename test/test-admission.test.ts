@@ -33,6 +33,7 @@ let plane: TestPlane;
 const ns = uniq('adm');
 const cleanup: Array<() => Promise<unknown>> = [];
 const clients: Record<string, KubeClient> = {};
+const tokens: Record<string, string> = {};
 
 /** A ServiceAccount with a ClusterRole of the given rules (and create/update/patch on StorageVersionMigrations); a client as it. */
 async function identity(name: string, rules: unknown[]): Promise<KubeClient> {
@@ -60,7 +61,9 @@ async function identity(name: string, rules: unknown[]): Promise<KubeClient> {
     () => plane.kube.raw('DELETE', `/apis/${RBAC}/v1/clusterrolebindings/${role}`),
     () => plane.kube.raw('DELETE', `/apis/${RBAC}/v1/clusterroles/${role}`),
   );
-  const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, ns, name), name);
+  const token = await serviceAccountToken(plane.kube, ns, name);
+  tokens[name] = token;
+  const kubeconfig = writeTokenKubeconfig(plane.kube.server, token, name);
   cleanup.push(async () => removeTokenKubeconfig(kubeconfig));
   const c = KubeClient.fromKubeconfig(kubeconfig);
   clients[name] = c;
@@ -113,12 +116,22 @@ before(async () => {
     { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list', 'update'] },
   ]);
   await identity('secret-lister', [{ apiGroups: [''], resources: ['secrets'], verbs: ['list'] }]);
-  // The policy takes effect a moment after it is created: wait until it denies.
-  await eventually(
-    'the policy to take effect',
-    async () => (await create(clients['secret-lister']!, svm(uniq('probe'), { resource: 'secrets' }), true)).status === 403,
-    30_000,
-  );
+  // The policy takes effect a moment after it is created, on each API server in its own time (and a
+  // client's kept-alive connection through the load balancer stays with one): wait until every one denies.
+  for (const [i, url] of plane.apiserverUrls.entries()) {
+    const kubeconfig = writeTokenKubeconfig(url, tokens['secret-lister']!, `secret-lister-${i}`);
+    const direct = KubeClient.fromKubeconfig(kubeconfig);
+    try {
+      await eventually(
+        `the policy to take effect on API server ${i}`,
+        async () => (await create(direct, svm(uniq('probe'), { resource: 'secrets' }), true)).status === 403,
+        60_000,
+      );
+    } finally {
+      direct.close();
+      removeTokenKubeconfig(kubeconfig);
+    }
+  }
 });
 after(async () => {
   for (const c of cleanup.reverse()) await c().catch(() => undefined);
