@@ -8,10 +8,9 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
-import { KubeClient } from '../src/kube/client';
+import type http from 'node:http';
+import type { KubeClient } from '../src/kube/client';
+import { fakeApi } from './helpers/fake-api';
 import { KubeError } from '../src/kube/errors';
 import { findMigrationObject } from '../src/kube/migrations';
 
@@ -23,7 +22,7 @@ async function withServer(
 ): Promise<void> {
   const seen: string[] = [];
   const count = new Map<string, number>();
-  const server = http.createServer((req, res) => {
+  const { kube, close } = await fakeApi((req, res) => {
     seen.push(`${req.method} ${req.url}`);
     const n = (count.get(req.url ?? '') ?? 0) + 1;
     count.set(req.url ?? '', n);
@@ -36,21 +35,10 @@ async function withServer(
     res.writeHead(a.status, { 'Content-Type': 'application/json' });
     res.end(JSON.stringify(a.body));
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    // Plain HTTP: client-node wants skipTLSVerify said for it (there is no TLS to verify).
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  const kube = new KubeClient(kc);
   try {
     await fn(kube, seen);
   } finally {
-    kube.close();
-    await new Promise((r) => server.close(r));
+    await close();
   }
 }
 

@@ -4,15 +4,12 @@
  * (src/kube/leases.ts) and the adjustable RateLimiter (src/kube/rate-limit.ts).
  */
 import assert from 'node:assert/strict';
-import http from 'node:http';
-import type { AddressInfo } from 'node:net';
-import { KubeConfig } from '@kubernetes/client-node';
 import pino from 'pino';
 import test from 'node:test';
 import { LeaseObserver, microTime, type Lease } from '../src/kube/leases';
 import { RateLimiter } from '../src/kube/rate-limit';
 import { DEFAULT_BUDGET_TIMING, memberLeaseName, shareOf, startClusterBudget, type ShareInput } from '../src/worker/budget';
-import { KubeClient } from '../src/kube/client';
+import { fakeApi } from './helpers/fake-api';
 import { DEFAULT_TIMING, electionStep, heldSpec, stillLeader } from '../src/worker/leader';
 
 const lease = (holder: string | undefined, rv = '1', extra: Partial<Lease['spec']> = {}): Lease => ({
@@ -163,7 +160,7 @@ void test('startClusterBudget: a membership lease created but whose answer was l
   const leases = new Map<string, Lease>();
   let rv = 1;
   let creates = 0;
-  const server = http.createServer((req, res) => {
+  const api = await fakeApi((req, res) => {
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString('utf8')));
     req.on('end', () => {
@@ -196,15 +193,7 @@ void test('startClusterBudget: a membership lease created but whose answer was l
       answer(405, {});
     });
   });
-  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
-  const kc = new KubeConfig();
-  kc.loadFromOptions({
-    clusters: [{ name: 'c', server: `http://127.0.0.1:${(server.address() as AddressInfo).port}`, skipTLSVerify: true }],
-    users: [{ name: 'u' }],
-    contexts: [{ name: 'x', cluster: 'c', user: 'u' }],
-    currentContext: 'x',
-  });
-  const kube = new KubeClient(kc);
+  const kube = api.kube;
   const limiter = new RateLimiter(10);
   const budget = startClusterBudget({
     kube,
@@ -223,7 +212,6 @@ void test('startClusterBudget: a membership lease created but whose answer was l
     assert.equal(limiter.isHeld, false);
   } finally {
     await budget.stop();
-    kube.close();
-    await new Promise((r) => server.close(r));
+    await api.close();
   }
 });
