@@ -103,11 +103,14 @@ const { agreement, recordMigrated, ensureMigrationObject, reportStatus } = proxy
 const MAX_FAILURES = 50;
 /**
  * While a migration runs, its progress search attribute (MigrationMigrated)
- * is written at most this often (workflow time): each write is a history
- * event, and once per chunk was a sixth of them. A phase change is written
- * at once; the UI's current details and the progress query are always live.
+ * is written every PROGRESS_ATTRIBUTE_CHUNKS chunks: each write is a history
+ * event, and once per chunk was a sixth of them. A phase change is written at
+ * once; the UI's current details and the progress query are always live.
+ * Counted in chunks, never in time: what a replay decides must not depend on
+ * the clock (a time-based rule met a non-determinism error in the suite when
+ * a worker replayed a history after a restart).
  */
-const PROGRESS_ATTRIBUTE_MS = 30_000;
+const PROGRESS_ATTRIBUTE_CHUNKS = 10;
 /** Agreement polls per run while waiting, before continue-as-new (Temporal may suggest it sooner). */
 const MAX_WAITS_PER_RUN = 500;
 
@@ -134,9 +137,9 @@ class Migration {
   /** An agreement that could not be verified per server, and since when it has held unchanged. */
   unverified?: { token: string; since: number };
   /** Histories from before sparse progress attributes wrote them after every chunk: they replay as they ran. */
-  readonly sparseAttributes = patched('sparse-progress-search-attributes');
-  /** The search attributes written last: the phase, and when. */
-  private shown?: { phase: MigrationPhase; at: number };
+  readonly sparseAttributes = patched('progress-search-attribute-every-10-chunks');
+  /** The search attributes written last in this run: the phase, and at which chunk count. */
+  private shown?: { phase: MigrationPhase; chunks: number };
 
   constructor(input: MigrateResourceInput) {
     this.ref = input.resource;
@@ -195,13 +198,14 @@ class Migration {
   /** Search attributes and UI details; with report, the StorageVersionMigration objects too. */
   async show(next: MigrationPhase, report = true): Promise<void> {
     this.phase = next;
-    const due = !this.sparseAttributes || report || this.shown?.phase !== next || Date.now() - this.shown.at >= PROGRESS_ATTRIBUTE_MS;
+    const chunks = this.s.counters.chunks;
+    const due = !this.sparseAttributes || report || this.shown?.phase !== next || chunks - this.shown.chunks >= PROGRESS_ATTRIBUTE_CHUNKS;
     if (due) {
       upsertSearchAttributes([
         { key: PhaseAttr, value: next },
         { key: MigrationMigrated, value: this.s.counters.migrated },
       ]);
-      this.shown = { phase: next, at: Date.now() };
+      this.shown = { phase: next, chunks };
     }
     const p = this.progress();
     const c = p.counters;
