@@ -158,6 +158,7 @@ void test('a trigger that ran but applied no period for longer than the bound wa
   const memory: TriggerMemory = {
     since: T0 - 100 * P,
     lastApplied: T0 - 10 * P,
+    failing: true,
     consensus: { [W]: { hash: 'h1', since: T0 - 100 * P } },
     backoff: {},
   };
@@ -166,6 +167,10 @@ void test('a trigger that ran but applied no period for longer than the bound wa
   assert.match(d.actions[0]!.note ?? '', /observed nothing for longer than the staleness bound/);
   assert.equal(d.memory.lastApplied, T0, 'this period counts from now on');
 
+  assert.equal(d.memory.failing, undefined, 'an applied period ends the failing stretch');
+  // A slow period that succeeded is not absence, however long it took.
+  const slowOk = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0 - 10 * P), {}, { ...memory, failing: undefined }, blindCfg, T0, true);
+  assert.deepEqual(slowOk.actions[0]!.write.persisted, ['h1']);
   // A slow period within the bound is not absence.
   const slow = decide(res({ a: 'h1' }), state(['h1'], 'h1', T0 - 2 * P), {}, { ...memory, lastApplied: T0 - 2 * P }, blindCfg, T0, true);
   assert.deepEqual(slow.actions[0]!.write.persisted, ['h1']);

@@ -16,8 +16,9 @@
  *   reset to ["Unknown"]: changes may have been missed. Away means the
  *   StorageState's heartbeat is older than the bound and either predates
  *   this trigger, or this trigger itself went longer than the bound without
- *   an applied period (running but blind: API servers unreachable, writes
- *   refused). A slow period within the bound is not absence;
+ *   an applied period while its periods failed (running but blind: API
+ *   servers unreachable, writes refused). A slow period that succeeds is not
+ *   absence, however long it took;
  * - a migration is started when persisted != [current], the entries have
  *   agreed on current for at least one period, no migration runs, and a
  *   failed one is not retried before its backoff ends;
@@ -55,8 +56,10 @@ export type MigrationStatus = 'none' | 'running' | 'succeeded' | 'failed' | 'abo
 export interface TriggerMemory {
   /** When this trigger (across continue-as-new) first observed: heartbeats older than that were not its own. */
   since?: number;
-  /** When this trigger last observed and applied a period (ms): a longer gap than the staleness bound is absence too. */
+  /** When this trigger last observed and applied a period (ms). */
   lastApplied?: number;
+  /** A period failed since then: with a gap longer than the staleness bound, that is absence too. */
+  failing?: boolean;
   /** name -> since when (ms) the fresh entries have agreed on hash. */
   consensus: Record<string, { hash: string; since: number }>;
   /** name -> failed attempts and when the next may start (ms). */
@@ -112,7 +115,11 @@ export function decide(
   const since = memory.since ?? now;
   const next: TriggerMemory = { since, consensus: {}, backoff: { ...memory.backoff } };
   if (cfg.blindGapIsAbsence) next.lastApplied = now;
-  const blind = cfg.blindGapIsAbsence === true && memory.lastApplied !== undefined && now - memory.lastApplied > cfg.stalenessMs;
+  const blind =
+    cfg.blindGapIsAbsence === true &&
+    memory.failing === true &&
+    memory.lastApplied !== undefined &&
+    now - memory.lastApplied > cfg.stalenessMs;
   const actions: TriggerAction[] = [];
   for (const r of observed) {
     const state = states[r.name];

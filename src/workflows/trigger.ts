@@ -70,8 +70,9 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
         ].join('\n'),
       );
     } catch (err) {
-      // A bad period (API servers away) is logged and retried next period, not fatal.
+      // A bad period (API servers away) is logged and retried next period, not fatal; failing long is absence.
       log.warn('trigger period failed', { error: err instanceof Error ? err.message : String(err) });
+      if (decideCfg.blindGapIsAbsence) memory = { ...memory, failing: true };
     }
     if (!keepsPollNow) pollNow = false;
     await condition(() => pollNow, cfg.periodMs);
