@@ -211,7 +211,7 @@ export function migrateCommands() {
     migrate,
     status,
     abort: signalCommand('abort', 'abort the running migration of a resource'),
-    pause: signalCommand('pause', 'pause a migration between objects'),
+    pause: signalCommand('pause', 'pause a migration after the chunk in flight (abort stops that chunk at once)'),
     resume: signalCommand('resume', 'resume a paused migration'),
     trigger,
     setup,
