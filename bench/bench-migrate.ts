@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env]`
+ * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env --note TEXT]`
  *
  * Migrates N objects of a CRD on the local control plane and prints, beside a
  * raw ceiling measured in the same run (on all N objects, or on the first
@@ -61,6 +61,8 @@ const { values } = parseArgs({
     // Node flags for the worker only (NODE_OPTIONS of the child), e.g. --max-semi-space-size=2.
     'worker-node-options': { type: 'string' },
     dir: { type: 'string' },
+    // What else ran on the machine during the run, for the results file.
+    note: { type: 'string', default: 'nothing else ran' },
   },
 });
 const N = Number(values.objects);
@@ -329,7 +331,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       machine: {
         cpus: cpus().length,
         memGiB: Math.round(totalmem() / 2 ** 30),
-        note: 'shared with other work (a test suite) during the run',
+        note: values.note,
       },
       objects: N,
       seeded: viaEtcd ? 'etcd' : 'api',
