@@ -208,6 +208,22 @@ void test('waiting for agreement continues-as-new and can last; once agreed, one
   assert.equal(d.chunks.length, 3);
 });
 
+void test('an agreement svm cannot verify per server is accepted once it held, timed by when each answer was read (recorded in history), not by the workflow clock', async () => {
+  const d = new Doubles();
+  let polls = 0;
+  const base = Date.UTC(2026, 0, 1);
+  // Each answer read "10 s" after the last, while the workflow polls every second: by the readings it has held 30 s
+  // at the 4th answer; by the workflow clock it would take ~30 polls.
+  d.agreement = () => ({ ...agreed('t1'), verified: false, checked: '1 of 2 API servers (one address)', at: base + polls++ * 10_000 });
+  const result = await run(d, async (start) =>
+    (await start({ options: { agreementPollSeconds: 1, heartbeatTimeoutSeconds: 5, unverifiedAgreementSeconds: 30 } })).result(),
+  );
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(polls, 4 + 1, 'accepted at the 4th answer (held 30 s by the readings), then read once more to record the success');
+  assert.equal(d.statuses[0]?.phase, 'WaitingForAgreement');
+  assert.match(d.statuses[0]?.message ?? '', /accepted once this has held for 30s/);
+});
+
 void test('agreement lost mid-chunk: the chunk stops, the pass starts over from the beginning under the new agreement', async () => {
   const d = new Doubles();
   const started = { n: 0 };

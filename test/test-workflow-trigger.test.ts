@@ -57,6 +57,8 @@ class World {
   readonly failObserve = new Set<number>();
   readonly failApply = new Set<number>();
 
+  /** When observation n was read (Observation.at); unset: the observation carries no time, as in older histories. */
+  clock?: (n: number) => number;
   observations = 0;
   readonly periods: Period[] = [];
   readonly failed: Array<{ n: number; stage: 'observe' | 'apply'; actions?: TriggerAction[] }> = [];
@@ -120,6 +122,7 @@ class World {
           discoveryConsistent: Object.values(this.discovery).every((h) => new Set(Object.values(h)).size === 1),
           reporters,
           checked: `${reporters.length} of ${reporters.length} API servers (test double)`,
+          ...(this.clock ? { at: this.clock(n) } : {}),
         };
       },
       applyTriggerActions: async (
@@ -408,6 +411,22 @@ void test('the trigger away past its staleness bound: persisted is reset to Unkn
     assert.equal(g.startMigration, undefined);
   }
   assert.deepEqual(w.starts(W), [1]);
+});
+
+void test('the trigger decides by when each observation was read (recorded in history), not by the workflow clock', async () => {
+  const w = new World();
+  const now = Date.now();
+  w.discovery[W] = { a: 'h1' };
+  w.state(W, ['h1'], 'h1', now - 1_000, { a: 'h1' }); // fresh by the workflow clock...
+  const later = now + 600_000;
+  w.clock = (n) => later + n * 1000; // ...but every observation was read ten minutes later
+  await run(w, { periodSeconds: 1, stalenessSeconds: 60 }, () => w.applied(2));
+
+  const reset = w.action(0, W);
+  assert.deepEqual(reset.write.persisted, [UNKNOWN], 'by the reading, the heartbeat is ten minutes old');
+  assert.match(reset.note ?? '', /the trigger was away past the staleness bound/);
+  assert.equal(reset.write.lastHeartbeatTime, new Date(later).toISOString(), 'the heartbeat written is the reading');
+  assert.equal(w.action(1, W).write.lastHeartbeatTime, new Date(later + 1000).toISOString());
 });
 
 void test('a trigger that runs but observes nothing for longer than its staleness bound was away: persisted reset to Unknown, a migration follows', async () => {

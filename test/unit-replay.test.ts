@@ -97,3 +97,41 @@ void test('every recorded history replays against the current workflow code', as
   assert.equal(replayed, histories.length);
   assert.deepEqual(failures, [], `histories that no longer replay:\n${failures.join('\n')}`);
 });
+
+/**
+ * Every event's time moved away from the first by a factor: what a workflow
+ * reads as its clock on replay (each workflow task's start) then differs from
+ * what the run saw. Nothing may decide by that clock: a retried workflow
+ * task's time is not guaranteed to replay as the run saw it, and a decision
+ * that differs on replay wedges the workflow (a non-determinism error).
+ * Time-based decisions use clock readings that activities returned, which
+ * are recorded in history (Agreement.at, Observation.at).
+ */
+function stretched(history: { events?: Array<{ eventTime?: string }> }, factor: number): typeof history {
+  const events = history.events ?? [];
+  const t0 = Date.parse(events[0]?.eventTime ?? '');
+  return {
+    ...history,
+    events: events.map((e) =>
+      e.eventTime ? { ...e, eventTime: new Date(t0 + (Date.parse(e.eventTime) - t0) * factor).toISOString() } : e,
+    ),
+  };
+}
+
+void test('every recorded history replays the same when its workflow tasks ran at other times (no decision by the workflow clock)', async () => {
+  const histories = fixtures.map((f) => {
+    const { workflowId, history } = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as {
+      workflowId: string;
+      history: { events?: Array<{ eventTime?: string }> };
+    };
+    return { workflowId: `${workflowId} (${f})`, history: historyFromJSON(stretched(history, 1000)) };
+  });
+  assert.ok(
+    fixtures.some((f) => f.startsWith('wf-an-agreement-svm-cannot-verify-per-server')),
+    'a history whose decisions are timed (an unverified agreement held for a while) is among them',
+  );
+  const failures: string[] = [];
+  for await (const r of Worker.runReplayHistories({ workflowBundle: bundle, replayName: 'svm-replay-stretched' }, histories))
+    if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
+  assert.deepEqual(failures, [], `histories that replay differently when their workflow tasks ran at other times:\n${failures.join('\n')}`);
+});

@@ -152,7 +152,8 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing. */
-    agreement,
+    /** The agreement, with when it was read: the workflow decides by this reading, not its own clock (Agreement.at). */
+    agreement: async (ref: ResourceRef): Promise<Agreement> => ({ ...(await agreement(ref)), at: Date.now() }),
 
     /**
      * The effect of a successful pass, applied only under the agreement it

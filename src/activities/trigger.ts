@@ -50,6 +50,12 @@ export interface Observation {
   reporters: string[];
   /** What was asked, as a sentence (e.g. "2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases)"). */
   checked: string;
+  /**
+   * When the observation was complete (ms since the epoch, the worker's
+   * clock): the trigger decides by this reading, recorded in history, not by
+   * its own clock (see Agreement.at). Absent in older histories.
+   */
+  at?: number;
 }
 
 /** Where they live now (src/kube/storage-states.ts); exported here too, for the code and tests that import them from here. */
@@ -166,6 +172,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
         discoveryConsistent: verified && digests.size === 1,
         reporters: reporters.sort(),
         checked,
+        at: Date.now(),
       };
     },
 

@@ -61,6 +61,15 @@ export interface Agreement {
   /** Which servers disagree, or why there is no agreement. */
   reason?: string;
   servers: ServerView[];
+  /**
+   * When the activity read it (ms since the epoch, the worker's clock). The
+   * workflow's time-based decisions use this reading, recorded in history
+   * with the result, rather than the workflow task's time: a replay then
+   * decides exactly as the run did whatever the workflow clock says on
+   * replay (a retried workflow task's time is not guaranteed to replay as
+   * the run saw it). Absent in histories from before it existed.
+   */
+  at?: number;
 }
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;

@@ -283,8 +283,10 @@ async function waitForAgreement(m: Migration): Promise<boolean> {
       if (a.agreed && a.verified === false) {
         // One snapshot cannot tell a managed cluster (one address for several servers) from a server
         // starting or stopping (its identity lease there, its endpoint not yet): accept it only once it held.
-        if (m.unverified?.token !== a.token) m.unverified = { token: a.token, since: Date.now() };
-        const heldFor = (Date.now() - m.unverified.since) / 1000;
+        // Timed by when each answer was read, recorded in history (Agreement.at); older histories had none.
+        const at = a.at ?? Date.now();
+        if (m.unverified?.token !== a.token) m.unverified = { token: a.token, since: at };
+        const heldFor = (at - m.unverified.since) / 1000;
         if (heldFor >= m.options.unverifiedAgreementSeconds) {
           m.s.agreement = a;
           break;

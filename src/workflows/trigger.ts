@@ -50,7 +50,8 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
       // Patched: histories recorded before this change reset it after the period, and must replay so.
       if (keepsPollNow) pollNow = false;
       const o = await observeStorage();
-      const decided = decide(o.observed, o.states, o.migrations, memory, decideCfg, Date.now(), o.discoveryConsistent);
+      // Decided by the observation's own time, recorded in history (Observation.at); older histories had none.
+      const decided = decide(o.observed, o.states, o.migrations, memory, decideCfg, o.at ?? Date.now(), o.discoveryConsistent);
       const applied = await applyTriggerActions(decided.actions);
       // Only a period whose decisions were applied counts (a start lost with a failed apply is not a failure of that migration).
       memory = decided.memory;
