@@ -1,21 +1,26 @@
 /**
- * `npm run bench:memory [-- --objects 300 --payload-kib 675 --chunk-size 500 --concurrency 8 --tree label=DIR ... --host-env]`
+ * `npm run bench:memory [-- --objects 300 --payload-kib 675 --chunk-size 500 --concurrency 8 --page-mib N ... --tree label=DIR ... --host-env --tsx-worker]`
  *
  * Memory of the worker migrating large objects: creates N Secrets whose data
  * is --payload-kib of random bytes (675 KiB = ~900 KB of base64, the size of
  * a big Helm release Secret), so that one list page of --chunk-size would
  * be hundreds of MB, then, for each worker tree given (default: this
- * checkout), runs `node <tree>/bin/svm.js worker` as a child process with the
- * plane's environment, migrates `secrets` and reports the child's peak RSS
- * (VmHWM from /proc/PID/status) and objects per second, side by side. The
- * workers get the environment the image sets (the runtime stage's ENV lines
- * of this checkout's Dockerfile: NODE_OPTIONS, MALLOC_ARENA_MAX) unless
- * --host-env is given.
+ * checkout) and each page size given (--page-mib, the migration's pageBytes;
+ * default: the project's), runs that tree's worker as a child process with
+ * the plane's environment, migrates `secrets` and reports the child's peak
+ * RSS (VmHWM from /proc/PID/status) and objects per second, side by side.
+ * Each tree's worker runs as the image runs it: compiled with tsc, with its
+ * prebuilt workflow and KubeConfig bundles (bench/lib/worker-tree.ts);
+ * --tsx-worker runs its bin/svm.js as checked out instead. The workers get
+ * the environment the image sets (the runtime stage's ENV lines of this
+ * checkout's Dockerfile: NODE_OPTIONS, MALLOC_ARENA_MAX) unless --host-env
+ * is given.
  *
  * To compare with an older commit in one run, extract it beside this one
  * and pass both trees:
  *   mkdir /tmp/svm-before && git archive <commit> | tar -x -C /tmp/svm-before \
- *     && ln -s "$PWD/node_modules" /tmp/svm-before/node_modules
+ *     && ln -s "$PWD/node_modules" /tmp/svm-before/node_modules \
+ *     && (cd /tmp/svm-before && npm run --silent build:workflows)
  *   npm run bench:memory -- --tree before=/tmp/svm-before --tree after=.
  * Figures go to bench/results/memory-<time>.json. Measurements, not
  * assertions: not part of `npm test`. The Secrets are deleted at the end.
@@ -25,12 +30,13 @@ import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { Migrator } from '../src/client';
+import { defaultMigrationOptions, Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { ensureNamespace, parallel } from '../src/dev/test-crd';
 import { imageEnv } from './lib/image-env';
+import { compiledWorkerTree } from './lib/worker-tree';
 
 const { values } = parseArgs({
   options: {
@@ -39,6 +45,8 @@ const { values } = parseArgs({
     'chunk-size': { type: 'string', default: '500' },
     concurrency: { type: 'string', default: '8' },
     tree: { type: 'string', multiple: true },
+    'page-mib': { type: 'string', multiple: true },
+    'tsx-worker': { type: 'boolean', default: false },
     dir: { type: 'string' },
     'host-env': { type: 'boolean', default: false },
   },
@@ -55,11 +63,14 @@ for (const [k, v] of [
 ] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
 }
+const PAGES_MIB = (values['page-mib']?.length ? values['page-mib'] : [String(defaultMigrationOptions.pageBytes / 2 ** 20)]).map(Number);
+for (const p of PAGES_MIB)
+  if (!Number.isInteger(p) || p < 1 || p > 1024) throw new Error('--page-mib must be a whole number from 1 to 1024');
 const trees = (values.tree?.length ? values.tree : [`this=${path.join(__dirname, '..')}`]).map((t) => {
   const [label, dir] = t.includes('=') ? [t.slice(0, t.indexOf('=')), t.slice(t.indexOf('=') + 1)] : [path.basename(t), t];
-  const bin = path.resolve(dir!, 'bin', 'svm.js');
-  if (!existsSync(bin)) throw new Error(`--tree ${t}: no ${bin}`);
-  return { label: label!, bin };
+  const root = path.resolve(dir!);
+  if (!existsSync(path.join(root, 'bin', 'svm.js'))) throw new Error(`--tree ${t}: no ${path.join(root, 'bin', 'svm.js')}`);
+  return { label: label!, root };
 });
 
 const log = (s: string) => process.stderr.write(`[bench:memory] ${s}\n`);
@@ -69,6 +80,7 @@ const vmHwmMiB = (pid: number) => Number(readFileSync(`/proc/${pid}/status`, 'ut
 
 interface Run {
   tree: string;
+  pageMiB: number;
   phase: string;
   seconds: number;
   objectsPerSecond: number;
@@ -79,7 +91,7 @@ interface Run {
   failed: number;
 }
 
-async function runWorker(tree: (typeof trees)[number], env: Record<string, string>): Promise<Run> {
+async function runWorker(tree: { label: string; bin: string }, pageMiB: number, env: Record<string, string>): Promise<Run> {
   const taskQueue = `benchmem-${Date.now().toString(36)}`;
   const worker = spawn(process.execPath, [tree.bin, 'worker', '--no-bridge'], {
     env: {
@@ -104,11 +116,12 @@ async function runWorker(tree: (typeof trees)[number], env: Record<string, strin
       idle = now;
     }
     const t0 = performance.now();
-    const h = await migrator.start('secrets', { chunkSize: CHUNK, concurrency: CONC });
+    const h = await migrator.start('secrets', { chunkSize: CHUNK, concurrency: CONC, pageBytes: pageMiB * 2 ** 20 });
     const result = await h.wait();
     const seconds = (performance.now() - t0) / 1000;
     return {
       tree: tree.label,
+      pageMiB,
       phase: result.phase,
       seconds: Number(seconds.toFixed(1)),
       objectsPerSecond: Number((result.counters.migrated / seconds).toFixed(1)),
@@ -148,11 +161,18 @@ async function main() {
         }),
       });
     });
-    for (const tree of trees) {
-      log(`migrating secrets with the worker of ${tree.label} (${tree.bin})`);
-      const run = await runWorker(tree, env);
-      log(`  ${JSON.stringify(run)}`);
-      runs.push(run);
+    for (const t of trees) {
+      const built = values['tsx-worker'] ? { bin: path.join(t.root, 'bin', 'svm.js'), dispose() {} } : compiledWorkerTree(t.root, log);
+      try {
+        for (const pageMiB of PAGES_MIB) {
+          log(`migrating secrets with the worker of ${t.label} (${built.bin}), pages of ${pageMiB} MiB`);
+          const run = await runWorker({ label: t.label, bin: built.bin }, pageMiB, env);
+          log(`  ${JSON.stringify(run)}`);
+          runs.push(run);
+        }
+      } finally {
+        built.dispose();
+      }
     }
   } finally {
     await kube.request('DELETE', `/api/v1/namespaces/${ns}/secrets`).catch(() => undefined);
@@ -163,7 +183,8 @@ async function main() {
     date: new Date().toISOString(),
     objects: N,
     payloadKiB: PAYLOAD / 1024,
-    pageMiB: Number(((Math.min(N, CHUNK) * Math.ceil(PAYLOAD / 3) * 4) / 2 ** 20).toFixed(0)),
+    chunkMiB: Number(((Math.min(N, CHUNK) * Math.ceil(PAYLOAD / 3) * 4) / 2 ** 20).toFixed(0)),
+    worker: values['tsx-worker'] ? 'bin/svm.js (tsx)' : 'compiled (tsc), prebuilt workflow and KubeConfig bundles',
     chunkSize: CHUNK,
     concurrency: CONC,
     workerEnv: WORKER_ENV,
@@ -175,11 +196,11 @@ async function main() {
   writeFileSync(out, JSON.stringify(figures, null, 2) + '\n');
   process.stdout.write(
     [
-      `${N} Secrets of ${PAYLOAD / 1024} KiB, chunk ${CHUNK} (a page of ~${figures.pageMiB} MiB), concurrency ${CONC}`,
-      `${'worker'.padEnd(12)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'objects/s'.padStart(10)}  phase`,
+      `${N} Secrets of ${PAYLOAD / 1024} KiB, chunk ${CHUNK} (~${figures.chunkMiB} MiB of objects; pages cut to pageBytes), concurrency ${CONC}; worker ${figures.worker}`,
+      `${'worker'.padEnd(12)} ${'page'.padStart(8)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'objects/s'.padStart(10)}  phase`,
       ...runs.map(
         (r) =>
-          `${r.tree.padEnd(12)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`,
+          `${r.tree.padEnd(12)} ${`${r.pageMiB} MiB`.padStart(8)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`,
       ),
       `written ${out}`,
       '',

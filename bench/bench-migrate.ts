@@ -28,9 +28,9 @@
  * bench/results/bench-<time>.json. Not part of `npm test`: these are
  * measurements, not assertions.
  */
-import { execFileSync, spawn } from 'node:child_process';
-import { cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
-import { cpus, tmpdir, totalmem } from 'node:os';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { defaultMigrationOptions, Migrator } from '../src/client';
@@ -44,6 +44,7 @@ import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/te
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { UnrelatedClient } from './lib/unrelated-client';
 import { imageEnv } from './lib/image-env';
+import { compiledWorkerTree } from './lib/worker-tree';
 
 const { values } = parseArgs({
   options: {
@@ -145,41 +146,6 @@ const WORKER_ENV: Record<string, string> = {
   ...(values['worker-node-options'] ? { NODE_OPTIONS: values['worker-node-options'] } : {}),
 };
 
-/** Compiles the project as the image does (tsc, prebuilt workflow bundle) into a temporary tree; returns its bin/svm.js. */
-function compiledWorkerTree(): { bin: string; dispose(): void } {
-  const root = path.join(__dirname, '..');
-  const tree = mkdtempSync(path.join(tmpdir(), 'svm-bench-worker-'));
-  log(`compiling the worker into ${tree} (as the image runs it; not measured)`);
-  try {
-    execFileSync(
-      process.execPath,
-      [
-        require.resolve('typescript/bin/tsc'),
-        '-p',
-        path.join(root, 'tsconfig.json'),
-        '--outDir',
-        path.join(tree, 'dist'),
-        '--declaration',
-        'false',
-        '--sourceMap',
-        'false',
-      ],
-      { stdio: 'ignore' },
-    );
-  } catch (err) {
-    // tsc emits despite type errors (someone's work in progress elsewhere in the tree); only a missing entry point is fatal.
-    if (!existsSync(path.join(tree, 'dist', 'cli', 'svm.js'))) throw err;
-  }
-  cpSync(path.join(root, 'dist', 'workflow-bundle.js'), path.join(tree, 'dist', 'workflow-bundle.js'));
-  cpSync(path.join(root, 'bin'), path.join(tree, 'bin'), { recursive: true });
-  cpSync(path.join(root, 'package.json'), path.join(tree, 'package.json'));
-  symlinkSync(path.join(root, 'node_modules'), path.join(tree, 'node_modules'));
-  // As the image's build stage: KubeConfig and Watch without client-node's generated API (src/kube/kubeconfig.ts).
-  const kubeBundle = path.join(tree, 'dist', 'src', 'kube', 'kubeconfig-bundle.js');
-  if (existsSync(kubeBundle)) execFileSync(process.execPath, [kubeBundle], { cwd: tree, stdio: 'ignore' });
-  return { bin: path.join(tree, 'bin', 'svm.js'), dispose: () => rmSync(tree, { recursive: true, force: true }) };
-}
-
 async function etcdDbMiB(endpoint: string): Promise<number> {
   const res = await fetch(`${endpoint.replace(/\/$/, '')}/v3/maintenance/status`, { method: 'POST', body: '{}' });
   return Number(((await res.json()) as { dbSize: string }).dbSize) / 1024 / 1024;
@@ -192,7 +158,9 @@ async function main() {
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: CONC * 2 });
   await installCrds(kube);
   const crd = testCrd(`bench${Date.now().toString(36)}.svm.example`, 'widgets', 'Widget');
-  const worker0 = values['tsx-worker'] ? { bin: path.join(__dirname, '..', 'bin', 'svm.js'), dispose() {} } : compiledWorkerTree();
+  const worker0 = values['tsx-worker']
+    ? { bin: path.join(__dirname, '..', 'bin', 'svm.js'), dispose() {} }
+    : compiledWorkerTree(path.join(__dirname, '..'), log);
   try {
     await measure(kube, env, crd, worker0.bin);
   } finally {

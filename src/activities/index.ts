@@ -29,6 +29,7 @@ import { RateLimiter } from '../kube/rate-limit';
 import { refineStorageState } from '../kube/storage-states';
 import { findStorageVersion } from '../kube/storage-versions';
 import type { MigratorMetrics } from '../worker/metrics';
+import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
 import { createFollowActivities } from './follow-migration';
 import { createTriggerActivities } from './trigger';
@@ -37,6 +38,8 @@ export interface ActivityDeps {
   kube: KubeClient;
   /** The worker-wide load budget (QPS) shared by every migration. */
   budget: RateLimiter;
+  /** Updates in flight across the worker, adapted to the API servers' latency; unset: only each migration's concurrency. */
+  concurrency?: AdaptiveConcurrency;
   metrics?: MigratorMetrics;
   /**
    * Where every API server is found, to ask each one's own discovery (HA).
@@ -148,7 +151,7 @@ export function createActivities(deps: ActivityDeps) {
 
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
-      return migrateChunk({ kube, budget: deps.budget, limiterFor, observe }, input);
+      return migrateChunk({ kube, budget: deps.budget, concurrency: deps.concurrency, limiterFor, observe }, input);
     },
 
     /** Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing. */

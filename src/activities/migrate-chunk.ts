@@ -47,6 +47,7 @@ import { zeroCounters } from '../api/counters';
 import type { MigrationCounters, ObjectFailure } from '../api/migration';
 import type { KubeClient, ListedObject, ListMeta } from '../kube/client';
 import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
+import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { sleep, type RateLimiter } from '../kube/rate-limit';
 
 export interface ChunkOptions {
@@ -124,6 +125,8 @@ export interface ChunkDeps {
   kube: KubeClient;
   /** The worker-wide load budget shared by all migrations. */
   budget: RateLimiter;
+  /** Updates in flight across the worker, adapted to the API servers' latency (src/kube/adaptive-concurrency.ts). */
+  concurrency?: AdaptiveConcurrency;
   /** A per-resource limiter for the migration's own --qps. */
   limiterFor(resource: string, qps: number): RateLimiter | undefined;
   /** Called once per object with its outcome and the latency of its last attempt (metrics). */
@@ -179,12 +182,30 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     // (the chunk stays alive by its heartbeat, and a cancel or a fatal error elsewhere still stops it).
     for (let attempt = 1, throttled = 0; ;) {
       if (stopping()) return;
-      await deps.budget.take();
-      if (limiter) await limiter.take();
-      const t0 = performance.now();
+      let t0 = performance.now();
       const seconds = () => (performance.now() - t0) / 1000;
+      /** One PUT under the worker's adaptive concurrency and the budgets; the limit learns from answers the server processed. */
+      const put = async (): Promise<string> => {
+        await deps.concurrency?.acquire();
+        let answered: number | undefined;
+        try {
+          await deps.budget.take();
+          if (limiter) await limiter.take();
+          t0 = performance.now();
+          try {
+            const rv = await deps.kube.noopUpdate(resource, obj);
+            answered = seconds();
+            return rv;
+          } catch (err) {
+            if (err instanceof KubeError && err.kind === 'conflict') answered = seconds();
+            throw err;
+          }
+        } finally {
+          deps.concurrency?.release(answered);
+        }
+      };
       try {
-        const rv = await deps.kube.noopUpdate(resource, obj);
+        const rv = await put();
         hb.counters.migrated++;
         if (rv !== obj.resourceVersion) hb.counters.rewritten++;
         settle();

@@ -32,6 +32,12 @@ export const WorkerSettings = z.object({
   /** How many chunks (of any migrations) this worker runs at once. */
   maxConcurrentChunks: int(1, 64).default(4),
   /**
+   * Adapt how many updates this worker keeps in flight to the API servers'
+   * latency (src/kube/adaptive-concurrency.ts): fewer when they slow down,
+   * up to each migration's concurrency when they answer at their baseline.
+   */
+  adaptiveConcurrency: bool.default(true),
+  /**
    * Workflow executions kept in the worker's sticky cache: more than run at
    * once (migrateAll's --parallel is at most 64, plus migrateAll and the
    * trigger); the SDK's default sizes the cache from the heap limit (thousands).
@@ -74,6 +80,7 @@ export const settingSources: Record<string, string> = {
   kubeconfig: 'KUBECONFIG',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
+  adaptiveConcurrency: 'SVM_ADAPTIVE_CONCURRENCY',
   maxCachedWorkflows: 'SVM_MAX_CACHED_WORKFLOWS',
   maxConcurrentWorkflowTasks: 'SVM_MAX_CONCURRENT_WORKFLOW_TASKS',
   semiSpaceMiB: 'SVM_SEMI_SPACE_MIB',
@@ -114,6 +121,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   kubeconfig: env.KUBECONFIG || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
+  adaptiveConcurrency: env.SVM_ADAPTIVE_CONCURRENCY || undefined,
   maxCachedWorkflows: env.SVM_MAX_CACHED_WORKFLOWS || undefined,
   maxConcurrentWorkflowTasks: env.SVM_MAX_CONCURRENT_WORKFLOW_TASKS || undefined,
   semiSpaceMiB: env.SVM_SEMI_SPACE_MIB || undefined,
@@ -145,6 +153,7 @@ export function loadWorkerSettings(
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     qps: pick(flags.qps, base.qps),
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
+    adaptiveConcurrency: base.adaptiveConcurrency,
     maxCachedWorkflows: base.maxCachedWorkflows,
     maxConcurrentWorkflowTasks: base.maxConcurrentWorkflowTasks,
     semiSpaceMiB: base.semiSpaceMiB,

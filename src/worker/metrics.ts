@@ -20,6 +20,8 @@ export interface MigratorMetrics {
   migrations: Counter<'resource' | 'result'>;
   /** Migrations currently waiting for the API servers to agree on a storage version. */
   waiting: Gauge<'resource'>;
+  /** Updates this worker keeps in flight at most now (src/kube/adaptive-concurrency.ts); unset without it. */
+  concurrencyLimit: Gauge;
 }
 
 export function createMetrics(): MigratorMetrics {
@@ -56,6 +58,11 @@ export function createMetrics(): MigratorMetrics {
       name: 'svm_migrations_waiting_for_agreement',
       help: 'Migrations waiting for the API servers to agree on the storage version',
       labelNames: ['resource'],
+      registers: [registry],
+    }),
+    concurrencyLimit: new Gauge({
+      name: 'svm_update_concurrency_limit',
+      help: 'No-op updates this worker keeps in flight at most, adapted to the API servers latency',
       registers: [registry],
     }),
   };

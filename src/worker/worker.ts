@@ -13,7 +13,9 @@ import { createActivities } from '../activities';
 import { freePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
 import { KubeClient } from '../kube/client';
+import { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { RateLimiter } from '../kube/rate-limit';
+import { MAX_MIGRATION_CONCURRENCY } from '../workflows/definitions';
 import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';
@@ -129,6 +131,16 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const apiservers = kubernetesEndpoints(kube);
   // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share.
   const budget = new RateLimiter(settings.qps);
+  // Updates in flight across this worker, adapted to the API servers' latency: starts at one, so the baseline is
+  // the servers' answer time without the migrator's own load, and grows while answers stay near it; never above
+  // what maxConcurrentChunks chunks of the largest concurrency could run without it.
+  const concurrency = settings.adaptiveConcurrency
+    ? new AdaptiveConcurrency({
+        initial: 1,
+        max: settings.maxConcurrentChunks * MAX_MIGRATION_CONCURRENCY,
+        onChange: (limit) => metrics?.concurrencyLimit.set(limit),
+      })
+    : undefined;
   let shared: ClusterBudget | undefined;
   const identity = claimIdentity(settings.identity);
   // The bridge, the agreement watcher and the activities start and signal workflows over the worker's own
@@ -143,6 +155,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     activities: createActivities({
       kube,
       budget,
+      concurrency,
       metrics,
       apiservers,
       temporal: { client, taskQueue: t.taskQueue },

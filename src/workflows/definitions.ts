@@ -16,6 +16,9 @@ const whole = (name: string, min: number, max: number) => {
 };
 
 /** Load and timing settings of one migration; every field has a default. */
+/** The most updates one migration may run at once (its concurrency option). */
+export const MAX_MIGRATION_CONCURRENCY = 256;
+
 export const MigrationOptionsSchema = z
   .object({
     /** Objects per list page (one chunk). */
@@ -26,7 +29,7 @@ export const MigrationOptionsSchema = z
      */
     pageBytes: whole('pageBytes', 1024 * 1024, 1024 * 1024 * 1024),
     /** No-op updates in flight at once within a chunk. */
-    concurrency: whole('concurrency', 1, 256),
+    concurrency: whole('concurrency', 1, MAX_MIGRATION_CONCURRENCY),
     /** Per-migration QPS ceiling; 0 = only the worker's shared budget. */
     qps: whole('qps', 0, 100_000),
     /** Continue-as-new after this many chunks even if Temporal does not suggest it. */
