@@ -7,7 +7,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { prebuiltBundlePath, prebuiltBundleProblem, projectRoot, quiet, workflowsSource } from '../src/worker/workflow-bundle';
+import { asciiOnly, prebuiltBundlePath, prebuiltBundleProblem, projectRoot, quiet, workflowsSource } from '../src/worker/workflow-bundle';
 
 async function main(): Promise<void> {
   const root = projectRoot(__dirname);
@@ -20,7 +20,7 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   // Loaded only when there is work to do: @temporalio/worker takes seconds to load.
   const { bundleWorkflowCode } = await import('@temporalio/worker');
-  const { code } = await bundleWorkflowCode({ workflowsPath: workflowsSource(root), logger: quiet });
+  const code = asciiOnly((await bundleWorkflowCode({ workflowsPath: workflowsSource(root), logger: quiet })).code);
   mkdirSync(path.dirname(out), { recursive: true });
   writeFileSync(out, code);
   process.stdout.write(

@@ -68,6 +68,17 @@ export function prebuiltBundleProblem(root = projectRoot()): string | undefined 
 let inProcess: Promise<WorkflowBundle> | undefined;
 
 /**
+ * The bundle with every character outside ASCII written as a \uXXXX escape
+ * (the same code: they sit in comments, strings and regular expressions,
+ * where the escape means the same). V8 keeps a source that is all Latin-1 at
+ * one byte per character and any other at two: a handful of dashes in
+ * comments doubled the ~3 MB bundle in the worker's memory.
+ */
+export function asciiOnly(code: string): string {
+  return code.replace(/[^\x00-\x7f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+}
+
+/**
  * The Worker.create `workflowBundle` option: `{ codePath }` of the prebuilt
  * bundle, or a bundle built now (once per process).
  * SVM_WORKFLOW_BUNDLE=build forces an in-process build.
@@ -77,8 +88,9 @@ export async function workflowBundleOption(): Promise<WorkflowBundleOption> {
   if (process.env.SVM_WORKFLOW_BUNDLE !== 'build' && prebuiltBundleProblem(root) === undefined)
     return { codePath: prebuiltBundlePath(root) };
   // As before: the workflows next to this module (TypeScript under tsx, compiled JavaScript under dist/).
-  inProcess ??= import('@temporalio/worker').then(({ bundleWorkflowCode }) =>
-    bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quiet }),
-  );
+  inProcess ??= import('@temporalio/worker').then(async ({ bundleWorkflowCode }) => {
+    const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quiet });
+    return { ...bundle, code: asciiOnly(bundle.code) };
+  });
   return inProcess;
 }

@@ -1,0 +1,26 @@
+/**
+ * The workflow bundle is written in ASCII (src/worker/workflow-bundle.ts,
+ * asciiOnly): the same program, at one byte per character in V8.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import * as vm from 'node:vm';
+import { asciiOnly } from '../src/worker/workflow-bundle';
+
+void test('asciiOnly escapes every other character and the code means the same: strings, templates, regular expressions, comments, names', () => {
+  const code = [
+    '// a comment — with a dash → and an arrow',
+    'const café = "naïve — ✖ 😀";',
+    'const t = `x × ${café.length} …`;',
+    'const r = /[—–]+/u.test("a—b") && /😀/u.test("😀") && /ø/.test("ø");',
+    '/* ø */ [café, t, r, "😀".length, [..."😀"].length]',
+  ].join('\n');
+  const escaped = asciiOnly(code);
+  assert.match(escaped, /^[\x00-\x7f]*$/, 'nothing outside ASCII is left');
+  assert.notEqual(escaped, code);
+  // Arrays made in another context have its prototype: compare their items.
+  const run = (c: string) => Array.from(vm.runInNewContext(c) as unknown[]);
+  assert.deepEqual(run(escaped), run(code));
+  assert.deepEqual(run(escaped), ['naïve — ✖ 😀', 'x × 12 …', true, 2, 1]);
+  assert.equal(asciiOnly('plain'), 'plain');
+});
