@@ -184,13 +184,17 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       if (stopping()) return;
       let t0 = performance.now();
       const seconds = () => (performance.now() - t0) / 1000;
-      /** One PUT under the worker's adaptive concurrency and the budgets; the limit learns from answers the server processed. */
-      const put = async (): Promise<string> => {
+      /**
+       * One PUT under the worker's adaptive concurrency and the budgets (undefined: stopped while waiting for them);
+       * the limit learns from answers the server processed.
+       */
+      const put = async (): Promise<string | undefined> => {
         await deps.concurrency?.acquire();
         let answered: number | undefined;
         try {
           await deps.budget.take();
           if (limiter) await limiter.take();
+          if (stopping()) return undefined;
           t0 = performance.now();
           try {
             const rv = await deps.kube.noopUpdate(resource, obj);
@@ -206,6 +210,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       };
       try {
         const rv = await put();
+        if (rv === undefined) return;
         hb.counters.migrated++;
         if (rv !== obj.resourceVersion) hb.counters.rewritten++;
         settle();
