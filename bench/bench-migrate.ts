@@ -267,7 +267,11 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       clearInterval(progress);
     }
     const seconds = (performance.now() - t0) / 1000;
+    // Idle again, after the migration: a second look at the idle latency (one 30 s window is noisy: the servers may
+    // still be collecting the raw loop's garbage, or compacting).
     client.phase = 'after';
+    log(`unrelated client: idle again for ${IDLE} s after the migration`);
+    await new Promise((r) => setTimeout(r, IDLE * 1000));
     await client.stop();
     metricsText = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const st = status();
@@ -293,6 +297,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     const hist = parseHistogram(metricsText, 'svm_update_duration_seconds');
     const idle = client.report('idle');
     const during = client.report('migration');
+    const afterIdle = client.report('after');
     const chunks = result.counters.chunks;
     const figures = {
       date: new Date().toISOString(),
@@ -341,7 +346,13 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         counters: result.counters,
       },
       ratioWorkflowToRaw: Number((N / seconds / (raw.objects / raw.seconds)).toFixed(3)),
-      unrelatedClient: { idle, during, p99Ratio: Number((during.p99ms / idle.p99ms).toFixed(2)) },
+      unrelatedClient: {
+        idle,
+        during,
+        after: afterIdle,
+        p99Ratio: Number((during.p99ms / idle.p99ms).toFixed(2)),
+        p99RatioToAfter: Number((during.p99ms / afterIdle.p99ms).toFixed(2)),
+      },
       etcd: { afterRaw: SAMPLE, afterMigration: afterMigration.byApiVersion, dbMiB: Number((await etcdDbMiB(etcd)).toFixed(0)) },
     };
     const outDir = path.join(__dirname, 'results');
@@ -360,7 +371,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker})`,
         `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs, ${figures.workflow.historyEventsPerChunk} per chunk; ${figures.workflow.continueAsNew} continue-as-new)`,
         `  by type                    ${types}`,
-        `unrelated client p99         idle ${idle.p99ms} ms (${idle.requests} requests), during ${during.p99ms} ms (${during.requests}, ${during.errors} errors): x${figures.unrelatedClient.p99Ratio}`,
+        `unrelated client p99         idle ${idle.p99ms} ms (${idle.requests} requests), during ${during.p99ms} ms (${during.requests}, ${during.errors} errors): x${figures.unrelatedClient.p99Ratio}; idle after ${afterIdle.p99ms} ms (${afterIdle.requests}): x${figures.unrelatedClient.p99RatioToAfter}`,
         `etcd after migration         ${JSON.stringify(afterMigration.byApiVersion)}`,
         `written                      ${out}`,
         '',
