@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env --note TEXT]`
+ * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env --pin-cpus --note TEXT]`
  *
  * Migrates N objects of a CRD on the local control plane and prints, beside a
  * raw ceiling measured in the same run (on all N objects, or on the first
@@ -24,11 +24,16 @@
  * bundle), not through tsx, which alone adds ~60 MiB to its RSS, and with
  * the environment the image sets (the runtime stage's ENV lines of the
  * Dockerfile: NODE_OPTIONS, MALLOC_ARENA_MAX); `--tsx-worker` runs bin/svm.js
- * as checked out, `--host-env` with this process's environment only. Figures go to
+ * as checked out, `--host-env` with this process's environment only.
+ * `--pin-cpus` puts the control plane (etcd, API servers, load balancer) on
+ * CPU 0 and Temporal, the worker and the unrelated client on the others, as
+ * in a cluster where the migrator does not run on the API servers' machines
+ * (without it, on 2 cores, the migrator's own CPU slows the API servers as
+ * much as its requests do). Figures go to
  * bench/results/bench-<time>.json. Not part of `npm test`: these are
  * measurements, not assertions.
  */
-import { spawn } from 'node:child_process';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
@@ -36,7 +41,7 @@ import { parseArgs } from 'node:util';
 import { defaultMigrationOptions, Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { defaultDevDir, readEnv, up } from '../src/dev/plane';
+import { defaultDevDir, readEnv, readState, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
 import { histogramQuantile } from '../src/worker/metrics';
@@ -62,6 +67,10 @@ const { values } = parseArgs({
     // Node flags for the worker only (NODE_OPTIONS of the child), e.g. --max-semi-space-size=2.
     'worker-node-options': { type: 'string' },
     dir: { type: 'string' },
+    // Control plane (etcd, API servers, load balancer) on CPU 0, everything else (Temporal, the worker, the
+    // unrelated client, this process) on the other CPUs: as in a cluster, where the migrator does not share the
+    // API servers' machines.
+    'pin-cpus': { type: 'boolean', default: false },
     // What else ran on the machine during the run, for the results file.
     note: { type: 'string', default: 'nothing else ran' },
   },
@@ -151,9 +160,27 @@ async function etcdDbMiB(endpoint: string): Promise<number> {
   return Number(((await res.json()) as { dbSize: string }).dbSize) / 1024 / 1024;
 }
 
+/** --pin-cpus: the control plane on CPU 0, the rest on the others; returns how to undo it. */
+function pinCpus(dir: string): () => void {
+  const n = cpus().length;
+  if (n < 2) throw new Error('--pin-cpus needs at least 2 CPUs');
+  const state = readState(dir);
+  if (!state) throw new Error(`no plane in ${dir}`);
+  const plane = [state.etcd.pid, ...state.apiservers.map((a) => a.pid), ...(state.loadBalancer ? [state.loadBalancer.pid] : [])];
+  const rest = [state.temporal.pid, process.pid];
+  const set = (pids: number[], list: string) => {
+    for (const pid of pids) if (pid > 0) execFileSync('taskset', ['-a', '-p', '-c', list, String(pid)], { stdio: 'ignore' });
+  };
+  set(plane, '0');
+  set(rest, `1-${n - 1}`);
+  log(`pinned the control plane (${plane.join(', ')}) to CPU 0, Temporal and the bench (the worker is its child) to CPUs 1-${n - 1}`);
+  return () => set([...plane, ...rest], `0-${n - 1}`);
+}
+
 async function main() {
   const dir = values.dir ?? defaultDevDir();
   await up({ dir, log });
+  const unpin = values['pin-cpus'] ? pinCpus(dir) : () => undefined;
   const env = readEnv(dir);
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: CONC * 2 });
   await installCrds(kube);
@@ -164,6 +191,7 @@ async function main() {
   try {
     await measure(kube, env, crd, worker0.bin);
   } finally {
+    unpin();
     worker0.dispose();
     kube.close();
   }
@@ -313,6 +341,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       concurrency: CONC,
       qps: QPS,
       apiservers: Number(env.APISERVER_COUNT ?? 2),
+      pinnedCpus: values['pin-cpus'] ? 'control plane on CPU 0; Temporal, worker, unrelated client on the others' : 'none',
       worker: values['tsx-worker'] ? 'bin/svm.js (tsx)' : 'compiled (tsc), prebuilt workflow and KubeConfig bundles',
       workerNodeOptions: values['worker-node-options'] ?? '',
       workerEnv: {
