@@ -205,7 +205,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
             throw err;
           }
         } finally {
-          deps.concurrency?.release(answered);
+          deps.concurrency?.release(answered, obj.raw.length);
         }
       };
       try {

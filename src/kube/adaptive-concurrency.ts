@@ -12,9 +12,12 @@
  * The rule (additive increase, multiplicative decrease on a latency ratio):
  * updates are sampled in windows of max(10, 2 x limit) answers the server
  * processed (successes and conflicts: 429s pause the budget instead, errors
- * say nothing about load). The window's median over the baseline (the
- * lowest window median of the last BASELINE_WINDOWS windows, so it follows
- * a server that got slower for good, e.g. bigger objects) decides:
+ * say nothing about load), by object size class (under 4 KiB, 16 KiB, 64 KiB,
+ * 256 KiB, 1 MiB, more: a 1 MB Helm release Secret takes longer than a 1 KB
+ * one on an idle server, and a mix of both must not read as load). A
+ * window's median over its class's baseline (the lowest window median of the
+ * class's last BASELINE_WINDOWS windows, so it follows a server that got
+ * slower for good) decides:
  *   - at or above `backoffRatio` (2): the limit falls to 3/4 (at least 1);
  *   - at or below `growRatio` (1.3): the limit grows by one (up to max),
  *     if it was reached during the window (a limit nobody uses is not raised);
@@ -32,6 +35,19 @@ export interface AdaptiveConcurrencyOptions {
 }
 
 const BASELINE_WINDOWS = 60;
+const SIZE_CLASSES = 6;
+
+/** Size class of an object of `bytes`: 0 under 4 KiB, then one per factor of 4, the last from 1 MiB. */
+export function sizeClass(bytes: number | undefined): number {
+  if (bytes === undefined || !(bytes >= 4096)) return 0;
+  return Math.min(SIZE_CLASSES - 1, Math.floor(Math.log2(bytes / 1024) / 2));
+}
+
+interface ClassStats {
+  samples: number[];
+  /** Medians of the last BASELINE_WINDOWS windows. */
+  medians: number[];
+}
 
 export class AdaptiveConcurrency {
   private current: number;
@@ -39,8 +55,7 @@ export class AdaptiveConcurrency {
   /** Whether the limit was reached during the current window. */
   private reached = false;
   private readonly waiting: Array<() => void> = [];
-  private samples: number[] = [];
-  private readonly medians: number[] = [];
+  private readonly classes: ClassStats[] = Array.from({ length: SIZE_CLASSES }, () => ({ samples: [], medians: [] }));
   private readonly max: number;
   private readonly backoffRatio: number;
   private readonly growRatio: number;
@@ -60,9 +75,10 @@ export class AdaptiveConcurrency {
     return this.current;
   }
 
-  /** The baseline latency (seconds) the ratio is taken against; undefined before the first window. */
-  get baseline(): number | undefined {
-    return this.medians.length ? Math.min(...this.medians) : undefined;
+  /** The baseline latency (seconds) of objects of `bytes` (default: small ones); undefined before their first window. */
+  baseline(bytes?: number): number | undefined {
+    const { medians } = this.classes[sizeClass(bytes)]!;
+    return medians.length ? Math.min(...medians) : undefined;
   }
 
   /** Waits for a slot. Every acquire must be followed by exactly one release. */
@@ -79,11 +95,11 @@ export class AdaptiveConcurrency {
   /**
    * Frees a slot. seconds: how long the server took to answer, when it
    * processed the update (success or conflict); undefined when the answer
-   * says nothing about its load (429, error, cancel).
+   * says nothing about its load (429, error, cancel). bytes: the object's size.
    */
-  release(seconds?: number): void {
+  release(seconds?: number, bytes?: number): void {
     this.inFlight--;
-    if (seconds !== undefined && Number.isFinite(seconds) && seconds >= 0) this.sample(seconds);
+    if (seconds !== undefined && Number.isFinite(seconds) && seconds >= 0) this.sample(seconds, this.classes[sizeClass(bytes)]!);
     this.admit();
   }
 
@@ -94,17 +110,17 @@ export class AdaptiveConcurrency {
     }
   }
 
-  private sample(seconds: number): void {
-    this.samples.push(seconds);
-    if (this.samples.length < Math.max(10, 2 * this.current)) return;
-    const sorted = this.samples.sort((a, b) => a - b);
+  private sample(seconds: number, c: ClassStats): void {
+    c.samples.push(seconds);
+    if (c.samples.length < Math.max(10, 2 * this.current)) return;
+    const sorted = c.samples.sort((a, b) => a - b);
     const median = sorted[Math.floor(sorted.length / 2)]!;
-    this.samples = [];
+    c.samples = [];
     const reached = this.reached;
     this.reached = this.inFlight >= this.current;
-    const baseline = this.baseline;
-    this.medians.push(median);
-    if (this.medians.length > BASELINE_WINDOWS) this.medians.shift();
+    const baseline = c.medians.length ? Math.min(...c.medians) : undefined;
+    c.medians.push(median);
+    if (c.medians.length > BASELINE_WINDOWS) c.medians.shift();
     if (baseline === undefined || baseline <= 0) return;
     const ratio = median / baseline;
     const before = this.current;
