@@ -75,7 +75,7 @@ let inProcess: Promise<WorkflowBundle> | undefined;
  * comments doubled the ~3 MB bundle in the worker's memory.
  */
 export function asciiOnly(code: string): string {
-  return code.replace(/[^\x00-\x7f]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
+  return code.replace(/[\u0080-\uffff]/g, (ch) => `\\u${ch.charCodeAt(0).toString(16).padStart(4, '0')}`);
 }
 
 /**
