@@ -6,6 +6,7 @@
  * demo share it without the benchmarks importing the tests.
  */
 import type { KubeClient } from '../kube/client';
+import { kubernetesEndpoints } from '../kube/apiservers';
 
 export interface TestCrd {
   group: string;
@@ -64,18 +65,28 @@ export async function applyCrd(
     contentType: 'application/apply-patch+yaml',
     query: { fieldManager: 'svm-test', force: 'true' },
   });
-  // Wait until discovery reports the storage version's hash for it and the CRD is established.
-  for (let i = 0; ; i++) {
-    const crd = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(crdUrl(c));
-    const established = crd.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True');
-    if (established) {
-      const codes = await Promise.all(
-        served.map(async (v) => (await kube.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status),
-      );
-      if (codes.every((code) => code === 200)) return;
+  // Wait until the CRD is established and every served version answers, on every API server asked at its own
+  // address (through the load balancer a kept-alive connection stays with one server: the next request, on another
+  // connection, may reach a server that does not serve it yet).
+  const servers = kubernetesEndpoints(kube);
+  try {
+    for (let i = 0; ; i++) {
+      const crd = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(crdUrl(c));
+      const established = crd.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True');
+      if (established) {
+        const clients = [kube, ...(await servers.find()).endpoints.map((e) => e.kube)];
+        const codes = await Promise.all(
+          clients.flatMap((k) =>
+            served.map(async (v) => (await k.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status),
+          ),
+        );
+        if (codes.every((code) => code === 200)) return;
+      }
+      if (i > 300) throw new Error(`CRD ${c.name} not ready on every API server after 30s`);
+      await new Promise((r) => setTimeout(r, 100));
     }
-    if (i > 300) throw new Error(`CRD ${c.name} not ready after 30s`);
-    await new Promise((r) => setTimeout(r, 100));
+  } finally {
+    servers.close();
   }
 }
 
