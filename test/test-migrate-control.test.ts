@@ -130,6 +130,45 @@ void test('starting twice joins the running migration; pause, progress, resume a
   });
 });
 
+void test('a pause stops the chunk in flight; resume finishes that page from where it stopped, each object counted once', async () => {
+  const crd = testCrd(`${uniq('pm')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  await withWorker(plane, async (m) => {
+    // 300 objects at 20 updates/s: 15 s, and pages of up to 300 after the first, so the pause lands inside one.
+    const v2 = async () =>
+      (await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion[`${crd.group}/v2`] ?? 0;
+    const h = await m.start(crd.name, { chunkSize: 300, concurrency: 2, qps: 20 });
+    // The workflow's counters move when a chunk ends; etcd shows the page being rewritten.
+    await eventually('some objects of the first page rewritten', async () => (await v2()) >= 40);
+    await h.pause();
+    const paused = await eventually('Paused', async () => {
+      const p = await h.progress();
+      return p.phase === 'Paused' && p;
+    });
+    // The chunk in flight was cancelled, not waited for, and what it did counts: the counters match etcd.
+    const history = await h.workflow.fetchHistory();
+    assert.ok(
+      (history.events ?? []).some((e) => e.activityTaskCanceledEventAttributes),
+      'the pause waited for the chunk to end instead of stopping it',
+    );
+    assert.ok(paused.counters.migrated < 300, `migrated ${paused.counters.migrated} when paused`);
+    assert.equal(paused.counters.migrated, await v2(), 'the counters at the pause disagree with etcd');
+    const atPause = await v2();
+    await new Promise((r) => setTimeout(r, 2000));
+    assert.equal(await v2(), atPause, 'objects were rewritten in etcd while paused');
+    assert.equal((await h.progress()).counters.migrated, paused.counters.migrated);
+    await h.resume();
+    const result = await h.wait();
+    assert.equal(result.phase, 'Succeeded');
+    assert.equal(result.counters.migrated + result.counters.conflicts, 300, 'each object counted once');
+  });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 300,
+  });
+});
+
 void test('a long list continues-as-new and progress is continuous across runs', async () => {
   const crd = testCrd(`${uniq('can')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');

@@ -57,10 +57,20 @@ export interface ChunkOptions {
   qps: number;
 }
 
+/** Where a chunk stopped by a pause left off: its next run lists the same page and skips what is finished. */
+export interface ChunkResume {
+  /** Every object of the page up to this key (namespace/name) is finished and counted. */
+  afterKey?: string;
+  /** Keys after afterKey whose objects are finished and counted too. */
+  doneAfter?: string[];
+}
+
 export interface ChunkInput {
   resource: ResourceRef;
   continueToken?: string;
   options: ChunkOptions;
+  /** Set when this chunk was stopped by a pause before: go on where it stopped. */
+  resume?: ChunkResume;
 }
 
 export interface ChunkResult {
@@ -72,6 +82,8 @@ export interface ChunkResult {
   listed: number;
   /** Bytes of the listed objects' text (the workflow bounds the next page by bytes with it). */
   listedBytes?: number;
+  /** Only in a cancelled chunk's details: where it stopped (what its counters count). */
+  resume?: ChunkResume;
 }
 
 interface ChunkHeartbeat {
@@ -142,10 +154,17 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   const ctx = Context.current();
   const { resource, options } = input;
   const name = groupResourceString(resource);
+  // A retry of this activity goes on from its heartbeat; a chunk stopped by a pause, from where the workflow says.
   const resumed = ctx.info.heartbeatDetails as ChunkHeartbeat | undefined;
-  const hb: ChunkHeartbeat = resumed ?? { counters: zeroCounters(), failures: [], tokenResumed: false, listRestarted: false };
-  // Finished objects after the watermark (hb.lastKey), counted in hb.counters: never updated or counted again.
-  const doneAfter = new Set<string>(resumed?.doneAfter ?? []);
+  const hb: ChunkHeartbeat = resumed ?? {
+    counters: zeroCounters(),
+    failures: [],
+    tokenResumed: false,
+    listRestarted: false,
+    ...(input.resume?.afterKey !== undefined ? { lastKey: input.resume.afterKey } : {}),
+  };
+  // Finished objects after the watermark (hb.lastKey), counted (here or before the pause): never updated or counted again.
+  const doneAfter = new Set<string>(resumed ? (resumed.doneAfter ?? []) : (input.resume?.doneAfter ?? []));
 
   const limiter = deps.limiterFor(name, options.qps);
   const bufferBytes = listBufferBytes(deps);
@@ -347,7 +366,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
 
   // -- list the page (again, after a 410 or a cut-off stream) until every object of it is done
   let continueToken = input.continueToken;
-  let resumeAfter = resumed?.lastKey;
+  let resumeAfter = hb.lastKey;
   let meta: ListMeta | undefined;
   for (;;) {
     try {
@@ -404,7 +423,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   if (ctx.cancellationSignal.aborted) {
     // What was done before the cancel still counts: it travels in the failure's details.
     throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${listed} objects`, [
-      { ...result, continueToken: undefined },
+      { ...result, continueToken: undefined, resume: { afterKey: hb.lastKey, doneAfter: [...doneAfter] } },
     ]);
   }
   if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`, resource);

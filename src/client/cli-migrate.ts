@@ -211,7 +211,10 @@ export function migrateCommands() {
     migrate,
     status,
     abort: signalCommand('abort', 'abort the running migration of a resource'),
-    pause: signalCommand('pause', 'pause a migration after the chunk in flight (abort stops that chunk at once)'),
+    pause: signalCommand(
+      'pause',
+      'pause a migration: the chunk in flight stops within about a second, and resume goes on where it stopped',
+    ),
     resume: signalCommand('resume', 'resume a paused migration'),
     trigger,
     setup,

@@ -132,6 +132,14 @@ export const CarriedStateSchema = z
     message: z.string().optional(),
     /** The next list page's limit: the chunk size, cut for big objects (nextPageLimit). */
     pageLimit: z.number().int().min(1).max(10_000).optional(),
+    /** Where the chunk at continueToken stopped when a pause stopped it (keys namespace/name: no object data). */
+    resume: z
+      .object({
+        afterKey: z.string().max(400).optional(),
+        doneAfter: z.array(z.string().max(400)).max(10_000).optional(),
+      })
+      .strict()
+      .optional(),
   })
   .strict();
 

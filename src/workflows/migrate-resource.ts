@@ -138,6 +138,8 @@ class Migration {
   unverified?: { token: string; since: number };
   /** Histories from before sparse progress attributes wrote them after every chunk: they replay as they ran. */
   readonly sparseAttributes = patched('progress-search-attribute-every-10-chunks');
+  /** A pause stops the chunk in flight (it goes on where it stopped on resume); before, it waited for the chunk's end. */
+  readonly pauseMidChunk = patched('pause-stops-the-chunk-in-flight');
   /** The search attributes written last in this run: the phase, and at which chunk count. */
   private shown?: { phase: MigrationPhase; chunks: number };
 
@@ -260,6 +262,7 @@ class Migration {
       failures: [],
       agreement: undefined,
       remainingEstimate: undefined,
+      resume: undefined,
     });
   }
 
@@ -328,11 +331,17 @@ async function agreementMoved(m: Migration): Promise<string | undefined> {
 
 type ChunkOutcome = { ok: true; result: ChunkResult } | { ok: false; err: unknown };
 
+/** A chunk stopped by a pause, with what it did before it stopped. */
+class PausedMidChunk {
+  constructor(readonly partial: ChunkResult | undefined) {}
+}
+
 /**
  * Runs one chunk; while it runs, re-checks agreement whenever the watcher
- * signals. Returns the chunk's outcome, or a StartOver when agreement moved.
+ * signals, and stops it when a pause arrives. Returns the chunk's outcome, a
+ * StartOver when agreement moved, or PausedMidChunk.
  */
-async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver> {
+async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver | PausedMidChunk> {
   const scope = new CancellationScope();
   m.chunkScope = scope;
   const limit = m.s.pageLimit ?? nextPageLimit(m.options, undefined);
@@ -342,6 +351,7 @@ async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver> {
     resource: m.ref,
     continueToken: m.s.continueToken,
     options: { chunkSize: limit, concurrency: m.options.concurrency, qps: m.options.qps },
+    ...(m.s.resume ? { resume: m.s.resume } : {}),
   };
   let outcome: ChunkOutcome | undefined;
   // Both settle paths are handled here: nothing floats.
@@ -352,10 +362,17 @@ async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver> {
       (err: unknown) => (outcome = { ok: false, err }),
     );
   let moved: string | undefined;
+  let pausing = false;
+  const pauseNow = () => m.pauseMidChunk && m.paused && !pausing && moved === undefined;
   try {
     for (;;) {
-      await condition(() => outcome !== undefined || (m.recheck && moved === undefined));
+      await condition(() => outcome !== undefined || (m.recheck && moved === undefined) || pauseNow());
       if (outcome) break;
+      if (pauseNow()) {
+        pausing = true;
+        scope.cancel(); // the chunk stops where it is; its partial result arrives next
+        continue;
+      }
       m.recheck = false;
       moved = await agreementMoved(m);
       if (moved) scope.cancel(); // the chunk stops; its outcome (cancelled) arrives next
@@ -364,7 +381,11 @@ async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver> {
   } finally {
     m.chunkScope = undefined;
   }
-  return moved ? new StartOver(moved) : outcome!;
+  if (moved) return new StartOver(moved);
+  const o = outcome!;
+  // Stopped by the pause (not by an abort, and not finished before the cancel reached it).
+  if (pausing && !o.ok && isCancellation(o.err) && m.aborted === undefined) return new PausedMidChunk(cancelledChunkResult(o.err));
+  return o;
 }
 
 /** A whole pass from where the carried token says. Returns 'done', 'aborted', or a StartOver. */
@@ -387,6 +408,16 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
 
     const outcome = await runChunk(m);
     if (outcome instanceof StartOver) return outcome;
+    if (outcome instanceof PausedMidChunk) {
+      // What it did counts now; the same page is listed again on resume, skipping what is finished.
+      const p = outcome.partial;
+      if (p) {
+        m.s.counters = addCounters(m.s.counters, { ...p.counters, chunks: 0 });
+        for (const f of p.failures) if (m.s.failures.length < MAX_FAILURES) m.s.failures.push(f);
+        if (p.resume) m.s.resume = p.resume;
+      }
+      continue;
+    }
     if (!outcome.ok) {
       const err = outcome.err;
       if (isCancellation(err) && m.aborted) {
@@ -402,6 +433,7 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
     m.s.counters = addCounters(m.s.counters, result.counters);
     for (const f of result.failures) if (m.s.failures.length < MAX_FAILURES) m.s.failures.push(f);
     m.s.continueToken = result.continueToken;
+    m.s.resume = undefined;
     m.s.pageLimit = nextPageLimit(m.options, result);
     m.s.remainingEstimate = result.remainingItemCount;
     if (result.counters.tokenResumes > 0) m.s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
