@@ -14,6 +14,9 @@
  *   - the p50/p99 latency of an unrelated client (a steady GET / LIST
  *     limit=50 / PUT loop on 200 ConfigMaps of another namespace), idle for
  *     --idle-seconds before the migration and during it, and their ratio.
+ * --watch-cache off (the default above 200,000 objects) restarts the API
+ * servers with the watch cache of the bench resource off, and restores their
+ * flags at the end (see the option for why).
  * Objects are created at v1 through the API servers up to --seed-etcd-above
  * (20,000), and above it written straight into etcd as the API server would
  * store them (bench/lib/seed-etcd.ts): creating 10^6 through the API takes
@@ -41,13 +44,13 @@ import { parseArgs } from 'node:util';
 import { defaultMigrationOptions, Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { defaultDevDir, readEnv, readState, up } from '../src/dev/plane';
+import { defaultDevDir, readEnv, readState, restartApiserver, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
 import { histogramQuantile } from '../src/worker/metrics';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
 import { seedIntoEtcd } from './lib/seed-etcd';
-import { UnrelatedClient } from './lib/unrelated-client';
+import { PacedWriter, UnrelatedClient, type PhaseLatencies } from './lib/unrelated-client';
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
 
@@ -62,6 +65,10 @@ const { values } = parseArgs({
     'raw-sample': { type: 'string', default: '20000' },
     'seed-etcd-above': { type: 'string', default: '20000' },
     'idle-seconds': { type: 'string', default: '30' },
+    // A plain writer (ConfigMaps of its own namespace, no lists, no Temporal) at this rate for --idle-seconds before the
+    // migration, the unrelated client measuring: what any writer at the migration's rate costs the other clients.
+    // Default: the migration's budget (--qps); with no budget, the raw ceiling's rate. 0: none.
+    'writer-qps': { type: 'string' },
     'tsx-worker': { type: 'boolean', default: false },
     'host-env': { type: 'boolean', default: false },
     // Node flags for the worker only (NODE_OPTIONS of the child), e.g. --max-semi-space-size=2.
@@ -73,6 +80,12 @@ const { values } = parseArgs({
     'pin-cpus': { type: 'boolean', default: false },
     // What else ran on the machine during the run, for the results file.
     note: { type: 'string', default: 'nothing else ran' },
+    // The API servers' watch cache for the bench resource: on, off, or auto (off above 200,000 objects). kube-apiserver
+    // v1.36 on this 2-core machine cannot build the watch cache of 10^6 custom resources: measured, each server grew past
+    // 11 GiB of RSS without the cache becoming ready in 8 minutes, and with the default 5 minute compaction its initial
+    // list failed ("continue parameter is too old") and started over, for ever. Off, lists and reads of that resource go
+    // to etcd, as `--watch-cache-sizes=<resource>#0` does in clusters that hold such a resource.
+    'watch-cache': { type: 'string', default: 'auto' },
   },
 });
 const N = Number(values.objects);
@@ -82,6 +95,10 @@ const QPS = Number(values.qps);
 const SAMPLE = Math.min(N, Number(values['raw-sample']) || N);
 const SEED_ETCD_ABOVE = Number(values['seed-etcd-above']);
 const IDLE = Number(values['idle-seconds']);
+const WRITER_QPS = values['writer-qps'] === undefined ? undefined : Number(values['writer-qps']);
+const WATCH_CACHE_OFF_ABOVE = 200_000;
+if (!['on', 'off', 'auto'].includes(values['watch-cache'])) throw new Error('--watch-cache must be on, off or auto');
+const WATCH_CACHE = values['watch-cache'] === 'auto' ? (N > WATCH_CACHE_OFF_ABOVE ? 'off' : 'on') : values['watch-cache'];
 for (const [k, v] of [
   ['--objects', N],
   ['--chunk-size', CHUNK],
@@ -94,10 +111,12 @@ for (const [k, v] of [
   ['--raw-sample', SAMPLE],
   ['--seed-etcd-above', SEED_ETCD_ABOVE],
   ['--idle-seconds', IDLE],
+  ['--writer-qps', WRITER_QPS ?? 0],
 ] as const) {
   if (!Number.isInteger(v) || v < 0) throw new Error(`${k} must be a whole number`);
 }
 
+const verbs = (l: PhaseLatencies) => ['GET', 'LIST', 'PUT'].map((v) => l.byVerb[v]?.p99ms).join(' / ') + ' ms';
 const log = (s: string) => process.stderr.write(`[bench] ${new Date().toISOString().slice(11, 19)} ${s}\n`);
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
@@ -180,21 +199,40 @@ function pinCpus(dir: string): () => void {
 async function main() {
   const dir = values.dir ?? defaultDevDir();
   await up({ dir, log });
-  const unpin = values['pin-cpus'] ? pinCpus(dir) : () => undefined;
-  const env = readEnv(dir);
-  const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: CONC * 2 });
-  await installCrds(kube);
   const crd = testCrd(`bench${Date.now().toString(36)}.svm.example`, 'widgets', 'Widget');
-  const worker0 = values['tsx-worker']
-    ? { bin: path.join(__dirname, '..', 'bin', 'svm.js'), dispose() {} }
-    : compiledWorkerTree(path.join(__dirname, '..'), log);
+  const restoreCache = WATCH_CACHE === 'off' ? await watchCacheOff(dir, crd) : async () => undefined;
   try {
-    await measure(kube, env, crd, worker0.bin);
+    const unpin = values['pin-cpus'] ? pinCpus(dir) : () => undefined;
+    const env = readEnv(dir);
+    const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: CONC * 2 });
+    const worker0 = values['tsx-worker']
+      ? { bin: path.join(__dirname, '..', 'bin', 'svm.js'), dispose() {} }
+      : compiledWorkerTree(path.join(__dirname, '..'), log);
+    try {
+      await installCrds(kube);
+      await measure(kube, env, crd, worker0.bin);
+    } finally {
+      unpin();
+      worker0.dispose();
+      kube.close();
+    }
   } finally {
-    unpin();
-    worker0.dispose();
-    kube.close();
+    await restoreCache();
   }
+}
+
+/** Restarts every API server without a watch cache for the bench resource; returns how to restart them as they were. */
+async function watchCacheOff(dir: string, crd: ReturnType<typeof testCrd>): Promise<() => Promise<void>> {
+  const state = readState(dir);
+  if (!state) throw new Error(`no plane in ${dir}`);
+  const before = state.apiservers.map((a) => [...a.extraArgs]);
+  const flag = `--watch-cache-sizes=${crd.plural}.${crd.group}#0`;
+  log(`restarting the API servers with ${flag} (--watch-cache off)`);
+  for (const a of state.apiservers) await restartApiserver(dir, a.index, [...a.extraArgs, flag], log);
+  return async () => {
+    log('restarting the API servers with their flags as before');
+    for (const [i, args] of before.entries()) await restartApiserver(dir, i, args, log);
+  };
 }
 
 async function measure(kube: KubeClient, env: Record<string, string>, crd: ReturnType<typeof testCrd>, workerBin: string) {
@@ -232,6 +270,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   const clientKube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: 4 });
   const client = new UnrelatedClient(clientKube, `bench-client-${Date.now().toString(36)}`);
   await client.prepare();
+  const writer = new PacedWriter(clientKube, `bench-writer-${Date.now().toString(36)}`);
+  await writer.prepare();
 
   log(
     `raw ceiling: storage v1 -> v2, a tight list + PUT loop without Temporal, on ${SAMPLE === N ? 'all' : 'the first'} ${SAMPLE} objects`,
@@ -244,6 +284,16 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   log(`unrelated client: idle for ${IDLE} s`);
   client.start();
   await new Promise((r) => setTimeout(r, IDLE * 1000));
+
+  const writerQps = WRITER_QPS ?? (QPS || Math.round(raw.objects / raw.seconds));
+  if (writerQps > 0) {
+    log(`unrelated client beside a plain writer: ConfigMaps updated at ${writerQps}/s, ${CONC} at once, for ${IDLE} s`);
+    client.phase = 'writer';
+    await writer.run(writerQps, CONC, IDLE);
+    log(`  ${writer.writes} written (${(writer.writes / IDLE).toFixed(0)}/s), ${writer.errors} errors`);
+    client.phase = 'idle2';
+    await new Promise((r) => setTimeout(r, 5000)); // let the writer's last requests settle out of both windows
+  }
 
   log(`migration workflow: storage v2 -> v1, \`svm worker\` (${workerBin}) in a child process, qps ${QPS || 'unlimited'}`);
   const taskQueue = `bench-${Date.now().toString(36)}`;
@@ -326,6 +376,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     const idle = client.report('idle');
     const during = client.report('migration');
     const afterIdle = client.report('after');
+    const besideWriter = writerQps > 0 ? client.report('writer') : undefined;
     const chunks = result.counters.chunks;
     const figures = {
       date: new Date().toISOString(),
@@ -341,6 +392,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       concurrency: CONC,
       qps: QPS,
       apiservers: Number(env.APISERVER_COUNT ?? 2),
+      watchCache: WATCH_CACHE,
       pinnedCpus: values['pin-cpus'] ? 'control plane on CPU 0; Temporal, worker, unrelated client on the others' : 'none',
       worker: values['tsx-worker'] ? 'bin/svm.js (tsx)' : 'compiled (tsc), prebuilt workflow and KubeConfig bundles',
       workerNodeOptions: values['worker-node-options'] ?? '',
@@ -381,6 +433,15 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         after: afterIdle,
         p99Ratio: Number((during.p99ms / idle.p99ms).toFixed(2)),
         p99RatioToAfter: Number((during.p99ms / afterIdle.p99ms).toFixed(2)),
+        besideWriter: besideWriter && {
+          ...besideWriter,
+          writerQps,
+          writerWrites: writer.writes,
+          writerErrors: writer.errors,
+          p99RatioToIdle: Number((besideWriter.p99ms / idle.p99ms).toFixed(2)),
+          p99RatioToAfter: Number((besideWriter.p99ms / afterIdle.p99ms).toFixed(2)),
+        },
+        p99RatioMigrationToWriter: besideWriter ? Number((during.p99ms / besideWriter.p99ms).toFixed(2)) : undefined,
       },
       etcd: { afterRaw: SAMPLE, afterMigration: afterMigration.byApiVersion, dbMiB: Number((await etcdDbMiB(etcd)).toFixed(0)) },
     };
@@ -393,7 +454,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       .join(', ');
     process.stdout.write(
       [
-        `objects                      ${N} (${viaEtcd ? 'seeded into etcd' : 'created through the API'}; chunk ${CHUNK}, concurrency ${CONC}, qps ${QPS || 'unlimited'}, ${figures.apiservers} API servers)`,
+        `objects                      ${N} (${viaEtcd ? 'seeded into etcd' : 'created through the API'}; chunk ${CHUNK}, concurrency ${CONC}, qps ${QPS || 'unlimited'}, ${figures.apiservers} API servers, watch cache ${WATCH_CACHE})`,
         `raw ceiling                  ${figures.raw.objectsPerSecond} objects/s  p50 ${figures.raw.p50ms} ms  p99 ${figures.raw.p99ms} ms${raw.objects < N ? ` (on the first ${raw.objects} objects)` : ''}`,
         `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase} in ${figures.workflow.seconds} s`,
         `workflow / raw               ${figures.ratioWorkflowToRaw}`,
@@ -401,6 +462,12 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs, ${figures.workflow.historyEventsPerChunk} per chunk; ${figures.workflow.continueAsNew} continue-as-new)`,
         `  by type                    ${types}`,
         `unrelated client p99         idle ${idle.p99ms} ms (${idle.requests} requests), during ${during.p99ms} ms (${during.requests}, ${during.errors} errors): x${figures.unrelatedClient.p99Ratio}; idle after ${afterIdle.p99ms} ms (${afterIdle.requests}): x${figures.unrelatedClient.p99RatioToAfter}`,
+        `  by verb (GET/LIST/PUT p99) idle ${verbs(idle)}; during ${verbs(during)}; after ${verbs(afterIdle)}`,
+        ...(besideWriter
+          ? [
+              `beside a plain writer       at ${writerQps}/s (${writer.writes} writes, ${writer.errors} errors): unrelated p99 ${besideWriter.p99ms} ms (${verbs(besideWriter)}); migration / plain writer: x${figures.unrelatedClient.p99RatioMigrationToWriter}`,
+            ]
+          : []),
         `etcd after migration         ${JSON.stringify(afterMigration.byApiVersion)}`,
         `written                      ${out}`,
         '',

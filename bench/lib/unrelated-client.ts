@@ -94,3 +94,54 @@ export class UnrelatedClient {
     return { requests: all.length, errors: all.filter((x) => !x.ok).length, p50ms: ms(q(s, 0.5)), p99ms: ms(q(s, 0.99)), byVerb };
   }
 }
+
+/**
+ * A plain writer: another client that changes ConfigMaps of its own namespace
+ * at a steady rate, with no lists and no Temporal. The bench measures the
+ * unrelated client while it runs at the migration's budget, beside the
+ * migration: what any writer at that rate costs the other clients on these
+ * API servers, against what the migrator costs at the same rate.
+ */
+export class PacedWriter {
+  writes = 0;
+  errors = 0;
+
+  constructor(
+    private readonly kube: KubeClient,
+    private readonly namespace: string,
+    private readonly objects = 200,
+  ) {}
+
+  async prepare(): Promise<void> {
+    await ensureNamespace(this.kube, this.namespace);
+    await parallel(this.objects, 8, async (i) => {
+      const res = await this.kube.raw('POST', `/api/v1/namespaces/${this.namespace}/configmaps`, {
+        body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `w-${i}` }, data: { n: '0' } }),
+      });
+      if (res.status >= 300 && res.status !== 409) throw new Error(`creating w-${i}: ${res.status} ${res.body}`);
+    });
+  }
+
+  /** Writes at `qps` with at most `concurrency` in flight for `seconds` (each write: a changed value, no GET first). */
+  async run(qps: number, concurrency: number, seconds: number): Promise<void> {
+    const base = `/api/v1/namespaces/${this.namespace}/configmaps`;
+    const start = performance.now();
+    const end = start + seconds * 1000;
+    let next = 0;
+    await parallel(concurrency, concurrency, async () => {
+      for (;;) {
+        const n = next++;
+        const due = start + (n * 1000) / qps;
+        if (due >= end) return;
+        const wait = due - performance.now();
+        if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+        const name = `w-${n % this.objects}`;
+        const body = JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { n: String(n) } });
+        // No resourceVersion: an unconditional update.
+        const res = await this.kube.raw('PUT', `${base}/${name}`, { body }).catch(() => undefined);
+        if (res && res.status < 300) this.writes++;
+        else this.errors++;
+      }
+    });
+  }
+}
