@@ -10,7 +10,9 @@
  *   created after the kill by the new leader;
  * - the API servers' own count of the migrator's PUTs
  *   (apiserver_request_total, scraped from every server each second) never
- *   exceeds the budget by more than 10% over any 5 s window.
+ *   exceeds the budget by more than 10% over any 5 s window;
+ * - shares follow demand: one migration alone on the two survivors runs
+ *   clearly faster than an even split of the budget would let it.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
@@ -39,6 +41,7 @@ const NAMESPACE = 'svm-system'; // the default when SVM_NAMESPACE is unset outsi
 const QPS = 20;
 const COUNT = 800;
 const OTHERS = 400;
+const LONE = 600;
 // The API servers count a PUT when it completes: requests whose tokens were taken before a window may all
 // complete inside it. Tokens in any 5 s window are at most 5 x QPS plus the buckets' burst (0.2 s of budget:
 // 4), so the count can exceed 5 x QPS by at most burst + requests in flight. Within the 10% bound (10 PUTs at
@@ -123,7 +126,12 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     await createObjects(plane.kube, o, 'v1', OTHERS, { namespace: uniq('ns') });
     await applyCrd(plane.kube, o, 'v2');
   }
-  const all = [crd, ...others];
+  // Migrated alone at the end, by the two survivors: shares follow demand, so it gets more than half the budget.
+  const lone = testCrd(`${uniq('rep')}.svm.test`, 'doodads', 'Doodad');
+  await applyCrd(plane.kube, lone, 'v1');
+  await createObjects(plane.kube, lone, 'v1', LONE, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, lone, 'v2');
+  const all = [crd, ...others, lone];
 
   // The API servers' own count, every second, summed over the servers.
   const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
@@ -152,6 +160,7 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     );
   const identityOf = (r: Replica) => r.lines.find((l) => l.msg === 'worker started')?.identity as string | undefined;
   let handoverMs: number | undefined;
+  const loneRun = { from: 0, to: 0 };
   try {
     // Generous: each process compiles the TypeScript and bundles the workflows (slow on a busy machine).
     await eventually('every replica to start', async () => replicas.every((r) => identityOf(r)), 600_000);
@@ -201,6 +210,13 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
         return o.status?.phase === 'Succeeded';
       });
     }
+    // One migration alone on the two survivors: the replica running its chunk has the demand and so most of the
+    // budget (20 - 2.5 = 17.5/s once counted), where an even split would hold it to 10/s.
+    loneRun.from = Date.now();
+    const loneResult = await (await m.start(lone.name, { chunkSize: 200, concurrency: CONCURRENCY, heartbeatTimeoutSeconds: 5 })).wait();
+    loneRun.to = Date.now();
+    assert.equal(loneResult.phase, 'Succeeded', loneResult.message);
+
     // Each attached exactly once, the second by the new leader.
     assert.equal(attached(first).length, 1, `first attached by replicas ${JSON.stringify(attached(first))}`);
     assert.deepEqual(attached(second), [replicas.indexOf(next)]);
@@ -219,6 +235,9 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
       assert.deepEqual((await storedVersions(plane.etcd, { group: o.group, resource: o.plural, custom: true })).byApiVersion, {
         [`${o.group}/v2`]: OTHERS,
       });
+    assert.deepEqual((await storedVersions(plane.etcd, { group: lone.group, resource: lone.plural, custom: true })).byApiVersion, {
+      [`${lone.group}/v2`]: LONE,
+    });
   } finally {
     scraping = false;
     await scraper;
@@ -236,17 +255,29 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
 
   // The budget, by the API servers' count: every window of at least 5 s (each sample to the first one 5 s later).
   const total = samples.at(-1)!.puts - samples[0]!.puts;
-  assert.ok(total >= COUNT + 2 * OTHERS, `the servers counted ${total} PUTs of ${COUNT + 2 * OTHERS} objects`);
-  let worst = { rate: 0, from: 0, seconds: 0, puts: 0 };
-  for (let i = 0; i < samples.length; i++) {
-    const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
-    if (j < 0) break;
-    const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
-    const puts = samples[j]!.puts - samples[i]!.puts;
-    if (puts / seconds > worst.rate) worst = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
-  }
+  const objects = COUNT + 2 * OTHERS + LONE;
+  assert.ok(total >= objects, `the servers counted ${total} PUTs of ${objects} objects`);
+  const busiest = (from: number, to: number) => {
+    let w = { rate: 0, from: 0, seconds: 0, puts: 0 };
+    for (let i = 0; i < samples.length; i++) {
+      if (samples[i]!.t < from) continue;
+      const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
+      if (j < 0 || samples[j]!.t > to) break;
+      const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
+      const puts = samples[j]!.puts - samples[i]!.puts;
+      if (puts / seconds > w.rate) w = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
+    }
+    return w;
+  };
+  const worst = busiest(-Infinity, Infinity);
+  const alone = busiest(loneRun.from, loneRun.to);
   console.log(
-    `replicas: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s at +${worst.from.toFixed(0)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s); leader hand-over after SIGKILL: ${((handoverMs ?? 0) / 1000).toFixed(1)} s`,
+    `replicas: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s at +${worst.from.toFixed(0)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s); leader hand-over after SIGKILL: ${((handoverMs ?? 0) / 1000).toFixed(1)} s; one migration alone on two replicas: ${LONE} objects in ${((loneRun.to - loneRun.from) / 1000).toFixed(1)} s, busiest window ${alone.rate.toFixed(1)}/s`,
+  );
+  // Shares follow demand: alone, one migration got clearly more than an even split of two replicas (10/s) allows.
+  assert.ok(
+    alone.rate >= (QPS / 2) * 1.3,
+    `one migration alone on two replicas reached only ${alone.rate.toFixed(1)}/s: an even split gives it ${QPS / 2}/s`,
   );
   // The budget was binding (the load reached it), so its bound means something.
   assert.ok(worst.rate >= QPS * 0.6, `the busiest window reached only ${worst.rate.toFixed(1)}/s: the budget ${QPS}/s was never tested`);

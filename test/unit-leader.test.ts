@@ -8,7 +8,15 @@ import pino from 'pino';
 import test from 'node:test';
 import { LeaseObserver, microTime, type Lease } from '../src/kube/leases';
 import { RateLimiter } from '../src/kube/rate-limit';
-import { DEFAULT_BUDGET_TIMING, memberLeaseName, shareOf, startClusterBudget, type ShareInput } from '../src/worker/budget';
+import {
+  DEFAULT_BUDGET_TIMING,
+  FLOOR_DIVISOR,
+  memberLeaseName,
+  shareOf,
+  startClusterBudget,
+  type ClusterBudget,
+  type ShareInput,
+} from '../src/worker/budget';
 import { fakeApi } from './helpers/fake-api';
 import { DEFAULT_TIMING, electionStep, heldSpec, stillLeader } from '../src/worker/leader';
 
@@ -86,11 +94,72 @@ const base: ShareInput = {
   joinedAt: 50_000,
   lastRenewSent: 99_000,
   lastListSent: 99_000,
+  activeOthers: 2,
+  selfActiveListed: true,
+  activeSince: 50_000,
 };
+const floor = (qps: number, members: number) => qps / (FLOOR_DIVISOR * members);
 
-void test('shareOf: the budget divided by the live members', () => {
-  assert.deepEqual(shareOf(base), { spend: true, qps: 20, members: 3 });
-  assert.deepEqual(shareOf({ ...base, liveMembers: 1 }), { spend: true, qps: 60, members: 1 });
+void test('shareOf: every member active: the budget divided by the live members; alone: the whole budget', () => {
+  assert.deepEqual(shareOf(base), { spend: true, qps: 20, members: 3, active: 3 });
+  assert.deepEqual(shareOf({ ...base, liveMembers: 1, activeOthers: 0 }), { spend: true, qps: 60, members: 1, active: 1 });
+  assert.deepEqual(shareOf({ ...base, liveMembers: 1, activeOthers: 0, activeSince: undefined }), {
+    spend: true,
+    qps: 60,
+    members: 1,
+    active: 1,
+  });
+});
+
+void test('shareOf: shares follow demand: idle members keep a floor, the active ones split the rest', () => {
+  // 60/s, 3 members, floor 60 / 12 = 5.
+  assert.equal(floor(60, 3), 5);
+  assert.deepEqual(shareOf({ ...base, activeOthers: 0 }), { spend: true, qps: 50, members: 3, active: 1 }, 'the only active one');
+  assert.deepEqual(shareOf({ ...base, activeOthers: 1 }), { spend: true, qps: 27.5, members: 3, active: 2 });
+  assert.deepEqual(shareOf({ ...base, activeSince: undefined }), { spend: true, qps: 5, members: 3, active: 2 }, 'idle: the floor');
+});
+
+void test('shareOf: announced demand counts only once every member still spending has listed since, and our own list shows it', () => {
+  assert.ok(t.joinDelayMs > t.freshMs);
+  assert.deepEqual(shareOf({ ...base, activeOthers: 0, activeSince: base.now - t.joinDelayMs + 1 }), {
+    spend: true,
+    qps: 5,
+    members: 3,
+    active: 0,
+  });
+  assert.equal((shareOf({ ...base, activeOthers: 0, activeSince: base.now - t.joinDelayMs }) as { qps: number }).qps, 50);
+  assert.equal((shareOf({ ...base, activeOthers: 0, selfActiveListed: false }) as { qps: number }).qps, 5);
+});
+
+void test('shareOf: whatever the members and the active ones, the shares of one view add up to the budget; a view that lags (more members, more active) gives less', () => {
+  const spend = (i: ShareInput) => {
+    const s = shareOf(i);
+    assert.ok(s.spend);
+    return s.qps;
+  };
+  for (const qps of [1, 20, 60, 100, 1000]) {
+    for (let n = 2; n <= 6; n++) {
+      for (let a = 0; a <= n; a++) {
+        const view = { ...base, qps, liveMembers: n };
+        const activeShare = a > 0 ? spend({ ...view, activeOthers: a - 1 }) : 0;
+        const idleShare = spend({ ...view, activeOthers: a, activeSince: undefined });
+        const sum = a * activeShare + (n - a) * idleShare;
+        // Nobody wanting more leaves the rest unspent; anyone wanting more takes it.
+        const expected = a === 0 ? n * floor(qps, n) : qps;
+        assert.ok(Math.abs(sum - expected) < 1e-9 * qps, `qps ${qps}, ${n} members, ${a} active: the shares add up to ${sum}`);
+        assert.ok(idleShare <= qps / n + 1e-9, 'a floor is never more than an even share');
+        if (a > 0) {
+          assert.ok(activeShare >= qps / n - 1e-9, 'an active member never gets less than an even share');
+          if (a < n) assert.ok(spend({ ...view, activeOthers: a }) < activeShare, 'one more active: less');
+          assert.ok(spend({ ...view, liveMembers: n + 1, activeOthers: a - 1 }) < activeShare, 'one more member: less');
+        }
+        assert.ok(
+          spend({ ...view, liveMembers: n + 1, activeOthers: a, activeSince: undefined }) < idleShare,
+          'one more member: a lower floor',
+        );
+      }
+    }
+  }
 });
 
 void test('shareOf: a new member spends nothing until every member has listed since it joined', () => {
@@ -112,11 +181,16 @@ void test('shareOf: nothing is spent on a stale view or a lease that may have ex
 void test('shareOf + bursts: N members spend at most the budget plus their bursts over 5 s, within 10%', () => {
   for (const qps of [10, 60, 100, 1000]) {
     for (const n of [1, 2, 3, 5]) {
-      const s = shareOf({ ...base, qps, liveMembers: n });
-      assert.ok(s.spend);
-      const bursts = n * Math.max(1, Math.ceil(s.qps * t.burstSeconds));
-      const worst = bursts + qps * 5;
-      if (qps >= 60) assert.ok(worst <= qps * 5 * 1.1, `qps ${qps}, ${n} members: ${worst} in 5 s`);
+      for (let a = 0; a <= n; a++) {
+        const view = { ...base, qps, liveMembers: n };
+        const shares = [
+          ...Array.from({ length: a }, () => shareOf({ ...view, activeOthers: a - 1 })),
+          ...Array.from({ length: n - a }, () => shareOf({ ...view, activeOthers: a, activeSince: undefined })),
+        ];
+        const bursts = shares.reduce((sum, s) => (assert.ok(s.spend), sum + Math.max(1, Math.ceil(s.qps * t.burstSeconds))), 0);
+        const worst = bursts + qps * 5;
+        if (qps >= 60) assert.ok(worst <= qps * 5 * 1.1, `qps ${qps}, ${n} members, ${a} active: ${worst} in 5 s`);
+      }
     }
   }
 });
@@ -155,11 +229,11 @@ void test('RateLimiter: hold shuts the bucket until setQps opens it; the burst f
   await p3;
 });
 
-void test('startClusterBudget: a membership lease created but whose answer was lost is taken up, and its share spent after the join delay', async () => {
-  // A fake API server with just the Lease endpoints; the first create is applied, then its connection dropped unanswered.
+/** A fake API server with just the Lease endpoints (optimistic concurrency as the real one). */
+async function leaseApi(opts: { dropFirstCreate?: boolean } = {}) {
   const leases = new Map<string, Lease>();
   let rv = 1;
-  let creates = 0;
+  const counts = { creates: 0 };
   const api = await fakeApi((req, res) => {
     let body = '';
     req.on('data', (d: Buffer) => (body += d.toString('utf8')));
@@ -175,7 +249,7 @@ void test('startClusterBudget: a membership lease created but whose answer was l
         const lease = JSON.parse(body) as Lease;
         lease.metadata.resourceVersion = String(rv++);
         leases.set(lease.metadata.name, lease);
-        if (++creates === 1) return req.socket.destroy(); // applied, never answered
+        if (++counts.creates === 1 && opts.dropFirstCreate) return req.socket.destroy(); // applied, never answered
         return answer(201, lease);
       }
       if (req.method === 'GET' && name) return leases.has(name) ? answer(200, leases.get(name)) : answer(404, notFound);
@@ -193,6 +267,12 @@ void test('startClusterBudget: a membership lease created but whose answer was l
       answer(405, {});
     });
   });
+  return { ...api, leases, counts };
+}
+
+void test('startClusterBudget: a membership lease created but whose answer was lost is taken up, and its share spent after the join delay', async () => {
+  // The first create is applied, then its connection dropped unanswered.
+  const api = await leaseApi({ dropFirstCreate: true });
   const kube = api.kube;
   const limiter = new RateLimiter(10);
   const budget = startClusterBudget({
@@ -207,11 +287,83 @@ void test('startClusterBudget: a membership lease created but whose answer was l
   try {
     const deadline = Date.now() + 5000;
     while (!budget.share().spend && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
-    assert.deepEqual(budget.share(), { spend: true, qps: 10, members: 1 }, `still holding: ${JSON.stringify(budget.share())}`);
-    assert.equal(creates, 1, 'the lease was created once, its lost answer not repeated as a second create');
+    assert.deepEqual(budget.share(), { spend: true, qps: 10, members: 1, active: 1 }, `still holding: ${JSON.stringify(budget.share())}`);
+    assert.equal(api.counts.creates, 1, 'the lease was created once, its lost answer not repeated as a second create');
     assert.equal(limiter.isHeld, false);
   } finally {
     await budget.stop();
+    await api.close();
+  }
+});
+
+void test('startClusterBudget: three members, demand moving between them: the sum of their rates never exceeds the budget, and the one with demand gets most of it', async () => {
+  const api = await leaseApi();
+  const qps = 60;
+  const timing = { refreshMs: 100, freshMs: 300, joinDelayMs: 450, marginMs: 300, leaseDurationSeconds: 2, idleAfterMs: 400 };
+  const members: Array<{ limiter: RateLimiter; budget: ClusterBudget; demand: boolean }> = ['a', 'b', 'c'].map((id) => {
+    const limiter = new RateLimiter(qps);
+    const budget = startClusterBudget({
+      kube: api.kube,
+      namespace: 'svm-system',
+      identity: id,
+      qps,
+      limiter,
+      log: pino({ level: 'silent' }),
+      timing,
+    });
+    return { limiter, budget, demand: false };
+  });
+  // Each member with demand takes tokens as fast as its bucket gives them (as updates waiting on the budget do).
+  let running = true;
+  const takers = members.map(async (m) => {
+    while (running) {
+      if (m.demand) await m.limiter.take();
+      else await new Promise((r) => setTimeout(r, 10));
+    }
+  });
+  // Sampled together, synchronously: what the three buckets would give per second at that instant.
+  let worst = 0;
+  const best = [0, 0, 0];
+  const rate = (l: RateLimiter) => (l.isHeld ? 0 : l.rate);
+  const sampler = setInterval(() => {
+    const rates = members.map((m) => rate(m.limiter));
+    worst = Math.max(
+      worst,
+      rates.reduce((a, b) => a + b, 0),
+    );
+    rates.forEach((r, i) => (best[i] = Math.max(best[i]!, m(i) ? r : 0)));
+  }, 2);
+  const m = (i: number) => members[i]!.demand;
+  const phase = async (demand: boolean[], ms: number) => {
+    demand.forEach((d, i) => (members[i]!.demand = d));
+    await new Promise((r) => setTimeout(r, ms));
+  };
+  try {
+    // The demand hops a -> b -> c -> a (as a migration's chunks move between replicas): each, alone with it, gets
+    // all but the others' floors, 60 - 2 x 5 = 50/s, once counted.
+    for (const i of [0, 1, 2, 0]) {
+      best.fill(0);
+      await phase(
+        [0, 1, 2].map((k) => k === i),
+        1500,
+      );
+      assert.equal(best[i], qps - 2 * floor(qps, 3), `member ${i}, alone with demand, got ${best[i]}/s`);
+    }
+    best.fill(0);
+    await phase([true, false, true], 2000); // a and c: (60 - 5) / 2 = 27.5/s each, b its floor
+    assert.deepEqual(
+      members.map((x) => rate(x.limiter)),
+      [(qps - floor(qps, 3)) / 2, floor(qps, 3), (qps - floor(qps, 3)) / 2],
+    );
+    assert.ok(worst <= qps + 1e-9, `the three buckets together gave up to ${worst}/s, over the budget ${qps}/s`);
+    const annotations = [...api.leases.values()].map((l) => l.metadata.annotations?.['migration.k8s.io/budget-demand']).sort();
+    assert.deepEqual(annotations, ['false', 'true', 'true'], 'the leases say who wants more');
+  } finally {
+    running = false;
+    clearInterval(sampler);
+    for (const x of members) await x.budget.stop();
+    members.forEach((x) => x.limiter.setQps(1000)); // release takers waiting on a held bucket
+    await Promise.all(takers);
     await api.close();
   }
 });

@@ -12,6 +12,7 @@ export const Lease = z.object({
       namespace: z.string().optional(),
       resourceVersion: z.string(),
       labels: z.record(z.string(), z.string()).optional(),
+      annotations: z.record(z.string(), z.string()).optional(),
     })
     .loose(),
   spec: z

@@ -55,8 +55,10 @@ export async function createLease(
   name: string,
   spec: LeaseSpec,
   labels?: Record<string, string>,
+  annotations?: Record<string, string>,
 ): Promise<Lease | 'conflict'> {
-  const body = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name, namespace, ...(labels ? { labels } : {}) }, spec };
+  const metadata = { name, namespace, ...(labels ? { labels } : {}), ...(annotations ? { annotations } : {}) };
+  const body = { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata, spec };
   let res = await kube.raw('POST', leasesPath(namespace), { body: JSON.stringify(body), timeoutMs: 10_000 });
   if (res.status === 404) {
     // The namespace is missing: only outside a cluster (in one it is the Pod's own). Create it if we may.

@@ -21,6 +21,8 @@ export class RateLimiter {
   private last = Date.now();
   private pausedUntil = 0;
   private held = false;
+  private lastTake = -Infinity;
+  private pending = 0;
   private burst: number;
   private readonly fixedBurst: number | undefined;
   private queue: Promise<void> = Promise.resolve();
@@ -72,9 +74,26 @@ export class RateLimiter {
     this.pausedUntil = Math.max(this.pausedUntil, Date.now() + ms);
   }
 
+  /** When take() was last called or last served (demand for this bucket); -Infinity: never. */
+  get lastTakeAt(): number {
+    return this.lastTake;
+  }
+
+  /** Callers waiting for a token now. */
+  get waiting(): number {
+    return this.pending;
+  }
+
   /** Waits for one token. Callers are served in order. */
   take(): Promise<void> {
-    const next = this.queue.then(() => this.acquire());
+    this.lastTake = Date.now();
+    this.pending++;
+    const next = this.queue
+      .then(() => this.acquire())
+      .finally(() => {
+        this.pending--;
+        this.lastTake = Date.now();
+      });
     this.queue = next.catch(() => undefined);
     return next;
   }

@@ -3,8 +3,9 @@
  * (DESIGN.md rule 7). Each replica holds a membership Lease
  * (svm-worker-<identity>, labelled app.kubernetes.io/component=svm-worker-member)
  * that it renews every refresh, lists the members every refresh, and spends
- * SVM_QPS / (live members) through its RateLimiter. Why the sum of the
- * shares never exceeds SVM_QPS:
+ * its share of SVM_QPS through its RateLimiter: an even split among the live
+ * members, weighted by demand (below). Why the sum of the shares never
+ * exceeds SVM_QPS:
  *
  * - Fresh views only. A replica spends only while its last successful member
  *   list was sent less than `freshMs` ago; otherwise it holds its bucket shut.
@@ -23,6 +24,26 @@
  *   window of T seconds the replicas together spend at most
  *   SVM_QPS * (T + 0.2) plus one token each, about 4% over on 5 s at 60 QPS.
  *
+ * Shares follow demand. A migration runs one chunk at a time on one replica,
+ * so an even split would give a lone migration SVM_QPS / replicas. Instead,
+ * with N live members, each holds a floor f = SVM_QPS / (4N), and the members
+ * that want more (updates wait for their bucket's tokens, or were served in
+ * the last `idleAfterMs`) announce it on their lease (annotation
+ * migration.k8s.io/budget-demand) and split the rest: with A of them active,
+ * each spends (SVM_QPS - (N - A) f) / A. Alone, a member spends the whole.
+ * The sum stays within SVM_QPS because demand moves like membership:
+ *
+ * - Becoming active. A member spends its floor, which was always reserved for
+ *   it, until `joinDelayMs` after the write that announced its demand was
+ *   answered: by then every member still spending has listed since and
+ *   counts it among the A, which only shrinks their shares.
+ * - Becoming idle. A member drops to its floor first and announces it after;
+ *   the others grow only once they read that. A member counted active by
+ *   others while it spends its floor only makes their shares smaller.
+ * - A view with more members or more active ones gives every member a
+ *   smaller share, so views that lag in any of these ways err on the side of
+ *   spending less.
+ *
  * Expired member leases (replicas that died) are deleted by whoever sees them
  * expired, with their resourceVersion as precondition.
  */
@@ -34,6 +55,10 @@ import type { RateLimiter } from '../kube/rate-limit';
 export const MEMBER_LABEL_KEY = 'app.kubernetes.io/component';
 export const MEMBER_LABEL_VALUE = 'svm-worker-member';
 export const MEMBER_SELECTOR = `${MEMBER_LABEL_KEY}=${MEMBER_LABEL_VALUE}`;
+/** On a member's lease: "true" while it wants more than its floor. */
+export const DEMAND_ANNOTATION = 'migration.k8s.io/budget-demand';
+/** Each member's floor is the budget / (FLOOR_DIVISOR x members). */
+export const FLOOR_DIVISOR = 4;
 
 export interface BudgetTiming {
   leaseDurationSeconds: number;
@@ -47,6 +72,8 @@ export interface BudgetTiming {
   marginMs: number;
   /** Seconds of share a bucket may hold. */
   burstSeconds: number;
+  /** A member with no update waiting for a token, and none served this long, has no demand (spends its floor). */
+  idleAfterMs: number;
 }
 
 export const DEFAULT_BUDGET_TIMING: BudgetTiming = {
@@ -56,6 +83,7 @@ export const DEFAULT_BUDGET_TIMING: BudgetTiming = {
   joinDelayMs: 7000,
   marginMs: 3000,
   burstSeconds: 0.2,
+  idleAfterMs: 3000,
 };
 
 /** The lease name of a member: a DNS label built from its identity. */
@@ -79,9 +107,15 @@ export interface ShareInput {
   lastRenewSent: number | undefined;
   /** When our last successful member list was sent. */
   lastListSent: number | undefined;
+  /** Live members other than us that announce demand, in the last list. */
+  activeOthers: number;
+  /** Whether the last list showed our own lease announcing demand. */
+  selfActiveListed: boolean;
+  /** When the write announcing our demand was answered; undefined while we have none (or it is not announced yet). */
+  activeSince: number | undefined;
 }
 
-export type Share = { spend: true; qps: number; members: number } | { spend: false; why: string };
+export type Share = { spend: true; qps: number; members: number; active: number } | { spend: false; why: string };
 
 /** This replica's share of the budget right now (pure: the rules above). */
 export function shareOf(i: ShareInput, t: BudgetTiming = DEFAULT_BUDGET_TIMING): Share {
@@ -92,7 +126,13 @@ export function shareOf(i: ShareInput, t: BudgetTiming = DEFAULT_BUDGET_TIMING):
   if (!i.selfCounted) return { spend: false, why: 'not counted among the members yet' };
   if (i.now - i.joinedAt < t.joinDelayMs) return { spend: false, why: 'joining: waiting until every member counts us' };
   const members = Math.max(1, i.liveMembers);
-  return { spend: true, qps: i.qps / members, members };
+  if (members === 1) return { spend: true, qps: i.qps, members, active: 1 };
+  const floor = i.qps / (FLOOR_DIVISOR * members);
+  // Counted active by every member still spending: announced joinDelay ago, and our own list shows it.
+  const counted = i.activeSince !== undefined && i.now - i.activeSince >= t.joinDelayMs && i.selfActiveListed;
+  const active = Math.min(members, i.activeOthers + 1);
+  if (!counted) return { spend: true, qps: floor, members, active: Math.min(members, i.activeOthers) };
+  return { spend: true, qps: (i.qps - (members - active) * floor) / active, members, active };
 }
 
 export interface BudgetOptions {
@@ -126,6 +166,9 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     joinedAt: undefined,
     lastRenewSent: undefined,
     lastListSent: undefined,
+    activeOthers: 0,
+    selfActiveListed: false,
+    activeSince: undefined,
   };
   let own: Lease | undefined;
   let current: Share = { spend: false, why: 'starting' };
@@ -135,13 +178,27 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
   let failures = 0;
   limiter.hold();
 
+  // Demand: updates waiting for tokens now, or served lately (the next chunk of a migration follows shortly).
+  const wantsMore = () => limiter.waiting > 0 || Date.now() - limiter.lastTakeAt < t.idleAfterMs;
+  const announced = () => own?.metadata.annotations?.[DEMAND_ANNOTATION] === 'true';
+
   const apply = () => {
     if (stopped) return;
+    const demand = wantsMore();
+    // No demand: back to the floor now, announced at the next renewal (never the other way round).
+    if (!demand) state.activeSince = undefined;
+    // A change of demand is announced at once, not at the next refresh.
+    if (demand !== announced()) wake?.();
     const next = shareOf({ ...state, now: Date.now() }, t);
     if (next.spend) {
       const changed = !current.spend || current.qps !== next.qps;
       limiter.setQps(next.qps, Math.max(1, Math.ceil(next.qps * t.burstSeconds)));
-      if (changed) log.info({ share: Number(next.qps.toFixed(2)), members: next.members, budget: opts.qps }, 'load budget share');
+      if (changed) {
+        const fields = { share: Number(next.qps.toFixed(2)), members: next.members, active: next.active, budget: opts.qps };
+        // Members coming and going are news; shares following demand (every hop of a chunk) are detail.
+        if (!current.spend || current.members !== next.members) log.info(fields, 'load budget share');
+        else log.debug(fields, 'load budget share');
+      }
     } else {
       limiter.hold();
       if (current.spend) log.warn({ why: next.why }, 'load budget: holding (no share)');
@@ -155,13 +212,25 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
 
   const spec = (now: number) => ({ holderIdentity: identity, leaseDurationSeconds: t.leaseDurationSeconds, renewTime: microTime(now) });
 
+  /** The lease as we write it: renewed, announcing our demand. */
+  const withDemand = (l: Lease, demand: boolean): Lease => ({
+    ...l,
+    metadata: { ...l.metadata, annotations: { ...l.metadata.annotations, [DEMAND_ANNOTATION]: String(demand) } },
+  });
+
   const renew = async () => {
     const sent = Date.now();
-    let r: Lease | 'conflict' = own ? await updateLease(kube, own, spec(sent)) : 'conflict';
+    const demand = wantsMore();
+    if (!demand) {
+      // Down to the floor before the write that says so is sent: the others may grow as soon as they read it.
+      state.activeSince = undefined;
+      apply();
+    }
+    let r: Lease | 'conflict' = own ? await updateLease(kube, withDemand(own, demand), spec(sent)) : 'conflict';
     if (r === 'conflict') {
       const found = await getLease(kube, namespace, name);
       if (found) {
-        r = await updateLease(kube, found, spec(sent));
+        r = await updateLease(kube, withDemand(found, demand), spec(sent));
         // Ours, but we never heard it created (the create's answer was lost on a reset connection, or a
         // restart kept the identity): join from now, so every member has counted us before we spend.
         if (r !== 'conflict' && state.joinedAt === undefined) {
@@ -169,7 +238,14 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
           log.info({ lease: `${namespace}/${name}` }, 'load budget: joined (the lease was there already)');
         }
       } else {
-        r = await createLease(kube, namespace, name, spec(sent), { [MEMBER_LABEL_KEY]: MEMBER_LABEL_VALUE });
+        r = await createLease(
+          kube,
+          namespace,
+          name,
+          spec(sent),
+          { [MEMBER_LABEL_KEY]: MEMBER_LABEL_VALUE },
+          { [DEMAND_ANNOTATION]: String(demand) },
+        );
         if (r !== 'conflict') {
           state.joinedAt = Date.now();
           log.info({ lease: `${namespace}/${name}` }, 'load budget: joined');
@@ -180,8 +256,13 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     // Our lease lapsed (not renewed in time): the others may have dropped us, so join again.
     if (state.lastRenewSent !== undefined && sent - state.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs)
       state.joinedAt = Date.now();
+    // Joined now (again): our demand counts from this write's answer, like a first announcement.
+    if (state.joinedAt !== undefined && state.joinedAt >= sent) state.activeSince = undefined;
     own = r;
     state.lastRenewSent = sent;
+    // Demand announced (this answer is the first to say so): counted once every member has listed since.
+    if (demand && wantsMore() && state.activeSince === undefined) state.activeSince = Date.now();
+    if (!demand) state.activeSince = undefined;
   };
 
   const list = async () => {
@@ -190,9 +271,13 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     const now = Date.now();
     let live = 0;
     let self = false;
+    let selfActive = false;
+    let activeOthers = 0;
+    const active = (l: Lease) => l.metadata.annotations?.[DEMAND_ANNOTATION] === 'true';
     for (const l of leases) {
       if (l.metadata.name === name) {
         self = true; // renewed just before this list
+        selfActive = active(l);
         live++;
         continue;
       }
@@ -202,10 +287,13 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
         continue;
       }
       live++;
+      if (active(l)) activeOthers++;
     }
     observer.retain(leases.map((l) => l.metadata.name));
     state.liveMembers = live;
     state.selfCounted = self;
+    state.selfActiveListed = selfActive;
+    state.activeOthers = activeOthers;
     state.lastListSent = sent;
   };
 
