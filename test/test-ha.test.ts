@@ -17,7 +17,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, before, beforeEach, describe, test } from 'node:test';
 import { svmPath } from '../src/activities';
-import type { MigrationHandle } from '../src/client';
+import type { MigrationHandle, MigrationProgress } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
@@ -204,7 +204,7 @@ function scenarios(sv: boolean): void {
       });
     }
     // Killed, not stopped: a graceful shutdown deletes its own identity lease (and endpoint); a vanished server leaves them behind.
-    await stopApiserver(plane.dir, 1, { kill: true });
+    const kill = () => stopApiserver(plane.dir, 1, { kill: true });
     // Every lease of server 1 goes (one already collected by the API servers is gone too: a 404 is that).
     const deleteLease = async () => {
       for (const l of own) {
@@ -213,16 +213,32 @@ function scenarios(sv: boolean): void {
       }
     };
 
+    if (sv) await kill();
     const result = await withWorker(plane, async (m) => {
       if (!sv) {
-        // Its lease goes at once, but its address stays in the EndpointSlice until its endpoint lease
-        // expires: an address that does not answer while another does means wait.
+        // Its lease goes at once, but its address stays in the EndpointSlice until its endpoint lease expires (5 to
+        // 25 s after the kill: a 15 s lease renewed every 10 s, then the next reconcile): an address that does not
+        // answer while another does means wait. So the kill comes once the worker is up, and the migration right
+        // after it (CI saw the address gone before a worker that started after the kill first looked).
+        await kill();
         await deleteLease();
         const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
-        const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
+        let waiting: MigrationProgress | undefined;
+        let ended = false;
+        const watch = (async () => {
+          while (!ended && !waiting) {
+            const p = await h.progress().catch(() => undefined);
+            if (p?.phase === 'WaitingForAgreement') waiting = p;
+            else await new Promise((r) => setTimeout(r, 100));
+          }
+        })();
+        const r = await h.wait();
+        ended = true;
+        await watch;
+        assert.ok(waiting, 'the migration never waited for the vanished server whose address was still listed');
         process.stderr.write(`[ha sv-off] waiting: ${waiting.message}\n`);
         assert.ok(waiting.message?.includes(`waiting for API server(s) ${serverId(1)} (`), waiting.message);
-        return h.wait();
+        return r;
       }
       const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
       // Its lease is still there: its stale v1beta2 entry blocks agreement.
