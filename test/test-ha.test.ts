@@ -22,6 +22,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
 import { storageVersionHashOf } from '../src/kube/agreement';
+import { endpointAddresses, listKubernetesEndpointSlices } from '../src/kube/apiservers';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDeviceClasses, DEVICECLASSES_PREFIX, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
@@ -220,6 +221,11 @@ function scenarios(sv: boolean): void {
         // 25 s after the kill: a 15 s lease renewed every 10 s, then the next reconcile): an address that does not
         // answer while another does means wait. So the kill comes once the worker is up, and the migration right
         // after it (CI saw the address gone before a worker that started after the kill first looked).
+        // A restarted server lists its address again a little after it is ready (its endpoint reconciler).
+        await eventually(
+          'the kubernetes EndpointSlice to list both API servers',
+          async () => endpointAddresses(await listKubernetesEndpointSlices(plane.kube)).length === 2,
+        );
         await kill();
         await deleteLease();
         const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
