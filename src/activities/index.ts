@@ -47,12 +47,6 @@ export interface ActivityDeps {
    * `kube` (src/kube/apiservers.ts).
    */
   apiservers?: ApiServerSource;
-  /**
-   * How many replicas share the work now (the shared budget's member count; 1
-   * without one). A migration's own `qps` ceiling is for the whole migration,
-   * whichever replicas run its chunks: each replica spends its part of it.
-   */
-  replicas?: () => number;
   /** For the trigger: start and stop migrations. */
   temporal?: { client: Client; taskQueue: string };
 }
@@ -69,12 +63,12 @@ const COMMON_VERSIONS = ['v1', 'v2', 'v1beta1', 'v1beta2', 'v1beta3', 'v1alpha1'
 export function createActivities(deps: ActivityDeps) {
   const { kube } = deps;
   const limiters = new Map<string, RateLimiter>();
+  // A migration's own qps ceiling, whole on whichever replica runs its chunk: it runs one chunk at a time.
   const limiterFor = (resource: string, qps: number): RateLimiter | undefined => {
     if (!(qps > 0)) return undefined;
-    const share = qps / Math.max(1, deps.replicas?.() ?? 1);
     let l = limiters.get(resource);
-    if (!l) limiters.set(resource, (l = new RateLimiter(share)));
-    l.setQps(share);
+    if (!l) limiters.set(resource, (l = new RateLimiter(qps)));
+    l.setQps(qps);
     return l;
   };
 

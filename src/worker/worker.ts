@@ -159,11 +159,6 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       metrics,
       apiservers,
       temporal: { client, taskQueue: t.taskQueue },
-      // A migration's own qps ceiling is split like the budget: by the replicas counted by the membership leases.
-      replicas: () => {
-        const s = shared?.share();
-        return s?.spend ? s.members : 1;
-      },
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)
