@@ -669,6 +669,21 @@ async function stopProcess(rec: ProcessRecord, graceMs = 10_000): Promise<void> 
   while (isRunning(rec) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
   if (isRunning(rec)) signal('SIGKILL');
   while (isRunning(rec)) await new Promise((r) => setTimeout(r, 50));
+  // isRunning turns false as soon as the main thread has let go of its memory (/proc/PID/exe goes), while other
+  // threads may still hold its files: its listening socket too. A restart on the same address then failed with
+  // "address already in use" (seen in the suite). Wait until every thread is gone (bounded: a zombie nobody reaps).
+  const gone = Date.now() + 10_000;
+  while (!allThreadsExited(rec.pid) && Date.now() < gone) await new Promise((r) => setTimeout(r, 50));
+}
+
+/** Whether no thread of the process is left but, at most, its zombie (which holds no files). */
+function allThreadsExited(pid: number): boolean {
+  try {
+    if (fs.readdirSync(`/proc/${pid}/task`).length > 1) return false;
+    return /^State:\s+[ZX]/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+  } catch {
+    return true; // reaped
+  }
 }
 
 /** Stops exactly what `up` started, by recorded pid, and removes the plane's namespaces, veths and bridge. */
