@@ -65,7 +65,7 @@ const { values } = parseArgs({
     'raw-sample': { type: 'string', default: '20000' },
     'seed-etcd-above': { type: 'string', default: '20000' },
     'idle-seconds': { type: 'string', default: '30' },
-    // A plain writer (ConfigMaps of its own namespace, no lists, no Temporal) at this rate for --idle-seconds before the
+    // A plain writer (Secrets of its own namespace, no lists, no Temporal) at this rate for --idle-seconds before the
     // migration, the unrelated client measuring: what any writer at the migration's rate costs the other clients.
     // Default: the migration's budget (--qps); with no budget, the raw ceiling's rate. 0: none.
     'writer-qps': { type: 'string' },
@@ -287,7 +287,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
 
   const writerQps = WRITER_QPS ?? (QPS || Math.round(raw.objects / raw.seconds));
   if (writerQps > 0) {
-    log(`unrelated client beside a plain writer: ConfigMaps updated at ${writerQps}/s, ${CONC} at once, for ${IDLE} s`);
+    log(`unrelated client beside a plain writer: Secrets of its own namespace updated at ${writerQps}/s, ${CONC} at once, for ${IDLE} s`);
     client.phase = 'writer';
     await writer.run(writerQps, CONC, IDLE);
     log(`  ${writer.writes} written (${(writer.writes / IDLE).toFixed(0)}/s), ${writer.errors} errors`);

@@ -96,11 +96,16 @@ export class UnrelatedClient {
 }
 
 /**
- * A plain writer: another client that changes ConfigMaps of its own namespace
+ * A plain writer: another client that changes Secrets of its own namespace
  * at a steady rate, with no lists and no Temporal. The bench measures the
  * unrelated client while it runs at the migration's budget, beside the
- * migration: what any writer at that rate costs the other clients on these
- * API servers, against what the migrator costs at the same rate.
+ * migration: what any writer at that rate costs the other clients, against
+ * what the migrator costs at the same rate. It writes Secrets, not the
+ * unrelated client's ConfigMaps, because the migration too writes a resource
+ * the unrelated client does not read: a consistent LIST served from the
+ * watch cache waits until the cache of its own resource has caught up with
+ * etcd's revision, which writes to that same resource keep moving and writes
+ * to other resources do not.
  */
 export class PacedWriter {
   writes = 0;
@@ -112,19 +117,21 @@ export class PacedWriter {
     private readonly objects = 200,
   ) {}
 
+  private body(name: string, n: number): string {
+    return JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name }, stringData: { n: String(n) } });
+  }
+
   async prepare(): Promise<void> {
     await ensureNamespace(this.kube, this.namespace);
     await parallel(this.objects, 8, async (i) => {
-      const res = await this.kube.raw('POST', `/api/v1/namespaces/${this.namespace}/configmaps`, {
-        body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: `w-${i}` }, data: { n: '0' } }),
-      });
+      const res = await this.kube.raw('POST', `/api/v1/namespaces/${this.namespace}/secrets`, { body: this.body(`w-${i}`, 0) });
       if (res.status >= 300 && res.status !== 409) throw new Error(`creating w-${i}: ${res.status} ${res.body}`);
     });
   }
 
   /** Writes at `qps` with at most `concurrency` in flight for `seconds` (each write: a changed value, no GET first). */
   async run(qps: number, concurrency: number, seconds: number): Promise<void> {
-    const base = `/api/v1/namespaces/${this.namespace}/configmaps`;
+    const base = `/api/v1/namespaces/${this.namespace}/secrets`;
     const start = performance.now();
     const end = start + seconds * 1000;
     let next = 0;
@@ -136,9 +143,8 @@ export class PacedWriter {
         const wait = due - performance.now();
         if (wait > 0) await new Promise((r) => setTimeout(r, wait));
         const name = `w-${n % this.objects}`;
-        const body = JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name }, data: { n: String(n) } });
         // No resourceVersion: an unconditional update.
-        const res = await this.kube.raw('PUT', `${base}/${name}`, { body }).catch(() => undefined);
+        const res = await this.kube.raw('PUT', `${base}/${name}`, { body: this.body(name, n) }).catch(() => undefined);
         if (res && res.status < 300) this.writes++;
         else this.errors++;
       }
