@@ -323,7 +323,7 @@ void test('pause holds between chunks, resume goes on', async () => {
 
 void test('pause stops the chunk in flight; resume lists the same page again, skipping what it finished, and counts each object once', async () => {
   const d = new Doubles();
-  d.chunksPerPass = 2;
+  d.chunksPerPass = 3;
   const stoppedAt = { afterKey: 'ns/w-003', doneAfter: ['ns/w-005'] };
   const started = { n: 0 };
   const block = blockingChunk(started, {
@@ -333,6 +333,8 @@ void test('pause stops the chunk in flight; resume lists the same page again, sk
     resume: stoppedAt,
   });
   d.chunk = async (input) => {
+    // The first page leaves 20 objects after it; the second is stopped after 4 of its 10.
+    if (input.continueToken === undefined) return { ...d.result(input), remainingItemCount: 20 };
     if (started.n === 0) return block();
     const r = d.result(input);
     // The page is 10 objects; 4 of them were done before the pause.
@@ -340,16 +342,17 @@ void test('pause stops the chunk in flight; resume lists the same page again, sk
   };
   const result = await run(d, async (start) => {
     const h = await start();
-    await eventually('the first chunk running', async () => started.n === 1);
+    await eventually('the second chunk running', async () => started.n === 1);
     await h.signal(pauseSignal);
     const paused = await eventually('Paused', async () => {
       const p = await h.query(progressQuery);
       return p.phase === 'Paused' && p;
     });
-    assert.equal(paused.counters.migrated, 4, 'what the stopped chunk did counts while paused');
-    assert.equal(paused.counters.chunks, 0, 'a stopped chunk is not a chunk done');
+    assert.equal(paused.counters.migrated, 14, 'what the stopped chunk did counts while paused');
+    assert.equal(paused.counters.chunks, 1, 'a stopped chunk is not a chunk done');
+    assert.equal(paused.remainingEstimate, 16, 'what the stopped chunk did is not remaining any more');
     await new Promise((r) => setTimeout(r, 1000));
-    assert.equal(d.chunks.length, 1, 'nothing runs while paused');
+    assert.equal(d.chunks.length, 2, 'nothing runs while paused');
     await h.signal(resumeSignal);
     return h.result();
   });
@@ -358,13 +361,14 @@ void test('pause stops the chunk in flight; resume lists the same page again, sk
     d.chunks.map((c) => [c.continueToken, c.resume]),
     [
       [undefined, undefined],
-      [undefined, stoppedAt],
       ['c1', undefined],
+      ['c1', stoppedAt],
+      ['c2', undefined],
     ],
     'the stopped page again, from where it stopped; the next page from its start',
   );
-  assert.equal(result.counters.migrated, 20, 'every object once');
-  assert.equal(result.counters.chunks, 2);
+  assert.equal(result.counters.migrated, 30, 'every object once');
+  assert.equal(result.counters.chunks, 3);
 });
 
 void test('an activity that exhausts its retries outside a chunk: Failed with the reason, written to the StorageVersionMigration', async () => {

@@ -415,6 +415,9 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
         m.s.counters = addCounters(m.s.counters, { ...p.counters, chunks: 0 });
         for (const f of p.failures) if (m.s.failures.length < MAX_FAILURES) m.s.failures.push(f);
         if (p.resume) m.s.resume = p.resume;
+        // The estimate counted this page's objects as remaining; those it finished are not any more.
+        const done = p.counters.migrated + p.counters.notFound + p.counters.failed;
+        if (m.s.remainingEstimate !== undefined) m.s.remainingEstimate = Math.max(0, m.s.remainingEstimate - done);
       }
       continue;
     }
