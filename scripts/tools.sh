@@ -12,6 +12,9 @@ ver() { node -p "require('$versions').$1"; }
 ETCD=$(ver etcd)
 KUBE=$(ver kubernetes)
 STAGING=$(ver kubernetesStaging)
+# The release before: the rolling-upgrade test starts on it, and users on it select it (svm dev up --kube-version).
+KUBE_PREV=$(ver kubernetesPrevious)
+STAGING_PREV=$(ver kubernetesPreviousStaging)
 TEMPORAL=$(ver temporal)
 
 root=${SVM_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/svm-tools}
@@ -19,41 +22,9 @@ bin="$root/bin"
 work="$root/build"
 mkdir -p "$bin" "$work"
 
-say() { printf '[tools] %s\n' "$*" >&2; }
-die() { printf '[tools] error: %s\n' "$*" >&2; exit 1; }
-
-if ! command -v go >/dev/null 2>&1; then
-  die "Go is not installed. The local etcd, kube-apiserver and Temporal servers are built from source: install Go >= 1.26 (e.g. from go.dev/dl or your distribution) and run 'npm run tools' again."
-fi
-gov=$(go env GOVERSION | sed 's/^go//')
-case "$gov" in
-  1.2[6-9]*|1.[3-9]*) ;;
-  *) die "Go $gov is too old: kube-apiserver $KUBE needs Go >= 1.26. Install a newer Go and run 'npm run tools' again." ;;
-esac
+source "$here/scripts/tools-lib.sh"
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
-
-# Runs a long command with a heartbeat so a person (or CI log) sees progress.
-with_progress() {
-  local what=$1; shift
-  local start=$SECONDS log="$work/$what.log"
-  say "building $what (log: $log)"
-  ( "$@" ) >"$log" 2>&1 &
-  local pid=$!
-  while kill -0 "$pid" 2>/dev/null; do
-    sleep 5
-    local t=$((SECONDS - start))
-    if (( t % 30 < 5 )) && kill -0 "$pid" 2>/dev/null; then say "  ... $what still building (${t}s)"; fi
-  done
-  if ! wait "$pid"; then
-    tail -n 30 "$log" >&2
-    if grep -qiE 'dial tcp|no such host|proxyconnect|connection refused|i/o timeout|TLS handshake' "$log"; then
-      die "building $what failed: the Go module proxy ($(go env GOPROXY)) cannot be reached. Check network access to it or set GOPROXY, then run 'npm run tools' again. Full log: $log"
-    fi
-    die "building $what failed after $((SECONDS - start))s; full log: $log"
-  fi
-  say "built $what in $((SECONDS - start))s"
-}
 
 build_etcd() {
   local d="$work/etcd-$ETCD"
@@ -73,7 +44,9 @@ build_temporal() {
   mv "$d/temporal" "$bin/temporal-$TEMPORAL"
 }
 
+# build_kube VERSION STAGING_VERSION
 build_kube() {
+  local KUBE=$1 STAGING=$2
   local d="$work/kubernetes-$KUBE"
   rm -rf "$d" && mkdir -p "$d" && cd "$d"
   go mod init svm-tools/kubernetes
@@ -104,11 +77,24 @@ build_kube() {
 
 [[ -x "$bin/etcd-$ETCD" && -x "$bin/etcdctl-$ETCD" ]] || with_progress "etcd-$ETCD" build_etcd
 [[ -x "$bin/temporal-$TEMPORAL" ]] || with_progress "temporal-$TEMPORAL" build_temporal
-[[ -x "$bin/kube-apiserver-$KUBE" && -x "$bin/kube-controller-manager-$KUBE" && -x "$bin/kubectl-$KUBE" ]] || with_progress "kubernetes-$KUBE" build_kube
+for pair in "$KUBE:$STAGING" "$KUBE_PREV:$STAGING_PREV"; do
+  k=${pair%%:*} s=${pair#*:}
+  [[ -x "$bin/kube-apiserver-$k" && -x "$bin/kube-controller-manager-$k" && -x "$bin/kubectl-$k" ]] || with_progress "kubernetes-$k" build_kube "$k" "$s"
+done
 
 echo "etcd=$bin/etcd-$ETCD"
 echo "etcdctl=$bin/etcdctl-$ETCD"
 echo "kube-apiserver=$bin/kube-apiserver-$KUBE"
 echo "kube-controller-manager=$bin/kube-controller-manager-$KUBE"
 echo "kubectl=$bin/kubectl-$KUBE"
+echo "kube-apiserver-previous=$bin/kube-apiserver-$KUBE_PREV"
+echo "kube-controller-manager-previous=$bin/kube-controller-manager-$KUBE_PREV"
 echo "temporal=$bin/temporal-$TEMPORAL"
+
+# Further tools, each from its own script (Temporal server on PostgreSQL, Helm, the Go SDK example, ...):
+# each builds what is missing into "$bin" the same way and prints its own name=path lines.
+export SVM_TOOLS_BIN="$bin" SVM_TOOLS_WORK="$work"
+for extra in "$here"/scripts/tools.d/*.sh; do
+  [[ -e "$extra" ]] || continue
+  bash "$extra"
+done

@@ -1,0 +1,36 @@
+# Shared by scripts/tools.sh and scripts/tools.d/*.sh: messages and a build with a heartbeat.
+# Needs $work (the build directory) set by the caller.
+say() { printf '[tools] %s\n' "$*" >&2; }
+die() { printf '[tools] error: %s\n' "$*" >&2; exit 1; }
+
+if ! command -v go >/dev/null 2>&1; then
+  die "Go is not installed. The local etcd, kube-apiserver and Temporal servers are built from source: install Go >= 1.26 (e.g. from go.dev/dl or your distribution) and run 'npm run tools' again."
+fi
+gov=$(go env GOVERSION | sed 's/^go//')
+case "$gov" in
+  1.2[6-9]*|1.[3-9]*) ;;
+  *) die "Go $gov is too old: kube-apiserver ${KUBE:-} needs Go >= 1.26. Install a newer Go and run 'npm run tools' again." ;;
+esac
+
+# Runs a long command with a heartbeat so a person (or CI log) sees progress.
+with_progress() {
+  local what=$1; shift
+  local start=$SECONDS log="$work/$what.log"
+  say "building $what (log: $log)"
+  ( "$@" ) >"$log" 2>&1 &
+  local pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 5
+    local t=$((SECONDS - start))
+    if (( t % 30 < 5 )) && kill -0 "$pid" 2>/dev/null; then say "  ... $what still building (${t}s)"; fi
+  done
+  if ! wait "$pid"; then
+    tail -n 30 "$log" >&2
+    if grep -qiE 'dial tcp|no such host|proxyconnect|connection refused|i/o timeout|TLS handshake' "$log"; then
+      die "building $what failed: the Go module proxy ($(go env GOPROXY)) cannot be reached. Check network access to it or set GOPROXY, then run 'npm run tools' again. Full log: $log"
+    fi
+    die "building $what failed after $((SECONDS - start))s; full log: $log"
+  fi
+  say "built $what in $((SECONDS - start))s"
+}
+
