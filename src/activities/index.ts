@@ -6,7 +6,6 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { conditionsFor } from '../api/conditions';
 import { storageVersionOf } from '../api/custom-resource-definition';
 import type { StorageVersionMigrationStatus } from '../api/migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
@@ -24,7 +23,8 @@ import { getCrd, setCrdStoredVersions } from '../kube/crds';
 import { findApiGroup, getResourceList } from '../kube/discovery';
 import { KubeError } from '../kube/errors';
 import { listIdentityLeases } from '../kube/leases';
-import { createMigrationObject, patchMigrationStatus, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
+import { createMigrationObject, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
+import { adapterFor, sigsApi, standardApi } from '../kube/migration-objects';
 import { RateLimiter } from '../kube/rate-limit';
 import { refineStorageState } from '../kube/storage-states';
 import { findStorageVersion } from '../kube/storage-versions';
@@ -139,6 +139,8 @@ export function createActivities(deps: ActivityDeps) {
     });
   }
 
+  const objectApis = { sigs: sigsApi(kube), standard: standardApi(kube) };
+
   return {
     ...createTriggerActivities({ kube, apiservers, temporal: deps.temporal }),
     ...createFollowActivities(deps.temporal),
@@ -196,13 +198,12 @@ export function createActivities(deps: ActivityDeps) {
       if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted'))
         m.migrations.inc({ resource, result: status.phase });
       if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
-      const full: StorageVersionMigrationStatus = {
-        ...status,
-        conditions: conditionsFor(status.phase ?? 'Running', status.message, new Date().toISOString()),
-      };
-      for (const name of names) {
+      // Each object in its own API's status (src/worker/migration-objects.ts): a plain name is a
+      // migration.k8s.io/v1alpha1 object, storagemigration.k8s.io/<name> a standard one.
+      for (const entry of names) {
+        const { api, name } = adapterFor(entry, objectApis);
         try {
-          await patchMigrationStatus(kube, name, full);
+          await api.write(name, status);
         } catch (err) {
           if (err instanceof KubeError && err.kind === 'notFound') {
             Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });

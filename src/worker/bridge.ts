@@ -25,6 +25,14 @@
  *   deleted, attached to a running workflow          abort, only if the workflow lists it and no other
  *                                                     object it lists still exists
  *
+ * The same bridge serves both StorageVersionMigration APIs through an
+ * adapter (src/worker/migration-objects.ts): migration.k8s.io/v1alpha1 and,
+ * where the operator chose svm for it (SVM_STANDARD_MIGRATIONS=own), the
+ * standard storagemigration.k8s.io API. A standard object another controller
+ * (the built-in) marked Running is never touched; one svm acts on that another
+ * controller writes too is reported (log and metric): never two controllers.
+ * Both take the resource exactly as its spec names it (plural and group).
+ *
  * Errors are classified before anything terminal is written: a network blip
  * talking to Temporal or Kubernetes leaves the object as it is and is retried
  * at the next resync (every 30 s, and at each re-list of the watch); only a
@@ -33,33 +41,25 @@
 import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { conditionsFor } from '../api/conditions';
 import {
   CONTINUE_TOKEN_REFUSED,
   CONTINUE_TOKEN_REFUSED_MESSAGE,
-  StorageVersionMigration,
   TAKEOVER_MESSAGE,
-  migrationObjectState,
   type MigrationPhase,
   type StorageVersionMigrationStatus,
 } from '../api/migration';
-import { groupResourceString } from '../api/resource';
+import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { isRetryable, KubeError } from '../kube/errors';
-import {
-  annotateMigrationObject,
-  findMigrationObject,
-  listMigrationObjects,
-  patchMigrationStatus,
-  SVMS_PATH,
-  WORKFLOW_ID_ANNOTATION,
-} from '../kube/migrations';
-import { MalformedObjectError, parseAs } from '../kube/typed';
-import { InvalidResourceError, resolveResource } from '../kube/resolve';
+import { WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
+import { MalformedObjectError } from '../kube/typed';
+import { InvalidResourceError } from '../kube/resolve';
+import { resolveExact } from '../kube/resolve-exact';
 import { watchForever } from '../kube/watch';
 import { abortSignal, attachMigrationObjectSignal, progressQuery, type MigrationResult } from '../workflows/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
 import { startOptions } from '../workflows/start-options';
+import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
 
 export interface BridgeOptions {
   kube: KubeClient;
@@ -70,9 +70,13 @@ export interface BridgeOptions {
   resyncSeconds?: number;
   /** How long an annotated object may stay unlisted by its workflow before it is refused; default 10 s. */
   unlistedGraceSeconds?: number;
+  /** The API this bridge serves; migration.k8s.io/v1alpha1 when not given. */
+  api?: MigrationObjectApi;
+  /** Called when another controller writes the status of an object svm acts on (never two controllers). */
+  onSharedObject?: (name: string, writers: string[]) => void;
 }
 
-type Obj = StorageVersionMigration;
+type Obj = ObjectView;
 
 /** The reason given for a closed workflow's status, per Temporal status. */
 const CLOSED: Record<string, { verb: string; reason: string }> = {
@@ -109,13 +113,23 @@ async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<
   }
 }
 
+/** A resync hands over views already made; watch events are raw objects. */
+const isView = (x: unknown): x is ObjectView => typeof x === 'object' && x !== null && 'ref' in x && 'state' in x;
+
 const errText = (err: unknown) => (err instanceof Error ? err.message : String(err));
 
 export class Bridge {
   /** Objects seen annotated but not (yet) listed by their workflow: uid -> first seen (ms). */
   private readonly unlisted = new Map<string, number>();
+  /** Objects already reported as acted on by another controller (uid), so the log says it once. */
+  private readonly reported = new Set<string>();
+  readonly api: MigrationObjectApi;
+  private readonly apis: { sigs: MigrationObjectApi; standard: MigrationObjectApi };
 
-  constructor(private readonly opts: BridgeOptions) {}
+  constructor(private readonly opts: BridgeOptions) {
+    this.apis = { sigs: sigsApi(opts.kube), standard: standardApi(opts.kube) };
+    this.api = opts.api ?? this.apis.sigs;
+  }
 
   private get log() {
     return this.opts.log;
@@ -124,7 +138,7 @@ export class Bridge {
   /** The object as it is now; undefined when it is gone, or does not match the schema (left alone, like a malformed event). */
   private async fresh(name: string): Promise<Obj | undefined> {
     try {
-      return await findMigrationObject(this.opts.kube, name);
+      return await this.api.find(name);
     } catch (err) {
       if (err instanceof MalformedObjectError) return undefined;
       throw err;
@@ -139,40 +153,39 @@ export class Bridge {
     reason: string,
     extra: Partial<StorageVersionMigrationStatus> = {},
   ): Promise<void> {
-    const now = new Date().toISOString();
-    await patchMigrationStatus(this.opts.kube, name, {
-      ...extra,
-      phase,
-      message,
-      conditions: conditionsFor(phase, message, now, reason),
-      completionTime: now,
-    });
+    await this.api.write(name, { ...extra, phase, message, completionTime: new Date().toISOString() }, reason);
   }
 
   /** Handles one watch event (or a resync of one object). Throws only on transient errors. */
   async handle(type: string, raw: unknown): Promise<void> {
     let event: Obj;
     try {
-      event = parseAs(StorageVersionMigration, raw, { kind: 'StorageVersionMigration' });
+      event = isView(raw) ? raw : this.api.view(raw);
     } catch (err) {
       if (!(err instanceof MalformedObjectError)) throw err;
       this.log.warn({ err: err.message }, 'ignoring a StorageVersionMigration that does not match the schema');
       return;
     }
-    const name = event.metadata.name;
+    const name = event.name;
     if (type === 'DELETED') return this.deleted(event);
 
-    if (migrationObjectState(event.status) === 'finished') return;
+    if (event.state === 'finished') return;
     // Updates the workflow writes (every chunk) are not looked at one by one: the resync looks at those.
-    if (type !== RECHECK && event.metadata.annotations?.[WORKFLOW_ID_ANNOTATION] && event.status?.workflowId) return;
+    if (type !== RECHECK && event.workflowId && event.statusFromWorkflow && event.otherWriters.length === 0) return;
     // Decide on the object as it is now, not as this (possibly old) event saw it.
     const obj = await this.fresh(name);
     if (!obj) return;
-    const state = migrationObjectState(obj.status);
+    const state = obj.state;
     if (state === 'finished') return;
-    const workflowId = obj.metadata.annotations?.[WORKFLOW_ID_ANNOTATION];
+    const workflowId = obj.workflowId;
+    if (workflowId && obj.otherWriters.length > 0) this.reportShared(obj);
     if (workflowId) return this.checkAttached(obj, workflowId);
-    if (state === 'new' && obj.spec.continueToken !== undefined) {
+    if (state === 'upstreamRunning' && this.api.kind === 'standard') {
+      // Another controller (the built-in) runs it: never two controllers on one object.
+      this.reportShared(obj, 'left to it: svm does not act on a StorageVersionMigration another controller runs');
+      return;
+    }
+    if (state === 'new' && obj.continueToken !== undefined) {
       this.log.warn({ name }, 'StorageVersionMigration refused: spec.continueToken is set');
       await this.writeTerminal(name, 'Failed', CONTINUE_TOKEN_REFUSED_MESSAGE, CONTINUE_TOKEN_REFUSED);
       return;
@@ -180,31 +193,44 @@ export class Bridge {
     return this.attach(obj, state === 'upstreamRunning');
   }
 
+  /** Another controller writes the status of this object: said once per object, and counted. */
+  private reportShared(obj: Obj, what?: string): void {
+    const key = obj.uid ?? obj.name;
+    if (this.reported.has(key)) return;
+    this.reported.add(key);
+    this.opts.onSharedObject?.(obj.name, obj.otherWriters);
+    this.log.error(
+      { name: obj.name, writers: obj.otherWriters, api: this.api.kind },
+      what ??
+        `another controller (${obj.otherWriters.join(', ') || 'unknown'}) writes the status of a StorageVersionMigration svm acts on: turn the built-in migrator off (kube-controller-manager --controllers=*,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
+    );
+  }
+
   /** Starts (or joins) the resource's migration for obj, then annotates obj. */
   private async attach(obj: Obj, takeover: boolean): Promise<void> {
-    const name = obj.metadata.name;
-    const spec = obj.spec.resource;
-    const input = spec.group
-      ? `${spec.resource}.${spec.version ? spec.version + '.' : ''}${spec.group}`
-      : spec.version
-        ? `${spec.resource}.${spec.version}`
-        : spec.resource;
-    let ref;
+    const name = obj.name;
+    let ref: ResourceRef;
     try {
-      ref = await resolveResource(this.opts.kube, input);
+      // Exactly the plural and group the spec names: what an admission policy authorized is what is migrated.
+      ref = await resolveExact(this.opts.kube, obj.resource);
     } catch (err) {
       if (!(err instanceof InvalidResourceError)) throw err;
       this.log.warn({ name, message: err.message }, 'StorageVersionMigration refused');
       await this.writeTerminal(name, 'Failed', err.message, 'InvalidResource');
       return;
     }
+    if (this.api.kind === 'standard') {
+      // The built-in's first status: Running, and the resource's list resourceVersion (set once, immutable).
+      await this.api.write(
+        name,
+        { phase: 'Pending', message: `svm is starting the migration of ${groupResourceString(ref)}` },
+        undefined,
+        ref,
+      );
+    }
     if (takeover) {
       // Before the workflow's first status: kubectl users see why an upstream Running object restarts.
-      await patchMigrationStatus(this.opts.kube, name, {
-        phase: 'Pending',
-        message: TAKEOVER_MESSAGE,
-        conditions: conditionsFor('Pending', TAKEOVER_MESSAGE, new Date().toISOString()),
-      });
+      await this.api.write(name, { phase: 'Pending', message: TAKEOVER_MESSAGE });
     }
     // Attach first, annotate second: a crash in between leaves an object the
     // workflow lists but that is not annotated, and the next look attaches it
@@ -212,14 +238,14 @@ export class Bridge {
     // workflow does not know, which would be refused as not ours.
     const handle = await this.opts.client.workflow.signalWithStart<typeof migrateResource, [string]>('migrateResource', {
       ...startOptions(ref, this.opts.taskQueue),
-      args: [{ resource: ref, migrationObjects: [name] }],
+      args: [{ resource: ref, migrationObjects: [obj.ref] }],
       signal: attachMigrationObjectSignal,
-      signalArgs: [name],
+      signalArgs: [obj.ref],
     });
     // Deleted (or replaced) meanwhile: the DELETED event handles it.
-    if ((await annotateMigrationObject(this.opts.kube, name, obj.metadata.uid, handle.workflowId)) === 'gone') return;
+    if ((await this.api.annotate(name, obj.uid, handle.workflowId)) === 'gone') return;
     this.log.info(
-      { name, workflowId: handle.workflowId, resource: groupResourceString(ref), takeover },
+      { name, api: this.api.kind, workflowId: handle.workflowId, resource: groupResourceString(ref), takeover },
       'StorageVersionMigration attached to its migration workflow',
     );
   }
@@ -230,29 +256,29 @@ export class Bridge {
    * refuses one the workflow does not know (its creator set the annotation).
    */
   private async checkAttached(obj: Obj, workflowId: string): Promise<void> {
-    const name = obj.metadata.name;
-    const key = obj.metadata.uid ?? name;
+    const name = obj.name;
+    const key = obj.uid ?? name;
     const handle = this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId);
     let status: string;
     try {
       status = (await handle.describe()).status.name; // the latest run: a continued-as-new chain is RUNNING
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
-      const message = obj.status?.workflowId
+      const message = obj.statusFromWorkflow
         ? `its migration workflow ${workflowId} no longer exists in Temporal (past the namespace's retention, or the Temporal server lost it) and never recorded a result here`
         : `the annotation ${WORKFLOW_ID_ANNOTATION} names a workflow that does not exist (${workflowId}); only svm sets it: create the StorageVersionMigration without it`;
       this.log.warn({ name, workflowId }, message);
-      await this.writeTerminal(name, 'Failed', message, obj.status?.workflowId ? 'WorkflowNotFound' : 'WorkflowAnnotationRefused');
+      await this.writeTerminal(name, 'Failed', message, obj.statusFromWorkflow ? 'WorkflowNotFound' : 'WorkflowAnnotationRefused');
       return;
     }
 
     if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') {
       const { migrationObjects } = await withTimeout(handle.query(progressQuery), QUERY_TIMEOUT_MS, `querying ${workflowId}`);
-      if (migrationObjects.includes(name)) {
+      if (migrationObjects.includes(obj.ref)) {
         this.unlisted.delete(key);
         return;
       }
-      if (obj.status?.workflowId === workflowId) {
+      if (obj.statusFromWorkflow === workflowId) {
         // Its workflow wrote here before, so it listed it: that run closed without a result, and the one going now is another.
         const message = `an earlier run of the migration workflow ${workflowId} ended without recording a result here; the run going now does not include this object`;
         this.log.warn({ name, workflowId }, `repairing the status of a StorageVersionMigration: ${message}`);
@@ -276,7 +302,7 @@ export class Bridge {
 
     // Closed. Its last act is to write a terminal status; read the object again, after the describe.
     const now = await this.fresh(name);
-    if (!now || migrationObjectState(now.status) === 'finished') return;
+    if (!now || now.state === 'finished') return;
     const closed = CLOSED[status] ?? { verb: `closed (${status})`, reason: 'WorkflowClosed' };
     let phase: MigrationPhase = 'Failed';
     let reason = closed.reason;
@@ -284,11 +310,11 @@ export class Bridge {
     let extra: Partial<StorageVersionMigrationStatus> = {};
     try {
       const result: MigrationResult = await handle.result();
-      if (!result.migrationObjects.includes(name)) {
-        message = obj.status?.workflowId
+      if (!result.migrationObjects.includes(obj.ref)) {
+        message = obj.statusFromWorkflow
           ? `an earlier run of the migration workflow ${workflowId} ended without recording a result here; its latest run (${result.phase}) did not include this object`
           : `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} completed without it); only svm sets it. Create the StorageVersionMigration without the annotation`;
-        reason = obj.status?.workflowId ? 'WorkflowClosed' : 'WorkflowAnnotationRefused';
+        reason = obj.statusFromWorkflow ? 'WorkflowClosed' : 'WorkflowAnnotationRefused';
       } else {
         // The workflow finished but its last status write did not land here: write its result.
         phase = result.phase;
@@ -322,22 +348,26 @@ export class Bridge {
    * waiting on the same migration).
    */
   private async deleted(obj: Obj): Promise<void> {
-    const name = obj.metadata.name;
-    const workflowId = obj.metadata.annotations?.[WORKFLOW_ID_ANNOTATION];
-    this.unlisted.delete(obj.metadata.uid ?? name);
-    if (!workflowId || migrationObjectState(obj.status) === 'finished') return;
+    const name = obj.name;
+    const workflowId = obj.workflowId;
+    this.unlisted.delete(obj.uid ?? name);
+    if (!workflowId || obj.state === 'finished') return;
     const handle = this.opts.client.workflow.getHandle(workflowId);
     for (let attempt = 1; ; attempt++) {
       try {
         const { migrationObjects } = await withTimeout(handle.query(progressQuery), QUERY_TIMEOUT_MS, `querying ${workflowId}`);
-        if (!migrationObjects.includes(name)) {
+        if (!migrationObjects.includes(obj.ref)) {
           this.log.warn({ name, workflowId }, 'StorageVersionMigration deleted: its workflow does not list it, so it aborts nothing');
           return;
         }
         const others: string[] = [];
-        for (const other of migrationObjects.filter((n) => n !== name)) {
-          const o = await this.fresh(other);
-          if (o && o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION] === workflowId) others.push(other);
+        for (const other of migrationObjects.filter((n) => n !== obj.ref)) {
+          const { api, name: otherName } = adapterFor(other, this.apis);
+          const o = await api.find(otherName).catch((err: unknown) => {
+            if (err instanceof MalformedObjectError) return undefined;
+            throw err;
+          });
+          if (o && o.workflowId === workflowId) others.push(other);
         }
         if (others.length > 0) {
           this.log.info(
@@ -391,7 +421,7 @@ export class Bridge {
 
   /** Every object again: attach what is unattached, repair what is stale. */
   async resync(): Promise<void> {
-    const { items, malformed } = await listMigrationObjects(this.opts.kube);
+    const { items, malformed } = await this.api.list();
     for (const err of malformed) this.log.warn({ err: err.message }, 'ignoring a StorageVersionMigration that does not match the schema');
     items.forEach((item) => this.enqueue(RECHECK, item));
     await this.chain;
@@ -403,18 +433,41 @@ export async function handleMigrationObject(opts: BridgeOptions, type: string, r
   await new Bridge(opts).handle(type, raw);
 }
 
-/** Watches StorageVersionMigration objects until stopped, and looks at all of them again every resyncSeconds. */
+/**
+ * Watches the adapter's StorageVersionMigration objects until stopped, and
+ * looks at all of them again every resyncSeconds. An API the cluster does not
+ * serve (yet) is looked for again at each resync.
+ */
 export function startBridge(opts: BridgeOptions): { stop(): void } {
   const bridge = new Bridge(opts);
-  const watch = watchForever(opts.kube, SVMS_PATH, {
-    onList: (items) => items.forEach((item) => bridge.enqueue(RECHECK, item)),
-    onEvent: (type, obj) => bridge.enqueue(type, obj),
-    onError: (err) => opts.log.warn({ err: String(err) }, 'StorageVersionMigration watch failed; retrying'),
-  });
+  let watch: { stop(): void } | undefined;
+  let stopped = false;
+  const startWatch = async () => {
+    if (watch || stopped) return;
+    const path = await bridge.api.watchPath();
+    if (!path || watch || stopped) return;
+    watch = watchForever(opts.kube, path, {
+      onList: (items) => items.forEach((item) => bridge.enqueue(RECHECK, item)),
+      onEvent: (type, obj) => bridge.enqueue(type, obj),
+      onError: (err) => opts.log.warn({ err: String(err), api: bridge.api.kind }, 'StorageVersionMigration watch failed; retrying'),
+    });
+  };
+  const tryWatch = () =>
+    startWatch().catch((err: unknown) =>
+      opts.log.warn(
+        { err: errText(err), api: bridge.api.kind },
+        'StorageVersionMigration API not reachable yet; retrying at the next resync',
+      ),
+    );
+  void tryWatch();
   let resyncing = false;
   const timer = setInterval(
     () => {
       if (resyncing) return;
+      if (!watch) {
+        void tryWatch();
+        return;
+      }
       resyncing = true;
       bridge
         .resync()
@@ -426,9 +479,10 @@ export function startBridge(opts: BridgeOptions): { stop(): void } {
   timer.unref();
   return {
     stop() {
+      stopped = true;
       clearInterval(timer);
       bridge.stop();
-      watch.stop();
+      watch?.stop();
     },
   };
 }

@@ -57,6 +57,15 @@ export const WorkerSettings = z.object({
   bridge: bool.default(true),
   /** Watch StorageVersion objects and CRDs and signal migrations when agreement may have changed. */
   watchAgreement: bool.default(true),
+  /**
+   * Who acts on standard StorageVersionMigrations (storagemigration.k8s.io, served by Kubernetes >= 1.35):
+   * 'defer' (the default, safe where kube-controller-manager runs its built-in migrator): svm never acts on
+   * them; its trigger creates them for the built-in, only once the API servers agree, and checks that the
+   * agreement held until the built-in reported success. 'own': svm migrates them (turn the built-in off:
+   * kube-controller-manager --controllers=*,-storage-version-migrator-controller); an object another
+   * controller also writes is reported. 'off': svm neither reads nor creates them.
+   */
+  standardMigrations: z.enum(['defer', 'own', 'off'], { error: 'must be defer, own or off' }).default('defer'),
   /** Prometheus /metrics port; unset: no endpoint. */
   metricsPort: int(0, 65535).optional(),
   /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
@@ -86,6 +95,7 @@ export const settingSources: Record<string, string> = {
   semiSpaceMiB: 'SVM_SEMI_SPACE_MIB',
   bridge: 'SVM_BRIDGE',
   watchAgreement: 'SVM_WATCH_AGREEMENT',
+  standardMigrations: 'SVM_STANDARD_MIGRATIONS',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
   kubeNamespace: 'SVM_NAMESPACE',
@@ -127,6 +137,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   semiSpaceMiB: env.SVM_SEMI_SPACE_MIB || undefined,
   bridge: env.SVM_BRIDGE || undefined,
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
+  standardMigrations: env.SVM_STANDARD_MIGRATIONS || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
   kubeNamespace: env.SVM_NAMESPACE || undefined,
@@ -159,6 +170,7 @@ export function loadWorkerSettings(
     semiSpaceMiB: base.semiSpaceMiB,
     bridge: pick(flags.bridge, base.bridge),
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
+    standardMigrations: pick(flags.standardMigrations, base.standardMigrations),
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),
     kubeNamespace: base.kubeNamespace,

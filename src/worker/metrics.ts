@@ -20,6 +20,8 @@ export interface MigratorMetrics {
   migrations: Counter<'resource' | 'result'>;
   /** Migrations currently waiting for the API servers to agree on a storage version. */
   waiting: Gauge<'resource'>;
+  /** Objects svm acts on whose status another controller writes too (never two controllers; DESIGN.md rule 13). */
+  sharedObjects: Counter;
   /** Updates this worker keeps in flight at most now (src/kube/adaptive-concurrency.ts); unset without it. */
   concurrencyLimit: Gauge;
 }
@@ -58,6 +60,11 @@ export function createMetrics(): MigratorMetrics {
       name: 'svm_migrations_waiting_for_agreement',
       help: 'Migrations waiting for the API servers to agree on the storage version',
       labelNames: ['resource'],
+      registers: [registry],
+    }),
+    sharedObjects: new Counter({
+      name: 'svm_migration_objects_shared_total',
+      help: 'StorageVersionMigration objects svm acts on whose status another controller (the built-in migrator) writes too',
       registers: [registry],
     }),
     concurrencyLimit: new Gauge({

@@ -19,6 +19,7 @@ import { MAX_MIGRATION_CONCURRENCY } from '../workflows/definitions';
 import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';
+import { standardApi } from '../kube/migration-objects';
 import { startClusterBudget, type ClusterBudget } from './budget';
 import { temporalConnectionOptions } from '../config/temporal';
 import type { WorkerSettings } from './config';
@@ -189,6 +190,17 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             log,
             onStartedLeading() {
               if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue: t.taskQueue, log }));
+              if (settings.bridge && settings.standardMigrations === 'own')
+                singletons.push(
+                  startBridge({
+                    kube,
+                    client,
+                    taskQueue: t.taskQueue,
+                    log,
+                    api: standardApi(kube),
+                    onSharedObject: () => metrics?.sharedObjects.inc(),
+                  }),
+                );
               if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log }));
             },
             onStoppedLeading() {
