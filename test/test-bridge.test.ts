@@ -54,17 +54,17 @@ void test('kubectl create starts the migration and kubectl wait --for=condition=
     plane,
     async (m) => {
       await kubectl(['create', '-f', '-'], manifest(name, crd.group, crd.plural));
-      const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigration/${name}`, '--timeout=90s']);
+      const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigrations.migration.k8s.io/${name}`, '--timeout=90s']);
       assert.match(wait.stdout, /condition met/);
       await (await m.handle(crd.name)).wait(); // let the workflow close before its worker goes
     },
     { settings: { bridge: true } },
   );
-  const got = await kubectl(['get', 'storageversionmigration', name, '-o', 'json']);
+  const got = await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name, '-o', 'json']);
   const obj = JSON.parse(got.stdout) as { status: { phase: string; progress: { migrated: number } } };
   assert.equal(obj.status.phase, 'Succeeded');
   assert.equal(obj.status.progress.migrated, 400);
-  const table = await kubectl(['get', 'storageversionmigrations', name]);
+  const table = await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name]);
   assert.match(table.stdout, /RESOURCE\s+GROUP\s+PHASE\s+MIGRATED/);
   assert.match(table.stdout, new RegExp(`${name}\\s+${crd.plural}\\s+${crd.group.replace(/\./g, '\\.')}\\s+Succeeded\\s+400`));
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
@@ -86,7 +86,7 @@ void test('a StorageVersionMigration for a resource that is not stored is refuse
           spec: { resource: { group: 'authentication.k8s.io', resource: 'tokenreviews' } },
         }),
       );
-      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${name}`, '--timeout=60s']);
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigrations.migration.k8s.io/${name}`, '--timeout=60s']);
       assert.match(wait.stdout, /condition met/);
     },
     { settings: { bridge: true } },
@@ -115,7 +115,7 @@ void test('deleting the StorageVersionMigration aborts its migration', async () 
       );
       const h = await m.handle(crd.name);
       await eventually('the migration to start', async () => (await h.progress()).counters.chunks >= 1);
-      await kubectl(['delete', 'storageversionmigration', name]);
+      await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', name]);
       return h.wait();
     },
     { settings: { bridge: true, qps: 100 } },
@@ -162,7 +162,7 @@ void test('a new StorageVersionMigration with spec.continueToken is refused befo
     plane,
     async () => {
       await kubectl(['create', '-f', '-'], svmJson(name, crd, { continueToken: token }));
-      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${name}`, '--timeout=60s']);
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigrations.migration.k8s.io/${name}`, '--timeout=60s']);
       assert.match(wait.stdout, /condition met/);
     },
     { settings: { bridge: true } },
@@ -220,7 +220,7 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
     await withWorker(
       plane,
       async (m) => {
-        const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigration/${running}`, '--timeout=90s']);
+        const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigrations.migration.k8s.io/${running}`, '--timeout=90s']);
         assert.match(wait.stdout, /condition met/);
         await (await m.handle(crd.name)).wait();
       },
@@ -266,7 +266,7 @@ void test('a StorageVersionMigration whose workflow is terminated ends Failed an
       await eventually('the migration to run', async () => (await h.progress()).phase === 'Running');
       await plane.temporal.client.workflow.getHandle(workflowId).terminate('an operator ended it');
       const started = Date.now();
-      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${name}`, '--timeout=90s']);
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigrations.migration.k8s.io/${name}`, '--timeout=90s']);
       assert.match(wait.stdout, /condition met/);
       waited = `${Math.round((Date.now() - started) / 1000)}s`;
     },
@@ -306,13 +306,13 @@ void test("the workflow-id annotation does not let a creator abort someone else'
       // A creator sets the annotation to someone else's workflow, then deletes its object at once.
       const quick = uniq('forged-quick');
       await kubectl(['create', '-f', '-'], svmJson(quick, crd, { annotations: { [WORKFLOW_ID_ANNOTATION]: workflowId } }));
-      await kubectl(['delete', 'storageversionmigration', quick]);
+      await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', quick]);
       await stillRunning('after deleting an object whose creator set the annotation');
 
       // One that stays is refused in its status.
       const forged = uniq('forged');
       await kubectl(['create', '-f', '-'], svmJson(forged, crd, { annotations: { [WORKFLOW_ID_ANNOTATION]: workflowId } }));
-      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigration/${forged}`, '--timeout=60s']);
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigrations.migration.k8s.io/${forged}`, '--timeout=60s']);
       assert.match(wait.stdout, /condition met/);
       const refused = await getSvm(forged);
       assert.equal(
@@ -320,18 +320,18 @@ void test("the workflow-id annotation does not let a creator abort someone else'
         `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} does not list it); only svm sets it. Create the StorageVersionMigration without the annotation`,
       );
       assert.equal(failedCondition(refused)?.reason, 'WorkflowAnnotationRefused');
-      await kubectl(['delete', 'storageversionmigration', forged]);
+      await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', forged]);
       await stillRunning('after deleting a refused object');
       assert.deepEqual((await h.progress()).migrationObjects, [owner]);
 
       // A second kubectl user waits on the same migration: deleting the first object does not abort it.
       await kubectl(['create', '-f', '-'], svmJson(second, crd));
       await eventually('the second object to be attached', async () => (await h.progress()).migrationObjects.includes(second));
-      await kubectl(['delete', 'storageversionmigration', owner]);
+      await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', owner]);
       await stillRunning('after deleting one of two attached objects');
 
       // Deleting the last one does.
-      await kubectl(['delete', 'storageversionmigration', second]);
+      await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', second]);
       return h.wait();
     },
     { settings: { bridge: true, qps: 20 } },

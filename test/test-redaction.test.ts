@@ -114,7 +114,7 @@ void test('a webhook that echoes Secret values in its denials: reasons keep the 
         encoding: 'utf8',
         maxBuffer: 64 << 20,
       });
-    const svmJson = kubectl('get', 'storageversionmigrations', '-o', 'json');
+    const svmJson = kubectl('get', 'storageversionmigrations.migration.k8s.io', '-o', 'json');
     const svms = (
       JSON.parse(svmJson) as {
         items: Array<{ metadata: { annotations?: Record<string, string> }; status?: { phase?: string; message?: string } }>;

@@ -54,8 +54,12 @@ export const StandardCondition = z.object({
 export type StandardCondition = z.infer<typeof StandardCondition>;
 
 export const StandardMigration = z.object({
-  apiVersion: z.string().refine((v) => v.startsWith(STANDARD_REF_PREFIX)),
-  kind: z.literal('StorageVersionMigration'),
+  // Items of a built-in type's list carry no apiVersion or kind.
+  apiVersion: z
+    .string()
+    .refine((v) => v.startsWith(STANDARD_REF_PREFIX))
+    .optional(),
+  kind: z.literal('StorageVersionMigration').optional(),
   metadata: z
     .object({
       name: z.string(),

@@ -1,0 +1,210 @@
+/**
+ * The standard API (storagemigration.k8s.io, GA as v1 in Kubernetes 1.37)
+ * next to svm's own (migration.k8s.io/v1alpha1): what svm does with a
+ * standard object in each mode, exactly the status the built-in writes, the
+ * exact-form rule for spec.resource, and what `kubectl get
+ * storageversionmigrations` returns with both APIs installed.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import { svmPath } from '../src/activities';
+import { PROGRESS_CONDITION, type StandardMigration } from '../src/api/standard-migration';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { getCrd } from '../src/kube/crds';
+import { WORKFLOW_ID_ANNOTATION } from '../src/kube/migrations';
+import { findStandardMigration, standardVersion } from '../src/kube/standard-migrations';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+const run = promisify(execFile);
+let plane: TestPlane;
+let apiVersion: string;
+before(async () => {
+  plane = await testPlane();
+  await installCrds(plane.kube);
+  const v = await standardVersion(plane.kube);
+  assert.ok(v, 'the plane serves storagemigration.k8s.io (Kubernetes >= 1.35)');
+  apiVersion = `storagemigration.k8s.io/${v}`;
+});
+after(async () => plane?.close());
+
+const kubectl = (args: string[], input?: string) => {
+  const p = run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 120_000 });
+  if (input !== undefined) p.child.stdin!.end(input);
+  return p;
+};
+
+const standardManifest = (name: string, group: string, resource: string) =>
+  JSON.stringify({ apiVersion, kind: 'StorageVersionMigration', metadata: { name }, spec: { resource: { group, resource } } });
+
+const condition = (o: StandardMigration | undefined, type: string) => o?.status?.conditions?.find((c) => c.type === type);
+
+void test('own: a standard StorageVersionMigration created with kubectl is migrated by svm with the built-in status, kubectl wait returns, etcd holds only the new version', async () => {
+  const crd = testCrd(`${uniq('std')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const name = uniq('std-widgets');
+  let workflowId = '';
+  await withWorker(
+    plane,
+    async (m) => {
+      await kubectl(['create', '-f', '-'], standardManifest(name, crd.group, crd.plural));
+      const wait = await kubectl([
+        'wait',
+        '--for=condition=Succeeded',
+        `storageversionmigrations.storagemigration.k8s.io/${name}`,
+        '--timeout=120s',
+      ]);
+      assert.match(wait.stdout, /condition met/);
+      const h = await m.handle(crd.name);
+      workflowId = h.workflowId;
+      await h.wait();
+    },
+    { settings: { bridge: true, standardMigrations: 'own' } },
+  );
+  const obj = await findStandardMigration(plane.kube, name);
+  assert.equal(obj?.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], workflowId);
+  // What tools written for the built-in read: its condition types, statuses and reasons, and status.resourceVersion.
+  assert.equal(condition(obj, 'Succeeded')?.status, 'True');
+  assert.equal(condition(obj, 'Succeeded')?.reason, 'StorageVersionMigrationSucceeded');
+  assert.equal(condition(obj, 'Running')?.status, 'False');
+  assert.equal(condition(obj, 'Running')?.reason, 'MigrationCompleted');
+  assert.equal(condition(obj, 'Failed'), undefined);
+  assert.match(obj?.status?.resourceVersion ?? '', /^\d+$/);
+  // svm's facts in its own condition.
+  const progress = condition(obj, PROGRESS_CONDITION);
+  assert.equal(progress?.reason, 'Succeeded');
+  assert.match(progress?.message ?? '', /migrated 300 \(rewritten 300,/);
+  assert.match(progress?.message ?? '', new RegExp(`workflow ${workflowId.replace(/[./]/g, '\\$&')}`));
+  // The ground truth: every object re-encoded in v2, and only then storedVersions pruned.
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 300,
+  });
+  assert.deepEqual((await getCrd(plane.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
+});
+
+void test('own: spec.resource must name the plural and the group exactly; other forms are refused naming the exact form, and nothing is migrated', async () => {
+  const wrongGroup = uniq('std-core-deploy');
+  const shortName = uniq('std-deploy');
+  const sigsVersionAsGroup = uniq('sigs-deploy');
+  await withWorker(
+    plane,
+    async () => {
+      await kubectl(['create', '-f', '-'], standardManifest(wrongGroup, '', 'deployments'));
+      await kubectl(['create', '-f', '-'], standardManifest(shortName, 'apps', 'deploy'));
+      // The sigs API had a version field: a version is never read as a group.
+      await kubectl(
+        ['create', '-f', '-'],
+        JSON.stringify({
+          apiVersion: 'migration.k8s.io/v1alpha1',
+          kind: 'StorageVersionMigration',
+          metadata: { name: sigsVersionAsGroup },
+          spec: { resource: { version: 'apps', resource: 'deployments' } },
+        }),
+      );
+      for (const n of [wrongGroup, shortName]) {
+        const wait = await kubectl([
+          'wait',
+          '--for=condition=Failed',
+          `storageversionmigrations.storagemigration.k8s.io/${n}`,
+          '--timeout=60s',
+        ]);
+        assert.match(wait.stdout, /condition met/);
+      }
+      const wait = await kubectl([
+        'wait',
+        '--for=condition=Failed',
+        `storageversionmigrations.migration.k8s.io/${sigsVersionAsGroup}`,
+        '--timeout=60s',
+      ]);
+      assert.match(wait.stdout, /condition met/);
+    },
+    { settings: { bridge: true, standardMigrations: 'own' } },
+  );
+  const core = await findStandardMigration(plane.kube, wrongGroup);
+  assert.match(
+    condition(core, 'Failed')?.message ?? '',
+    /no resource "deployments" in the core group.*did you mean \{group: "apps", resource: "deployments"\}/,
+  );
+  const short = await findStandardMigration(plane.kube, shortName);
+  assert.match(
+    condition(short, 'Failed')?.message ?? '',
+    /no resource "deploy" in group "apps".*did you mean \{group: "apps", resource: "deployments"\}/,
+  );
+  const sigs = await plane.kube.getJson<{ status: { message: string } }>(svmPath(sigsVersionAsGroup));
+  assert.match(sigs.status.message, /no resource "deployments" in the core group/);
+  // Nothing was started for apps/deployments.
+  const started = [];
+  for await (const w of plane.temporal.client.workflow.list({ query: `WorkflowId = 'migrate/deployments.apps'` })) started.push(w);
+  assert.deepEqual(started, []);
+});
+
+void test('defer (the default): svm leaves standard objects to the built-in controller and writes nothing to them', async () => {
+  const crd = testCrd(`${uniq('dfr')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 5, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const barrier = testCrd(`${uniq('bar')}.svm.test`);
+  await applyCrd(plane.kube, barrier, 'v1');
+  const standard = uniq('std-deferred');
+  const sigs = uniq('sigs-barrier');
+  await withWorker(
+    plane,
+    async () => {
+      await kubectl(['create', '-f', '-'], standardManifest(standard, crd.group, crd.plural));
+      // The bridge handles events in order: once it finished this later object, it has seen the standard one too.
+      await kubectl(
+        ['create', '-f', '-'],
+        JSON.stringify({
+          apiVersion: 'migration.k8s.io/v1alpha1',
+          kind: 'StorageVersionMigration',
+          metadata: { name: sigs },
+          spec: { resource: { group: barrier.group, resource: barrier.plural } },
+        }),
+      );
+      await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigrations.migration.k8s.io/${sigs}`, '--timeout=90s']);
+    },
+    { settings: { bridge: true } },
+  );
+  const obj = await findStandardMigration(plane.kube, standard);
+  assert.equal(obj?.status?.conditions, undefined);
+  assert.equal(obj?.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], undefined);
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v1`]: 5,
+  });
+});
+
+void test('with both APIs installed, kubectl get storageversionmigrations means the standard API; the group names svm own', async () => {
+  const standard = uniq('std-names');
+  const sigs = uniq('sigs-names');
+  await kubectl(['create', '-f', '-'], standardManifest(standard, '', 'secrets'));
+  await plane.kube.request('POST', '/apis/migration.k8s.io/v1alpha1/storageversionmigrations', {
+    body: JSON.stringify({
+      apiVersion: 'migration.k8s.io/v1alpha1',
+      kind: 'StorageVersionMigration',
+      metadata: { name: sigs },
+      spec: { resource: { resource: 'secrets' } },
+    }),
+  });
+  try {
+    const plain = (await kubectl(['get', 'storageversionmigrations', '-o', 'name'])).stdout;
+    const std = (await kubectl(['get', 'storageversionmigrations.storagemigration.k8s.io', '-o', 'name'])).stdout;
+    const own = (await kubectl(['get', 'storageversionmigrations.migration.k8s.io', '-o', 'name'])).stdout;
+    console.log(`kubectl get storageversionmigrations -o name:\n${plain}`);
+    console.log(`kubectl get storageversionmigrations.migration.k8s.io -o name:\n${own}`);
+    assert.match(plain, new RegExp(`^storageversionmigration\\.storagemigration\\.k8s\\.io/${standard}$`, 'm'));
+    assert.doesNotMatch(plain, new RegExp(sigs));
+    assert.equal(plain, std);
+    assert.match(own, new RegExp(`^storageversionmigration\\.migration\\.k8s\\.io/${sigs}$`, 'm'));
+    assert.doesNotMatch(own, new RegExp(standard));
+  } finally {
+    await kubectl(['delete', 'storageversionmigrations.storagemigration.k8s.io', standard]);
+    await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', sigs]);
+  }
+  await eventually('both deleted', async () => !(await findStandardMigration(plane.kube, standard)));
+});
