@@ -25,6 +25,7 @@ import { KubeError } from '../kube/errors';
 import { listIdentityLeases } from '../kube/leases';
 import { createMigrationObject, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import { adapterFor, sigsApi, standardApi } from '../kube/migration-objects';
+import { createBuiltInActivities } from './built-in';
 import { RateLimiter } from '../kube/rate-limit';
 import { refineStorageState } from '../kube/storage-states';
 import { findStorageVersion } from '../kube/storage-versions';
@@ -49,6 +50,8 @@ export interface ActivityDeps {
   apiservers?: ApiServerSource;
   /** For the trigger: start and stop migrations. */
   temporal?: { client: Client; taskQueue: string };
+  /** For the trigger: migrate through svm's own workflow (default) or hand over to the built-in migrator. */
+  triggerApi?: 'svm' | 'standard';
 }
 
 export type { Agreement };
@@ -142,8 +145,9 @@ export function createActivities(deps: ActivityDeps) {
   const objectApis = { sigs: sigsApi(kube), standard: standardApi(kube) };
 
   return {
-    ...createTriggerActivities({ kube, apiservers, temporal: deps.temporal }),
+    ...createTriggerActivities({ kube, apiservers, temporal: deps.temporal, triggerApi: deps.triggerApi }),
     ...createFollowActivities(deps.temporal),
+    ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
 
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {

@@ -20,7 +20,6 @@ import {
   storageStatePath,
 } from '../kube/storage-states';
 import { abortSignal } from '../workflows/definitions';
-import type { migrateResource } from '../workflows/migrate-resource';
 import { startOptions } from '../workflows/start-options';
 import type { MigrationStatus, ObservedResource, StateSnapshot, TriggerAction } from '../workflows/trigger-logic';
 import { UNKNOWN } from '../workflows/trigger-logic';
@@ -30,6 +29,8 @@ export interface TriggerDeps {
   /** Every API server (src/kube/apiservers.ts): each reports its own discovery. */
   apiservers: ApiServerSource;
   temporal?: { client: Client; taskQueue: string };
+  /** 'standard': hand each migration to the built-in migrator (delegateToBuiltIn) instead of svm's own pass. */
+  triggerApi?: 'svm' | 'standard';
 }
 
 export interface Observation {
@@ -211,7 +212,8 @@ export function createTriggerActivities(deps: TriggerDeps) {
         written++;
         if (a.startMigration && deps.temporal) {
           const ref = await resolveResource(deps.kube, a.name);
-          await deps.temporal.client.workflow.start<typeof migrateResource>('migrateResource', {
+          // One setting chooses the API: svm's own pass, or the built-in's behind svm's agreement checks (same workflow ID).
+          await deps.temporal.client.workflow.start(deps.triggerApi === 'standard' ? 'delegateToBuiltIn' : 'migrateResource', {
             ...startOptions(ref, deps.temporal.taskQueue),
             args: [{ resource: ref }],
           });

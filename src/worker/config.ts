@@ -66,6 +66,13 @@ export const WorkerSettings = z.object({
    * controller also writes is reported. 'off': svm neither reads nor creates them.
    */
   standardMigrations: z.enum(['defer', 'own', 'off'], { error: 'must be defer, own or off' }).default('defer'),
+  /**
+   * The API the trigger migrates through when a storageVersionHash changes: 'svm' (default) starts svm's own
+   * migration (migrateResource: budget, counts, agreement throughout); 'standard' creates a
+   * storagemigration.k8s.io object for the built-in migrator once the API servers agree and follows it,
+   * creating another when the agreement did not hold (needs SVM_STANDARD_MIGRATIONS=defer).
+   */
+  triggerApi: z.enum(['svm', 'standard'], { error: 'must be svm or standard' }).default('svm'),
   /** Prometheus /metrics port; unset: no endpoint. */
   metricsPort: int(0, 65535).optional(),
   /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
@@ -96,6 +103,7 @@ export const settingSources: Record<string, string> = {
   bridge: 'SVM_BRIDGE',
   watchAgreement: 'SVM_WATCH_AGREEMENT',
   standardMigrations: 'SVM_STANDARD_MIGRATIONS',
+  triggerApi: 'SVM_TRIGGER_API',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
   kubeNamespace: 'SVM_NAMESPACE',
@@ -138,6 +146,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   bridge: env.SVM_BRIDGE || undefined,
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
   standardMigrations: env.SVM_STANDARD_MIGRATIONS || undefined,
+  triggerApi: env.SVM_TRIGGER_API || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
   kubeNamespace: env.SVM_NAMESPACE || undefined,
@@ -171,6 +180,7 @@ export function loadWorkerSettings(
     bridge: pick(flags.bridge, base.bridge),
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
     standardMigrations: pick(flags.standardMigrations, base.standardMigrations),
+    triggerApi: pick(flags.triggerApi, base.triggerApi),
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),
     kubeNamespace: base.kubeNamespace,
@@ -178,5 +188,10 @@ export function loadWorkerSettings(
   };
   const parsed = WorkerSettings.safeParse(merged);
   if (!parsed.success) throw new SettingsError(`invalid setting: ${explainSettings(parsed.error, settingSources)}`);
+  if (parsed.data.triggerApi === 'standard' && parsed.data.standardMigrations !== 'defer') {
+    throw new SettingsError(
+      `invalid setting: SVM_TRIGGER_API=standard hands migrations to the built-in migrator, which needs SVM_STANDARD_MIGRATIONS=defer (it is ${parsed.data.standardMigrations})`,
+    );
+  }
   return parsed.data;
 }

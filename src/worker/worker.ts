@@ -160,6 +160,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       metrics,
       apiservers,
       temporal: { client, taskQueue: t.taskQueue },
+      triggerApi: settings.triggerApi,
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)
