@@ -13,7 +13,7 @@ import { svmPath } from '../src/activities';
 import { PROGRESS_CONDITION, type StandardMigration } from '../src/api/standard-migration';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { getCrd } from '../src/kube/crds';
+import { getCrd, pruneStoredVersions } from '../src/kube/crds';
 import { WORKFLOW_ID_ANNOTATION } from '../src/kube/migrations';
 import { findStandardMigration, standardVersion } from '../src/kube/standard-migrations';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
@@ -85,7 +85,12 @@ void test('own: a standard StorageVersionMigration created with kubectl is migra
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
     [`${crd.group}/v2`]: 300,
   });
-  assert.deepEqual((await getCrd(plane.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
+  const after = await getCrd(plane.kube, { group: crd.group, resource: crd.plural });
+  assert.deepEqual(after.status?.storedVersions, ['v2']);
+  const migrating = after.status?.conditions?.find((c) => c.type === 'StorageMigrating') as
+    { status: string; message?: string } | undefined;
+  assert.equal(migrating?.status, 'False');
+  assert.match(migrating?.message ?? '', /stored versions have been updated \(svm\)/);
 });
 
 void test('own: spec.resource must name the plural and the group exactly; other forms are refused naming the exact form, and nothing is migrated', async () => {
@@ -207,4 +212,37 @@ void test('with both APIs installed, kubectl get storageversionmigrations means 
     await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', sigs]);
   }
   await eventually('both deleted', async () => !(await findStandardMigration(plane.kube, standard)));
+});
+
+void test('CRD storedVersions follow the built-in protocol: pruned only at the generation recorded at the start, and the StorageMigrating condition says why not', async () => {
+  const crd = testCrd(`${uniq('gen')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 3, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const gr = { group: crd.group, resource: crd.plural };
+  const before = await getCrd(plane.kube, gr);
+  assert.deepEqual(before.status?.storedVersions, ['v1', 'v2']);
+  const generation = before.metadata.generation!;
+  // A pass that started at an older generation: nothing pruned, and the CRD says why.
+  const stale = await pruneStoredVersions(plane.kube, gr, { generation: generation - 1, storageVersion: 'v2' }, 'svm');
+  assert.equal(stale.pruned, false);
+  const kept = await getCrd(plane.kube, gr);
+  assert.deepEqual(kept.status?.storedVersions, ['v1', 'v2']);
+  const cond = kept.status?.conditions?.find((c) => c.type === 'StorageMigrating') as { status: string; message: string } | undefined;
+  assert.equal(cond?.status, 'False');
+  assert.match(
+    cond?.message ?? '',
+    new RegExp(`stored versions have not been updated: the CRD's generation is ${generation}, not ${generation - 1}`),
+  );
+  // Other conditions of the CRD survive the status write.
+  assert.ok(kept.status?.conditions?.some((c) => c.type === 'Established' && c.status === 'True'));
+  // At the recorded generation: pruned, and said so.
+  const ok = await pruneStoredVersions(plane.kube, gr, { generation, storageVersion: 'v2' }, 'svm');
+  assert.deepEqual(ok, { pruned: true, storedVersions: ['v2'] });
+  const after = await getCrd(plane.kube, gr);
+  assert.deepEqual(after.status?.storedVersions, ['v2']);
+  assert.match(
+    String((after.status?.conditions?.find((c) => c.type === 'StorageMigrating') as { message?: string } | undefined)?.message),
+    /stored versions have been updated/,
+  );
 });

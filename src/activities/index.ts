@@ -19,7 +19,7 @@ import {
 } from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
-import { getCrd, setCrdStoredVersions } from '../kube/crds';
+import { getCrd, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
 import { findApiGroup, getResourceList } from '../kube/discovery';
 import { KubeError } from '../kube/errors';
 import { listIdentityLeases } from '../kube/leases';
@@ -55,6 +55,8 @@ export interface ActivityDeps {
 }
 
 export type { Agreement };
+/** An agreement on a custom resource also carries the CRD's generation when it was read. */
+type CrdAgreement = Agreement & { crdGeneration?: number };
 
 /** Where they live now (src/kube/migrations.ts); exported here too, for the code and tests that import them from here. */
 export { svmPath, WORKFLOW_ID_ANNOTATION };
@@ -115,7 +117,7 @@ export function createActivities(deps: ActivityDeps) {
   }
 
   /** Do all API servers agree on the resource's encoding version? A read: it changes nothing (see src/kube/agreement.ts). */
-  async function agreement(ref: ResourceRef): Promise<Agreement> {
+  async function agreement(ref: ResourceRef): Promise<CrdAgreement> {
     if (!ref.custom) {
       // Undefined: the StorageVersion API is not served (its default: alpha, off), or not for this resource: ask each server.
       const sv = await findStorageVersion(kube, ref);
@@ -131,7 +133,7 @@ export function createActivities(deps: ActivityDeps) {
       Promise.all(found.endpoints.map((e) => askEndpoint(e.id, e.kube, ref))),
     ]);
     const own = viaList.find((r) => r.name === ref.resource);
-    return agreementFromEndpoints({
+    const answer = agreementFromEndpoints({
       resource: groupResourceString(ref),
       endpoints,
       endpointsNote: found.endpointsNote,
@@ -140,6 +142,8 @@ export function createActivities(deps: ActivityDeps) {
       crd: crd ? { storageVersion: storageVersionOf(crd), generation: crd.metadata.generation } : undefined,
       versionOf: ref.custom ? undefined : await namer(ref, own?.kind),
     });
+    // The CRD's generation when this answer was read: a pass records it at its start (the built-in's protocol).
+    return crd?.metadata.generation !== undefined ? { ...answer, crdGeneration: crd.metadata.generation } : answer;
   }
 
   const objectApis = { sigs: sigsApi(kube), standard: standardApi(kube) };
@@ -177,9 +181,17 @@ export function createActivities(deps: ActivityDeps) {
       const hash = now.hash ?? (await discoveryHash(kube, ref));
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
       if (!ref.custom) return {};
-      const storedVersions = [agreed.encodingVersion!];
-      await setCrdStoredVersions(kube, ref, storedVersions);
-      return { storedVersions };
+      const generation = (agreed as CrdAgreement).crdGeneration;
+      if (generation === undefined) {
+        // An agreement from before crdGeneration was recorded (a history of an older svm): its token holds the generation.
+        const storedVersions = [agreed.encodingVersion!];
+        await setCrdStoredVersions(kube, ref, storedVersions);
+        return { storedVersions };
+      }
+      const done = await pruneStoredVersions(kube, ref, { generation, storageVersion: agreed.encodingVersion! }, 'svm');
+      if (!done.pruned)
+        throw ApplicationFailure.nonRetryable(`storedVersions of ${groupResourceString(ref)} not pruned: ${done.why}`, 'AgreementChanged');
+      return { storedVersions: done.storedVersions };
     },
 
     /**

@@ -3,7 +3,8 @@
  * storage version, generation, storedVersions) and the one write it makes
  * (status.storedVersions, after a pass under agreement).
  */
-import { CustomResourceDefinition, crdName } from '../api/custom-resource-definition';
+import { CustomResourceDefinition, crdName, storageVersionOf } from '../api/custom-resource-definition';
+import { KubeError } from './errors';
 import type { KubeClient } from './client';
 import { parseBodyAs } from './typed';
 
@@ -27,4 +28,58 @@ export async function setCrdStoredVersions(
   storedVersions: string[],
 ): Promise<void> {
   await kube.patchStatus(crdPath(gr), { storedVersions });
+}
+
+/** The CRD condition the built-in migrator keeps (apiextensions StorageMigrating), which svm keeps the same way. */
+export const STORAGE_MIGRATING = 'StorageMigrating';
+
+/**
+ * The built-in's storedVersions protocol (kube-controller-manager 1.37,
+ * migration runner): prune status.storedVersions to the storage version only
+ * if the CRD's generation is the one recorded when the pass started, in one
+ * status write made on exactly the CRD that was checked (its resourceVersion
+ * as precondition), with the StorageMigrating condition saying what was done
+ * or why not. So svm and the built-in never race on a CRD: a change of the
+ * CRD between the check and the write is a conflict, read again.
+ */
+export async function pruneStoredVersions(
+  kube: KubeClient,
+  gr: { group: string; resource: string },
+  expected: { generation: number; storageVersion: string },
+  who: string,
+): Promise<{ pruned: true; storedVersions: string[] } | { pruned: false; why: string }> {
+  for (let attempt = 1; ; attempt++) {
+    const crd = await getCrd(kube, gr);
+    const generation = crd.metadata.generation;
+    const storage = storageVersionOf(crd);
+    const ok = generation === expected.generation && storage === expected.storageVersion;
+    const why = ok
+      ? undefined
+      : generation !== expected.generation
+        ? `the CRD's generation is ${generation}, not ${expected.generation} as when the pass started`
+        : `the CRD stores ${storage} now, not ${expected.storageVersion}`;
+    const now = new Date().toISOString();
+    const condition = {
+      type: STORAGE_MIGRATING,
+      status: 'False',
+      lastTransitionTime: now,
+      reason: 'MigrationSucceeded',
+      message: ok
+        ? `The migration has succeeded and the stored versions have been updated (${who})`
+        : `The migration has succeeded but the stored versions have not been updated: ${why} (${who})`,
+      observedGeneration: generation,
+    };
+    const conditions = [...(crd.status?.conditions ?? []).filter((c) => c.type !== STORAGE_MIGRATING), condition];
+    try {
+      await kube.patchStatus(
+        crdPath(gr),
+        { conditions, ...(ok ? { storedVersions: [expected.storageVersion] } : {}) },
+        crd.metadata.resourceVersion,
+      );
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 5) continue;
+      throw err;
+    }
+    return ok ? { pruned: true, storedVersions: [expected.storageVersion] } : { pruned: false, why: why! };
+  }
 }
