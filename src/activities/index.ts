@@ -21,7 +21,7 @@ import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
 import { getCrd, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
 import { findApiGroup, getResourceList } from '../kube/discovery';
-import { KubeError } from '../kube/errors';
+import { isRetryable, KubeError } from '../kube/errors';
 import { listIdentityLeases } from '../kube/leases';
 import { createMigrationObject, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import { adapterFor, sigsApi, standardApi } from '../kube/migration-objects';
@@ -60,6 +60,8 @@ type CrdAgreement = Agreement & { crdGeneration?: number };
 
 /** Where they live now (src/kube/migrations.ts); exported here too, for the code and tests that import them from here. */
 export { svmPath, WORKFLOW_ID_ANNOTATION };
+/** Writes of one StorageVersionMigration status tried before the mirror gives up (the migration goes on). */
+const MIRROR_ATTEMPTS = 4;
 /** An API server asked at its own address answers within this, or counts as not answering. */
 const ENDPOINT_TIMEOUT_MS = 5000;
 /** Versions tried when naming a hash, besides those the group serves. */
@@ -218,14 +220,33 @@ export function createActivities(deps: ActivityDeps) {
       // migration.k8s.io/v1alpha1 object, storagemigration.k8s.io/<name> a standard one.
       for (const entry of names) {
         const { api, name } = adapterFor(entry, objectApis);
-        try {
-          await api.write(name, status);
-        } catch (err) {
-          if (err instanceof KubeError && err.kind === 'notFound') {
-            Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });
-            continue;
+        for (let attempt = 1; ; attempt++) {
+          try {
+            await api.write(name, status);
+            break;
+          } catch (err) {
+            if (err instanceof KubeError && err.kind === 'notFound') {
+              Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });
+              break;
+            }
+            const transient = !(err instanceof KubeError) || isRetryable(err.kind) || err.kind === 'conflict';
+            if (transient && attempt < MIRROR_ATTEMPTS) {
+              await new Promise((r) => setTimeout(r, attempt * 1000));
+              continue;
+            }
+            // The mirror is not the migration: a status that cannot be written never fails one. The next
+            // status write tries again, and the bridge writes the workflow's result once it closes.
+            Context.current().log.warn(
+              'could not write the StorageVersionMigration status; the migration goes on, the status is repaired later',
+              {
+                name,
+                phase: status.phase,
+                err: err instanceof Error ? err.message : String(err),
+              },
+            );
+            m?.mirrorFailures.inc();
+            break;
           }
-          throw err;
         }
       }
     },

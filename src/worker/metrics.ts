@@ -22,6 +22,8 @@ export interface MigratorMetrics {
   waiting: Gauge<'resource'>;
   /** Objects svm acts on whose status another controller writes too (never two controllers; DESIGN.md rule 13). */
   sharedObjects: Counter;
+  /** StorageVersionMigration status writes given up after their retries (the migration went on; repaired later). */
+  mirrorFailures: Counter;
   /** Updates this worker keeps in flight at most now (src/kube/adaptive-concurrency.ts); unset without it. */
   concurrencyLimit: Gauge;
 }
@@ -65,6 +67,11 @@ export function createMetrics(): MigratorMetrics {
     sharedObjects: new Counter({
       name: 'svm_migration_objects_shared_total',
       help: 'StorageVersionMigration objects svm acts on whose status another controller (the built-in migrator) writes too',
+      registers: [registry],
+    }),
+    mirrorFailures: new Counter({
+      name: 'svm_status_mirror_failures_total',
+      help: 'StorageVersionMigration status writes given up after their retries: the migration goes on, the bridge repairs the status later',
       registers: [registry],
     }),
     concurrencyLimit: new Gauge({
