@@ -8,6 +8,7 @@ import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { builtInView } from '../src/activities/built-in';
 import {
+  kubectlName,
   otherStatusWriters,
   PROGRESS_CONDITION,
   standardConditions,
@@ -141,4 +142,9 @@ void test('spec.resource is taken exactly: plural and group; every other form is
     [{ group: 'example.com', resource: 'widgets', version: 'v9' }, /not served in version "v9"/],
   ];
   for (const [spec, message] of refused) assert.throws(() => matchExact(spec, discovered), message, JSON.stringify(spec));
+});
+
+void test('the CLI names each mirror object with its group', () => {
+  assert.equal(kubectlName('widgets-v2'), 'storageversionmigrations.migration.k8s.io/widgets-v2');
+  assert.equal(kubectlName(standardRef('w')), 'storageversionmigrations.storagemigration.k8s.io/w');
 });

@@ -159,3 +159,9 @@ export function progressMessage(facts: StorageVersionMigrationStatus): string {
   if (facts.workflowId) parts.push(`workflow ${facts.workflowId}`);
   return parts.join(', ');
 }
+
+/** The kubectl name of a workflow's entry, with its group: with both APIs installed, a plain `storageversionmigrations` means the standard one. */
+export function kubectlName(ref: string): string {
+  const name = standardName(ref);
+  return name === undefined ? `storageversionmigrations.migration.k8s.io/${ref}` : `storageversionmigrations.${STANDARD_GROUP}/${name}`;
+}

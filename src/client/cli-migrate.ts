@@ -1,4 +1,5 @@
 /** `svm migrate|status|abort|pause|resume|trigger|setup|crds`: the CLI over the programmatic API. */
+import { kubectlName } from '../api/standard-migration';
 import { Command, Option } from 'commander';
 import { Connection } from '@temporalio/client';
 import { registerSearchAttributes } from './setup';
@@ -25,9 +26,14 @@ const line = (p: MigrationProgress) => {
   return `${p.resource}: ${p.phase} migrated=${c.migrated} rewritten=${c.rewritten} conflicts=${c.conflicts} notFound=${c.notFound} failed=${c.failed} chunks=${c.chunks}${p.remainingEstimate !== undefined ? ` remaining~${p.remainingEstimate}` : ''} rate=${p.objectsPerSecond}/s`;
 };
 
+/** The StorageVersionMigration objects that mirror a migration, named with their group (both APIs may be installed). */
+const objectsLine = (p: MigrationProgress) =>
+  p.migrationObjects.length ? `  kubectl get ${p.migrationObjects.map(kubectlName).join(' ')}\n` : '';
+
 function printResult(r: MigrationResult): void {
   process.stdout.write(line(r) + '\n');
   if (r.message) process.stdout.write(r.message + '\n');
+  process.stdout.write(objectsLine(r));
   for (const f of r.failures) process.stdout.write(`  failed: ${f.namespace ? f.namespace + '/' : ''}${f.name}: ${f.reason}\n`);
 }
 
@@ -127,7 +133,10 @@ export function migrateCommands() {
           return;
         }
         if (list.length === 0) process.stdout.write(resource ? `no migration of ${resource}\n` : 'no migrations\n');
-        for (const s of list) process.stdout.write(s.progress ? `${line(s.progress)} [${s.status}]\n` : `${s.resource}: ${s.status}\n`);
+        for (const s of list)
+          process.stdout.write(
+            s.progress ? `${line(s.progress)} [${s.status}]\n${objectsLine(s.progress)}` : `${s.resource}: ${s.status}\n`,
+          );
       });
     });
 
