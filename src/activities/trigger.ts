@@ -188,7 +188,10 @@ export function createTriggerActivities(deps: TriggerDeps) {
         if (a.stopMigration && deps.temporal) {
           const handle = deps.temporal.client.workflow.getHandle(`migrate/${a.name}`);
           // No waiting for it to close: a new one starts only in a later period, once this one is closed.
-          await handle.signal(abortSignal, a.stopMigration).catch(() => undefined);
+          // Closed (or never started): nothing to stop. Anything else is not swallowed: the activity fails and is retried.
+          await handle.signal(abortSignal, a.stopMigration).catch((err: unknown) => {
+            if (!(err instanceof WorkflowNotFoundError)) throw err;
+          });
           stopped.push(a.name);
         }
         const status: StorageStateStatus = {
