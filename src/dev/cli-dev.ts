@@ -1,7 +1,17 @@
 /** `svm dev ...`: the local control plane for development, tests and the demo. */
 import { Command, InvalidArgumentError } from 'commander';
 import { parseIntArg } from '../config/cli-options';
-import { defaultDevDir, down, readState, restartApiserver, setStorageVersionApi, up } from './plane';
+import {
+  defaultDevDir,
+  down,
+  readState,
+  restartApiserver,
+  setStorageVersionApi,
+  startControllerManager,
+  stopControllerManager,
+  up,
+} from './plane';
+import { kubeVersions } from './tools';
 
 export function devCommand(): Command {
   const dev = new Command('dev').description(
@@ -19,21 +29,50 @@ export function devCommand(): Command {
     )
     .option('--no-storage-version-api', 'do not serve it (restarts running servers that do)')
     .option('--loopback', 'the fallback shape even as root: servers on 127.0.0.1 with their own ports, no load balancer')
-    .action(async (o: { apiservers?: number; dir: string; temporalArg?: string[]; storageVersionApi?: boolean; loopback?: boolean }) => {
-      const started = Date.now();
-      const { state, envText } = await up({
-        dir: o.dir,
-        apiservers: o.apiservers,
-        temporalArgs: o.temporalArg,
-        storageVersionApi: o.storageVersionApi,
-        loopback: o.loopback,
-      });
-      process.stdout.write(envText);
-      const servers = state.apiservers.map((a) => a.url).join(', ');
-      process.stderr.write(
-        `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; source ${o.dir}/env\n`,
-      );
-    });
+    .option(
+      '--kube-version <version>',
+      `Kubernetes release of a new plane: ${kubeVersions().current} (default) or ${kubeVersions().previous}`,
+    )
+    .option(
+      '--controller-manager <mode>',
+      'also run kube-controller-manager: "with-migrator" (its built-in storage version migrator on) or "without-migrator"',
+      (v: string) => {
+        if (v !== 'with-migrator' && v !== 'without-migrator')
+          throw new InvalidArgumentError(`expected with-migrator or without-migrator, got "${v}"`);
+        return v;
+      },
+    )
+    .addHelpText(
+      'after',
+      '\nExample:\n  svm dev up --dir .svm-dev --apiservers 2 --kube-version v1.36.3 --controller-manager with-migrator',
+    )
+    .action(
+      async (o: {
+        apiservers?: number;
+        dir: string;
+        temporalArg?: string[];
+        storageVersionApi?: boolean;
+        loopback?: boolean;
+        kubeVersion?: string;
+        controllerManager?: string;
+      }) => {
+        const started = Date.now();
+        const { state, envText } = await up({
+          dir: o.dir,
+          apiservers: o.apiservers,
+          temporalArgs: o.temporalArg,
+          storageVersionApi: o.storageVersionApi,
+          loopback: o.loopback,
+          kubeVersion: o.kubeVersion,
+        });
+        if (o.controllerManager) await startControllerManager(o.dir, { builtInMigrator: o.controllerManager === 'with-migrator' });
+        process.stdout.write(envText);
+        const servers = state.apiservers.map((a) => a.url).join(', ');
+        process.stderr.write(
+          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}${o.controllerManager ? `; kube-controller-manager ${o.controllerManager}` : ''}; source ${o.dir}/env\n`,
+        );
+      },
+    );
   dev
     .command('down')
     .description('stop exactly what `svm dev up` started')
@@ -46,12 +85,33 @@ export function devCommand(): Command {
     .description('restart one kube-apiserver, optionally with other flags (simulates a rolling upgrade step)')
     .argument('<index>', 'which API server (0-based)', parseIntArg('index', 0, 4))
     .option('--dir <dir>', 'state directory', defaultDevDir())
-    .option('--flags <flags>', 'replace its extra flags, space-separated (e.g. "--min-compatibility-version=1.33"); "" clears them')
-    .action(async (index: number, o: { dir: string; flags?: string }) => {
+    .option('--flags <flags>', 'replace its extra flags, space-separated (e.g. "--min-compatibility-version=1.34"); "" clears them')
+    .option(
+      '--kube-version <version>',
+      `run another release (a rolling upgrade step): ${kubeVersions().current} or ${kubeVersions().previous}`,
+    )
+    .addHelpText('after', '\nExample:\n  svm dev restart-apiserver 0 --kube-version v1.37.2')
+    .action(async (index: number, o: { dir: string; flags?: string; kubeVersion?: string }) => {
       const extra = o.flags === undefined ? undefined : o.flags.split(/\s+/).filter(Boolean);
-      const a = await restartApiserver(o.dir, index, extra);
+      const a = await restartApiserver(o.dir, index, extra, undefined, { version: o.kubeVersion });
       process.stderr.write(
         `kube-apiserver ${index} ready on ${a.url}${a.netns ? ` (netns ${a.netns})` : ''} with [${a.extraArgs.join(' ')}]\n`,
+      );
+    });
+  dev
+    .command('controller-manager')
+    .description("start, restart (at another release) or stop the plane's kube-controller-manager")
+    .argument('<mode>', 'with-migrator, without-migrator or stop')
+    .option('--dir <dir>', 'state directory', defaultDevDir())
+    .option('--kube-version <version>', 'its release (a rolling upgrade step)')
+    .addHelpText('after', '\nExample:\n  svm dev controller-manager without-migrator   # svm owns storagemigration.k8s.io objects')
+    .action(async (mode: string, o: { dir: string; kubeVersion?: string }) => {
+      if (mode === 'stop') return stopControllerManager(o.dir);
+      if (mode !== 'with-migrator' && mode !== 'without-migrator')
+        throw new InvalidArgumentError(`expected with-migrator, without-migrator or stop, got "${mode}"`);
+      const r = await startControllerManager(o.dir, { builtInMigrator: mode === 'with-migrator', version: o.kubeVersion });
+      process.stderr.write(
+        `kube-controller-manager ${r.version} running (pid ${r.pid}), built-in migrator ${r.builtInMigrator ? 'on' : 'off'}\n`,
       );
     });
   dev

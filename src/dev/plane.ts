@@ -40,7 +40,7 @@ import {
 } from './network';
 import { freePort, portOpen } from './ports';
 import { ensureCa, ensureServingCert } from './tls';
-import { ensureTools, type ToolPaths } from './tools';
+import { ensureTools, kubeBinaries, kubeVersions, type ToolPaths } from './tools';
 
 export interface ProcessRecord {
   pid: number;
@@ -63,8 +63,19 @@ export interface ApiserverRecord extends ProcessRecord {
   hostVeth?: string;
   hostname: string;
   kubeconfig: string;
-  /** Flags added to the defaults, e.g. --min-compatibility-version=1.33. */
+  /** Flags added to the defaults, e.g. --min-compatibility-version=1.34. */
   extraArgs: string[];
+  /** The Kubernetes release it runs (a rolling upgrade moves it); undefined: the plane's kubeVersion. */
+  version?: string;
+}
+
+/** kube-controller-manager, when the plane runs one (dev up --controller-manager, startControllerManager). */
+export interface ControllerManagerRecord extends ProcessRecord {
+  version: string;
+  /** Whether its built-in storage version migrator (storage-version-migrator-controller) runs. */
+  builtInMigrator: boolean;
+  /** Its secure port (healthz) on 127.0.0.1. */
+  port: number;
 }
 
 /** 'cluster': namespaces, real addresses, a load balancer; 'loopback': 127.0.0.1, one port each (the fallback). */
@@ -93,6 +104,9 @@ export interface PlaneState {
   /** The URL of DIR/kubeconfig: the load balancer, or server 0 in the loopback shape. */
   apiUrl: string;
   temporal: ProcessRecord & { port: number; uiPort: number; extraArgs: string[] };
+  /** The Kubernetes release new API servers run (tools/versions.json: kubernetes, or kubernetesPrevious); undefined: the default. */
+  kubeVersion?: string;
+  controllerManager?: ControllerManagerRecord;
 }
 
 export interface UpOptions {
@@ -104,6 +118,8 @@ export interface UpOptions {
   storageVersionApi?: boolean;
   /** Force the loopback shape even where the cluster shape is possible. */
   loopback?: boolean;
+  /** The Kubernetes release of a new plane (default: the newest built, tools/versions.json). */
+  kubeVersion?: string;
   log?: (line: string) => void;
 }
 
@@ -345,8 +361,9 @@ async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, tool
   } else {
     await assertPortFree(a.port, `kube-apiserver ${a.index}`);
   }
-  a.pid = await startProcess(tools.kubeApiserver, apiserverArgs(state, a, pki, tls), a.log, wrap);
-  a.binary = tools.kubeApiserver;
+  const binary = kubeBinaries(a.version ?? state.kubeVersion ?? kubeVersions().current).kubeApiserver;
+  a.pid = await startProcess(binary, apiserverArgs(state, a, pki, tls), a.log, wrap);
+  a.binary = binary;
   writeState(state);
   await waitFor(
     `kube-apiserver ${a.index} (${a.url})`,
@@ -372,6 +389,7 @@ function writeEnv(state: PlaneState, tools: ToolPaths): string {
     `ETCDCTL=${tools.etcdctl}`,
     `KUBECTL=${tools.kubectl}`,
     `TEMPORAL_CLI=${tools.temporal}`,
+    `KUBE_VERSION=${state.kubeVersion ?? kubeVersions().current}`,
   ];
   // `export` so that `source DIR/env` reaches the commands run after it.
   const text = lines.map((l) => `export ${l}`).join('\n') + '\n';
@@ -529,6 +547,14 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   state.shape = shape;
   state.shapeReason = shapeReason;
   if (opts.temporalArgs) state.temporal.extraArgs = opts.temporalArgs;
+  if (opts.kubeVersion) {
+    kubeBinaries(opts.kubeVersion); // refuses a release that is not built here
+    if (running && (state.kubeVersion ?? kubeVersions().current) !== opts.kubeVersion)
+      throw new Error(
+        `the plane in ${dir} runs Kubernetes ${state.kubeVersion ?? kubeVersions().current}; 'svm dev down --dir ${dir}' first`,
+      );
+    state.kubeVersion = opts.kubeVersion;
+  }
   const svChanged = opts.storageVersionApi !== undefined && opts.storageVersionApi !== state.storageVersionApi;
   if (opts.storageVersionApi !== undefined) state.storageVersionApi = opts.storageVersionApi;
   for (let i = state.apiservers.length; i < count; i++) {
@@ -693,6 +719,8 @@ export async function down(dirArg: string, log: (l: string) => void = (l) => pro
     log(`nothing to stop: no ${stateFile(path.resolve(dirArg))}`);
     return;
   }
+  if (isRunning(state.controllerManager)) log(`stopping kube-controller-manager (pid ${state.controllerManager!.pid})`);
+  if (state.controllerManager) await stopProcess(state.controllerManager);
   if (isRunning(state.loadBalancer)) log(`stopping haproxy (pid ${state.loadBalancer!.pid})`);
   if (state.loadBalancer) await stopProcess(state.loadBalancer);
   for (const a of state.apiservers) {
@@ -742,12 +770,17 @@ export async function restartApiserver(
   index: number,
   extraArgs?: string[],
   log: (l: string) => void = (l) => process.stderr.write(l + '\n'),
+  opts: { version?: string } = {},
 ): Promise<ApiserverRecord> {
   const state = mustState(dir);
   const a = apiserverRecord(state, index);
+  if (opts.version) kubeBinaries(opts.version); // refuses a release that is not built, before stopping anything
   await stopProcess(a);
   if (extraArgs) a.extraArgs = extraArgs;
-  log(`restarting kube-apiserver ${index} with extra flags [${a.extraArgs.join(' ')}]`);
+  if (opts.version) a.version = opts.version;
+  log(
+    `restarting kube-apiserver ${index} (${a.version ?? state.kubeVersion ?? kubeVersions().current}) with extra flags [${a.extraArgs.join(' ')}]`,
+  );
   await startApiserverProcess(state, a, ensureTools(log), log);
   return a;
 }
@@ -780,4 +813,87 @@ export async function restartTemporal(dir: string, log: (l: string) => void = (l
   const state = mustState(dir);
   await stopProcess(state.temporal);
   await up({ dir, log });
+}
+
+// ------------------------------------------------------------ kube-controller-manager
+
+/** The controllers the plane's kube-controller-manager runs: what the built-in migrator needs, and no more. */
+export function controllerManagerControllers(builtInMigrator: boolean): string[] {
+  return ['garbage-collector-controller', ...(builtInMigrator ? ['storage-version-migrator-controller'] : [])];
+}
+
+/**
+ * Starts (or restarts, at another release or with the built-in migrator on or
+ * off) the plane's kube-controller-manager: through the load balancer, with
+ * leader election, running the garbage collector and, when builtInMigrator,
+ * the built-in storage version migrator (GA and on by default in 1.37; behind
+ * StorageVersionMigrator=true in 1.36). Stopped by `down`.
+ */
+export async function startControllerManager(
+  dir: string,
+  opts: { builtInMigrator: boolean; version?: string },
+  log: (l: string) => void = (l) => process.stderr.write(l + '\n'),
+): Promise<ControllerManagerRecord> {
+  const state = mustState(dir);
+  const version = opts.version ?? state.controllerManager?.version ?? state.kubeVersion ?? kubeVersions().current;
+  const binary = kubeBinaries(version).kubeControllerManager;
+  if (state.controllerManager) await stopProcess(state.controllerManager);
+  const base = path.join(dir, 'controller-manager');
+  fs.mkdirSync(base, { recursive: true });
+  const kubeconfig = path.join(dir, 'kubeconfig');
+  const port = await freePort();
+  const major = Number(/^v1\.(\d+)/.exec(version)?.[1] ?? '0');
+  const args = [
+    `--kubeconfig=${kubeconfig}`,
+    `--authentication-kubeconfig=${kubeconfig}`,
+    `--authorization-kubeconfig=${kubeconfig}`,
+    '--leader-elect=true',
+    `--controllers=${controllerManagerControllers(opts.builtInMigrator).join(',')}`,
+    '--use-service-account-credentials=false',
+    '--bind-address=127.0.0.1',
+    `--secure-port=${port}`,
+    `--cert-dir=${path.join(base, 'tls')}`,
+    `--root-ca-file=${state.caFile}`,
+    `--service-account-private-key-file=${ensurePki(dir).saKey}`,
+    '--authorization-always-allow-paths=/healthz,/readyz,/livez',
+    // The plane has no front proxy: nothing to look up in kube-system/extension-apiserver-authentication.
+    '--authentication-skip-lookup=true',
+    ...(opts.builtInMigrator && major < 37 ? ['--feature-gates=StorageVersionMigrator=true'] : []),
+  ];
+  const rec: ControllerManagerRecord = {
+    pid: 0,
+    binary,
+    log: path.join(base, 'kube-controller-manager.log'),
+    version,
+    builtInMigrator: opts.builtInMigrator,
+    port,
+  };
+  log(`starting kube-controller-manager ${version} (${rec.builtInMigrator ? 'with' : 'without'} its built-in storage version migrator)`);
+  rec.pid = await startProcess(binary, args, rec.log);
+  state.controllerManager = rec;
+  writeState(state);
+  await waitFor(
+    `kube-controller-manager ${version}`,
+    rec,
+    async () =>
+      new Promise<boolean>((resolve) => {
+        const req = https.get(`https://127.0.0.1:${port}/healthz`, { rejectUnauthorized: false, timeout: 3000 }, (res) => {
+          res.resume();
+          resolve(res.statusCode === 200);
+        });
+        req.on('error', () => resolve(false));
+        req.on('timeout', () => req.destroy());
+      }),
+    60_000,
+  );
+  return rec;
+}
+
+/** Stops the plane's kube-controller-manager (no-op when none runs). */
+export async function stopControllerManager(dir: string): Promise<void> {
+  const state = mustState(dir);
+  if (!state.controllerManager) return;
+  await stopProcess(state.controllerManager);
+  delete state.controllerManager;
+  writeState(state);
 }

@@ -14,7 +14,29 @@ export interface ToolPaths {
   kubeApiserver: string;
   kubeControllerManager: string;
   kubectl: string;
+  /** The previous Kubernetes release's servers (the rolling-upgrade test starts on them). */
+  kubeApiserverPrevious: string;
+  kubeControllerManagerPrevious: string;
   temporal: string;
+}
+
+/** The Kubernetes releases the plane can run: the default (newest) and the one before. */
+export const kubeVersions = (): { current: string; previous: string } => ({
+  current: versions.kubernetes,
+  previous: versions.kubernetesPrevious,
+});
+
+/** kube-apiserver and kube-controller-manager of one release built by scripts/tools.sh. */
+export function kubeBinaries(version: string): { kubeApiserver: string; kubeControllerManager: string } {
+  const { current, previous } = kubeVersions();
+  if (version !== current && version !== previous) {
+    throw new Error(`Kubernetes ${version} is not built here: the plane runs ${current} (default) or ${previous} (tools/versions.json)`);
+  }
+  const bin = path.join(toolsDir(), 'bin');
+  return {
+    kubeApiserver: path.join(bin, `kube-apiserver-${version}`),
+    kubeControllerManager: path.join(bin, `kube-controller-manager-${version}`),
+  };
 }
 
 const repoRoot = path.resolve(__dirname, '..', '..');
@@ -32,6 +54,8 @@ export function expectedToolPaths(): ToolPaths {
     kubeApiserver: path.join(bin, `kube-apiserver-${versions.kubernetes}`),
     kubeControllerManager: path.join(bin, `kube-controller-manager-${versions.kubernetes}`),
     kubectl: path.join(bin, `kubectl-${versions.kubernetes}`),
+    kubeApiserverPrevious: path.join(bin, `kube-apiserver-${versions.kubernetesPrevious}`),
+    kubeControllerManagerPrevious: path.join(bin, `kube-controller-manager-${versions.kubernetesPrevious}`),
     temporal: path.join(bin, `temporal-${versions.temporal}`),
   };
 }

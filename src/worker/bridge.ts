@@ -169,6 +169,15 @@ export class Bridge {
     const name = event.name;
     if (type === 'DELETED') return this.deleted(event);
 
+    // svm owns this API here (own mode): any object another controller writes means two controllers run.
+    if (this.api.kind === 'standard' && event.otherWriters.length > 0 && event.state !== 'new') {
+      this.reportShared(
+        event,
+        event.workflowId
+          ? undefined
+          : `another controller (${event.otherWriters.join(', ')}) acts on StorageVersionMigration ${event.name}, which svm was configured to own (SVM_STANDARD_MIGRATIONS=own): svm leaves it alone; turn the built-in migrator off (kube-controller-manager --controllers=...,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
+      );
+    }
     if (event.state === 'finished') return;
     // Updates the workflow writes (every chunk) are not looked at one by one: the resync looks at those.
     if (type !== RECHECK && event.workflowId && event.statusFromWorkflow && event.otherWriters.length === 0) return;
@@ -182,7 +191,10 @@ export class Bridge {
     if (workflowId) return this.checkAttached(obj, workflowId);
     if (state === 'upstreamRunning' && this.api.kind === 'standard') {
       // Another controller (the built-in) runs it: never two controllers on one object.
-      this.reportShared(obj, 'left to it: svm does not act on a StorageVersionMigration another controller runs');
+      this.reportShared(
+        obj,
+        `another controller (${obj.otherWriters.join(', ') || 'unknown'}) runs StorageVersionMigration ${obj.name}: left to it, svm does not act on an object another controller runs`,
+      );
       return;
     }
     if (state === 'new' && obj.continueToken !== undefined) {

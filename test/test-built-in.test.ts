@@ -1,0 +1,113 @@
+/**
+ * svm beside the real built-in migrator (kube-controller-manager's
+ * storage-version-migrator-controller, GA in 1.37) on the plane:
+ *  - defer: svm's delegateToBuiltIn creates a standard object only once the
+ *    API servers agree, the built-in migrates it, svm records success; etcd
+ *    holds only the new version, and the built-in pruned storedVersions;
+ *  - own while the built-in still runs (the misconfiguration): svm reports
+ *    the object both act on.
+ * kube-controller-manager runs for this file only.
+ */
+import assert from 'node:assert/strict';
+import { Writable } from 'node:stream';
+import { after, before, test } from 'node:test';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { startControllerManager, stopControllerManager } from '../src/dev/plane';
+import { getCrd } from '../src/kube/crds';
+import { findStandardMigration } from '../src/kube/standard-migrations';
+import { resolveResource } from '../src/kube/resolve';
+import { startOptions } from '../src/workflows/start-options';
+import type { delegateToBuiltIn } from '../src/workflows/delegate-to-built-in';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+  await installCrds(plane.kube);
+  await startControllerManager(plane.dir, { builtInMigrator: true }, () => undefined);
+});
+after(async () => {
+  if (plane) await stopControllerManager(plane.dir);
+  await plane?.close();
+});
+
+void test('defer: svm hands the pass to the built-in under agreement and records success only after it; etcd holds only v2', async () => {
+  const crd = testCrd(`${uniq('bi')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 200, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const ref = await resolveResource(plane.kube, crd.name);
+  await withWorker(plane, async (_m, taskQueue) => {
+    const started = Date.now();
+    const handle = await plane.temporal.client.workflow.start<typeof delegateToBuiltIn>('delegateToBuiltIn', {
+      ...startOptions(ref, taskQueue),
+      args: [{ resource: ref, pollSeconds: 1 }],
+    });
+    const result = await handle.result();
+    const seconds = (Date.now() - started) / 1000;
+    assert.equal(result.phase, 'Succeeded', result.message);
+    assert.match(result.message ?? '', /the built-in migrator migrated .* agreed on v2 from its creation to its success/);
+    const [entry] = result.migrationObjects;
+    const name = entry!.replace('storagemigration.k8s.io/', '');
+    const obj = await findStandardMigration(plane.kube, name);
+    // The built-in's own conditions: svm did not write this object's status.
+    assert.equal(obj?.status?.conditions?.find((c) => c.type === 'Succeeded')?.status, 'True');
+    assert.equal(
+      obj?.status?.conditions?.find((c) => c.type === 'migration.k8s.io/Progress'),
+      undefined,
+    );
+    assert.ok((obj?.metadata.managedFields ?? []).every((f) => f.subresource !== 'status' || f.manager !== 'svm'));
+    console.log(
+      `built-in via svm (defer): 200 objects in ${seconds.toFixed(1)}s; the built-in reported: ${JSON.stringify(obj?.status?.conditions?.map((c) => `${c.type}=${c.status}: ${c.message}`))}`,
+    );
+  });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 200,
+  });
+  // storedVersions are the built-in's to prune (its generation check), and it did.
+  await eventually('the built-in pruned storedVersions', async () => {
+    const c = await getCrd(plane.kube, { group: crd.group, resource: crd.plural });
+    return c.status?.storedVersions?.join() === 'v2';
+  });
+});
+
+void test('own while the built-in still runs: svm reports the standard object another controller acts on', async () => {
+  const crd = testCrd(`${uniq('both')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 20, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const name = uniq('both');
+  const lines: string[] = [];
+  const logTo = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      lines.push(...chunk.toString().split('\n').filter(Boolean));
+      cb();
+    },
+  });
+  await withWorker(
+    plane,
+    async () => {
+      await plane.kube.request('POST', '/apis/storagemigration.k8s.io/v1/storageversionmigrations', {
+        body: JSON.stringify({
+          apiVersion: 'storagemigration.k8s.io/v1',
+          kind: 'StorageVersionMigration',
+          metadata: { name },
+          spec: { resource: { group: crd.group, resource: crd.plural } },
+        }),
+      });
+      const reported = await eventually(
+        'svm reported the object',
+        async () =>
+          lines
+            .map((l) => JSON.parse(l) as { name?: string; writers?: string[]; msg: string; level: number })
+            .find((l) => l.name === name && l.level >= 50 && (l.writers ?? []).some((w) => w.startsWith('kube-controller-manager'))),
+        90_000,
+      );
+      assert.match(reported.msg, /another controller \(kube-controller-manager/);
+    },
+    { settings: { bridge: true, standardMigrations: 'own' }, logTo },
+  );
+});
