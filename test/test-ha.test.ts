@@ -1,7 +1,8 @@
 /**
  * HA safety on real disagreement: two kube-apiservers of one binary, one of
  * them started with --min-compatibility-version=1.33, encode
- * resource.k8s.io/deviceclasses as v1beta2 where the default encodes v1.
+ * admissionregistration.k8s.io/mutatingadmissionpolicybindings as v1beta1 where the default encodes v1
+ * (test/helpers/old-encoding.ts).
  * A migration waits while they disagree, stops when agreement breaks, ignores
  * servers that are gone, and succeeds only when agreement held from its start
  * to its end. etcd is checked at the end of every scenario.
@@ -24,15 +25,15 @@ import { restartApiserver, stopApiserver } from '../src/dev/plane';
 import { storageVersionHashOf } from '../src/kube/agreement';
 import { endpointAddresses, listKubernetesEndpointSlices } from '../src/kube/apiservers';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { createDeviceClasses, DEVICECLASSES_PREFIX, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
+import { createDisagreeing, DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const OLD = OLD_ENCODING_FLAGS;
-const DEVICECLASSES = 'deviceclasses.resource.k8s.io';
-const PREFIX = DEVICECLASSES_PREFIX;
-const HASH_V1 = storageVersionHashOf('resource.k8s.io', 'v1', 'DeviceClass');
-const HASH_V1BETA2 = storageVersionHashOf('resource.k8s.io', 'v1beta2', 'DeviceClass');
+const DEVICECLASSES = DISAGREEING.name;
+const PREFIX = DISAGREEING.prefix;
+const HASH_V1 = storageVersionHashOf(DISAGREEING.group, 'v1', DISAGREEING.kind);
+const HASH_V1BETA2 = storageVersionHashOf(DISAGREEING.group, 'v1beta1', DISAGREEING.kind);
 
 let plane: TestPlane;
 before(async () => {
@@ -68,7 +69,7 @@ async function restartInPlace(index: number, flags: string[]): Promise<void> {
   await restartApiserver(plane.dir, index, flags, quiet);
 }
 
-async function deviceClassVersions(): Promise<Record<string, number>> {
+async function disagreeingVersions(): Promise<Record<string, number>> {
   return (await storedVersions(plane.etcd, PREFIX)).byApiVersion;
 }
 
@@ -97,21 +98,24 @@ function scenarios(sv: boolean): void {
   void test('servers disagree: the migration waits visibly and writes nothing; once they agree it succeeds, etcd clean', async () => {
     await restartApiserver(plane.dir, 1, OLD, quiet);
     const tag = uniq('dc');
-    await createDeviceClasses(plane.kubeOf(1), `${tag}-old`, 60); // stored as v1beta2
-    await createDeviceClasses(plane.kubeOf(0), `${tag}-new`, 40); // stored as v1
-    const v = await deviceClassVersions();
-    assert.ok((v['resource.k8s.io/v1beta2'] ?? 0) >= 60, `expected v1beta2 objects, got ${JSON.stringify(v)}`);
+    await createDisagreeing(plane.kubeOf(1), `${tag}-old`, 60); // stored as v1beta1
+    await createDisagreeing(plane.kubeOf(0), `${tag}-new`, 40); // stored as v1
+    const v = await disagreeingVersions();
+    assert.ok((v[DISAGREEING.oldApiVersion] ?? 0) >= 60, `expected v1beta1 objects, got ${JSON.stringify(v)}`);
 
     const result = await withWorker(plane, async (m) => {
       const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
       const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
       if (sv) {
-        assert.match(waiting.message ?? '', /disagree on the encoding version of resource\.k8s\.io\.deviceclasses: /);
-        assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1beta2\b/);
-        assert.match(waiting.message ?? '', /=resource\.k8s\.io\/v1(,|$)/);
+        assert.match(
+          waiting.message ?? '',
+          /disagree on the encoding version of admissionregistration\.k8s\.io\.mutatingadmissionpolicybindings: /,
+        );
+        assert.match(waiting.message ?? '', /=admissionregistration\.k8s\.io\/v1beta1\b/);
+        assert.match(waiting.message ?? '', /=admissionregistration\.k8s\.io\/v1(,|$)/);
       } else {
         // Each server asked at its own address, named by it, with the hash it serves.
-        const expected = `disagree on the storage version of ${DEVICECLASSES}: ${serverId(0)}=${HASH_V1} (resource.k8s.io/v1), ${serverId(1)}=${HASH_V1BETA2} (resource.k8s.io/v1beta2)`;
+        const expected = `disagree on the storage version of ${DEVICECLASSES}: ${serverId(0)}=${HASH_V1} (${DISAGREEING.newApiVersion}), ${serverId(1)}=${HASH_V1BETA2} (${DISAGREEING.oldApiVersion})`;
         assert.ok(waiting.message?.includes(expected), `expected "${expected}" in: ${waiting.message}`);
       }
       process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] waiting: ${waiting.message}\n`);
@@ -137,30 +141,30 @@ function scenarios(sv: boolean): void {
       ? 'the StorageVersion API: 2 live API servers'
       : '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery';
     assert.ok(
-      result.message?.includes(`resource.k8s.io/v1 in one whole pass; the API servers agreed from start to end: ${checked}`),
+      result.message?.includes(`${DISAGREEING.newApiVersion} in one whole pass; the API servers agreed from start to end: ${checked}`),
       result.message,
     );
-    assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+    assert.deepEqual(Object.keys(await disagreeingVersions()), [DISAGREEING.newApiVersion]);
   });
 
   void test('agreement breaks mid-migration: the migration stops, waits, starts over, and finishes at the final version; etcd clean', async () => {
     const tag = uniq('brk');
     await restartApiserver(plane.dir, 1, OLD, quiet);
-    await createDeviceClasses(plane.kubeOf(1), tag, 600); // v1beta2
+    await createDisagreeing(plane.kubeOf(1), tag, 600); // v1beta1
     await restartApiserver(plane.dir, 1, [], quiet); // agreement on v1
 
     const result = await withWorker(plane, async (m) => {
       // qps 30: the pass (600 objects) lasts ~20s, longer than a restart of server 1.
       const h = await m.start(DEVICECLASSES, { chunkSize: 50, concurrency: 2, qps: 30, agreementPollSeconds: 2 });
       await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
-      // A rolling upgrade step backwards: server 1 encodes v1beta2 again.
+      // A rolling upgrade step backwards: server 1 encodes v1beta1 again.
       await restartInPlace(1, OLD);
       const waiting = await eventually('back to WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
       assert.ok(waiting.restarts >= 1, 'the polluted pass must be abandoned');
       assert.equal(waiting.counters.migrated, 0, 'counters restart with the new pass');
       // Meanwhile writes through the old server store the old version.
-      await createDeviceClasses(plane.kubeOf(1), `${tag}-late`, 30);
-      assert.ok(((await deviceClassVersions())['resource.k8s.io/v1beta2'] ?? 0) >= 30);
+      await createDisagreeing(plane.kubeOf(1), `${tag}-late`, 30);
+      assert.ok(((await disagreeingVersions())[DISAGREEING.oldApiVersion] ?? 0) >= 30);
       await restartInPlace(1, []);
       return h.wait();
     });
@@ -177,13 +181,13 @@ function scenarios(sv: boolean): void {
     );
     const total = (await storedVersions(plane.etcd, PREFIX)).total;
     assert.equal(result.counters.migrated + result.counters.conflicts, total, 'the final pass must cover every object');
-    assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+    assert.deepEqual(Object.keys(await disagreeingVersions()), [DISAGREEING.newApiVersion]);
   });
 
   void test('an API server removed for good: once its identity lease is gone, it no longer blocks agreement', async () => {
     const tag = uniq('gone');
     await restartApiserver(plane.dir, 1, OLD, quiet);
-    await createDeviceClasses(plane.kubeOf(1), tag, 50); // v1beta2
+    await createDisagreeing(plane.kubeOf(1), tag, 50); // v1beta1
     const leases = await plane.kube.getJson<{
       items: Array<{ metadata: { name: string; labels: Record<string, string> }; spec?: { renewTime?: string } }>;
     }>('/apis/coordination.k8s.io/v1/namespaces/kube-system/leases', {
@@ -196,12 +200,12 @@ function scenarios(sv: boolean): void {
       .sort((a, b) => String(b.spec?.renewTime ?? '').localeCompare(String(a.spec?.renewTime ?? '')));
     const gone = own[0]!.metadata.name;
     if (sv) {
-      // The scenario needs the stale entry: wait until server 1 has published v1beta2 (on a busy machine it lags).
-      await eventually('server 1 to publish v1beta2', async () => {
+      // The scenario needs the stale entry: wait until server 1 has published v1beta1 (on a busy machine it lags).
+      await eventually('server 1 to publish v1beta1', async () => {
         const obj = await plane.kube.getJson<{ status?: { storageVersions?: Array<{ apiServerID: string; encodingVersion: string }> } }>(
-          '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses',
+          `/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/${DISAGREEING.storageVersionName}`,
         );
-        return obj.status?.storageVersions?.some((e) => e.apiServerID === gone && e.encodingVersion === 'resource.k8s.io/v1beta2');
+        return obj.status?.storageVersions?.some((e) => e.apiServerID === gone && e.encodingVersion === DISAGREEING.oldApiVersion);
       });
     }
     // Killed, not stopped: a graceful shutdown deletes its own identity lease (and endpoint); a vanished server leaves them behind.
@@ -248,7 +252,7 @@ function scenarios(sv: boolean): void {
         return r;
       }
       const h = await m.start(DEVICECLASSES, { agreementPollSeconds: 2 });
-      // Its lease is still there: its stale v1beta2 entry blocks agreement.
+      // Its lease is still there: its stale v1beta1 entry blocks agreement.
       const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
       assert.match(waiting.message ?? '', /disagree/);
       await deleteLease();
@@ -264,10 +268,10 @@ function scenarios(sv: boolean): void {
       ),
       result.message,
     );
-    assert.deepEqual(Object.keys(await deviceClassVersions()), ['resource.k8s.io/v1']);
+    assert.deepEqual(Object.keys(await disagreeingVersions()), [DISAGREEING.newApiVersion]);
     if (sv) {
       const obj = await plane.kube.getJson<{ status: { storageVersions: Array<{ apiServerID: string }> } }>(
-        '/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/resource.k8s.io.deviceclasses',
+        `/apis/internal.apiserver.k8s.io/v1alpha1/storageversions/${DISAGREEING.storageVersionName}`,
       );
       assert.ok(
         obj.status.storageVersions.some((e) => e.apiServerID === gone),

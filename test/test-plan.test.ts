@@ -26,7 +26,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { applyCrd, createObjects, ensureNamespace, testCrd, type TestCrd } from './helpers/crd';
-import { OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
+import { DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
@@ -259,7 +259,7 @@ void test('svm plan lists resources whose StorageState holds an old or Unknown h
 void test('API servers that disagree block: exit 2, naming both servers', async () => {
   assert.equal(plane.shape, 'cluster', `servers disagree only where each has its own address: ${plane.state.shapeReason}`);
   const [a, b] = plane.apiserverAddresses;
-  // Killed (lease and endpoint stay), then back with an older compatibility version: it encodes resource.k8s.io as v1beta2.
+  // Killed (lease and endpoint stay), then back with an older compatibility version: it encodes MutatingAdmissionPolicyBindings as v1beta1.
   await stopApiserver(plane.dir, 1, { kill: true });
   try {
     await restartApiserver(plane.dir, 1, OLD_ENCODING_FLAGS, () => undefined);
@@ -267,35 +267,31 @@ void test('API servers that disagree block: exit 2, naming both servers', async 
       'plan to see the disagreement',
       async () => {
         const p = await planJson();
-        return p.plan.items.some((i) => i.resource === 'deviceclasses.resource.k8s.io') ? p : undefined;
+        return p.plan.items.some((i) => i.resource === DISAGREEING.name) ? p : undefined;
       },
       60_000,
     );
     assert.equal(plan.exitCode, 2);
     assert.equal(plan.verdict, 'Blocked');
-    const dc = plan.items.find((i) => i.resource === 'deviceclasses.resource.k8s.io')!;
+    const dc = plan.items.find((i) => i.resource === DISAGREEING.name)!;
     assert.equal(dc.action, 'blocked');
     assert.deepEqual(dc.sources, ['disagreement']);
     assert.match(
       dc.blockedBy!,
       new RegExp(
-        `API servers disagree on the storage version of deviceclasses\\.resource\\.k8s\\.io: ${a}:6443=\\S+ \\(resource\\.k8s\\.io/v1\\), ${b}:6443=\\S+ \\(resource\\.k8s\\.io/v1beta2\\)`,
+        `API servers disagree on the storage version of mutatingadmissionpolicybindings\\.admissionregistration\\.k8s\\.io: ${a}:6443=\\S+ \\(admissionregistration\\.k8s\\.io/v1\\), ${b}:6443=\\S+ \\(admissionregistration\\.k8s\\.io/v1beta1\\)`,
       ),
     );
     assert.equal(typeof dc.objects, 'number');
     const table = await svm(['plan'], { KUBECONFIG: readerKubeconfig });
     assert.equal(table.code, 2, table.stderr);
-    assert.match(table.stdout, /^deviceclasses\.resource\.k8s\.io +blocked +\d+ +\S+ +servers disagree$/m);
-    assert.match(table.stdout, /^deviceclasses\.resource\.k8s\.io blocked: API servers disagree/m);
+    assert.match(table.stdout, /^mutatingadmissionpolicybindings\.admissionregistration\.k8s\.io +blocked +\d+ +\S+ +servers disagree$/m);
+    assert.match(table.stdout, /^mutatingadmissionpolicybindings\.admissionregistration\.k8s\.io blocked: API servers disagree/m);
     assert.match(table.stdout, /blocked: \d+ resource\(s\) cannot be migrated now \(see above\) \(exit 2\)\n$/);
   } finally {
     await restartApiserver(plane.dir, 1, [], () => undefined);
   }
-  await eventually(
-    'agreement again',
-    async () => !(await planJson()).plan.items.some((i) => i.resource === 'deviceclasses.resource.k8s.io'),
-    60_000,
-  );
+  await eventually('agreement again', async () => !(await planJson()).plan.items.some((i) => i.resource === DISAGREEING.name), 60_000);
 });
 
 void test('errors exit 3 with a message, bad flags before anything happens', async () => {

@@ -17,7 +17,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { createDeviceClasses, OLD_ENCODING_FLAGS } from './helpers/deviceclasses';
+import { createDisagreeing, DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
@@ -186,9 +186,9 @@ void test('the trigger stopped past its staleness bound while a storage version 
 });
 
 void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers: no migration while hashes differ, a running one stopped when they diverge, success only after all agree; etcd ends clean', async () => {
-  const name = 'deviceclasses.resource.k8s.io';
+  const name = DISAGREEING.name;
   const OLD = OLD_ENCODING_FLAGS;
-  const create = (index: number, prefix: string, count: number) => createDeviceClasses(plane.kubeOf(index), prefix, count);
+  const create = (index: number, prefix: string, count: number) => createDisagreeing(plane.kubeOf(index), prefix, count);
   const migrationRunning = async () =>
     (
       await plane.temporal.client.workflow
@@ -197,7 +197,7 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
         .catch(() => undefined)
     )?.status.name === 'RUNNING';
   const tag = uniq('wt');
-  const hV1 = await discoveryHash(0, 'resource.k8s.io', 'v1', 'deviceclasses');
+  const hV1 = await discoveryHash(0, DISAGREEING.group, 'v1', DISAGREEING.resource);
 
   await withWorker(
     plane,
@@ -209,11 +209,11 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       await eventually('settled on v1', settled(name, hV1, started), 360_000);
       await snapshot('0. both servers encode v1', name);
 
-      // 1. server 1 moves to v1beta2: hashes diverge, persisted gains its hash, nothing migrates
+      // 1. server 1 moves to v1beta1: hashes diverge, persisted gains its hash, nothing migrates
       await restartApiserver(plane.dir, 1, OLD, () => undefined);
-      const hB2 = await discoveryHash(1, 'resource.k8s.io', 'v1', 'deviceclasses');
+      const hB2 = await discoveryHash(1, DISAGREEING.group, 'v1', DISAGREEING.resource);
       assert.notEqual(hB2, hV1);
-      await create(1, `${tag}-b`, 50); // written in v1beta2
+      await create(1, `${tag}-b`, 50); // written in v1beta1
       const diverged = await eventually(
         'both hashes reported',
         async () => {
@@ -228,17 +228,15 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
         assert.equal(await migrationRunning(), false, 'no migration while the hashes differ');
         await new Promise((r) => setTimeout(r, 2000));
       }
-      await snapshot('1. server 1 moved to v1beta2 (diverged)', name);
+      await snapshot('1. server 1 moved to v1beta1 (diverged)', name);
 
-      // 2. server 0 follows: agreement on v1beta2, current moves, the trigger migrates, persisted refined
+      // 2. server 0 follows: agreement on v1beta1, current moves, the trigger migrates, persisted refined
       await restartApiserver(plane.dir, 0, OLD, () => undefined);
-      await eventually('current = v1beta2 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 180_000);
-      await snapshot('2. server 0 followed (agree on v1beta2)', name);
-      await eventually('settled on v1beta2', settled(name, hB2), 360_000);
-      assert.deepEqual(Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion), [
-        'resource.k8s.io/v1beta2',
-      ]);
-      await snapshot('2b. migrated to v1beta2', name);
+      await eventually('current = v1beta1 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 180_000);
+      await snapshot('2. server 0 followed (agree on v1beta1)', name);
+      await eventually('settled on v1beta1', settled(name, hB2), 360_000);
+      assert.deepEqual(Object.keys((await storedVersions(plane.etcd, DISAGREEING.prefix)).byApiVersion), [DISAGREEING.oldApiVersion]);
+      await snapshot('2b. migrated to v1beta1', name);
 
       // 3. server 1 rolls back to v1 while objects are written through it: diverged again
       await create(1, `${tag}-c`, 150);
@@ -256,9 +254,9 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       assert.equal(await migrationRunning(), false, 'no migration while the hashes differ');
       await snapshot('3. server 1 rolled back (diverged)', name);
 
-      // 4. forward again: agreement on v1beta2; the v1 objects written meanwhile are migrated
+      // 4. forward again: agreement on v1beta1; the v1 objects written meanwhile are migrated
       await restartApiserver(plane.dir, 1, OLD, () => undefined);
-      await eventually('settled on v1beta2 again', settled(name, hB2), 360_000);
+      await eventually('settled on v1beta1 again', settled(name, hB2), 360_000);
       await snapshot('4. forward again, migrated', name);
       await (await m.handle(name)).wait();
       await m.stopTrigger();
@@ -266,8 +264,8 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
     { settings: { maxConcurrentChunks: 8 } },
   );
   assert.deepEqual(
-    Object.keys((await storedVersions(plane.etcd, '/registry/deviceclasses/')).byApiVersion),
-    ['resource.k8s.io/v1beta2'],
+    Object.keys((await storedVersions(plane.etcd, DISAGREEING.prefix)).byApiVersion),
+    [DISAGREEING.oldApiVersion],
     'etcd must end with every object at the final version',
   );
 });

@@ -40,8 +40,9 @@ export interface TestPlane {
   close(): Promise<void>;
 }
 
-export async function testPlane(): Promise<TestPlane> {
-  const dir = path.resolve(process.env.SVM_DEV_DIR || '.svm-dev');
+/** The suite's shared plane; or, with `dir`, a plane of the test's own (e.g. another Kubernetes release), brought up by the test. */
+export async function testPlane(opts: { dir?: string } = {}): Promise<TestPlane> {
+  const dir = path.resolve(opts.dir ?? (process.env.SVM_DEV_DIR || '.svm-dev'));
   await up({ dir, log: () => undefined }); // idempotent: instant when it is running
   const env = readEnv(dir);
   const state = (): PlaneState => readState(dir)!;
