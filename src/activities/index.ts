@@ -26,6 +26,7 @@ import { listIdentityLeases } from '../kube/leases';
 import { createMigrationObject, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import { adapterFor, sigsApi, standardApi } from '../kube/migration-objects';
 import { createBuiltInActivities } from './built-in';
+import { createResolveActivities } from './resolve';
 import { RateLimiter } from '../kube/rate-limit';
 import { refineStorageState } from '../kube/storage-states';
 import { findStorageVersion } from '../kube/storage-versions';
@@ -153,6 +154,7 @@ export function createActivities(deps: ActivityDeps) {
   return {
     ...createTriggerActivities({ kube, apiservers, temporal: deps.temporal, triggerApi: deps.triggerApi }),
     ...createFollowActivities(deps.temporal),
+    ...createResolveActivities(kube),
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
 
     /** One page: list, no-op update each object, return counters and the next token. */

@@ -248,7 +248,7 @@ export class Bridge {
     // workflow lists but that is not annotated, and the next look attaches it
     // again (a no-op). The other order could leave an annotated object its
     // workflow does not know, which would be refused as not ours.
-    const handle = await this.opts.client.workflow.signalWithStart<typeof migrateResource, [string]>('migrateResource', {
+    const handle = await this.opts.client.workflow.signalWithStart<typeof migrateResource, [string | { name: string }]>('migrateResource', {
       ...startOptions(ref, this.opts.taskQueue),
       args: [{ resource: ref, migrationObjects: [obj.ref] }],
       signal: attachMigrationObjectSignal,

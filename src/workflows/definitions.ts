@@ -5,7 +5,7 @@
  * clients, the bridge, the agreement watcher and tests import this module
  * without pulling in workflow code.
  */
-import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Agreement } from '../activities';
 import type { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
@@ -143,17 +143,35 @@ export const CarriedStateSchema = z
   })
   .strict();
 
+/**
+ * The version of the workflow contract (docs/upgrade-tooling.md, contract/v1/*.schema.json):
+ * what any Temporal SDK or the CLI may send and read. A change that breaks a caller needs a new version.
+ */
+export const CONTRACT_VERSION = '1';
+
+/** How a caller names the resource in the minimal start: `plural.group` (`gizmos.example.com`), or a core plural (`secrets`). */
+export const RESOURCE_FORMS =
+  'accepted forms: {"resource": "gizmos.example.com"} (plural.group), {"resource": "secrets"} (a core resource), {"group": "example.com", "resource": "gizmos"}';
+
 export const MigrateResourceInputSchema = z
   .object({
-    resource: ResourceRefSchema,
+    /**
+     * The resource: a plural name (`secrets`), `plural.group` (`gizmos.example.com`), or the fully resolved
+     * reference svm's own client sends. A name is resolved by the workflow itself, in an activity.
+     */
+    resource: z.union([z.string().min(1).max(253), ResourceRefSchema]),
+    /** With a plural name in `resource`: its API group ("" or omitted for the core group). */
+    group: z.string().max(253).optional(),
     options: MigrationOptionsSchema.partial().optional(),
     /** StorageVersionMigration objects that mirror this migration's status. */
-    migrationObjects: z.array(z.string().min(1).max(253)).max(100).optional(),
+    migrationObjects: z.array(z.string().min(1).max(320)).max(100).optional(),
     carried: CarriedStateSchema.optional(),
   })
   .strict();
 
 export type MigrateResourceInput = Omit<z.infer<typeof MigrateResourceInputSchema>, 'carried'> & { carried?: CarriedState };
+/** The input once the resource is resolved (what a migration runs with, and continues as new with). */
+export type ResolvedInput = Omit<MigrateResourceInput, 'resource' | 'group'> & { resource: z.infer<typeof ResourceRefSchema> };
 /** The agreement travels as the activity returned it (the schema checks only what the workflow relies on). */
 export type CarriedState = Omit<z.infer<typeof CarriedStateSchema>, 'agreement'> & { agreement?: Agreement };
 
@@ -190,10 +208,38 @@ export interface MigrationProgress {
 
 export type MigrationResult = MigrationProgress;
 
-export const abortSignal = defineSignal<[reason?: string]>('abort');
-export const pauseSignal = defineSignal('pause');
-export const resumeSignal = defineSignal('resume');
-export const attachMigrationObjectSignal = defineSignal<[name: string]>('attachMigrationObject');
+/** Signals take one JSON object (the Go SDK sends exactly one argument); the older bare string still works. */
+export const abortSignal = defineSignal<[arg?: string | { reason?: string }]>('abort');
+export const pauseSignal = defineSignal<[arg?: Record<string, never>]>('pause');
+export const resumeSignal = defineSignal<[arg?: Record<string, never>]>('resume');
+export const attachMigrationObjectSignal = defineSignal<[arg: string | { name: string }]>('attachMigrationObject');
+
+/** The reason in an abort signal's argument, whichever shape it came in. */
+export const abortReason = (arg: unknown): string | undefined =>
+  typeof arg === 'string'
+    ? arg || undefined
+    : typeof (arg as { reason?: unknown })?.reason === 'string'
+      ? (arg as { reason: string }).reason
+      : undefined;
+/** The object name in an attachMigrationObject signal's argument. */
+export const attachedName = (arg: unknown): string | undefined =>
+  typeof arg === 'string' ? arg : typeof (arg as { name?: unknown })?.name === 'string' ? (arg as { name: string }).name : undefined;
+
+/** What a steering update answers: the progress, and what the migration will do next. */
+export interface SteerResult extends MigrationProgress {
+  paused: boolean;
+  /** Set once an abort is requested (it takes effect within the chunk in flight). */
+  abortRequested?: string;
+}
+/** Steering with an acknowledgement (Workflow Updates): refused with a reason when it cannot apply, e.g. after the verdict. */
+export const pauseUpdate = defineUpdate<SteerResult, [arg: Record<string, unknown> | undefined]>('pauseMigration');
+export const resumeUpdate = defineUpdate<SteerResult, [arg: Record<string, unknown> | undefined]>('resumeMigration');
+export const abortUpdate = defineUpdate<SteerResult, [arg: { reason?: string } | undefined]>('abortMigration');
+/**
+ * The synchronous answer to a start (Update-with-Start, or an update right after it): the resolved
+ * resource, or the refusal (ApplicationFailure type InvalidResource) naming the problem and the accepted forms.
+ */
+export const resolutionUpdate = defineUpdate<z.infer<typeof ResourceRefSchema>, [arg: Record<string, unknown> | undefined]>('resolution');
 /** Sent by the agreement watcher when a StorageVersion or CRD of this resource changed. */
 export const agreementChangedSignal = defineSignal<[why?: string]>('agreementChanged');
 export const progressQuery = defineQuery<MigrationProgress>('progress');

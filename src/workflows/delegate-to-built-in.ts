@@ -32,7 +32,14 @@ import { zeroCounters } from '../api/counters';
 import type { MigrationPhase } from '../api/migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import { standardRef } from '../api/standard-migration';
-import { abortSignal, agreementChangedSignal, progressQuery, type MigrationProgress, type MigrationResult } from './definitions';
+import {
+  abortReason,
+  abortSignal,
+  agreementChangedSignal,
+  progressQuery,
+  type MigrationProgress,
+  type MigrationResult,
+} from './definitions';
 import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from './search-attributes';
 
 const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = proxyActivities<Activities>({
@@ -115,7 +122,7 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
   };
   let aborted: string | undefined;
   let recheck = false;
-  setHandler(abortSignal, (reason?: string) => void (aborted = reason ?? 'abort requested'));
+  setHandler(abortSignal, (arg) => void (aborted = abortReason(arg) ?? 'abort requested'));
   setHandler(agreementChangedSignal, () => void (recheck = true));
   const progress = (): MigrationProgress => ({
     resource: name,

@@ -49,9 +49,17 @@ import type { Activities, Agreement } from '../activities';
 import type { ChunkResult } from '../activities/migrate-chunk';
 import type { MigrationPhase, StorageVersionMigrationStatus } from '../api/migration';
 import { addCounters, zeroCounters } from '../api/counters';
-import { groupResourceString, type ResourceRef } from '../api/resource';
+import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import {
+  abortReason,
   abortSignal,
+  abortUpdate,
+  attachedName,
+  pauseUpdate,
+  resolutionUpdate,
+  resumeUpdate,
+  type ResolvedInput,
+  type SteerResult,
   agreementChangedSignal,
   attachMigrationObjectSignal,
   defaultMigrationOptions,
@@ -90,13 +98,13 @@ const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string) =>
       nonRetryableErrorTypes: PROGRAMMING_ERRORS,
     },
   });
-const { agreement, recordMigrated, ensureMigrationObject, reportStatus } = proxyActivities<Activities>({
+const { agreement, recordMigrated, ensureMigrationObject, reportStatus, resolveMigrationResource } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',
   retry: {
     initialInterval: '1s',
     maximumInterval: '30s',
     maximumAttempts: 10,
-    nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged'],
+    nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged', 'InvalidResource'],
   },
 });
 
@@ -143,7 +151,7 @@ class Migration {
   /** The search attributes written last in this run: the phase, and at which chunk count. */
   private shown?: { phase: MigrationPhase; chunks: number };
 
-  constructor(input: MigrateResourceInput) {
+  constructor(input: ResolvedInput) {
     this.ref = input.resource;
     this.name = groupResourceString(this.ref);
     this.options = { ...defaultMigrationOptions, ...input.options };
@@ -154,14 +162,63 @@ class Migration {
 
   installHandlers(): void {
     setHandler(progressQuery, () => this.progress());
-    setHandler(abortSignal, (reason?: string) => {
+    const abort = (reason: string | undefined) => {
       this.aborted = reason || 'aborted by request';
       this.chunkScope?.cancel();
-    });
+    };
+    setHandler(abortSignal, (arg) => abort(abortReason(arg)));
     setHandler(pauseSignal, () => void (this.paused = true));
     setHandler(resumeSignal, () => void (this.paused = false));
-    setHandler(attachMigrationObjectSignal, (objectName: string) => void this.objects.add(objectName));
+    setHandler(attachMigrationObjectSignal, (arg) => {
+      const name = attachedName(arg);
+      if (name) this.objects.add(name);
+    });
     setHandler(agreementChangedSignal, () => void (this.recheck = true));
+    // The same steering with an acknowledgement: refused (validator) when it cannot apply, else the new state.
+    const steerable = (what: string) => {
+      if (this.phase === 'Succeeded' || this.phase === 'Failed' || this.phase === 'Aborted')
+        throw new Error(`cannot ${what}: the migration of ${this.name} has ended (${this.phase})`);
+      if (this.aborted) throw new Error(`cannot ${what}: the migration of ${this.name} is being aborted (${this.aborted})`);
+    };
+    const steered = (): SteerResult => ({
+      ...this.progress(),
+      paused: this.paused,
+      ...(this.aborted ? { abortRequested: this.aborted } : {}),
+    });
+    setHandler(
+      pauseUpdate,
+      () => {
+        this.paused = true;
+        return steered();
+      },
+      {
+        validator: (_arg) => {
+          steerable('pause');
+          if (this.paused) throw new Error(`cannot pause: the migration of ${this.name} is paused already`);
+        },
+      },
+    );
+    setHandler(
+      resumeUpdate,
+      () => {
+        this.paused = false;
+        return steered();
+      },
+      {
+        validator: (_arg) => {
+          steerable('resume');
+          if (!this.paused) throw new Error(`cannot resume: the migration of ${this.name} is not paused`);
+        },
+      },
+    );
+    setHandler(
+      abortUpdate,
+      (arg) => {
+        abort(arg?.reason);
+        return steered();
+      },
+      { validator: (_arg) => steerable('abort') },
+    );
   }
 
   progress(): MigrationProgress {
@@ -477,7 +534,7 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver> {
 // ------------------------------------------------------------ the workflow
 
 export async function migrateResource(raw: MigrateResourceInput): Promise<MigrationResult> {
-  const input = await validInput(raw);
+  const input = await resolvedInput(await validInput(raw));
   const m = new Migration(input);
   m.installHandlers();
   try {
@@ -518,17 +575,56 @@ async function validInput(raw: MigrateResourceInput): Promise<MigrateResourceInp
     reason = 'carried: carried state is accepted only from an earlier run of this same workflow (continue-as-new), never from a caller';
   }
   if (reason === undefined) return parsed.data as MigrateResourceInput;
-  const message = `invalid migration input: ${reason}`;
+  return failInput(raw, `invalid migration input: ${reason}`);
+}
+
+/** Fails the workflow for its input: its StorageVersionMigration objects say why, nothing of the resource is touched. */
+async function failInput(raw: MigrateResourceInput, message: string): Promise<never> {
   const objects = Array.isArray(raw?.migrationObjects) ? raw.migrationObjects.filter((o): o is string => typeof o === 'string') : [];
   if (objects.length > 0) {
-    // The kubectl user waiting on these objects learns why; still nothing of the resource is touched.
     await reportStatus(
       objects,
       { phase: 'Failed', message, workflowId: workflowInfo().workflowId, completionTime: new Date(Date.now()).toISOString() },
-      String(raw?.resource?.resource ?? '?'),
+      typeof raw?.resource === 'string' ? raw.resource : String(raw?.resource?.resource ?? '?'),
     );
   }
+  await condition(allHandlersFinished); // the resolution update answers with the refusal first
   throw ApplicationFailure.create({ type: 'InvalidInput', message, nonRetryable: true });
+}
+
+/**
+ * The minimal start ({"resource": "gizmos.example.com"}): the workflow resolves the resource itself, in an
+ * activity, before anything else. A refusal fails the workflow at once (non-retryable, type InvalidInput)
+ * and answers the resolution update with it; nothing is written. Histories of the fully resolved form
+ * never take this branch, so it changes none of their commands.
+ */
+async function resolvedInput(input: MigrateResourceInput): Promise<ResolvedInput> {
+  let resolved: ResourceRef | undefined = typeof input.resource === 'string' ? undefined : input.resource;
+  let refusal: string | undefined;
+  setHandler(resolutionUpdate, async (_arg) => {
+    await condition(() => resolved !== undefined || refusal !== undefined);
+    if (refusal !== undefined) throw ApplicationFailure.create({ type: 'InvalidResource', message: refusal, nonRetryable: true });
+    return resolved!;
+  });
+  if (typeof input.resource === 'string') {
+    let why: string | undefined;
+    try {
+      resolved = await resolveMigrationResource({ resource: input.resource, ...(input.group !== undefined ? { group: input.group } : {}) });
+    } catch (err) {
+      why = rootMessage(err);
+    }
+    // One workflow per resource, found and joined by anyone: its ID is derived from the resource.
+    if (resolved && workflowInfo().workflowId !== migrationWorkflowId(resolved)) {
+      why = `the workflow ID must be ${migrationWorkflowId(resolved)} (one migration per resource, joined by every caller), not ${workflowInfo().workflowId}`;
+      resolved = undefined;
+    }
+    if (why !== undefined) {
+      refusal = `invalid migration input: ${why}`;
+      await failInput(input, refusal);
+    }
+  }
+  const { group: _group, ...rest } = input;
+  return { ...rest, resource: resolved! };
 }
 
 /** The partial result a cancelled chunk reports in its CancelledFailure details. */

@@ -1,0 +1,82 @@
+/**
+ * The workflow contract as JSON Schema: what any Temporal SDK or the CLI may
+ * send to migrateResource (its start input, each signal and update) and read
+ * back (the progress query, the result, each update's answer). Generated from
+ * the zod schemas the workflow itself checks with, into contract/v<N>/ by
+ * `npm run gen` (scripts/gen-contract.ts); test/unit-contract.test.ts fails
+ * when the checked-in files and the code drift. Pure: no workflow code.
+ */
+import { z } from 'zod';
+import { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
+import {
+  CONTRACT_VERSION,
+  MigrateResourceInputSchema,
+  MigrationOptionsSchema,
+  type MigrationProgress,
+  type SteerResult,
+} from './definitions';
+
+export const ProgressSchema = z
+  .object({
+    resource: z.string().describe('plural.group, e.g. gizmos.example.com'),
+    phase: MigrationPhase,
+    counters: MigrationCounters,
+    failures: z.array(ObjectFailure).describe('the first objects whose update was refused, with the reason'),
+    continueTokenPresent: z.boolean(),
+    remainingEstimate: z.number().int().optional(),
+    objectsPerSecond: z.number(),
+    startedAt: z.number().describe('milliseconds since the epoch'),
+    runs: z.number().int(),
+    restarts: z.number().int().describe('times the whole pass started over (the agreement moved)'),
+    message: z.string().optional(),
+    migrationObjects: z
+      .array(z.string())
+      .describe('StorageVersionMigration objects that mirror it: a name, or storagemigration.k8s.io/<name>'),
+  })
+  .describe('the progress query (name "progress") and the result of the workflow');
+
+export const SteerResultSchema = ProgressSchema.extend({
+  paused: z.boolean(),
+  abortRequested: z.string().optional(),
+}).describe('the answer of pauseMigration, resumeMigration and abortMigration');
+
+// The schemas describe exactly the types the workflow uses: a change to one without the other does not compile.
+type Same<A, B> = [A] extends [B] ? ([B] extends [A] ? true : false) : false;
+const sameProgress: Same<z.infer<typeof ProgressSchema>, MigrationProgress> = true;
+const sameSteer: Same<z.infer<typeof SteerResultSchema>, SteerResult> = true;
+void sameProgress;
+void sameSteer;
+
+/** What a caller sends to start: everything but the state svm carries across continue-as-new. */
+export const StartInputSchema = MigrateResourceInputSchema.omit({ carried: true }).describe(
+  'the start input of migrateResource; minimal: {"resource": "gizmos.example.com"}',
+);
+
+const Empty = z.object({}).describe('an empty object (the Go SDK sends exactly one argument)');
+
+/** Every file of contract/v<CONTRACT_VERSION>/, by name. */
+export function contractSchemas(): Record<string, unknown> {
+  const schema = (s: z.ZodType, title: string) => ({
+    ...z.toJSONSchema(s, { io: 'input' }),
+    title,
+    'x-contract-version': CONTRACT_VERSION,
+  });
+  return {
+    'start-input': schema(StartInputSchema, 'migrateResource start input'),
+    options: schema(MigrationOptionsSchema.partial(), 'migration options (all optional)'),
+    progress: schema(ProgressSchema, 'progress query and workflow result'),
+    'signal-abort': schema(z.object({ reason: z.string().optional() }), 'signal "abort"'),
+    'signal-pause': schema(Empty, 'signal "pause"'),
+    'signal-resume': schema(Empty, 'signal "resume"'),
+    'signal-attachMigrationObject': schema(z.object({ name: z.string() }), 'signal "attachMigrationObject"'),
+    'update-pauseMigration-input': schema(Empty, 'update "pauseMigration" input'),
+    'update-resumeMigration-input': schema(Empty, 'update "resumeMigration" input'),
+    'update-abortMigration-input': schema(z.object({ reason: z.string().optional() }), 'update "abortMigration" input'),
+    'update-steer-result': schema(SteerResultSchema, 'answer of pauseMigration, resumeMigration, abortMigration'),
+    'update-resolution-input': schema(Empty, 'update "resolution" input'),
+    'update-resolution-result': schema(
+      MigrateResourceInputSchema.shape.resource.options[1],
+      'answer of "resolution": the resolved resource',
+    ),
+  };
+}
