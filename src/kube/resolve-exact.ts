@@ -45,7 +45,7 @@ export function matchExact(spec: ExactResource, discovered: DiscoveredResource[]
       }
     }
     throw new InvalidResourceError(
-      `the API servers serve no resource "${resource}" in ${group ? `group "${group}"` : 'the core group'}: spec.resource takes the plural name and the group exactly as the API serves them, e.g. {group: "apps", resource: "deployments"} or {group: "", resource: "secrets"}${hint}`,
+      `the API servers serve no resource "${resource}" in ${group ? `group "${group}"` : 'the core group'}: a resource is named by its plural and its group exactly as the API serves them, e.g. {group: "apps", resource: "deployments"} or {group: "", resource: "secrets"}${hint}`,
     );
   }
   let pool = same;

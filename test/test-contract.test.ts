@@ -1,0 +1,167 @@
+/**
+ * The contract from outside TypeScript: examples/shell/*.sh drive
+ * migrateResource with nothing but the Temporal CLI against the real plane
+ * (etcd as judge): the minimal start, the synchronous resolution, pause,
+ * resume, progress and result; an abort that leaves storedVersions as they
+ * were; a second start that joins the running migration; and a refusal
+ * before anything is written.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { getCrd } from '../src/kube/crds';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+const run = promisify(execFile);
+const EXAMPLES = path.join(__dirname, '..', 'examples', 'shell');
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+});
+after(async () => plane?.close());
+
+const cli = (taskQueue: string) => ({
+  ...process.env,
+  TEMPORAL_CLI: plane.env.TEMPORAL_CLI!,
+  TEMPORAL_ADDRESS: plane.env.TEMPORAL_ADDRESS!,
+  TEMPORAL_NAMESPACE: plane.env.TEMPORAL_NAMESPACE!,
+  SVM_TASK_QUEUE: taskQueue,
+});
+
+/** The JSON documents a script printed after each "== step" line. */
+function sections(stdout: string): Record<string, unknown> {
+  const out: Record<string, unknown> = {};
+  for (const part of stdout.split(/^== /m).slice(1)) {
+    const nl = part.indexOf('\n');
+    out[part.slice(0, nl).trim()] = JSON.parse(part.slice(nl + 1));
+  }
+  return out;
+}
+
+void test('shell, Temporal CLI only: minimal start, resolution, pause, progress, resume, result; etcd holds only v2', async () => {
+  const crd = testCrd(`${uniq('sh')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 200, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  await withWorker(plane, async (_m, taskQueue) => {
+    const { stdout } = await run(path.join(EXAMPLES, 'migrate.sh'), [crd.name], {
+      env: { ...cli(taskQueue), SVM_OPTIONS: '{"qps": 40, "chunkSize": 50}' },
+      timeout: 180_000,
+    });
+    const s = sections(stdout) as Record<string, Record<string, unknown>>;
+    console.log(stdout.split('\n').slice(0, 3).join('\n'));
+    assert.equal((s.resolution!.result as { resource: string } | undefined)?.resource ?? s.resolution!.resource, crd.plural);
+    const paused = (s.pause!.result ?? s.pause) as { paused: boolean; resource: string };
+    assert.equal(paused.paused, true);
+    assert.equal(paused.resource, crd.name);
+    const result = (s.result!.result ?? s.result) as { phase: string; counters: { migrated: number } };
+    assert.equal(result.phase, 'Succeeded');
+    assert.equal(result.counters.migrated, 200);
+  });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 200,
+  });
+});
+
+void test('shell: a second start joins the running migration; an abort is acknowledged and storedVersions stay as they were', async () => {
+  const crd = testCrd(`${uniq('ab')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const id = `migrate/${crd.name}`;
+  await withWorker(plane, async (_m, taskQueue) => {
+    const start = () =>
+      run(
+        plane.env.TEMPORAL_CLI!,
+        [
+          'workflow',
+          'start',
+          '--type',
+          'migrateResource',
+          '--task-queue',
+          taskQueue,
+          '--workflow-id',
+          id,
+          '--id-conflict-policy',
+          'UseExisting',
+          '--input',
+          JSON.stringify({ resource: crd.name, options: { qps: 10 } }),
+          '-o',
+          'json',
+        ],
+        { env: cli(taskQueue) },
+      );
+    const first = JSON.parse((await start()).stdout) as { runId: string };
+    const second = JSON.parse((await start()).stdout) as { runId: string };
+    assert.equal(second.runId, first.runId, 'the second start joined the first');
+    await eventually(
+      'running',
+      async () => (await plane.temporal.client.workflow.getHandle(id).query<{ phase: string }>('progress')).phase === 'Running',
+    );
+    const { stdout } = await run(path.join(EXAMPLES, 'abort.sh'), [crd.name, 'rollback of the upgrade'], {
+      env: cli(taskQueue),
+      timeout: 120_000,
+    });
+    const s = sections(stdout) as Record<string, Record<string, unknown>>;
+    const ack = (s.abort!.result ?? s.abort) as { abortRequested?: string };
+    assert.equal(ack.abortRequested, 'rollback of the upgrade');
+    const result = (s.result!.result ?? s.result) as { phase: string; message: string };
+    assert.equal(result.phase, 'Aborted');
+    // An abort of a migration that has ended is refused with the reason.
+    await assert.rejects(
+      run(path.join(EXAMPLES, 'abort.sh'), [crd.name], { env: cli(taskQueue), timeout: 60_000 }),
+      (err: { stderr?: string }) => /completed|ended|not found|NotFound/i.test(err.stderr ?? ''),
+    );
+  });
+  assert.deepEqual((await getCrd(plane.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions?.sort(), ['v1', 'v2']);
+});
+
+void test('a bad minimal start is refused at once with the accepted forms, in the same call (resolution update), and nothing is written', async () => {
+  await withWorker(plane, async (_m, taskQueue) => {
+    for (const [resource, problem] of [
+      ['deployments/scale', /subresource/],
+      ['nosuchthings.example.com', /serve no resource \\?"nosuchthings\\?" in group \\?"example.com\\?"/],
+      ['tokenreviews.authentication.k8s.io', /not persisted/],
+    ] as const) {
+      const id = `migrate/${resource}`;
+      await run(
+        plane.env.TEMPORAL_CLI!,
+        [
+          'workflow',
+          'start',
+          '--type',
+          'migrateResource',
+          '--task-queue',
+          taskQueue,
+          '--workflow-id',
+          id,
+          '--input',
+          JSON.stringify({ resource }),
+        ],
+        {
+          env: cli(taskQueue),
+        },
+      );
+      const refused = await run(
+        plane.env.TEMPORAL_CLI!,
+        ['workflow', 'update', 'execute', '--workflow-id', id, '--name', 'resolution', '--input', '{}'],
+        {
+          env: cli(taskQueue),
+        },
+      ).then(
+        () => '',
+        (err: { stderr?: string; stdout?: string }) => `${err.stdout ?? ''}${err.stderr ?? ''}`,
+      );
+      assert.match(refused, problem, resource);
+      assert.match(refused, /accepted forms/);
+      const desc = await plane.temporal.client.workflow.getHandle(id).describe();
+      await eventually('failed', async () => (await plane.temporal.client.workflow.getHandle(id).describe()).status.name === 'FAILED');
+      assert.ok(desc);
+    }
+  });
+});
