@@ -83,7 +83,7 @@ async function main() {
     [
       `   Temporal UI:  ${env.TEMPORAL_UI_URL}/namespaces/default/workflows/${wid}`,
       `   all migrations: ${env.TEMPORAL_UI_URL}/namespaces/default/workflows?query=${encodeURIComponent("MigrationPhase='Succeeded'")}`,
-      `   kubectl:      ${env.KUBECTL} --kubeconfig ${env.KUBECONFIG} get storageversionmigrations`,
+      `   kubectl:      ${env.KUBECTL} --kubeconfig ${env.KUBECONFIG} get storageversionmigrations.migration.k8s.io`,
       `   environment:  source ${path.join(dir, 'env')}`,
       `   stop it all:  node bin/svm.js dev down --dir ${dir}`,
       '',

@@ -54,7 +54,12 @@ void test('kubectl create starts the migration and kubectl wait --for=condition=
     plane,
     async (m) => {
       await kubectl(['create', '-f', '-'], manifest(name, crd.group, crd.plural));
-      const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigrations.migration.k8s.io/${name}`, '--timeout=90s']);
+      const wait = await kubectl([
+        'wait',
+        '--for=condition=Succeeded',
+        `storageversionmigrations.migration.k8s.io/${name}`,
+        '--timeout=90s',
+      ]);
       assert.match(wait.stdout, /condition met/);
       await (await m.handle(crd.name)).wait(); // let the workflow close before its worker goes
     },
@@ -220,7 +225,12 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
     await withWorker(
       plane,
       async (m) => {
-        const wait = await kubectl(['wait', '--for=condition=Succeeded', `storageversionmigrations.migration.k8s.io/${running}`, '--timeout=90s']);
+        const wait = await kubectl([
+          'wait',
+          '--for=condition=Succeeded',
+          `storageversionmigrations.migration.k8s.io/${running}`,
+          '--timeout=90s',
+        ]);
         assert.match(wait.stdout, /condition met/);
         await (await m.handle(crd.name)).wait();
       },
@@ -312,7 +322,12 @@ void test("the workflow-id annotation does not let a creator abort someone else'
       // One that stays is refused in its status.
       const forged = uniq('forged');
       await kubectl(['create', '-f', '-'], svmJson(forged, crd, { annotations: { [WORKFLOW_ID_ANNOTATION]: workflowId } }));
-      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigrations.migration.k8s.io/${forged}`, '--timeout=60s']);
+      const wait = await kubectl([
+        'wait',
+        '--for=condition=Failed',
+        `storageversionmigrations.migration.k8s.io/${forged}`,
+        '--timeout=60s',
+      ]);
       assert.match(wait.stdout, /condition met/);
       const refused = await getSvm(forged);
       assert.equal(

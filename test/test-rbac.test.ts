@@ -47,7 +47,11 @@ let kubeconfig: string;
 
 before(async () => {
   plane = await testPlane();
-  await serverSideApply(plane.kube, [...readManifests('namespace.yaml'), ...readManifests('rbac.yaml')]);
+  await serverSideApply(plane.kube, [
+    ...readManifests('namespace.yaml'),
+    ...readManifests('rbac.yaml'),
+    ...readManifests('worker-policy.yaml'),
+  ]);
   await installCrds(plane.kube);
   const token = await serviceAccountToken(plane.kube, SA_NAMESPACE, SA_NAME);
   kubeconfig = writeTokenKubeconfig(plane.kube.server, token, SA_NAME);
@@ -91,7 +95,9 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     'RoleBinding/svm-migrator-leases',
     'ServiceAccount/svm-migrator',
     'ValidatingAdmissionPolicy/svm-storageversionmigrations',
+    'ValidatingAdmissionPolicy/svm-worker-no-op-only',
     'ValidatingAdmissionPolicyBinding/svm-storageversionmigrations',
+    'ValidatingAdmissionPolicyBinding/svm-worker-no-op-only',
   ]);
   const dry = await kubectl([
     'apply',
@@ -424,6 +430,105 @@ void test('svm-migrator is refused (403) what lies outside its role', async () =
     ),
     forbidden('deployments.apps "svm-worker"', 'patch', 'deployments', 'apps', SA_NAMESPACE),
   );
+});
+
+void test('svm-migrator may rewrite objects unchanged and nothing more: subresources and changed content are denied, no-op updates pass', async () => {
+  const ns = uniq('noop');
+  await ensureNamespace(plane.kube, ns);
+  const admin = plane.kube;
+  const base = `/api/v1/namespaces/${ns}`;
+  // No controller manager creates it here: a Pod needs its ServiceAccount.
+  await admin.request('POST', `${base}/serviceaccounts`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } }),
+  });
+  await admin.request('POST', `${base}/secrets`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, data: { k: Buffer.from('v').toString('base64') } }),
+  });
+  await admin.request('POST', `${base}/configmaps`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c', labels: { a: 'b' } }, data: { k: 'v' } }),
+  });
+  await admin.request('POST', `${base}/pods`, {
+    body: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'p' },
+      spec: { containers: [{ name: 'c', image: 'busybox' }] },
+    }),
+  });
+  await admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
+    body: JSON.stringify({
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'd' },
+      spec: {
+        replicas: 2,
+        selector: { matchLabels: { a: 'b' } },
+        template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+      },
+    }),
+  });
+  // What the worker lists is what it writes back: the objects as the list gives them.
+  const listed = async (path: string) => (await sa.getJson<{ items: Array<Record<string, unknown>> }>(path)).items[0]!;
+  const secret = await listed(`${base}/secrets`);
+  const configmap = await listed(`${base}/configmaps`);
+  const pod = await listed(`${base}/pods`);
+  const deployment = await listed(`/apis/apps/v1/namespaces/${ns}/deployments`);
+  const put = (path: string, body: unknown) => sa.raw('PUT', path, { body: JSON.stringify(body) });
+  const denied = async (what: string, res: Promise<{ status: number; body: string }>, message: RegExp) => {
+    const r = await res;
+    assert.ok(r.status === 403 || r.status === 422, `${what}: expected a denial, got ${r.status} ${r.body.slice(0, 200)}`);
+    assert.match(r.body, /svm-worker-no-op-only/, what);
+    assert.match(r.body, message, what);
+  };
+  // A subresource: scaling a Deployment to zero, a shell in any Pod.
+  await denied(
+    'deployments/scale',
+    put(`/apis/apps/v1/namespaces/${ns}/deployments/d/scale`, {
+      apiVersion: 'autoscaling/v1',
+      kind: 'Scale',
+      metadata: { name: 'd', namespace: ns },
+      spec: { replicas: 0 },
+    }),
+    /top-level objects only/,
+  );
+  await denied(
+    'pods/ephemeralcontainers',
+    put(`${base}/pods/p/ephemeralcontainers`, {
+      ...pod,
+      spec: { ...(pod.spec as object), ephemeralContainers: [{ name: 'shell', image: 'busybox', command: ['sh'] }] },
+    }),
+    /top-level objects only/,
+  );
+  // Changed content.
+  await denied(
+    'a Secret with other data',
+    put(`${base}/secrets/s`, { ...secret, data: { k: Buffer.from('other').toString('base64') } }),
+    /unchanged/,
+  );
+  await denied(
+    'a ConfigMap with other labels',
+    put(`${base}/configmaps/c`, { ...configmap, metadata: { ...(configmap.metadata as object), labels: { a: 'changed' } } }),
+    /unchanged/,
+  );
+  await denied(
+    'a Deployment scaled through its spec',
+    put(`/apis/apps/v1/namespaces/${ns}/deployments/d`, { ...deployment, spec: { ...(deployment.spec as object), replicas: 0 } }),
+    /unchanged/,
+  );
+  // The no-op rewrite of each passes.
+  for (const [path, body] of [
+    [`${base}/secrets/s`, secret],
+    [`${base}/configmaps/c`, configmap],
+    [`${base}/pods/p`, pod],
+    [`/apis/apps/v1/namespaces/${ns}/deployments/d`, deployment],
+  ] as const) {
+    const r = await put(path, body);
+    assert.equal(r.status, 200, `no-op update of ${path}: ${r.status} ${r.body.slice(0, 300)}`);
+  }
+  // Nothing changed underneath: the admin reads the same content.
+  const after = (await admin.getJson<{ data: Record<string, string> }>(`${base}/secrets/s`)).data;
+  assert.equal(Buffer.from(after.k!, 'base64').toString(), 'v');
+  assert.equal((await admin.getJson<{ spec: { replicas: number } }>(`/apis/apps/v1/namespaces/${ns}/deployments/d`)).spec.replicas, 2);
 });
 
 void test('without escalate and bind, a no-op update of an RBAC object passes but svm-migrator cannot widen its own rights', async () => {

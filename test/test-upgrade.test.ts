@@ -1,0 +1,301 @@
+/**
+ * The upgrade svm exists for: a real 1.36 -> 1.37 rolling upgrade of an HA
+ * control plane, on planes of this file's own (the suite's runs 1.37 only).
+ *
+ * Both runs start on the previous release (two API servers behind the load
+ * balancer, kube-controller-manager without any migrator), with objects of
+ * every built-in resource this test knows how to create and a CRD whose
+ * storage version an operator's chart moves during the upgrade. Then, as an
+ * HA control plane is upgraded: API server 0, API server 1,
+ * kube-controller-manager. Which resources' storageVersionHash changed is
+ * found at run time (discovery of both releases), printed, never hard-coded.
+ *
+ *   svm: its trigger runs throughout; no migration while the servers
+ *        disagree, each changed resource migrated once they agree, etcd
+ *        clean, storedVersions pruned only then;
+ *   the built-in alone: after the upgrade, one storagemigration.k8s.io/v1
+ *        object per changed resource (what upgrade tooling creates), waited
+ *        on; what it leaves in etcd is printed beside svm's.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { after, test } from 'node:test';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { down, restartApiserver, startControllerManager, up } from '../src/dev/plane';
+import { kubeVersions } from '../src/dev/tools';
+import { getCrd } from '../src/kube/crds';
+import { findStandardMigration } from '../src/kube/standard-migrations';
+import { storageStatePath } from '../src/kube/storage-states';
+import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+const { current, previous } = kubeVersions();
+const quiet = () => undefined;
+const planes: string[] = [];
+after(async () => {
+  for (const dir of planes) await down(dir, quiet).catch(() => undefined);
+});
+
+/** Built-in objects this test can create on either release: [apiVersion, plural, manifest]. */
+const TEMPLATES: Array<{ group: string; resource: string; create: (p: TestPlane, name: string) => Promise<unknown> }> = [
+  {
+    group: 'admissionregistration.k8s.io',
+    resource: 'mutatingadmissionpolicybindings',
+    create: (p, name) =>
+      p.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicybindings', {
+        body: JSON.stringify({
+          apiVersion: 'admissionregistration.k8s.io/v1',
+          kind: 'MutatingAdmissionPolicyBinding',
+          metadata: { name },
+          spec: { policyName: `${name}-policy` },
+        }),
+      }),
+  },
+  {
+    group: 'admissionregistration.k8s.io',
+    resource: 'mutatingadmissionpolicies',
+    create: (p, name) =>
+      p.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/mutatingadmissionpolicies', {
+        body: JSON.stringify({
+          apiVersion: 'admissionregistration.k8s.io/v1',
+          kind: 'MutatingAdmissionPolicy',
+          metadata: { name },
+          spec: {
+            matchConstraints: {
+              resourceRules: [{ apiGroups: [''], apiVersions: ['v1'], operations: ['CREATE'], resources: ['configmaps'] }],
+            },
+            mutations: [{ patchType: 'ApplyConfiguration', applyConfiguration: { expression: 'Object{}' } }],
+            reinvocationPolicy: 'Never',
+          },
+        }),
+      }),
+  },
+  {
+    group: 'admissionregistration.k8s.io',
+    resource: 'validatingadmissionpolicybindings',
+    create: (p, name) =>
+      p.kube.request('POST', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', {
+        body: JSON.stringify({
+          apiVersion: 'admissionregistration.k8s.io/v1',
+          kind: 'ValidatingAdmissionPolicyBinding',
+          metadata: { name },
+          spec: { policyName: `${name}-policy`, validationActions: ['Audit'] },
+        }),
+      }),
+  },
+  {
+    group: 'resource.k8s.io',
+    resource: 'deviceclasses',
+    create: (p, name) =>
+      p.kube.request('POST', '/apis/resource.k8s.io/v1/deviceclasses', {
+        body: JSON.stringify({ apiVersion: 'resource.k8s.io/v1', kind: 'DeviceClass', metadata: { name }, spec: {} }),
+      }),
+  },
+  {
+    group: 'scheduling.k8s.io',
+    resource: 'priorityclasses',
+    create: (p, name) =>
+      p.kube.request('POST', '/apis/scheduling.k8s.io/v1/priorityclasses', {
+        body: JSON.stringify({ apiVersion: 'scheduling.k8s.io/v1', kind: 'PriorityClass', metadata: { name }, value: 1000 }),
+      }),
+  },
+];
+const PER_RESOURCE = 20;
+const CRD_OBJECTS = 100;
+
+/** Every persisted resource's storageVersionHash as one API server serves it (its preferred version). */
+async function hashesOf(p: TestPlane, index: number): Promise<Map<string, string>> {
+  const out = new Map<string, string>();
+  for (const r of await p.kubeOf(index).discover()) {
+    if (r.preferred && r.storageVersionHash && !r.name.includes('/'))
+      out.set(r.group ? `${r.name}.${r.group}` : r.name, r.storageVersionHash);
+  }
+  return out;
+}
+
+interface Setup {
+  p: TestPlane;
+  dir: string;
+  crd: TestCrd;
+  tag: string;
+}
+
+/** A plane on the previous release with the objects, and kube-controller-manager of that release without a migrator. */
+async function setUp(): Promise<Setup> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'svm-upgrade-'));
+  planes.push(dir);
+  await up({ dir, apiservers: 2, kubeVersion: previous, storageVersionApi: false, log: quiet });
+  const p = await testPlane({ dir });
+  await installCrds(p.kube);
+  await startControllerManager(dir, { builtInMigrator: false, version: previous }, quiet);
+  const tag = uniq('up');
+  for (const t of TEMPLATES) for (let i = 0; i < PER_RESOURCE; i++) await t.create(p, `${tag}-${i}`);
+  const crd = testCrd(`${tag}.svm.test`);
+  await applyCrd(p.kube, crd, 'v1');
+  await createObjects(p.kube, crd, 'v1', CRD_OBJECTS, { namespace: `${tag}-ns` });
+  return { p, dir, crd, tag };
+}
+
+/** Encodings in etcd of every created resource: resource -> apiVersion -> count. */
+async function etcdEncodings(s: Setup, resources: string[]): Promise<Record<string, Record<string, number>>> {
+  const out: Record<string, Record<string, number>> = {};
+  for (const name of resources) {
+    const t = TEMPLATES.find((x) => `${x.resource}.${x.group}` === name);
+    if (t) out[name] = (await storedVersions(s.p.etcd, `/registry/${t.resource}/`)).byApiVersion;
+  }
+  out[s.crd.name] = (await storedVersions(s.p.etcd, { group: s.crd.group, resource: s.crd.plural, custom: true })).byApiVersion;
+  return out;
+}
+
+const report: string[] = [];
+after(() => {
+  if (report.length) console.log(`\n=== rolling upgrade ${previous} -> ${current}, side by side ===\n${report.join('\n')}\n`);
+});
+
+let changed: string[] = [];
+
+void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while the API servers disagree, migrates every changed resource once they agree; etcd clean`, async () => {
+  const s = await setUp();
+  const { p, dir, crd } = s;
+  const before = await hashesOf(p, 0);
+  await withWorker(
+    p,
+    async (m) => {
+      await m.startTrigger({ periodSeconds: 2, maxBackoffSeconds: 10 });
+      await eventually(
+        'the trigger recorded the first hashes',
+        async () => (await p.kube.raw('GET', storageStatePath(crd.name))).status === 200,
+        120_000,
+      );
+      // A new trigger migrates every resource once (its persisted versions are Unknown): let that wave end
+      // for every resource the test created, so that what runs later is the upgrade's doing.
+      const names = [...TEMPLATES.map((t) => `${t.resource}.${t.group}`), crd.name];
+      await eventually(
+        'the first wave of migrations ended',
+        async () => {
+          for (const name of names) {
+            const res = await p.kube.raw('GET', storageStatePath(name));
+            if (res.status !== 200) return false;
+            const st = (
+              JSON.parse(res.body) as { status?: { persistedStorageVersionHashes?: string[]; currentStorageVersionHash?: string } }
+            ).status;
+            if (st?.persistedStorageVersionHashes?.length !== 1 || st.persistedStorageVersionHashes[0] !== st.currentStorageVersionHash)
+              return false;
+            const d = await p.temporal.client.workflow
+              .getHandle(`migrate/${name}`)
+              .describe()
+              .catch(() => undefined);
+            if (d?.status.name === 'RUNNING') return false;
+          }
+          return true;
+        },
+        300_000,
+      );
+
+      // API server 0 first: the two servers now disagree on every resource whose storage version moved.
+      await restartApiserver(dir, 0, [], quiet, { version: current });
+      const after0 = await hashesOf(p, 0);
+      changed = [...before.keys()].filter((k) => after0.has(k) && after0.get(k) !== before.get(k)).sort();
+      console.log(`storageVersionHash changed ${previous} -> ${current}: ${changed.join(', ') || '(none)'}`);
+      assert.ok(changed.length > 0, 'some built-in resource changes its storage version between the releases');
+      // While they disagree, no migration of a changed resource may run a pass (one may wait for agreement).
+      const migrating = async () => {
+        const running: string[] = [];
+        for (const name of changed) {
+          const h = p.temporal.client.workflow.getHandle(`migrate/${name}`);
+          const d = await h.describe().catch(() => undefined);
+          if (d?.status.name !== 'RUNNING') continue;
+          const phase = (await h.query<{ phase: string }>('progress')).phase;
+          if (phase !== 'WaitingForAgreement' && phase !== 'Pending') running.push(`${name}=${phase}`);
+        }
+        return running;
+      };
+      for (let i = 0; i < 4; i++) {
+        assert.deepEqual(await migrating(), [], 'no pass while the API servers disagree');
+        await new Promise((r) => setTimeout(r, 2000));
+      }
+      const t0 = Date.now();
+      await restartApiserver(dir, 1, [], quiet, { version: current });
+      // The operator's chart upgrade moves its CRD's storage version; kube-controller-manager is upgraded last.
+      await applyCrd(p.kube, crd, 'v2');
+      await startControllerManager(dir, { builtInMigrator: false, version: current }, quiet);
+
+      for (const name of [...changed, crd.name]) {
+        const result = await eventually(
+          `svm migrated ${name}`,
+          async () => {
+            const h = p.temporal.client.workflow.getHandle(`migrate/${name}`);
+            const d = await h.describe();
+            // A migration started after the upgrade (the first wave's ended before it).
+            if (d.status.name !== 'COMPLETED' || d.startTime.getTime() < t0) return undefined;
+            return (await h.result()) as { phase: string; message?: string };
+          },
+          240_000,
+        );
+        assert.equal(result.phase, 'Succeeded', `${name}: ${result.message}`);
+      }
+      const seconds = (Date.now() - t0) / 1000;
+      await m.stopTrigger();
+      const etcd = await etcdEncodings(s, changed);
+      for (const [name, byVersion] of Object.entries(etcd)) {
+        assert.equal(Object.keys(byVersion).length, 1, `${name} in one encoding after svm: ${JSON.stringify(byVersion)}`);
+      }
+      assert.deepEqual(Object.keys(etcd[crd.name]!), [`${crd.group}/v2`]);
+      assert.deepEqual((await getCrd(p.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
+      report.push(
+        `svm (trigger, ${changed.length + 1} resources): ${seconds.toFixed(1)} s from the last API server's upgrade to every migration done; etcd after: ${JSON.stringify(etcd)}`,
+      );
+    },
+    { settings: { maxConcurrentChunks: 8 } },
+  );
+  await p.close();
+});
+
+void test(`the built-in migrator alone through the same upgrade: one storagemigration.k8s.io/v1 object per changed resource after the upgrade`, async () => {
+  assert.ok(changed.length > 0, 'the svm run found the changed resources');
+  const s = await setUp();
+  const { p, dir, crd } = s;
+  await restartApiserver(dir, 0, [], quiet, { version: current });
+  await restartApiserver(dir, 1, [], quiet, { version: current });
+  await applyCrd(p.kube, crd, 'v2');
+  await startControllerManager(dir, { builtInMigrator: true, version: current }, quiet);
+  const t0 = Date.now();
+  const names: string[] = [];
+  for (const full of [...changed, crd.name]) {
+    const dot = full.indexOf('.');
+    const name = `${s.tag}-${full.slice(0, dot)}`.slice(0, 63);
+    names.push(name);
+    await p.kube.request('POST', '/apis/storagemigration.k8s.io/v1/storageversionmigrations', {
+      body: JSON.stringify({
+        apiVersion: 'storagemigration.k8s.io/v1',
+        kind: 'StorageVersionMigration',
+        metadata: { name },
+        spec: { resource: { group: full.slice(dot + 1), resource: full.slice(0, dot) } },
+      }),
+    });
+  }
+  const outcomes: string[] = [];
+  for (const name of names) {
+    const done = await eventually(
+      `the built-in finished ${name}`,
+      async () => {
+        const o = await findStandardMigration(p.kube, name);
+        const c = o?.status?.conditions?.find((x) => (x.type === 'Succeeded' || x.type === 'Failed') && x.status === 'True');
+        return c && `${name}: ${c.type} (${c.message})`;
+      },
+      240_000,
+    );
+    outcomes.push(done);
+  }
+  const seconds = (Date.now() - t0) / 1000;
+  const etcd = await etcdEncodings(s, changed);
+  const crdAfter = await getCrd(p.kube, { group: crd.group, resource: crd.plural });
+  report.push(
+    `built-in alone (${names.length} objects created after the upgrade): ${seconds.toFixed(1)} s to every object finished; ${outcomes.join('; ')}; etcd after: ${JSON.stringify(etcd)}; CRD storedVersions ${JSON.stringify(crdAfter.status?.storedVersions)}`,
+  );
+  await p.close();
+});
