@@ -8,7 +8,7 @@
  */
 import type { ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from './client';
-import { InvalidResourceError, matchResource, notMigratableReason } from './resolve';
+import { InvalidResourceError, matchResource, refOf } from './resolve';
 
 export interface ExactResource {
   group?: string;
@@ -61,16 +61,5 @@ export function matchExact(spec: ExactResource, discovered: DiscoveredResource[]
 }
 
 export async function resolveExact(kube: KubeClient, spec: ExactResource, discovered?: DiscoveredResource[]): Promise<ResourceRef> {
-  const r = matchExact(spec, discovered ?? (await kube.discover()));
-  const reason = notMigratableReason(r);
-  if (reason) throw new InvalidResourceError(reason);
-  return {
-    group: r.group,
-    version: r.version,
-    resource: r.name,
-    kind: r.kind,
-    namespaced: r.namespaced,
-    storageVersionHash: r.storageVersionHash!,
-    custom: await kube.isCustomResource(r.group, r.name),
-  };
+  return refOf(kube, matchExact(spec, discovered ?? (await kube.discover())));
 }

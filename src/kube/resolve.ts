@@ -75,7 +75,11 @@ export function matchResource(input: string, discovered: DiscoveredResource[]): 
 
 /** Resolves and validates input against the cluster's discovery. */
 export async function resolveResource(kube: KubeClient, input: string, discovered?: DiscoveredResource[]): Promise<ResourceRef> {
-  const r = matchResource(input, discovered ?? (await kube.discover()));
+  return refOf(kube, matchResource(input, discovered ?? (await kube.discover())));
+}
+
+/** The ResourceRef of a discovered resource, refused (InvalidResourceError) when it cannot be migrated. */
+export async function refOf(kube: KubeClient, r: DiscoveredResource): Promise<ResourceRef> {
   const reason = notMigratableReason(r);
   if (reason) throw new InvalidResourceError(reason);
   return {

@@ -81,7 +81,7 @@ export const defaultMigrationOptions: MigrationOptions = {
   unverifiedAgreementSeconds: 120,
 };
 
-const ResourceRefSchema = z
+export const ResourceRefSchema = z
   .object({
     group: z.string().max(253),
     resource: z.string().min(1).max(253),

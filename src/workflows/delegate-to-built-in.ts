@@ -37,6 +37,7 @@ import {
   abortSignal,
   agreementChangedSignal,
   progressQuery,
+  ResourceRefSchema,
   type MigrationProgress,
   type MigrationResult,
 } from './definitions';
@@ -54,17 +55,7 @@ const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHa
 
 export const DelegateInputSchema = z
   .object({
-    resource: z
-      .object({
-        group: z.string().max(253),
-        resource: z.string().min(1).max(253),
-        version: z.string().min(1).max(63),
-        kind: z.string().min(1).max(253),
-        namespaced: z.boolean(),
-        storageVersionHash: z.string().max(64),
-        custom: z.boolean(),
-      })
-      .strict(),
+    resource: ResourceRefSchema,
     /** Seconds between looks at the agreement and the built-in's object. */
     pollSeconds: z.number().int().min(1).max(3600).optional(),
     /** An agreement svm cannot verify per API server is accepted once it held this long (as migrateResource). */
