@@ -18,7 +18,7 @@
  *        on; what it leaves in etcd is printed beside svm's.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
@@ -37,7 +37,10 @@ const { current, previous } = kubeVersions();
 const quiet = () => undefined;
 const planes: string[] = [];
 after(async () => {
-  for (const dir of planes) await down(dir, quiet).catch(() => undefined);
+  for (const dir of planes) {
+    await down(dir, quiet).catch(() => undefined);
+    rmSync(dir, { recursive: true, force: true });
+  }
 });
 
 /** Built-in objects this test can create on either release: [apiVersion, plural, manifest]. */

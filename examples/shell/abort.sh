@@ -11,6 +11,8 @@ reason=${2:-aborted by an upgrade tool}
 temporal=${TEMPORAL_CLI:-temporal}
 id="migrate/$resource"
 echo "== abort"
-"$temporal" workflow update execute --workflow-id "$id" --name abortMigration --input "{\"reason\": \"$reason\"}" -o json
+# The reason as a JSON string: backslashes and quotes escaped.
+json_reason=$(printf '%s' "$reason" | sed -e 's/\\/\\\\/g' -e 's/"/\\"/g')
+"$temporal" workflow update execute --workflow-id "$id" --name abortMigration --input "{\"reason\": \"$json_reason\"}" -o json
 echo "== result"
 "$temporal" workflow result --workflow-id "$id" -o json

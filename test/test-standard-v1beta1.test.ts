@@ -1,0 +1,83 @@
+/**
+ * On Kubernetes 1.36 the standard API is storagemigration.k8s.io/v1beta1
+ * (served with StorageVersionMigrator=true and its runtime-config): svm in
+ * own mode migrates an object of it created with kubectl, with the status the
+ * built-in writes, so `kubectl wait --for=condition=Succeeded` returns. On a
+ * plane of this file's own, on the previous release.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { after, test } from 'node:test';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { down, restartApiserver, up } from '../src/dev/plane';
+import { kubeVersions } from '../src/dev/tools';
+import { findStandardMigration, standardVersion } from '../src/kube/standard-migrations';
+import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { withWorker } from './helpers/migrate';
+import { testPlane, uniq } from './helpers/plane';
+
+const run = promisify(execFile);
+const quiet = () => undefined;
+const dir = mkdtempSync(path.join(tmpdir(), 'svm-v1beta1-'));
+after(async () => {
+  await down(dir, quiet).catch(() => undefined);
+  rmSync(dir, { recursive: true, force: true });
+});
+
+void test(`${kubeVersions().previous}: a storagemigration.k8s.io/v1beta1 object created with kubectl is migrated by svm (own mode); kubectl wait returns; etcd holds only v2`, async () => {
+  await up({ dir, apiservers: 2, kubeVersion: kubeVersions().previous, storageVersionApi: false, log: quiet });
+  const flags = ['--feature-gates=StorageVersionMigrator=true', '--runtime-config=storagemigration.k8s.io/v1beta1=true'];
+  await restartApiserver(dir, 0, flags, quiet);
+  await restartApiserver(dir, 1, flags, quiet);
+  const plane = await testPlane({ dir });
+  try {
+    await installCrds(plane.kube);
+    assert.equal(await standardVersion(plane.kube, true), 'v1beta1');
+    const crd = testCrd(`${uniq('b1')}.svm.test`);
+    await applyCrd(plane.kube, crd, 'v1');
+    await createObjects(plane.kube, crd, 'v1', 50, { namespace: uniq('ns') });
+    await applyCrd(plane.kube, crd, 'v2');
+    const name = uniq('beta');
+    const kubectl = (args: string[], input?: string) => {
+      const p = run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 120_000 });
+      if (input !== undefined) p.child.stdin!.end(input);
+      return p;
+    };
+    await withWorker(
+      plane,
+      async (m) => {
+        await kubectl(
+          ['create', '-f', '-'],
+          JSON.stringify({
+            apiVersion: 'storagemigration.k8s.io/v1beta1',
+            kind: 'StorageVersionMigration',
+            metadata: { name },
+            spec: { resource: { group: crd.group, resource: crd.plural } },
+          }),
+        );
+        const wait = await kubectl([
+          'wait',
+          '--for=condition=Succeeded',
+          `storageversionmigrations.storagemigration.k8s.io/${name}`,
+          '--timeout=120s',
+        ]);
+        assert.match(wait.stdout, /condition met/);
+        await (await m.handle(crd.name)).wait();
+      },
+      { settings: { bridge: true, standardMigrations: 'own' } },
+    );
+    const obj = await findStandardMigration(plane.kube, name);
+    assert.equal(obj?.status?.conditions?.find((c) => c.type === 'Succeeded')?.reason, 'StorageVersionMigrationSucceeded');
+    assert.match(obj?.status?.resourceVersion ?? '', /^\d+$/);
+    assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+      [`${crd.group}/v2`]: 50,
+    });
+  } finally {
+    await plane.close();
+  }
+});
