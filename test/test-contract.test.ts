@@ -1,6 +1,7 @@
 /**
  * The contract from outside TypeScript: examples/shell/*.sh drive
- * migrateResource with nothing but the Temporal CLI against the real plane
+ * migrateResource with nothing but the Temporal CLI, and examples/go (the
+ * Temporal Go SDK, built into the tools cache) does the same from Go, against the real plane
  * (etcd as judge): the minimal start, the synchronous resolution, pause,
  * resume, progress and result; an abort that leaves storedVersions as they
  * were; a second start that joins the running migration; and a refusal
@@ -20,8 +21,12 @@ import { testPlane, uniq, type TestPlane } from './helpers/plane';
 const run = promisify(execFile);
 const EXAMPLES = path.join(__dirname, '..', 'examples', 'shell');
 let plane: TestPlane;
+/** The Go example's binary: scripts/tools.d/go-example.sh builds it into the tools cache when missing. */
+let upgradetool: string;
 before(async () => {
   plane = await testPlane();
+  const { stdout } = await run('bash', [path.join(__dirname, '..', 'scripts', 'tools.d', 'go-example.sh')], { timeout: 540_000 });
+  upgradetool = /^upgradetool=(.+)$/m.exec(stdout)![1]!;
 });
 after(async () => plane?.close());
 
@@ -162,6 +167,106 @@ void test('a bad minimal start is refused at once with the accepted forms, in th
       const desc = await plane.temporal.client.workflow.getHandle(id).describe();
       await eventually('failed', async () => (await plane.temporal.client.workflow.getHandle(id).describe()).status.name === 'FAILED');
       assert.ok(desc);
+    }
+  });
+});
+
+/** A start of the resource with the Temporal CLI alone (how a shell tool starts it); answers the run ID. */
+async function cliStart(taskQueue: string, resource: string, options: Record<string, unknown>): Promise<string> {
+  const { stdout } = await run(
+    plane.env.TEMPORAL_CLI!,
+    ['workflow', 'start', '--type', 'migrateResource', '--task-queue', taskQueue, '--workflow-id', `migrate/${resource}`].concat([
+      '--id-conflict-policy',
+      'UseExisting',
+      '--input',
+      JSON.stringify({ resource, options }),
+      '-o',
+      'json',
+    ]),
+    { env: cli(taskQueue) },
+  );
+  return (JSON.parse(stdout) as { runId: string }).runId;
+}
+
+type Steer = { paused: boolean; resource: string; phase: string; abortRequested?: string };
+type Result = { phase: string; counters: { migrated: number }; message?: string };
+
+void test('Go SDK: Update-with-Start (minimal input) answers the resolution, pause and resume are acknowledged, progress and result decode with the contract types; etcd holds only v2', async () => {
+  const crd = testCrd(`${uniq('go')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 200, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  await withWorker(plane, async (_m, taskQueue) => {
+    const { stdout } = await run(upgradetool, ['migrate', crd.name, '{"qps": 40, "chunkSize": 50}'], {
+      env: cli(taskQueue),
+      timeout: 180_000,
+    });
+    const s = sections(stdout);
+    const resolved = s.resolution as { resource: string; group: string; version: string; custom: boolean };
+    assert.deepEqual([resolved.resource, resolved.group, resolved.version, resolved.custom], [crd.plural, crd.group, 'v2', true]);
+    assert.equal((s.started as { workflowId: string }).workflowId, `migrate/${crd.name}`);
+    assert.equal((s.pause as Steer).paused, true);
+    assert.equal((s.progress as Steer).resource, crd.name);
+    assert.equal((s.resume as Steer).paused, false);
+    const result = s.result as Result;
+    assert.equal(result.phase, 'Succeeded');
+    assert.equal(result.counters.migrated, 200);
+  });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 200,
+  });
+  assert.deepEqual((await getCrd(plane.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
+});
+
+void test('Go SDK joins a migration a shell tool started (same run), and aborts another: Aborted with the reason, storedVersions kept', async () => {
+  const joined = testCrd(`${uniq('gj')}.svm.test`);
+  const aborted = testCrd(`${uniq('ga')}.svm.test`);
+  for (const crd of [joined, aborted]) {
+    await applyCrd(plane.kube, crd, 'v1');
+    await createObjects(plane.kube, crd, 'v1', 150, { namespace: uniq('ns') });
+    await applyCrd(plane.kube, crd, 'v2');
+  }
+  await withWorker(plane, async (_m, taskQueue) => {
+    const first = await cliStart(taskQueue, joined.name, { qps: 30, chunkSize: 50 });
+    const { stdout } = await run(upgradetool, ['migrate', joined.name], { env: cli(taskQueue), timeout: 180_000 });
+    const s = sections(stdout);
+    assert.equal((s.started as { runId: string }).runId, first, 'the Go tool joined the running migration');
+    assert.equal((s.result as Result).phase, 'Succeeded');
+    assert.equal((s.result as Result).counters.migrated, 150);
+
+    await cliStart(taskQueue, aborted.name, { qps: 10, chunkSize: 20 });
+    const id = `migrate/${aborted.name}`;
+    await eventually(
+      'running',
+      async () => (await plane.temporal.client.workflow.getHandle(id).query<{ phase: string }>('progress')).phase === 'Running',
+    );
+    const a = sections((await run(upgradetool, ['abort', aborted.name, 'rollback'], { env: cli(taskQueue), timeout: 120_000 })).stdout);
+    assert.equal((a.abort as Steer).abortRequested, 'rollback');
+    assert.equal((a.result as Result).phase, 'Aborted');
+  });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: joined.group, resource: joined.plural, custom: true })).byApiVersion, {
+    [`${joined.group}/v2`]: 150,
+  });
+  assert.deepEqual((await getCrd(plane.kube, { group: aborted.group, resource: aborted.plural })).status?.storedVersions?.sort(), [
+    'v1',
+    'v2',
+  ]);
+});
+
+void test('Go SDK: a bad resource is refused in the same call (exit 2, the reason and the accepted forms), and nothing is written', async () => {
+  await withWorker(plane, async (_m, taskQueue) => {
+    for (const [resource, problem] of [
+      ['deployments/scale', /subresource/],
+      ['nosuchthings.example.com', /nosuchthings/],
+    ] as const) {
+      const refused = await run(upgradetool, ['migrate', resource], { env: cli(taskQueue), timeout: 60_000 }).then(
+        () => ({ code: 0, stderr: '' }),
+        (err: { code?: number; stderr?: string }) => ({ code: err.code, stderr: err.stderr ?? '' }),
+      );
+      assert.equal(refused.code, 2, refused.stderr);
+      assert.match(refused.stderr, /refused \(InvalidResource\)/);
+      assert.match(refused.stderr, problem);
+      assert.match(refused.stderr, /accepted forms/);
     }
   });
 });
