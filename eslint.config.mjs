@@ -23,8 +23,9 @@ export default tseslint.config(
     },
   },
   // The layers' arrows (README, Architecture): api <- kube <- activities <- worker; api <- config <- client, worker;
-  // workflows import only api and their own definitions; the client imports workflow definitions (and api, kube,
-  // config); nothing in src imports src/dev (the top: the plane, the fixtures) except src/dev itself (the `svm` command
+  // api <- contract (what workflows, activities and clients exchange) <- workflows, activities, client, worker;
+  // workflows import only api and the contract; the client imports the contract (and api, kube, config; workflow code
+  // as types only); activities import no workflow module; nothing in src imports src/dev (the top: the plane, the fixtures) except src/dev itself (the `svm` command
   // is composed outside src, in cli/svm.ts); nothing in src imports the tests, and bench does not either.
   // A file gets one 'no-restricted-imports' (a later block replaces an earlier one), so each block lists all of its rules.
   // The default for any file in src (a folder without a block of its own below included); the layers' blocks replace it.
@@ -61,6 +62,8 @@ export default tseslint.config(
                 '**/worker/**',
                 '**/client/**',
                 '**/workflows/**',
+                '**/contract',
+                '**/contract/**',
                 '**/dev/**',
                 '**/test/**',
               ],
@@ -80,7 +83,7 @@ export default tseslint.config(
           patterns: [
             {
               group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/workflows/**', '**/dev/**', '**/test/**'],
-              message: 'src/kube talks to Kubernetes for the layers above it; it imports only src/api.',
+              message: "src/kube talks to Kubernetes for the layers above it; it imports only src/api (and the contract's types).",
             },
           ],
         },
@@ -93,9 +96,6 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [
-            { name: '../workflows', allowTypeImports: true, message: 'Activities import workflow definitions, never workflow code.' },
-          ],
           patterns: [
             {
               group: ['**/client/**', '**/dev/**', '**/test/**'],
@@ -107,9 +107,40 @@ export default tseslint.config(
               message: 'Activities are given what the worker has (dependency injection): types only.',
             },
             {
-              group: ['**/workflows/migrate-resource', '**/workflows/trigger', '**/workflows/index'],
-              allowTypeImports: true,
-              message: 'Activities import workflow definitions (definitions, start-options, trigger-logic), never workflow code.',
+              group: ['**/workflows', '**/workflows/**'],
+              message: 'Activities import the contract (src/contract), never a workflow module.',
+            },
+          ],
+        },
+      ],
+    },
+  },
+  // The contract: what workflows, activities and clients exchange (schemas, signals, updates, queries, start options,
+  // search attributes). Bundled into the workflows, so pure; above it only src/api.
+  {
+    files: ['src/contract/**/*.ts'],
+    rules: {
+      'no-restricted-imports': [
+        'error',
+        {
+          paths: nodeBuiltins.map((name) => ({ name, message: 'The contract is bundled into workflows: no Node built-ins.' })),
+          patterns: [
+            {
+              group: [
+                '**/kube',
+                '**/kube/**',
+                '**/activities',
+                '**/activities/**',
+                '**/worker/**',
+                '**/client/**',
+                '**/workflows',
+                '**/workflows/**',
+                '**/config',
+                '**/config/**',
+                '**/dev/**',
+                '**/test/**',
+              ],
+              message: 'src/contract sits below workflows, activities and clients: it imports only src/api.',
             },
           ],
         },

@@ -1,11 +1,11 @@
 /**
  * `npm run gen:contract`: writes contract/v<N>/<name>.schema.json from the
- * zod schemas of the workflow contract (src/workflows/contract.ts).
+ * zod schemas of the workflow contract (src/contract/json-schema.ts).
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
-import { contractSchemas } from '../src/workflows/contract';
-import { CONTRACT_VERSION } from '../src/workflows/definitions';
+import { contractSchemas } from '../src/contract/json-schema';
+import { CONTRACT_VERSION } from '../src/contract/definitions';
 
 export const contractDir = path.join(__dirname, '..', 'contract', `v${CONTRACT_VERSION}`);
 export const contractFile = (name: string) => path.join(contractDir, `${name}.schema.json`);

@@ -17,7 +17,7 @@ import { startControllerManager, stopControllerManager } from '../src/dev/plane'
 import { getCrd } from '../src/kube/crds';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { resolveResource } from '../src/kube/resolve';
-import { startOptions } from '../src/workflows/start-options';
+import { startOptions } from '../src/contract/start-options';
 import type { delegateToBuiltIn } from '../src/workflows/delegate-to-built-in';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';

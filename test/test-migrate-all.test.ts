@@ -14,7 +14,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
-import { MIGRATE_ALL_WORKFLOW_ID, type MigrateAllRow } from '../src/workflows/definitions';
+import { MIGRATE_ALL_WORKFLOW_ID, type MigrateAllRow } from '../src/contract/definitions';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const run = promisify(execFile);

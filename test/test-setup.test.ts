@@ -5,7 +5,7 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { msToTs } from '@temporalio/common/lib/time';
-import { searchAttributeDefinitions } from '../src/workflows/search-attributes';
+import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 

@@ -20,7 +20,7 @@ import type { ChunkInput, ChunkResult } from '../src/activities/migrate-chunk';
 import { zeroCounters } from '../src/api/counters';
 import type { StorageVersionMigrationStatus } from '../src/api/migration';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../src/api/resource';
-import { migrateAllProgressQuery, type MigrateAllInput, type MigrateAllRow } from '../src/workflows/definitions';
+import { migrateAllProgressQuery, type MigrateAllInput, type MigrateAllRow } from '../src/contract/definitions';
 import { migrateAll } from '../src/workflows/migrate-all';
 import { migrateResource } from '../src/workflows/migrate-resource';
 import { eventually } from './helpers/migrate';

@@ -15,6 +15,7 @@ import {
   agreementFromEndpoints,
   agreementFromStorageVersion,
   liveIdentities,
+  liveProcesses,
   storageVersionHashOf,
   versionNamer,
   type EndpointAnswers,
@@ -966,4 +967,28 @@ void test('IDENTITY_LABEL selects the kube-apiserver identity leases', () => {
   assert.equal(key, 'apiserver.kubernetes.io/identity');
   assert.equal(value, 'kube-apiserver');
   assert.equal(lease(A, {}).metadata.labels?.[key], value);
+});
+
+/** A lease of `name` held by the process `uuid` (a kube-apiserver writes `<name>_<uuid>`, a new UUID per start). */
+const heldBy = (name: string, uuid: string) =>
+  IdentityLease.parse({ ...fresh(name), spec: { ...fresh(name).spec, holderIdentity: `${name}_${uuid}` } });
+
+void test('liveProcesses: one entry per live lease, its holderIdentity; expired leases left out; sorted', () => {
+  const leases = [heldBy(B, 'u2'), heldBy(A, 'u1'), lease(GONE, { renewTime: microTime(NOW - 3 * HOUR), leaseDurationSeconds: 3600 })];
+  assert.deepEqual(liveProcesses(leases, NOW), [`${A}=${A}_u1`, `${B}=${B}_u2`]);
+});
+
+void test('tokens name server processes: a restart of one server (same lease, new holderIdentity) changes both tokens, even with every answer the same', () => {
+  const before = [heldBy(A, 'u1'), heldBy(B, 'u2')];
+  const restarted = [heldBy(A, 'u1'), heldBy(B, 'u3')];
+  const object = sv(DC, '200', entriesAB);
+  const t = (leases: IdentityLease[]) => agreementFromStorageVersion(object, liveIdentities(leases, NOW), liveProcesses(leases, NOW));
+  assert.equal(t(before).agreed, true);
+  assert.notEqual(t(before).token, t(restarted).token);
+  assert.equal(t(before).token, t([...before].reverse()).token, 'same processes, same token');
+  const d = (leases: IdentityLease[]) =>
+    agreementFromEndpoints(answers({ identities: [...liveIdentities(leases, NOW)], processes: liveProcesses(leases, NOW) }));
+  assert.equal(d(before).agreed, d(restarted).agreed);
+  assert.notEqual(d(before).token, d(restarted).token);
+  assert.equal(d(before).token, d([...before].reverse()).token);
 });

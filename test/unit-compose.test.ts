@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
-import { searchAttributeDefinitions } from '../src/workflows/search-attributes';
+import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 
 const root = path.resolve(__dirname, '..');
 const composeText = fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');

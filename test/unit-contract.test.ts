@@ -9,8 +9,8 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { test } from 'node:test';
 import { contractDir, contractFile, render } from '../scripts/gen-contract';
-import { contractSchemas, StartInputSchema } from '../src/workflows/contract';
-import { CONTRACT_VERSION } from '../src/workflows/definitions';
+import { contractSchemas, StartInputSchema } from '../src/contract/json-schema';
+import { CONTRACT_VERSION } from '../src/contract/definitions';
 
 void test('every contract schema file matches the code', () => {
   const schemas = contractSchemas();

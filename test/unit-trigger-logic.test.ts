@@ -1,7 +1,8 @@
 /** The trigger's decisions (design-docs/001 and its HA extension), case by case. */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { decide, UNKNOWN, type StateSnapshot, type TriggerMemory } from '../src/workflows/trigger-logic';
+import { UNKNOWN, type StateSnapshot, type TriggerMemory } from '../src/contract/trigger';
+import { decide } from '../src/workflows/trigger-logic';
 
 const P = 10_000; // period
 const cfg = { periodMs: P, stalenessMs: 3 * P, maxBackoffMs: 8 * P };

@@ -13,6 +13,7 @@ import {
   agreementFromEndpoints,
   agreementFromStorageVersion,
   liveIdentities,
+  liveProcesses,
   versionNamer,
   type Agreement,
   type ServerView,
@@ -124,7 +125,11 @@ export function createActivities(deps: ActivityDeps) {
     if (!ref.custom) {
       // Undefined: the StorageVersion API is not served (its default: alpha, off), or not for this resource: ask each server.
       const sv = await findStorageVersion(kube, ref);
-      if (sv) return agreementFromStorageVersion(sv, liveIdentities(await listIdentityLeases(kube), Date.now()));
+      if (sv) {
+        const leases = await listIdentityLeases(kube);
+        const now = Date.now();
+        return agreementFromStorageVersion(sv, liveIdentities(leases, now), liveProcesses(leases, now));
+      }
     }
     const found = await apiservers.find();
     const [crd, viaList, endpoints] = await Promise.all([
@@ -141,6 +146,7 @@ export function createActivities(deps: ActivityDeps) {
       endpoints,
       endpointsNote: found.endpointsNote,
       identities: found.identities,
+      processes: found.processes,
       via: { id: kube.server, value: own?.storageVersionHash },
       crd: crd ? { storageVersion: storageVersionOf(crd), generation: crd.metadata.generation } : undefined,
       versionOf: ref.custom ? undefined : await namer(ref, own?.kind),

@@ -11,7 +11,7 @@ import type { ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
-import { RESOURCE_FORMS } from '../workflows/definitions';
+import { RESOURCE_FORMS } from '../contract/definitions';
 
 /** `gizmos.example.com` -> {group: example.com, resource: gizmos}; `secrets` -> core; with a group given, the name is the plural. */
 export function splitResourceName(resource: string, group?: string): { group: string; resource: string } {

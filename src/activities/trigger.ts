@@ -19,10 +19,10 @@ import {
   refineStorageState,
   storageStatePath,
 } from '../kube/storage-states';
-import { abortSignal } from '../workflows/definitions';
-import { startOptions } from '../workflows/start-options';
-import type { MigrationStatus, ObservedResource, StateSnapshot, TriggerAction } from '../workflows/trigger-logic';
-import { UNKNOWN } from '../workflows/trigger-logic';
+import { abortSignal } from '../contract/definitions';
+import { startOptions } from '../contract/start-options';
+import type { MigrationStatus, ObservedResource, StateSnapshot, TriggerAction } from '../contract/trigger';
+import { UNKNOWN } from '../contract/trigger';
 
 export interface TriggerDeps {
   kube: KubeClient;

@@ -29,12 +29,13 @@ import {
   type MigrationOptions,
   type MigrationProgress,
   type MigrationResult,
-} from '../workflows/definitions';
+} from '../contract/definitions';
 import type { migrateAll } from '../workflows/migrate-all';
 import type { migrateResource } from '../workflows/migrate-resource';
 import { makePlan, type Plan, type PlanOptions } from './plan';
-import { startOptions } from '../workflows/start-options';
-import type { storageVersionTrigger, TriggerInput } from '../workflows/trigger';
+import { startOptions } from '../contract/start-options';
+import type { storageVersionTrigger } from '../workflows/trigger';
+import type { TriggerInput } from '../contract/trigger';
 
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';

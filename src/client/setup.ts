@@ -4,7 +4,7 @@
  */
 import type { Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { searchAttributeDefinitions } from '../contract/search-attributes';
 
 const indexedType = {
   Keyword: temporal.api.enums.v1.IndexedValueType.INDEXED_VALUE_TYPE_KEYWORD,

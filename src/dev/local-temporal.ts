@@ -8,7 +8,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { freePort, portOpen } from './ports';
 import { ensureTools } from './tools';
 

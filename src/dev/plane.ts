@@ -27,7 +27,7 @@ import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
 import YAML from 'yaml';
-import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { haproxyConfig, haproxyPath } from './load-balancer';
 import {
   allocateNetwork,

@@ -7,12 +7,14 @@
  *   server (an identity lease that has not expired) must have an entry, and all
  *   live entries must name the same encodingVersion. Entries of servers with no
  *   live lease are stale: they neither block agreement nor fake it. The token is
- *   the StorageVersion's resourceVersion plus the live identities, so it changes
- *   whenever the answer might have.
+ *   the StorageVersion's resourceVersion plus the live server processes (each
+ *   identity lease's holderIdentity, new on every restart), so it changes
+ *   whenever the answer might have, and whenever any server restarted.
  * - Custom resources (not covered by that API), or where it is not served: the
  *   storageVersionHash each API server serves in its own discovery, asked at
  *   its own address (the `kubernetes` EndpointSlice lists them, as a Pod sees
- *   them); the live identity leases say how many servers exist. What was asked
+ *   them); the live identity leases say how many servers exist, and their
+ *   holderIdentity (new on every restart) goes into the token. What was asked
  *   decides what may be claimed (DESIGN rule 9):
  *     - any server that answered with another hash (or without the resource):
  *       no agreement, naming it;
@@ -32,67 +34,48 @@
  */
 import { createHash } from 'node:crypto';
 import type { StorageVersion, IdentityLease } from '../api/storage-version';
+import type { Agreement, ServerView } from '../contract/agreement';
 
-export interface ServerView {
-  id: string;
-  /** What this server encodes the resource as (encodingVersion or discovery hash); undefined: it does not serve the resource, or did not answer. */
-  value?: string;
-  /** Why it did not answer (set only when it did not). */
-  error?: string;
-}
-
-export interface Agreement {
-  agreed: boolean;
-  /** The agreed encoding version (e.g. resource.k8s.io/v1, or a CRD's v2); undefined without agreement. */
-  encodingVersion?: string;
-  /** The agreed storageVersionHash, where discovery was asked. */
-  hash?: string;
-  /** Changes whenever the answer might have changed. */
-  token: string;
-  source: 'StorageVersion' | 'discovery';
-  /**
-   * True when the answer covers every API server that exists (each one's
-   * StorageVersion entry, or each one's own discovery at its own address).
-   * False when svm could only check through its own (load-balanced) address.
-   */
-  verified: boolean;
-  /** Exactly what was checked, as a sentence for people (success messages are built from it). */
-  checked: string;
-  /** Which servers disagree, or why there is no agreement. */
-  reason?: string;
-  servers: ServerView[];
-  /**
-   * When the activity read it (ms since the epoch, the worker's clock). The
-   * workflow's time-based decisions use this reading, recorded in history
-   * with the result, rather than the workflow task's time: a replay then
-   * decides exactly as the run did whatever the workflow clock says on
-   * replay (a retried workflow task's time is not guaranteed to replay as
-   * the run saw it). Absent in histories from before it existed.
-   */
-  at?: number;
-}
+export type { Agreement, ServerView };
 
 const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
 
+const isLive = (l: IdentityLease, now: number): boolean => {
+  // Like kube-apiserver's own lease GC: no renew time or no duration means expired.
+  const renew = l.spec.renewTime ? Date.parse(l.spec.renewTime) : NaN;
+  if (l.spec.leaseDurationSeconds === undefined || !Number.isFinite(renew)) return false;
+  return renew + l.spec.leaseDurationSeconds * 1000 > now;
+};
+
+/** The names of the live identity leases: one per API server (its apiServerID, stable across restarts). */
 export function liveIdentities(leases: IdentityLease[], now: number): Set<string> {
-  const live = new Set<string>();
-  for (const l of leases) {
-    // Like kube-apiserver's own lease GC: no renew time or no duration means expired.
-    const renew = l.spec.renewTime ? Date.parse(l.spec.renewTime) : NaN;
-    if (l.spec.leaseDurationSeconds === undefined || !Number.isFinite(renew)) continue;
-    if (renew + l.spec.leaseDurationSeconds * 1000 > now) live.add(l.metadata.name);
-  }
-  return live;
+  return new Set(leases.filter((l) => isLive(l, now)).map((l) => l.metadata.name));
 }
 
-/** Agreement from a StorageVersion object and the live API server identities. */
-export function agreementFromStorageVersion(sv: StorageVersion, live: Set<string>): Agreement {
+/**
+ * The live API server processes, sorted, as `<lease name>=<holderIdentity>`. A kube-apiserver
+ * writes a new holderIdentity (its name and a fresh UUID) each time it starts, so any restart
+ * between two readings changes this list, even one back to the same flags: a pass during which a
+ * server restarted (a rollback and a roll forward within one check, say) does not count.
+ */
+export function liveProcesses(leases: IdentityLease[], now: number): string[] {
+  return leases
+    .filter((l) => isLive(l, now))
+    .map((l) => `${l.metadata.name}=${l.spec.holderIdentity ?? '-'}`)
+    .sort();
+}
+
+/**
+ * Agreement from a StorageVersion object and the live API server identities. The token names the
+ * server processes (liveProcesses) where given, so that a restart of any server changes it.
+ */
+export function agreementFromStorageVersion(sv: StorageVersion, live: Set<string>, processes?: string[]): Agreement {
   const entries = sv.status?.storageVersions ?? [];
   const liveEntries = entries.filter((e) => live.has(e.apiServerID));
   const servers: ServerView[] = [...live]
     .sort()
     .map((id) => ({ id, value: liveEntries.find((e) => e.apiServerID === id)?.encodingVersion }));
-  const token = `sv:${sv.metadata.resourceVersion}:${[...live].sort().join(',')}`;
+  const token = `sv:${sv.metadata.resourceVersion}:${(processes ?? [...live].sort()).join(',')}`;
   const missing = servers.filter((s) => s.value === undefined);
   const versions = [...new Set(liveEntries.map((e) => e.encodingVersion))];
   const stale = entries.filter((e) => !live.has(e.apiServerID)).map((e) => e.apiServerID);
@@ -128,6 +111,8 @@ export interface EndpointAnswers {
   endpointsNote?: string;
   /** Names of the live identity leases; undefined when they could not be read. */
   identities?: string[];
+  /** The live server processes (liveProcesses): the token holds them, so a restart of any server changes it. */
+  processes?: string[];
   /** Discovery through the worker's own API address (id: its URL); it answered (a failure there fails the activity). */
   via: ServerView;
   /** For a custom resource: its CRD's storage version and metadata.generation. */
@@ -144,7 +129,7 @@ export function agreementFromEndpoints(a: EndpointAnswers): Agreement {
   const ids = a.identities ? [...a.identities].sort() : undefined;
   const leases = ids ? plural(ids.length, 'identity lease') : 'identity leases unknown';
   const crd = a.crd ? `${a.crd.storageVersion ?? '-'}@${a.crd.generation ?? '-'}` : '';
-  const token = `discovery:crd=${crd}:ids=${ids ? ids.join(',') : '?'}:eps=${eps.map((e) => `${e.id}=${e.error !== undefined ? '!' : (e.value ?? '-')}`).join(',')}:via=${a.via.value ?? '-'}`;
+  const token = `discovery:crd=${crd}:ids=${a.processes ? a.processes.join(',') : ids ? ids.join(',') : '?'}:eps=${eps.map((e) => `${e.id}=${e.error !== undefined ? '!' : (e.value ?? '-')}`).join(',')}:via=${a.via.value ?? '-'}`;
   const show = (v: ServerView) => {
     if (v.value === undefined) return `${v.id} does not serve it`;
     const version = a.versionOf?.(v.value);

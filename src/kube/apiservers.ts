@@ -20,7 +20,7 @@
 import { isIPv6 } from 'node:net';
 import { KubeConfig, type Cluster } from './kubeconfig';
 import { EndpointSlice } from '../api/endpoint-slice';
-import { liveIdentities } from './agreement';
+import { liveIdentities, liveProcesses } from './agreement';
 import { KubeClient } from './client';
 import { isRetryable, KubeError } from './errors';
 import { IDENTITY_LEASES_PATH, listIdentityLeases } from './leases';
@@ -47,6 +47,8 @@ export interface ApiServers {
   endpointsNote?: string;
   /** Names of the live identity leases; undefined when they could not be read. */
   identities?: string[];
+  /** The live server processes (`<lease>=<holderIdentity>`): a restart of any server changes them. */
+  processes?: string[];
   identitiesNote?: string;
 }
 
@@ -158,6 +160,7 @@ export function kubernetesEndpoints(via: KubeClient, opts: { now?: () => number;
       }
       if (leases.status === 'fulfilled') {
         out.identities = [...liveIdentities(leases.value, now())].sort();
+        out.processes = liveProcesses(leases.value, now());
       } else {
         out.identitiesNote = `could not list identity leases: ${why(leases.reason)}`;
       }

@@ -34,7 +34,7 @@ import { KubeError } from '../kube/errors';
 import { IDENTITY_LEASES_PATH } from '../kube/leases';
 import { STORAGE_VERSIONS_PATH, storageVersionApiServed } from '../kube/storage-versions';
 import { watchForever } from '../kube/watch';
-import { agreementChangedSignal } from '../workflows/definitions';
+import { agreementChangedSignal } from '../contract/definitions';
 
 /** How often a StorageVersion API that is not served is looked for again. */
 const PROBE_INTERVAL_MS = 5 * 60_000;

@@ -56,9 +56,9 @@ import { MalformedObjectError } from '../kube/typed';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
 import { watchForever } from '../kube/watch';
-import { abortSignal, attachMigrationObjectSignal, progressQuery, type MigrationResult } from '../workflows/definitions';
+import { abortSignal, attachMigrationObjectSignal, progressQuery, type MigrationResult } from '../contract/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
-import { startOptions } from '../workflows/start-options';
+import { startOptions } from '../contract/start-options';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
 
 export interface BridgeOptions {

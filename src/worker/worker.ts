@@ -15,7 +15,7 @@ import { kubernetesEndpoints } from '../kube/apiservers';
 import { KubeClient } from '../kube/client';
 import { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { RateLimiter } from '../kube/rate-limit';
-import { MAX_MIGRATION_CONCURRENCY } from '../workflows/definitions';
+import { MAX_MIGRATION_CONCURRENCY } from '../contract/definitions';
 import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';

@@ -40,8 +40,8 @@ import {
   ResourceRefSchema,
   type MigrationProgress,
   type MigrationResult,
-} from './definitions';
-import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from './search-attributes';
+} from '../contract/definitions';
+import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
 
 const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = proxyActivities<Activities>({
   startToCloseTimeout: '1 minute',

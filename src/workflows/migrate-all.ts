@@ -35,10 +35,10 @@ import {
   type MigrateAllInput,
   type MigrateAllRow,
   type MigrationResult,
-} from './definitions';
+} from '../contract/definitions';
 import { migrateResource } from './migrate-resource';
-import { MigrationPhase } from './search-attributes';
-import { startOptions } from './start-options';
+import { MigrationPhase } from '../contract/search-attributes';
+import { startOptions } from '../contract/start-options';
 
 const { followMigration } = proxyActivities<FollowActivities>({
   // A joined migration may run for hours: the activity heartbeats while it follows it.

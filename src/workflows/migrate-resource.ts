@@ -74,10 +74,10 @@ import {
   type MigrationOptions,
   type MigrationProgress,
   type MigrationResult,
-} from './definitions';
-import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from './search-attributes';
+} from '../contract/definitions';
+import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
 
-export * from './definitions';
+export * from '../contract/definitions';
 
 /** Bugs, not weather: retrying them only delays the failure. */
 const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];

@@ -10,19 +10,13 @@
  */
 import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { decide, type TriggerMemory } from './trigger-logic';
+import { decide } from './trigger-logic';
+import type { TriggerInput, TriggerMemory } from '../contract/trigger';
 
-export interface TriggerInput {
-  periodSeconds: number;
-  /** Default: three periods. */
-  stalenessSeconds?: number;
-  /** Longest wait between attempts of a failing migration. Default: one hour. */
-  maxBackoffSeconds?: number;
-  memory?: TriggerMemory;
-}
+export type { TriggerInput };
 
-import { pollNowSignal } from './definitions';
-export { TRIGGER_WORKFLOW_ID, pollNowSignal } from './definitions';
+import { pollNowSignal } from '../contract/definitions';
+export { TRIGGER_WORKFLOW_ID, pollNowSignal } from '../contract/definitions';
 
 const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
   startToCloseTimeout: '5 minutes',

@@ -7,7 +7,7 @@ import type { ChunkInput, ChunkResult } from '../../src/activities/migrate-chunk
 import type { WorkerSettings } from '../../src/worker/config';
 import { createLogger, createMigratorWorker } from '../../src/worker/worker';
 import type pino from 'pino';
-import { FIRST_PAGE_LIMIT } from '../../src/workflows/definitions';
+import { FIRST_PAGE_LIMIT } from '../../src/contract/definitions';
 import { uniq, type TestPlane } from './plane';
 
 export async function withWorker<T>(

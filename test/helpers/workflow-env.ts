@@ -8,7 +8,7 @@ import { after, before } from 'node:test';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { expectedToolPaths } from '../../src/dev/tools';
-import { searchAttributeDefinitions } from '../../src/workflows/search-attributes';
+import { searchAttributeDefinitions } from '../../src/contract/search-attributes';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
 export interface WorkflowEnv {

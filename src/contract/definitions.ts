@@ -7,7 +7,7 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
-import type { Agreement } from '../activities';
+import type { Agreement } from './agreement';
 import type { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
 
 const whole = (name: string, min: number, max: number) => {

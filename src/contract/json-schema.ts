@@ -3,7 +3,7 @@
  * send to migrateResource (its start input, each signal and update) and read
  * back (the progress query, the result, each update's answer). Generated from
  * the zod schemas the workflow itself checks with, into contract/v<N>/ by
- * `npm run gen` (scripts/gen-contract.ts); test/unit-contract.test.ts fails
+ * `npm run gen:contract` (scripts/gen-contract.ts); test/unit-contract.test.ts fails
  * when the checked-in files and the code drift. Pure: no workflow code.
  */
 import { z } from 'zod';
@@ -64,7 +64,11 @@ export function contractSchemas(): Record<string, unknown> {
   return {
     'start-input': schema(StartInputSchema, 'migrateResource start input'),
     options: schema(MigrationOptionsSchema.partial(), 'migration options (all optional)'),
-    progress: schema(ProgressSchema, 'progress query and workflow result'),
+    progress: schema(ProgressSchema, 'progress query'),
+    result: schema(
+      ProgressSchema,
+      'workflow result (Succeeded or Aborted; a Failed migration fails the workflow with this document in its details)',
+    ),
     'signal-abort': schema(z.object({ reason: z.string().optional() }), 'signal "abort"'),
     'signal-pause': schema(Empty, 'signal "pause"'),
     'signal-resume': schema(Empty, 'signal "resume"'),
