@@ -261,6 +261,43 @@ void test('agreement moved between the last chunk and the verdict: no success re
   );
 });
 
+void test('an abort that arrives after the last chunk, while the verdict re-checks agreement, is honoured: Aborted, nothing recorded', async () => {
+  const d = new Doubles();
+  let reads = 0;
+  let release!: () => void;
+  const verdictCheck = new Promise<void>((r) => (release = r));
+  let atVerdict!: () => void;
+  const reached = new Promise<void>((r) => (atVerdict = r));
+  const agreementActivity = d.activities().agreement;
+  const result = await run(
+    Object.assign(d, {
+      activities: () => ({
+        ...Doubles.prototype.activities.call(d),
+        // The first read starts the pass; the second is the verdict's re-check: it waits for the abort.
+        agreement: async (ref: ResourceRef) => {
+          if (++reads === 2) {
+            atVerdict();
+            await verdictCheck;
+          }
+          return agreementActivity(ref);
+        },
+      }),
+    }),
+    async (start) => {
+      const h = await start();
+      await reached;
+      // The signal is in history before the re-check's answer: the workflow sees the abort first.
+      await h.signal(abortSignal, { reason: 'rollback' });
+      release();
+      return h.result();
+    },
+  );
+  assert.equal(result.phase, 'Aborted', result.message);
+  assert.match(result.message ?? '', /rollback/);
+  assert.equal(d.chunks.length, d.chunksPerPass, 'the whole pass ran before the abort');
+  assert.deepEqual(d.recorded, [], 'no success recorded');
+});
+
 void test('a re-check that cannot read agreement does not wedge the workflow: the pass starts over and ends', async () => {
   const d = new Doubles();
   const started = { n: 0 };

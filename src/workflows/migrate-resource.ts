@@ -504,7 +504,7 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
 
 // ------------------------------------------------------------ 3. verdict
 
-async function verdict(m: Migration): Promise<MigrationResult | StartOver> {
+async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'aborted'> {
   const c = m.s.counters;
   if (c.failed > 0) {
     const named = m.s.failures
@@ -515,6 +515,9 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver> {
   }
   const moved = await agreementMoved(m);
   if (moved) return new StartOver(moved);
+  // An abort that arrived after the last chunk (while the agreement was re-checked) is honoured: nothing is recorded.
+  // Behind a patch: histories from before it replay as they ran.
+  if (m.aborted && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
   try {
     await recordMigrated(m.ref, m.s.agreement!);
   } catch (err) {
@@ -553,6 +556,7 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
     if (pass === 'aborted') return await m.finish('Aborted', `aborted: ${m.aborted}`);
     if (pass instanceof StartOver) return await m.startOver(pass.why);
     const result = await verdict(m);
+    if (result === 'aborted') return await m.finish('Aborted', `aborted: ${m.aborted}`);
     if (result instanceof StartOver) return await m.startOver(result.why);
     return result;
   } catch (err) {
