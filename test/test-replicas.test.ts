@@ -53,7 +53,7 @@ interface Replica {
   lines: Array<Record<string, unknown>>;
 }
 
-function startReplica(taskQueue: string): Replica {
+function startReplica(taskQueue: string, extraEnv: Record<string, string> = {}): Replica {
   // As deploy/deployment.yaml: Temporal address and task queue, the API through one kubeconfig, the budget.
   const env = {
     PATH: process.env.PATH,
@@ -64,6 +64,7 @@ function startReplica(taskQueue: string): Replica {
     TEMPORAL_TASK_QUEUE: taskQueue,
     SVM_QPS: String(QPS),
     SVM_LOG_LEVEL: 'info',
+    ...extraEnv,
   };
   const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], {
     env,
@@ -115,6 +116,48 @@ function countPuts(metrics: string, crds: Array<{ group: string; plural: string 
   return n;
 }
 
+/** The API servers' own count of PUTs of these resources, sampled every second from every server. */
+function putSampler(crds: Array<{ group: string; plural: string }>) {
+  const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
+  const samples: Array<{ t: number; puts: number }> = [];
+  const sample = async () => {
+    const t0 = Date.now();
+    const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
+    samples.push({ t: (t0 + Date.now()) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, crds), 0) });
+  };
+  let scraping = true;
+  const scraper = (async () => {
+    while (scraping) {
+      const t0 = Date.now();
+      // A missed sample only widens the windows around it.
+      await sample().catch(() => undefined);
+      await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - t0))));
+    }
+  })();
+  return {
+    samples,
+    sample,
+    async stop() {
+      scraping = false;
+      await scraper;
+    },
+  };
+}
+
+/** The busiest window of at least 5 s between from and to (each sample to the first one 5 s later). */
+function busiestWindow(samples: Array<{ t: number; puts: number }>, from: number, to: number) {
+  let w = { rate: 0, from: 0, seconds: 0, puts: 0 };
+  for (let i = 0; i < samples.length; i++) {
+    if (samples[i]!.t < from) continue;
+    const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
+    if (j < 0 || samples[j]!.t > to) break;
+    const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
+    const puts = samples[j]!.puts - samples[i]!.puts;
+    if (puts / seconds > w.rate) w = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
+  }
+  return w;
+}
+
 void test('three replicas share one budget and one bridge; the leader is SIGKILLed mid-run: the migration succeeds, etcd clean, each CR handled once, PUTs within the budget', async () => {
   const crd = testCrd(`${uniq('rep')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
@@ -134,23 +177,8 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
   const all = [crd, ...others, lone];
 
   // The API servers' own count, every second, summed over the servers.
-  const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
-  const samples: Array<{ t: number; puts: number }> = [];
-  const sample = async () => {
-    const t0 = Date.now();
-    const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
-    samples.push({ t: (t0 + Date.now()) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, all), 0) });
-  };
-  let scraping = true;
-  const scraper = (async () => {
-    while (scraping) {
-      const t0 = Date.now();
-      // A missed sample only widens the windows around it.
-      await sample().catch(() => undefined);
-      await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - t0))));
-    }
-  })();
-
+  const puts = putSampler(all);
+  const { samples, sample } = puts;
   const taskQueue = uniq('tq');
   const replicas = [startReplica(taskQueue), startReplica(taskQueue), startReplica(taskQueue)];
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
@@ -158,7 +186,8 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     replicas.flatMap((r, i) =>
       r.lines.filter((l) => l.msg === 'StorageVersionMigration attached to its migration workflow' && l.name === name).map(() => i),
     );
-  const identityOf = (r: Replica) => r.lines.find((l) => l.msg === 'worker started')?.identity as string | undefined;
+  // The leader Lease names the process (identity and instance), as 'worker started' logs it.
+  const identityOf = (r: Replica) => r.lines.find((l) => l.msg === 'worker started')?.holder as string | undefined;
   let handoverMs: number | undefined;
   const loneRun = { from: 0, to: 0 };
   try {
@@ -239,8 +268,7 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
       [`${lone.group}/v2`]: LONE,
     });
   } finally {
-    scraping = false;
-    await scraper;
+    await puts.stop();
     for (const r of replicas) r.child.kill('SIGTERM');
     await Promise.all(
       replicas.map((r) =>
@@ -257,18 +285,7 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
   const total = samples.at(-1)!.puts - samples[0]!.puts;
   const objects = COUNT + 2 * OTHERS + LONE;
   assert.ok(total >= objects, `the servers counted ${total} PUTs of ${objects} objects`);
-  const busiest = (from: number, to: number) => {
-    let w = { rate: 0, from: 0, seconds: 0, puts: 0 };
-    for (let i = 0; i < samples.length; i++) {
-      if (samples[i]!.t < from) continue;
-      const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
-      if (j < 0 || samples[j]!.t > to) break;
-      const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
-      const puts = samples[j]!.puts - samples[i]!.puts;
-      if (puts / seconds > w.rate) w = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
-    }
-    return w;
-  };
+  const busiest = (from: number, to: number) => busiestWindow(samples, from, to);
   const worst = busiest(-Infinity, Infinity);
   const alone = busiest(loneRun.from, loneRun.to);
   console.log(
@@ -285,4 +302,73 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     worst.rate <= QPS * 1.1,
     `${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s: ${worst.rate.toFixed(1)}/s exceeds the budget ${QPS}/s by more than 10%`,
   );
+});
+
+void test("budget membership is per process: three replicas whose identities share a 60-character prefix, two of them with the same SVM_IDENTITY, hold the budget by the API servers' count", async () => {
+  const crds = [
+    testCrd(`${uniq('idp')}.svm.test`, 'gadgets', 'Gadget'),
+    testCrd(`${uniq('idp')}.svm.test`, 'gizmos', 'Gizmo'),
+    testCrd(`${uniq('idp')}.svm.test`),
+  ];
+  for (const c of crds) {
+    await applyCrd(plane.kube, c, 'v1');
+    await createObjects(plane.kube, c, 'v1', OTHERS, { namespace: uniq('ns') });
+    await applyCrd(plane.kube, c, 'v2');
+  }
+  // Pod names of one Deployment with a long name: 60 characters in common. Two replicas are given one SVM_IDENTITY.
+  const prefix = 'storage-version-migrator-of-the-platform-team-cluster-abcdef';
+  assert.equal(prefix.length, 60);
+  const identities = [`${prefix}-7d9f5-x2k4q`, `${prefix}-7d9f5-x2k4q`, `${prefix}-7d9f5-p9z8m`];
+  const puts = putSampler(crds);
+  const taskQueue = uniq('tq');
+  const replicas = identities.map((id) => startReplica(taskQueue, { SVM_IDENTITY: id }));
+  const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
+  const from = Date.now();
+  try {
+    await eventually('every replica to start', async () => replicas.every((r) => r.lines.some((l) => l.msg === 'worker started')), 600_000);
+    const handles = await Promise.all(
+      crds.map((c) => m.start(c.name, { chunkSize: 100, concurrency: CONCURRENCY, heartbeatTimeoutSeconds: 5 })),
+    );
+    for (const h of handles) assert.equal((await h.wait()).phase, 'Succeeded');
+    // Three members, three leases: every replica counted three.
+    for (const r of replicas)
+      assert.ok(
+        r.lines.some((l) => l.msg === 'load budget share' && l.members === 3),
+        'each replica counted three members',
+      );
+    const members = await plane.kube.getJson<{ items: unknown[] }>(`/apis/coordination.k8s.io/v1/namespaces/${NAMESPACE}/leases`, {
+      labelSelector: 'app.kubernetes.io/component=svm-worker-member',
+    });
+    assert.ok(members.items.length >= 3, `${members.items.length} member leases`);
+    // The two with one identity know of each other; only one process leads.
+    for (const r of replicas.slice(0, 2))
+      assert.ok(
+        r.lines.some((l) => String(l.msg).includes('another process runs with this identity')),
+        'a replica sharing its identity says so',
+      );
+    const leading = replicas.filter((r) => r.lines.some((l) => String(l.msg).startsWith('leader: running the singletons')));
+    assert.equal(leading.length, 1, 'one leader');
+  } finally {
+    for (const r of replicas) r.child.kill('SIGTERM');
+    await Promise.all(
+      replicas.map((r) =>
+        r.child.exitCode !== null || r.child.signalCode !== null ? undefined : new Promise((res) => r.child.once('exit', res)),
+      ),
+    );
+    await m.close();
+  }
+  await puts.sample();
+  await puts.stop();
+  const worst = busiestWindow(puts.samples, from, Infinity);
+  const total = puts.samples.at(-1)!.puts - puts.samples[0]!.puts;
+  console.log(
+    `replicas with one identity prefix: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s)`,
+  );
+  assert.ok(total >= 3 * OTHERS, `the servers counted ${total} PUTs of ${3 * OTHERS} objects`);
+  assert.ok(worst.rate >= QPS * 0.6, `the busiest window reached only ${worst.rate.toFixed(1)}/s: the budget was never tested`);
+  assert.ok(worst.rate <= QPS * 1.1, `${worst.rate.toFixed(1)}/s exceeds the budget ${QPS}/s by more than 10%`);
+  for (const c of crds)
+    assert.deepEqual((await storedVersions(plane.etcd, { group: c.group, resource: c.plural, custom: true })).byApiVersion, {
+      [`${c.group}/v2`]: OTHERS,
+    });
 });

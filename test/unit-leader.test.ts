@@ -195,11 +195,22 @@ void test('shareOf + bursts: N members spend at most the budget plus their burst
   }
 });
 
-void test('memberLeaseName: a DNS label from the identity', () => {
-  assert.equal(memberLeaseName('svm-worker-7d9f-abcde-12'), 'svm-worker-svm-worker-7d9f-abcde-12');
-  assert.equal(memberLeaseName('Host_Name.local-42'), 'svm-worker-host-name-local-42');
-  const long = memberLeaseName('x'.repeat(200));
-  assert.ok(long.length <= 63 && /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/.test(long), long);
+void test('memberLeaseName: a DNS label, readable from the identity, unique per identity and process whatever the length', () => {
+  const dns = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/;
+  assert.match(memberLeaseName('svm-worker-7d9f-abcde-12', 'i1'), /^svm-worker-svm-worker-7d9f-abcde-12-[0-9a-f]{16}$/);
+  assert.match(memberLeaseName('Host_Name.local-42', 'i1'), /^svm-worker-host-name-local-42-[0-9a-f]{16}$/);
+  // Pod names of one Deployment with a long name share their first 60 characters.
+  const prefix = 'storage-version-migrator-with-a-very-long-deployment-name-abc';
+  const names = ['-7d9f5-x2k4q', '-7d9f5-p9z8m', '-7d9f5-l3n1v'].map((s) => memberLeaseName(prefix + s, 'i1'));
+  for (const n of names) assert.ok(n.length <= 63 && dns.test(n), n);
+  assert.equal(new Set(names).size, 3, names.join(' '));
+  // Two processes with one SVM_IDENTITY: two leases.
+  assert.notEqual(memberLeaseName('svm', 'i1'), memberLeaseName('svm', 'i2'));
+  assert.equal(memberLeaseName('svm', 'i1'), memberLeaseName('svm', 'i1'));
+  for (const odd of ['x'.repeat(200), '___', 'A.B.C'.repeat(40)]) {
+    const n = memberLeaseName(odd, 'i1');
+    assert.ok(n.length <= 63 && dns.test(n), n);
+  }
 });
 
 // --- the adjustable bucket ------------------------------------------------------------------

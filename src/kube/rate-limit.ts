@@ -11,6 +11,12 @@
  * the rate changes, and the bucket never holds more than its burst, so a
  * change can never release more than one burst at once.
  */
+/**
+ * Milliseconds on a monotonic clock (never steps back or jumps with the wall clock): for durations,
+ * deadlines and idle times. Wall-clock time is only for what is written to the API (lease renewTime).
+ */
+export const monotonicNow = (): number => performance.now();
+
 export interface RateLimiterOptions {
   /** Tokens the bucket holds at most. Default: one second's worth (at least 1). */
   burst?: number;
@@ -18,7 +24,7 @@ export interface RateLimiterOptions {
 
 export class RateLimiter {
   private tokens: number;
-  private last = Date.now();
+  private last = monotonicNow();
   private pausedUntil = 0;
   private held = false;
   private lastTake = -Infinity;
@@ -54,7 +60,7 @@ export class RateLimiter {
    * burst follows the rate (unless fixed at construction, or given here).
    */
   setQps(qps: number, burst?: number): void {
-    this.credit(Date.now());
+    this.credit(monotonicNow());
     this.qps = qps;
     this.burst = burst ?? this.fixedBurst ?? defaultBurst(qps);
     this.tokens = Math.min(this.tokens, this.burst);
@@ -64,14 +70,14 @@ export class RateLimiter {
 
   /** Shuts the bucket: take() waits until setQps opens it again. Tokens on hand are dropped. */
   hold(): void {
-    this.credit(Date.now());
+    this.credit(monotonicNow());
     this.held = true;
     this.tokens = 0;
   }
 
   /** Pauses every caller for at least ms (Retry-After). */
   pause(ms: number): void {
-    this.pausedUntil = Math.max(this.pausedUntil, Date.now() + ms);
+    this.pausedUntil = Math.max(this.pausedUntil, monotonicNow() + ms);
   }
 
   /** When take() was last called or last served (demand for this bucket); -Infinity: never. */
@@ -86,13 +92,13 @@ export class RateLimiter {
 
   /** Waits for one token. Callers are served in order. */
   take(): Promise<void> {
-    this.lastTake = Date.now();
+    this.lastTake = monotonicNow();
     this.pending++;
     const next = this.queue
       .then(() => this.acquire())
       .finally(() => {
         this.pending--;
-        this.lastTake = Date.now();
+        this.lastTake = monotonicNow();
       });
     this.queue = next.catch(() => undefined);
     return next;
@@ -125,7 +131,7 @@ export class RateLimiter {
 
   private async acquire(): Promise<void> {
     for (;;) {
-      const now = Date.now();
+      const now = monotonicNow();
       if (now < this.pausedUntil) {
         await this.wait(this.pausedUntil - now);
         continue;

@@ -47,10 +47,11 @@
  * Expired member leases (replicas that died) are deleted by whoever sees them
  * expired, with their resourceVersion as precondition.
  */
+import { createHash, randomUUID } from 'node:crypto';
 import type { Logger } from 'pino';
 import type { KubeClient } from '../kube/client';
 import { createLease, deleteLease, getLease, listLeases, LeaseObserver, microTime, updateLease, type Lease } from '../kube/leases';
-import type { RateLimiter } from '../kube/rate-limit';
+import { monotonicNow, type RateLimiter } from '../kube/rate-limit';
 
 export const MEMBER_LABEL_KEY = 'app.kubernetes.io/component';
 export const MEMBER_LABEL_VALUE = 'svm-worker-member';
@@ -86,13 +87,24 @@ export const DEFAULT_BUDGET_TIMING: BudgetTiming = {
   idleAfterMs: 3000,
 };
 
-/** The lease name of a member: a DNS label built from its identity. */
-export function memberLeaseName(identity: string): string {
+/** On a member's lease: the identity the process runs as (SVM_IDENTITY or its Pod name), whole. */
+export const IDENTITY_ANNOTATION = 'migration.k8s.io/budget-identity';
+
+/**
+ * The lease name of a member process: a DNS label, readable from the start of its identity, unique by a
+ * hash of the whole identity and the process's instance ID. Two processes never share a lease, whatever
+ * their identities' length or prefix, even when both run as one SVM_IDENTITY: each is a member and spends
+ * only its share.
+ */
+export function memberLeaseName(identity: string, instance: string): string {
   const clean = identity
     .toLowerCase()
     .replace(/[^a-z0-9-]+/g, '-')
-    .replace(/^-+|-+$/g, '');
-  return `svm-worker-${clean}`.slice(0, 63).replace(/-+$/, '');
+    .replace(/^-+|-+$/g, '')
+    .slice(0, 30)
+    .replace(/-+$/, '');
+  const hash = createHash('sha256').update(`${identity}\n${instance}`).digest('hex').slice(0, 16);
+  return `svm-worker-${clean ? `${clean}-` : ''}${hash}`;
 }
 
 export interface ShareInput {
@@ -139,6 +151,8 @@ export interface BudgetOptions {
   kube: KubeClient;
   namespace: string;
   identity: string;
+  /** This process's instance ID (default: a random one): with the identity, it names our lease and holds it. */
+  instance?: string;
   /** The cluster-wide budget, updates per second (> 0). */
   qps: number;
   limiter: RateLimiter;
@@ -156,13 +170,19 @@ export interface ClusterBudget {
 export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
   const t = { ...DEFAULT_BUDGET_TIMING, ...opts.timing };
   const { kube, namespace, identity, limiter, log } = opts;
-  const name = memberLeaseName(identity);
+  const instance = opts.instance ?? randomUUID();
+  const name = memberLeaseName(identity, instance);
+  // Who holds our lease: this process, and no other (checked on every read of it).
+  const holder = `${identity}_${instance}`;
+  const warned = new Set<string>();
+  /** Other members' leases that carry our identity, with the resourceVersion first seen. */
+  const othersOfIdentity = new Map<string, string>();
   const observer = new LeaseObserver();
   const state: ShareInput = {
     qps: opts.qps,
     liveMembers: 0,
     selfCounted: false,
-    now: Date.now(),
+    now: monotonicNow(),
     joinedAt: undefined,
     lastRenewSent: undefined,
     lastListSent: undefined,
@@ -179,7 +199,7 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
   limiter.hold();
 
   // Demand: updates waiting for tokens now, or served lately (the next chunk of a migration follows shortly).
-  const wantsMore = () => limiter.waiting > 0 || Date.now() - limiter.lastTakeAt < t.idleAfterMs;
+  const wantsMore = () => limiter.waiting > 0 || monotonicNow() - limiter.lastTakeAt < t.idleAfterMs;
   const announced = () => own?.metadata.annotations?.[DEMAND_ANNOTATION] === 'true';
 
   const apply = () => {
@@ -189,7 +209,7 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     if (!demand) state.activeSince = undefined;
     // A change of demand is announced at once, not at the next refresh.
     if (demand !== announced()) wake?.();
-    const next = shareOf({ ...state, now: Date.now() }, t);
+    const next = shareOf({ ...state, now: monotonicNow() }, t);
     if (next.spend) {
       const changed = !current.spend || current.qps !== next.qps;
       limiter.setQps(next.qps, Math.max(1, Math.ceil(next.qps * t.burstSeconds)));
@@ -210,7 +230,8 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
   const guard = setInterval(apply, 500);
   guard.unref?.();
 
-  const spec = (now: number) => ({ holderIdentity: identity, leaseDurationSeconds: t.leaseDurationSeconds, renewTime: microTime(now) });
+  // renewTime on the wall clock (read by others); every duration here on the monotonic clock.
+  const spec = () => ({ holderIdentity: holder, leaseDurationSeconds: t.leaseDurationSeconds, renewTime: microTime(Date.now()) });
 
   /** The lease as we write it: renewed, announcing our demand. */
   const withDemand = (l: Lease, demand: boolean): Lease => ({
@@ -219,22 +240,29 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
   });
 
   const renew = async () => {
-    const sent = Date.now();
+    const sent = monotonicNow();
     const demand = wantsMore();
     if (!demand) {
       // Down to the floor before the write that says so is sent: the others may grow as soon as they read it.
       state.activeSince = undefined;
       apply();
     }
-    let r: Lease | 'conflict' = own ? await updateLease(kube, withDemand(own, demand), spec(sent)) : 'conflict';
+    let r: Lease | 'conflict' = own ? await updateLease(kube, withDemand(own, demand), spec()) : 'conflict';
     if (r === 'conflict') {
       const found = await getLease(kube, namespace, name);
-      if (found) {
-        r = await updateLease(kube, withDemand(found, demand), spec(sent));
+      if (found && found.spec.holderIdentity !== holder) {
+        // Held by another process (it cannot be ours by name alone): never taken over; we do not spend.
+        log.error(
+          { lease: `${namespace}/${name}`, holder: found.spec.holderIdentity },
+          'load budget: our membership lease is held by another process; not spending',
+        );
+        r = 'conflict';
+      } else if (found) {
+        r = await updateLease(kube, withDemand(found, demand), spec());
         // Ours, but we never heard it created (the create's answer was lost on a reset connection, or a
         // restart kept the identity): join from now, so every member has counted us before we spend.
         if (r !== 'conflict' && state.joinedAt === undefined) {
-          state.joinedAt = Date.now();
+          state.joinedAt = monotonicNow();
           log.info({ lease: `${namespace}/${name}` }, 'load budget: joined (the lease was there already)');
         }
       } else {
@@ -242,12 +270,12 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
           kube,
           namespace,
           name,
-          spec(sent),
+          spec(),
           { [MEMBER_LABEL_KEY]: MEMBER_LABEL_VALUE },
-          { [DEMAND_ANNOTATION]: String(demand) },
+          { [DEMAND_ANNOTATION]: String(demand), [IDENTITY_ANNOTATION]: identity },
         );
         if (r !== 'conflict') {
-          state.joinedAt = Date.now();
+          state.joinedAt = monotonicNow();
           log.info({ lease: `${namespace}/${name}` }, 'load budget: joined');
         }
       }
@@ -255,27 +283,27 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     if (r === 'conflict') return; // written by someone else meanwhile: next refresh
     // Our lease lapsed (not renewed in time): the others may have dropped us, so join again.
     if (state.lastRenewSent !== undefined && sent - state.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs)
-      state.joinedAt = Date.now();
+      state.joinedAt = monotonicNow();
     // Joined now (again): our demand counts from this write's answer, like a first announcement.
     if (state.joinedAt !== undefined && state.joinedAt >= sent) state.activeSince = undefined;
     own = r;
     state.lastRenewSent = sent;
     // Demand announced (this answer is the first to say so): counted once every member has listed since.
-    if (demand && wantsMore() && state.activeSince === undefined) state.activeSince = Date.now();
+    if (demand && wantsMore() && state.activeSince === undefined) state.activeSince = monotonicNow();
     if (!demand) state.activeSince = undefined;
   };
 
   const list = async () => {
-    const sent = Date.now();
+    const sent = monotonicNow();
     const leases = await listLeases(kube, namespace, MEMBER_SELECTOR);
-    const now = Date.now();
+    const now = monotonicNow();
     let live = 0;
     let self = false;
     let selfActive = false;
     let activeOthers = 0;
     const active = (l: Lease) => l.metadata.annotations?.[DEMAND_ANNOTATION] === 'true';
     for (const l of leases) {
-      if (l.metadata.name === name) {
+      if (l.metadata.name === name && l.spec.holderIdentity === holder) {
         self = true; // renewed just before this list
         selfActive = active(l);
         live++;
@@ -288,6 +316,19 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
       }
       live++;
       if (active(l)) activeOthers++;
+      // Another live process claiming our identity (one SVM_IDENTITY given to two replicas): each is a member
+      // with a lease of its own and spends only its share, but the operator should know.
+      // (Renewed since we first saw it: the lease of our own previous process, left by a crash, is not renewed.)
+      const rv = l.metadata.resourceVersion;
+      const firstRv = othersOfIdentity.get(l.metadata.name);
+      if (l.metadata.annotations?.[IDENTITY_ANNOTATION] === identity && firstRv === undefined) othersOfIdentity.set(l.metadata.name, rv);
+      else if (firstRv !== undefined && firstRv !== rv && !warned.has(l.metadata.name)) {
+        warned.add(l.metadata.name);
+        log.warn(
+          { identity, lease: `${namespace}/${l.metadata.name}`, own: `${namespace}/${name}` },
+          'load budget: another process runs with this identity; both count as members (give each replica its own SVM_IDENTITY)',
+        );
+      }
     }
     observer.retain(leases.map((l) => l.metadata.name));
     state.liveMembers = live;

@@ -29,6 +29,7 @@
 import type { Logger } from 'pino';
 import type { KubeClient } from '../kube/client';
 import { createLease, getLease, LeaseObserver, microTime, updateLease, type Lease, type LeaseSpec } from '../kube/leases';
+import { monotonicNow } from '../kube/rate-limit';
 
 export const LEADER_LEASE = 'svm-leader';
 
@@ -138,30 +139,32 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
     if (deadline) clearTimeout(deadline);
     // Step down on time even if the next renewal hangs.
     deadline = setTimeout(() => {
-      if (!stillLeader(lastRenewSent, Date.now(), timing)) become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
+      if (!stillLeader(lastRenewSent, monotonicNow(), timing)) become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
     }, timing.renewDeadlineMs);
     deadline.unref?.();
   };
 
   const step = async () => {
-    const sent = Date.now();
+    // Durations on the monotonic clock; the wall clock only for the renewTime written.
+    const sent = monotonicNow();
+    const sentWall = Date.now();
     const lease = await getLease(kube, namespace, name);
     if (stopped) return;
-    const expired = lease ? observer.expired(lease, Date.now(), timing.leaseDurationSeconds) : false;
+    const expired = lease ? observer.expired(lease, monotonicNow(), timing.leaseDurationSeconds) : false;
     const s = electionStep(lease, identity, expired);
     if (s.action === 'follow') {
       if (leading) become(false, `the lease is held by ${s.holder}`);
       return;
     }
     if (s.action === 'create') {
-      const created = await createLease(kube, namespace, name, heldSpec(undefined, identity, sent, timing.leaseDurationSeconds));
+      const created = await createLease(kube, namespace, name, heldSpec(undefined, identity, sentWall, timing.leaseDurationSeconds));
       if (created === 'conflict' || stopped) return;
       renewed(created, sent);
       become(true, 'created the lease');
       return;
     }
     if (s.action === 'takeOver' && leading) become(false, 'the lease was released or expired under us');
-    const updated = await updateLease(kube, lease!, heldSpec(lease!.spec, identity, sent, timing.leaseDurationSeconds));
+    const updated = await updateLease(kube, lease!, heldSpec(lease!.spec, identity, sentWall, timing.leaseDurationSeconds));
     if (updated === 'conflict' || stopped) return; // someone else wrote first: look again
     renewed(updated, sent);
     if (s.action === 'takeOver')
@@ -182,7 +185,7 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
             'leader election step failed; retrying',
           );
       }
-      if (leading && !stillLeader(lastRenewSent, Date.now(), timing)) become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
+      if (leading && !stillLeader(lastRenewSent, monotonicNow(), timing)) become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
       if (stopped) break;
       await new Promise<void>((resolve) => {
         wake = resolve;

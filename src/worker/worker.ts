@@ -25,6 +25,7 @@ import { temporalConnectionOptions } from '../config/temporal';
 import type { WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
+import { randomUUID } from 'node:crypto';
 
 /** JSON lines (pino), or one readable line per entry when stdout is a terminal. Never object data. */
 export function createLogger(destination?: pino.DestinationStream): Logger {
@@ -144,6 +145,10 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     : undefined;
   let shared: ClusterBudget | undefined;
   const identity = claimIdentity(settings.identity);
+  // This process's instance: with the identity, it holds the leader and budget leases, so two processes given one
+  // SVM_IDENTITY never both lead, nor share one budget membership.
+  const instance = randomUUID().slice(0, 8);
+  const holder = `${identity}_${instance}`;
   // The bridge, the agreement watcher and the activities start and signal workflows over the worker's own
   // connection (the Rust core's), not a second one through grpc-js.
   const client = new Client({ connection, namespace: t.namespace });
@@ -180,14 +185,14 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     const ns = settings.kubeNamespace;
-    shared = settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log }) : undefined;
+    shared = settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: settings.qps, limiter: budget, log }) : undefined;
     let singletons: Array<{ stop(): void }> = [];
     const leader =
       settings.bridge || settings.watchAgreement
         ? startLeaderElection({
             kube,
             namespace: ns,
-            identity,
+            identity: holder,
             log,
             onStartedLeading() {
               if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue: t.taskQueue, log }));
@@ -240,7 +245,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     },
     async run() {
       log.info(
-        { taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps, identity, leases: settings.kubeNamespace },
+        { taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps, identity, holder, leases: settings.kubeNamespace },
         'worker started',
       );
       try {
