@@ -18,7 +18,7 @@ import {
   type ShareInput,
 } from '../src/worker/budget';
 import { fakeApi } from './helpers/fake-api';
-import { DEFAULT_TIMING, electionStep, heldSpec, stillLeader } from '../src/worker/leader';
+import { DEFAULT_TIMING, electionStep, heldSpec, startLeaderElection, stillLeader } from '../src/worker/leader';
 
 const lease = (holder: string | undefined, rv = '1', extra: Partial<Lease['spec']> = {}): Lease => ({
   metadata: { name: 'svm-leader', namespace: 'svm-system', resourceVersion: rv },
@@ -366,4 +366,34 @@ void test('startClusterBudget: three members, demand moving between them: the su
     await Promise.all(takers);
     await api.close();
   }
+});
+
+void test('startLeaderElection: a leader that stops gracefully says so at info (no warning on a terminal), and releases the lease', async () => {
+  const api = await leaseApi();
+  const entries: Array<{ level: number; msg: string }> = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void entries.push(JSON.parse(line) as { level: number; msg: string }) });
+  let leading = false;
+  const election = startLeaderElection({
+    kube: api.kube,
+    namespace: 'svm-system',
+    identity: 'replica-a',
+    log,
+    timing: { leaseDurationSeconds: 2, renewIntervalMs: 100, retryIntervalMs: 100, renewDeadlineMs: 1000 },
+    onStartedLeading: () => (leading = true),
+    onStoppedLeading: () => (leading = false),
+  });
+  try {
+    const deadline = Date.now() + 5000;
+    while (!election.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(leading, 'became the leader');
+  } finally {
+    await election.stop();
+    await api.close();
+  }
+  assert.equal(leading, false);
+  const stopped = entries.find((e) => e.msg.startsWith('no longer leader'));
+  assert.ok(stopped, JSON.stringify(entries));
+  assert.equal(stopped.level, 30, `a graceful stop is info: ${JSON.stringify(stopped)}`);
+  assert.ok(!entries.some((e) => e.level >= 40), JSON.stringify(entries));
+  assert.equal(api.leases.get('svm-leader')?.spec.holderIdentity, undefined, 'released');
 });

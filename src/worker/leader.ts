@@ -31,6 +31,7 @@ import type { KubeClient } from '../kube/client';
 import { createLease, getLease, LeaseObserver, microTime, updateLease, type Lease, type LeaseSpec } from '../kube/leases';
 
 export const LEADER_LEASE = 'svm-leader';
+const STOPPING = 'stopping';
 
 export interface ElectionTiming {
   /** How long a lease that stopped changing stays the holder's. */
@@ -126,7 +127,8 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
     } else {
       if (deadline) clearTimeout(deadline);
       held = undefined;
-      log.warn({ lease: `${namespace}/${name}`, identity }, `no longer leader: singletons stopped (${why})`);
+      // A graceful stop is news, not trouble; losing the lease while running is.
+      log[why === STOPPING ? 'info' : 'warn']({ lease: `${namespace}/${name}`, identity }, `no longer leader: singletons stopped (${why})`);
       opts.onStoppedLeading();
     }
   };
@@ -200,7 +202,7 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
       wake?.();
       await running;
       const release = leading ? held : undefined;
-      become(false, 'stopping');
+      become(false, STOPPING);
       if (release) {
         // Released: holder cleared, so the next replica takes over at its next step.
         const r = await updateLease(kube, release, {

@@ -26,13 +26,27 @@ import type { WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 
-/** JSON lines (pino), or one readable line per entry when stdout is a terminal. Never object data. */
+/**
+ * The long-running worker's logger (`svm worker`, a container): JSON lines
+ * (pino) on stdout, or one readable line per entry when stdout is a
+ * terminal. Never object data.
+ */
 export function createLogger(destination?: pino.DestinationStream): Logger {
   const options = { base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' };
   if (destination) return pino(options, destination);
   if (process.stdout.isTTY && !process.env.CI)
     return pino(options, { write: (line: string) => void process.stdout.write(readableLine(line)) });
   return pino(options);
+}
+
+/**
+ * The logger of a worker run inside a command a person watches (the demo):
+ * JSON lines appended to file (its directory created), nothing on the
+ * terminal, which gets sentences only. Written synchronously, so nothing is
+ * lost when the command exits.
+ */
+export function createFileLogger(file: string): Logger {
+  return createLogger(pino.destination({ dest: file, mkdir: true, sync: true, append: true }));
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
