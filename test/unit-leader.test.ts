@@ -18,6 +18,7 @@ import {
   type ShareInput,
 } from '../src/worker/budget';
 import { fakeApi } from './helpers/fake-api';
+import { createMetrics } from '../src/worker/metrics';
 import { DEFAULT_TIMING, electionStep, heldSpec, startLeaderElection, stillLeader } from '../src/worker/leader';
 
 const lease = (holder: string | undefined, rv = '1', extra: Partial<Lease['spec']> = {}): Lease => ({
@@ -275,12 +276,14 @@ void test('startClusterBudget: a membership lease created but whose answer was l
   const api = await leaseApi({ dropFirstCreate: true });
   const kube = api.kube;
   const limiter = new RateLimiter(10);
+  const metrics = createMetrics();
   const budget = startClusterBudget({
     kube,
     namespace: 'svm-system',
     identity: 'replica-a',
     qps: 10,
     limiter,
+    metrics,
     log: pino({ level: 'silent' }),
     timing: { refreshMs: 100, freshMs: 500, joinDelayMs: 300, marginMs: 300, leaseDurationSeconds: 2 },
   });
@@ -290,6 +293,9 @@ void test('startClusterBudget: a membership lease created but whose answer was l
     assert.deepEqual(budget.share(), { spend: true, qps: 10, members: 1, active: 1 }, `still holding: ${JSON.stringify(budget.share())}`);
     assert.equal(api.counts.creates, 1, 'the lease was created once, its lost answer not repeated as a second create');
     assert.equal(limiter.isHeld, false);
+    // The share is exported (svm_budget_share_qps): the alerts on a starved or holding budget read it.
+    const share = (await metrics.registry.getSingleMetric('svm_budget_share_qps')!.get()).values[0]?.value;
+    assert.equal(share, 10);
   } finally {
     await budget.stop();
     await api.close();

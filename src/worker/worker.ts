@@ -194,8 +194,12 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     const ns = settings.kubeNamespace;
-    shared = settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log }) : undefined;
+    shared =
+      settings.qps > 0
+        ? startClusterBudget({ kube, namespace: ns, identity, qps: settings.qps, limiter: budget, log, metrics })
+        : undefined;
     let singletons: Array<{ stop(): void }> = [];
+    if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
     const leader =
       settings.bridge || settings.watchAgreement
         ? startLeaderElection({
@@ -204,6 +208,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             identity,
             log,
             onStartedLeading() {
+              metrics?.leader.set(1);
               if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue: t.taskQueue, log }));
               if (settings.bridge && settings.standardMigrations === 'own')
                 singletons.push(
@@ -219,6 +224,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
               if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log }));
             },
             onStoppedLeading() {
+              metrics?.leader.set(0);
               for (const s of singletons) s.stop();
               singletons = [];
             },
