@@ -42,10 +42,10 @@ ENV NODE_ENV=production
 ARG SVM_GIT_REVISION=unknown
 ENV SVM_GIT_REVISION=$SVM_GIT_REVISION
 # A small young generation from the start (the worker also caps it, SVM_SEMI_SPACE_MIB, but set at process
-# start it saves ~35 MiB of peak RSS instead of ~15: bench/results, README "Benchmark").
+# start it saves ~35 MiB of peak RSS instead of ~15: bench/results, docs/benchmarks.md).
 ENV NODE_OPTIONS=--max-semi-space-size=2
 # At most 2 glibc malloc arenas: the Temporal core's threads would otherwise each get one, and their
-# fragmentation grows the worker's RSS during a migration (~10-25 MiB of peak RSS: README "Benchmark").
+# fragmentation grows the worker's RSS during a migration (~10-25 MiB of peak RSS: docs/benchmarks.md).
 ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
 

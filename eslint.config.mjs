@@ -22,7 +22,7 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
-  // The layers' arrows (README, Architecture): api <- kube <- activities <- worker; api <- config <- client, worker;
+  // The layers' arrows (docs/architecture.md): api <- kube <- activities <- worker; api <- config <- client, worker;
   // workflows import only api and their own definitions; the client imports workflow definitions (and api, kube,
   // config); nothing in src imports src/dev (the top: the plane, the fixtures) except src/dev itself (the `svm` command
   // is composed outside src, in cli/svm.ts); nothing in src imports the tests, and bench does not either.

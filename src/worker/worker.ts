@@ -116,7 +116,7 @@ function releaseIdentity(id: string): void {
  * Keeps V8's young generation small (SVM_SEMI_SPACE_MIB): new isolates (the
  * workflow thread, created by Worker.create) get semi-spaces of at most mib,
  * and this isolate's stop growing (a flag read whenever V8 grows them). Worth
- * ~30-60 MiB of RSS under load; see README "Benchmark".
+ * ~30-60 MiB of RSS under load; see docs/benchmarks.md.
  */
 export function limitYoungGeneration(mib: number): void {
   if (!(mib > 0)) return;
@@ -178,7 +178,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)
-    // instead of the SDK's defaults sized for thousands (bench/README "Benchmark": peak RSS).
+    // instead of the SDK's defaults sized for thousands (docs/benchmarks.md: peak RSS).
     maxCachedWorkflows: settings.maxCachedWorkflows,
     maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
