@@ -36,7 +36,13 @@ async function main() {
   const crd = testCrd(`demo${Date.now().toString(36)}.svm.example`, 'widgets', 'Widget');
   say(`2. CRD ${crd.name} stored at v1, ${COUNT} objects`);
   await applyCrd(kube, crd, 'v1');
-  await createObjects(kube, crd, 'v1', COUNT, { namespace: 'demo' });
+  const step = Math.max(1, Math.ceil(COUNT / 4));
+  await createObjects(kube, crd, 'v1', COUNT, {
+    namespace: 'demo',
+    onProgress: (n) => {
+      if (n % step === 0 || n === COUNT) process.stdout.write(`   created ${n} of ${COUNT}\n`);
+    },
+  });
   const key = { group: crd.group, resource: crd.plural, custom: true };
   process.stdout.write(`   etcd: ${JSON.stringify((await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion)}\n`);
 
