@@ -6,9 +6,11 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
-import { parse } from 'yaml';
+import { parse, stringify } from 'yaml';
 import { metricNames } from '../src/worker/metrics';
 
 const root = path.join(__dirname, '..');
@@ -115,3 +117,26 @@ void test('the dashboard and the alerts read only metrics the worker registers',
   const ops = fs.readFileSync(path.join(root, 'docs', 'operations.md'), 'utf8');
   for (const a of alerts) assert.ok(ops.includes(a), `docs/operations.md does not document ${a}`);
 });
+
+/** promtool from Prometheus, when installed (Debian: apt-get install prometheus). */
+const promtool = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
+
+void test(
+  'promtool: the rules are valid and the alerts fire as deploy/prometheus/svm-alerts.test.yaml expects',
+  { skip: !promtool && 'no promtool' },
+  () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rules-'));
+    try {
+      const rule = parse(fs.readFileSync(ALERTS, 'utf8')) as { spec: unknown };
+      fs.writeFileSync(path.join(dir, 'svm-rules.yml'), stringify(rule.spec));
+      fs.copyFileSync(path.join(root, 'deploy', 'prometheus', 'svm-alerts.test.yaml'), path.join(dir, 'svm-alerts.test.yaml'));
+      execFileSync('promtool', ['check', 'rules', path.join(dir, 'svm-rules.yml')], { stdio: 'pipe' });
+      execFileSync('promtool', ['test', 'rules', path.join(dir, 'svm-alerts.test.yaml')], { stdio: 'pipe' });
+    } catch (err) {
+      const e = err as { stdout?: Buffer; stderr?: Buffer; message: string };
+      assert.fail(`${e.message}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
