@@ -132,6 +132,13 @@ void test(
       fs.copyFileSync(path.join(root, 'deploy', 'prometheus', 'svm-alerts.test.yaml'), path.join(dir, 'svm-alerts.test.yaml'));
       execFileSync('promtool', ['check', 'rules', path.join(dir, 'svm-rules.yml')], { stdio: 'pipe' });
       execFileSync('promtool', ['test', 'rules', path.join(dir, 'svm-alerts.test.yaml')], { stdio: 'pipe' });
+      // The dashboard's queries parse as PromQL: each checked as a recording rule.
+      const queries = exprs(JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')));
+      const recording = {
+        groups: [{ name: 'dashboard', rules: queries.map((expr, i) => ({ record: `svm:dashboard_query:${i}`, expr })) }],
+      };
+      fs.writeFileSync(path.join(dir, 'dashboard.yml'), stringify(recording));
+      execFileSync('promtool', ['check', 'rules', path.join(dir, 'dashboard.yml')], { stdio: 'pipe' });
     } catch (err) {
       const e = err as { stdout?: Buffer; stderr?: Buffer; message: string };
       assert.fail(`${e.message}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
