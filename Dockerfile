@@ -38,11 +38,14 @@ RUN keep="$(node -p "require('./node_modules/@temporalio/core-bridge/common.js')
 # Runtime stage: same base, no compiler, no dev dependencies, no npm cache.
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production
+# `svm version` reports it (no git in the image): docker build --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD) .
+ARG SVM_GIT_REVISION=unknown
+ENV SVM_GIT_REVISION=$SVM_GIT_REVISION
 # A small young generation from the start (the worker also caps it, SVM_SEMI_SPACE_MIB, but set at process
-# start it saves ~35 MiB of peak RSS instead of ~15: bench/results, README "Benchmark").
+# start it saves ~35 MiB of peak RSS instead of ~15: bench/results, docs/benchmarks.md).
 ENV NODE_OPTIONS=--max-semi-space-size=2
 # At most 2 glibc malloc arenas: the Temporal core's threads would otherwise each get one, and their
-# fragmentation grows the worker's RSS during a migration (~10-25 MiB of peak RSS: README "Benchmark").
+# fragmentation grows the worker's RSS during a migration (~10-25 MiB of peak RSS: docs/benchmarks.md).
 ENV MALLOC_ARENA_MAX=2
 WORKDIR /app
 

@@ -22,10 +22,11 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
-  // The layers' arrows (README, Architecture): api <- kube <- activities <- worker; api <- config <- client, worker;
+  // The layers' arrows (docs/architecture.md): api <- kube <- activities <- worker; api <- config <- client, worker;
   // api <- contract (what workflows, activities and clients exchange) <- workflows, activities, client, worker;
   // workflows import only api and the contract; the client imports the contract (and api, kube, config; workflow code
-  // as types only); activities import no workflow module; nothing in src imports src/dev (the top: the plane, the fixtures) except src/dev itself (the `svm` command
+  // as types only); activities import no workflow module; nothing in src imports src/dev (the top: the plane, the
+  // fixtures) except src/dev itself (the `svm` command
   // is composed outside src, in cli/svm.ts); nothing in src imports the tests, and bench does not either.
   // A file gets one 'no-restricted-imports' (a later block replaces an earlier one), so each block lists all of its rules.
   // The default for any file in src (a folder without a block of its own below included); the layers' blocks replace it.

@@ -28,6 +28,7 @@ export function buildProgram(): Command {
     c.crds,
     c.plan,
     devCommand(),
+    c.version,
   ]);
 }
 

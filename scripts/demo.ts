@@ -15,7 +15,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { loadWorkerSettings } from '../src/worker/config';
-import { createLogger, createMigratorWorker } from '../src/worker/worker';
+import { createFileLogger, createMigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, testCrd } from '../src/dev/test-crd';
 
 const say = (s: string) => process.stdout.write(`\n\x1b[1m== ${s}\x1b[0m\n`);
@@ -36,7 +36,13 @@ async function main() {
   const crd = testCrd(`demo${Date.now().toString(36)}.svm.example`, 'widgets', 'Widget');
   say(`2. CRD ${crd.name} stored at v1, ${COUNT} objects`);
   await applyCrd(kube, crd, 'v1');
-  await createObjects(kube, crd, 'v1', COUNT, { namespace: 'demo' });
+  const step = Math.max(1, Math.ceil(COUNT / 4));
+  await createObjects(kube, crd, 'v1', COUNT, {
+    namespace: 'demo',
+    onProgress: (n) => {
+      if (n % step === 0 || n === COUNT) process.stdout.write(`   created ${n} of ${COUNT}\n`);
+    },
+  });
   const key = { group: crd.group, resource: crd.plural, custom: true };
   process.stdout.write(`   etcd: ${JSON.stringify((await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion)}\n`);
 
@@ -50,10 +56,11 @@ async function main() {
     TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
     KUBECONFIG: env.KUBECONFIG,
     SVM_BRIDGE: 'false',
-    SVM_LOG_LEVEL: 'warn',
   });
-  process.env.SVM_LOG_LEVEL = 'warn';
-  const worker = await createMigratorWorker(settings, createLogger());
+  // The terminal gets sentences; the in-process worker's log entries (JSON lines) go to a file of the plane.
+  const logFile = path.join(dir, 'demo-worker.log');
+  process.stdout.write(`   the worker runs in this process; its log: ${logFile}\n`);
+  const worker = await createMigratorWorker(settings, createFileLogger(logFile));
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS! }, kubeconfig: env.KUBECONFIG });
   const result = await worker.runUntil(async () => {
     const h = await migrator.start(crd.name, { chunkSize: 200 });

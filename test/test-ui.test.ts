@@ -31,7 +31,7 @@ before(async () => {
 after(async () => plane?.close());
 
 const VIEWPORT = { width: 1400, height: 900 };
-// Screenshots go to test/artifacts (ignored by git); SVM_UPDATE_SCREENSHOTS=1 writes the README's copies in docs/.
+// Screenshots go to test/artifacts (ignored by git); SVM_UPDATE_SCREENSHOTS=1 writes the copies in docs/ (README.md, docs/how-it-works.md).
 const DOCS = path.resolve(__dirname, '..', process.env.SVM_UPDATE_SCREENSHOTS === '1' ? 'docs' : 'test/artifacts');
 const OK_OBJECTS = 300;
 const FAIL_OBJECTS = 100;

@@ -18,7 +18,8 @@ import {
   type ShareInput,
 } from '../src/worker/budget';
 import { fakeApi } from './helpers/fake-api';
-import { DEFAULT_TIMING, electionStep, heldSpec, stillLeader } from '../src/worker/leader';
+import { createMetrics } from '../src/worker/metrics';
+import { DEFAULT_TIMING, electionStep, heldSpec, startLeaderElection, stillLeader } from '../src/worker/leader';
 
 const lease = (holder: string | undefined, rv = '1', extra: Partial<Lease['spec']> = {}): Lease => ({
   metadata: { name: 'svm-leader', namespace: 'svm-system', resourceVersion: rv },
@@ -286,12 +287,14 @@ void test('startClusterBudget: a membership lease created but whose answer was l
   const api = await leaseApi({ dropFirstCreate: true });
   const kube = api.kube;
   const limiter = new RateLimiter(10);
+  const metrics = createMetrics();
   const budget = startClusterBudget({
     kube,
     namespace: 'svm-system',
     identity: 'replica-a',
     qps: 10,
     limiter,
+    metrics,
     log: pino({ level: 'silent' }),
     timing: { refreshMs: 100, freshMs: 500, joinDelayMs: 300, marginMs: 300, leaseDurationSeconds: 2 },
   });
@@ -301,6 +304,9 @@ void test('startClusterBudget: a membership lease created but whose answer was l
     assert.deepEqual(budget.share(), { spend: true, qps: 10, members: 1, active: 1 }, `still holding: ${JSON.stringify(budget.share())}`);
     assert.equal(api.counts.creates, 1, 'the lease was created once, its lost answer not repeated as a second create');
     assert.equal(limiter.isHeld, false);
+    // The share is exported (svm_budget_share_qps): the alerts on a starved or holding budget read it.
+    const share = (await metrics.registry.getSingleMetric('svm_budget_share_qps')!.get()).values[0]?.value;
+    assert.equal(share, 10);
   } finally {
     await budget.stop();
     await api.close();
@@ -377,4 +383,34 @@ void test('startClusterBudget: three members, demand moving between them: the su
     await Promise.all(takers);
     await api.close();
   }
+});
+
+void test('startLeaderElection: a leader that stops gracefully says so at info (no warning on a terminal), and releases the lease', async () => {
+  const api = await leaseApi();
+  const entries: Array<{ level: number; msg: string }> = [];
+  const log = pino({ level: 'info' }, { write: (line: string) => void entries.push(JSON.parse(line) as { level: number; msg: string }) });
+  let leading = false;
+  const election = startLeaderElection({
+    kube: api.kube,
+    namespace: 'svm-system',
+    identity: 'replica-a',
+    log,
+    timing: { leaseDurationSeconds: 2, renewIntervalMs: 100, retryIntervalMs: 100, renewDeadlineMs: 1000 },
+    onStartedLeading: () => (leading = true),
+    onStoppedLeading: () => (leading = false),
+  });
+  try {
+    const deadline = Date.now() + 5000;
+    while (!election.isLeader() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    assert.ok(leading, 'became the leader');
+  } finally {
+    await election.stop();
+    await api.close();
+  }
+  assert.equal(leading, false);
+  const stopped = entries.find((e) => e.msg.startsWith('no longer leader'));
+  assert.ok(stopped, JSON.stringify(entries));
+  assert.equal(stopped.level, 30, `a graceful stop is info: ${JSON.stringify(stopped)}`);
+  assert.ok(!entries.some((e) => e.level >= 40), JSON.stringify(entries));
+  assert.equal(api.leases.get('svm-leader')?.spec.holderIdentity, undefined, 'released');
 });

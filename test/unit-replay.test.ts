@@ -5,7 +5,7 @@
  * (non-determinism) fails here. No server is needed.
  *
  * Record them again with `SVM_RECORD_HISTORIES=1 npm test -- test/test-workflow-migrate.test.ts`
- * only when a change is meant to be incompatible and is guarded (README,
+ * only when a change is meant to be incompatible and is guarded (docs/development.md,
  * "Changing workflow code").
  */
 import assert from 'node:assert/strict';

@@ -224,6 +224,7 @@ export function createActivities(deps: ActivityDeps) {
       if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted'))
         m.migrations.inc({ resource, result: status.phase });
       if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
+      m?.statusReported.set({ resource }, Date.now() / 1000);
       // Each object in its own API's status (src/worker/migration-objects.ts): a plain name is a
       // migration.k8s.io/v1alpha1 object, storagemigration.k8s.io/<name> a standard one.
       for (const entry of names) {

@@ -5,7 +5,7 @@ import { Connection } from '@temporalio/client';
 import { registerSearchAttributes } from './setup';
 import { SingleBar, Presets } from 'cli-progress';
 import { migrationCrds, migrationCrdsYaml } from '../api/crds';
-import { kubeconfigOption, parseIntArg } from '../config/cli-options';
+import { kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
 import { loadTemporalSettings, temporalConnectionOptions } from '../config/temporal';
 import { KubeClient } from '../kube/client';
 import { Migrator, type MigrateAllRow, type MigrationProgress, type MigrationResult } from './index';
@@ -39,7 +39,12 @@ function printResult(r: MigrationResult): void {
 
 /** The client's commands by name; the `svm` program (cli/svm.ts) puts them in order among the others. */
 export function migrateCommands() {
-  const migrate = new Command('migrate')
+  const migrate = withExamples(new Command('migrate'), [
+    'svm migrate secrets --wait                      # one resource, with a progress bar',
+    'svm migrate widgets.example.com --qps 50        # at most 50 updates/s for this one',
+    'svm migrate deployments.apps configmaps --parallel 2',
+    'svm migrate --all --parallel 4                  # every migratable resource, then a summary',
+  ])
     .description(
       'migrate every stored object of a resource to its current storage version; several resources, or all of them (--all), run as one durable workflow',
     )
@@ -120,7 +125,11 @@ export function migrateCommands() {
       },
     );
 
-  const status = new Command('status')
+  const status = withExamples(new Command('status'), [
+    'svm status                     # every migration',
+    'svm status widgets.example.com',
+    'svm status -o json             # for tools',
+  ])
     .description('show migrations (one resource, or all)')
     .argument('[resource]')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
@@ -141,7 +150,9 @@ export function migrateCommands() {
     });
 
   const signalCommand = (name: 'abort' | 'pause' | 'resume', description: string) => {
-    const cmd = new Command(name).description(description).argument('<resource>').addOption(kubeconfigOption());
+    const cmd = withExamples(new Command(name).description(description).argument('<resource>').addOption(kubeconfigOption()), [
+      name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`,
+    ]);
     if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
     return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
@@ -154,9 +165,13 @@ export function migrateCommands() {
     });
   };
 
-  const trigger = new Command('trigger').description('the periodic trigger: StorageState objects and automatic migrations');
+  const trigger = withExamples(new Command('trigger').description('the periodic trigger: StorageState objects and automatic migrations'), [
+    'svm trigger start --period 300',
+    'svm trigger stop',
+  ]);
   trigger
     .command('start')
+    .addHelpText('after', '\nExample:\n  svm trigger start --period 300 --staleness 1800   # discovery every 5 minutes\n')
     .description('start it (joins the running one)')
     .option('--period <seconds>', 'how often discovery is read', parseIntArg('--period', 1, 86_400), 600)
     .option(
@@ -174,13 +189,14 @@ export function migrateCommands() {
   trigger
     .command('stop')
     .description('stop it')
+    .addHelpText('after', '\nExample:\n  svm trigger stop   # explicit `svm migrate` and StorageVersionMigration objects still work\n')
     .addOption(kubeconfigOption())
     .action(async (o: { kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, (m) => m.stopTrigger());
       process.stderr.write('trigger stopped\n');
     });
 
-  const setup = new Command('setup')
+  const setup = withExamples(new Command('setup'), ['TEMPORAL_ADDRESS=temporal:7233 TEMPORAL_NAMESPACE=default svm setup'])
     .description("register svm's search attributes on the Temporal namespace (idempotent)")
     .action(async () => {
       const t = loadTemporalSettings(process.env);
@@ -195,16 +211,21 @@ export function migrateCommands() {
       }
     });
 
-  const crds = new Command('crds').description('the migration.k8s.io CustomResourceDefinitions');
+  const crds = withExamples(new Command('crds').description('the migration.k8s.io CustomResourceDefinitions'), [
+    'svm crds install',
+    'svm crds print > crds.yaml',
+  ]);
   crds
     .command('print')
     .description('print the CRD manifests')
+    .addHelpText('after', '\nExample:\n  svm crds print | kubectl apply -f -\n')
     .action(() => {
       process.stdout.write(migrationCrdsYaml());
     });
   crds
     .command('install')
     .description('create or update the CRDs in the cluster')
+    .addHelpText('after', '\nExample:\n  svm crds install --kubeconfig ~/.kube/config\n')
     .addOption(kubeconfigOption())
     .action(async (o: { kubeconfig?: string }) => {
       const kube = KubeClient.fromKubeconfig(o.kubeconfig);

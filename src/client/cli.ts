@@ -7,10 +7,11 @@
 import { Command } from 'commander';
 import { migrateCommands } from './cli-migrate';
 import { planCommand } from './cli-plan';
+import { versionCommand } from './cli-version';
 
 /** The client's commands by name, for the composition root to order among the others. */
 export function clientCommands() {
-  return { ...migrateCommands(), plan: planCommand() };
+  return { ...migrateCommands(), plan: planCommand(), version: versionCommand() };
 }
 
 /** The `svm` program holding the given commands, in that order. */
@@ -18,7 +19,19 @@ export function svmProgram(commands: Command[]): Command {
   const program = new Command('svm')
     .description('Kubernetes storage version migration as durable Temporal workflows')
     .showHelpAfterError()
-    .configureOutput({ outputError: (s, write) => write(s) });
+    .configureOutput({ outputError: (s, write) => write(s) })
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Examples:',
+        '  svm dev up && source .svm-dev/env     # a local control plane',
+        '  svm migrate secrets --wait            # migrate one resource, with progress',
+        '  svm status                            # every migration',
+        '  svm <command> --help                  # each command with its own example',
+        '',
+      ].join('\n'),
+    );
   for (const c of commands) program.addCommand(c);
   return program;
 }

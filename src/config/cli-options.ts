@@ -1,5 +1,5 @@
 /** Command-line pieces every `svm` command shares, whichever layer registers the command. */
-import { InvalidArgumentError, Option } from 'commander';
+import { InvalidArgumentError, Option, type Command } from 'commander';
 
 /** A whole-number argument within [min, max]; commander reports the message and exits 1 otherwise. */
 export function parseIntArg(name: string, min: number, max: number) {
@@ -12,3 +12,9 @@ export function parseIntArg(name: string, min: number, max: number) {
 }
 
 export const kubeconfigOption = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');
+
+/** Appends an "Example(s):" section to a command's --help (every svm command has one). */
+export function withExamples<C extends Command>(cmd: C, examples: string[]): C {
+  cmd.addHelpText('after', `\n${examples.length > 1 ? 'Examples' : 'Example'}:\n${examples.map((e) => `  ${e}`).join('\n')}\n`);
+  return cmd;
+}

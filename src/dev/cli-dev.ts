@@ -14,9 +14,11 @@ import {
 import { kubeVersions } from './tools';
 
 export function devCommand(): Command {
-  const dev = new Command('dev').description(
-    'a local control plane shaped like a cluster: etcd, HA kube-apiservers each in its own network namespace behind haproxy, and the Temporal dev server',
-  );
+  const dev = new Command('dev')
+    .description(
+      'a local control plane shaped like a cluster: etcd, HA kube-apiservers each in its own network namespace behind haproxy, and the Temporal dev server',
+    )
+    .addHelpText('after', '\nExamples:\n  svm dev up && source .svm-dev/env\n  svm dev down\n');
   dev
     .command('up')
     .description('start (or complete) the local control plane and print its environment')
@@ -76,6 +78,7 @@ export function devCommand(): Command {
   dev
     .command('down')
     .description('stop exactly what `svm dev up` started')
+    .addHelpText('after', '\nExample:\n  svm dev down --dir .svm-dev\n')
     .option('--dir <dir>', 'state directory', defaultDevDir())
     .action(async (o: { dir: string }) => {
       await down(o.dir);
@@ -122,6 +125,7 @@ export function devCommand(): Command {
       return v;
     })
     .option('--dir <dir>', 'state directory', defaultDevDir())
+    .addHelpText('after', '\nExample:\n  svm dev storage-version-api on   # servers publish StorageVersion objects\n')
     .action(async (mode: string, o: { dir: string }) => {
       await setStorageVersionApi(o.dir, mode === 'on');
       process.stderr.write(`StorageVersion API ${readState(o.dir)?.storageVersionApi ? 'on' : 'off'} on every API server\n`);

@@ -117,9 +117,10 @@ export async function createObjects(
   c: TestCrd,
   version: 'v1' | 'v2',
   count: number,
-  opts: { namespace: string; prefix?: string; payload?: (i: number) => unknown },
+  opts: { namespace: string; prefix?: string; payload?: (i: number) => unknown; onProgress?: (created: number) => void },
 ): Promise<void> {
   await ensureNamespace(kube, opts.namespace);
+  let created = 0;
   await parallel(count, 16, async (i) => {
     const name = `${opts.prefix ?? 'w'}-${String(i).padStart(6, '0')}`;
     const body = {
@@ -129,5 +130,6 @@ export async function createObjects(
       spec: opts.payload ? opts.payload(i) : { index: i, note: `object ${i}` },
     };
     await kube.request('POST', `/apis/${c.group}/${version}/namespaces/${opts.namespace}/${c.plural}`, { body: JSON.stringify(body) });
+    opts.onProgress?.(++created);
   });
 }

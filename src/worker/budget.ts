@@ -52,6 +52,7 @@ import type { Logger } from 'pino';
 import type { KubeClient } from '../kube/client';
 import { createLease, deleteLease, getLease, listLeases, LeaseObserver, microTime, updateLease, type Lease } from '../kube/leases';
 import { monotonicNow, type RateLimiter } from '../kube/rate-limit';
+import type { MigratorMetrics } from './metrics';
 
 export const MEMBER_LABEL_KEY = 'app.kubernetes.io/component';
 export const MEMBER_LABEL_VALUE = 'svm-worker-member';
@@ -158,6 +159,8 @@ export interface BudgetOptions {
   limiter: RateLimiter;
   log: Logger;
   timing?: Partial<BudgetTiming>;
+  /** The share and the updates waiting for it, exported (svm_budget_share_qps, svm_budget_waiting_updates). */
+  metrics?: Pick<MigratorMetrics, 'budgetShare' | 'budgetWaiting'>;
 }
 
 export interface ClusterBudget {
@@ -224,6 +227,8 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
       if (current.spend) log.warn({ why: next.why }, 'load budget: holding (no share)');
     }
     current = next;
+    opts.metrics?.budgetShare.set(next.spend ? next.qps : 0);
+    opts.metrics?.budgetWaiting.set(limiter.waiting);
   };
 
   // Re-checked between refreshes: the deadlines hold even when a refresh hangs.

@@ -28,6 +28,16 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
     .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS)')
     .option('--no-bridge', 'do not watch StorageVersionMigration objects')
     .addOption(kubeconfigOption())
+    .addHelpText(
+      'after',
+      [
+        '',
+        'Examples:',
+        '  TEMPORAL_ADDRESS=temporal:7233 svm worker --qps 100   # JSON log lines on stdout (a container)',
+        '  svm worker                                            # no TEMPORAL_ADDRESS: a local Temporal dev server too',
+        '',
+      ].join('\n'),
+    )
     .action(async (o: { qps?: string; maxConcurrentChunks?: string; bridge?: boolean; kubeconfig?: string }) => {
       const settings = loadWorkerSettings(process.env, {
         qps: o.qps,

@@ -32,6 +32,7 @@ import { createLease, getLease, LeaseObserver, microTime, updateLease, type Leas
 import { monotonicNow } from '../kube/rate-limit';
 
 export const LEADER_LEASE = 'svm-leader';
+const STOPPING = 'stopping';
 
 export interface ElectionTiming {
   /** How long a lease that stopped changing stays the holder's. */
@@ -127,7 +128,8 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
     } else {
       if (deadline) clearTimeout(deadline);
       held = undefined;
-      log.warn({ lease: `${namespace}/${name}`, identity }, `no longer leader: singletons stopped (${why})`);
+      // A graceful stop is news, not trouble; losing the lease while running is.
+      log[why === STOPPING ? 'info' : 'warn']({ lease: `${namespace}/${name}`, identity }, `no longer leader: singletons stopped (${why})`);
       opts.onStoppedLeading();
     }
   };
@@ -203,7 +205,7 @@ export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection
       wake?.();
       await running;
       const release = leading ? held : undefined;
-      become(false, 'stopping');
+      become(false, STOPPING);
       if (release) {
         // Released: holder cleared, so the next replica takes over at its next step.
         const r = await updateLease(kube, release, {

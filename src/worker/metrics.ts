@@ -26,6 +26,14 @@ export interface MigratorMetrics {
   mirrorFailures: Counter;
   /** Updates this worker keeps in flight at most now (src/kube/adaptive-concurrency.ts); unset without it. */
   concurrencyLimit: Gauge;
+  /** When this worker last wrote a migration's status (unix seconds): with several replicas, the latest one holds its phase. */
+  statusReported: Gauge<'resource'>;
+  /** 1 while this replica is the elected leader (runs the singletons), else 0; unset when no singleton is enabled. */
+  leader: Gauge;
+  /** This replica's share of the cluster-wide budget, updates per second (0 while holding); unset when the budget is unlimited. */
+  budgetShare: Gauge;
+  /** Updates waiting for a token of the budget on this replica now; unset when the budget is unlimited. */
+  budgetWaiting: Gauge;
 }
 
 export function createMetrics(): MigratorMetrics {
@@ -79,6 +87,27 @@ export function createMetrics(): MigratorMetrics {
       help: 'No-op updates this worker keeps in flight at most, adapted to the API servers latency',
       registers: [registry],
     }),
+    statusReported: new Gauge({
+      name: 'svm_migration_status_timestamp_seconds',
+      help: "When this worker last reported a migration's status (unix seconds): the replica with the latest report holds its phase",
+      labelNames: ['resource'],
+      registers: [registry],
+    }),
+    leader: new Gauge({
+      name: 'svm_leader',
+      help: 'Whether this replica holds the leader Lease and runs the singletons (the bridge, the agreement watcher)',
+      registers: [registry],
+    }),
+    budgetShare: new Gauge({
+      name: 'svm_budget_share_qps',
+      help: "This replica's share of the cluster-wide load budget, updates per second (0 while holding)",
+      registers: [registry],
+    }),
+    budgetWaiting: new Gauge({
+      name: 'svm_budget_waiting_updates',
+      help: 'Updates waiting for a token of the load budget on this replica',
+      registers: [registry],
+    }),
   };
 }
 
@@ -129,4 +158,9 @@ export function histogramQuantile(q: number, buckets: Array<{ le: number; count:
     prevCount = b.count;
   }
   return prevLe;
+}
+
+/** The names of every metric the worker registers itself (the Temporal SDK's, appended to /metrics, are not among them). */
+export async function metricNames(): Promise<string[]> {
+  return (await createMetrics().registry.getMetricsAsJSON()).map((m) => m.name);
 }

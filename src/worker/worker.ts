@@ -27,13 +27,27 @@ import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 import { randomUUID } from 'node:crypto';
 
-/** JSON lines (pino), or one readable line per entry when stdout is a terminal. Never object data. */
+/**
+ * The long-running worker's logger (`svm worker`, a container): JSON lines
+ * (pino) on stdout, or one readable line per entry when stdout is a
+ * terminal. Never object data.
+ */
 export function createLogger(destination?: pino.DestinationStream): Logger {
   const options = { base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' };
   if (destination) return pino(options, destination);
   if (process.stdout.isTTY && !process.env.CI)
     return pino(options, { write: (line: string) => void process.stdout.write(readableLine(line)) });
   return pino(options);
+}
+
+/**
+ * The logger of a worker run inside a command a person watches (the demo):
+ * JSON lines appended to file (its directory created), nothing on the
+ * terminal, which gets sentences only. Written synchronously, so nothing is
+ * lost when the command exits.
+ */
+export function createFileLogger(file: string): Logger {
+  return createLogger(pino.destination({ dest: file, mkdir: true, sync: true, append: true }));
 }
 
 const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
@@ -103,7 +117,7 @@ function releaseIdentity(id: string): void {
  * Keeps V8's young generation small (SVM_SEMI_SPACE_MIB): new isolates (the
  * workflow thread, created by Worker.create) get semi-spaces of at most mib,
  * and this isolate's stop growing (a flag read whenever V8 grows them). Worth
- * ~30-60 MiB of RSS under load; see README "Benchmark".
+ * ~30-60 MiB of RSS under load; see docs/benchmarks.md.
  */
 export function limitYoungGeneration(mib: number): void {
   if (!(mib > 0)) return;
@@ -169,7 +183,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)
-    // instead of the SDK's defaults sized for thousands (bench/README "Benchmark": peak RSS).
+    // instead of the SDK's defaults sized for thousands (docs/benchmarks.md: peak RSS).
     maxCachedWorkflows: settings.maxCachedWorkflows,
     maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
@@ -185,8 +199,12 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     const ns = settings.kubeNamespace;
-    shared = settings.qps > 0 ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: settings.qps, limiter: budget, log }) : undefined;
+    shared =
+      settings.qps > 0
+        ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: settings.qps, limiter: budget, log, metrics })
+        : undefined;
     let singletons: Array<{ stop(): void }> = [];
+    if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
     const leader =
       settings.bridge || settings.watchAgreement
         ? startLeaderElection({
@@ -195,6 +213,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             identity: holder,
             log,
             onStartedLeading() {
+              metrics?.leader.set(1);
               if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue: t.taskQueue, log }));
               if (settings.bridge && settings.standardMigrations === 'own')
                 singletons.push(
@@ -210,6 +229,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
               if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log }));
             },
             onStoppedLeading() {
+              metrics?.leader.set(0);
               for (const s of singletons) s.stop();
               singletons = [];
             },
@@ -245,7 +265,15 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     },
     async run() {
       log.info(
-        { taskQueue: t.taskQueue, namespace: t.namespace, address: t.address, qps: settings.qps, identity, holder, leases: settings.kubeNamespace },
+        {
+          taskQueue: t.taskQueue,
+          namespace: t.namespace,
+          address: t.address,
+          qps: settings.qps,
+          identity,
+          holder,
+          leases: settings.kubeNamespace,
+        },
         'worker started',
       );
       try {

@@ -1,0 +1,149 @@
+/**
+ * The Grafana dashboard (deploy/grafana/svm-dashboard.json) and the alerting
+ * rules (deploy/prometheus/svm-alerts.yaml) use only metrics the worker
+ * registers itself (src/worker/metrics.ts): a renamed or removed metric, or a
+ * panel on a metric nobody exports, fails here. No servers.
+ */
+import test from 'node:test';
+import assert from 'node:assert/strict';
+import { execFileSync, spawnSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parse, stringify } from 'yaml';
+import { metricNames } from '../src/worker/metrics';
+
+const root = path.join(__dirname, '..');
+const DASHBOARD = path.join(root, 'deploy', 'grafana', 'svm-dashboard.json');
+const ALERTS = path.join(root, 'deploy', 'prometheus', 'svm-alerts.yaml');
+
+/** PromQL words that are not metric names. */
+const KEYWORDS = new Set([
+  'and',
+  'or',
+  'unless',
+  'by',
+  'without',
+  'on',
+  'ignoring',
+  'group_left',
+  'group_right',
+  'bool',
+  'offset',
+  'inf',
+  'nan',
+]);
+
+/**
+ * The metric names a PromQL expression reads: identifiers left once strings,
+ * label matchers ({...}), label lists after by/on/..., range and subquery
+ * brackets ([15m]) and numbers are removed, except function names (followed by "(").
+ */
+function metricsOf(expr: string): string[] {
+  const stripped = expr
+    .replace(/"(?:[^"\\]|\\.)*"|'(?:[^'\\]|\\.)*'/g, ' ')
+    .replace(/\{[^}]*\}/g, ' ')
+    .replace(/\b(by|without|on|ignoring|group_left|group_right)\s*\([^)]*\)/g, ' ')
+    .replace(/\[[^\]]*\]/g, ' ')
+    .replace(/\b\d+(\.\d+)?([eE][+-]?\d+)?\b/g, ' ');
+  const names = new Set<string>();
+  for (const m of stripped.matchAll(/[A-Za-z_:][A-Za-z0-9_:]*(?=\s*(\(?))/g)) {
+    const word = m[0];
+    if (m[1] === '(' || KEYWORDS.has(word.toLowerCase())) continue;
+    names.add(word);
+  }
+  return [...names];
+}
+
+/** Every "expr" anywhere in a parsed JSON or YAML document. */
+function exprs(node: unknown, out: string[] = []): string[] {
+  if (Array.isArray(node)) for (const n of node) exprs(n, out);
+  else if (node && typeof node === 'object')
+    for (const [k, v] of Object.entries(node)) {
+      if (k === 'expr' && typeof v === 'string') out.push(v);
+      else exprs(v, out);
+    }
+  return out;
+}
+
+/** A histogram's series carry suffixes its registered name does not. */
+const base = (name: string, registered: Set<string>) =>
+  registered.has(name)
+    ? name
+    : (['_bucket', '_sum', '_count'].map((s) => name.replace(new RegExp(`${s}$`), '')).find((n) => registered.has(n)) ?? name);
+
+void test('metricsOf: names, not functions, labels, keywords or durations', () => {
+  assert.deepEqual(
+    metricsOf(
+      'max by (resource) (a_metric and on (resource, instance) (b_ts == on (resource) group_left max by (resource) (b_ts))) == 1',
+    ).sort(),
+    ['a_metric', 'b_ts'],
+  );
+  assert.deepEqual(metricsOf('sum by (outcome) (rate(svm_objects_total{outcome="failed", resource=~"x.+"}[15m])) > 0 or vector(0)'), [
+    'svm_objects_total',
+  ]);
+  assert.deepEqual(metricsOf('histogram_quantile(0.99, sum by (le) (rate(h_bucket[5m])))'), ['h_bucket']);
+  assert.deepEqual(metricsOf('absent(up{job="svm"})'), ['up']);
+});
+
+void test('the dashboard and the alerts read only metrics the worker registers', async () => {
+  const registered = new Set(await metricNames());
+  const dashboard = JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')) as { panels: unknown[] };
+  const rules = parse(fs.readFileSync(ALERTS, 'utf8')) as { kind: string; spec: { groups: Array<{ rules: Array<{ alert: string }> }> } };
+
+  const sources = { [path.relative(root, DASHBOARD)]: exprs(dashboard), [path.relative(root, ALERTS)]: exprs(rules) };
+  for (const [file, list] of Object.entries(sources)) {
+    assert.ok(list.length >= 5, `${file}: only ${list.length} expressions`);
+    const unknown: string[] = [];
+    for (const e of list) {
+      const names = metricsOf(e);
+      assert.ok(names.length > 0, `${file}: no metric in ${e}`);
+      for (const n of names) if (!registered.has(base(n, registered))) unknown.push(`${n} (in ${e.trim()})`);
+    }
+    assert.deepEqual(unknown, [], `${file} reads metrics the worker does not register:\n${unknown.join('\n')}`);
+  }
+
+  // The alerts the operations guide promises.
+  assert.equal(rules.kind, 'PrometheusRule');
+  const alerts = rules.spec.groups.flatMap((g) => g.rules.map((r) => r.alert));
+  for (const a of [
+    'SvmMigrationWaitingForAgreement',
+    'SvmObjectsFailing',
+    'SvmBudgetStarvingMigration',
+    'SvmNoLiveWorker',
+    'SvmLeaderLeaseUnheld',
+  ])
+    assert.ok(alerts.includes(a), `missing alert ${a}`);
+  const ops = fs.readFileSync(path.join(root, 'docs', 'operations.md'), 'utf8');
+  for (const a of alerts) assert.ok(ops.includes(a), `docs/operations.md does not document ${a}`);
+});
+
+/** promtool from Prometheus, when installed (Debian: apt-get install prometheus). */
+const promtool = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
+
+void test(
+  'promtool: the rules are valid and the alerts fire as deploy/prometheus/svm-alerts.test.yaml expects',
+  { skip: !promtool && 'no promtool' },
+  () => {
+    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rules-'));
+    try {
+      const rule = parse(fs.readFileSync(ALERTS, 'utf8')) as { spec: unknown };
+      fs.writeFileSync(path.join(dir, 'svm-rules.yml'), stringify(rule.spec));
+      fs.copyFileSync(path.join(root, 'deploy', 'prometheus', 'svm-alerts.test.yaml'), path.join(dir, 'svm-alerts.test.yaml'));
+      execFileSync('promtool', ['check', 'rules', path.join(dir, 'svm-rules.yml')], { stdio: 'pipe' });
+      execFileSync('promtool', ['test', 'rules', path.join(dir, 'svm-alerts.test.yaml')], { stdio: 'pipe' });
+      // The dashboard's queries parse as PromQL: each checked as a recording rule.
+      const queries = exprs(JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')));
+      const recording = {
+        groups: [{ name: 'dashboard', rules: queries.map((expr, i) => ({ record: `svm:dashboard_query:${i}`, expr })) }],
+      };
+      fs.writeFileSync(path.join(dir, 'dashboard.yml'), stringify(recording));
+      execFileSync('promtool', ['check', 'rules', path.join(dir, 'dashboard.yml')], { stdio: 'pipe' });
+    } catch (err) {
+      const e = err as { stdout?: Buffer; stderr?: Buffer; message: string };
+      assert.fail(`${e.message}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+    } finally {
+      fs.rmSync(dir, { recursive: true, force: true });
+    }
+  },
+);
