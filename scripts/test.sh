@@ -12,7 +12,7 @@ bash scripts/tools.sh
 echo "== chromium (Debian's, for the Temporal UI test)"
 bash scripts/ensure-chromium.sh
 
-echo "== haproxy, openssl, ip (Debian's, for the cluster-shaped plane)"
+echo "== haproxy, openssl, ip, promtool (Debian's: the cluster-shaped plane; the alert rules)"
 bash scripts/ensure-plane-packages.sh
 
 echo "== typecheck and lint"

@@ -118,32 +118,29 @@ void test('the dashboard and the alerts read only metrics the worker registers',
   for (const a of alerts) assert.ok(ops.includes(a), `docs/operations.md does not document ${a}`);
 });
 
-/** promtool from Prometheus, when installed (Debian: apt-get install prometheus). */
+/** promtool from Prometheus (Debian's prometheus package; scripts/ensure-plane-packages.sh installs it for npm test). */
 const promtool = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
 
-void test(
-  'promtool: the rules are valid and the alerts fire as deploy/prometheus/svm-alerts.test.yaml expects',
-  { skip: !promtool && 'no promtool' },
-  () => {
-    const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rules-'));
-    try {
-      const rule = parse(fs.readFileSync(ALERTS, 'utf8')) as { spec: unknown };
-      fs.writeFileSync(path.join(dir, 'svm-rules.yml'), stringify(rule.spec));
-      fs.copyFileSync(path.join(root, 'deploy', 'prometheus', 'svm-alerts.test.yaml'), path.join(dir, 'svm-alerts.test.yaml'));
-      execFileSync('promtool', ['check', 'rules', path.join(dir, 'svm-rules.yml')], { stdio: 'pipe' });
-      execFileSync('promtool', ['test', 'rules', path.join(dir, 'svm-alerts.test.yaml')], { stdio: 'pipe' });
-      // The dashboard's queries parse as PromQL: each checked as a recording rule.
-      const queries = exprs(JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')));
-      const recording = {
-        groups: [{ name: 'dashboard', rules: queries.map((expr, i) => ({ record: `svm:dashboard_query:${i}`, expr })) }],
-      };
-      fs.writeFileSync(path.join(dir, 'dashboard.yml'), stringify(recording));
-      execFileSync('promtool', ['check', 'rules', path.join(dir, 'dashboard.yml')], { stdio: 'pipe' });
-    } catch (err) {
-      const e = err as { stdout?: Buffer; stderr?: Buffer; message: string };
-      assert.fail(`${e.message}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
-    } finally {
-      fs.rmSync(dir, { recursive: true, force: true });
-    }
-  },
-);
+void test('promtool: the rules are valid and the alerts fire as deploy/prometheus/svm-alerts.test.yaml expects', () => {
+  assert.ok(promtool, 'promtool is missing: run scripts/ensure-plane-packages.sh (as root) or apt-get install prometheus');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rules-'));
+  try {
+    const rule = parse(fs.readFileSync(ALERTS, 'utf8')) as { spec: unknown };
+    fs.writeFileSync(path.join(dir, 'svm-rules.yml'), stringify(rule.spec));
+    fs.copyFileSync(path.join(root, 'deploy', 'prometheus', 'svm-alerts.test.yaml'), path.join(dir, 'svm-alerts.test.yaml'));
+    execFileSync('promtool', ['check', 'rules', path.join(dir, 'svm-rules.yml')], { stdio: 'pipe' });
+    execFileSync('promtool', ['test', 'rules', path.join(dir, 'svm-alerts.test.yaml')], { stdio: 'pipe' });
+    // The dashboard's queries parse as PromQL: each checked as a recording rule.
+    const queries = exprs(JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')));
+    const recording = {
+      groups: [{ name: 'dashboard', rules: queries.map((expr, i) => ({ record: `svm:dashboard_query:${i}`, expr })) }],
+    };
+    fs.writeFileSync(path.join(dir, 'dashboard.yml'), stringify(recording));
+    execFileSync('promtool', ['check', 'rules', path.join(dir, 'dashboard.yml')], { stdio: 'pipe' });
+  } catch (err) {
+    const e = err as { stdout?: Buffer; stderr?: Buffer; message: string };
+    assert.fail(`${e.message}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
