@@ -26,6 +26,7 @@ import { LEADER_LEASE } from '../src/worker/leader';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { busiestWindow, putSampler } from './helpers/puts';
 
 let plane: TestPlane;
 before(async () => {
@@ -104,60 +105,6 @@ function createMigrationObject(name: string, group: string, resource: string): P
   return kubectl(['create', '-f', '-'], doc);
 }
 
-/** The PUTs of these resources as counted by one API server (apiserver_request_total, every code). */
-function countPuts(metrics: string, crds: Array<{ group: string; plural: string }>): number {
-  let n = 0;
-  for (const line of metrics.split('\n')) {
-    if (!line.startsWith('apiserver_request_total{')) continue;
-    if (!line.includes('verb="PUT"') || !line.includes('subresource=""')) continue;
-    if (!crds.some((c) => line.includes(`resource="${c.plural}"`) && line.includes(`group="${c.group}"`))) continue;
-    n += Number(line.slice(line.lastIndexOf(' ') + 1));
-  }
-  return n;
-}
-
-/** The API servers' own count of PUTs of these resources, sampled every second from every server. */
-function putSampler(crds: Array<{ group: string; plural: string }>) {
-  const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
-  const samples: Array<{ t: number; puts: number }> = [];
-  const sample = async () => {
-    const t0 = Date.now();
-    const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
-    samples.push({ t: (t0 + Date.now()) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, crds), 0) });
-  };
-  let scraping = true;
-  const scraper = (async () => {
-    while (scraping) {
-      const t0 = Date.now();
-      // A missed sample only widens the windows around it.
-      await sample().catch(() => undefined);
-      await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - t0))));
-    }
-  })();
-  return {
-    samples,
-    sample,
-    async stop() {
-      scraping = false;
-      await scraper;
-    },
-  };
-}
-
-/** The busiest window of at least 5 s between from and to (each sample to the first one 5 s later). */
-function busiestWindow(samples: Array<{ t: number; puts: number }>, from: number, to: number) {
-  let w = { rate: 0, from: 0, seconds: 0, puts: 0 };
-  for (let i = 0; i < samples.length; i++) {
-    if (samples[i]!.t < from) continue;
-    const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
-    if (j < 0 || samples[j]!.t > to) break;
-    const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
-    const puts = samples[j]!.puts - samples[i]!.puts;
-    if (puts / seconds > w.rate) w = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
-  }
-  return w;
-}
-
 void test('three replicas share one budget and one bridge; the leader is SIGKILLed mid-run: the migration succeeds, etcd clean, each CR handled once, PUTs within the budget', async () => {
   const crd = testCrd(`${uniq('rep')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
@@ -177,7 +124,7 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
   const all = [crd, ...others, lone];
 
   // The API servers' own count, every second, summed over the servers.
-  const puts = putSampler(all);
+  const puts = putSampler(plane, all);
   const { samples, sample } = puts;
   const taskQueue = uniq('tq');
   const replicas = [startReplica(taskQueue), startReplica(taskQueue), startReplica(taskQueue)];
@@ -319,7 +266,7 @@ void test("budget membership is per process: three replicas whose identities sha
   const prefix = 'storage-version-migrator-of-the-platform-team-cluster-abcdef';
   assert.equal(prefix.length, 60);
   const identities = [`${prefix}-7d9f5-x2k4q`, `${prefix}-7d9f5-x2k4q`, `${prefix}-7d9f5-p9z8m`];
-  const puts = putSampler(crds);
+  const puts = putSampler(plane, crds);
   const taskQueue = uniq('tq');
   const replicas = identities.map((id) => startReplica(taskQueue, { SVM_IDENTITY: id }));
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });

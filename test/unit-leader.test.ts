@@ -7,12 +7,14 @@ import assert from 'node:assert/strict';
 import pino from 'pino';
 import test from 'node:test';
 import { LeaseObserver, microTime, type Lease } from '../src/kube/leases';
-import { RateLimiter } from '../src/kube/rate-limit';
+import { RateLimiter, WaitAbortedError } from '../src/kube/rate-limit';
 import {
   DEFAULT_BUDGET_TIMING,
   FLOOR_DIVISOR,
   memberLeaseName,
   shareOf,
+  fallbackShare,
+  type Share,
   startClusterBudget,
   type ClusterBudget,
   type ShareInput,
@@ -215,6 +217,49 @@ void test('memberLeaseName: a DNS label, readable from the identity, unique per 
 });
 
 // --- the adjustable bucket ------------------------------------------------------------------
+
+void test('fallbackShare: without the Lease API a replica that was spending spends budget / the members it last saw; joining ones and other holds stay held', () => {
+  const noRenew: Share = { spend: false, why: 'membership lease not renewed in time' };
+  const noList: Share = { spend: false, why: 'no recent list of the members' };
+  assert.deepEqual(fallbackShare(noRenew, 3, 60), { spend: true, qps: 20, members: 3, active: 0, fallback: noRenew.why });
+  assert.deepEqual(fallbackShare(noList, 1, 60), { spend: true, qps: 60, members: 1, active: 0, fallback: noList.why });
+  // Never spending before: holds.
+  assert.deepEqual(fallbackShare(noList, undefined, 60), noList);
+  // Membership reasons are not the Lease API's: held.
+  for (const why of ['joining: waiting until every member counts us', 'not counted among the members yet', 'no membership lease yet'])
+    assert.deepEqual(fallbackShare({ spend: false, why }, 3, 60), { spend: false, why });
+  // A share already spent is kept.
+  const spending: Share = { spend: true, qps: 50, members: 3, active: 1 };
+  assert.equal(fallbackShare(spending, 3, 60), spending);
+  // Every replica falling back at once (the Lease API down for all) stays within the budget.
+  assert.equal(
+    [1, 2, 3].reduce((sum) => sum + (fallbackShare(noRenew, 3, 60) as { qps: number }).qps, 0),
+    60,
+  );
+});
+
+void test('RateLimiter: a held bucket gives up a wait at once when its signal aborts, and the given-up turn takes no token', async () => {
+  const l = new RateLimiter(1000, { burst: 1 });
+  l.hold();
+  const cancelled = new AbortController();
+  const t0 = performance.now();
+  const first = l.take(cancelled.signal);
+  const second = l.take(); // behind the first, no signal
+  setTimeout(() => cancelled.abort(), 50);
+  await assert.rejects(first, WaitAbortedError);
+  const waited = performance.now() - t0;
+  assert.ok(waited < 500, `gave up after ${waited.toFixed(0)} ms`);
+  // The second caller still waits for the hold to end, then gets its token: the abandoned turn took none.
+  let served = false;
+  void second.then(() => (served = true));
+  await new Promise((r) => setTimeout(r, 100));
+  assert.equal(served, false, 'still held');
+  l.setQps(1000, 1);
+  await second;
+  assert.equal(l.waiting, 0);
+  // Already aborted: rejected without waiting.
+  await assert.rejects(l.take(AbortSignal.abort()), WaitAbortedError);
+});
 
 void test('RateLimiter: hold shuts the bucket until setQps opens it; the burst follows the rate', async () => {
   const l = new RateLimiter(1000);

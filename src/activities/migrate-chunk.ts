@@ -48,7 +48,7 @@ import type { MigrationCounters, ObjectFailure } from '../api/migration';
 import type { KubeClient, ListedObject, ListMeta } from '../kube/client';
 import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
-import { sleep, type RateLimiter } from '../kube/rate-limit';
+import { sleep, WaitAbortedError, type RateLimiter } from '../kube/rate-limit';
 
 export interface ChunkOptions {
   chunkSize: number;
@@ -211,8 +211,14 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         await deps.concurrency?.acquire();
         let answered: number | undefined;
         try {
-          await deps.budget.take();
-          if (limiter) await limiter.take();
+          // Cancellable: a pause or an abort ends the wait at once, even while the budget is held shut.
+          try {
+            await deps.budget.take(ctx.cancellationSignal);
+            if (limiter) await limiter.take(ctx.cancellationSignal);
+          } catch (err) {
+            if (err instanceof WaitAbortedError) return undefined;
+            throw err;
+          }
           if (stopping()) return undefined;
           t0 = performance.now();
           try {

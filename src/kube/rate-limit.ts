@@ -90,18 +90,42 @@ export class RateLimiter {
     return this.pending;
   }
 
-  /** Waits for one token. Callers are served in order. */
-  take(): Promise<void> {
+  /**
+   * Waits for one token. Callers are served in order. With a signal, the wait ends as soon as it aborts
+   * (rejecting with WaitAbortedError) and the caller's turn is given up without taking a token: a chunk
+   * that is cancelled (pause, abort) never waits for a budget that is held shut.
+   */
+  take(signal?: AbortSignal): Promise<void> {
     this.lastTake = monotonicNow();
     this.pending++;
+    let abandoned = signal?.aborted ?? false;
     const next = this.queue
-      .then(() => this.acquire())
+      .then(() => (abandoned ? undefined : this.acquire(() => abandoned)))
       .finally(() => {
         this.pending--;
         this.lastTake = monotonicNow();
       });
     this.queue = next.catch(() => undefined);
-    return next;
+    if (!signal) return next;
+    return new Promise<void>((resolve, reject) => {
+      const onAbort = () => {
+        abandoned = true;
+        this.wakeUp(); // if this caller is the one waiting, it gives up its turn now
+        reject(new WaitAbortedError());
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      next.then(
+        () => {
+          signal.removeEventListener('abort', onAbort);
+          resolve();
+        },
+        (err: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        },
+      );
+    });
   }
 
   private credit(now: number): void {
@@ -129,8 +153,9 @@ export class RateLimiter {
     });
   }
 
-  private async acquire(): Promise<void> {
+  private async acquire(abandoned: () => boolean): Promise<void> {
     for (;;) {
+      if (abandoned()) return;
       const now = monotonicNow();
       if (now < this.pausedUntil) {
         await this.wait(this.pausedUntil - now);
@@ -149,6 +174,14 @@ export class RateLimiter {
       }
       await this.wait(((1 - this.tokens) / this.qps) * 1000);
     }
+  }
+}
+
+/** A wait for a token given up because its signal aborted (the chunk was cancelled). */
+export class WaitAbortedError extends Error {
+  constructor() {
+    super('the wait for the load budget was given up (cancelled)');
+    this.name = 'WaitAbortedError';
   }
 }
 

@@ -128,7 +128,33 @@ export interface ShareInput {
   activeSince: number | undefined;
 }
 
-export type Share = { spend: true; qps: number; members: number; active: number } | { spend: false; why: string };
+export type Share =
+  | {
+      spend: true;
+      qps: number;
+      members: number;
+      active: number;
+      /** Set when the Lease API does not answer: the fallback share (fallbackShare), and why. */
+      fallback?: string;
+    }
+  | { spend: false; why: string };
+
+/** The reasons shareOf holds for want of the Lease API (a renewal or a list that did not come back in time). */
+const LEASE_API_REASONS = new Set(['membership lease not renewed in time', 'no recent list of the members']);
+
+/**
+ * When the Lease API is slow or unavailable, a replica that was spending does not stop: it spends the
+ * even split of the membership it last saw, budget / members (no demand weighting). While the Lease API
+ * fails for every replica alike (an outage, a policy, an API server restart) nobody can join, so the
+ * replicas together stay within the budget. (If it failed for some replicas only, the others would drop
+ * them once their leases expired, and the total could exceed the budget by those replicas' fallback
+ * shares: said in docs/load.md.) A replica that never had a share (joining) keeps holding.
+ */
+export function fallbackShare(held: Share, lastKnownMembers: number | undefined, qps: number): Share {
+  if (held.spend || lastKnownMembers === undefined || !LEASE_API_REASONS.has(held.why)) return held;
+  const members = Math.max(1, lastKnownMembers);
+  return { spend: true, qps: qps / members, members, active: 0, fallback: held.why };
+}
 
 /** This replica's share of the budget right now (pure: the rules above). */
 export function shareOf(i: ShareInput, t: BudgetTiming = DEFAULT_BUDGET_TIMING): Share {
@@ -160,7 +186,7 @@ export interface BudgetOptions {
   log: Logger;
   timing?: Partial<BudgetTiming>;
   /** The share and the updates waiting for it, exported (svm_budget_share_qps, svm_budget_waiting_updates). */
-  metrics?: Pick<MigratorMetrics, 'budgetShare' | 'budgetWaiting'>;
+  metrics?: Pick<MigratorMetrics, 'budgetShare' | 'budgetWaiting' | 'budgetFallback'>;
 }
 
 export interface ClusterBudget {
@@ -195,6 +221,8 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
   };
   let own: Lease | undefined;
   let current: Share = { spend: false, why: 'starting' };
+  /** Live members in the last view we spent by (not a fallback): the fallback share divides by it. */
+  let lastKnownMembers: number | undefined;
   let stopped = false;
   let timer: NodeJS.Timeout | undefined;
   let wake: (() => void) | undefined;
@@ -212,7 +240,17 @@ export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
     if (!demand) state.activeSince = undefined;
     // A change of demand is announced at once, not at the next refresh.
     if (demand !== announced()) wake?.();
-    const next = shareOf({ ...state, now: monotonicNow() }, t);
+    const next = fallbackShare(shareOf({ ...state, now: monotonicNow() }, t), lastKnownMembers, opts.qps);
+    if (next.spend && !next.fallback) lastKnownMembers = next.members;
+    if (next.spend && next.fallback && !(current.spend && current.fallback)) {
+      log.warn(
+        { share: Number(next.qps.toFixed(2)), members: next.members, budget: opts.qps, why: next.fallback },
+        'load budget: the Lease API does not answer; spending the even split of the members last seen',
+      );
+    }
+    if (current.spend && current.fallback && !(next.spend && next.fallback))
+      log.info(next.spend ? {} : { why: next.why }, 'load budget: the Lease API answers again');
+    opts.metrics?.budgetFallback.set(next.spend && next.fallback ? 1 : 0);
     if (next.spend) {
       const changed = !current.spend || current.qps !== next.qps;
       limiter.setQps(next.qps, Math.max(1, Math.ceil(next.qps * t.burstSeconds)));

@@ -34,6 +34,8 @@ export interface MigratorMetrics {
   budgetShare: Gauge;
   /** Updates waiting for a token of the budget on this replica now; unset when the budget is unlimited. */
   budgetWaiting: Gauge;
+  /** 1 while this replica spends the fallback share because the Lease API does not answer. */
+  budgetFallback: Gauge;
 }
 
 export function createMetrics(): MigratorMetrics {
@@ -106,6 +108,11 @@ export function createMetrics(): MigratorMetrics {
     budgetWaiting: new Gauge({
       name: 'svm_budget_waiting_updates',
       help: 'Updates waiting for a token of the load budget on this replica',
+      registers: [registry],
+    }),
+    budgetFallback: new Gauge({
+      name: 'svm_budget_fallback',
+      help: '1 while this replica spends the fallback share (the even split of the members last seen) because the Lease API does not answer',
       registers: [registry],
     }),
   };

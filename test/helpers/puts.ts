@@ -1,0 +1,65 @@
+/**
+ * The API servers' own count of the migrator's writes: apiserver_request_total
+ * scraped from every server each second, and the busiest window of it. Tests
+ * hold the load budget to this count, not to the worker's own.
+ */
+import type { TestPlane } from './plane';
+
+/** The PUTs of these resources as counted by one API server (apiserver_request_total, every code). */
+export function countPuts(metrics: string, crds: Array<{ group: string; plural: string }>): number {
+  let n = 0;
+  for (const line of metrics.split('\n')) {
+    if (!line.startsWith('apiserver_request_total{')) continue;
+    if (!line.includes('verb="PUT"') || !line.includes('subresource=""')) continue;
+    if (!crds.some((c) => line.includes(`resource="${c.plural}"`) && line.includes(`group="${c.group}"`))) continue;
+    n += Number(line.slice(line.lastIndexOf(' ') + 1));
+  }
+  return n;
+}
+
+export interface PutSample {
+  t: number;
+  puts: number;
+}
+
+/** Samples the PUTs of these resources, summed over every API server, each second until stop(). */
+export function putSampler(plane: TestPlane, crds: Array<{ group: string; plural: string }>) {
+  const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
+  const samples: PutSample[] = [];
+  const sample = async () => {
+    const t0 = Date.now();
+    const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
+    samples.push({ t: (t0 + Date.now()) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, crds), 0) });
+  };
+  let scraping = true;
+  const scraper = (async () => {
+    while (scraping) {
+      const t0 = Date.now();
+      // A missed sample only widens the windows around it.
+      await sample().catch(() => undefined);
+      await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - t0))));
+    }
+  })();
+  return {
+    samples,
+    sample,
+    async stop() {
+      scraping = false;
+      await scraper;
+    },
+  };
+}
+
+/** The busiest window of at least 5 s between from and to (each sample to the first one 5 s later). */
+export function busiestWindow(samples: PutSample[], from: number, to: number) {
+  let w = { rate: 0, from: 0, seconds: 0, puts: 0 };
+  for (let i = 0; i < samples.length; i++) {
+    if (samples[i]!.t < from) continue;
+    const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
+    if (j < 0 || samples[j]!.t > to) break;
+    const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
+    const puts = samples[j]!.puts - samples[i]!.puts;
+    if (puts / seconds > w.rate) w = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
+  }
+  return w;
+}
