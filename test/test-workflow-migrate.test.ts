@@ -73,6 +73,9 @@ class Doubles {
   chunksPerPass = 3;
   chunk?: (input: ChunkInput) => Promise<ChunkResult>;
   recordMigrated: () => Promise<void> = async () => undefined;
+  /** The resource resolved again by name (a version no longer served while waiting). */
+  resolve: (name: string) => ResourceRef = () => REF;
+  readonly resolved: string[] = [];
   readonly chunks: ChunkInput[] = [];
   readonly statuses: StorageVersionMigrationStatus[] = [];
   readonly recorded: Agreement[] = [];
@@ -99,6 +102,10 @@ class Doubles {
         await this.recordMigrated();
         this.recorded.push(a);
         return {};
+      },
+      resolveMigrationResource: async (input: { resource: string }): Promise<ResourceRef> => {
+        this.resolved.push(input.resource);
+        return this.resolve(input.resource);
       },
       ensureMigrationObject: async () => 'widgets-svm',
       reportStatus: async (_names: string[], status: StorageVersionMigrationStatus) => void this.statuses.push(status),
@@ -296,6 +303,41 @@ void test('an abort that arrives after the last chunk, while the verdict re-chec
   assert.match(result.message ?? '', /rollback/);
   assert.equal(d.chunks.length, d.chunksPerPass, 'the whole pass ran before the abort');
   assert.deepEqual(d.recorded, [], 'no success recorded');
+});
+
+void test('the version waited on stops being served: the resource is resolved again and migrated through the version served now', async () => {
+  const d = new Doubles();
+  let reads = 0;
+  // v2 is gone while the migration waits (a CRD version no longer served); the API servers serve v3.
+  d.agreement = () =>
+    ++reads === 1
+      ? ({ ...disagree('t0'), reason: 'widgets.example.com is not served with a storageVersionHash', notServed: true } as Agreement)
+      : agreed('t1', 'v3');
+  d.resolve = () => ({ ...REF, version: 'v3', storageVersionHash: 'h3' });
+  const result = await run(d, async (start) => (await start()).result());
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual(d.resolved, ['widgets.example.com']);
+  assert.deepEqual([...new Set(d.chunks.map((c) => c.resource.version))], ['v3'], 'every chunk lists through the version served now');
+  assert.ok(
+    d.statuses.some((st) => /no longer served at v2; it is migrated through v3 now/.test(st.message ?? '')),
+    'the status says so',
+  );
+});
+
+void test('the version waited on stops being served and the resource is gone: Failed at once with the reason, no pass', async () => {
+  const d = new Doubles();
+  d.agreement = () => ({ ...disagree('t0'), reason: 'not served', notServed: true }) as Agreement;
+  d.resolve = () => {
+    throw ApplicationFailure.create({
+      type: 'InvalidResource',
+      message: 'the API servers serve no resource "widgets" in group "example.com"',
+      nonRetryable: true,
+    });
+  };
+  const result = await failure(run(d, async (start) => (await start()).result()));
+  assert.match(result.message, /no longer served at v2 and cannot be resolved again: the API servers serve no resource "widgets"/);
+  assert.equal(d.chunks.length, 0);
+  assert.deepEqual(d.recorded, []);
 });
 
 void test('a re-check that cannot read agreement does not wedge the workflow: the pass starts over and ends', async () => {

@@ -151,8 +151,10 @@ export function createActivities(deps: ActivityDeps) {
       crd: crd ? { storageVersion: storageVersionOf(crd), generation: crd.metadata.generation } : undefined,
       versionOf: ref.custom ? undefined : await namer(ref, own?.kind),
     });
+    // Not served at this version through our own address: the workflow resolves the resource again.
+    const served = own === undefined ? { ...answer, notServed: true } : answer;
     // The CRD's generation when this answer was read: a pass records it at its start (the built-in's protocol).
-    return crd?.metadata.generation !== undefined ? { ...answer, crdGeneration: crd.metadata.generation } : answer;
+    return crd?.metadata.generation !== undefined ? { ...served, crdGeneration: crd.metadata.generation } : served;
   }
 
   const objectApis = { sigs: sigsApi(kube), standard: standardApi(kube) };

@@ -30,6 +30,11 @@ export interface Agreement {
   checked: string;
   /** Which servers disagree, or why there is no agreement. */
   reason?: string;
+  /**
+   * Set when the resource is not served at the version asked (it is gone from discovery through the
+   * worker's own address): the migration then resolves the resource again rather than wait on a version that is gone.
+   */
+  notServed?: boolean;
   servers: ServerView[];
   /**
    * When the activity read it (ms since the epoch, the worker's clock). The

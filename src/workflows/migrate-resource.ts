@@ -131,7 +131,8 @@ class StartOver {
 
 /** One run of the workflow: its state, what it shows, and how it ends. */
 class Migration {
-  readonly ref: ResourceRef;
+  /** The resource and the version it is migrated through (resolved again if that version stops being served while waiting). */
+  ref: ResourceRef;
   readonly name: string;
   readonly options: MigrationOptions;
   readonly s: CarriedState;
@@ -355,9 +356,21 @@ async function waitForAgreement(m: Migration): Promise<boolean> {
       } else if (a.agreed) {
         m.s.agreement = a;
         break;
+      } else if (a.notServed && patched('re-resolve-a-version-no-longer-served')) {
+        // The version waited on is gone (a CRD version no longer served, an API version turned off): resolve the
+        // resource again, or end with the reason; never wait on a version that is gone.
+        const was = m.ref.version;
+        m.ref = await resolveAgain(m);
+        message =
+          m.ref.version === was
+            ? `waiting for agreement: ${a.reason}`
+            : `waiting for agreement: ${m.name} is no longer served at ${was}; it is migrated through ${m.ref.version} now`;
+        if (m.ref.version !== was) log.info(message, { resource: m.name });
       } else message = `waiting for agreement: ${a.reason}`;
     } catch (err) {
-      // Activity retries exhausted (API servers away): keep waiting, say why.
+      // The resource is gone: end with the reason (resolveAgain). Otherwise activity retries exhausted (API servers
+      // away): keep waiting, say why.
+      if (err instanceof ApplicationFailure && err.type === 'NoLongerServed') throw err;
       message = `waiting for agreement: could not check it (${rootMessage(err)}); trying again`;
     }
     if (!waited || message !== m.s.message) {
@@ -381,6 +394,23 @@ async function agreementMoved(m: Migration): Promise<string | undefined> {
     return a.agreed && a.token === m.s.agreement!.token ? undefined : m.changeReason(a);
   } catch (err) {
     return `agreement could not be re-checked (${rootMessage(err)})`;
+  }
+}
+
+/**
+ * The resource resolved again by its name (plural.group), through the version the API servers serve now. A
+ * resource that is gone, or no longer stored, ends the migration (non-retryable, type NoLongerServed) with the reason.
+ */
+async function resolveAgain(m: Migration): Promise<ResourceRef> {
+  try {
+    return await resolveMigrationResource({ resource: m.name });
+  } catch (err) {
+    if (failureType(err) !== 'InvalidResource') throw err;
+    throw ApplicationFailure.create({
+      type: 'NoLongerServed',
+      nonRetryable: true,
+      message: `${m.name} is no longer served at ${m.ref.version} and cannot be resolved again: ${rootMessage(err)}`,
+    });
   }
 }
 
