@@ -6,6 +6,10 @@
 # modules say `go 1.26.10` in go.mod; GOTOOLCHAIN names that toolchain so the go
 # command fetches it through the module proxy. The PostgreSQL schema files
 # (schema/postgresql/v12 in the server module) are copied next to the binaries.
+# The UI server is v2.55.0, not the newest: v2.56.x and v2.58.x need
+# github.com/labstack/echo/v4 v4.16.1 (and v2.58 go.temporal.io/api v1.64.0),
+# which the module proxy refuses here ("403 Forbidden: This module version is
+# not available").
 # Prints temporal-server=, temporal-sql-tool=, temporal-schema=, temporal-ui-server=.
 set -euo pipefail
 here=$(cd "$(dirname "$0")/../.." && pwd)
