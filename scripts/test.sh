@@ -30,8 +30,9 @@ export SVM_DEV_DIR=$dir
 # Shaped like a cluster (each API server in its own network namespace behind
 # haproxy), the StorageVersion API off as in real clusters: tests that need it
 # switch it on themselves (setStorageVersionApi). A low continue-as-new
-# suggestion so that long migrations exercise it.
-node bin/svm.js dev up --dir "$dir" --apiservers 2 --no-storage-version-api \
+# suggestion so that long migrations exercise it. SVM_TEST_TEMPORAL=server runs
+# the suite on temporal-server with PostgreSQL instead of the dev server.
+node bin/svm.js dev up --dir "$dir" --apiservers 2 --no-storage-version-api --temporal "${SVM_TEST_TEMPORAL:-dev}" \
   --temporal-arg=--dynamic-config-value --temporal-arg=limit.historyCount.suggestContinueAsNew=300 >/dev/null
 shape=$(node -e 'console.log(require(process.argv[1]).shape)' "$dir/state.json")
 echo "plane in $dir: $shape shape"

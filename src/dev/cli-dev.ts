@@ -4,12 +4,14 @@ import { parseIntArg } from '../config/cli-options';
 import {
   defaultDevDir,
   down,
+  isRunning,
   readState,
   restartApiserver,
   setStorageVersionApi,
   startControllerManager,
   stopControllerManager,
   up,
+  type TemporalMode,
 } from './plane';
 import { kubeVersions } from './tools';
 
@@ -24,7 +26,18 @@ export function devCommand(): Command {
     .description('start (or complete) the local control plane and print its environment')
     .option('--apiservers <n>', 'number of kube-apiservers sharing one etcd', parseIntArg('--apiservers', 1, 5))
     .option('--dir <dir>', 'state directory (logs, data, kubeconfigs, env)', defaultDevDir())
-    .option('--temporal-arg <arg...>', 'extra flag for the Temporal dev server (repeatable)')
+    .option(
+      '--temporal <mode>',
+      'which Temporal server a new plane runs: "dev" (the dev server on SQLite, quick; the default) or "server" (temporal-server on a private PostgreSQL 15, with its UI)',
+      (v: string) => {
+        if (v !== 'dev' && v !== 'server') throw new InvalidArgumentError(`expected dev or server, got "${v}"`);
+        return v;
+      },
+    )
+    .option(
+      '--temporal-arg <arg...>',
+      'extra flag for the Temporal dev server (repeatable); with --temporal server only --dynamic-config-value KEY=VALUE and --log-level',
+    )
     .option(
       '--storage-version-api',
       'serve the alpha StorageVersion API (off by default, as in real clusters); restarts running servers to switch',
@@ -46,13 +59,14 @@ export function devCommand(): Command {
     )
     .addHelpText(
       'after',
-      '\nExample:\n  svm dev up --dir .svm-dev --apiservers 2 --kube-version v1.36.3 --controller-manager with-migrator',
+      '\nExamples:\n  svm dev up --dir .svm-dev --apiservers 2 --kube-version v1.36.3 --controller-manager with-migrator\n  svm dev up --dir .svm-pg --temporal server   # Temporal on PostgreSQL, as users deploy it',
     )
     .action(
       async (o: {
         apiservers?: number;
         dir: string;
         temporalArg?: string[];
+        temporal?: TemporalMode;
         storageVersionApi?: boolean;
         loopback?: boolean;
         kubeVersion?: string;
@@ -63,6 +77,7 @@ export function devCommand(): Command {
           dir: o.dir,
           apiservers: o.apiservers,
           temporalArgs: o.temporalArg,
+          temporal: o.temporal,
           storageVersionApi: o.storageVersionApi,
           loopback: o.loopback,
           kubeVersion: o.kubeVersion,
@@ -71,7 +86,7 @@ export function devCommand(): Command {
         process.stdout.write(envText);
         const servers = state.apiservers.map((a) => a.url).join(', ');
         process.stderr.write(
-          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}${o.controllerManager ? `; kube-controller-manager ${o.controllerManager}` : ''}; source ${o.dir}/env\n`,
+          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL` : 'dev server'} ${state.temporal.port}${o.controllerManager ? `; kube-controller-manager ${o.controllerManager}` : ''}; source ${o.dir}/env\n`,
         );
       },
     );
@@ -82,6 +97,37 @@ export function devCommand(): Command {
     .option('--dir <dir>', 'state directory', defaultDevDir())
     .action(async (o: { dir: string }) => {
       await down(o.dir);
+    });
+  dev
+    .command('status')
+    .description('what the plane in --dir runs: each process with its pid, address and whether it is up')
+    .option('--dir <dir>', 'state directory', defaultDevDir())
+    .action((o: { dir: string }) => {
+      const state = readState(o.dir);
+      if (!state) {
+        process.stdout.write(`no local control plane in ${o.dir}\n`);
+        process.exitCode = 1;
+        return;
+      }
+      const row = (what: string, rec: Parameters<typeof isRunning>[0], where: string) =>
+        `${what.padEnd(26)} ${isRunning(rec) ? `up (pid ${rec!.pid})`.padEnd(18) : 'down'.padEnd(18)} ${where}\n`;
+      const t = state.temporal;
+      const ts = state.temporalServer;
+      const lines = [
+        `plane ${state.dir}: ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}, Temporal ${state.temporalMode ?? 'dev'}\n`,
+        row('etcd', state.etcd, `http://127.0.0.1:${state.etcd.clientPort}`),
+        ...state.apiservers.map((a) => row(`kube-apiserver ${a.index}`, a, a.url)),
+        ...(state.loadBalancer ? [row('haproxy', state.loadBalancer, state.apiUrl)] : []),
+        ...(state.controllerManager ? [row('kube-controller-manager', state.controllerManager, state.controllerManager.version)] : []),
+        ...(state.temporalMode === 'server' && ts
+          ? [
+              row('postgresql 15', ts.postgres, `127.0.0.1:${ts.postgres.port} (${ts.postgres.dataDir})`),
+              row(`temporal-server ${ts.version}`, t, `127.0.0.1:${t.port}`),
+              row(`temporal-ui-server ${ts.ui.version}`, ts.ui, `http://127.0.0.1:${t.uiPort}`),
+            ]
+          : [row('temporal dev server', t, `127.0.0.1:${t.port}, UI http://127.0.0.1:${t.uiPort}`)]),
+      ];
+      process.stdout.write(lines.join(''));
     });
   dev
     .command('restart-apiserver')

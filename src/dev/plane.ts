@@ -39,6 +39,13 @@ import {
   type PlaneNetwork,
 } from './network';
 import { freePort, portOpen } from './ports';
+import {
+  finishTemporalServer,
+  newTemporalServerRecord,
+  startTemporalServer,
+  stopTemporalServer,
+  type TemporalServerRecord,
+} from './temporal-server';
 import { ensureCa, ensureServingCert } from './tls';
 import { ensureTools, kubeBinaries, kubeVersions, type ToolPaths } from './tools';
 
@@ -78,6 +85,9 @@ export interface ControllerManagerRecord extends ProcessRecord {
   port: number;
 }
 
+/** Which Temporal server the plane runs: the dev server (quick, the default) or temporal-server on PostgreSQL (what users deploy). */
+export type TemporalMode = 'dev' | 'server';
+
 /** 'cluster': namespaces, real addresses, a load balancer; 'loopback': 127.0.0.1, one port each (the fallback). */
 export type PlaneShape = 'cluster' | 'loopback';
 
@@ -103,7 +113,15 @@ export interface PlaneState {
   loadBalancer?: LoadBalancerRecord;
   /** The URL of DIR/kubeconfig: the load balancer, or server 0 in the loopback shape. */
   apiUrl: string;
+  /**
+   * The Temporal frontend svm talks to: the dev server (`temporal server start-dev`), or with
+   * temporalMode 'server' temporal-server itself (its gRPC port; uiPort is its UI server's).
+   */
   temporal: ProcessRecord & { port: number; uiPort: number; extraArgs: string[] };
+  /** 'dev' (undefined: a state written before the choice): the dev server on SQLite; 'server': temporal-server on PostgreSQL. */
+  temporalMode?: TemporalMode;
+  /** PostgreSQL, the other services' ports and the UI server of temporalMode 'server' (src/dev/temporal-server.ts). */
+  temporalServer?: TemporalServerRecord;
   /** The Kubernetes release new API servers run (tools/versions.json: kubernetes, or kubernetesPrevious); undefined: the default. */
   kubeVersion?: string;
   controllerManager?: ControllerManagerRecord;
@@ -112,8 +130,13 @@ export interface PlaneState {
 export interface UpOptions {
   dir: string;
   apiservers?: number;
-  /** Extra flags for the Temporal dev server (e.g. dynamic config for tests). */
+  /**
+   * Extra flags for the Temporal dev server (e.g. dynamic config for tests). With temporal 'server',
+   * `--dynamic-config-value KEY=VALUE` and `--log-level L` are translated for temporal-server.
+   */
   temporalArgs?: string[];
+  /** Which Temporal server a new plane runs (default 'dev'). Undefined keeps the plane's current one. */
+  temporal?: TemporalMode;
   /** Serve the alpha StorageVersion API. Undefined keeps the plane's current setting (off for a new plane). */
   storageVersionApi?: boolean;
   /** Force the loopback shape even where the cluster shape is possible. */
@@ -177,7 +200,7 @@ export function isRunning(rec: ProcessRecord | undefined): boolean {
 }
 
 /** Refuses to start a server on a port something else holds (its readiness probe would answer for it). */
-async function assertPortFree(port: number, what: string, host = '127.0.0.1'): Promise<void> {
+export async function assertPortFree(port: number, what: string, host = '127.0.0.1'): Promise<void> {
   const free = await new Promise<boolean>((resolve) => {
     const srv = net.createServer();
     srv.once('error', () => resolve(false));
@@ -189,7 +212,7 @@ async function assertPortFree(port: number, what: string, host = '127.0.0.1'): P
     );
 }
 
-async function startProcess(binary: string, args: string[], logFile: string, wrap: string[] = []): Promise<number> {
+export async function startProcess(binary: string, args: string[], logFile: string, wrap: string[] = []): Promise<number> {
   const fd = fs.openSync(logFile, 'a');
   fs.writeSync(fd, `\n=== ${new Date().toISOString()} starting ${[...wrap, binary, ...args].join(' ')}\n`);
   const [cmd, ...rest] = wrap.length > 0 ? [...wrap, binary, ...args] : [binary, ...args];
@@ -232,7 +255,7 @@ function request(url: string, opts: { token?: string; ca?: string; servername?: 
   });
 }
 
-async function waitFor(what: string, rec: ProcessRecord, ready: () => Promise<boolean>, timeoutMs: number): Promise<void> {
+export async function waitFor(what: string, rec: ProcessRecord, ready: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   let lastError = '';
   for (;;) {
@@ -255,7 +278,7 @@ async function waitFor(what: string, rec: ProcessRecord, ready: () => Promise<bo
   }
 }
 
-function tail(file: string, lines: number): string {
+export function tail(file: string, lines: number): string {
   try {
     return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
   } catch {
@@ -389,6 +412,7 @@ function writeEnv(state: PlaneState, tools: ToolPaths): string {
     `ETCDCTL=${tools.etcdctl}`,
     `KUBECTL=${tools.kubectl}`,
     `TEMPORAL_CLI=${tools.temporal}`,
+    `SVM_TEMPORAL=${state.temporalMode ?? 'dev'}`,
     `KUBE_VERSION=${state.kubeVersion ?? kubeVersions().current}`,
   ];
   // `export` so that `source DIR/env` reaches the commands run after it.
@@ -433,7 +457,14 @@ export function decideShape(opts: { loopback?: boolean }, log: (l: string) => vo
 }
 
 function anyRunning(state: PlaneState): boolean {
-  return isRunning(state.etcd) || isRunning(state.temporal) || isRunning(state.loadBalancer) || state.apiservers.some((a) => isRunning(a));
+  return (
+    isRunning(state.etcd) ||
+    isRunning(state.temporal) ||
+    isRunning(state.temporalServer?.postgres) ||
+    isRunning(state.temporalServer?.ui) ||
+    isRunning(state.loadBalancer) ||
+    state.apiservers.some((a) => isRunning(a))
+  );
 }
 
 /** Gives every server its address, port, namespace and URL for the plane's shape. */
@@ -547,6 +578,21 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   state.shape = shape;
   state.shapeReason = shapeReason;
   if (opts.temporalArgs) state.temporal.extraArgs = opts.temporalArgs;
+  if (opts.temporal && opts.temporal !== (state.temporalMode ?? 'dev')) {
+    if (running)
+      throw new Error(
+        `the plane in ${dir} runs the Temporal ${state.temporalMode === 'server' ? 'server on PostgreSQL' : 'dev server'}; 'svm dev down --dir ${dir}' first`,
+      );
+    state.temporalMode = opts.temporal;
+    state.temporal.pid = 0;
+    state.temporal.log = path.join(dir, 'temporal.log'); // the server's is DIR/temporal-server/temporal-server.log
+  }
+  state.temporalMode ??= 'dev';
+  if (state.temporalMode === 'server' && !state.temporalServer) {
+    const { frontendPort, ...rec } = await newTemporalServerRecord(dir);
+    state.temporalServer = rec;
+    state.temporal.port = frontendPort; // below 32768, as its other ports (see smallintPort)
+  }
   if (opts.kubeVersion) {
     kubeBinaries(opts.kubeVersion); // refuses a release that is not built here
     if (running && (state.kubeVersion ?? kubeVersions().current) !== opts.kubeVersion)
@@ -623,7 +669,9 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     await waitFor('etcd', e, async () => JSON.parse((await request(`${client}/health`)).body).health === 'true', 30_000);
   }
 
-  if (!isRunning(state.temporal)) {
+  if (state.temporalMode === 'server') {
+    await startTemporalServer(state.temporal, state.temporalServer!, log, () => writeState(state));
+  } else if (!isRunning(state.temporal)) {
     const t = state.temporal;
     log(`starting the Temporal dev server on 127.0.0.1:${t.port} (UI http://127.0.0.1:${t.uiPort})`);
     await assertPortFree(t.port, 'the Temporal dev server');
@@ -672,12 +720,13 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     { mode: 0o600 },
   );
 
-  await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
+  if (state.temporalMode === 'server') await finishTemporalServer(state.temporal, state.temporalServer!, log);
+  else await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
   writeState(state);
   return { state, envText: writeEnv(state, tools) };
 }
 
-async function stopProcess(rec: ProcessRecord, graceMs = 10_000): Promise<void> {
+export async function stopProcess(rec: ProcessRecord, graceMs = 10_000): Promise<void> {
   if (!isRunning(rec)) return;
   const signal = (sig: NodeJS.Signals) => {
     try {
@@ -727,8 +776,11 @@ export async function down(dirArg: string, log: (l: string) => void = (l) => pro
     if (isRunning(a)) log(`stopping kube-apiserver ${a.index} (pid ${a.pid})`);
     await stopProcess(a);
   }
-  if (isRunning(state.temporal)) log(`stopping the Temporal dev server (pid ${state.temporal.pid})`);
-  await stopProcess(state.temporal);
+  if (isRunning(state.temporal))
+    log(`stopping ${state.temporalMode === 'server' ? 'temporal-server' : 'the Temporal dev server'} (pid ${state.temporal.pid})`);
+  // With a Temporal server on PostgreSQL: its UI, the server, then PostgreSQL (pg_ctl stop -m fast).
+  if (state.temporalServer) await stopTemporalServer(state.temporal, state.temporalServer, log);
+  else await stopProcess(state.temporal);
   if (isRunning(state.etcd)) log(`stopping etcd (pid ${state.etcd.pid})`);
   await stopProcess(state.etcd);
   if (state.network) {
@@ -808,7 +860,7 @@ export async function setStorageVersionApi(
   return state;
 }
 
-/** Stops and starts the Temporal dev server, keeping its SQLite file. */
+/** Stops and starts the Temporal dev server (keeping its SQLite file), or temporal-server (PostgreSQL keeps running). */
 export async function restartTemporal(dir: string, log: (l: string) => void = (l) => process.stderr.write(l + '\n')): Promise<void> {
   const state = mustState(dir);
   await stopProcess(state.temporal);

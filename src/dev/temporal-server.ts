@@ -1,0 +1,572 @@
+/**
+ * The plane's Temporal server on PostgreSQL (`svm dev up --temporal server`):
+ * what users deploy, in place of the dev server's SQLite. Every part is
+ * started by the plane and lives under its directory:
+ *
+ *   DIR/postgres/            a private PostgreSQL 15 cluster (Debian's, at
+ *                            /usr/lib/postgresql/15/bin), owned by the postgres
+ *                            user (PostgreSQL refuses to run as root): data/,
+ *                            the unix socket, postgres.log, the password file.
+ *                            It listens on 127.0.0.1 only, password (SCRAM) auth.
+ *   DIR/temporal-server/     config.yaml (default store and visibility store:
+ *                            the postgres12 plugin), dynamicconfig.yaml (from
+ *                            --temporal-arg --dynamic-config-value k=v),
+ *                            temporal-server.log
+ *   DIR/temporal-ui/         the Web UI server's config and log
+ *
+ * The databases `temporal` and `temporal_visibility` get their schemas from
+ * temporal-sql-tool (setup-schema -v 0.0, then update-schema with the server
+ * module's schema/postgresql/v12 directories; update-schema runs on every
+ * start and applies only what is missing). The "default" namespace and svm's
+ * search attributes are registered through the frontend, as `svm setup` does.
+ * `down` stops the UI, the server and then PostgreSQL (pg_ctl stop -m fast);
+ * the data stays for the next `up`.
+ */
+import { execFileSync, spawnSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import * as fs from 'node:fs';
+import * as http from 'node:http';
+import * as net from 'node:net';
+import * as path from 'node:path';
+import { Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
+import YAML from 'yaml';
+import versions from '../../tools/versions.json';
+import { registerSearchAttributes } from '../client/setup';
+import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { assertPortFree, isRunning, startProcess, stopProcess, tail, waitFor, type ProcessRecord } from './plane';
+import { portOpen } from './ports';
+import { toolsDir } from './tools';
+
+/** Debian's PostgreSQL 15 (apt-get install postgresql-15). */
+export const PG_BIN = process.env.SVM_PG_BIN || '/usr/lib/postgresql/15/bin';
+const PG_USER = 'postgres';
+/** The database role Temporal uses (the cluster's superuser, created by initdb). */
+const DB_ROLE = 'temporal';
+
+/**
+ * SQL visibility has a fixed number of custom search attribute columns per
+ * type in each namespace (schema/postgresql/v12/visibility/schema.sql:
+ * Keyword01..10, Int01..03, ...). svm's attributes must fit.
+ */
+export const SQL_VISIBILITY_SLOTS: Readonly<Record<string, number>> = {
+  Keyword: 10,
+  Int: 3,
+  Double: 3,
+  Bool: 3,
+  Datetime: 3,
+  Text: 3,
+  KeywordList: 3,
+};
+
+export interface TemporalServerTools {
+  version: string;
+  server: string;
+  sqlTool: string;
+  /** schema/postgresql/v12 of the server module (temporal/ and visibility/). */
+  schema: string;
+  uiVersion: string;
+  ui: string;
+}
+
+export function temporalServerTools(): TemporalServerTools {
+  const root = toolsDir();
+  const bin = path.join(root, 'bin');
+  return {
+    version: versions.temporalServer,
+    server: path.join(bin, `temporal-server-${versions.temporalServer}`),
+    sqlTool: path.join(bin, `temporal-sql-tool-${versions.temporalServer}`),
+    schema: path.join(root, `temporal-schema-${versions.temporalServer}`, 'postgresql', 'v12'),
+    uiVersion: versions.temporalUi,
+    ui: path.join(bin, `temporal-ui-server-${versions.temporalUi}`),
+  };
+}
+
+/** The paths, building what is missing with scripts/tools.d/temporal-server.sh (about 4 minutes cold on 2 cores). */
+export function ensureTemporalServerTools(log: (l: string) => void): TemporalServerTools {
+  const t = temporalServerTools();
+  const missing = [t.server, t.sqlTool, t.schema, t.ui].filter((p) => !fs.existsSync(p));
+  if (missing.length > 0) {
+    log(`building the Temporal server on PostgreSQL (${missing.map((m) => path.basename(m)).join(', ')}); the first build takes minutes`);
+    const bin = path.join(toolsDir(), 'bin');
+    execFileSync('bash', [path.join(__dirname, '..', '..', 'scripts', 'tools.d', 'temporal-server.sh')], {
+      stdio: ['ignore', 'ignore', 'inherit'],
+      env: { ...process.env, SVM_TOOLS_BIN: bin, SVM_TOOLS_WORK: path.join(toolsDir(), 'build') },
+    });
+  }
+  return t;
+}
+
+export interface PostgresRecord extends ProcessRecord {
+  port: number;
+  /** DIR/postgres: owned by the postgres user; holds data/, the socket, the log and the password file. */
+  base: string;
+  dataDir: string;
+}
+
+/** What runs besides the frontend (recorded as the plane's `temporal` process, so env and `down` find it as before). */
+export interface TemporalServerRecord {
+  version: string;
+  postgres: PostgresRecord;
+  /** DIR/temporal-server/config.yaml */
+  config: string;
+  dynamicConfig: string;
+  /** The other services' ports on 127.0.0.1 (the frontend's gRPC port is the plane's temporal.port). */
+  ports: {
+    frontendHttp: number;
+    frontendMembership: number;
+    history: number;
+    historyMembership: number;
+    matching: number;
+    matchingMembership: number;
+    worker: number;
+    workerMembership: number;
+  };
+  ui: ProcessRecord & { version: string; root: string };
+}
+
+/**
+ * A free port on 127.0.0.1 below 32768. temporal-server records each
+ * service's membership address in cluster_membership, whose rpc_port is a
+ * SMALLINT on PostgreSQL: a port from the kernel's ephemeral range (32768 and
+ * up, what freePort() gets) fails with "value out of range for type smallint"
+ * and the server exits.
+ */
+export async function smallintPort(taken: Set<number> = new Set()): Promise<number> {
+  for (let i = 0; i < 200; i++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (taken.has(port)) continue;
+    const free = await new Promise<boolean>((resolve) => {
+      const srv = net.createServer();
+      srv.once('error', () => resolve(false));
+      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
+    });
+    if (free) {
+      taken.add(port);
+      return port;
+    }
+  }
+  throw new Error('no free port on 127.0.0.1 between 20000 and 32000');
+}
+
+/** A new record; `frontendPort` is for the frontend's gRPC port (below 32768 as well). */
+export async function newTemporalServerRecord(dir: string): Promise<TemporalServerRecord & { frontendPort: number }> {
+  const t = temporalServerTools();
+  const base = path.join(dir, 'postgres');
+  const taken = new Set<number>();
+  const p = async () => smallintPort(taken);
+  return {
+    version: t.version,
+    postgres: {
+      pid: 0,
+      binary: path.join(PG_BIN, 'postgres'),
+      log: path.join(base, 'postgres.log'),
+      port: await p(),
+      base,
+      dataDir: path.join(base, 'data'),
+    },
+    config: path.join(dir, 'temporal-server', 'config.yaml'),
+    dynamicConfig: path.join(dir, 'temporal-server', 'dynamicconfig.yaml'),
+    ports: {
+      frontendHttp: await p(),
+      frontendMembership: await p(),
+      history: await p(),
+      historyMembership: await p(),
+      matching: await p(),
+      matchingMembership: await p(),
+      worker: await p(),
+      workerMembership: await p(),
+    },
+    ui: {
+      pid: 0,
+      binary: t.ui,
+      log: path.join(dir, 'temporal-ui', 'temporal-ui.log'),
+      version: t.uiVersion,
+      root: path.join(dir, 'temporal-ui'),
+    },
+    frontendPort: await p(),
+  };
+}
+
+/** Refuses svm's search attributes when they would not fit SQL visibility's columns. */
+export function checkSearchAttributesFitSql(defs: ReadonlyArray<{ name: string; type: string }> = searchAttributeDefinitions): void {
+  const count = new Map<string, number>();
+  for (const d of defs) count.set(d.type, (count.get(d.type) ?? 0) + 1);
+  for (const [type, n] of count) {
+    const slots = SQL_VISIBILITY_SLOTS[type] ?? 0;
+    if (n > slots) throw new Error(`svm defines ${n} ${type} search attributes; SQL visibility has ${slots} per namespace`);
+  }
+}
+
+/**
+ * The dev server's flags the plane passes on (`--temporal-arg`), translated
+ * for the real server: `--dynamic-config-value KEY=VALUE` (VALUE as JSON when
+ * it parses, as in the CLI) become dynamic config entries; `--log-level L`
+ * sets the log level. Anything else is refused with the reason.
+ */
+export function translateTemporalArgs(args: string[]): { dynamicConfig: Record<string, Array<{ value: unknown }>>; logLevel: string } {
+  const dynamicConfig: Record<string, Array<{ value: unknown }>> = {};
+  let logLevel = 'warn';
+  const flat = args.flatMap((a) =>
+    a.startsWith('--') && a.includes('=') ? [a.slice(0, a.indexOf('=')), a.slice(a.indexOf('=') + 1)] : [a],
+  );
+  for (let i = 0; i < flat.length; i++) {
+    const flag = flat[i]!;
+    const value = flat[i + 1];
+    if (flag === '--dynamic-config-value' && value !== undefined) {
+      const eq = value.indexOf('=');
+      if (eq <= 0) throw new Error(`--dynamic-config-value expects KEY=VALUE, got "${value}"`);
+      let v: unknown = value.slice(eq + 1);
+      try {
+        v = JSON.parse(v as string);
+      } catch {
+        /* a plain string */
+      }
+      (dynamicConfig[value.slice(0, eq)] ??= []).push({ value: v });
+      i++;
+    } else if (flag === '--log-level' && value !== undefined) {
+      logLevel = value;
+      i++;
+    } else {
+      throw new Error(
+        `the Temporal server on PostgreSQL takes --dynamic-config-value KEY=VALUE and --log-level from --temporal-arg, not "${flag}"`,
+      );
+    }
+  }
+  return { dynamicConfig, logLevel };
+}
+
+/** The server's configuration: one cluster, every service on 127.0.0.1, both stores on the plane's PostgreSQL. */
+export function temporalServerConfig(opts: {
+  frontendPort: number;
+  rec: TemporalServerRecord;
+  password: string;
+  logLevel: string;
+}): Record<string, unknown> {
+  const { rec } = opts;
+  const sql = (databaseName: string, maxConns: number) => ({
+    sql: {
+      pluginName: 'postgres12',
+      databaseName,
+      connectAddr: `127.0.0.1:${rec.postgres.port}`,
+      connectProtocol: 'tcp',
+      user: DB_ROLE,
+      password: opts.password,
+      maxConns,
+      maxIdleConns: maxConns,
+      maxConnLifetime: '1h',
+    },
+  });
+  const svc = (grpcPort: number, membershipPort: number, extra: Record<string, unknown> = {}) => ({
+    rpc: { grpcPort, membershipPort, bindOnIP: '127.0.0.1', ...extra },
+  });
+  return {
+    log: { stdout: true, level: opts.logLevel },
+    persistence: {
+      defaultStore: 'postgres-default',
+      visibilityStore: 'postgres-visibility',
+      numHistoryShards: 4,
+      datastores: { 'postgres-default': sql('temporal', 20), 'postgres-visibility': sql('temporal_visibility', 10) },
+    },
+    global: { membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' } },
+    services: {
+      frontend: svc(opts.frontendPort, rec.ports.frontendMembership, { httpPort: rec.ports.frontendHttp }),
+      history: svc(rec.ports.history, rec.ports.historyMembership),
+      matching: svc(rec.ports.matching, rec.ports.matchingMembership),
+      worker: svc(rec.ports.worker, rec.ports.workerMembership),
+    },
+    clusterMetadata: {
+      enableGlobalNamespace: false,
+      failoverVersionIncrement: 10,
+      masterClusterName: 'active',
+      currentClusterName: 'active',
+      clusterInformation: {
+        active: { enabled: true, initialFailoverVersion: 1, rpcName: 'frontend', rpcAddress: `127.0.0.1:${opts.frontendPort}` },
+      },
+    },
+    dcRedirectionPolicy: { policy: 'noop' },
+    dynamicConfigClient: { filepath: rec.dynamicConfig, pollInterval: '10s' },
+  };
+}
+
+function runAsPostgres(args: string[], what: string): string {
+  const r = spawnSync('runuser', ['-u', PG_USER, '--', ...args], { encoding: 'utf8' });
+  if (r.status !== 0)
+    throw new Error(`${what} failed (${r.status ?? r.signal}): ${(r.stderr || r.stdout || r.error?.message || '').trim()}`);
+  return r.stdout;
+}
+
+function postmasterPid(dataDir: string): number {
+  try {
+    return Number(fs.readFileSync(path.join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[0]) || 0;
+  } catch {
+    return 0;
+  }
+}
+
+/** Ids of the postgres user, and a check that it can reach DIR (every directory above must let it through). */
+function postgresIds(base: string): { uid: number; gid: number } {
+  if (process.getuid?.() !== 0) throw new Error('--temporal server runs PostgreSQL as the postgres user: svm dev up must run as root');
+  if (!fs.existsSync(path.join(PG_BIN, 'initdb')))
+    throw new Error(`PostgreSQL 15 is not installed at ${PG_BIN} (apt-get install postgresql-15, or set SVM_PG_BIN)`);
+  const id = spawnSync('id', ['-u', PG_USER], { encoding: 'utf8' });
+  const gid = spawnSync('id', ['-g', PG_USER], { encoding: 'utf8' });
+  if (id.status !== 0) throw new Error(`there is no "${PG_USER}" user (Debian's postgresql package creates it)`);
+  const parent = path.dirname(base);
+  // mkdtemp makes 0700 directories: let the postgres user through the plane's own directory (not list it).
+  const st = fs.statSync(parent);
+  if ((st.mode & 0o001) === 0) fs.chmodSync(parent, (st.mode & 0o7777) | 0o001);
+  const reach = spawnSync('runuser', ['-u', PG_USER, '--', 'test', '-x', parent]);
+  if (reach.status !== 0)
+    throw new Error(`the postgres user cannot reach ${parent}: a directory above it does not let others through (chmod o+x)`);
+  return { uid: Number(id.stdout.trim()), gid: Number(gid.stdout.trim()) };
+}
+
+/** Creates the cluster when DIR/postgres/data does not exist yet. Returns whether it did. */
+function initPostgres(pg: PostgresRecord): boolean {
+  const { uid, gid } = postgresIds(pg.base);
+  fs.mkdirSync(pg.base, { recursive: true, mode: 0o700 });
+  fs.chownSync(pg.base, uid, gid);
+  fs.chmodSync(pg.base, 0o700);
+  const pwFile = path.join(pg.base, 'password');
+  if (!fs.existsSync(pwFile)) {
+    fs.writeFileSync(pwFile, randomBytes(18).toString('base64url') + '\n', { mode: 0o600 });
+    fs.chownSync(pwFile, uid, gid);
+  }
+  if (fs.existsSync(path.join(pg.dataDir, 'PG_VERSION'))) return false;
+  runAsPostgres(
+    [
+      path.join(PG_BIN, 'initdb'),
+      `--pgdata=${pg.dataDir}`,
+      `--username=${DB_ROLE}`,
+      `--pwfile=${pwFile}`,
+      '--auth-host=scram-sha-256',
+      '--auth-local=scram-sha-256',
+      '--encoding=UTF8',
+      '--locale=C',
+      '--no-instructions',
+    ],
+    'initdb',
+  );
+  // A test plane's database, as etcd runs with --unsafe-no-fsync: no fsync, no synchronous commit.
+  fs.appendFileSync(
+    path.join(pg.dataDir, 'postgresql.conf'),
+    [
+      '',
+      '# svm dev plane',
+      "listen_addresses = '127.0.0.1'",
+      `unix_socket_directories = '${pg.base}'`,
+      'max_connections = 200',
+      'fsync = off',
+      'synchronous_commit = off',
+      'full_page_writes = off',
+      '',
+    ].join('\n'),
+  );
+  return true;
+}
+
+export function postgresPassword(rec: TemporalServerRecord): string {
+  return fs.readFileSync(path.join(rec.postgres.base, 'password'), 'utf8').trim();
+}
+
+async function startPostgres(pg: PostgresRecord, log: (l: string) => void): Promise<void> {
+  if (isRunning(pg)) return;
+  const fresh = initPostgres(pg);
+  log(`${fresh ? 'initialized and ' : ''}starting PostgreSQL 15 on 127.0.0.1:${pg.port} (data ${pg.dataDir})`);
+  await assertPortFree(pg.port, 'PostgreSQL');
+  runAsPostgres(
+    [path.join(PG_BIN, 'pg_ctl'), 'start', '-w', '-t', '60', `--pgdata=${pg.dataDir}`, `--log=${pg.log}`, '-o', `-p ${pg.port}`],
+    `pg_ctl start (log ${pg.log})`,
+  );
+  pg.pid = postmasterPid(pg.dataDir);
+  pg.binary = path.join(PG_BIN, 'postgres');
+  if (!isRunning(pg)) throw new Error(`PostgreSQL did not start; its log is ${pg.log}:\n${tail(pg.log, 15)}`);
+}
+
+export async function stopPostgres(pg: PostgresRecord): Promise<void> {
+  if (!isRunning(pg)) return;
+  const r = spawnSync(
+    'runuser',
+    ['-u', PG_USER, '--', path.join(PG_BIN, 'pg_ctl'), 'stop', '-m', 'fast', '-w', '-t', '30', `--pgdata=${pg.dataDir}`],
+    {
+      encoding: 'utf8',
+    },
+  );
+  if (r.status !== 0 || isRunning(pg)) await stopProcess(pg); // SIGTERM, then SIGKILL
+}
+
+function sqlTool(tools: TemporalServerTools, pg: PostgresRecord, password: string, database: string, args: string[]): void {
+  const r = spawnSync(
+    tools.sqlTool,
+    ['--plugin', 'postgres12', '--endpoint', '127.0.0.1', '--port', String(pg.port), '--user', DB_ROLE, '--database', database, ...args],
+    { encoding: 'utf8', env: { ...process.env, SQL_PASSWORD: password } },
+  );
+  if (r.status !== 0)
+    throw new Error(`temporal-sql-tool ${args.join(' ')} on ${database} failed: ${(r.stderr || r.stdout).trim().slice(-2000)}`);
+}
+
+/** Creates both databases and their version tables once, then brings both schemas up to this server's version. */
+function applySchemas(tools: TemporalServerTools, pg: PostgresRecord, password: string, log: (l: string) => void): void {
+  const marker = path.join(pg.base, 'schema-initialized');
+  for (const [database, dir] of [
+    ['temporal', 'temporal'],
+    ['temporal_visibility', 'visibility'],
+  ] as const) {
+    if (!fs.existsSync(marker)) {
+      sqlTool(tools, pg, password, database, ['create-database', '--defaultdb', 'postgres']);
+      sqlTool(tools, pg, password, database, ['setup-schema', '-v', '0.0']);
+    }
+    sqlTool(tools, pg, password, database, ['update-schema', '-d', path.join(tools.schema, dir, 'versioned')]);
+  }
+  fs.writeFileSync(marker, `${tools.version}\n`);
+  log(`schemas of temporal and temporal_visibility at ${tools.version} (temporal-sql-tool, ${tools.schema})`);
+}
+
+/**
+ * Starts PostgreSQL, applies the schemas, writes the configuration and starts
+ * temporal-server and its UI. `frontend` is the plane's temporal record (its
+ * pid and binary are set here). Waiting for readiness and registering the
+ * namespace is finishTemporalServer's part.
+ */
+export async function startTemporalServer(
+  frontend: ProcessRecord & { port: number; uiPort: number; extraArgs: string[] },
+  rec: TemporalServerRecord,
+  log: (l: string) => void,
+  save: () => void,
+): Promise<void> {
+  checkSearchAttributesFitSql();
+  const tools = ensureTemporalServerTools(log);
+  const { dynamicConfig, logLevel } = translateTemporalArgs(frontend.extraArgs);
+  await startPostgres(rec.postgres, log);
+  save();
+  const password = postgresPassword(rec);
+  if (!isRunning(frontend)) {
+    applySchemas(tools, rec.postgres, password, log);
+    fs.mkdirSync(path.dirname(rec.config), { recursive: true });
+    fs.writeFileSync(rec.dynamicConfig, Object.keys(dynamicConfig).length > 0 ? YAML.stringify(dynamicConfig) : '{}\n');
+    fs.writeFileSync(rec.config, YAML.stringify(temporalServerConfig({ frontendPort: frontend.port, rec, password, logLevel })), {
+      mode: 0o600,
+    });
+    for (const [what, port] of [['the Temporal server frontend', frontend.port], ...Object.entries(rec.ports)] as Array<[string, number]>)
+      await assertPortFree(port, `temporal-server (${what})`);
+    log(`starting temporal-server ${tools.version} on 127.0.0.1:${frontend.port} (PostgreSQL 127.0.0.1:${rec.postgres.port})`);
+    frontend.log = path.join(path.dirname(rec.config), 'temporal-server.log');
+    frontend.binary = tools.server;
+    frontend.pid = await startProcess(tools.server, ['--config-file', rec.config, '--allow-no-auth', 'start'], frontend.log);
+    save();
+  }
+  if (!isRunning(rec.ui)) {
+    fs.mkdirSync(path.join(rec.ui.root, 'config'), { recursive: true });
+    fs.writeFileSync(
+      path.join(rec.ui.root, 'config', 'development.yaml'),
+      YAML.stringify({
+        temporalGrpcAddress: `127.0.0.1:${frontend.port}`,
+        host: '127.0.0.1',
+        port: frontend.uiPort,
+        enableUi: true,
+        defaultNamespace: 'default',
+        cors: { allowOrigins: [`http://127.0.0.1:${frontend.uiPort}`], cookieInsecure: true },
+        refreshInterval: '1m',
+        disableNewsFetch: true,
+        notifyOnNewVersion: false,
+      }),
+    );
+    await assertPortFree(frontend.uiPort, 'the Temporal UI server');
+    log(`starting the Temporal UI server ${rec.ui.version} on http://127.0.0.1:${frontend.uiPort}`);
+    rec.ui.binary = tools.ui;
+    rec.ui.pid = await startProcess(tools.ui, ['--root', rec.ui.root, '--config', 'config', '--env', 'development', 'start'], rec.ui.log);
+    save();
+  }
+}
+
+function httpStatus(url: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { timeout: 5000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode ?? 0);
+    });
+    req.on('timeout', () => req.destroy(new Error('timeout')));
+    req.on('error', reject);
+  });
+}
+
+/**
+ * Waits for the frontend, registers the "default" namespace and svm's search
+ * attributes (idempotent), and waits until a visibility query on them is
+ * accepted (the namespace cache has them) and the UI answers.
+ */
+export async function finishTemporalServer(
+  frontend: ProcessRecord & { port: number; uiPort: number },
+  rec: TemporalServerRecord,
+  log: (l: string) => void,
+): Promise<void> {
+  const address = `127.0.0.1:${frontend.port}`;
+  let conn: Connection | undefined;
+  await waitFor(
+    'temporal-server',
+    frontend,
+    async () => {
+      if (!(await portOpen(frontend.port))) return false;
+      conn = await Connection.connect({ address, connectTimeout: 5_000 });
+      return true;
+    },
+    90_000,
+  );
+  const connection = conn!;
+  try {
+    await waitFor(
+      'temporal-server (the default namespace)',
+      frontend,
+      async () => {
+        try {
+          await connection.workflowService.describeNamespace({ namespace: 'default' });
+          return true;
+        } catch (e) {
+          if ((e as { code?: number }).code !== 5) throw e; // NOT_FOUND: register it
+        }
+        await connection.workflowService
+          .registerNamespace({ namespace: 'default', workflowExecutionRetentionPeriod: msToTs('3 days') })
+          .catch((e: { code?: number }) => {
+            if (e.code !== 6) throw e; // ALREADY_EXISTS
+          });
+        log('registered the "default" namespace');
+        return false;
+      },
+      90_000,
+    );
+    // The frontend's namespace cache learns of a new namespace within seconds (system.namespaceCacheRefreshInterval).
+    await waitFor(
+      'temporal-server (svm search attributes)',
+      frontend,
+      async () => {
+        const sa = await registerSearchAttributes(connection, 'default');
+        if (sa.added.length > 0) log(`registered search attributes on SQL visibility: ${sa.added.join(', ')}`);
+        return true;
+      },
+      60_000,
+    );
+    const probe = searchAttributeDefinitions.find((d) => d.type === 'Keyword')!.name;
+    await waitFor(
+      'temporal-server (visibility knows the search attributes)',
+      frontend,
+      async () => {
+        await connection.workflowService.listWorkflowExecutions({ namespace: 'default', pageSize: 1, query: `${probe} = 'svm-ready'` });
+        return true;
+      },
+      60_000,
+    );
+  } finally {
+    await connection.close();
+  }
+  await waitFor('the Temporal UI server', rec.ui, async () => (await httpStatus(`http://127.0.0.1:${frontend.uiPort}/`)) === 200, 60_000);
+}
+
+/** Stops the UI, the server (`frontend`) and PostgreSQL, in that order. */
+export async function stopTemporalServer(frontend: ProcessRecord, rec: TemporalServerRecord, log: (l: string) => void): Promise<void> {
+  if (isRunning(rec.ui)) log(`stopping the Temporal UI server (pid ${rec.ui.pid})`);
+  await stopProcess(rec.ui);
+  await stopProcess(frontend);
+  if (isRunning(rec.postgres)) log(`stopping PostgreSQL (pid ${rec.postgres.pid}, pg_ctl stop -m fast)`);
+  await stopPostgres(rec.postgres);
+}
