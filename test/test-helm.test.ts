@@ -21,12 +21,13 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import YAML from 'yaml';
 import { Migrator } from '../src/client';
-import { storedVersions } from '../src/dev/etcd-truth';
+import { storedVersions, type ResourceKey } from '../src/dev/etcd-truth';
 import { LEADER_LEASE } from '../src/worker/leader';
 import { loadWorkerSettings } from '../src/worker/config';
 import { freePort } from '../src/worker/free-port';
-import { createLogger, createMigratorWorker } from '../src/worker/worker';
-import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { createLogger, createMigratorWorker, type MigratorWorker } from '../src/worker/worker';
+import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
+import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
   DEPLOY_DIR,
@@ -321,13 +322,20 @@ void test('helm install into a fresh namespace creates every object of the relea
   process.stderr.write(`helm install took ${installMs} ms\n`);
 });
 
-void test('a worker with exactly the installed ServiceAccount rights and Deployment settings migrates a CRD from v1 to v2 (etcd as judge)', async () => {
-  assert.ok(installed, 'the release is not installed');
+/**
+ * Runs fn with a worker started as the chart's Pod would start it: the
+ * installed Deployment's env, plus what a Pod adds: its ServiceAccount's token
+ * (in-cluster config), its namespace (the worker reads it from the
+ * ServiceAccount volume), and a port of its own (9464 may be taken on this
+ * machine; a Pod has its own network).
+ */
+async function withChartWorker<T>(
+  fn: (ctx: { w: MigratorWorker; m: Migrator; port: number; sa: string }) => Promise<T>,
+): Promise<{ result: T; warnings: string[] }> {
   const deployment = await plane.kube.getJson<Manifest>(`/apis/apps/v1/namespaces/${ns}/deployments/${prefix}-worker`);
   const pod = podOf(deployment);
   const container = pod.containers[0]!;
   assert.deepEqual(container.args, ['worker']);
-  // The Pod's environment, as the Deployment sets it.
   const env: Record<string, string> = {};
   for (const e of container.env) {
     assert.ok(e.value !== undefined, `${e.name} is not a plain value`);
@@ -341,9 +349,6 @@ void test('a worker with exactly the installed ServiceAccount rights and Deploym
     SVM_METRICS_PORT: '9464',
     SVM_METRICS_HOST: '0.0.0.0',
   });
-  // What the Pod would add: its ServiceAccount's token (in-cluster config), its
-  // namespace (the worker reads it from the ServiceAccount volume), and a port
-  // of its own (9464 may be taken on this machine; a Pod has its own network).
   const sa = pod.serviceAccountName;
   assert.equal(sa, `${prefix}-migrator`);
   const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, ns, sa), sa);
@@ -353,14 +358,6 @@ void test('a worker with exactly the installed ServiceAccount rights and Deploym
   assert.equal(settings.bridge, true);
   assert.equal(settings.kubeNamespace, ns);
 
-  const crd = testCrd(`${uniq('helm')}.svm.test`);
-  const COUNT = 200;
-  await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', COUNT, { namespace: uniq('helm-w') });
-  await applyCrd(plane.kube, crd, 'v2');
-  const key = { group: crd.group, resource: crd.plural, custom: true };
-  assert.deepEqual((await storedVersions(plane.etcd, key)).byApiVersion, { [`${crd.group}/v1`]: COUNT });
-
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -368,37 +365,149 @@ void test('a worker with exactly the installed ServiceAccount rights and Deploym
       cb();
     },
   });
-  const t0 = Date.now();
   const w = await createMigratorWorker(settings, createLogger(sink));
   const m = await Migrator.connect({ temporal: { ...settings.temporal, address: settings.temporal.address! }, kubeconfig });
-  const result = await w
-    .runUntil(async () => {
-      assert.equal((await whoAmI(w.kube)).username, `system:serviceaccount:${ns}:${sa}`);
-      // The probes' endpoint answers.
-      const health = await fetch(`http://127.0.0.1:${port}/healthz`);
-      assert.equal(health.status, 200);
-      return (await m.start(crd.name, { chunkSize: 50 })).wait();
-    })
-    .finally(async () => {
-      await m.close();
-      removeTokenKubeconfig(kubeconfig);
-    });
-  const migrateMs = Date.now() - t0;
-  const warnings = logs.filter((l) => /"level":(40|50)/.test(l));
-  assert.equal(result.phase, 'Succeeded', `${result.message}\n${warnings.join('')}`);
-  assert.equal(result.counters.failed, 0);
-  assert.equal(result.counters.rewritten, COUNT);
+  try {
+    const result = await w.runUntil(() => fn({ w, m, port, sa }));
+    return { result, warnings: logs.filter((l) => /"level":(40|50)/.test(l)) };
+  } finally {
+    await m.close();
+    removeTokenKubeconfig(kubeconfig);
+  }
+}
 
-  // etcd: every object is stored at v2 now, and the ServiceAccount reduced storedVersions.
-  assert.deepEqual((await storedVersions(plane.etcd, key)).byApiVersion, { [`${crd.group}/v2`]: COUNT });
+/** A CRD with count objects stored at v1 (etcd says so), its storage version then switched to v2. */
+async function crdLeftAtV1(name: string, count: number) {
+  const crd = testCrd(`${uniq(name)}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', count, { namespace: uniq(`${name}-w`) });
+  await applyCrd(plane.kube, crd, 'v2');
+  const key = { group: crd.group, resource: crd.plural, custom: true };
+  assert.deepEqual((await storedVersions(plane.etcd, key)).byApiVersion, { [`${crd.group}/v1`]: count });
+  return { crd, key };
+}
+
+/** etcd: every object stored at v2; the CRD's storedVersions reduced to v2. */
+async function assertMigratedToV2(crd: TestCrd, key: ResourceKey, count: number) {
+  assert.deepEqual((await storedVersions(plane.etcd, key)).byApiVersion, { [`${crd.group}/v2`]: count });
   const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
     `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
   );
   assert.deepEqual(crdObj.status.storedVersions, ['v2']);
+}
+
+void test('a worker with exactly the installed ServiceAccount rights and Deployment settings migrates a CRD from v1 to v2 (etcd as judge)', async () => {
+  assert.ok(installed, 'the release is not installed');
+  const COUNT = 200;
+  const { crd, key } = await crdLeftAtV1('helm', COUNT);
+  const t0 = Date.now();
+  const { result, warnings } = await withChartWorker(async ({ w, m, port, sa }) => {
+    assert.equal((await whoAmI(w.kube)).username, `system:serviceaccount:${ns}:${sa}`);
+    // The probes' endpoint answers.
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    assert.equal(health.status, 200);
+    return (await m.start(crd.name, { chunkSize: 50 })).wait();
+  });
+  const migrateMs = Date.now() - t0;
+  assert.equal(result.phase, 'Succeeded', `${result.message}\n${warnings.join('')}`);
+  assert.equal(result.counters.failed, 0);
+  assert.equal(result.counters.rewritten, COUNT);
+  await assertMigratedToV2(crd, key, COUNT);
   // Leader election ran in the release namespace, with the chart's Role.
   const lease = await plane.kube.raw('GET', `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${LEADER_LEASE}`);
   assert.equal(lease.status, 200, `no ${LEADER_LEASE} Lease in ${ns}`);
-  process.stderr.write(`worker start and migration of ${COUNT} objects as ${sa}: ${migrateMs} ms\n`);
+  process.stderr.write(`worker start and migration of ${COUNT} objects as the chart's ServiceAccount: ${migrateMs} ms\n`);
+});
+
+void test('helm upgrade runs the pre-upgrade hook: the Job command, as the hook ServiceAccount, migrates before the upgrade goes on', async () => {
+  assert.ok(installed, 'the release is not installed');
+  const COUNT = 100;
+  const { crd, key } = await crdLeftAtV1('hook', COUNT);
+  const jobPath = `/apis/batch/v1/namespaces/${ns}/jobs/${prefix}-pre-upgrade`;
+  const t0 = Date.now();
+  const { result: upgraded, warnings } = await withChartWorker(async () => {
+    // A product's `helm upgrade`, with svm's hook on for the resources it is about to drop a version of.
+    const upgrade = helm(
+      [
+        'upgrade',
+        release,
+        CHART,
+        '-n',
+        ns,
+        '--reuse-values',
+        '--set',
+        'preUpgradeJob.enabled=true',
+        '--set',
+        `preUpgradeJob.resources={${crd.name}}`,
+        '--timeout',
+        '4m',
+      ],
+      300_000,
+    );
+    let upgradeDone = false;
+    void upgrade.then(
+      () => (upgradeDone = true),
+      () => (upgradeDone = true),
+    );
+    // No kubelet and no Job controller here: the test plays both. It runs the
+    // Job's container command as the Job's ServiceAccount with the Job's env, then
+    // writes the Job's status as the Job controller would.
+    const job = await eventually(
+      'the hook Job',
+      async () => {
+        if (upgradeDone)
+          throw new Error(`helm upgrade ended before its hook Job appeared: ${String(await upgrade.catch((e: Error) => e))}`);
+        const r = await plane.kube.raw('GET', jobPath);
+        return r.status === 200 && (JSON.parse(r.body) as Manifest);
+      },
+      120_000,
+    );
+    const jobPod = podOf(job);
+    const c = jobPod.containers[0]!;
+    assert.deepEqual(c.args, ['migrate', crd.name, '--wait']);
+    const status = JSON.parse((await helm(['status', release, '-n', ns, '-o', 'json'])).stdout) as { info: { status: string } };
+    assert.equal(status.info.status, 'pending-upgrade', 'the upgrade went on before its hook finished');
+    const sa = jobPod.serviceAccountName;
+    const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, ns, sa), sa);
+    const jobEnv: Record<string, string> = {};
+    for (const e of c.env) jobEnv[e.name] = e.value!;
+    const startTime = new Date().toISOString();
+    const cli = await run(process.execPath, [path.join(ROOT, 'bin', 'svm.js'), ...c.args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...jobEnv, KUBECONFIG: kubeconfig },
+      timeout: 240_000,
+    }).finally(() => removeTokenKubeconfig(kubeconfig));
+    assert.match(cli.stdout, /Succeeded/, cli.stdout + cli.stderr);
+    const completionTime = new Date().toISOString();
+    const done = (type: string) => ({ type, status: 'True', lastProbeTime: completionTime, lastTransitionTime: completionTime });
+    await plane.kube.request('PATCH', `${jobPath}/status`, {
+      body: JSON.stringify({
+        status: { startTime, completionTime, succeeded: 1, conditions: [done('SuccessCriteriaMet'), done('Complete')] },
+      }),
+      contentType: 'application/merge-patch+json',
+    });
+    return upgrade;
+  });
+  const upgradeMs = Date.now() - t0;
+  assert.match(upgraded.stdout, /has been upgraded/, upgraded.stdout);
+  const status = JSON.parse((await helm(['status', release, '-n', ns, '-o', 'json'])).stdout) as {
+    info: { status: string };
+    version: number;
+  };
+  assert.equal(status.info.status, 'deployed');
+  assert.equal(status.version, 2);
+  // hook-succeeded: the Job, its ServiceAccount, ClusterRole and binding are gone.
+  for (const p of [
+    jobPath,
+    `/api/v1/namespaces/${ns}/serviceaccounts/${prefix}-pre-upgrade`,
+    `/apis/rbac.authorization.k8s.io/v1/clusterroles/${prefix}-pre-upgrade`,
+    `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${prefix}-pre-upgrade`,
+  ]) {
+    await eventually(`${p} deleted`, async () => (await plane.kube.raw('GET', p)).status === 404, 30_000);
+  }
+  assert.deepEqual(warnings, []);
+  await assertMigratedToV2(crd, key, COUNT);
+  process.stderr.write(`helm upgrade with its pre-upgrade migration of ${COUNT} objects: ${upgradeMs} ms\n`);
 });
 
 void test('helm uninstall removes the release; the CRDs stay', async () => {
