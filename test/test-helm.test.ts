@@ -226,6 +226,24 @@ void test('the pre-upgrade hook Job renders the command asked for, with the work
     { apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list'] },
   ]);
 
+  // A product's dependency on svm running elsewhere: the hook only.
+  const hookOnly = await template([
+    '-n',
+    'product',
+    '--include-crds',
+    ...['worker.enabled=false', 'admissionPolicies.enabled=false', 'flowcontrol.enabled=false', 'preUpgradeJob.enabled=true'].flatMap(
+      (v) => ['--set', v],
+    ),
+  ]);
+  assert.deepEqual(hookOnly.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
+    'ClusterRole/svm-pre-upgrade',
+    'ClusterRoleBinding/svm-pre-upgrade',
+    'CustomResourceDefinition/storagestates.migration.k8s.io',
+    'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
+    'Job/svm-pre-upgrade',
+    'ServiceAccount/svm-pre-upgrade',
+  ]);
+
   await assert.rejects(
     helm(['template', 'svm', CHART, '--set', 'preUpgradeJob.enabled=true', '--set', 'preUpgradeJob.command=drop']),
     (e: Error) => {
