@@ -244,13 +244,16 @@ void test('the pre-upgrade hook Job renders the command asked for, with the work
     'ServiceAccount/svm-pre-upgrade',
   ]);
 
-  await assert.rejects(
-    helm(['template', 'svm', CHART, '--set', 'preUpgradeJob.enabled=true', '--set', 'preUpgradeJob.command=drop']),
-    (e: Error) => {
-      assert.match(String((e as { stderr?: string }).stderr), /preUpgradeJob\.command must be migrate or plan, not "drop"/);
+  // values.schema.json: a command other than migrate or plan, or a misspelt value, fails before anything renders.
+  for (const [set, message] of [
+    ['preUpgradeJob.command=drop', /at '\/preUpgradeJob\/command': value must be one of 'migrate', 'plan'/],
+    ['temporal.adress=temporal:7233', /at '\/temporal': additional properties 'adress' not allowed/],
+  ] as const) {
+    await assert.rejects(helm(['template', 'svm', CHART, '--set', 'preUpgradeJob.enabled=true', '--set', set]), (e: Error) => {
+      assert.match(String((e as { stderr?: string }).stderr), message);
       return true;
-    },
-  );
+    });
+  }
 });
 
 /** The install's values: the plane's Temporal, a task queue of the test's own, a budget. */
