@@ -206,6 +206,13 @@ void test('the pre-upgrade hook Job renders the command asked for, with the work
   assert.deepEqual(temporalEnv(c).find((e) => e.name === 'TEMPORAL_API_KEY')!.valueFrom, {
     secretKeyRef: { name: 'temporal-key', key: 'api-key' },
   });
+  // The names are the ones the worker reads: its settings from this env (the Secret's value resolved as the kubelet would).
+  const resolved = Object.fromEntries(worker.env.map((e) => [e.name, e.value ?? 'key-from-secret']));
+  const settings = loadWorkerSettings(resolved);
+  assert.deepEqual(
+    { tls: settings.temporal.tls, tlsCert: settings.temporal.tlsCert, tlsKey: settings.temporal.tlsKey, apiKey: settings.temporal.apiKey },
+    { tls: true, tlsCert: '/etc/svm/temporal-tls/tls.crt', tlsKey: '/etc/svm/temporal-tls/tls.key', apiKey: 'key-from-secret' },
+  );
   assert.ok(c.volumeMounts.some((m) => m.name === 'temporal-tls' && m.mountPath === '/etc/svm/temporal-tls' && m.readOnly));
   assert.ok(jobPod.volumes.some((v) => v.name === 'temporal-tls' && JSON.stringify(v.secret) === '{"secretName":"temporal-client"}'));
   // migrate needs discovery and CRD gets only: the worker does the work.
