@@ -304,6 +304,42 @@ void test('helm template, hook Job included, passes the API server (server-side 
   assert.equal(dry.stdout.match(/serverside-applied \(server dry run\)/g)?.length, rendered.length, dry.stdout);
   assert.match(dry.stdout, new RegExp(`deployment\\.apps/${prefix}-worker serverside-applied`));
   assert.match(dry.stdout, new RegExp(`job\\.batch/${prefix}-pre-upgrade serverside-applied`));
+
+  // Every optional part of the templates: mTLS, an API key, extra env, scheduling, a narrowed role, plan.
+  const other = await helm([
+    'template',
+    release,
+    CHART,
+    '-n',
+    ns,
+    ...installValues(),
+    ...[
+      'namePrefix=hx',
+      'temporal.tls.clientCertSecret=temporal-client',
+      'temporal.apiKeySecret.name=temporal-key',
+      'extraEnv[0].name=SVM_MAX_CONCURRENT_CHUNKS',
+      'nodeSelector.disk=ssd',
+      'tolerations[0].operator=Exists',
+      'replicas=3',
+      'rbac.migratableResources[0].apiGroups={}',
+      'rbac.migratableResources[0].resources={configmaps,secrets}',
+      'preUpgradeJob.enabled=true',
+      'preUpgradeJob.command=plan',
+    ].flatMap((v) => ['--set', v]),
+    '--set-string',
+    'extraEnv[0].value=8',
+  ]);
+  fs.writeFileSync(file, other.stdout);
+  const dryOther = await kubectl(['apply', '-f', file, '--server-side', '--field-manager=svm-test', '--dry-run=server']);
+  assert.equal(dryOther.stderr, '', 'the API server warned about the chart');
+  assert.equal(dryOther.stdout.match(/serverside-applied \(server dry run\)/g)?.length, objects(other.stdout).length, dryOther.stdout);
+  const narrowed = byName(objects(other.stdout))['ClusterRole/hx-migrator'] as unknown as {
+    rules: Array<{ resources?: string[]; verbs: string[] }>;
+  };
+  assert.deepEqual(
+    narrowed.rules.filter((r) => r.verbs.includes('update') && !r.resources?.some((x) => x.includes('/'))),
+    [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['list', 'update'] }],
+  );
 });
 
 void test('helm install into a fresh namespace creates every object of the release', async () => {

@@ -38,20 +38,3 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "svm.migrator" . }}
       key: {{ .Values.temporal.apiKeySecret.key }}
 {{- end }}
 {{- end -}}
-
-{{/* The mTLS client certificate's volume mount, when there is one. */}}
-{{- define "svm.temporalTlsMount" -}}
-{{- if .Values.temporal.tls.clientCertSecret }}
-- name: temporal-tls
-  mountPath: /etc/svm/temporal-tls
-  readOnly: true
-{{- end }}
-{{- end -}}
-
-{{- define "svm.temporalTlsVolume" -}}
-{{- if .Values.temporal.tls.clientCertSecret }}
-- name: temporal-tls
-  secret:
-    secretName: {{ .Values.temporal.tls.clientCertSecret }}
-{{- end }}
-{{- end -}}
