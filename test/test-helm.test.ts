@@ -1,0 +1,596 @@
+/**
+ * charts/svm for real, with Helm built from its Go module (scripts/tools.d/helm.sh):
+ * `helm lint`; with default values the chart renders exactly the objects
+ * deploy/ ships (so the two cannot drift); the pre-upgrade hook Job renders
+ * the command asked for; `helm template` passes the API server (server-side
+ * dry run, no warning); `helm install` into a fresh namespace creates every
+ * object; a worker started with exactly the installed ServiceAccount's rights
+ * (a token of it) and the installed Deployment's settings migrates a CRD from
+ * v1 to v2, with etcd as judge; `helm uninstall` removes the release.
+ *
+ * The worker Pod itself never runs here (the plane has no kubelet): the test
+ * starts the worker process as the Pod would, from the Deployment's env.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { Writable } from 'node:stream';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import YAML from 'yaml';
+import { Migrator } from '../src/client';
+import { storedVersions, type ResourceKey } from '../src/dev/etcd-truth';
+import { LEADER_LEASE } from '../src/worker/leader';
+import { loadWorkerSettings } from '../src/worker/config';
+import { freePort } from '../src/worker/free-port';
+import { createLogger, createMigratorWorker, type MigratorWorker } from '../src/worker/worker';
+import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
+import { eventually } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import {
+  DEPLOY_DIR,
+  readManifests,
+  removeTokenKubeconfig,
+  serviceAccountToken,
+  whoAmI,
+  writeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
+
+const run = promisify(execFile);
+const ROOT = path.resolve(__dirname, '..');
+const CHART = path.join(ROOT, 'charts', 'svm');
+
+// One release in a fresh namespace, its cluster-scoped objects under a name
+// prefix of their own (other tests apply deploy/'s svm-* objects to the same plane).
+const release = uniq('svm');
+const ns = uniq('helm');
+const prefix = uniq('h');
+const taskQueue = uniq('tq-helm');
+const QPS = 150;
+
+let plane: TestPlane;
+let helmBin: string;
+let helmHome: string;
+let installed = false;
+
+before(async () => {
+  plane = await testPlane();
+  const { stdout } = await run('bash', [path.join(ROOT, 'scripts', 'tools.d', 'helm.sh')], { timeout: 900_000 });
+  helmBin = /^helm=(.+)$/m.exec(stdout)![1]!;
+  helmHome = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-helm-'));
+});
+after(async () => {
+  // Never leave the release's admission policies behind on the shared plane.
+  if (installed) await helm(['uninstall', release, '-n', ns, '--wait', '--timeout', '2m']).catch(() => undefined);
+  if (helmHome) fs.rmSync(helmHome, { recursive: true, force: true });
+  await plane?.close();
+});
+
+/** helm with the plane's kubeconfig and its own config, cache and data directories. */
+function helm(args: string[], timeout = 180_000) {
+  return run(helmBin, args, {
+    timeout,
+    maxBuffer: 64 << 20,
+    env: {
+      ...process.env,
+      KUBECONFIG: plane.env.KUBECONFIG,
+      HELM_CONFIG_HOME: path.join(helmHome, 'config'),
+      HELM_CACHE_HOME: path.join(helmHome, 'cache'),
+      HELM_DATA_HOME: path.join(helmHome, 'data'),
+    },
+  });
+}
+
+const kubectl = (args: string[]) => run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 120_000 });
+
+/** Every object of a multi-document YAML text. */
+function objects(text: string): Manifest[] {
+  return YAML.parseAllDocuments(text)
+    .map((d) => {
+      if (d.errors.length > 0) throw new Error(d.errors.map((e) => e.message).join('; '));
+      return d.toJS() as Manifest | null;
+    })
+    .filter((o): o is Manifest => o !== null && typeof o === 'object');
+}
+
+/** Objects by kind/name, for a comparison that names the object that differs. */
+const byName = (list: Manifest[]) => Object.fromEntries(list.map((o) => [`${o.kind}/${o.metadata.name}`, o]));
+
+/** `helm template` of the chart: its objects. */
+async function template(args: string[]): Promise<Manifest[]> {
+  return objects((await helm(['template', 'svm', CHART, ...args])).stdout);
+}
+
+/** kustomize re-folds multi-line strings (the CEL expressions): compare them with runs of whitespace collapsed. */
+function collapseWhitespace(v: unknown): unknown {
+  if (typeof v === 'string') return v.replace(/\s+/g, ' ');
+  if (Array.isArray(v)) return v.map(collapseWhitespace);
+  if (v && typeof v === 'object') return Object.fromEntries(Object.entries(v).map(([k, x]) => [k, collapseWhitespace(x)]));
+  return v;
+}
+
+interface Container {
+  name: string;
+  args: string[];
+  env: Array<{ name: string; value?: string; valueFrom?: { secretKeyRef?: { name: string; key: string } } }>;
+  volumeMounts: Array<{ name: string; mountPath: string; readOnly?: boolean }>;
+}
+interface PodTemplate {
+  spec: { template: { spec: { serviceAccountName: string; containers: Container[]; volumes: Array<Record<string, unknown>> } } };
+}
+const podOf = (o: Manifest | undefined) => {
+  assert.ok(o, 'no such object');
+  return (o as unknown as PodTemplate).spec.template.spec;
+};
+const temporalEnv = (c: Container) => c.env.filter((e) => e.name.startsWith('TEMPORAL_'));
+
+void test('helm lint passes: default values, the hook Job in each mode, TLS and an API key', async () => {
+  for (const set of [
+    [],
+    ['--set', 'preUpgradeJob.enabled=true'],
+    ['--set', 'preUpgradeJob.enabled=true', '--set', 'preUpgradeJob.command=plan'],
+    ['--set', 'temporal.tls.clientCertSecret=temporal-client', '--set', 'temporal.apiKeySecret.name=temporal-key', '--set', 'budget.qps=0'],
+  ]) {
+    const { stdout } = await helm(['lint', '--strict', CHART, ...set]);
+    assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/, `${set.join(' ')}\n${stdout}`);
+    assert.doesNotMatch(stdout, /\[(WARNING|ERROR)\]/, stdout);
+  }
+});
+
+void test('with default values the chart renders exactly the objects of deploy/ (the Namespace with namespace.create)', async () => {
+  const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
+  const chart = YAML.parse(fs.readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string };
+  assert.equal(chart.appVersion, pkg.version, 'Chart.yaml appVersion is not package.json version');
+
+  // What `kubectl apply -k deploy/` applies: the files kustomization.yaml lists, as written.
+  const kustomization = YAML.parse(fs.readFileSync(path.join(DEPLOY_DIR, 'kustomization.yaml'), 'utf8')) as { resources: string[] };
+  const shipped = kustomization.resources.flatMap((f) => readManifests(f));
+  assert.equal(shipped.length, 16);
+
+  const defaults = await template(['-n', 'svm-system', '--include-crds']);
+  assert.deepStrictEqual(byName(defaults), byName(shipped.filter((o) => o.kind !== 'Namespace')));
+  const withNamespace = await template(['-n', 'svm-system', '--include-crds', '--set', 'namespace.create=true']);
+  assert.deepStrictEqual(byName(withNamespace), byName(shipped));
+
+  // And kustomize's own rendering of deploy/ (which re-folds multi-line strings).
+  const kustomized = objects((await kubectl(['kustomize', DEPLOY_DIR])).stdout);
+  assert.deepStrictEqual(collapseWhitespace(byName(withNamespace)), collapseWhitespace(byName(kustomized)));
+
+  // deploy/pre-upgrade-job.yaml is the chart's hook Job with its defaults.
+  const hook = await template(['-n', 'svm-system', '--set', 'preUpgradeJob.enabled=true', '--show-only', 'templates/pre-upgrade-job.yaml']);
+  assert.deepStrictEqual(byName(hook), byName(readManifests('pre-upgrade-job.yaml')));
+});
+
+void test('the pre-upgrade hook Job renders the command asked for, with the worker Temporal settings, and only when enabled', async () => {
+  const common = [
+    '-n',
+    'product',
+    '--set',
+    'temporal.tls.clientCertSecret=temporal-client',
+    '--set',
+    'temporal.apiKeySecret.name=temporal-key',
+  ];
+  assert.ok(!(await template(common)).some((o) => o.kind === 'Job'), 'a Job without preUpgradeJob.enabled');
+
+  const migrate = byName(
+    await template([...common, '--set', 'preUpgradeJob.enabled=true', '--set', 'preUpgradeJob.resources={widgets.example.com,secrets}']),
+  );
+  const job = migrate['Job/svm-pre-upgrade']!;
+  assert.deepEqual((job.metadata as unknown as { annotations: Record<string, string> }).annotations, {
+    'helm.sh/hook': 'pre-upgrade',
+    'helm.sh/hook-weight': '0',
+    'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded',
+  });
+  const jobPod = podOf(job);
+  const c = jobPod.containers[0]!;
+  assert.deepEqual(c.args, ['migrate', 'widgets.example.com', 'secrets', '--wait']);
+  assert.equal(jobPod.serviceAccountName, 'svm-pre-upgrade');
+  // The Job reaches Temporal exactly as the worker does: TLS with the client certificate, the API key.
+  const worker = podOf(migrate['Deployment/svm-worker']).containers[0]!;
+  assert.deepEqual(temporalEnv(c), temporalEnv(worker));
+  assert.deepEqual(
+    temporalEnv(c).map((e) => e.name),
+    [
+      'TEMPORAL_ADDRESS',
+      'TEMPORAL_NAMESPACE',
+      'TEMPORAL_TASK_QUEUE',
+      'TEMPORAL_TLS',
+      'TEMPORAL_TLS_CERT',
+      'TEMPORAL_TLS_KEY',
+      'TEMPORAL_API_KEY',
+    ],
+  );
+  assert.deepEqual(temporalEnv(c).find((e) => e.name === 'TEMPORAL_API_KEY')!.valueFrom, {
+    secretKeyRef: { name: 'temporal-key', key: 'api-key' },
+  });
+  // The names are the ones the worker reads: its settings from this env (the Secret's value resolved as the kubelet would).
+  const resolved = Object.fromEntries(worker.env.map((e) => [e.name, e.value ?? 'key-from-secret']));
+  const settings = loadWorkerSettings(resolved);
+  assert.deepEqual(
+    { tls: settings.temporal.tls, tlsCert: settings.temporal.tlsCert, tlsKey: settings.temporal.tlsKey, apiKey: settings.temporal.apiKey },
+    { tls: true, tlsCert: '/etc/svm/temporal-tls/tls.crt', tlsKey: '/etc/svm/temporal-tls/tls.key', apiKey: 'key-from-secret' },
+  );
+  assert.ok(c.volumeMounts.some((m) => m.name === 'temporal-tls' && m.mountPath === '/etc/svm/temporal-tls' && m.readOnly));
+  assert.ok(jobPod.volumes.some((v) => v.name === 'temporal-tls' && JSON.stringify(v.secret) === '{"secretName":"temporal-client"}'));
+  // migrate needs discovery and CRD gets only: the worker does the work.
+  assert.deepEqual((migrate['ClusterRole/svm-pre-upgrade'] as unknown as { rules: unknown[] }).rules, [
+    { nonResourceURLs: ['/api', '/api/*', '/apis', '/apis/*'], verbs: ['get'] },
+    { apiGroups: ['apiextensions.k8s.io'], resources: ['customresourcedefinitions'], verbs: ['get'] },
+  ]);
+
+  const all = byName(await template(['-n', 'product', '--set', 'preUpgradeJob.enabled=true']));
+  assert.deepEqual(podOf(all['Job/svm-pre-upgrade']).containers[0]!.args, ['migrate', '--all', '--wait']);
+
+  const plan = byName(await template(['-n', 'product', '--set', 'preUpgradeJob.enabled=true', '--set', 'preUpgradeJob.command=plan']));
+  const planContainer = podOf(plan['Job/svm-pre-upgrade']).containers[0]!;
+  assert.equal(planContainer.name, 'plan');
+  assert.deepEqual(planContainer.args, ['plan']);
+  assert.deepEqual((plan['ClusterRole/svm-pre-upgrade'] as unknown as { rules: unknown[] }).rules, [
+    { nonResourceURLs: ['/api', '/api/*', '/apis', '/apis/*'], verbs: ['get'] },
+    { apiGroups: ['*'], resources: ['*'], verbs: ['get', 'list'] },
+  ]);
+
+  // A product's dependency on svm running elsewhere: the hook only.
+  const hookOnly = await template([
+    '-n',
+    'product',
+    '--include-crds',
+    ...['worker.enabled=false', 'admissionPolicies.enabled=false', 'flowcontrol.enabled=false', 'preUpgradeJob.enabled=true'].flatMap(
+      (v) => ['--set', v],
+    ),
+  ]);
+  assert.deepEqual(hookOnly.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
+    'ClusterRole/svm-pre-upgrade',
+    'ClusterRoleBinding/svm-pre-upgrade',
+    'CustomResourceDefinition/storagestates.migration.k8s.io',
+    'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
+    'Job/svm-pre-upgrade',
+    'ServiceAccount/svm-pre-upgrade',
+  ]);
+
+  // values.schema.json: a command other than migrate or plan, or a misspelt value, fails before anything renders.
+  for (const [set, message] of [
+    ['preUpgradeJob.command=drop', /at '\/preUpgradeJob\/command': value must be one of 'migrate', 'plan'/],
+    ['temporal.adress=temporal:7233', /at '\/temporal': additional properties 'adress' not allowed/],
+  ] as const) {
+    await assert.rejects(helm(['template', 'svm', CHART, '--set', 'preUpgradeJob.enabled=true', '--set', set]), (e: Error) => {
+      assert.match(String((e as { stderr?: string }).stderr), message);
+      return true;
+    });
+  }
+});
+
+/** The install's values: the plane's Temporal, a task queue of the test's own, a budget. */
+const installValues = () => [
+  '--set',
+  `namePrefix=${prefix}`,
+  '--set',
+  `temporal.address=${plane.temporal.address}`,
+  '--set',
+  `temporal.taskQueue=${taskQueue}`,
+  '--set',
+  `budget.qps=${QPS}`,
+];
+
+void test('helm template, hook Job included, passes the API server (server-side dry run) with no warning', async () => {
+  // The release namespace, created first with the Pod Security label (docs/deploy.md).
+  await plane.kube.request('POST', '/api/v1/namespaces', {
+    body: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Namespace',
+      metadata: { name: ns, labels: { 'pod-security.kubernetes.io/enforce': 'restricted' } },
+    }),
+  });
+  const { stdout } = await helm([
+    'template',
+    release,
+    CHART,
+    '-n',
+    ns,
+    '--include-crds',
+    '--set',
+    'preUpgradeJob.enabled=true',
+    ...installValues(),
+  ]);
+  const rendered = objects(stdout);
+  assert.equal(rendered.length, 19); // deploy/'s 15 without the Namespace, the hook's 4
+  const file = path.join(helmHome, 'rendered.yaml');
+  fs.writeFileSync(file, stdout);
+  const dry = await kubectl(['apply', '-f', file, '--server-side', '--field-manager=svm-test', '--force-conflicts', '--dry-run=server']);
+  assert.equal(dry.stderr, '', 'the API server warned about the chart');
+  assert.equal(dry.stdout.match(/serverside-applied \(server dry run\)/g)?.length, rendered.length, dry.stdout);
+  assert.match(dry.stdout, new RegExp(`deployment\\.apps/${prefix}-worker serverside-applied`));
+  assert.match(dry.stdout, new RegExp(`job\\.batch/${prefix}-pre-upgrade serverside-applied`));
+
+  // Every optional part of the templates: mTLS, an API key, extra env, scheduling, a narrowed role, plan.
+  const other = await helm([
+    'template',
+    release,
+    CHART,
+    '-n',
+    ns,
+    ...installValues(),
+    ...[
+      'namePrefix=hx',
+      'temporal.tls.clientCertSecret=temporal-client',
+      'temporal.apiKeySecret.name=temporal-key',
+      'extraEnv[0].name=SVM_MAX_CONCURRENT_CHUNKS',
+      'nodeSelector.disk=ssd',
+      'tolerations[0].operator=Exists',
+      'replicas=3',
+      'rbac.migratableResources[0].apiGroups={}',
+      'rbac.migratableResources[0].resources={configmaps,secrets}',
+      'preUpgradeJob.enabled=true',
+      'preUpgradeJob.command=plan',
+    ].flatMap((v) => ['--set', v]),
+    '--set-string',
+    'extraEnv[0].value=8',
+  ]);
+  fs.writeFileSync(file, other.stdout);
+  const dryOther = await kubectl(['apply', '-f', file, '--server-side', '--field-manager=svm-test', '--dry-run=server']);
+  assert.equal(dryOther.stderr, '', 'the API server warned about the chart');
+  assert.equal(dryOther.stdout.match(/serverside-applied \(server dry run\)/g)?.length, objects(other.stdout).length, dryOther.stdout);
+  const narrowed = byName(objects(other.stdout))['ClusterRole/hx-migrator'] as unknown as {
+    rules: Array<{ resources?: string[]; verbs: string[] }>;
+  };
+  assert.deepEqual(
+    narrowed.rules.filter((r) => r.verbs.includes('update') && !r.resources?.some((x) => x.includes('/'))),
+    [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['list', 'update'] }],
+  );
+});
+
+void test('helm install into a fresh namespace creates every object of the release', async () => {
+  const t0 = Date.now();
+  await helm(['install', release, CHART, '-n', ns, ...installValues()]);
+  installed = true;
+  const installMs = Date.now() - t0;
+  const status = JSON.parse((await helm(['status', release, '-n', ns, '-o', 'json'])).stdout) as { info: { status: string } };
+  assert.equal(status.info.status, 'deployed');
+
+  const manifestText = (await helm(['get', 'manifest', release, '-n', ns])).stdout;
+  const manifest = objects(manifestText);
+  assert.deepEqual(manifest.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
+    `ClusterRole/${prefix}-migrator`,
+    `ClusterRoleBinding/${prefix}-migrator`,
+    `Deployment/${prefix}-worker`,
+    `FlowSchema/${prefix}-migrator`,
+    `FlowSchema/${prefix}-migrator-leases`,
+    `PriorityLevelConfiguration/${prefix}-migrator`,
+    `Role/${prefix}-migrator-leases`,
+    `RoleBinding/${prefix}-migrator-leases`,
+    `ServiceAccount/${prefix}-migrator`,
+    `ValidatingAdmissionPolicy/${prefix}-storageversionmigrations`,
+    `ValidatingAdmissionPolicy/${prefix}-worker-no-op-only`,
+    `ValidatingAdmissionPolicyBinding/${prefix}-storageversionmigrations`,
+    `ValidatingAdmissionPolicyBinding/${prefix}-worker-no-op-only`,
+  ]);
+  // Each exists in the API, owned by the release.
+  const file = path.join(helmHome, 'manifest.yaml');
+  fs.writeFileSync(file, manifestText);
+  const live = JSON.parse((await kubectl(['get', '-f', file, '-o', 'json'])).stdout) as {
+    items: Array<{ kind: string; metadata: { name: string; namespace?: string; annotations?: Record<string, string> } }>;
+  };
+  assert.equal(live.items.length, manifest.length);
+  for (const o of live.items) {
+    assert.equal(o.metadata.annotations?.['meta.helm.sh/release-name'], release, `${o.kind}/${o.metadata.name}`);
+    if (['Deployment', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind)) assert.equal(o.metadata.namespace, ns);
+  }
+  // The CRDs (crds/: installed when missing, never changed or deleted by Helm).
+  for (const crd of ['storageversionmigrations.migration.k8s.io', 'storagestates.migration.k8s.io']) {
+    const res = await plane.kube.raw('GET', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd}`);
+    assert.equal(res.status, 200, crd);
+  }
+  process.stderr.write(`helm install took ${installMs} ms\n`);
+});
+
+/**
+ * Runs fn with a worker started as the chart's Pod would start it: the
+ * installed Deployment's env, plus what a Pod adds: its ServiceAccount's token
+ * (in-cluster config), its namespace (the worker reads it from the
+ * ServiceAccount volume), and a port of its own (9464 may be taken on this
+ * machine; a Pod has its own network).
+ */
+async function withChartWorker<T>(
+  fn: (ctx: { w: MigratorWorker; m: Migrator; port: number; sa: string }) => Promise<T>,
+): Promise<{ result: T; warnings: string[] }> {
+  const deployment = await plane.kube.getJson<Manifest>(`/apis/apps/v1/namespaces/${ns}/deployments/${prefix}-worker`);
+  const pod = podOf(deployment);
+  const container = pod.containers[0]!;
+  assert.deepEqual(container.args, ['worker']);
+  const env: Record<string, string> = {};
+  for (const e of container.env) {
+    assert.ok(e.value !== undefined, `${e.name} is not a plain value`);
+    env[e.name] = e.value;
+  }
+  assert.deepEqual(env, {
+    TEMPORAL_ADDRESS: plane.temporal.address,
+    TEMPORAL_NAMESPACE: 'default',
+    TEMPORAL_TASK_QUEUE: taskQueue,
+    SVM_QPS: String(QPS),
+    SVM_METRICS_PORT: '9464',
+    SVM_METRICS_HOST: '0.0.0.0',
+  });
+  const sa = pod.serviceAccountName;
+  assert.equal(sa, `${prefix}-migrator`);
+  const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, ns, sa), sa);
+  const port = await freePort();
+  const settings = loadWorkerSettings({ ...env, KUBECONFIG: kubeconfig, SVM_NAMESPACE: ns, SVM_METRICS_PORT: String(port) });
+  assert.equal(settings.qps, QPS);
+  assert.equal(settings.bridge, true);
+  assert.equal(settings.kubeNamespace, ns);
+
+  const logs: string[] = [];
+  const sink = new Writable({
+    write(chunk: Buffer, _enc, cb) {
+      logs.push(chunk.toString('utf8'));
+      cb();
+    },
+  });
+  const w = await createMigratorWorker(settings, createLogger(sink));
+  const m = await Migrator.connect({ temporal: { ...settings.temporal, address: settings.temporal.address! }, kubeconfig });
+  try {
+    const result = await w.runUntil(() => fn({ w, m, port, sa }));
+    return { result, warnings: logs.filter((l) => /"level":(40|50)/.test(l)) };
+  } finally {
+    await m.close();
+    removeTokenKubeconfig(kubeconfig);
+  }
+}
+
+/** A CRD with count objects stored at v1 (etcd says so), its storage version then switched to v2. */
+async function crdLeftAtV1(name: string, count: number) {
+  const crd = testCrd(`${uniq(name)}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', count, { namespace: uniq(`${name}-w`) });
+  await applyCrd(plane.kube, crd, 'v2');
+  const key = { group: crd.group, resource: crd.plural, custom: true };
+  assert.deepEqual((await storedVersions(plane.etcd, key)).byApiVersion, { [`${crd.group}/v1`]: count });
+  return { crd, key };
+}
+
+/** etcd: every object stored at v2; the CRD's storedVersions reduced to v2. */
+async function assertMigratedToV2(crd: TestCrd, key: ResourceKey, count: number) {
+  assert.deepEqual((await storedVersions(plane.etcd, key)).byApiVersion, { [`${crd.group}/v2`]: count });
+  const crdObj = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
+    `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
+  );
+  assert.deepEqual(crdObj.status.storedVersions, ['v2']);
+}
+
+void test('a worker with exactly the installed ServiceAccount rights and Deployment settings migrates a CRD from v1 to v2 (etcd as judge)', async () => {
+  assert.ok(installed, 'the release is not installed');
+  const COUNT = 200;
+  const { crd, key } = await crdLeftAtV1('helm', COUNT);
+  const t0 = Date.now();
+  const { result, warnings } = await withChartWorker(async ({ w, m, port, sa }) => {
+    assert.equal((await whoAmI(w.kube)).username, `system:serviceaccount:${ns}:${sa}`);
+    // The probes' endpoint answers.
+    const health = await fetch(`http://127.0.0.1:${port}/healthz`);
+    assert.equal(health.status, 200);
+    return (await m.start(crd.name, { chunkSize: 50 })).wait();
+  });
+  const migrateMs = Date.now() - t0;
+  assert.equal(result.phase, 'Succeeded', `${result.message}\n${warnings.join('')}`);
+  assert.equal(result.counters.failed, 0);
+  assert.equal(result.counters.rewritten, COUNT);
+  await assertMigratedToV2(crd, key, COUNT);
+  // Leader election ran in the release namespace, with the chart's Role.
+  const lease = await plane.kube.raw('GET', `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/${LEADER_LEASE}`);
+  assert.equal(lease.status, 200, `no ${LEADER_LEASE} Lease in ${ns}`);
+  process.stderr.write(`worker start and migration of ${COUNT} objects as the chart's ServiceAccount: ${migrateMs} ms\n`);
+});
+
+void test('helm upgrade runs the pre-upgrade hook: the Job command, as the hook ServiceAccount, migrates before the upgrade goes on', async () => {
+  assert.ok(installed, 'the release is not installed');
+  const COUNT = 100;
+  const { crd, key } = await crdLeftAtV1('hook', COUNT);
+  const jobPath = `/apis/batch/v1/namespaces/${ns}/jobs/${prefix}-pre-upgrade`;
+  const t0 = Date.now();
+  const { result: upgraded, warnings } = await withChartWorker(async () => {
+    // A product's `helm upgrade`, with svm's hook on for the resources it is about to drop a version of.
+    const upgrade = helm(
+      [
+        'upgrade',
+        release,
+        CHART,
+        '-n',
+        ns,
+        '--reuse-values',
+        '--set',
+        'preUpgradeJob.enabled=true',
+        '--set',
+        `preUpgradeJob.resources={${crd.name}}`,
+        '--timeout',
+        '4m',
+      ],
+      300_000,
+    );
+    let upgradeDone = false;
+    void upgrade.then(
+      () => (upgradeDone = true),
+      () => (upgradeDone = true),
+    );
+    // No kubelet and no Job controller here: the test plays both. It runs the
+    // Job's container command as the Job's ServiceAccount with the Job's env, then
+    // writes the Job's status as the Job controller would.
+    const job = await eventually(
+      'the hook Job',
+      async () => {
+        if (upgradeDone)
+          throw new Error(`helm upgrade ended before its hook Job appeared: ${String(await upgrade.catch((e: Error) => e))}`);
+        const r = await plane.kube.raw('GET', jobPath);
+        return r.status === 200 && (JSON.parse(r.body) as Manifest);
+      },
+      120_000,
+    );
+    const jobPod = podOf(job);
+    const c = jobPod.containers[0]!;
+    assert.deepEqual(c.args, ['migrate', crd.name, '--wait']);
+    const status = JSON.parse((await helm(['status', release, '-n', ns, '-o', 'json'])).stdout) as { info: { status: string } };
+    assert.equal(status.info.status, 'pending-upgrade', 'the upgrade went on before its hook finished');
+    const sa = jobPod.serviceAccountName;
+    const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, ns, sa), sa);
+    const jobEnv: Record<string, string> = {};
+    for (const e of c.env) jobEnv[e.name] = e.value!;
+    const startTime = new Date().toISOString();
+    const cli = await run(process.execPath, [path.join(ROOT, 'bin', 'svm.js'), ...c.args], {
+      cwd: ROOT,
+      env: { PATH: process.env.PATH, HOME: process.env.HOME, ...jobEnv, KUBECONFIG: kubeconfig },
+      timeout: 240_000,
+    }).finally(() => removeTokenKubeconfig(kubeconfig));
+    assert.match(cli.stdout, /Succeeded/, cli.stdout + cli.stderr);
+    const completionTime = new Date().toISOString();
+    const done = (type: string) => ({ type, status: 'True', lastProbeTime: completionTime, lastTransitionTime: completionTime });
+    await plane.kube.request('PATCH', `${jobPath}/status`, {
+      body: JSON.stringify({
+        status: { startTime, completionTime, succeeded: 1, conditions: [done('SuccessCriteriaMet'), done('Complete')] },
+      }),
+      contentType: 'application/merge-patch+json',
+    });
+    return upgrade;
+  });
+  const upgradeMs = Date.now() - t0;
+  assert.match(upgraded.stdout, /has been upgraded/, upgraded.stdout);
+  const status = JSON.parse((await helm(['status', release, '-n', ns, '-o', 'json'])).stdout) as {
+    info: { status: string };
+    version: number;
+  };
+  assert.equal(status.info.status, 'deployed');
+  assert.equal(status.version, 2);
+  // hook-succeeded: the Job, its ServiceAccount, ClusterRole and binding are gone.
+  for (const p of [
+    jobPath,
+    `/api/v1/namespaces/${ns}/serviceaccounts/${prefix}-pre-upgrade`,
+    `/apis/rbac.authorization.k8s.io/v1/clusterroles/${prefix}-pre-upgrade`,
+    `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${prefix}-pre-upgrade`,
+  ]) {
+    await eventually(`${p} deleted`, async () => (await plane.kube.raw('GET', p)).status === 404, 30_000);
+  }
+  assert.deepEqual(warnings, []);
+  await assertMigratedToV2(crd, key, COUNT);
+  process.stderr.write(`helm upgrade with its pre-upgrade migration of ${COUNT} objects: ${upgradeMs} ms\n`);
+});
+
+void test('helm uninstall removes the release; the CRDs stay', async () => {
+  assert.ok(installed, 'the release is not installed');
+  await helm(['uninstall', release, '-n', ns, '--wait', '--timeout', '2m']);
+  installed = false;
+  for (const p of [
+    `/apis/rbac.authorization.k8s.io/v1/clusterroles/${prefix}-migrator`,
+    `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${prefix}-storageversionmigrations`,
+    `/apis/flowcontrol.apiserver.k8s.io/v1/flowschemas/${prefix}-migrator`,
+    `/api/v1/namespaces/${ns}/serviceaccounts/${prefix}-migrator`,
+  ]) {
+    assert.equal((await plane.kube.raw('GET', p)).status, 404, p);
+  }
+  const crd = await plane.kube.raw(
+    'GET',
+    '/apis/apiextensions.k8s.io/v1/customresourcedefinitions/storageversionmigrations.migration.k8s.io',
+  );
+  assert.equal(crd.status, 200);
+  const list = JSON.parse((await helm(['list', '-n', ns, '-o', 'json'])).stdout) as unknown[];
+  assert.deepEqual(list, []);
+});
