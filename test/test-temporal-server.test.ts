@@ -16,7 +16,7 @@ import { after, before, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { down, isRunning, up } from '../src/dev/plane';
-import { searchAttributeDefinitions } from '../src/workflows/search-attributes';
+import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';

@@ -33,7 +33,7 @@ import { msToTs } from '@temporalio/common/lib/time';
 import YAML from 'yaml';
 import versions from '../../tools/versions.json';
 import { registerSearchAttributes } from '../client/setup';
-import { searchAttributeDefinitions } from '../workflows/search-attributes';
+import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { assertPortFree, isRunning, startProcess, stopProcess, tail, waitFor, type ProcessRecord } from './plane';
 import { portOpen } from './ports';
 import { toolsDir } from './tools';
