@@ -22,6 +22,16 @@ bin="$root/bin"
 work="$root/build"
 mkdir -p "$bin" "$work"
 
+# One build at a time per cache: a second caller (`svm dev up` while `npm test`
+# builds, two terminals) waits here and then finds the binaries built.
+if command -v flock >/dev/null 2>&1; then
+  exec 9>"$root/.build.lock"
+  if ! flock -n 9; then
+    echo "[tools] another build into $root is running; waiting for it" >&2
+    flock 9
+  fi
+fi
+
 source "$here/scripts/tools-lib.sh"
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
