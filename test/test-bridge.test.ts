@@ -12,6 +12,7 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { WorkflowNotFoundError } from '@temporalio/client';
 import { svmPath, WORKFLOW_ID_ANNOTATION } from '../src/activities';
+import { MAX_MIGRATION_OBJECTS } from '../src/contract/definitions';
 import { CONTINUE_TOKEN_REFUSED_MESSAGE, TAKEOVER_MESSAGE, type StorageVersionMigrationStatus } from '../src/api/migration';
 import { watchForever } from '../src/kube/watch';
 import { installCrds } from '../src/client/cli-migrate';
@@ -319,24 +320,27 @@ void test("the workflow-id annotation does not let a creator abort someone else'
       await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', quick]);
       await stillRunning('after deleting an object whose creator set the annotation');
 
-      // One that stays is refused in its status.
+      // One that stays and names its own resource's workflow asks for that migration's status: it gets it,
+      // copied by the bridge, without being listed (its deletion aborts nothing).
       const forged = uniq('forged');
       await kubectl(['create', '-f', '-'], svmJson(forged, crd, { annotations: { [WORKFLOW_ID_ANNOTATION]: workflowId } }));
-      const wait = await kubectl([
-        'wait',
-        '--for=condition=Failed',
-        `storageversionmigrations.migration.k8s.io/${forged}`,
-        '--timeout=60s',
-      ]);
-      assert.match(wait.stdout, /condition met/);
-      const refused = await getSvm(forged);
-      assert.equal(
-        refused.status?.message,
-        `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} does not list it); only svm sets it. Create the StorageVersionMigration without the annotation`,
-      );
-      assert.equal(failedCondition(refused)?.reason, 'WorkflowAnnotationRefused');
+      const copied = await eventually('the status copied to an object the workflow does not list', async () => {
+        const o = await getSvm(forged);
+        return o.status?.workflowId === workflowId && /status copied by svm's bridge/.test(o.status?.message ?? '') ? o : undefined;
+      });
+      assert.equal(copied.status?.phase, 'Running');
       await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', forged]);
-      await stillRunning('after deleting a refused object');
+      await stillRunning('after deleting an object whose creator set the annotation');
+
+      // One whose annotation names a workflow that is not its resource's is refused in its status.
+      const other = uniq('forged-other');
+      await kubectl(['create', '-f', '-'], svmJson(other, crd, { annotations: { [WORKFLOW_ID_ANNOTATION]: 'migrate/nothing.svm.test' } }));
+      const wait = await kubectl(['wait', '--for=condition=Failed', `storageversionmigrations.migration.k8s.io/${other}`, '--timeout=60s']);
+      assert.match(wait.stdout, /condition met/);
+      const refused = await getSvm(other);
+      assert.match(refused.status?.message ?? '', /names a workflow that does not exist \(migrate\/nothing\.svm\.test\); only svm sets it/);
+      assert.equal(failedCondition(refused)?.reason, 'WorkflowAnnotationRefused');
+      await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', other]);
       assert.deepEqual((await h.progress()).migrationObjects, [owner]);
 
       // A second kubectl user waits on the same migration: deleting the first object does not abort it.
@@ -354,4 +358,64 @@ void test("the workflow-id annotation does not let a creator abort someone else'
   assert.equal(result.phase, 'Aborted');
   assert.match(result.message ?? '', new RegExp(`StorageVersionMigration ${second} was deleted`));
   assert.ok(result.counters.migrated < 1000);
+});
+
+void test('more StorageVersionMigrations for one resource than its workflow lists: the set stays bounded and deduplicated across continue-as-new, and every object gets the result', async () => {
+  const crd = testCrd(`${uniq('kn')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 400, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const prefix = uniq('many');
+  const names = Array.from({ length: MAX_MIGRATION_OBJECTS + 10 }, (_, i) => `${prefix}-${i}`);
+  const result = await withWorker(
+    plane,
+    async (m) => {
+      await kubectl(['create', '-f', '-'], svmJson(names[0]!, crd));
+      const h = await m.handle(crd.name);
+      await eventually('the migration to run', async () => (await h.progress()).phase === 'Running');
+      await h.pause();
+      // Many kubectl users (or a loop) ask for the same migration while it is paused.
+      for (let i = 1; i < names.length; i += 10) await Promise.all(names.slice(i, i + 10).map((n) => createSvm(svmJson(n, crd))));
+      // Listed ones get their status at the workflow's next report (it is paused); the others from the bridge now.
+      const p = await eventually(
+        'every object tied to the workflow: listed by it, or with its status copied',
+        async () => {
+          const [now, all] = await Promise.all([h.progress(), Promise.all(names.map(getSvm))]);
+          const tied = all.every(
+            (o, i) =>
+              o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION] !== undefined &&
+              (now.migrationObjects.includes(names[i]!) || /status copied by svm's bridge/.test(o.status?.message ?? '')),
+          );
+          return tied ? now : undefined;
+        },
+        120_000,
+      );
+      assert.equal(p.migrationObjects.length, MAX_MIGRATION_OBJECTS, 'the workflow lists at most MAX_MIGRATION_OBJECTS');
+      assert.equal(new Set(p.migrationObjects).size, p.migrationObjects.length, 'each once');
+      assert.equal(names.filter((n) => !p.migrationObjects.includes(n)).length, 10, 'the others follow');
+      await h.resume();
+      return h.wait();
+    },
+    { settings: { bridge: true, qps: 50 } },
+  );
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.ok(
+    result.runs >= 2,
+    `the attached set was carried across continue-as-new (runs ${result.runs}; the suite's plane suggests it after 300 events)`,
+  );
+  assert.ok(result.migrationObjects.length <= MAX_MIGRATION_OBJECTS);
+  const phases = await eventually(
+    'every object to say Succeeded',
+    async () => {
+      const all = await Promise.all(names.map(getSvm));
+      return all.every((o) => o.status?.phase === 'Succeeded') ? all : undefined;
+    },
+    90_000,
+  );
+  assert.equal(phases.length, names.length);
+  phases.forEach((o, i) => assert.equal(o.status?.progress?.migrated, 400, names[i]));
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 400,
+  });
+  await Promise.all(names.map((n) => plane.kube.request('DELETE', svmPath(n)).catch(() => undefined)));
 });

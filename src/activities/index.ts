@@ -8,6 +8,7 @@ import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { storageVersionOf } from '../api/custom-resource-definition';
 import type { StorageVersionMigrationStatus } from '../api/migration';
+import type { StatusReport } from '../contract/definitions';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import {
   agreementFromEndpoints,
@@ -133,7 +134,13 @@ export function createActivities(deps: ActivityDeps) {
     }
     const found = await apiservers.find();
     const [crd, viaList, endpoints] = await Promise.all([
-      ref.custom ? getCrd(kube, ref) : Promise.resolve(undefined),
+      // A deleted CRD is a resource no longer served (below), not a failure to retry forever.
+      ref.custom
+        ? getCrd(kube, ref).catch((err: unknown) => {
+            if (err instanceof KubeError && err.kind === 'notFound') return undefined;
+            throw err;
+          })
+        : Promise.resolve(undefined),
       resourceList(kube, ref).catch((err: unknown) => {
         if (err instanceof KubeError && err.kind === 'notFound') return [];
         throw err; // our own address must answer: the activity retries
@@ -152,7 +159,7 @@ export function createActivities(deps: ActivityDeps) {
       versionOf: ref.custom ? undefined : await namer(ref, own?.kind),
     });
     // Not served at this version through our own address: the workflow resolves the resource again.
-    const served = own === undefined ? { ...answer, notServed: true } : answer;
+    const served = own === undefined || (ref.custom && !crd) ? { ...answer, notServed: true } : answer;
     // The CRD's generation when this answer was read: a pass records it at its start (the built-in's protocol).
     return crd?.metadata.generation !== undefined ? { ...served, crdGeneration: crd.metadata.generation } : served;
   }
@@ -222,7 +229,8 @@ export function createActivities(deps: ActivityDeps) {
     },
 
     /** Mirrors a migration's status to its StorageVersionMigration objects (missing ones are skipped). */
-    async reportStatus(names: string[], status: StorageVersionMigrationStatus, resource: string): Promise<void> {
+    async reportStatus(names: string[], status: StorageVersionMigrationStatus, resource: string): Promise<StatusReport> {
+      const gone: string[] = [];
       if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted'))
         m.migrations.inc({ resource, result: status.phase });
       if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
@@ -238,6 +246,7 @@ export function createActivities(deps: ActivityDeps) {
           } catch (err) {
             if (err instanceof KubeError && err.kind === 'notFound') {
               Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });
+              gone.push(entry);
               break;
             }
             const transient = !(err instanceof KubeError) || isRetryable(err.kind) || err.kind === 'conflict';
@@ -260,6 +269,7 @@ export function createActivities(deps: ActivityDeps) {
           }
         }
       }
+      return { gone };
     },
   };
 }

@@ -153,6 +153,18 @@ export const CONTRACT_VERSION = '1';
 export const RESOURCE_FORMS =
   'accepted forms: {"resource": "gizmos.example.com"} (plural.group), {"resource": "secrets"} (a core resource), {"group": "example.com", "resource": "gizmos"}';
 
+/**
+ * How many StorageVersionMigration objects one migration workflow mirrors its status into (the set is carried
+ * across continue-as-new, so it is bounded). More objects for the same resource still get its status: the bridge
+ * copies it into those the workflow does not list (src/worker/bridge.ts).
+ */
+export const MAX_MIGRATION_OBJECTS = 100;
+
+/** What a status write found: the objects that no longer exist (the workflow stops listing them). */
+export interface StatusReport {
+  gone: string[];
+}
+
 export const MigrateResourceInputSchema = z
   .object({
     /**
@@ -163,8 +175,8 @@ export const MigrateResourceInputSchema = z
     /** With a plural name in `resource`: its API group ("" or omitted for the core group). */
     group: z.string().max(253).optional(),
     options: MigrationOptionsSchema.partial().optional(),
-    /** StorageVersionMigration objects that mirror this migration's status. */
-    migrationObjects: z.array(z.string().min(1).max(320)).max(100).optional(),
+    /** StorageVersionMigration objects that mirror this migration's status (at most MAX_MIGRATION_OBJECTS). */
+    migrationObjects: z.array(z.string().min(1).max(320)).max(MAX_MIGRATION_OBJECTS).optional(),
     carried: CarriedStateSchema.optional(),
   })
   .strict();

@@ -48,7 +48,7 @@ import {
   type MigrationPhase,
   type StorageVersionMigrationStatus,
 } from '../api/migration';
-import { groupResourceString, type ResourceRef } from '../api/resource';
+import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { isRetryable, KubeError } from '../kube/errors';
 import { WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
@@ -56,7 +56,14 @@ import { MalformedObjectError } from '../kube/typed';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
 import { watchForever } from '../kube/watch';
-import { abortSignal, attachMigrationObjectSignal, progressQuery, type MigrationResult } from '../contract/definitions';
+import {
+  abortSignal,
+  attachMigrationObjectSignal,
+  MAX_MIGRATION_OBJECTS,
+  progressQuery,
+  type MigrationProgress,
+  type MigrationResult,
+} from '../contract/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
 import { startOptions } from '../contract/start-options';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
@@ -96,9 +103,36 @@ function isTransient(err: unknown): boolean {
   return true;
 }
 
+/**
+ * An object the workflow does not list but whose annotation names the workflow of its own resource (the ID
+ * follows from the group and resource its spec names, exactly as the bridge accepts them): one of more objects
+ * than the workflow lists. Whoever set the annotation, it asks for the status of that resource's migration.
+ */
+function follows(obj: ObjectView, workflowId: string): boolean {
+  return migrationWorkflowId({ group: obj.resource.group ?? '', resource: obj.resource.resource }) === workflowId;
+}
+
+/** A running migration's status as the workflow would write it. */
+function statusOf(p: MigrationProgress, workflowId: string): StorageVersionMigrationStatus {
+  return {
+    phase: p.phase,
+    workflowId,
+    progress: { ...p.counters, ...(p.remainingEstimate !== undefined ? { remainingEstimate: p.remainingEstimate } : {}) },
+    failures: p.failures,
+    startTime: new Date(p.startedAt).toISOString(),
+  };
+}
+
+function followerMessage(p: MigrationProgress): string {
+  const note = `status copied by svm's bridge: the migration workflow mirrors its status into its first ${MAX_MIGRATION_OBJECTS} StorageVersionMigrations`;
+  return p.message ? `${p.message} (${note})` : note;
+}
+
 /** A re-look at one object that checks everything (resync, re-list, a deferred check). */
 const RECHECK = 'RECHECK';
 const QUERY_TIMEOUT_MS = 10_000;
+/** How long an answered progress query serves further objects of the same workflow. */
+const PROGRESS_REUSE_MS = 2_000;
 
 /** A query nobody answers (no worker on that task queue) must not hold the bridge: it fails, as a transient error. */
 async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
@@ -123,6 +157,10 @@ export class Bridge {
   private readonly unlisted = new Map<string, number>();
   /** Objects already reported as acted on by another controller (uid), so the log says it once. */
   private readonly reported = new Set<string>();
+  /** Objects whose status the bridge copies (more than the workflow lists), by workflow: looked at again when it ends. */
+  private readonly followers = new Map<string, Map<string, Obj>>();
+  /** The progress query in flight or last answered, by workflow (progressOf). */
+  private readonly progressQueries = new Map<string, { progress: Promise<MigrationProgress>; answeredAt?: number; failedAt?: number }>();
   readonly api: MigrationObjectApi;
   private readonly apis: { sigs: MigrationObjectApi; standard: MigrationObjectApi };
 
@@ -178,7 +216,12 @@ export class Bridge {
           : `another controller (${event.otherWriters.join(', ')}) acts on StorageVersionMigration ${event.name}, which svm was configured to own (SVM_STANDARD_MIGRATIONS=own): svm leaves it alone; turn the built-in migrator off (kube-controller-manager --controllers=...,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
       );
     }
-    if (event.state === 'finished') return;
+    if (event.state === 'finished') {
+      // The workflow wrote its result to the objects it lists: now copy it to those it does not.
+      if (event.workflowId) this.progressQueries.delete(event.workflowId);
+      if (event.workflowId && !this.followers.get(event.workflowId)?.has(event.uid ?? name)) this.recheckFollowers(event.workflowId);
+      return;
+    }
     // Updates the workflow writes (every chunk) are not looked at one by one: the resync looks at those.
     if (type !== RECHECK && event.workflowId && event.statusFromWorkflow && event.otherWriters.length === 0) return;
     // Decide on the object as it is now, not as this (possibly old) event saw it.
@@ -203,6 +246,45 @@ export class Bridge {
       return;
     }
     return this.attach(obj, state === 'upstreamRunning');
+  }
+
+  /**
+   * One progress query per workflow at a time, shared by every object that asks meanwhile (and reused for
+   * maxAgeMs after it answered): a hundred objects of one resource must not become a hundred concurrent queries,
+   * which the Temporal server refuses past a small buffer per workflow ("consistent query buffer is full").
+   */
+  private progressOf(workflowId: string, maxAgeMs: number): Promise<MigrationProgress> {
+    const now = performance.now();
+    const cached = this.progressQueries.get(workflowId);
+    // In flight, answered recently enough, or failed within a query timeout (a workflow nobody serves answers no
+    // query: the next hundred objects need not wait the timeout each).
+    if (
+      cached &&
+      (cached.answeredAt === undefined
+        ? cached.failedAt === undefined || now - cached.failedAt <= QUERY_TIMEOUT_MS
+        : now - cached.answeredAt <= maxAgeMs)
+    )
+      return cached.progress;
+    const entry: { progress: Promise<MigrationProgress>; answeredAt?: number; failedAt?: number } = {
+      progress: withTimeout(
+        this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).query(progressQuery),
+        QUERY_TIMEOUT_MS,
+        `querying ${workflowId}`,
+      ),
+    };
+    this.progressQueries.set(workflowId, entry);
+    entry.progress.then(
+      () => (entry.answeredAt = performance.now()),
+      () => (entry.failedAt = performance.now()),
+    );
+    return entry.progress;
+  }
+
+  private recheckFollowers(workflowId: string): void {
+    const mine = this.followers.get(workflowId);
+    if (!mine) return;
+    this.followers.delete(workflowId);
+    for (const obj of mine.values()) this.enqueue(RECHECK, obj);
   }
 
   /** Another controller writes the status of this object: said once per object, and counted. */
@@ -285,9 +367,18 @@ export class Bridge {
     }
 
     if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') {
-      const { migrationObjects } = await withTimeout(handle.query(progressQuery), QUERY_TIMEOUT_MS, `querying ${workflowId}`);
-      if (migrationObjects.includes(obj.ref)) {
+      const progress = await this.progressOf(workflowId, PROGRESS_REUSE_MS);
+      if (progress.migrationObjects.includes(obj.ref)) {
         this.unlisted.delete(key);
+        return;
+      }
+      if (follows(obj, workflowId)) {
+        // One of more objects than the workflow lists (MAX_MIGRATION_OBJECTS): its status is copied here.
+        this.unlisted.delete(key);
+        const mine = this.followers.get(workflowId) ?? new Map<string, Obj>();
+        this.followers.set(workflowId, mine.set(key, obj));
+        const reason = progress.phase === 'Failed' || progress.phase === 'Aborted' ? progress.phase : undefined;
+        await this.api.write(name, { ...statusOf(progress, workflowId), message: followerMessage(progress) }, reason);
         return;
       }
       if (obj.statusFromWorkflow === workflowId) {
@@ -322,7 +413,7 @@ export class Bridge {
     let extra: Partial<StorageVersionMigrationStatus> = {};
     try {
       const result: MigrationResult = await handle.result();
-      if (!result.migrationObjects.includes(obj.ref)) {
+      if (!result.migrationObjects.includes(obj.ref) && !follows(obj, workflowId)) {
         message = obj.statusFromWorkflow
           ? `an earlier run of the migration workflow ${workflowId} ended without recording a result here; its latest run (${result.phase}) did not include this object`
           : `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} completed without it); only svm sets it. Create the StorageVersionMigration without the annotation`;
@@ -363,11 +454,12 @@ export class Bridge {
     const name = obj.name;
     const workflowId = obj.workflowId;
     this.unlisted.delete(obj.uid ?? name);
+    if (workflowId) this.followers.get(workflowId)?.delete(obj.uid ?? name);
     if (!workflowId || obj.state === 'finished') return;
     const handle = this.opts.client.workflow.getHandle(workflowId);
     for (let attempt = 1; ; attempt++) {
       try {
-        const { migrationObjects } = await withTimeout(handle.query(progressQuery), QUERY_TIMEOUT_MS, `querying ${workflowId}`);
+        const { migrationObjects } = await this.progressOf(workflowId, 0);
         if (!migrationObjects.includes(obj.ref)) {
           this.log.warn({ name, workflowId }, 'StorageVersionMigration deleted: its workflow does not list it, so it aborts nothing');
           return;

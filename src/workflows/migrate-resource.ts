@@ -55,6 +55,8 @@ import {
   abortSignal,
   abortUpdate,
   attachedName,
+  MAX_MIGRATION_OBJECTS,
+  type StatusReport,
   pauseUpdate,
   resolutionUpdate,
   resumeUpdate,
@@ -137,6 +139,8 @@ class Migration {
   readonly options: MigrationOptions;
   readonly s: CarriedState;
   readonly objects: Set<string>;
+  /** The attached set was full once (said in the log once per run). */
+  private saidFull = false;
   phase: MigrationPhase = 'Running';
   aborted?: string;
   paused = false;
@@ -158,7 +162,7 @@ class Migration {
     this.options = { ...defaultMigrationOptions, ...input.options };
     this.s = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
     this.s.runs++;
-    this.objects = new Set(input.migrationObjects ?? []);
+    this.objects = new Set((input.migrationObjects ?? []).slice(0, MAX_MIGRATION_OBJECTS));
   }
 
   installHandlers(): void {
@@ -172,7 +176,19 @@ class Migration {
     setHandler(resumeSignal, () => void (this.paused = false));
     setHandler(attachMigrationObjectSignal, (arg) => {
       const name = attachedName(arg);
-      if (name) this.objects.add(name);
+      if (!name || this.objects.has(name)) return;
+      // Bounded (it is carried across continue-as-new): objects beyond it get the status from the bridge.
+      if (this.objects.size >= MAX_MIGRATION_OBJECTS) {
+        if (!this.saidFull)
+          log.warn('StorageVersionMigration objects beyond the limit are not listed; the bridge mirrors their status', {
+            resource: this.name,
+            limit: MAX_MIGRATION_OBJECTS,
+            name,
+          });
+        this.saidFull = true;
+        return;
+      }
+      this.objects.add(name);
     });
     setHandler(agreementChangedSignal, () => void (this.recheck = true));
     // The same steering with an acknowledgement: refused (validator) when it cannot apply, else the new state.
@@ -279,7 +295,12 @@ class Migration {
         ...(this.s.message ? [this.s.message] : []),
       ].join('\n\n'),
     );
-    if (report) await reportStatus([...this.objects], this.status(), this.name);
+    if (report) this.forget(await reportStatus([...this.objects], this.status(), this.name));
+  }
+
+  /** Objects deleted since they were attached leave the set (histories from before returned nothing). */
+  private forget(written: StatusReport | void): void {
+    for (const name of written?.gone ?? []) this.objects.delete(name);
   }
 
   /** Writes the final status (even while the workflow is being cancelled) and returns or throws the result. */
