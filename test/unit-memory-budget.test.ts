@@ -16,6 +16,7 @@ import type { ResourceRef } from '../src/api/resource';
 import type { KubeClient, ListedObject, ListMeta } from '../src/kube/client';
 import { MemoryBudget } from '../src/kube/memory-budget';
 import { RateLimiter, WaitAbortedError } from '../src/kube/rate-limit';
+import { DEFAULT_MEMORY_BUDGET_BYTES, loadWorkerSettings, SettingsError } from '../src/worker/config';
 
 const tick = () => new Promise((r) => setImmediate(r));
 
@@ -268,4 +269,18 @@ void test('a fatal update error stops the chunk while it waits for room, and giv
   await assert.rejects(run, /boom/);
   assert.equal(memory.held, 0, 'queued objects given back');
   assert.equal(memory.waiting, 0);
+});
+
+void test('SVM_MEMORY_BUDGET_BYTES: 64 MiB by default, 0 for none, a bad value stops the worker with its name', () => {
+  assert.equal(DEFAULT_MEMORY_BUDGET_BYTES, 64 * 2 ** 20);
+  assert.equal(loadWorkerSettings({}).memoryBudgetBytes, DEFAULT_MEMORY_BUDGET_BYTES);
+  assert.equal(loadWorkerSettings({ SVM_MEMORY_BUDGET_BYTES: '0' }).memoryBudgetBytes, 0);
+  assert.equal(loadWorkerSettings({ SVM_MEMORY_BUDGET_BYTES: '268435456' }).memoryBudgetBytes, 256 * 2 ** 20);
+  for (const bad of ['64Mi', '-1', '1.5', ' ']) {
+    assert.throws(
+      () => loadWorkerSettings({ SVM_MEMORY_BUDGET_BYTES: bad }),
+      (err: unknown) => err instanceof SettingsError && err.message.includes('SVM_MEMORY_BUDGET_BYTES'),
+      bad,
+    );
+  }
 });

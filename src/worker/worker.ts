@@ -291,6 +291,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
           namespace: t.namespace,
           address: t.address,
           qps: settings.qps,
+          memoryBudgetBytes: settings.memoryBudgetBytes,
           identity,
           holder,
           leases: settings.kubeNamespace,
