@@ -154,7 +154,14 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once on on
       async () => (await scrape(metricsPort)).svm_process_process_resident_memory_bytes,
       120_000,
     );
-    const idle = kib(status(pid), 'VmHWM');
+    // Idle: started (its workflow bundle loaded) once its peak RSS stops moving for 3 s.
+    let idle = 0;
+    for (let stable = 0, i = 0; stable < 3 && i < 60; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const now = kib(status(pid), 'VmHWM');
+      stable = now === idle ? stable + 1 : 0;
+      idle = now;
+    }
 
     // -- sample while the four migrations run: RSS from /proc, held bytes from the worker's own metrics
     let maxRss = 0;
