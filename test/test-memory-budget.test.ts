@@ -14,6 +14,11 @@
  * v2 with its content unchanged. The CRDs (and so their objects) are deleted
  * afterwards and etcd compacted, so the plane stays usable.
  *
+ * The plane pays for it: at ~1000 of the 1200 objects, etcd held 8.7 GiB of
+ * RSS and each API server 4-5 GiB (2026-11-25). On a small machine run it
+ * with SVM_TEST_MEMORY_OBJECTS=100 (4 x 100 objects: etcd 5-7 GiB, each API
+ * server ~3.5 GiB); figures in docs/benchmarks.md.
+ *
  * SVM_TEST_MEMORY_BUDGET_BYTES overrides the worker's SVM_MEMORY_BUDGET_BYTES
  * (e.g. 1099511627776 to see the peak without a worker-wide budget: then only
  * each chunk's list buffer bounds it); the figures are printed, not timed.
