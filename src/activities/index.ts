@@ -34,6 +34,7 @@ import { refineStorageState } from '../kube/storage-states';
 import { findStorageVersion } from '../kube/storage-versions';
 import type { MigratorMetrics } from '../worker/metrics';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
+import type { MemoryBudget } from '../kube/memory-budget';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
 import { createFollowActivities } from './follow-migration';
 import { createTriggerActivities } from './trigger';
@@ -44,6 +45,8 @@ export interface ActivityDeps {
   budget: RateLimiter;
   /** Updates in flight across the worker, adapted to the API servers' latency; unset: only each migration's concurrency. */
   concurrency?: AdaptiveConcurrency;
+  /** Bytes of listed objects every chunk of the worker holds together (SVM_MEMORY_BUDGET_BYTES); unset: only each chunk's list buffer. */
+  memory?: MemoryBudget;
   metrics?: MigratorMetrics;
   /**
    * Where every API server is found, to ask each one's own discovery (HA).
@@ -174,7 +177,7 @@ export function createActivities(deps: ActivityDeps) {
 
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
-      return migrateChunk({ kube, budget: deps.budget, concurrency: deps.concurrency, limiterFor, observe }, input);
+      return migrateChunk({ kube, budget: deps.budget, concurrency: deps.concurrency, memory: deps.memory, limiterFor, observe }, input);
     },
 
     /** Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing. */

@@ -10,7 +10,12 @@
  * (SVM_LIST_BUFFER_BYTES, 32 MiB by default; at least one object), the
  * response is not read further and TCP keeps the rest at the API server. So a
  * page of 500 one-megabyte Secrets costs about the buffer plus one reply per
- * updater, not 500 MB. Should the API server cut a slow response off, the
+ * updater, not 500 MB. Above the chunks, the worker's memory budget
+ * (SVM_MEMORY_BUDGET_BYTES, src/kube/memory-budget.ts) bounds the bytes that
+ * every chunk of every migration in the process holds together: each object's
+ * bytes are taken from it before the list is read further and given back when
+ * its update ends, so four migrations of large objects at once hold what one
+ * budget allows, not four buffers. Should the API server cut a slow response off, the
  * page is listed again with the same continue token and resumes after the
  * last finished object, as long as each listing makes progress.
  *
@@ -48,6 +53,7 @@ import type { MigrationCounters, ObjectFailure } from '../api/migration';
 import type { KubeClient, ListedObject, ListMeta } from '../kube/client';
 import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
+import type { MemoryBudget } from '../kube/memory-budget';
 import { sleep, WaitAbortedError, type RateLimiter } from '../kube/rate-limit';
 
 export interface ChunkOptions {
@@ -145,6 +151,8 @@ export interface ChunkDeps {
   observe?(resource: string, outcome: 'migrated' | 'conflict' | 'notFound' | 'failed', seconds: number, rewritten: boolean): void;
   /** Bytes of listed objects waiting for or in their update before the list is read further (default: listBufferBytes()). */
   listBufferBytes?: number;
+  /** The worker-wide memory budget shared by every chunk in the process; unset: only the chunk's own list buffer. */
+  memory?: MemoryBudget;
 }
 
 /** Thrown into the list stream to stop reading it (a fatal update error, or a cancel). */
@@ -171,6 +179,15 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   let fatal: unknown;
   let lastBeat = 0;
   const stopping = () => fatal !== undefined || ctx.cancellationSignal.aborted;
+  // Fires on a cancel or on this chunk's first fatal error: ends a wait for the worker's memory budget, which
+  // must never outlast the chunk (the bytes its queue holds are given back only once its listing has ended).
+  const stopped = new AbortController();
+  const onCancel = () => stopped.abort();
+  ctx.cancellationSignal.addEventListener('abort', onCancel);
+  const failWith = (err: unknown) => {
+    fatal ??= err;
+    stopped.abort();
+  };
 
   // Per listing of the page: the key of every object seen, which are finished, and the watermark.
   let keys: string[] = [];
@@ -318,9 +335,10 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         });
         beat();
       } catch (err) {
-        fatal ??= err;
+        failWith(err);
       } finally {
         held -= job.bytes;
+        deps.memory?.release(job.bytes);
         signal();
       }
     }
@@ -349,6 +367,16 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         }
         skipping = false;
         finished.push(false);
+        // The worker's memory budget, in turn with every other chunk of the process: the list is not read further
+        // until this object's bytes are granted (a stop gives the wait up; the object is then not finished).
+        if (deps.memory) {
+          try {
+            await deps.memory.acquire(bytes, stopped.signal);
+          } catch (err) {
+            if (err instanceof WaitAbortedError) throw new StopListing();
+            throw err;
+          }
+        }
         held += bytes;
         queue.push({ i, obj, bytes });
         if (updaters.length < options.concurrency) updaters.push(updater());
@@ -364,7 +392,11 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     listingDone = true;
     signal(); // idle updaters see the end
     await Promise.all(updaters);
-    for (const job of queue) held -= job.bytes; // left by a stop
+    for (const job of queue) {
+      // left by a stop
+      held -= job.bytes;
+      deps.memory?.release(job.bytes);
+    }
     queue.length = 0;
     if (listErr !== undefined && !(listErr instanceof StopListing)) throw listErr;
     return meta ?? { items: keys.length, bytes: 0 };
@@ -410,11 +442,13 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         continue;
       }
       clearInterval(keepAlive);
+      ctx.cancellationSignal.removeEventListener('abort', onCancel);
       throw toFailure(err, `listing ${name}`, resource);
     }
   }
   clearInterval(keepAlive);
   ctx.cancellationSignal.removeEventListener('abort', signal);
+  ctx.cancellationSignal.removeEventListener('abort', onCancel);
   beat(true);
   const listed = meta?.items ?? keys.length;
 

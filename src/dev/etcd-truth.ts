@@ -91,6 +91,57 @@ export async function readStoredObjects(endpoint: string, prefix: string): Promi
   }
 }
 
+/**
+ * Every key under prefix, `pageSize` at a time at one revision, handed to fn one by one and not kept: for
+ * resources too big to hold whole in the reader (hundreds of objects near 1 MB).
+ */
+export async function forEachStoredObject(
+  endpoint: string,
+  prefix: string,
+  fn: (o: StoredObject) => void | Promise<void>,
+  pageSize = 20,
+): Promise<number> {
+  const end = b64(prefixEnd(prefix));
+  let start = b64(prefix);
+  let revision: string | undefined;
+  let n = 0;
+  for (;;) {
+    const res = (await etcdPost(endpoint, 'kv/range', {
+      key: start,
+      range_end: end,
+      limit: pageSize,
+      ...(revision ? { revision } : {}),
+    })) as {
+      header: { revision: string };
+      kvs?: Array<{ key: string; value: string; mod_revision: string }>;
+      more?: boolean;
+    };
+    revision ??= res.header.revision;
+    const kvs = res.kvs ?? [];
+    for (const kv of kvs) {
+      const raw = unb64(kv.value);
+      let object: StoredObject['object'];
+      try {
+        object = JSON.parse(raw) as StoredObject['object'];
+      } catch {
+        object = { apiVersion: raw.startsWith('k8s\u0000') ? '<protobuf>' : '<unreadable>' };
+      }
+      n++;
+      await fn({ key: unb64(kv.key), modRevision: Number(kv.mod_revision), raw, object });
+    }
+    if (!res.more || kvs.length === 0) return n;
+    start = b64(unb64(kvs[kvs.length - 1]!.key) + '\u0000');
+  }
+}
+
+/** How many keys there are under prefix (etcd counts them; no value is read). */
+export async function countKeys(endpoint: string, prefix: string): Promise<number> {
+  const res = (await etcdPost(endpoint, 'kv/range', { key: b64(prefix), range_end: b64(prefixEnd(prefix)), count_only: true })) as {
+    count?: string;
+  };
+  return Number(res.count ?? 0);
+}
+
 export interface StoredVersionReport {
   prefix: string;
   total: number;

@@ -179,8 +179,8 @@ export class RateLimiter {
 
 /** A wait for a token given up because its signal aborted (the chunk was cancelled). */
 export class WaitAbortedError extends Error {
-  constructor() {
-    super('the wait for the load budget was given up (cancelled)');
+  constructor(what = 'the load budget') {
+    super(`the wait for ${what} was given up (cancelled)`);
     this.name = 'WaitAbortedError';
   }
 }

@@ -24,6 +24,9 @@ const int = (min: number, max: number) =>
       .max(max, `must be at most ${max}`),
   );
 
+/** SVM_MEMORY_BUDGET_BYTES by default: 64 MiB (how it was chosen: docs/configuration.md). */
+export const DEFAULT_MEMORY_BUDGET_BYTES = 64 * 1024 * 1024;
+
 export const WorkerSettings = z.object({
   temporal: TemporalSettings,
   kubeconfig: z.string().min(1).optional(),
@@ -31,6 +34,12 @@ export const WorkerSettings = z.object({
   qps: int(0, 100_000).default(100),
   /** How many chunks (of any migrations) this worker runs at once. */
   maxConcurrentChunks: int(1, 64).default(4),
+  /**
+   * The worker's memory budget: bytes of listed objects that all chunks of all migrations in this process hold
+   * at once (src/kube/memory-budget.ts); 0 = none (each chunk is bounded by its list buffer only). The default
+   * keeps the worker's peak RSS well within the Deployment's 1Gi limit with objects near 1 MB (docs/configuration.md).
+   */
+  memoryBudgetBytes: int(0, 2 ** 40).default(DEFAULT_MEMORY_BUDGET_BYTES),
   /**
    * Adapt how many updates this worker keeps in flight to the API servers'
    * latency (src/kube/adaptive-concurrency.ts): fewer when they slow down,
@@ -96,6 +105,7 @@ export const settingSources: Record<string, string> = {
   kubeconfig: 'KUBECONFIG',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
+  memoryBudgetBytes: 'SVM_MEMORY_BUDGET_BYTES',
   adaptiveConcurrency: 'SVM_ADAPTIVE_CONCURRENCY',
   maxCachedWorkflows: 'SVM_MAX_CACHED_WORKFLOWS',
   maxConcurrentWorkflowTasks: 'SVM_MAX_CONCURRENT_WORKFLOW_TASKS',
@@ -139,6 +149,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   kubeconfig: env.KUBECONFIG || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
+  memoryBudgetBytes: env.SVM_MEMORY_BUDGET_BYTES || undefined,
   adaptiveConcurrency: env.SVM_ADAPTIVE_CONCURRENCY || undefined,
   maxCachedWorkflows: env.SVM_MAX_CACHED_WORKFLOWS || undefined,
   maxConcurrentWorkflowTasks: env.SVM_MAX_CONCURRENT_WORKFLOW_TASKS || undefined,
@@ -173,6 +184,7 @@ export function loadWorkerSettings(
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     qps: pick(flags.qps, base.qps),
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
+    memoryBudgetBytes: base.memoryBudgetBytes,
     adaptiveConcurrency: base.adaptiveConcurrency,
     maxCachedWorkflows: base.maxCachedWorkflows,
     maxConcurrentWorkflowTasks: base.maxConcurrentWorkflowTasks,

@@ -36,6 +36,16 @@ export interface MigratorMetrics {
   budgetWaiting: Gauge;
   /** 1 while this replica spends the fallback share because the Lease API does not answer. */
   budgetFallback: Gauge;
+  /** The worker's memory budget (SVM_MEMORY_BUDGET_BYTES), bytes; unset when there is none. */
+  memoryBudget: Gauge;
+  /** Bytes of listed objects the chunks of this worker hold now under the memory budget. */
+  memoryHeld: Gauge;
+  /** Chunks waiting for room in the memory budget now. */
+  memoryWaiting: Gauge;
+  /** Objects whose chunk had to wait for room in the memory budget. */
+  memoryWaits: Counter;
+  /** Seconds chunks spent waiting for room in the memory budget, in all. */
+  memoryWaitSeconds: Counter;
 }
 
 export function createMetrics(): MigratorMetrics {
@@ -113,6 +123,31 @@ export function createMetrics(): MigratorMetrics {
     budgetFallback: new Gauge({
       name: 'svm_budget_fallback',
       help: '1 while this replica spends the fallback share (the even split of the members last seen) because the Lease API does not answer',
+      registers: [registry],
+    }),
+    memoryBudget: new Gauge({
+      name: 'svm_memory_budget_bytes',
+      help: "The worker's memory budget (SVM_MEMORY_BUDGET_BYTES): bytes of listed objects all its chunks hold at most",
+      registers: [registry],
+    }),
+    memoryHeld: new Gauge({
+      name: 'svm_memory_budget_held_bytes',
+      help: 'Bytes of listed objects (waiting for or in their update) the chunks of this worker hold now under the memory budget',
+      registers: [registry],
+    }),
+    memoryWaiting: new Gauge({
+      name: 'svm_memory_budget_waiting_chunks',
+      help: 'Chunks waiting for room in the memory budget now (their list responses are not read meanwhile)',
+      registers: [registry],
+    }),
+    memoryWaits: new Counter({
+      name: 'svm_memory_budget_waits_total',
+      help: 'Objects whose chunk had to wait for room in the memory budget before reading its list further',
+      registers: [registry],
+    }),
+    memoryWaitSeconds: new Counter({
+      name: 'svm_memory_budget_wait_seconds_total',
+      help: 'Seconds chunks spent waiting for room in the memory budget, in all',
       registers: [registry],
     }),
   };

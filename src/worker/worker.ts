@@ -15,6 +15,7 @@ import { kubernetesEndpoints } from '../kube/apiservers';
 import { KubeClient } from '../kube/client';
 import { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { RateLimiter } from '../kube/rate-limit';
+import { MemoryBudget } from '../kube/memory-budget';
 import { MAX_MIGRATION_CONCURRENCY } from '../contract/definitions';
 import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
@@ -125,6 +126,23 @@ export function limitYoungGeneration(mib: number): void {
   v8.setFlagsFromString('--semi-space-growth-factor=1');
 }
 
+/** The worker's memory budget, reported on /metrics. */
+function memoryBudget(bytes: number, metrics: MigratorMetrics | undefined): MemoryBudget {
+  metrics?.memoryBudget.set(bytes);
+  metrics?.memoryHeld.set(0);
+  metrics?.memoryWaiting.set(0);
+  return new MemoryBudget(bytes, {
+    changed(held, waiting) {
+      metrics?.memoryHeld.set(held);
+      metrics?.memoryWaiting.set(waiting);
+    },
+    waited(seconds) {
+      metrics?.memoryWaits.inc();
+      metrics?.memoryWaitSeconds.inc(seconds);
+    },
+  });
+}
+
 export interface MigratorWorker {
   worker: Worker;
   kube: KubeClient;
@@ -157,6 +175,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
         onChange: (limit) => metrics?.concurrencyLimit.set(limit),
       })
     : undefined;
+  // Bytes of listed objects every chunk of every migration in this process holds together (0: none).
+  const memory = settings.memoryBudgetBytes > 0 ? memoryBudget(settings.memoryBudgetBytes, metrics) : undefined;
   let shared: ClusterBudget | undefined;
   const identity = claimIdentity(settings.identity);
   // This process's instance: with the identity, it holds the leader and budget leases, so two processes given one
@@ -176,6 +196,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       kube,
       budget,
       concurrency,
+      memory,
       metrics,
       apiservers,
       temporal: { client, taskQueue: t.taskQueue },
@@ -270,6 +291,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
           namespace: t.namespace,
           address: t.address,
           qps: settings.qps,
+          memoryBudgetBytes: settings.memoryBudgetBytes,
           identity,
           holder,
           leases: settings.kubeNamespace,

@@ -1,0 +1,266 @@
+/**
+ * Memory is bounded per worker, not per chunk: four migrations of large
+ * objects at once on ONE worker, started as the shipped Deployment runs it
+ * (deploy/deployment.yaml's environment on top of the image's, the code
+ * compiled as the image holds it), stay within the Deployment's memory limit.
+ *
+ * Four CRDs, each with 300 objects of ~900 KiB (675 KiB of random bytes in
+ * base64) stored at v1, their storage version switched to v2, then migrated
+ * at once at the default options (SVM_MAX_CONCURRENT_CHUNKS is 4: one chunk
+ * of each runs at the same time). The worker's peak RSS (VmHWM of its
+ * process, and VmRSS sampled) must stay below the Deployment's limit; the
+ * worker's own /metrics shows the objects its chunks held never exceeded
+ * its memory budget; etcd is the judge that every object was rewritten at
+ * v2 with its content unchanged. The CRDs (and so their objects) are deleted
+ * afterwards and etcd compacted, so the plane stays usable.
+ *
+ * The plane pays for it: at ~1000 of the 1200 objects, etcd held 8.7 GiB of
+ * RSS and each API server 4-5 GiB (2026-11-25). On a small machine run it
+ * with SVM_TEST_MEMORY_OBJECTS=100 (4 x 100 objects: etcd 5-7 GiB, each API
+ * server ~3.5 GiB); figures in docs/benchmarks.md.
+ *
+ * SVM_TEST_MEMORY_BUDGET_BYTES overrides the worker's SVM_MEMORY_BUDGET_BYTES
+ * (e.g. 1099511627776 to see the peak without a worker-wide budget: then only
+ * each chunk's list buffer bounds it); the figures are printed, not timed.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { createWriteStream, readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { after, before, test } from 'node:test';
+import { Migrator } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { compactEtcd, countKeys, forEachStoredObject } from '../src/dev/etcd-truth';
+import { DEFAULT_MEMORY_BUDGET_BYTES } from '../src/worker/config';
+import { freePort } from '../src/worker/free-port';
+import { imageEnv } from '../bench/lib/image-env';
+import { compiledWorkerTree } from '../bench/lib/worker-tree';
+import { applyCrd, deleteCrd, ensureNamespace, parallel, testCrd, type TestCrd } from './helpers/crd';
+import { eventually } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { readManifests } from './helpers/rbac-identity';
+
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+  await installCrds(plane.kube);
+});
+after(async () => plane?.close());
+
+const RESOURCES = 4;
+const COUNT = Number(process.env.SVM_TEST_MEMORY_OBJECTS || 300);
+/** 675 KiB of random bytes: ~900 KiB of base64 in each object. */
+const PAYLOAD = 675 * 1024;
+const MiB = 2 ** 20;
+
+/** The worker container of deploy/deployment.yaml: its environment and memory limit. */
+function shippedWorker(): { env: Record<string, string>; memoryLimit: number; args: string[] } {
+  const deployment = readManifests('deployment.yaml').find((m) => m.kind === 'Deployment')! as unknown as {
+    spec: {
+      template: {
+        spec: {
+          containers: Array<{
+            name: string;
+            args?: string[];
+            env?: Array<{ name: string; value?: string }>;
+            resources: { limits: { memory: string } };
+          }>;
+        };
+      };
+    };
+  };
+  const c = deployment.spec.template.spec.containers.find((x) => x.name === 'worker')!;
+  const env: Record<string, string> = {};
+  for (const e of c.env ?? []) if (e.value !== undefined) env[e.name] = e.value;
+  return { env, memoryLimit: quantityBytes(c.resources.limits.memory), args: c.args ?? ['worker'] };
+}
+
+/** A Kubernetes memory quantity (1Gi, 768Mi, 1G, plain bytes) in bytes. */
+function quantityBytes(q: string): number {
+  const m = /^(\d+(?:\.\d+)?)(Ki|Mi|Gi|Ti|k|M|G|T)?$/.exec(q.trim());
+  if (!m) throw new Error(`unreadable memory quantity ${q}`);
+  const unit: Record<string, number> = { Ki: 2 ** 10, Mi: 2 ** 20, Gi: 2 ** 30, Ti: 2 ** 40, k: 1e3, M: 1e6, G: 1e9, T: 1e12 };
+  return Number(m[1]) * (m[2] ? unit[m[2]]! : 1);
+}
+
+const status = (pid: number) => readFileSync(`/proc/${pid}/status`, 'utf8');
+const kib = (text: string, field: string) => Number(new RegExp(`${field}:\\s+(\\d+) kB`).exec(text)![1]) * 1024;
+
+/** One sample of the worker's own gauges on /metrics. */
+async function scrape(port: number): Promise<Record<string, number>> {
+  const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+  const out: Record<string, number> = {};
+  for (const m of text.matchAll(/^(svm_memory_budget_\w+|svm_process_process_resident_memory_bytes) (\S+)$/gm)) out[m[1]!] = Number(m[2]);
+  return out;
+}
+
+void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once on one worker as shipped: peak RSS within the Deployment's memory limit, etcd confirms every object`, async (t) => {
+  const shipped = shippedWorker();
+  const budget = Number(process.env.SVM_TEST_MEMORY_BUDGET_BYTES || shipped.env.SVM_MEMORY_BUDGET_BYTES || DEFAULT_MEMORY_BUDGET_BYTES);
+  const crds: TestCrd[] = Array.from({ length: RESOURCES }, (_, i) => testCrd(`${uniq(`mem${i}`)}.svm.test`));
+  const ns = uniq('mem');
+  const digests = new Map<string, string>(); // crd name -> sha256 of its objects' blob
+  let worker: ChildProcess | undefined;
+  let built: { bin: string; dispose(): void } | undefined;
+  try {
+    // -- 4 x COUNT objects of ~900 KiB, stored at v1 (not measured; bounded parallelism)
+    await ensureNamespace(plane.kube, ns);
+    for (const crd of crds) await applyCrd(plane.kube, crd, 'v1');
+    const t0 = performance.now();
+    for (const crd of crds) {
+      const blob = randomBytes(PAYLOAD).toString('base64');
+      digests.set(crd.name, createHash('sha256').update(blob).digest('hex'));
+      await parallel(COUNT, 6, async (i) => {
+        await plane.kube.request('POST', `/apis/${crd.group}/v1/namespaces/${ns}/${crd.plural}`, {
+          body: JSON.stringify({
+            apiVersion: `${crd.group}/v1`,
+            kind: crd.kind,
+            metadata: { name: `w-${String(i).padStart(4, '0')}`, namespace: ns },
+            spec: { index: i, blob },
+          }),
+          timeoutMs: 120_000,
+        });
+      });
+    }
+    t.diagnostic(
+      `created ${RESOURCES * COUNT} objects of ~${Math.round(((PAYLOAD / 3) * 4) / 1024)} KiB in ${((performance.now() - t0) / 1000).toFixed(0)} s`,
+    );
+    for (const crd of crds) await applyCrd(plane.kube, crd, 'v2');
+
+    // -- one worker, as the Deployment runs it: its container's environment over the image's, compiled code
+    built = compiledWorkerTree(path.join(__dirname, '..'), (s) => t.diagnostic(s));
+    const taskQueue = uniq('tq-mem');
+    const metricsPort = await freePort();
+    const env: Record<string, string> = {
+      PATH: process.env.PATH ?? '',
+      HOME: process.env.HOME ?? '',
+      ...imageEnv(),
+      ...shipped.env,
+      // The plane instead of the cluster: its API address and its Temporal, a queue of this test's own, and
+      // /metrics on a free loopback port (9464 on 0.0.0.0 in the Pod).
+      KUBECONFIG: plane.env.KUBECONFIG!,
+      TEMPORAL_ADDRESS: plane.temporal.address,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_METRICS_PORT: String(metricsPort),
+      SVM_METRICS_HOST: '127.0.0.1',
+      ...(process.env.SVM_TEST_MEMORY_BUDGET_BYTES ? { SVM_MEMORY_BUDGET_BYTES: process.env.SVM_TEST_MEMORY_BUDGET_BYTES } : {}),
+    };
+    const logFile = path.join(plane.dir, `memory-budget-worker-${taskQueue}.log`);
+    const log = createWriteStream(logFile);
+    worker = spawn(process.execPath, [built.bin, ...shipped.args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    worker.stdout!.pipe(log);
+    worker.stderr!.pipe(log);
+    const pid = worker.pid!;
+    const exited = new Promise<number | null>((r) => worker!.once('exit', (code) => r(code)));
+    t.diagnostic(`worker pid ${pid}, log ${logFile}, memory budget ${budget} bytes, limit ${shipped.memoryLimit} bytes`);
+    await eventually(
+      'the worker serves /metrics',
+      async () => (await scrape(metricsPort)).svm_process_process_resident_memory_bytes,
+      120_000,
+    );
+    // Idle: started (its workflow bundle loaded) once its peak RSS stops moving for 3 s.
+    let idle = 0;
+    for (let stable = 0, i = 0; stable < 3 && i < 60; i++) {
+      await new Promise((r) => setTimeout(r, 1000));
+      const now = kib(status(pid), 'VmHWM');
+      stable = now === idle ? stable + 1 : 0;
+      idle = now;
+    }
+
+    // -- sample while the four migrations run: RSS from /proc, held bytes from the worker's own metrics
+    let maxRss = 0;
+    let maxHeld = 0;
+    let sampling = true;
+    const sampler = (async () => {
+      while (sampling) {
+        try {
+          maxRss = Math.max(maxRss, kib(status(pid), 'VmRSS'));
+          const m = await scrape(metricsPort);
+          maxHeld = Math.max(maxHeld, m.svm_memory_budget_held_bytes ?? 0);
+        } catch {
+          // the worker is gone: the exit is checked below
+        }
+        await new Promise((r) => setTimeout(r, 250));
+      }
+    })();
+    const migrator = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
+    const m0 = performance.now();
+    let results;
+    try {
+      const handles = await Promise.all(crds.map((c) => migrator.start(c.name)));
+      results = await Promise.race([
+        Promise.all(handles.map((h) => h.wait())),
+        exited.then((code) => {
+          throw new Error(`the worker exited (code ${code}) during the migrations; see ${logFile}`);
+        }),
+      ]);
+    } finally {
+      sampling = false;
+      await sampler;
+      await migrator.close();
+    }
+    const seconds = (performance.now() - m0) / 1000;
+    const final = status(pid);
+    const peak = kib(final, 'VmHWM');
+    const metrics = await scrape(metricsPort);
+    const figures = {
+      budgetMiB: budget / MiB,
+      limitMiB: shipped.memoryLimit / MiB,
+      idlePeakRssMiB: +(idle / MiB).toFixed(1),
+      peakRssMiB: +(peak / MiB).toFixed(1),
+      maxSampledRssMiB: +(maxRss / MiB).toFixed(1),
+      maxHeldMiB: +(maxHeld / MiB).toFixed(1),
+      waits: metrics.svm_memory_budget_waits_total ?? 0,
+      waitSeconds: +(metrics.svm_memory_budget_wait_seconds_total ?? 0).toFixed(1),
+      seconds: +seconds.toFixed(0),
+      objectsPerSecond: +((RESOURCES * COUNT) / seconds).toFixed(1),
+    };
+    t.diagnostic(`figures: ${JSON.stringify(figures)}`);
+
+    for (const [i, r] of results.entries()) {
+      assert.equal(r.phase, 'Succeeded', `${crds[i]!.name}: ${r.message}`);
+      assert.equal(r.counters.migrated, COUNT, crds[i]!.name);
+      assert.equal(r.counters.failed, 0, JSON.stringify(r.failures));
+    }
+    // The worker's own accounting: its chunks never held more than the budget (objects are far smaller than it).
+    assert.equal(metrics.svm_memory_budget_bytes, budget);
+    assert.ok(maxHeld <= budget, `held ${maxHeld} bytes, budget ${budget}`);
+    assert.equal(metrics.svm_memory_budget_held_bytes, 0, 'every byte given back');
+    // The point: the worker's peak RSS stays below the Deployment's memory limit.
+    assert.ok(peak < shipped.memoryLimit, `peak RSS ${figures.peakRssMiB} MiB, limit ${figures.limitMiB} MiB`);
+
+    // etcd: every object of the four resources rewritten at v2, its content unchanged.
+    for (const crd of crds) {
+      let v2 = 0;
+      const seen = await forEachStoredObject(plane.etcd, `/registry/${crd.group}/${crd.plural}/${ns}/`, (o) => {
+        assert.equal(o.object.apiVersion, `${crd.group}/v2`, `${o.key} is not at v2`);
+        const spec = o.object.spec as { index: number; blob: string };
+        assert.equal(createHash('sha256').update(spec.blob).digest('hex'), digests.get(crd.name), `${o.key}: content changed`);
+        assert.equal(o.object.metadata?.name, `w-${String(spec.index).padStart(4, '0')}`);
+        v2++;
+      });
+      assert.equal(seen, COUNT, `${crd.name}: ${seen} keys in etcd`);
+      assert.equal(v2, COUNT);
+    }
+  } finally {
+    if (worker && worker.exitCode === null) {
+      const gone = new Promise((r) => worker!.once('exit', r));
+      worker.kill('SIGTERM');
+      await Promise.race([gone, new Promise((r) => setTimeout(r, 30_000))]);
+      if (worker.exitCode === null) worker.kill('SIGKILL');
+    }
+    built?.dispose();
+    // Leave the shared plane usable: the CRDs go (their objects with them), then etcd drops the old revisions.
+    for (const crd of crds) await deleteCrd(plane.kube, crd).catch(() => undefined);
+    for (const crd of crds) {
+      await eventually(
+        `the objects of ${crd.name} deleted`,
+        async () => (await countKeys(plane.etcd, `/registry/${crd.group}/${crd.plural}/`)) === 0,
+        600_000,
+      ).catch((err: unknown) => t.diagnostic(String(err)));
+    }
+    await plane.kube.request('DELETE', `/api/v1/namespaces/${ns}`).catch(() => undefined);
+    await compactEtcd(plane.etcd).catch((err: unknown) => t.diagnostic(`compacting etcd: ${String(err)}`));
+  }
+});
