@@ -205,8 +205,8 @@ export function migrateCommands() {
       const t = loadTemporalSettings(process.env);
       if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
       const target = { ...t, address: t.address };
-      const connection = await Connection.connect(temporalConnectionOptions(target)).catch((e: unknown) => {
-        throw explainTemporalConnectError(e, target);
+      const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+        throw await explainTemporalConnectError(e, target);
       });
       try {
         const r = await registerSearchAttributes(connection, t.namespace);

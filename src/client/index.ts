@@ -164,8 +164,8 @@ export class Migrator {
     if (!t.address)
       throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile');
     const target = { ...t, address: t.address };
-    const connection = await Connection.connect(temporalConnectionOptions(target)).catch((e: unknown) => {
-      throw explainTemporalConnectError(e, target);
+    const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+      throw await explainTemporalConnectError(e, target);
     });
     const client = new Client({ connection, namespace: t.namespace });
     return new Migrator(client, KubeClient.fromKubeconfig(opts.kubeconfig), t.taskQueue, connection);

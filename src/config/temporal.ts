@@ -19,6 +19,9 @@
  * it lives below both.
  */
 import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile, type ConfigDataSource } from '@temporalio/envconfig';
+import { readFileSync } from 'node:fs';
+import { isIP } from 'node:net';
+import * as tls from 'node:tls';
 import { z } from 'zod';
 import { explainSettings, SettingsError, settingBool } from './settings';
 
@@ -230,48 +233,122 @@ function tlsGiven(t: Partial<TemporalSettings>): { ca: string; cert: string; ser
   };
 }
 
+type Refusal = 'no-client-cert' | 'client-cert-refused' | 'server-name' | 'server-ca' | 'not-tls' | 'needs-tls';
+
+/** The refusal a connection error's text names (the Rust core's, OpenSSL's and Node's wordings), if any. */
+export function refusalOf(text: string, hasClientCert: boolean): Refusal | undefined {
+  const m = text.toLowerCase();
+  if (/certificate.?required|peer did not return a certificate/.test(m)) return hasClientCert ? 'client-cert-refused' : 'no-client-cert';
+  if (/alert.{0,20}handshake.?failure|alertreceived\(handshakefailure\)/.test(m))
+    return hasClientCert ? 'client-cert-refused' : 'no-client-cert';
+  if (
+    /alert.{0,20}(unknown.?ca|bad.?certificate|certificate.?unknown|decrypt.?error)|alertreceived\((unknownca|badcertificate|certificateunknown)\)/.test(
+      m,
+    )
+  )
+    return 'client-cert-refused';
+  if (
+    /notvalidforname|does not match certificate's altnames|err_tls_cert_altname_invalid|not valid for name|certificate is not valid for/.test(
+      m,
+    )
+  )
+    return 'server-name';
+  if (
+    /unknownissuer|unable to (get local issuer|verify the first) certificate|unable_to_(get_issuer_cert|verify_leaf_signature)|self.signed.certificate|depth_zero_self_signed|certificate verify failed|badsignature|cert_signature_failure/.test(
+      m,
+    )
+  )
+    return 'server-ca';
+  if (
+    /wrong.version.number|packet length too long|invalidcontenttype|corrupt ?message|record overflow|first record does not look like a tls/.test(
+      m,
+    )
+  )
+    return 'not-tls';
+  return undefined;
+}
+
+/**
+ * One TLS handshake with svm's settings (CA, client certificate, server
+ * name, ALPN h2 as gRPC), to learn why a connection failed when the SDK's
+ * error does not say (Node's gRPC reports only "Failed to connect before the
+ * deadline"). In TLS 1.3 the server judges the client certificate after the
+ * client's part of the handshake: a refusal then comes as an alert on the
+ * first read, so the probe waits a moment after the handshake.
+ */
+export async function probeTls(settings: Partial<TemporalSettings> & { address: string }, timeoutMs = 5_000): Promise<string | undefined> {
+  const t = TemporalSettings.parse(settings);
+  const host = t.address!.replace(/:\d+$/, '');
+  const port = Number(/:(\d+)$/.exec(t.address!)?.[1]);
+  const read = (file?: string, text?: string) => (file ? readFileSync(file) : text !== undefined ? Buffer.from(text) : undefined);
+  let options: tls.ConnectionOptions;
+  try {
+    options = {
+      host,
+      port,
+      servername: t.tlsServerName ?? (isIP(host) ? undefined : host),
+      ca: read(t.tlsCa, t.tlsCaData),
+      cert: read(t.tlsCert, t.tlsCertData),
+      key: read(t.tlsKey, t.tlsKeyData),
+      ALPNProtocols: ['h2'],
+    };
+  } catch {
+    return undefined;
+  }
+  return new Promise((resolve) => {
+    let done = false;
+    const finish = (v: string | undefined) => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      socket.destroy();
+      resolve(v);
+    };
+    const timer = setTimeout(() => finish(undefined), timeoutMs);
+    const socket = tls.connect(options, () => {
+      // HTTP/2's preface makes the server read, and so send its verdict on our certificate.
+      socket.write('PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n');
+      setTimeout(() => finish(undefined), 1_000);
+    });
+    socket.on('data', () => undefined);
+    socket.on('error', (e: NodeJS.ErrnoException) => finish(`${e.code ?? ''} ${e.message}`));
+    socket.on('close', () => finish(undefined));
+  });
+}
+
 /**
  * A refused connection, explained: what the server or svm refused and which
- * setting changes it. The original message is kept at the end. Errors that
- * are not about TLS come back unchanged.
+ * setting changes it, the original message kept at the end. The SDK error's
+ * own text is read first (the worker's Rust core names the reason); when it
+ * says nothing (Node's gRPC) and TLS is on, one TLS handshake with the same
+ * settings (probeTls) finds it. Errors that are not about TLS come back as
+ * they were.
  */
-export function explainTemporalConnectError(err: unknown, settings: Partial<TemporalSettings> & { address: string }): Error {
+export async function explainTemporalConnectError(err: unknown, settings: Partial<TemporalSettings> & { address: string }): Promise<Error> {
   const original = err instanceof Error ? err : new Error(String(err));
-  const text = `${original.message} ${String((original as { cause?: unknown }).cause ?? '')}`;
-  const m = text.toLowerCase();
+  const hasCert = Boolean(settings.tlsCert ?? settings.tlsCertData);
+  const tlsOn =
+    settings.tls === true ||
+    (settings.tls !== false &&
+      [settings.tlsCa, settings.tlsCaData, settings.tlsCert, settings.tlsCertData, settings.tlsServerName, settings.apiKey].some(Boolean));
+  let refusal = refusalOf(`${original.message} ${String((original as { cause?: unknown }).cause ?? '')}`, hasCert);
+  if (!refusal && tlsOn) {
+    const probed = await probeTls(settings).catch(() => undefined);
+    if (probed) refusal = refusalOf(probed, hasCert);
+  }
+  if (refusal === 'not-tls' && !tlsOn) refusal = 'needs-tls';
+  if (!refusal) return original;
   const given = tlsGiven(settings);
   const at = `the Temporal server at ${settings.address}`;
-  let why: string | undefined;
-  if (/certificate.?required|peer did not return a certificate|alert handshake failure|handshakefailure/.test(m) && !given.cert) {
-    why = `${at} requires a client certificate (mTLS) and svm has none: set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH (or a profile's tls.client_cert_path and tls.client_key_path)`;
-  } else if (
-    /alert.{0,20}(unknown.?ca|bad.?certificate|certificate.?unknown|decrypt.?error|handshake.?failure|certificate.?required)|(unknownca|badcertificate|certificateunknown)/.test(
-      m,
-    )
-  ) {
-    why = `${at} refused ${given.cert || "svm's client certificate"}: it is not signed by a CA the server trusts for clients`;
-  } else if (
-    /notvalidforname|does not match certificate's altnames|not valid for name|hostname.{0,20}mismatch|certificate is not valid for/.test(m)
-  ) {
-    why = `${at} presented a certificate that does not name ${given.serverName ? `"${given.serverName}" (TEMPORAL_TLS_SERVER_NAME)` : `"${settings.address.replace(/:\d+$/, '')}"`}: set TEMPORAL_TLS_SERVER_NAME to a name in the server's certificate`;
-  } else if (
-    /unknownissuer|unable to (get local issuer|verify the first) certificate|self.signed certificate|certificate verify failed|invalid peer certificate|unable to get issuer|badsignature/.test(
-      m,
-    )
-  ) {
-    why = `${at} presented a certificate that ${given.ca} does not trust: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that signed the server's certificate`;
-  } else if (
-    /wrong version number|packet length too long|invalidcontenttype|corrupt ?message|record overflow|first record does not look like a tls/.test(
-      m,
-    )
-  ) {
-    why =
-      settings.tls === false || !(settings.tls || settings.tlsCa || settings.tlsCert || settings.apiKey)
-        ? `${at} did not answer as svm expected: it may require TLS (set TEMPORAL_TLS=true and the TLS settings)`
-        : `${at} does not speak TLS: set TEMPORAL_TLS=false (or remove the TLS settings)`;
-  }
-  if (!why) return original;
-  const e = new Error(`cannot connect to Temporal: ${why} (${original.message.trim()})`);
+  const why: Record<Refusal, string> = {
+    'no-client-cert': `${at} requires a client certificate (mTLS) and svm has none: set TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH (or a profile's tls.client_cert_path and tls.client_key_path)`,
+    'client-cert-refused': `${at} refused ${given.cert || "svm's client certificate"}: it is not signed by a CA the server trusts for clients`,
+    'server-name': `${at} presented a certificate that does not name ${given.serverName ? `"${given.serverName}" (TEMPORAL_TLS_SERVER_NAME)` : `"${settings.address.replace(/:\d+$/, '')}"`}: set TEMPORAL_TLS_SERVER_NAME to a name in the server's certificate`,
+    'server-ca': `${at} presented a certificate that ${given.ca} does not trust: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that signed the server's certificate`,
+    'not-tls': `${at} does not speak TLS: set TEMPORAL_TLS=false (or remove the TLS settings)`,
+    'needs-tls': `${at} did not answer in plaintext: it may require TLS (set TEMPORAL_TLS=true and the TLS settings)`,
+  };
+  const e = new Error(`cannot connect to Temporal: ${why[refusal]} (${original.message.trim()})`);
   (e as { cause?: unknown }).cause = original;
   return e;
 }

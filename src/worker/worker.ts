@@ -141,8 +141,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   limitYoungGeneration(settings.semiSpaceMiB);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
   const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
-  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch((e: unknown) => {
-    throw explainTemporalConnectError(e, { ...t, address: t.address! });
+  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
+    throw await explainTemporalConnectError(e, { ...t, address: t.address! });
   });
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
