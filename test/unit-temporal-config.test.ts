@@ -175,6 +175,13 @@ void test('a TOML profile (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE): the Temporal
   assert.equal(w.temporal.address, 'prod.example:7233');
   assert.equal(w.temporal.tlsKey, key);
 
+  // gRPC headers: a profile's grpc_meta, a variable adds one, a blank variable removes one (as in Temporal's SDKs)
+  const meta = file('meta.toml', '[profile.default]\naddress = "m:1"\n[profile.default.grpc_meta]\nx-a = "1"\nx-b = "2"\n');
+  assert.deepEqual(loadTemporalSettings({ TEMPORAL_CONFIG_FILE: meta, TEMPORAL_GRPC_META_X_B: '', TEMPORAL_GRPC_META_X_C: '3' }).grpcMeta, {
+    'x-a': '1',
+    'x-c': '3',
+  });
+
   throwsSettings(() => loadTemporalSettings({ TEMPORAL_CONFIG_FILE: toml, TEMPORAL_PROFILE: 'nope' }), 'nope', toml);
   const bad = file('bad.toml', '[profile.default\naddress = \n');
   throwsSettings(() => loadTemporalSettings({ TEMPORAL_CONFIG_FILE: bad }), bad);

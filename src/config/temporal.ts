@@ -87,7 +87,8 @@ export const TEMPORAL_ENV_ALIASES: ReadonlyArray<readonly [string, string]> = [
 export function temporalEnvconfigEnv(env: NodeJS.ProcessEnv): Record<string, string> {
   const out: Record<string, string> = {};
   for (const [k, v] of Object.entries(env)) {
-    if (v === undefined || v.trim() === '') continue;
+    // (a blank TEMPORAL_GRPC_META_<NAME> is kept: envconfig reads it as "remove the profile's header")
+    if (v === undefined || (v.trim() === '' && !k.startsWith('TEMPORAL_GRPC_META_'))) continue;
     if (k.startsWith('TEMPORAL_') || k === 'HOME' || k === 'XDG_CONFIG_HOME' || k === 'APPDATA') out[k] = v;
   }
   for (const [standard, alias] of TEMPORAL_ENV_ALIASES) {
