@@ -22,6 +22,7 @@ import { Migrator } from '../src/client/index';
 import { loadTemporalSettings } from '../src/config/temporal';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { down, isRunning, up } from '../src/dev/plane';
+import { ensureCert } from '../src/dev/tls';
 import { createMigratorWorker } from '../src/worker/worker';
 import { loadWorkerSettings } from '../src/worker/config';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
@@ -144,14 +145,24 @@ void test('`svm status` without a client certificate is refused: the server requ
   assert.match(r.stderr, /TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/);
 });
 
-void test('the worker (the Rust core’s connection) is refused with the reason: no certificate, wrong CA, wrong server name; the typed client too (wrong CA)', async () => {
+void test('the worker (the Rust core’s connection) is refused with the reason: no certificate, a certificate from another CA, wrong CA, wrong server name; the typed client too (wrong CA)', async () => {
   const base = temporalEnv();
   const wrongCa = { ...base, TEMPORAL_TLS_SERVER_CA_CERT_PATH: p().state.caFile }; // a real CA, but the API servers'
+  // a client certificate signed by the API servers' CA: valid, but not for Temporal
+  const kubeCa = { cert: p().state.caFile, key: path.join(path.dirname(p().state.caFile), 'ca.key') };
+  const foreign = ensureCert(kubeCa, path.join(dir, 'foreign'), 'client', { cn: 'svm', usage: ['clientAuth'] });
+  const foreignCert = { ...base, TEMPORAL_TLS_CLIENT_CERT_PATH: foreign.cert, TEMPORAL_TLS_CLIENT_KEY_PATH: foreign.key };
   const cases: Array<[string, Record<string, string>, RegExp, boolean]> = [
     [
       'no client certificate',
       temporalEnv(['TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH']),
       /requires a client certificate \(mTLS\) and svm has none/,
+      false,
+    ],
+    [
+      'a client certificate from another CA',
+      foreignCert,
+      /refused the client certificate .*foreign\/client\.crt: it is not signed by a CA the server trusts/,
       false,
     ],
     [
