@@ -42,7 +42,7 @@ void test('loadWorkerSettings: defaults with an empty environment', () => {
   assert.equal(s.temporal.namespace, 'default');
   assert.equal(s.temporal.taskQueue, 'storage-version-migrator');
   assert.equal(s.temporal.apiKey, undefined);
-  assert.equal(s.temporal.tls, false);
+  assert.equal(s.temporal.tls, undefined); // unset: TLS when a TLS setting or an API key is given
   assert.equal(s.kubeconfig, undefined);
   assert.equal(s.qps, 100);
   assert.equal(s.maxConcurrentChunks, 4);
@@ -81,7 +81,7 @@ void test('loadWorkerSettings: empty-string variables count as unset (defaults a
   assert.equal(s.temporal.namespace, 'default');
   assert.equal(s.temporal.taskQueue, 'storage-version-migrator');
   assert.equal(s.temporal.apiKey, undefined);
-  assert.equal(s.temporal.tls, false);
+  assert.equal(s.temporal.tls, undefined); // unset: TLS when a TLS setting or an API key is given
   assert.equal(s.kubeconfig, undefined);
   assert.equal(s.qps, 100);
   assert.equal(s.maxConcurrentChunks, 4);
@@ -100,7 +100,7 @@ void test('loadTemporalSettings: defaults with an empty environment', () => {
   assert.equal(t.namespace, 'default');
   assert.equal(t.taskQueue, 'storage-version-migrator');
   assert.equal(t.apiKey, undefined);
-  assert.equal(t.tls, false);
+  assert.equal(t.tls, undefined);
 });
 
 // --- environment values --------------------------------------------------------------------
@@ -126,6 +126,12 @@ void test('loadWorkerSettings: every environment variable is parsed', () => {
     tls: true,
     tlsCert: undefined,
     tlsKey: undefined,
+    tlsCertData: undefined,
+    tlsKeyData: undefined,
+    tlsCa: undefined,
+    tlsCaData: undefined,
+    tlsServerName: undefined,
+    grpcMeta: undefined,
   });
   assert.equal(s.kubeconfig, '/etc/kube/config');
   assert.equal(s.qps, 250);
@@ -177,6 +183,12 @@ void test('loadTemporalSettings: reads the TEMPORAL_* variables only', () => {
     tls: true,
     tlsCert: undefined,
     tlsKey: undefined,
+    tlsCertData: undefined,
+    tlsKeyData: undefined,
+    tlsCa: undefined,
+    tlsCaData: undefined,
+    tlsServerName: undefined,
+    grpcMeta: undefined,
   });
 });
 
@@ -215,6 +227,12 @@ void test('loadWorkerSettings: flags override environment values', () => {
     tls: true,
     tlsCert: undefined,
     tlsKey: undefined,
+    tlsCertData: undefined,
+    tlsKeyData: undefined,
+    tlsCa: undefined,
+    tlsCaData: undefined,
+    tlsServerName: undefined,
+    grpcMeta: undefined,
   });
   assert.equal(s.kubeconfig, '/flag/kubeconfig');
   assert.equal(s.qps, 5);

@@ -6,13 +6,16 @@ import { registerSearchAttributes } from './setup';
 import { SingleBar, Presets } from 'cli-progress';
 import { migrationCrds, migrationCrdsYaml } from '../api/crds';
 import { kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
-import { loadTemporalSettings, temporalConnectionOptions } from '../config/temporal';
+import { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } from '../config/temporal';
 import { KubeClient } from '../kube/client';
 import { Migrator, type MigrateAllRow, type MigrationProgress, type MigrationResult } from './index';
 
 async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
   const t = loadTemporalSettings(process.env);
-  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend); `svm dev up` prints one');
+  if (!t.address)
+    throw new Error(
+      'TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile; `svm dev up` prints one',
+    );
   const m = await Migrator.connect({ temporal: { ...t, address: t.address }, kubeconfig });
   try {
     return await fn(m);
@@ -201,7 +204,10 @@ export function migrateCommands() {
     .action(async () => {
       const t = loadTemporalSettings(process.env);
       if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
-      const connection = await Connection.connect(temporalConnectionOptions({ ...t, address: t.address }));
+      const target = { ...t, address: t.address };
+      const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+        throw await explainTemporalConnectError(e, target);
+      });
       try {
         const r = await registerSearchAttributes(connection, t.namespace);
         if (r.added.length > 0) process.stdout.write(`registered on namespace ${t.namespace}: ${r.added.join(', ')}\n`);

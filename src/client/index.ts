@@ -14,7 +14,12 @@ import type { DiscoveredResource } from '../kube/client';
 import { KubeClient } from '../kube/client';
 import { InvalidResourceError, notMigratableReason, resolveResource } from '../kube/resolve';
 import type { TemporalSettings } from '../config/temporal';
-import { TemporalSettings as TemporalSettingsSchema, temporalConnectionOptions } from '../config/temporal';
+import {
+  explainTemporalConnectError,
+  loadTemporalSettings,
+  TemporalSettings as TemporalSettingsSchema,
+  temporalConnectionOptions,
+} from '../config/temporal';
 import {
   abortSignal,
   defaultMigrationOptions,
@@ -44,7 +49,12 @@ export type { Plan, PlanItem, PlanOptions, PlanVerdict, PlanExitCode, PlanSource
 export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan';
 
 export interface MigratorOptions {
-  temporal: Partial<TemporalSettings> & { address: string };
+  /**
+   * How to reach Temporal. Omitted: Temporal's own client configuration, as
+   * the Temporal CLI reads it (the TOML profile and the TEMPORAL_* variables,
+   * src/config/temporal.ts).
+   */
+  temporal?: Partial<TemporalSettings> & { address: string };
   /** Path to a kubeconfig; KUBECONFIG / in-cluster when omitted. */
   kubeconfig?: string;
 }
@@ -149,9 +159,14 @@ export class Migrator {
     private readonly connection: Connection,
   ) {}
 
-  static async connect(opts: MigratorOptions): Promise<Migrator> {
-    const t = TemporalSettingsSchema.parse(opts.temporal);
-    const connection = await Connection.connect(temporalConnectionOptions({ ...t, address: opts.temporal.address }));
+  static async connect(opts: MigratorOptions = {}): Promise<Migrator> {
+    const t = opts.temporal ? TemporalSettingsSchema.parse(opts.temporal) : loadTemporalSettings(process.env);
+    if (!t.address)
+      throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile');
+    const target = { ...t, address: t.address };
+    const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+      throw await explainTemporalConnectError(e, target);
+    });
     const client = new Client({ connection, namespace: t.namespace });
     return new Migrator(client, KubeClient.fromKubeconfig(opts.kubeconfig), t.taskQueue, connection);
   }

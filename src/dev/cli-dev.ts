@@ -35,6 +35,11 @@ export function devCommand(): Command {
       },
     )
     .option(
+      '--temporal-tls',
+      'with --temporal server: the frontend requires mTLS (a CA and certificates made by the plane in DIR/pki/temporal); the env file gets TEMPORAL_TLS_* for every client',
+    )
+    .option('--no-temporal-tls', 'temporal-server without TLS (a plane that had it must be down first)')
+    .option(
       '--temporal-arg <arg...>',
       'extra flag for the Temporal dev server (repeatable); with --temporal server only --dynamic-config-value KEY=VALUE and --log-level',
     )
@@ -59,7 +64,7 @@ export function devCommand(): Command {
     )
     .addHelpText(
       'after',
-      '\nExamples:\n  svm dev up --dir .svm-dev --apiservers 2 --kube-version v1.36.3 --controller-manager with-migrator\n  svm dev up --dir .svm-pg --temporal server   # Temporal on PostgreSQL, as users deploy it',
+      '\nExamples:\n  svm dev up --dir .svm-dev --apiservers 2 --kube-version v1.36.3 --controller-manager with-migrator\n  svm dev up --dir .svm-pg --temporal server   # Temporal on PostgreSQL, as users deploy it\n  svm dev up --dir .svm-tls --temporal server --temporal-tls   # ... with mTLS required',
     )
     .action(
       async (o: {
@@ -67,6 +72,7 @@ export function devCommand(): Command {
         dir: string;
         temporalArg?: string[];
         temporal?: TemporalMode;
+        temporalTls?: boolean;
         storageVersionApi?: boolean;
         loopback?: boolean;
         kubeVersion?: string;
@@ -78,6 +84,7 @@ export function devCommand(): Command {
           apiservers: o.apiservers,
           temporalArgs: o.temporalArg,
           temporal: o.temporal,
+          temporalTls: o.temporalTls,
           storageVersionApi: o.storageVersionApi,
           loopback: o.loopback,
           kubeVersion: o.kubeVersion,
@@ -86,7 +93,7 @@ export function devCommand(): Command {
         process.stdout.write(envText);
         const servers = state.apiservers.map((a) => a.url).join(', ');
         process.stderr.write(
-          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL` : 'dev server'} ${state.temporal.port}${o.controllerManager ? `; kube-controller-manager ${o.controllerManager}` : ''}; source ${o.dir}/env\n`,
+          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL${state.temporalServer?.tls ? ' (mTLS)' : ''}` : 'dev server'} ${state.temporal.port}${o.controllerManager ? `; kube-controller-manager ${o.controllerManager}` : ''}; source ${o.dir}/env\n`,
         );
       },
     );
@@ -122,7 +129,7 @@ export function devCommand(): Command {
         ...(state.temporalMode === 'server' && ts
           ? [
               row('postgresql 15', ts.postgres, `127.0.0.1:${ts.postgres.port} (${ts.postgres.dataDir})`),
-              row(`temporal-server ${ts.version}`, t, `127.0.0.1:${t.port}`),
+              row(`temporal-server ${ts.version}`, t, `127.0.0.1:${t.port}${ts.tls ? ` (mTLS, CA ${ts.tls.ca})` : ''}`),
               row(`temporal-ui-server ${ts.ui.version}`, ts.ui, `http://127.0.0.1:${t.uiPort}`),
             ]
           : [row('temporal dev server', t, `127.0.0.1:${t.port}, UI http://127.0.0.1:${t.uiPort}`)]),

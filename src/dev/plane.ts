@@ -42,8 +42,10 @@ import { freePort, portOpen } from './ports';
 import {
   finishTemporalServer,
   newTemporalServerRecord,
+  ensureTemporalTls,
   startTemporalServer,
   stopTemporalServer,
+  temporalTlsEnv,
   type TemporalServerRecord,
 } from './temporal-server';
 import { ensureCa, ensureServingCert } from './tls';
@@ -137,6 +139,12 @@ export interface UpOptions {
   temporalArgs?: string[];
   /** Which Temporal server a new plane runs (default 'dev'). Undefined keeps the plane's current one. */
   temporal?: TemporalMode;
+  /**
+   * With temporal 'server': the frontend requires mTLS, with a CA and certificates the plane makes
+   * (DIR/pki/temporal/), and the env file carries Temporal's TEMPORAL_TLS_* variables. Undefined keeps
+   * the plane's current setting (off for a new plane).
+   */
+  temporalTls?: boolean;
   /** Serve the alpha StorageVersion API. Undefined keeps the plane's current setting (off for a new plane). */
   storageVersionApi?: boolean;
   /** Force the loopback shape even where the cluster shape is possible. */
@@ -413,6 +421,7 @@ function writeEnv(state: PlaneState, tools: ToolPaths): string {
     `KUBECTL=${tools.kubectl}`,
     `TEMPORAL_CLI=${tools.temporal}`,
     `SVM_TEMPORAL=${state.temporalMode ?? 'dev'}`,
+    ...Object.entries(state.temporalServer?.tls ? temporalTlsEnv(state.temporalServer.tls) : {}).map(([k, v]) => `${k}=${v}`),
     `KUBE_VERSION=${state.kubeVersion ?? kubeVersions().current}`,
   ];
   // `export` so that `source DIR/env` reaches the commands run after it.
@@ -593,6 +602,16 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     state.temporalServer = rec;
     state.temporal.port = frontendPort; // below 32768, as its other ports (see smallintPort)
   }
+  if (opts.temporalTls !== undefined) {
+    if (opts.temporalTls && state.temporalMode !== 'server')
+      throw new Error('--temporal-tls needs --temporal server: the plane runs the dev server without TLS');
+    if (Boolean(state.temporalServer?.tls) !== opts.temporalTls && isRunning(state.temporal))
+      throw new Error(
+        `the plane in ${dir} runs temporal-server ${state.temporalServer?.tls ? 'with' : 'without'} mTLS; 'svm dev down --dir ${dir}' first`,
+      );
+    if (state.temporalServer && !opts.temporalTls) delete state.temporalServer.tls;
+  }
+  if (state.temporalServer && (opts.temporalTls || state.temporalServer.tls)) state.temporalServer.tls = ensureTemporalTls(dir);
   if (opts.kubeVersion) {
     kubeBinaries(opts.kubeVersion); // refuses a release that is not built here
     if (running && (state.kubeVersion ?? kubeVersions().current) !== opts.kubeVersion)

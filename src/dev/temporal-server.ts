@@ -36,6 +36,7 @@ import { registerSearchAttributes } from '../client/setup';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { assertPortFree, isRunning, startProcess, stopProcess, tail, waitFor, type ProcessRecord } from './plane';
 import { portOpen } from './ports';
+import { ensureCa, ensureCert } from './tls';
 import { toolsDir } from './tools';
 
 /** Debian's PostgreSQL 15 (apt-get install postgresql-15). */
@@ -123,6 +124,70 @@ export interface TemporalServerRecord {
     workerMembership: number;
   };
   ui: ProcessRecord & { version: string; root: string };
+  /** With `--temporal-tls`: the frontend requires mTLS (certificates made by the plane, DIR/pki/temporal/). */
+  tls?: TemporalTlsFiles;
+}
+
+/**
+ * The plane's Temporal mTLS: a CA of its own (not the API servers': a client
+ * certificate for Kubernetes must not open Temporal, nor the reverse), the
+ * server's certificate (frontend, internode and the server's own system
+ * worker, which is a client of the frontend too) and one client certificate
+ * for svm, the Temporal CLI and the UI server.
+ */
+export interface TemporalTlsFiles {
+  ca: string;
+  serverCert: string;
+  serverKey: string;
+  clientCert: string;
+  clientKey: string;
+  /** The name clients check the server's certificate against (it names localhost and 127.0.0.1). */
+  serverName: string;
+}
+
+export const TEMPORAL_TLS_SERVER_NAME = 'localhost';
+
+/** Makes (once; again when the CA is newer) the CA and certificates under DIR/pki/temporal. */
+export function ensureTemporalTls(dir: string): TemporalTlsFiles {
+  const pki = path.join(dir, 'pki', 'temporal');
+  const ca = ensureCa(pki, 'svm-dev-temporal-ca');
+  const server = ensureCert(ca, pki, 'server', {
+    cn: 'temporal-server',
+    san: `DNS:${TEMPORAL_TLS_SERVER_NAME},IP:127.0.0.1`,
+    usage: ['serverAuth', 'clientAuth'],
+  });
+  const client = ensureCert(ca, pki, 'client', { cn: 'svm', usage: ['clientAuth'] });
+  return {
+    ca: ca.cert,
+    serverCert: server.cert,
+    serverKey: server.key,
+    clientCert: client.cert,
+    clientKey: client.key,
+    serverName: TEMPORAL_TLS_SERVER_NAME,
+  };
+}
+
+/** What the plane's env file says for mTLS: Temporal's standard variables (read by svm through envconfig, and by the Temporal CLI). */
+export function temporalTlsEnv(tls: TemporalTlsFiles): Record<string, string> {
+  return {
+    TEMPORAL_TLS_SERVER_CA_CERT_PATH: tls.ca,
+    TEMPORAL_TLS_CLIENT_CERT_PATH: tls.clientCert,
+    TEMPORAL_TLS_CLIENT_KEY_PATH: tls.clientKey,
+    TEMPORAL_TLS_SERVER_NAME: tls.serverName,
+  };
+}
+
+/** The server's `global.tls`: mTLS required on the frontend and between the services; the system worker presents the server's certificate. */
+export function temporalServerTlsConfig(tls: TemporalTlsFiles): Record<string, unknown> {
+  const client = { serverName: tls.serverName, rootCaFiles: [tls.ca] };
+  const server = { certFile: tls.serverCert, keyFile: tls.serverKey, requireClientAuth: true, clientCaFiles: [tls.ca] };
+  return {
+    frontend: { server, client },
+    internode: { server, client },
+    // The worker service (and every other part of the server that calls the frontend) is a frontend client:
+    // with requireClientAuth it must present a certificate as well.
+    systemWorker: { certFile: tls.serverCert, keyFile: tls.serverKey, client },
+  };
 }
 
 /**
@@ -268,7 +333,10 @@ export function temporalServerConfig(opts: {
       numHistoryShards: 4,
       datastores: { 'postgres-default': sql('temporal', 20), 'postgres-visibility': sql('temporal_visibility', 10) },
     },
-    global: { membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' } },
+    global: {
+      membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' },
+      ...(rec.tls ? { tls: temporalServerTlsConfig(rec.tls) } : {}),
+    },
     services: {
       frontend: svc(opts.frontendPort, rec.ports.frontendMembership, { httpPort: rec.ports.frontendHttp }),
       history: svc(rec.ports.history, rec.ports.historyMembership),
@@ -450,7 +518,9 @@ export async function startTemporalServer(
     });
     for (const [what, port] of [['the Temporal server frontend', frontend.port], ...Object.entries(rec.ports)] as Array<[string, number]>)
       await assertPortFree(port, `temporal-server (${what})`);
-    log(`starting temporal-server ${tools.version} on 127.0.0.1:${frontend.port} (PostgreSQL 127.0.0.1:${rec.postgres.port})`);
+    log(
+      `starting temporal-server ${tools.version} on 127.0.0.1:${frontend.port}${rec.tls ? ' (mTLS required)' : ''} (PostgreSQL 127.0.0.1:${rec.postgres.port})`,
+    );
     frontend.log = path.join(path.dirname(rec.config), 'temporal-server.log');
     frontend.binary = tools.server;
     frontend.pid = await startProcess(tools.server, ['--config-file', rec.config, '--allow-no-auth', 'start'], frontend.log);
@@ -462,6 +532,17 @@ export async function startTemporalServer(
       path.join(rec.ui.root, 'config', 'development.yaml'),
       YAML.stringify({
         temporalGrpcAddress: `127.0.0.1:${frontend.port}`,
+        ...(rec.tls
+          ? {
+              tls: {
+                caFile: rec.tls.ca,
+                certFile: rec.tls.clientCert,
+                keyFile: rec.tls.clientKey,
+                serverName: rec.tls.serverName,
+                enableHostVerification: true,
+              },
+            }
+          : {}),
         host: '127.0.0.1',
         port: frontend.uiPort,
         enableUi: true,
@@ -478,6 +559,15 @@ export async function startTemporalServer(
     rec.ui.pid = await startProcess(tools.ui, ['--root', rec.ui.root, '--config', 'config', '--env', 'development', 'start'], rec.ui.log);
     save();
   }
+}
+
+/** The plane's own connection over mTLS (the readiness checks, the namespace, the search attributes). */
+export function temporalTlsConnection(tls: TemporalTlsFiles) {
+  return {
+    serverNameOverride: tls.serverName,
+    serverRootCACertificate: fs.readFileSync(tls.ca),
+    clientCertPair: { crt: fs.readFileSync(tls.clientCert), key: fs.readFileSync(tls.clientKey) },
+  };
 }
 
 function httpStatus(url: string): Promise<number> {
@@ -508,7 +598,7 @@ export async function finishTemporalServer(
     frontend,
     async () => {
       if (!(await portOpen(frontend.port))) return false;
-      conn = await Connection.connect({ address, connectTimeout: 5_000 });
+      conn = await Connection.connect({ address, connectTimeout: 5_000, tls: rec.tls ? temporalTlsConnection(rec.tls) : undefined });
       return true;
     },
     90_000,

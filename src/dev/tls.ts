@@ -35,7 +35,8 @@ export interface Ca {
   key: string;
 }
 
-export function ensureCa(pkiDir: string): Ca {
+/** The plane's CA in pkiDir (ca.crt, ca.key), made once; `cn` names it (the Temporal server's CA is another one). */
+export function ensureCa(pkiDir: string, cn = 'svm-dev-plane-ca'): Ca {
   fs.mkdirSync(pkiDir, { recursive: true });
   const cert = path.join(pkiDir, 'ca.crt');
   const key = path.join(pkiDir, 'ca.key');
@@ -55,7 +56,7 @@ export function ensureCa(pkiDir: string): Ca {
       '-days',
       '3650',
       '-subj',
-      '/CN=svm-dev-plane-ca',
+      `/CN=${cn}`,
       '-addext',
       'basicConstraints=critical,CA:TRUE',
       '-addext',
@@ -71,30 +72,54 @@ export function ensureCa(pkiDir: string): Ca {
  * Made again when its names changed (a server that moved to another address).
  */
 export function ensureServingCert(ca: Ca, dir: string, ips: string[]): { cert: string; key: string } {
-  fs.mkdirSync(dir, { recursive: true });
-  const cert = path.join(dir, 'tls.crt');
-  const key = path.join(dir, 'tls.key');
-  const sanFile = path.join(dir, 'tls.san');
   const san = [...SERVICE_DNS_NAMES.map((d) => `DNS:${d}`), ...[...new Set(['127.0.0.1', SERVICE_IP, ...ips])].map((i) => `IP:${i}`)].join(
     ',',
   );
+  return issue(ca, dir, 'tls', { cn: 'kube-apiserver', san, usage: ['serverAuth'] });
+}
+
+export type KeyUsage = 'serverAuth' | 'clientAuth';
+
+/**
+ * A certificate DIR/NAME.crt (key NAME.key) signed by the CA: CN `cn`, the
+ * subject alternative names `san` (e.g. `DNS:localhost,IP:127.0.0.1`; none
+ * for a client certificate) and the extended key usages. Made again when
+ * any of these changed or the CA is newer.
+ */
+export function ensureCert(
+  ca: Ca,
+  dir: string,
+  name: string,
+  opts: { cn: string; san?: string; usage: KeyUsage[] },
+): { cert: string; key: string } {
+  return issue(ca, dir, name, opts);
+}
+
+function issue(ca: Ca, dir: string, name: string, opts: { cn: string; san?: string; usage: KeyUsage[] }): { cert: string; key: string } {
+  fs.mkdirSync(dir, { recursive: true });
+  const cert = path.join(dir, `${name}.crt`);
+  const key = path.join(dir, `${name}.key`);
+  // tls.san for the API servers' certificates (kept: existing planes reuse their certificates).
+  const specFile = path.join(dir, name === 'tls' ? 'tls.san' : `${name}.spec`);
+  const spec = name === 'tls' ? (opts.san ?? '') : JSON.stringify(opts);
   const caMtime = fs.statSync(ca.cert).mtimeMs;
   const fresh =
     fs.existsSync(cert) &&
     fs.existsSync(key) &&
-    fs.existsSync(sanFile) &&
-    fs.readFileSync(sanFile, 'utf8') === san &&
+    fs.existsSync(specFile) &&
+    fs.readFileSync(specFile, 'utf8') === spec &&
     fs.statSync(cert).mtimeMs >= caMtime;
   if (fresh) return { cert, key };
-  const csr = path.join(dir, 'tls.csr');
-  const ext = path.join(dir, 'tls.ext');
+  const csr = path.join(dir, `${name}.csr`);
+  const ext = path.join(dir, `${name}.ext`);
+  const serverAuth = opts.usage.includes('serverAuth');
   fs.writeFileSync(
     ext,
     [
-      `subjectAltName=${san}`,
+      ...(opts.san ? [`subjectAltName=${opts.san}`] : []),
       'basicConstraints=CA:FALSE',
-      'keyUsage=critical,digitalSignature,keyEncipherment',
-      'extendedKeyUsage=serverAuth',
+      `keyUsage=critical,digitalSignature${serverAuth ? ',keyEncipherment' : ''}`,
+      `extendedKeyUsage=${opts.usage.join(',')}`,
     ].join('\n') + '\n',
   );
   openssl([
@@ -110,11 +135,11 @@ export function ensureServingCert(ca: Ca, dir: string, ips: string[]): { cert: s
     '-out',
     csr,
     '-subj',
-    '/CN=kube-apiserver',
+    `/CN=${opts.cn}`,
   ]);
   fs.chmodSync(key, 0o600);
   openssl(['x509', '-req', '-in', csr, '-CA', ca.cert, '-CAkey', ca.key, '-CAcreateserial', '-out', cert, '-days', '825', '-extfile', ext]);
   fs.rmSync(csr, { force: true });
-  fs.writeFileSync(sanFile, san);
+  fs.writeFileSync(specFile, spec);
   return { cert, key };
 }

@@ -10,7 +10,7 @@ import { explainSettings, SettingsError, settingBool as bool } from '../config/s
 import { TemporalSettings, temporalFromEnv, temporalSettingSources } from '../config/temporal';
 
 export { SettingsError } from '../config/settings';
-export { loadTemporalSettings, TemporalSettings, temporalConnectionOptions } from '../config/temporal';
+export { explainTemporalConnectError, loadTemporalSettings, TemporalSettings, temporalConnectionOptions } from '../config/temporal';
 
 // A blank value is an error, not 0 (which would mean "unlimited" for a QPS).
 const blankIsNaN = (v: unknown) => (typeof v === 'string' && v.trim() === '' ? NaN : v);
@@ -173,13 +173,12 @@ export function loadWorkerSettings(
   const pick = <T>(v: T | undefined, d: unknown) => (v === undefined ? d : v);
   const merged = {
     temporal: {
+      ...base.temporal,
       address: pick(flags.address, base.temporal.address),
       namespace: pick(flags.namespace, base.temporal.namespace),
       taskQueue: pick(flags.taskQueue, base.temporal.taskQueue),
       apiKey: pick(flags.apiKey, base.temporal.apiKey),
       tls: pick(flags.tls, base.temporal.tls),
-      tlsCert: base.temporal.tlsCert,
-      tlsKey: base.temporal.tlsKey,
     },
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     qps: pick(flags.qps, base.qps),

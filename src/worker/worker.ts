@@ -22,7 +22,7 @@ import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';
 import { standardApi } from '../kube/migration-objects';
 import { startClusterBudget, type ClusterBudget } from './budget';
-import { temporalConnectionOptions } from '../config/temporal';
+import { explainTemporalConnectError, temporalConnectionOptions } from '../config/temporal';
 import type { WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
@@ -159,7 +159,9 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   limitYoungGeneration(settings.semiSpaceMiB);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
   const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
-  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address }));
+  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
+    throw await explainTemporalConnectError(e, { ...t, address: t.address! });
+  });
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);

@@ -17,7 +17,7 @@ export async function withWorker<T>(
 ): Promise<T> {
   const taskQueue = uniq('tq');
   const w = await createMigratorWorker(plane.workerSettings(taskQueue, opts.settings), createLogger(opts.logTo));
-  const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
+  const m = await Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
   try {
     return await w.runUntil(() => fn(m, taskQueue));
   } finally {

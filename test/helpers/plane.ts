@@ -12,6 +12,7 @@ import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type PlaneState } from '../../src/dev/plane';
 import { KubeClient } from '../../src/kube/client';
+import { loadTemporalSettings, temporalConnectionOptions, type TemporalSettings } from '../../src/config/temporal';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
 
 export interface TestPlane {
@@ -34,7 +35,8 @@ export interface TestPlane {
   /** A kube client for one particular API server. */
   kubeOf(index: number): KubeClient;
   etcd: string;
-  temporal: { client: Client; connection: Connection; address: string };
+  /** settings: the connection as svm reads it from the env file (address, namespace, TLS files). */
+  temporal: { client: Client; connection: Connection; address: string; settings: TemporalSettings & { address: string } };
   /** Worker settings for this plane on a fresh task queue, configured as deploy/deployment.yaml does. */
   workerSettings(taskQueue: string, overrides?: Partial<WorkerSettings>): WorkerSettings;
   close(): Promise<void>;
@@ -48,7 +50,9 @@ export async function testPlane(opts: { dir?: string } = {}): Promise<TestPlane>
   const state = (): PlaneState => readState(dir)!;
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG);
   const clients: KubeClient[] = [];
-  const connection = await Connection.connect({ address: env.TEMPORAL_ADDRESS! });
+  // As svm reads it (src/config/temporal.ts): with `--temporal-tls`, the env file's TEMPORAL_TLS_* variables.
+  const settings = { ...loadTemporalSettings(env), address: env.TEMPORAL_ADDRESS! };
+  const connection = await Connection.connect(temporalConnectionOptions(settings));
   const client = new Client({ connection, namespace: env.TEMPORAL_NAMESPACE });
   return {
     dir,
@@ -78,10 +82,11 @@ export async function testPlane(opts: { dir?: string } = {}): Promise<TestPlane>
       return k;
     },
     etcd: env.ETCD_ENDPOINTS!,
-    temporal: { client, connection, address: env.TEMPORAL_ADDRESS! },
+    temporal: { client, connection, address: env.TEMPORAL_ADDRESS!, settings },
     workerSettings(taskQueue, overrides = {}) {
       // As deploy/deployment.yaml: the API through one address, nothing per server.
       const base = loadWorkerSettings({
+        ...Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('TEMPORAL_TLS'))),
         TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
         KUBECONFIG: env.KUBECONFIG,
         TEMPORAL_TASK_QUEUE: taskQueue,

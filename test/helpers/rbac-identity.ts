@@ -117,7 +117,7 @@ export async function withWorkerAs<T>(
 ): Promise<T> {
   const taskQueue = uniq('tq-rbac');
   const w = await createMigratorWorker({ ...plane.workerSettings(taskQueue, opts.settings), kubeconfig }, createLogger(opts.logTo));
-  const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig });
+  const m = await Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue }, kubeconfig });
   try {
     return await w.runUntil(() => fn(m, w, taskQueue));
   } finally {
