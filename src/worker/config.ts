@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { explainSettings, SettingsError, settingBool as bool } from '../config/settings';
 import { TemporalSettings, temporalFromEnv, temporalSettingSources } from '../config/temporal';
+import { VersioningSettings, versioningFromEnv, versioningSettingSources } from './versioning';
 
 export { SettingsError } from '../config/settings';
 export { loadTemporalSettings, TemporalSettings, temporalConnectionOptions } from '../config/temporal';
@@ -26,6 +27,8 @@ const int = (min: number, max: number) =>
 
 export const WorkerSettings = z.object({
   temporal: TemporalSettings,
+  /** Worker Versioning (src/worker/versioning.ts): off unless TEMPORAL_DEPLOYMENT_NAME is set. */
+  versioning: VersioningSettings.default({ promote: false }),
   kubeconfig: z.string().min(1).optional(),
   /** The shared load budget of this worker: no-op updates per second across all migrations. */
   qps: int(0, 100_000).default(100),
@@ -93,6 +96,7 @@ export type WorkerSettings = z.infer<typeof WorkerSettings>;
 /** Environment variable behind each setting, for messages and docs. */
 export const settingSources: Record<string, string> = {
   ...temporalSettingSources,
+  ...versioningSettingSources,
   kubeconfig: 'KUBECONFIG',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
@@ -136,6 +140,7 @@ export function defaultIdentity(host = hostname(), pid = process.pid): string {
 
 const fromEnv = (env: NodeJS.ProcessEnv) => ({
   temporal: temporalFromEnv(env),
+  versioning: versioningFromEnv(env),
   kubeconfig: env.KUBECONFIG || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
@@ -170,6 +175,7 @@ export function loadWorkerSettings(
       tlsCert: base.temporal.tlsCert,
       tlsKey: base.temporal.tlsKey,
     },
+    versioning: base.versioning,
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     qps: pick(flags.qps, base.qps),
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
