@@ -60,3 +60,15 @@ void test('promotion: the newest version takes over; an older one (a restarted p
   assert.equal(promotionDecision({ current: 'n1', versions }, 'n'), 'older');
   assert.equal(promotionDecision({ versions }, 'n'), 'older', 'even with none Current, the newest wins');
 });
+
+void test('every workflow type the worker registers is AUTO_UPGRADE: none runs pinned, so the replay fixtures guard them all', async () => {
+  const workflows = (await import('../src/workflows')) as Record<string, unknown>;
+  const types = Object.entries(workflows).filter(([, v]) => typeof v === 'function');
+  assert.deepEqual(types.map(([k]) => k).sort(), ['delegateToBuiltIn', 'migrateAll', 'migrateResource', 'storageVersionTrigger']);
+  for (const [name, fn] of types)
+    assert.equal(
+      (fn as { workflowDefinitionOptions?: { versioningBehavior?: string } }).workflowDefinitionOptions?.versioningBehavior,
+      'AUTO_UPGRADE',
+      name,
+    );
+});
