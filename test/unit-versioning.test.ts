@@ -2,6 +2,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { svmBuild } from '../src/config/build-info';
+import * as workflows from '../src/workflows';
 import { versionInfo } from '../src/client/cli-version';
 import { loadWorkerSettings, SettingsError } from '../src/worker/config';
 import { defaultBuildId, promotionDecision, workerDeploymentOptions } from '../src/worker/versioning';
@@ -61,9 +62,8 @@ void test('promotion: the newest version takes over; an older one (a restarted p
   assert.equal(promotionDecision({ versions }, 'n'), 'older', 'even with none Current, the newest wins');
 });
 
-void test('every workflow type the worker registers is AUTO_UPGRADE: none runs pinned, so the replay fixtures guard them all', async () => {
-  const workflows = (await import('../src/workflows')) as Record<string, unknown>;
-  const types = Object.entries(workflows).filter(([, v]) => typeof v === 'function');
+void test('every workflow type the worker registers is AUTO_UPGRADE: none runs pinned, so the replay fixtures guard them all', () => {
+  const types = Object.entries(workflows as Record<string, unknown>).filter(([, v]) => typeof v === 'function');
   assert.deepEqual(types.map(([k]) => k).sort(), ['delegateToBuiltIn', 'migrateAll', 'migrateResource', 'storageVersionTrigger']);
   for (const [name, fn] of types)
     assert.equal(
