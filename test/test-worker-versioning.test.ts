@@ -108,7 +108,7 @@ async function runsOf(client: Client, workflowId: string) {
 
 void test('migrations started on version N finish on N+1 after N+1 becomes Current and N stops: continue-as-new across, no non-determinism, etcd clean', async () => {
   const RESOURCES = 3;
-  const COUNT = 500;
+  const COUNT = 600;
   const taskQueue = uniq('tq');
   const deploymentName = uniq('svm-worker');
   // N: svm's own build ID (<version>-<revision>, no TEMPORAL_WORKER_BUILD_ID); N+1: set, as the Worker Controller does.
@@ -139,7 +139,7 @@ void test('migrations started on version N finish on N+1 after N+1 becomes Curre
 
     // Slow enough to be mid-way when N+1 arrives; maxChunksPerRun 3 makes each pass several runs (continue-as-new).
     const handles: MigrationHandle[] = [];
-    for (const crd of crds) handles.push(await m.start(crd.name, { chunkSize: 25, concurrency: 2, qps: 20, maxChunksPerRun: 3 }));
+    for (const crd of crds) handles.push(await m.start(crd.name, { chunkSize: 25, concurrency: 2, qps: 15, maxChunksPerRun: 3 }));
     for (const h of handles) {
       await eventually(`${h.workflowId} to run chunks on N`, async () => (await h.progress()).counters.chunks >= 2, 90_000);
       const v = deploymentVersionOf(await h.workflow.describe());
