@@ -13,11 +13,12 @@
  * suite's plane when it is one, else brings up a plane of its own.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
+import { promisify } from 'node:util';
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
 import { Migrator, deploymentVersionOf, type MigrationHandle } from '../src/client';
@@ -30,6 +31,7 @@ import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
+const run = promisify(execFile);
 let plane: TestPlane | undefined;
 let ownDir: string | undefined;
 
@@ -134,7 +136,7 @@ void test('migrations started on version N finish on N+1 after N+1 becomes Curre
   const t0 = Date.now();
   const secs = () => ((Date.now() - t0) / 1000).toFixed(1);
   try {
-    await eventually('version N to make itself Current', async () => (await currentBuildId(client, deploymentName)) === buildN, 90_000);
+    await eventually('version N to make itself Current', async () => (await currentBuildId(client, deploymentName)) === buildN, 180_000);
     process.stderr.write(`  N (${buildN}) Current after ${secs()}s\n`);
 
     // Slow enough to be mid-way when N+1 arrives; maxChunksPerRun 3 makes each pass several runs (continue-as-new).
@@ -148,7 +150,7 @@ void test('migrations started on version N finish on N+1 after N+1 becomes Curre
     process.stderr.write(`  every migration running on N after ${secs()}s\n`);
 
     workerN1 = startWorker(taskQueue, deploymentName, buildN1);
-    await eventually('version N+1 to make itself Current', async () => (await currentBuildId(client, deploymentName)) === buildN1, 90_000);
+    await eventually('version N+1 to make itself Current', async () => (await currentBuildId(client, deploymentName)) === buildN1, 180_000);
     process.stderr.write(`  N+1 (${buildN1}) Current after ${secs()}s\n`);
     // The upgrade happens under running migrations, not after them.
     for (const h of handles)
@@ -206,6 +208,13 @@ void test('migrations started on version N finish on N+1 after N+1 becomes Curre
       const [s] = await m.status(crd.name);
       assert.deepEqual(s?.deploymentVersion, { deploymentName, buildId: buildN1, behavior: 'AUTO_UPGRADE' });
     }
+    const { stdout } = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'status', crds[0]!.name], {
+      env: { ...process.env, KUBECONFIG: p().env.KUBECONFIG, TEMPORAL_ADDRESS: p().temporal.address, TEMPORAL_TASK_QUEUE: taskQueue },
+    });
+    assert.match(
+      stdout,
+      new RegExp(`: Succeeded .*\\[COMPLETED on ${deploymentName}\\.${buildN1.replace(/\./g, '\\.')} \\(AUTO_UPGRADE\\)\\]`),
+    );
 
     // etcd, the judge: every object at v2, content unchanged.
     for (const crd of crds) {
@@ -230,14 +239,16 @@ void test('a restarted worker of an older version does not take the deployment b
   let b: WorkerProcess | undefined;
   let again: WorkerProcess | undefined;
   try {
-    await eventually('old to become Current', async () => (await currentBuildId(client, deploymentName)) === 'old', 90_000);
+    await eventually('old to become Current', async () => (await currentBuildId(client, deploymentName)) === 'old', 180_000);
     b = startWorker(taskQueue, deploymentName, 'new');
-    await eventually('new to become Current', async () => (await currentBuildId(client, deploymentName)) === 'new', 90_000);
+    await eventually('new to become Current', async () => (await currentBuildId(client, deploymentName)) === 'new', 180_000);
     a.child.kill('SIGTERM');
     await a.exited;
     again = startWorker(taskQueue, deploymentName, 'old');
-    await eventually('the restarted old worker to say it is older', async () =>
-      again!.lines.some((l) => l.includes('a newer version of this deployment exists')),
+    await eventually(
+      'the restarted old worker to say it is older',
+      async () => again!.lines.some((l) => l.includes('a newer version of this deployment exists')),
+      180_000,
     );
     assert.equal(await currentBuildId(client, deploymentName), 'new');
   } finally {
