@@ -62,13 +62,15 @@ void test('promotion: the newest version takes over; an older one (a restarted p
   assert.equal(promotionDecision({ versions }, 'n'), 'older', 'even with none Current, the newest wins');
 });
 
-void test('every workflow type the worker registers is AUTO_UPGRADE: none runs pinned, so the replay fixtures guard them all', () => {
+void test('every workflow type runs AUTO_UPGRADE through the worker default, none pinned (the replay fixtures guard them all); no type sets a behaviour of its own, which unversioned workers would send too', () => {
   const types = Object.entries(workflows as Record<string, unknown>).filter(([, v]) => typeof v === 'function');
   assert.deepEqual(types.map(([k]) => k).sort(), ['delegateToBuiltIn', 'migrateAll', 'migrateResource', 'storageVersionTrigger']);
   for (const [name, fn] of types)
     assert.equal(
       (fn as { workflowDefinitionOptions?: { versioningBehavior?: string } }).workflowDefinitionOptions?.versioningBehavior,
-      'AUTO_UPGRADE',
+      undefined,
       name,
     );
+  const s = loadWorkerSettings({ ...env, TEMPORAL_DEPLOYMENT_NAME: 'svm-worker' });
+  assert.equal(workerDeploymentOptions(s.versioning, () => svmBuild())?.defaultVersioningBehavior, 'AUTO_UPGRADE');
 });

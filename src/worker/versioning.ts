@@ -7,9 +7,9 @@
  * <deployment name>.<build ID>; the build ID is TEMPORAL_WORKER_BUILD_ID
  * (the Temporal Worker Controller sets both variables) or svm's own
  * `<version>-<revision>` (what `svm version` prints). Every workflow type is
- * AUTO_UPGRADE (set on each in src/workflows, and the worker's default): a
- * migration moves to the Current Version at its next workflow task, so its
- * code changes go behind patched() and the replay fixtures guard them.
+ * AUTO_UPGRADE (the worker's default behaviour): a migration moves to the
+ * Current Version at its next workflow task, so its code changes go behind
+ * patched() and the replay fixtures guard them.
  *
  * With SVM_PROMOTE_VERSION=true (the shipped manifests: a plain Deployment,
  * no controller), a worker makes its own version Current once its pollers
@@ -67,7 +67,9 @@ export function workerDeploymentOptions(
   return {
     version: { deploymentName: v.deploymentName, buildId: v.buildId ?? defaultBuildId(build()) },
     useWorkerVersioning: true,
-    // Each workflow type says AUTO_UPGRADE itself (setWorkflowOptions); this is the same, for any type added later.
+    // Every workflow type, through the worker's default, not setWorkflowOptions in workflow code: a behaviour set there
+    // is sent by unversioned workers too, and the server refuses their workflow tasks ("versioning behavior cannot be
+    // specified without deployment options being set with versioned mode", seen on the dev server of CLI 1.5.1).
     defaultVersioningBehavior: 'AUTO_UPGRADE',
   };
 }

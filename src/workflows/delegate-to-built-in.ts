@@ -25,7 +25,6 @@ import {
   upsertSearchAttributes,
   uuid4,
   workflowInfo,
-  setWorkflowOptions,
 } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, Agreement } from '../activities';
@@ -86,9 +85,6 @@ export type DelegateInput = Omit<z.infer<typeof DelegateInputSchema>, 'carried'>
 /** Looks per run before continue-as-new (each look is a few events). */
 const MAX_LOOKS_PER_RUN = 300;
 
-// Worker Versioning: AUTO_UPGRADE, moved to the Current Version at its next workflow task (why: docs/deploy.md,
-// "Upgrading svm"). So its changes go behind patched(), and the replay fixtures guard them.
-setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, delegateToBuiltIn);
 export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationResult> {
   const parsed = DelegateInputSchema.safeParse(raw);
   if (!parsed.success) {

@@ -22,7 +22,6 @@ import {
   upsertSearchAttributes,
   workflowInfo,
   isCancellation,
-  setWorkflowOptions,
 } from '@temporalio/workflow';
 import { WorkflowExecutionAlreadyStartedError } from '@temporalio/common';
 import type { FollowActivities } from '../activities/follow-migration';
@@ -65,9 +64,6 @@ function failedProgress(err: ChildWorkflowFailure): Pick<MigrationResult, 'phase
   };
 }
 
-// Worker Versioning: AUTO_UPGRADE, moved to the Current Version at its next workflow task (why: docs/deploy.md,
-// "Upgrading svm"). So its changes go behind patched(), and the replay fixtures guard them.
-setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, migrateAll);
 export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]> {
   const parsed = MigrateAllInputSchema.safeParse(raw);
   if (!parsed.success)

@@ -44,7 +44,6 @@ import {
   upsertSearchAttributes,
   uuid4,
   workflowInfo,
-  setWorkflowOptions,
 } from '@temporalio/workflow';
 import type { Activities, Agreement } from '../activities';
 import type { ChunkResult } from '../activities/migrate-chunk';
@@ -567,9 +566,6 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'abo
 
 // ------------------------------------------------------------ the workflow
 
-// Worker Versioning: AUTO_UPGRADE, moved to the Current Version at its next workflow task (why: docs/deploy.md,
-// "Upgrading svm"). So its changes go behind patched(), and the replay fixtures guard them.
-setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, migrateResource);
 export async function migrateResource(raw: MigrateResourceInput): Promise<MigrationResult> {
   const input = await resolvedInput(await validInput(raw));
   const m = new Migration(input);

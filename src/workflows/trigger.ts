@@ -8,17 +8,7 @@
  * memory (how long hashes have agreed, backoff of failing migrations) in
  * workflow state and continues as new every few dozen periods.
  */
-import {
-  condition,
-  continueAsNew,
-  log,
-  patched,
-  proxyActivities,
-  setCurrentDetails,
-  setHandler,
-  workflowInfo,
-  setWorkflowOptions,
-} from '@temporalio/workflow';
+import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { decide } from './trigger-logic';
 import type { TriggerInput, TriggerMemory } from '../contract/trigger';
@@ -35,9 +25,6 @@ const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
 
 const PERIODS_PER_RUN = 30;
 
-// Worker Versioning: AUTO_UPGRADE, moved to the Current Version at its next workflow task (why: docs/deploy.md,
-// "Upgrading svm"). So its changes go behind patched(), and the replay fixtures guard them.
-setWorkflowOptions({ versioningBehavior: 'AUTO_UPGRADE' }, storageVersionTrigger);
 export async function storageVersionTrigger(input: TriggerInput): Promise<void> {
   const cfg = {
     periodMs: input.periodSeconds * 1000,
