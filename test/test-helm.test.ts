@@ -50,6 +50,8 @@ const ns = uniq('helm');
 const prefix = uniq('h');
 const taskQueue = uniq('tq-helm');
 const QPS = 150;
+/** The chart's appVersion: the default image tag, and so the default build ID. */
+const CHART_APP_VERSION = (YAML.parse(fs.readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string }).appVersion;
 
 let plane: TestPlane;
 let helmBin: string;
@@ -125,7 +127,9 @@ const podOf = (o: Manifest | undefined) => {
   assert.ok(o, 'no such object');
   return (o as unknown as PodTemplate).spec.template.spec;
 };
-const temporalEnv = (c: Container) => c.env.filter((e) => e.name.startsWith('TEMPORAL_'));
+/** How a container reaches Temporal (the worker's Worker Versioning variables are its own, not the connection's). */
+const temporalEnv = (c: Container) =>
+  c.env.filter((e) => e.name.startsWith('TEMPORAL_') && e.name !== 'TEMPORAL_DEPLOYMENT_NAME' && e.name !== 'TEMPORAL_WORKER_BUILD_ID');
 
 void test('helm lint passes: default values, the hook Job in each mode, TLS and an API key', async () => {
   for (const set of [
@@ -412,6 +416,10 @@ async function withChartWorker<T>(
     SVM_QPS: String(QPS),
     SVM_METRICS_PORT: '9464',
     SVM_METRICS_HOST: '0.0.0.0',
+    // Worker Versioning (docs/deploy.md, "Upgrading svm"): a version of the release's Worker Deployment, promoting itself.
+    TEMPORAL_DEPLOYMENT_NAME: `${prefix}-worker`,
+    TEMPORAL_WORKER_BUILD_ID: CHART_APP_VERSION,
+    SVM_PROMOTE_VERSION: 'true',
   });
   const sa = pod.serviceAccountName;
   assert.equal(sa, `${prefix}-migrator`);
@@ -421,6 +429,7 @@ async function withChartWorker<T>(
   assert.equal(settings.qps, QPS);
   assert.equal(settings.bridge, true);
   assert.equal(settings.kubeNamespace, ns);
+  assert.deepEqual(settings.versioning, { deploymentName: `${prefix}-worker`, buildId: CHART_APP_VERSION, promote: true });
 
   const logs: string[] = [];
   const sink = new Writable({

@@ -3,6 +3,7 @@
  * environment and flags, and the errors that name the bad variable. Pure:
  * the environment is passed in, process.env is not touched.
  */
+import { VersioningSettings } from '../src/worker/versioning';
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -336,8 +337,9 @@ void test('SettingsError: a blank (whitespace-only) SVM_QPS is refused, not read
 
 void test('settingSources: every setting of the schema has its environment variable', () => {
   const keys = [
-    ...Object.keys(WorkerSettings.shape).filter((k) => k !== 'temporal'),
+    ...Object.keys(WorkerSettings.shape).filter((k) => k !== 'temporal' && k !== 'versioning'),
     ...Object.keys(TemporalSettings.shape).map((k) => `temporal.${k}`),
+    ...Object.keys(VersioningSettings.shape).map((k) => `versioning.${k}`),
   ].sort();
   assert.deepEqual(Object.keys(settingSources).sort(), keys);
   for (const v of Object.values(settingSources)) assert.match(v, /^(TEMPORAL_|SVM_|KUBECONFIG$)/);

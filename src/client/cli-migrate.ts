@@ -145,10 +145,15 @@ export function migrateCommands() {
           return;
         }
         if (list.length === 0) process.stdout.write(resource ? `no migration of ${resource}\n` : 'no migrations\n');
-        for (const s of list)
+        for (const s of list) {
+          // Which Worker Deployment Version runs it (ran it), when versioned workers do (docs/deploy.md, "Upgrading svm").
+          const on = s.deploymentVersion
+            ? ` on ${s.deploymentVersion.deploymentName}.${s.deploymentVersion.buildId}${s.deploymentVersion.behavior ? ` (${s.deploymentVersion.behavior})` : ''}`
+            : '';
           process.stdout.write(
-            s.progress ? `${line(s.progress)} [${s.status}]\n${objectsLine(s.progress)}` : `${s.resource}: ${s.status}\n`,
+            s.progress ? `${line(s.progress)} [${s.status}${on}]\n${objectsLine(s.progress)}` : `${s.resource}: ${s.status}${on}\n`,
           );
+        }
       });
     });
 

@@ -1,10 +1,11 @@
 /** `svm version`: svm's version and revision, the workflow contract's version and the Temporal SDK's. */
-import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
-import * as path from 'node:path';
 import { Command, Option } from 'commander';
 import { CONTRACT_VERSION } from '../contract/definitions';
 import { withExamples } from '../config/cli-options';
+import { svmBuild } from '../config/build-info';
+
+export { gitRevision } from '../config/build-info';
 
 export interface VersionInfo {
   svm: string;
@@ -13,37 +14,10 @@ export interface VersionInfo {
   temporalSdk: string;
 }
 
-/** The directory holding svm's package.json: up from this file (src/client, or dist/src/client once compiled). */
-function packageRoot(): string {
-  for (let dir = __dirname; ; dir = path.dirname(dir)) {
-    const p = path.join(dir, 'package.json');
-    if (fs.existsSync(p) && (JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: string }).name === 'temporal-storage-version-migrator')
-      return dir;
-    if (path.dirname(dir) === dir) throw new Error("svm's package.json not found");
-  }
-}
-
-/**
- * The git revision: stamped by a build (SVM_GIT_REVISION, e.g. `docker build
- * --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD)`), else asked of
- * git when svm runs from a checkout, else "unknown".
- */
-export function gitRevision(root: string, env: NodeJS.ProcessEnv = process.env): string {
-  if (env.SVM_GIT_REVISION) return env.SVM_GIT_REVISION;
-  try {
-    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 })
-      .toString()
-      .trim();
-  } catch {
-    return 'unknown';
-  }
-}
-
 export function versionInfo(): VersionInfo {
-  const root = packageRoot();
-  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
+  const { version, revision } = svmBuild();
   const sdk = JSON.parse(fs.readFileSync(require.resolve('@temporalio/client/package.json'), 'utf8')) as { version: string };
-  return { svm: pkg.version, revision: gitRevision(root), contract: CONTRACT_VERSION, temporalSdk: sdk.version };
+  return { svm: version, revision, contract: CONTRACT_VERSION, temporalSdk: sdk.version };
 }
 
 export function versionCommand(): Command {

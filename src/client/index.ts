@@ -8,7 +8,7 @@
  *   const result = await h.wait((p) => console.log(p.counters.migrated));
  */
 import { Client, Connection, WorkflowFailedError, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource } from '../kube/client';
 import { KubeClient } from '../kube/client';
@@ -147,6 +147,38 @@ export interface MigrationSummary {
   status: string;
   phase?: string;
   progress?: MigrationProgress;
+  /**
+   * The Worker Deployment Version that runs the migration's current run (ran it, once it ended), and its
+   * versioning behavior; absent when unversioned workers run it (docs/deploy.md, "Upgrading svm").
+   */
+  deploymentVersion?: DeploymentVersionInfo;
+}
+
+export interface DeploymentVersionInfo {
+  deploymentName: string;
+  buildId: string;
+  /** AUTO_UPGRADE (svm's workflows) or PINNED (an override). */
+  behavior?: string;
+}
+
+/** The Worker Deployment Version of a described workflow run, from its versioningInfo. */
+export function deploymentVersionOf(description: {
+  raw: {
+    workflowExecutionInfo?: {
+      versioningInfo?: {
+        behavior?: number | null;
+        deploymentVersion?: { deploymentName?: string | null; buildId?: string | null } | null;
+        versioningOverride?: { pinned?: { version?: { deploymentName?: string | null; buildId?: string | null } | null } | null } | null;
+      } | null;
+    } | null;
+  };
+}): DeploymentVersionInfo | undefined {
+  const v = description.raw.workflowExecutionInfo?.versioningInfo;
+  const pinned = v?.versioningOverride?.pinned?.version;
+  const dv = pinned?.buildId ? pinned : v?.deploymentVersion;
+  if (!dv?.buildId || !dv.deploymentName) return undefined;
+  const behavior = pinned?.buildId ? 'PINNED' : decodeVersioningBehavior(v?.behavior ?? undefined);
+  return { deploymentName: dv.deploymentName, buildId: dv.buildId, ...(behavior ? { behavior } : {}) };
 }
 
 export class Migrator {
@@ -317,7 +349,7 @@ export class Migrator {
       const h = await this.handle(resource);
       try {
         const d = await h.workflow.describe();
-        return [await this.summarize(h.workflow.workflowId, groupResourceString(h.resource), d.status.name)];
+        return [await this.summarize(h.workflow.workflowId, groupResourceString(h.resource), d.status.name, deploymentVersionOf(d))];
       } catch (err) {
         if (err instanceof WorkflowNotFoundError) return [];
         throw err;
@@ -326,12 +358,29 @@ export class Migrator {
     const out: MigrationSummary[] = [];
     for await (const w of this.client.workflow.list({ query: `WorkflowType = 'migrateResource'` })) {
       if (out.some((o) => o.workflowId === w.workflowId)) continue; // older runs of the same resource
-      out.push(await this.summarize(w.workflowId, w.workflowId.replace(/^migrate\//, ''), w.status.name));
+      // The latest run: its deployment version (the listing's row may be an older run of the chain).
+      const d = await this.client.workflow
+        .getHandle(w.workflowId)
+        .describe()
+        .catch(() => undefined);
+      out.push(
+        await this.summarize(
+          w.workflowId,
+          w.workflowId.replace(/^migrate\//, ''),
+          d?.status.name ?? w.status.name,
+          d && deploymentVersionOf(d),
+        ),
+      );
     }
     return out;
   }
 
-  private async summarize(workflowId: string, resource: string, status: string): Promise<MigrationSummary> {
+  private async summarize(
+    workflowId: string,
+    resource: string,
+    status: string,
+    deploymentVersion?: DeploymentVersionInfo,
+  ): Promise<MigrationSummary> {
     const handle = this.client.workflow.getHandle<typeof migrateResource>(workflowId);
     let progress: MigrationProgress | undefined;
     if (status === 'RUNNING') progress = await handle.query(progressQuery).catch(() => undefined);
@@ -345,7 +394,7 @@ export class Migrator {
             : undefined,
       );
     }
-    return { workflowId, resource, status, phase: progress?.phase, progress };
+    return { workflowId, resource, status, phase: progress?.phase, progress, ...(deploymentVersion ? { deploymentVersion } : {}) };
   }
 }
 

@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { explainSettings, SettingsError, settingBool as bool } from '../config/settings';
 import { TemporalSettings, temporalFromEnv, temporalSettingSources } from '../config/temporal';
+import { VersioningSettings, versioningFromEnv, versioningSettingSources } from './versioning';
 
 export { SettingsError } from '../config/settings';
 export { explainTemporalConnectError, loadTemporalSettings, TemporalSettings, temporalConnectionOptions } from '../config/temporal';
@@ -29,6 +30,8 @@ export const DEFAULT_MEMORY_BUDGET_BYTES = 64 * 1024 * 1024;
 
 export const WorkerSettings = z.object({
   temporal: TemporalSettings,
+  /** Worker Versioning (src/worker/versioning.ts): off unless TEMPORAL_DEPLOYMENT_NAME is set. */
+  versioning: VersioningSettings.default({ promote: false }),
   kubeconfig: z.string().min(1).optional(),
   /** The shared load budget of this worker: no-op updates per second across all migrations. */
   qps: int(0, 100_000).default(100),
@@ -102,6 +105,7 @@ export type WorkerSettings = z.infer<typeof WorkerSettings>;
 /** Environment variable behind each setting, for messages and docs. */
 export const settingSources: Record<string, string> = {
   ...temporalSettingSources,
+  ...versioningSettingSources,
   kubeconfig: 'KUBECONFIG',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
@@ -146,6 +150,7 @@ export function defaultIdentity(host = hostname(), pid = process.pid): string {
 
 const fromEnv = (env: NodeJS.ProcessEnv) => ({
   temporal: temporalFromEnv(env),
+  versioning: versioningFromEnv(env),
   kubeconfig: env.KUBECONFIG || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
@@ -180,6 +185,7 @@ export function loadWorkerSettings(
       apiKey: pick(flags.apiKey, base.temporal.apiKey),
       tls: pick(flags.tls, base.temporal.tls),
     },
+    versioning: base.versioning,
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     qps: pick(flags.qps, base.qps),
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),

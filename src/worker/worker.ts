@@ -27,6 +27,8 @@ import type { WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 import { randomUUID } from 'node:crypto';
+import { svmBuild } from '../config/build-info';
+import { promoteWhenNewest, workerDeploymentOptions } from './versioning';
 
 /**
  * The long-running worker's logger (`svm worker`, a container): JSON lines
@@ -188,10 +190,13 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   // The bridge, the agreement watcher and the activities start and signal workflows over the worker's own
   // connection (the Rust core's), not a second one through grpc-js.
   const client = new Client({ connection, namespace: t.namespace });
+  // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
+  const deployment = workerDeploymentOptions(settings.versioning, () => svmBuild());
   const worker = await Worker.create({
     connection,
     namespace: t.namespace,
     taskQueue: t.taskQueue,
+    workerDeploymentOptions: deployment,
     // Prebuilt at build time (npm run build:workflows, the image) when up to date; bundled here otherwise.
     workflowBundle: await workflowBundleOption(),
     activities: createActivities({
@@ -258,9 +263,19 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             },
           })
         : undefined;
+    // Without a Worker Controller (SVM_PROMOTE_VERSION), the newest version makes itself Current once it polls.
+    const promoting = new AbortController();
+    const promotion =
+      deployment && settings.versioning.promote
+        ? promoteWhenNewest({ client, version: deployment.version, identity: holder, log, signal: promoting.signal }).catch(
+            (err: unknown) => void log.warn({ err: String(err) }, 'could not make this worker version Current'),
+          )
+        : undefined;
     try {
       return await fn();
     } finally {
+      promoting.abort();
+      await promotion;
       // The worker has stopped (no chunk runs): hand the singletons over, then give back our share.
       await leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
       await shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
@@ -297,6 +312,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
           identity,
           holder,
           leases: settings.kubeNamespace,
+          deploymentVersion: deployment ? `${deployment.version.deploymentName}.${deployment.version.buildId}` : 'unversioned',
         },
         'worker started',
       );

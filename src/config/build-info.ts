@@ -1,0 +1,42 @@
+/**
+ * svm's own version and git revision: what `svm version` prints and what the
+ * worker's default Worker Deployment build ID is made of. Below the client and
+ * the worker, so both read it.
+ */
+import { execFileSync } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as path from 'node:path';
+
+const PACKAGE_NAME = 'temporal-storage-version-migrator';
+
+/** The directory holding svm's package.json: up from this file (src/config, or dist/src/config once compiled). */
+export function packageRoot(from: string = __dirname): string {
+  for (let dir = from; ; dir = path.dirname(dir)) {
+    const p = path.join(dir, 'package.json');
+    if (fs.existsSync(p) && (JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: string }).name === PACKAGE_NAME) return dir;
+    if (path.dirname(dir) === dir) throw new Error("svm's package.json not found");
+  }
+}
+
+/**
+ * The git revision: stamped by a build (SVM_GIT_REVISION, e.g. `docker build
+ * --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD)`), else asked of
+ * git when svm runs from a checkout, else "unknown".
+ */
+export function gitRevision(root: string, env: NodeJS.ProcessEnv = process.env): string {
+  if (env.SVM_GIT_REVISION) return env.SVM_GIT_REVISION;
+  try {
+    return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 })
+      .toString()
+      .trim();
+  } catch {
+    return 'unknown';
+  }
+}
+
+/** svm's version (package.json) and revision. */
+export function svmBuild(env: NodeJS.ProcessEnv = process.env): { version: string; revision: string } {
+  const root = packageRoot();
+  const pkg = JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')) as { version: string };
+  return { version: pkg.version, revision: gitRevision(root, env) };
+}

@@ -1,0 +1,76 @@
+/** Worker Versioning settings and the rule by which a worker makes its own version Current (src/worker/versioning.ts). */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { svmBuild } from '../src/config/build-info';
+import * as workflows from '../src/workflows';
+import { versionInfo } from '../src/client/cli-version';
+import { loadWorkerSettings, SettingsError } from '../src/worker/config';
+import { defaultBuildId, promotionDecision, workerDeploymentOptions } from '../src/worker/versioning';
+
+const env = { TEMPORAL_ADDRESS: 'localhost:7233' };
+
+void test('unversioned unless TEMPORAL_DEPLOYMENT_NAME is set', () => {
+  const s = loadWorkerSettings(env);
+  assert.equal(s.versioning.deploymentName, undefined);
+  assert.equal(s.versioning.promote, false);
+  assert.equal(
+    workerDeploymentOptions(s.versioning, () => assert.fail('no build ID needed')),
+    undefined,
+  );
+});
+
+void test("a deployment name makes a versioned worker: AUTO_UPGRADE by default, build ID svm's <version>-<revision> unless TEMPORAL_WORKER_BUILD_ID", () => {
+  const s = loadWorkerSettings({ ...env, TEMPORAL_DEPLOYMENT_NAME: 'svm-worker', SVM_PROMOTE_VERSION: 'true' });
+  assert.equal(s.versioning.promote, true);
+  const v = versionInfo();
+  assert.deepEqual(
+    workerDeploymentOptions(s.versioning, () => svmBuild()),
+    {
+      version: { deploymentName: 'svm-worker', buildId: `${v.svm}-${v.revision}` },
+      useWorkerVersioning: true,
+      defaultVersioningBehavior: 'AUTO_UPGRADE',
+    },
+  );
+  assert.equal(defaultBuildId({ version: '1.2.3', revision: 'abc1234' }), '1.2.3-abc1234');
+  const set = loadWorkerSettings({ ...env, TEMPORAL_DEPLOYMENT_NAME: 'svm-worker', TEMPORAL_WORKER_BUILD_ID: 'svm-worker-7d9f8c' });
+  assert.equal(workerDeploymentOptions(set.versioning, () => svmBuild())?.version.buildId, 'svm-worker-7d9f8c');
+});
+
+void test('bad versioning settings are refused by name', () => {
+  assert.throws(
+    () => loadWorkerSettings({ ...env, TEMPORAL_DEPLOYMENT_NAME: 'svm.worker' }),
+    (e: Error) => {
+      assert.ok(e instanceof SettingsError);
+      assert.match(e.message, /TEMPORAL_DEPLOYMENT_NAME/);
+      return true;
+    },
+  );
+  assert.throws(() => loadWorkerSettings({ ...env, TEMPORAL_WORKER_BUILD_ID: 'a b' }), /TEMPORAL_WORKER_BUILD_ID/);
+  assert.throws(() => loadWorkerSettings({ ...env, SVM_PROMOTE_VERSION: 'perhaps' }), /SVM_PROMOTE_VERSION/);
+});
+
+void test('promotion: the newest version takes over; an older one (a restarted pod of the old ReplicaSet) does not take it back', () => {
+  const versions = [
+    { buildId: 'n', createdAt: 1000 },
+    { buildId: 'n1', createdAt: 2000 },
+  ];
+  assert.equal(promotionDecision({ versions: [] }, 'n'), 'wait', 'pollers not seen yet');
+  assert.equal(promotionDecision({ versions: [versions[0]!] }, 'n'), 'yes', 'first version, none Current');
+  assert.equal(promotionDecision({ current: 'n', versions }, 'n1'), 'yes', 'the new ReplicaSet');
+  assert.equal(promotionDecision({ current: 'n1', versions }, 'n1'), 'current');
+  assert.equal(promotionDecision({ current: 'n1', versions }, 'n'), 'older');
+  assert.equal(promotionDecision({ versions }, 'n'), 'older', 'even with none Current, the newest wins');
+});
+
+void test('every workflow type runs AUTO_UPGRADE through the worker default, none pinned (the replay fixtures guard them all); no type sets a behaviour of its own, which unversioned workers would send too', () => {
+  const types = Object.entries(workflows as Record<string, unknown>).filter(([, v]) => typeof v === 'function');
+  assert.deepEqual(types.map(([k]) => k).sort(), ['delegateToBuiltIn', 'migrateAll', 'migrateResource', 'storageVersionTrigger']);
+  for (const [name, fn] of types)
+    assert.equal(
+      (fn as { workflowDefinitionOptions?: { versioningBehavior?: string } }).workflowDefinitionOptions?.versioningBehavior,
+      undefined,
+      name,
+    );
+  const s = loadWorkerSettings({ ...env, TEMPORAL_DEPLOYMENT_NAME: 'svm-worker' });
+  assert.equal(workerDeploymentOptions(s.versioning, () => svmBuild())?.defaultVersioningBehavior, 'AUTO_UPGRADE');
+});
