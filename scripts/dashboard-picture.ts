@@ -60,7 +60,7 @@ function deploymentEnv(): Record<string, string> {
   throw new Error('deploy/deployment.yaml has no Deployment');
 }
 
-async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 120_000): Promise<void> {
+async function waitFor(what: string, check: () => Promise<boolean>, timeoutMs = 300_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   while (!(await check().catch(() => false))) {
     if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
@@ -84,7 +84,7 @@ async function main() {
   const dashboard = JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')) as Dashboard;
   const problems = dashboardProblems(dashboard);
   if (problems.length) throw new Error(`the renderer cannot draw this dashboard:\n${problems.join('\n')}`);
-  const promVersion = execFileSync('prometheus', ['--version'], { encoding: 'utf8' }).split('\n')[0]!.replace(/ \(.*/, '');
+  const promVersion = `Prometheus ${/version (\S+)/.exec(execFileSync('prometheus', ['--version'], { encoding: 'utf8' }))?.[1] ?? '(unknown version)'}`;
   const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
 
   say(`plane ${process.env.SVM_DEV_DIR || '.svm-dev'}`);
@@ -97,14 +97,14 @@ async function main() {
   try {
     await installCrds(plane.kube);
     await ensureNamespace(plane.kube, 'svm-system'); // the worker's leases, as deploy/namespace.yaml
-    const stamp = Date.now().toString(36);
-    const big = testCrd(`pic${stamp}.svm.example`, 'widgets', 'Widget');
-    const small = testCrd(`pic${stamp}.svm.example`, 'gadgets', 'Gadget');
+    const stamp = Date.now().toString(36).slice(-5); // short: resource names are the legends
+    const big = testCrd(`svm-${stamp}.example`, 'widgets', 'Widget');
+    const small = testCrd(`svm-${stamp}.example`, 'gadgets', 'Gadget');
     for (const c of [big, small]) await applyCrd(plane.kube, c, 'v1');
     say(`creating ${BIG} ${big.name} and ${SMALL} + ${DENIED} ${small.name} at v1`);
-    await createObjects(plane.kube, big, 'v1', BIG, { namespace: `pic-${stamp}` });
-    await createObjects(plane.kube, small, 'v1', SMALL, { namespace: `pic-${stamp}` });
-    // The denied ones in a namespace listed last: they fail near the end of their migration.
+    await createObjects(plane.kube, big, 'v1', BIG, { namespace: `pic-${stamp}-a` });
+    await createObjects(plane.kube, small, 'v1', SMALL, { namespace: `pic-${stamp}-a` });
+    // The denied ones in a namespace listed after the others (etcd keys in byte order): they fail late in their migration.
     await createObjects(plane.kube, small, 'v1', DENIED, { namespace: `pic-${stamp}-z`, prefix: 'deny' });
     for (const c of [big, small]) await applyCrd(plane.kube, c, 'v2');
     cleanups.push(await denyUpdatesOf(plane, small, `pic-${stamp}-z`));
@@ -163,7 +163,7 @@ async function main() {
       return r.data.result[0]?.value[1] === '1';
     });
     const start = Date.now() / 1000;
-    say(`${promVersion} on ${prom}, scraping every ${SCRAPE_SECONDS}s; a quiet minute first`);
+    say(`${promVersion} on ${prom}, scraping every ${SCRAPE_SECONDS}s; half a quiet minute first`);
     await sleep(30_000);
 
     const m = await Migrator.connect({ temporal: { address: plane.env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: plane.env.KUBECONFIG });

@@ -293,9 +293,9 @@ export function timeseriesSvg(data: PanelData, w: QueryWindow, width: number, he
   const pw = width - left - right;
   const ph = height - top - bottom;
   const values = data.series.flatMap((s) => s.points.map((p) => p[1]).filter(Number.isFinite));
-  let lo = Math.min(0, ...values);
-  let hi = Math.max(...values, lo + 1e-9);
-  if (values.length === 0) [lo, hi] = [0, 1];
+  const lo = Math.min(0, ...values);
+  let hi = Math.max(...values, lo);
+  if (hi - lo < 1e-9) hi = lo + 1; // no data, or flat at lo: an axis of whole numbers
   const yt = ticks(lo, hi, 4);
   hi = Math.max(hi, yt[yt.length - 1] ?? hi);
   const x = (t: number) => left + ((t - w.start) / (w.end - w.start)) * pw;
@@ -337,6 +337,21 @@ function legendHtml(data: PanelData): string {
     .join('')}</div>`;
 }
 
+/** How many lines the legend wraps to at this width (about 6.5 px per character at 11.5 px, plus the swatch and gap). */
+function legendRowsOf(data: PanelData, width: number): number {
+  let rows = 1;
+  let used = 0;
+  for (const s of data.series) {
+    const w = s.legend.length * 6.5 + 33;
+    if (used > 0 && used + w > width) {
+      rows++;
+      used = 0;
+    }
+    used += w;
+  }
+  return rows;
+}
+
 /** Grid geometry: Grafana's 24 columns, 30 px per row unit, 8 px between panels. */
 const COLUMNS = 24;
 const ROW_PX = 30;
@@ -375,7 +390,7 @@ export function renderHtml(
     let body: string;
     if (pd.error) body = `<div class="nodata error">${esc(pd.error)}</div>`;
     else if (p.type === 'timeseries') {
-      const legendRows = Math.ceil(pd.series.length / 3) || 1;
+      const legendRows = legendRowsOf(pd, width - 20);
       body = timeseriesSvg(pd, w, width - 12, bodyH - 8 - legendRows * 17, unit) + legendHtml(pd);
     } else if (p.type === 'stat') {
       const vals = pd.series.map((s) => ({ legend: s.legend, v: s.points[s.points.length - 1]?.[1] ?? NaN }));
