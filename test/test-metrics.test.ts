@@ -53,6 +53,12 @@ void test('the metrics endpoint counts what etcd shows, and carries the Temporal
   assert.equal(sample(end, 'svm_objects_rewritten_total', { resource: crd.name }), etcd.byApiVersion[`${crd.group}/v2`]);
   assert.equal(sample(end, 'svm_update_duration_seconds_count', { resource: crd.name }), COUNT);
   assert.equal(sample(end, 'svm_migrations_total', { resource: crd.name, result: 'Succeeded' }), 1);
+  // Every series of the resource exists at 0 from the migration's start (src/activities/index.ts), so that
+  // Prometheus's increase() counts a first failure instead of taking it as the series' baseline.
+  assert.equal(sample(during, 'svm_objects_total', { resource: crd.name, outcome: 'failed' }), 0);
+  assert.equal(sample(end, 'svm_objects_total', { resource: crd.name, outcome: 'failed' }), 0);
+  assert.equal(sample(end, 'svm_migrations_total', { resource: crd.name, result: 'Failed' }), 0);
+  assert.equal(sample(end, 'svm_migrations_total', { resource: crd.name, result: 'Aborted' }), 0);
   assert.match(end, /# Temporal SDK metrics\n[\s\S]*temporal_/, 'the SDK metrics are missing');
   assert.ok(!end.includes('"spec"') && !end.includes('object 1'), 'object data in metrics');
 });

@@ -86,8 +86,21 @@ export function createActivities(deps: ActivityDeps) {
   };
 
   const m = deps.metrics;
+  // Prometheus takes a counter series' first sample as its baseline: a series first scraped at 1 (a migration's
+  // first Failed, the first denied object) never shows in increase() or rate(), and the dashboard and alerts
+  // would miss it. So every series of a resource starts at 0 on this replica when it first reports the
+  // migration's status (at its start) or runs one of its chunks.
+  const zeroed = new Set<string>();
+  const zero = (resource: string) => {
+    if (!m || zeroed.has(resource)) return;
+    zeroed.add(resource);
+    for (const outcome of ['migrated', 'conflict', 'notFound', 'failed']) m.objects.inc({ resource, outcome }, 0);
+    m.rewritten.inc({ resource }, 0);
+    for (const result of ['Succeeded', 'Failed', 'Aborted']) m.migrations.inc({ resource, result }, 0);
+  };
   const observe: ChunkDeps['observe'] = m
     ? (resource, outcome, seconds, rewritten) => {
+        zero(resource);
         m.objects.inc({ resource, outcome });
         m.updateLatency.observe({ resource }, seconds);
         if (rewritten) m.rewritten.inc({ resource });
@@ -177,6 +190,7 @@ export function createActivities(deps: ActivityDeps) {
 
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
+      zero(groupResourceString(input.resource));
       return migrateChunk({ kube, budget: deps.budget, concurrency: deps.concurrency, memory: deps.memory, limiterFor, observe }, input);
     },
 
@@ -234,6 +248,7 @@ export function createActivities(deps: ActivityDeps) {
     /** Mirrors a migration's status to its StorageVersionMigration objects (missing ones are skipped). */
     async reportStatus(names: string[], status: StorageVersionMigrationStatus, resource: string): Promise<StatusReport> {
       const gone: string[] = [];
+      zero(resource);
       if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted'))
         m.migrations.inc({ resource, result: status.phase });
       if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
