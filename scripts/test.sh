@@ -20,13 +20,27 @@ npx tsc -p tsconfig.json --noEmit
 npm run --silent lint
 
 echo "== local control plane"
+owndir= sdir=
+cleanup() {
+  if [[ -n "$sdir" ]]; then node bin/svm.js dev down --dir "$sdir" >/dev/null 2>&1 || true; rm -rf "$sdir"; fi
+  if [[ -n "$owndir" ]]; then node bin/svm.js dev down --dir "$owndir" || true; fi
+}
+trap cleanup EXIT
 if [[ -n "${SVM_DEV_DIR:-}" ]]; then
   dir=$SVM_DEV_DIR
 else
   dir=$(mktemp -d "${TMPDIR:-/tmp}/svm-test.XXXXXX")
-  trap 'node bin/svm.js dev down --dir "$dir" || true' EXIT
+  owndir=$dir
 fi
 export SVM_DEV_DIR=$dir
+# The one plane on temporal-server + PostgreSQL, for the tests only that server can answer
+# (test-temporal-server*.test.ts): started by the first of them that runs (serverPlane() in
+# test/helpers/plane.ts), shared by the others, taken down at the end. Not started when no such
+# file runs, nor when the shared plane itself runs temporal-server (SVM_TEST_TEMPORAL=server).
+if [[ -z "${SVM_SERVER_DEV_DIR:-}" ]]; then
+  sdir=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-server.XXXXXX")
+  export SVM_SERVER_DEV_DIR=$sdir
+fi
 # Shaped like a cluster (each API server in its own network namespace behind
 # haproxy), the StorageVersion API off as in real clusters: tests that need it
 # switch it on themselves (setStorageVersionApi). A low continue-as-new

@@ -1,7 +1,8 @@
 /**
  * svm on the Temporal server users deploy: temporal-server on PostgreSQL
- * (`svm dev up --temporal server`), on a plane of this file's own (the
- * suite's runs the dev server). The plane initializes a private PostgreSQL 15
+ * (`svm dev up --temporal server`), on the suite's one server plane
+ * (serverPlane(): the shared plane runs the dev server; the files that need
+ * temporal-server share this one). The plane initializes a private PostgreSQL 15
  * cluster, applies both schemas with temporal-sql-tool, starts the server and
  * its UI and registers the namespace and svm's search attributes on SQL
  * visibility. Then one real migration runs through it, etcd the judge, and
@@ -9,38 +10,25 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
+import { msToTs } from '@temporalio/common/lib/time';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
-import { down, isRunning, up } from '../src/dev/plane';
+import { isRunning } from '../src/dev/plane';
 import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { serverPlane, uniq, type TestPlane } from './helpers/plane';
 
-const quiet = () => undefined;
-const dir = mkdtempSync(path.join(tmpdir(), 'svm-pg-'));
 let plane: TestPlane | undefined;
 
 before(async () => {
-  const started = Date.now();
-  await up({ dir, temporal: 'server', log: (l) => process.stderr.write(`  [plane] ${l}\n`) });
-  process.stderr.write(`  plane with temporal-server on PostgreSQL up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
-  plane = await testPlane({ dir });
+  plane = await serverPlane();
   await installCrds(plane.kube);
 });
 
-after(async () => {
-  await plane?.close();
-  await down(dir, quiet).catch(() => undefined);
-  const state = plane?.state;
-  rmSync(dir, { recursive: true, force: true });
-  // down stopped PostgreSQL and the server, not only forgot them
-  if (state) assert.ok(!isRunning(state.temporalServer?.postgres) && !isRunning(state.temporal), 'down left a process running');
-});
+after(async () => plane?.close());
 
 const p = () => plane!;
 
@@ -74,6 +62,31 @@ void test("svm's search attributes are registered on SQL visibility (each mapped
     assert.ok(column, `${sa.name} has a visibility column`);
     assert.match(column, new RegExp(`^${sa.type}\\d\\d$`), `${sa.name} (${sa.type}) is in column ${column}`);
   }
+});
+
+void test("`svm setup` registers svm's search attributes on a new namespace on SQL visibility, each in a column of its type; again, it finds them present", async () => {
+  const conn = p().temporal.connection;
+  const namespace = uniq('setup');
+  await conn.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+  const setup = () =>
+    execFileSync(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'setup'], {
+      encoding: 'utf8',
+      env: { ...process.env, TEMPORAL_ADDRESS: p().env.TEMPORAL_ADDRESS, TEMPORAL_NAMESPACE: namespace },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+  // The frontend's namespace cache learns of a new namespace within seconds (NOT_FOUND until then): an operator runs it again.
+  let attempts = 0;
+  const first = await eventually('svm setup on the new namespace', async () => (attempts++, setup()), 30_000);
+  process.stderr.write(`  svm setup on a new namespace: ${attempts} attempt(s)\n`);
+  for (const sa of searchAttributeDefinitions)
+    assert.match(first, new RegExp(`registered on namespace ${namespace}: .*${sa.name} \\(${sa.type}\\)`));
+  const ns = await conn.workflowService.describeNamespace({ namespace });
+  const byName = new Map(Object.entries(ns.config?.customSearchAttributeAliases ?? {}).map(([column, name]) => [name, column]));
+  for (const sa of searchAttributeDefinitions)
+    assert.match(byName.get(sa.name) ?? '', new RegExp(`^${sa.type}\\d\\d$`), `${sa.name} has a ${sa.type} column`);
+  const again = setup();
+  assert.doesNotMatch(again, /registered on/);
+  assert.match(again, new RegExp(`already present on namespace ${namespace}: ${searchAttributeDefinitions.map((d) => d.name).join(', ')}`));
 });
 
 void test('a CRD is migrated through temporal-server on PostgreSQL: etcd confirms, and `temporal workflow list` finds it by MigrationResource', async () => {

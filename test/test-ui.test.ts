@@ -18,6 +18,7 @@ import { after, before, test } from 'node:test';
 import type { Locator, Page } from 'playwright-core';
 import { installCrds } from '../src/client/cli-migrate';
 import { launchBrowser, type TestBrowser } from './helpers/browser';
+import { cellText, configureColumns, rows, showList, WAIT } from './helpers/ui-list';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -36,8 +37,6 @@ const DOCS = path.resolve(__dirname, '..', process.env.SVM_UPDATE_SCREENSHOTS ==
 const OK_OBJECTS = 300;
 const FAIL_OBJECTS = 100;
 const DENIED = 3;
-/** One wait for the single-page app to show something; generous, but bounded. */
-const WAIT = 30_000;
 
 void test(
   'the Temporal UI shows migrations by their search attributes, with summary, phase and progress',
@@ -191,39 +190,6 @@ void test(
 // ---------------------------------------------------------------------------
 // The page, as a person reads it
 
-/** The rows of the workflow list. */
-const rows = (page: Page) => page.getByTestId('workflows-summary-configurable-table-row');
-
-/**
- * Opens a filtered list and waits until every expected workflow ID is a row.
- * Visibility can trail a workflow's close by a moment, so it reloads, a bounded number of times.
- */
-async function showList(page: Page, url: string, expected: string[]): Promise<void> {
-  const deadline = Date.now() + 3 * WAIT;
-  for (let attempt = 1; ; attempt++) {
-    await page.goto(url);
-    try {
-      for (const id of expected)
-        await rows(page)
-          .filter({ hasText: id })
-          .first()
-          .waitFor({ timeout: Math.min(10_000, Math.max(1000, deadline - Date.now())) });
-      return;
-    } catch (err) {
-      if (Date.now() > deadline)
-        throw new Error(`the list at ${url} did not show ${expected.join(', ')} after ${attempt} loads: ${(err as Error).message}`);
-    }
-  }
-}
-
-/** The text of one row's cell under the column headed `column`. */
-async function cellText(page: Page, row: Locator, column: string): Promise<string> {
-  const headers = await page.locator('thead th').evaluateAll((ths) => ths.map((th) => th.getAttribute('data-testid') ?? ''));
-  const index = headers.indexOf(`workflows-summary-table-header-cell-${column}`);
-  assert.ok(index >= 0, `the list has no column ${column} (columns: ${headers.filter(Boolean).join(', ')})`);
-  return (await row.first().locator('td').nth(index).innerText()).trim();
-}
-
 /** A person sees the cell: it lies in the viewport and nothing covers its centre (no sideways scrolling needed). */
 async function assertCellOnScreen(page: Page, row: Locator, column: string): Promise<void> {
   const headers = await page.locator('thead th').evaluateAll((ths) => ths.map((th) => th.getAttribute('data-testid') ?? ''));
@@ -245,34 +211,6 @@ async function assertCellOnScreen(page: Page, row: Locator, column: string): Pro
     [box.x + box.width / 2, box.y + box.height / 2],
   );
   assert.ok(seen, `the ${column} cell is hidden (scrolled away or covered)`);
-}
-
-/** The gear above the list: "Configure Workflows Table", as a person uses it. */
-async function configureColumns(page: Page, change: { add: string[]; remove: string[] }): Promise<void> {
-  await page.getByTestId('workflows-summary-table-configuration-button').click();
-  await page.getByText('Configure Workflows Table').waitFor();
-  for (const c of change.remove) {
-    const button = page.getByTestId(`orderable-list-item-${c}-remove-button`);
-    if (await button.count()) await button.click();
-  }
-  for (const c of change.add) {
-    const button = page.getByTestId(`orderable-list-item-${c}-add-button`);
-    if (await button.count()) await button.click(); // absent when it is already in view
-    await page.getByTestId(`orderable-list-item-${c}-remove-button`).waitFor();
-  }
-  const close = page.getByTestId('drawer-close-button');
-  await close.click();
-  // the drawer slides away; its close button then reports it collapsed (or leaves the DOM)
-  await page.waitForFunction(
-    () => {
-      const doc = (globalThis as unknown as { document: { querySelector(s: string): { getAttribute(a: string): string | null } | null } })
-        .document;
-      return doc.querySelector('[data-testid="drawer-close-button"]')?.getAttribute('aria-expanded') !== 'true';
-    },
-    undefined,
-    { timeout: 10_000 },
-  );
-  for (const c of change.add) await page.getByTestId(`workflows-summary-table-header-cell-${c}`).waitFor();
 }
 
 async function openTab(page: Page, name: string): Promise<void> {

@@ -4,6 +4,14 @@
  * asserted, so a broken edit (a `latest` tag, a port open to the network, a
  * dependency on a renamed service, a missing search attribute, a root user)
  * fails CI before anyone tries `docker compose up`.
+ *
+ * docker-compose.yml is the same deployment as the plane's temporal-server
+ * (`svm dev up --temporal server`, which the suite runs): the same releases
+ * (tools/versions.json), schema set-up, history shards, dynamic config,
+ * namespace retention and search attributes (src/dev/temporal-server.ts,
+ * src/contract), and the worker's settings of deploy/deployment.yaml. No
+ * container engine runs here, so these comparisons are how the file stays
+ * true.
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
@@ -11,6 +19,15 @@ import fs from 'node:fs';
 import path from 'node:path';
 import { parse } from 'yaml';
 import { searchAttributeDefinitions } from '../src/contract/search-attributes';
+import {
+  NAMESPACE_RETENTION_HOURS,
+  NUM_HISTORY_SHARDS,
+  POSTGRES_MAJOR,
+  SCHEMA_DATABASES,
+  schemaSteps,
+  SERVER_DYNAMIC_CONFIG,
+} from '../src/dev/temporal-server';
+import versions from '../tools/versions.json';
 
 const root = path.resolve(__dirname, '..');
 const composeText = fs.readFileSync(path.join(root, 'docker-compose.yml'), 'utf8');
@@ -409,6 +426,77 @@ void test('compose: the migrator runs the worker against namespace default with 
   assert.ok(kube, 'the file named by KUBECONFIG is mounted');
   assert.equal(kube.source, '${KUBECONFIG_HOST:-~/.kube/config}');
   assert.ok(kube.ro, 'the kubeconfig is mounted read-only');
+});
+
+// --- docker-compose.yml is the plane's deployment -------------------------------
+
+const bare = (v: string) => v.replace(/^v/, '');
+
+void test("compose = plane: the Temporal server, admin-tools and UI releases are tools/versions.json's, PostgreSQL the same major", () => {
+  const tag = (s: string) => parseImage(String(services[s]?.image ?? '')).tag;
+  assert.equal(tag('temporal'), bare(versions.temporalServer), 'temporalio/server is the release the plane builds');
+  for (const [name, svc] of Object.entries(services))
+    if (parseImage(String(svc.image ?? '')).name === 'temporalio/admin-tools')
+      assert.equal(parseImage(String(svc.image)).tag, bare(versions.temporalServer), `${name}: admin-tools of the same release`);
+  assert.equal(tag('temporal-ui'), bare(versions.temporalUi), 'temporalio/ui is the UI server release the plane builds');
+  assert.equal(tag('postgresql')?.split('.')[0], String(POSTGRES_MAJOR), `PostgreSQL ${POSTGRES_MAJOR}, as the plane's`);
+});
+
+void test('compose = plane: the schema set-up runs the same temporal-sql-tool steps, database by database', () => {
+  const svc = services['temporal-schema'];
+  assert.ok(svc, 'the temporal-schema service sets the schemas up');
+  const text = commandText(svc);
+  // `sql="temporal-sql-tool ..."` then `$$sql --db DB STEP...` lines
+  const prefix = /sql="([^"]+)"/.exec(text)?.[1] ?? '';
+  assert.match(prefix, /^temporal-sql-tool --plugin postgres12 /, 'temporal-sql-tool with the postgres12 plugin');
+  assert.equal(environment(services.temporal ?? {}).DB, 'postgres12', 'the server on the postgres12 plugin, as the plane');
+  const steps = text
+    .split(/\r?\n/)
+    .map((l) => l.trim())
+    .filter((l) => l.startsWith('$$sql '))
+    .map((l) => l.split(/\s+/).slice(1));
+  const expected = SCHEMA_DATABASES.flatMap(({ database, dir }) =>
+    schemaSteps('/etc/temporal/schema/postgresql/v12', dir).map((step) => ['--db', database, ...step]),
+  );
+  assert.deepEqual(steps, expected);
+});
+
+void test("compose = plane: history shards, dynamic config and the namespace retention are the plane's", () => {
+  assert.equal(environment(services.temporal ?? {}).NUM_HISTORY_SHARDS, String(NUM_HISTORY_SHARDS));
+  const configs = compose.configs;
+  assert.ok(isDict(configs) && isDict(configs['temporal-dynamic-config']), 'the dynamic config is inline');
+  assert.deepEqual(parse(String(configs['temporal-dynamic-config'].content)), SERVER_DYNAMIC_CONFIG);
+  const temporalSvc = services.temporal ?? {};
+  const mounted = ((temporalSvc.configs as unknown[] | undefined) ?? []).find((c) => isDict(c) && c.source === 'temporal-dynamic-config');
+  assert.ok(isDict(mounted) && mounted.target === environment(temporalSvc).DYNAMIC_CONFIG_FILE_PATH, 'the server reads that file');
+  const words = commandText(services['temporal-admin-tools'] ?? {})
+    .split(/\s+/)
+    .filter(Boolean);
+  const create = words.findIndex((w, i) => w === 'namespace' && words[i + 1] === 'create');
+  assert.ok(create > 0, 'the namespace is created');
+  const createWords = words.slice(create, words.indexOf('--address', create) + 2);
+  assert.deepEqual(flagValues(createWords, '--retention'), [`${NAMESPACE_RETENTION_HOURS}h`]);
+});
+
+void test("compose = deploy/deployment.yaml: the migrator's environment is the Deployment's, but for the Temporal address and the kubeconfig", () => {
+  const docs = fs
+    .readFileSync(path.join(root, 'deploy', 'deployment.yaml'), 'utf8')
+    .split(/^---$/m)
+    .map((d) => parse(d) as unknown);
+  const deployment = docs.find((d): d is Dict => isDict(d) && d.kind === 'Deployment');
+  assert.ok(deployment, 'deploy/deployment.yaml holds the Deployment');
+  const container = ((deployment as { spec: { template: { spec: { containers: Dict[] } } } }).spec.template.spec.containers ?? [])[0];
+  assert.ok(container);
+  const deployed = Object.fromEntries(
+    ((container.env as Array<{ name: string; value?: string }> | undefined) ?? []).map((e) => [e.name, String(e.value ?? '')]),
+  );
+  const composed = environment(services.migrator ?? {});
+  // In a cluster the frontend is a Service and the API the Pod's ServiceAccount; here a service of this file and a kubeconfig.
+  const { TEMPORAL_ADDRESS: _d, ...deployedRest } = deployed;
+  const { TEMPORAL_ADDRESS: _c, KUBECONFIG: _k, ...composedRest } = composed;
+  assert.ok(_d && _c, 'both name a Temporal address');
+  assert.deepEqual(composedRest, deployedRest);
+  assert.deepEqual(services.migrator?.command, container.args, 'the same command');
 });
 
 // --- Dockerfile ----------------------------------------------------------------

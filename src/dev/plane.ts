@@ -43,7 +43,9 @@ import {
   finishTemporalServer,
   newTemporalServerRecord,
   ensureTemporalTls,
+  startPostgres,
   startTemporalServer,
+  stopPostgres,
   stopTemporalServer,
   temporalTlsEnv,
   type TemporalServerRecord,
@@ -884,6 +886,30 @@ export async function restartTemporal(dir: string, log: (l: string) => void = (l
   const state = mustState(dir);
   await stopProcess(state.temporal);
   await up({ dir, log });
+}
+
+/**
+ * Stops the plane's PostgreSQL (`pg_ctl stop -m fast` or `-m immediate`, the latter as a crash: no checkpoint,
+ * recovery from the WAL at the next start), keeps it down for `downMs`, and starts it again on the same port and
+ * data. temporal-server keeps running throughout and reconnects by itself. Only with `--temporal server`.
+ */
+export async function restartPostgres(
+  dir: string,
+  mode: 'fast' | 'immediate',
+  opts: { downMs?: number; log?: (l: string) => void } = {},
+): Promise<{ stoppedPid: number; pid: number }> {
+  const log = opts.log ?? ((l: string) => process.stderr.write(l + '\n'));
+  const state = mustState(dir);
+  const pg = state.temporalServer?.postgres;
+  if (state.temporalMode !== 'server' || !pg) throw new Error(`the plane in ${dir} runs no PostgreSQL (svm dev up --temporal server)`);
+  const stoppedPid = pg.pid;
+  log(`stopping PostgreSQL (pid ${pg.pid}, pg_ctl stop -m ${mode})`);
+  await stopPostgres(pg, mode);
+  if (isRunning(pg)) throw new Error(`PostgreSQL (pid ${pg.pid}) is still running after pg_ctl stop -m ${mode}`);
+  await new Promise((r) => setTimeout(r, opts.downMs ?? 0));
+  await startPostgres(pg, log);
+  writeState(state);
+  return { stoppedPid, pid: pg.pid };
 }
 
 // ------------------------------------------------------------ kube-controller-manager

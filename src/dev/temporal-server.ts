@@ -39,8 +39,49 @@ import { portOpen } from './ports';
 import { ensureCa, ensureCert } from './tls';
 import { toolsDir } from './tools';
 
+// ------------------------------------------------------------ the deployment, as docker-compose.yml has it too
+// docker-compose.yml runs the same server from images; test/unit-compose.test.ts compares it with these.
+
+/** Shards of the history service (fixed for a cluster's life: changing it needs a new database). */
+export const NUM_HISTORY_SHARDS = 4;
+/** Retention of the `default` namespace's closed workflows. */
+export const NAMESPACE_RETENTION_HOURS = 72;
+/** The PostgreSQL major release (Debian's postgresql-15 here; the postgres:15 image in docker-compose.yml). */
+export const POSTGRES_MAJOR = 15;
+
+/**
+ * The server's dynamic config; the plane adds what `--temporal-arg --dynamic-config-value` asks for (tests).
+ *   limit.maxIDLength 255: SQL persistence stores workflow IDs in VARCHAR(255) columns (schema/postgresql/v12:
+ *     executions.workflow_id): a longer ID is refused by the frontend with a clear error, not by the database.
+ *   system.forceSearchAttributesCacheRefreshOnRead: search attributes registered a moment ago (svm setup) are
+ *     usable at once, not after the cache's refresh; a local setup's choice.
+ */
+export const SERVER_DYNAMIC_CONFIG: Readonly<Record<string, Array<{ value: unknown; constraints: Record<string, never> }>>> = {
+  'limit.maxIDLength': [{ value: 255, constraints: {} }],
+  'system.forceSearchAttributesCacheRefreshOnRead': [{ value: true, constraints: {} }],
+};
+
+/** The two databases and their schema directories (under schema/postgresql/v12 of the server module). */
+export const SCHEMA_DATABASES = [
+  { database: 'temporal', dir: 'temporal' },
+  { database: 'temporal_visibility', dir: 'visibility' },
+] as const;
+
+/**
+ * temporal-sql-tool's steps for one database, after its connection flags (`--plugin postgres12 --endpoint ...
+ * --database DB`). Each may run again: create-database ignores an existing database, setup-schema -v 0.0 leaves
+ * a newer schema version alone, update-schema applies only what is missing.
+ */
+export function schemaSteps(schemaRoot: string, dir: string): string[][] {
+  return [
+    ['create-database', '--defaultdb', 'postgres'],
+    ['setup-schema', '-v', '0.0'],
+    ['update-schema', '-d', `${schemaRoot}/${dir}/versioned`],
+  ];
+}
+
 /** Debian's PostgreSQL 15 (apt-get install postgresql-15). */
-export const PG_BIN = process.env.SVM_PG_BIN || '/usr/lib/postgresql/15/bin';
+export const PG_BIN = process.env.SVM_PG_BIN || `/usr/lib/postgresql/${POSTGRES_MAJOR}/bin`;
 const PG_USER = 'postgres';
 /** The database role Temporal uses (the cluster's superuser, created by initdb). */
 const DB_ROLE = 'temporal';
@@ -330,7 +371,7 @@ export function temporalServerConfig(opts: {
     persistence: {
       defaultStore: 'postgres-default',
       visibilityStore: 'postgres-visibility',
-      numHistoryShards: 4,
+      numHistoryShards: NUM_HISTORY_SHARDS,
       datastores: { 'postgres-default': sql('temporal', 20), 'postgres-visibility': sql('temporal_visibility', 10) },
     },
     global: {
@@ -438,7 +479,7 @@ export function postgresPassword(rec: TemporalServerRecord): string {
   return fs.readFileSync(path.join(rec.postgres.base, 'password'), 'utf8').trim();
 }
 
-async function startPostgres(pg: PostgresRecord, log: (l: string) => void): Promise<void> {
+export async function startPostgres(pg: PostgresRecord, log: (l: string) => void): Promise<void> {
   if (isRunning(pg)) return;
   const fresh = initPostgres(pg);
   log(`${fresh ? 'initialized and ' : ''}starting PostgreSQL 15 on 127.0.0.1:${pg.port} (data ${pg.dataDir})`);
@@ -452,11 +493,15 @@ async function startPostgres(pg: PostgresRecord, log: (l: string) => void): Prom
   if (!isRunning(pg)) throw new Error(`PostgreSQL did not start; its log is ${pg.log}:\n${tail(pg.log, 15)}`);
 }
 
-export async function stopPostgres(pg: PostgresRecord): Promise<void> {
+/**
+ * pg_ctl stop: 'fast' (the default: clients are disconnected, a checkpoint is written) or 'immediate' (every
+ * server process quits at once, no checkpoint: the next start recovers from the WAL, as after a crash).
+ */
+export async function stopPostgres(pg: PostgresRecord, mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
   if (!isRunning(pg)) return;
   const r = spawnSync(
     'runuser',
-    ['-u', PG_USER, '--', path.join(PG_BIN, 'pg_ctl'), 'stop', '-m', 'fast', '-w', '-t', '30', `--pgdata=${pg.dataDir}`],
+    ['-u', PG_USER, '--', path.join(PG_BIN, 'pg_ctl'), 'stop', '-m', mode, '-w', '-t', '30', `--pgdata=${pg.dataDir}`],
     {
       encoding: 'utf8',
     },
@@ -477,15 +522,11 @@ function sqlTool(tools: TemporalServerTools, pg: PostgresRecord, password: strin
 /** Creates both databases and their version tables once, then brings both schemas up to this server's version. */
 function applySchemas(tools: TemporalServerTools, pg: PostgresRecord, password: string, log: (l: string) => void): void {
   const marker = path.join(pg.base, 'schema-initialized');
-  for (const [database, dir] of [
-    ['temporal', 'temporal'],
-    ['temporal_visibility', 'visibility'],
-  ] as const) {
-    if (!fs.existsSync(marker)) {
-      sqlTool(tools, pg, password, database, ['create-database', '--defaultdb', 'postgres']);
-      sqlTool(tools, pg, password, database, ['setup-schema', '-v', '0.0']);
-    }
-    sqlTool(tools, pg, password, database, ['update-schema', '-d', path.join(tools.schema, dir, 'versioned')]);
+  for (const { database, dir } of SCHEMA_DATABASES) {
+    const [create, setup, update] = schemaSteps(tools.schema, dir);
+    // The first two only once (they would leave the database as it is, but cost a connection each at every start).
+    if (!fs.existsSync(marker)) for (const step of [create!, setup!]) sqlTool(tools, pg, password, database, step);
+    sqlTool(tools, pg, password, database, update!);
   }
   fs.writeFileSync(marker, `${tools.version}\n`);
   log(`schemas of temporal and temporal_visibility at ${tools.version} (temporal-sql-tool, ${tools.schema})`);
@@ -512,7 +553,7 @@ export async function startTemporalServer(
   if (!isRunning(frontend)) {
     applySchemas(tools, rec.postgres, password, log);
     fs.mkdirSync(path.dirname(rec.config), { recursive: true });
-    fs.writeFileSync(rec.dynamicConfig, Object.keys(dynamicConfig).length > 0 ? YAML.stringify(dynamicConfig) : '{}\n');
+    fs.writeFileSync(rec.dynamicConfig, YAML.stringify({ ...SERVER_DYNAMIC_CONFIG, ...dynamicConfig }));
     fs.writeFileSync(rec.config, YAML.stringify(temporalServerConfig({ frontendPort: frontend.port, rec, password, logLevel })), {
       mode: 0o600,
     });
@@ -616,7 +657,7 @@ export async function finishTemporalServer(
           if ((e as { code?: number }).code !== 5) throw e; // NOT_FOUND: register it
         }
         await connection.workflowService
-          .registerNamespace({ namespace: 'default', workflowExecutionRetentionPeriod: msToTs('3 days') })
+          .registerNamespace({ namespace: 'default', workflowExecutionRetentionPeriod: msToTs(`${NAMESPACE_RETENTION_HOURS} hours`) })
           .catch((e: { code?: number }) => {
             if (e.code !== 6) throw e; // ALREADY_EXISTS
           });

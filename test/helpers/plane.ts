@@ -10,7 +10,7 @@
  */
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type PlaneState } from '../../src/dev/plane';
+import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type PlaneState, type UpOptions } from '../../src/dev/plane';
 import { KubeClient } from '../../src/kube/client';
 import { loadTemporalSettings, temporalConnectionOptions, type TemporalSettings } from '../../src/config/temporal';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
@@ -43,9 +43,9 @@ export interface TestPlane {
 }
 
 /** The suite's shared plane; or, with `dir`, a plane of the test's own (e.g. another Kubernetes release), brought up by the test. */
-export async function testPlane(opts: { dir?: string } = {}): Promise<TestPlane> {
+export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'> } = {}): Promise<TestPlane> {
   const dir = path.resolve(opts.dir ?? (process.env.SVM_DEV_DIR || '.svm-dev'));
-  await up({ dir, log: () => undefined }); // idempotent: instant when it is running
+  await up({ log: () => undefined, ...opts.up, dir }); // idempotent: instant when it is running
   const env = readEnv(dir);
   const state = (): PlaneState => readState(dir)!;
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG);
@@ -105,3 +105,28 @@ export async function testPlane(opts: { dir?: string } = {}): Promise<TestPlane>
 
 /** A unique suffix for names in one test. */
 export const uniq = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
+
+/** What scripts/test.sh passes the shared plane's Temporal: a low continue-as-new suggestion, so that long lists exercise it. */
+export const SUITE_TEMPORAL_ARGS = ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=300'];
+
+/**
+ * The suite's plane on temporal-server + PostgreSQL (`svm dev up --temporal server`), for what only that server
+ * shows (test-temporal-server*.test.ts): ONE such plane per run, shared by those files, started by the first of
+ * them that runs. Which one:
+ *   - the shared plane itself when it already runs temporal-server (SVM_TEST_TEMPORAL=server npm test);
+ *   - else the plane in SVM_SERVER_DEV_DIR (scripts/test.sh sets it to a temporary directory and takes the plane
+ *     down at the end), or .svm-dev-server for a file run on its own (left running for the next run, like
+ *     .svm-dev).
+ * It runs one API server: its tests are about Temporal's durability and visibility; HA is the shared plane's.
+ */
+export async function serverPlane(): Promise<TestPlane> {
+  const shared = path.resolve(process.env.SVM_DEV_DIR || '.svm-dev');
+  if (readState(shared)?.temporalMode === 'server') return testPlane({ dir: shared });
+  const dir = path.resolve(process.env.SVM_SERVER_DEV_DIR || '.svm-dev-server');
+  const started = Date.now();
+  const fresh = readState(dir) === undefined;
+  const plane = await testPlane({ dir, up: { temporal: 'server', apiservers: 1, temporalArgs: SUITE_TEMPORAL_ARGS } });
+  if (fresh)
+    process.stderr.write(`  plane on temporal-server + PostgreSQL up in ${((Date.now() - started) / 1000).toFixed(1)}s (${dir})\n`);
+  return plane;
+}

@@ -1,0 +1,179 @@
+/**
+ * Durability on temporal-server + PostgreSQL, what users deploy: on the
+ * suite's one server plane (serverPlane()), only what that server can show
+ * (the dev server's crashes are test-migrate-crash's). Each test migrates a
+ * CRD v1 -> v2 and breaks something mid-migration:
+ *   - a long list that continues-as-new while the worker process is
+ *     SIGKILLed, once before the first continue-as-new and once after it;
+ *   - temporal-server stopped and started again (PostgreSQL keeps its data);
+ *   - PostgreSQL stopped under the running server and started again, with a
+ *     fast shutdown (clients cut off, checkpoint) and with an immediate one
+ *     (every process quits at once: crash recovery from the WAL at start).
+ * etcd and the workflow's history are the judge (src/dev/migration-judge.ts):
+ * nothing lost, the success recorded once, and the recorded pass whole.
+ */
+import assert from 'node:assert/strict';
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
+import { after, before, test } from 'node:test';
+import { Migrator, type MigrationHandle, type MigrationProgress, type MigrationResult } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { etcdPrefix } from '../src/dev/etcd-truth';
+import { beforeMigration, judgeMigration, verdictProblems, type BeforeMigration } from '../src/dev/migration-judge';
+import { isRunning, restartPostgres, restartTemporal } from '../src/dev/plane';
+import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
+import { eventually, withWorker } from './helpers/migrate';
+import { serverPlane, uniq, type TestPlane } from './helpers/plane';
+
+let plane: TestPlane;
+before(async () => {
+  plane = await serverPlane();
+  assert.equal(plane.state.temporalMode, 'server');
+  await installCrds(plane.kube);
+});
+after(async () => plane?.close());
+
+const quiet = () => undefined;
+
+interface Seeded {
+  crd: TestCrd;
+  count: number;
+  before: BeforeMigration;
+}
+
+async function crdAtV2WithObjects(count: number): Promise<Seeded> {
+  const crd = testCrd(`${uniq('pgd')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', count, { namespace: uniq('ns') });
+  const before = await beforeMigration(plane.etcd, etcdPrefix({ group: crd.group, resource: crd.plural, custom: true }));
+  assert.equal(before.objects.size, count);
+  await applyCrd(plane.kube, crd, 'v2');
+  return { crd, count, before };
+}
+
+/** etcd and the history judge: nothing lost, recorded once, a whole pass; and the CRD's storedVersions pruned. */
+async function judge(s: Seeded, result: MigrationResult, workflowId: string): Promise<void> {
+  assert.equal(result.phase, 'Succeeded', result.message);
+  const target = `${s.crd.group}/v2`;
+  const v = await judgeMigration({
+    etcd: plane.etcd,
+    client: plane.temporal.client,
+    workflowId,
+    before: s.before,
+    targetApiVersion: target,
+  });
+  process.stderr.write(
+    `  judged: ${v.keysAfter} keys at ${JSON.stringify(v.byApiVersion)}, recorded ${v.recordedSuccesses}x, ${v.completedExecutions} Completed, ` +
+      `${v.runs} runs, pass ${v.pass.chunks} chunks accounting ${v.pass.accounted}, ${v.chunksAllRuns} chunks in all, restarts ${result.restarts}, ` +
+      `${v.historyEvents} history events\n`,
+  );
+  assert.deepEqual(verdictProblems(v, s.count, target), []);
+  const crd = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
+    `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${s.crd.name}`,
+  );
+  assert.deepEqual(crd.status.storedVersions, ['v2']);
+}
+
+function startWorkerProcess(taskQueue: string): ChildProcess {
+  return spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], {
+    env: {
+      ...process.env,
+      KUBECONFIG: plane.env.KUBECONFIG,
+      TEMPORAL_ADDRESS: plane.temporal.address,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_BRIDGE: 'false',
+      SVM_QPS: '0',
+      SVM_LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
+
+async function sigkill(worker: ChildProcess): Promise<void> {
+  worker.kill('SIGKILL');
+  if (worker.exitCode === null && worker.signalCode === null) await new Promise((r) => worker.once('exit', r));
+}
+
+const chunksDone = async (h: MigrationHandle) => (await h.progress()).counters.chunks;
+
+/** Polls until the workflow has closed, through errors while the server or its database is away; then its result. */
+async function outcome(h: MigrationHandle): Promise<MigrationResult> {
+  return eventually(
+    'the migration to end',
+    async () => {
+      const d = await h.workflow.describe();
+      return d.status.name !== 'RUNNING' && h.wait();
+    },
+    300_000,
+  );
+}
+
+void test('a long list continues-as-new while the worker is SIGKILLed before and after a continue-as-new: Succeeded, etcd judges it whole', async () => {
+  // 3,000 objects in chunks of 25: 120 chunks, several hundred history events; the plane suggests continue-as-new at 300.
+  const s = await crdAtV2WithObjects(3000);
+  const taskQueue = uniq('tq');
+  const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
+  let worker = startWorkerProcess(taskQueue);
+  try {
+    const h = await m.start(s.crd.name, { chunkSize: 25, concurrency: 4, qps: 250, heartbeatTimeoutSeconds: 5 });
+    const kills: string[] = [];
+    // first kill in the first run, the second once the workflow has continued as new
+    for (const [what, reached] of [
+      ['a few chunks in the first run', (p: MigrationProgress) => p.runs === 1 && p.counters.chunks >= 5],
+      ['a chunk after the first continue-as-new', (p: MigrationProgress) => p.runs >= 2],
+    ] as const) {
+      const at = await eventually(
+        what,
+        async () => {
+          const p = await h.progress();
+          return reached(p) && p;
+        },
+        240_000,
+      );
+      await sigkill(worker);
+      kills.push(`run ${at.runs}, chunk ${at.counters.chunks}`);
+      worker = startWorkerProcess(taskQueue);
+      // A restart is a new process, the dead one's sticky task and its chunk timing out: room for that.
+      await eventually('progress after the restart', async () => (await chunksDone(h)) > at.counters.chunks, 240_000);
+    }
+    const result = await h.wait();
+    process.stderr.write(`  SIGKILLed the worker at ${kills.join(' and ')}; ${result.runs} runs\n`);
+    assert.ok(result.runs >= 3, `the long list continued as new only ${result.runs - 1} time(s)`);
+    await judge(s, result, h.workflowId);
+  } finally {
+    await sigkill(worker);
+    await m.close();
+  }
+});
+
+void test('temporal-server is stopped and started again mid-migration: Succeeded, etcd judges it whole', async () => {
+  const s = await crdAtV2WithObjects(2000);
+  const before = plane.state.temporal.pid;
+  const { result, workflowId } = await withWorker(plane, async (m) => {
+    const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 250 });
+    await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
+    await restartTemporal(plane.dir, quiet);
+    return { result: await outcome(h), workflowId: h.workflowId };
+  });
+  assert.notEqual(plane.state.temporal.pid, before, 'temporal-server is a new process');
+  await judge(s, result, workflowId);
+});
+
+for (const mode of ['fast', 'immediate'] as const) {
+  void test(`PostgreSQL is stopped (pg_ctl stop -m ${mode}) under the running server mid-migration and started again: Succeeded, etcd judges it whole`, async () => {
+    const s = await crdAtV2WithObjects(2000);
+    const server = plane.state.temporal.pid;
+    const { result, workflowId, restarted } = await withWorker(plane, async (m) => {
+      const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 250 });
+      await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
+      // Down for 5 s: long enough that the server's writes fail and are retried, not a blip between two of them.
+      const restarted = await restartPostgres(plane.dir, mode, { downMs: 5000, log: quiet });
+      return { result: await outcome(h), workflowId: h.workflowId, restarted };
+    });
+    assert.notEqual(restarted.pid, restarted.stoppedPid, 'PostgreSQL is a new postmaster');
+    assert.ok(isRunning(plane.state.temporalServer!.postgres), 'PostgreSQL runs again');
+    assert.equal(plane.state.temporal.pid, server, 'temporal-server kept running throughout (it reconnected by itself)');
+    assert.ok(isRunning(plane.state.temporal));
+    await judge(s, result, workflowId);
+  });
+}
