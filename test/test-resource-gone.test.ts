@@ -15,12 +15,14 @@ import { after, before, test } from 'node:test';
 import { ApplicationFailure } from '@temporalio/common';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import type { ResourceRef } from '../src/api/resource';
-import { readStoredObjects } from '../src/dev/etcd-truth';
+import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
+import { restartApiserver, stopApiserver } from '../src/dev/plane';
+import { endpointAddresses, listKubernetesEndpointSlices } from '../src/kube/apiservers';
 import { isObjectNotFound, migrateChunk, RESOURCE_GONE, type ChunkDeps, type ChunkResult } from '../src/activities/migrate-chunk';
 import { classifyResponse } from '../src/kube/errors';
 import { RateLimiter } from '../src/kube/rate-limit';
 import { applyCrd, createObjects, deleteCrd, ensureNamespace, testCrd, type TestCrd } from './helpers/crd';
-import { eventually } from './helpers/migrate';
+import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
@@ -240,6 +242,73 @@ void test('a chunk of a deleted CRD: the 404 on the list is ResourceGone', async
     assert.match(result.message, /^listing .* version v2 is not served \(HTTP 404 NotFound: the requested resource is not served\)$/);
     assert.deepEqual(outcomes, { migrated: 0, conflict: 0, notFound: 0, failed: 0 });
   } finally {
+    await plane.kube.raw('DELETE', `/api/v1/namespaces/${ns}`);
+  }
+});
+
+void test('a version withdrawn while its migration waits for agreement: the migration goes on through the version served now; a CRD deleted meanwhile ends Failed with the reason (etcd judges)', async () => {
+  // Two CRDs whose objects are stored at v2, the version their migrations resolve to (the preferred one).
+  const moved = testCrd(`${uniq('withdrawn')}.svm.test`);
+  const deleted = testCrd(`${uniq('deleted')}.svm.test`);
+  const ns = uniq('withdrawn');
+  for (const c of [moved, deleted]) {
+    await applyCrd(plane.kube, c, 'v2');
+    await createObjects(plane.kube, c, 'v2', 40, { namespace: ns });
+  }
+  try {
+    const [result, gone] = await withWorker(plane, async (m) => {
+      // An API server that vanished (killed: its identity lease and address stay behind): agreement cannot be
+      // reached, so both migrations wait.
+      // Both listed and both holding an identity lease first (a server just restarted by an earlier test creates
+      // its lease a moment after it is ready; without it, one server would look like the whole cluster).
+      await eventually('the kubernetes EndpointSlice and the identity leases to show both API servers', async () => {
+        const leases = await plane.kube.getJson<{ items: Array<{ metadata: { labels?: Record<string, string> } }> }>(
+          '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases',
+          { labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver' },
+        );
+        const hosts = new Set(leases.items.map((l) => l.metadata.labels?.['kubernetes.io/hostname']));
+        return endpointAddresses(await listKubernetesEndpointSlices(plane.kube)).length === 2 && hosts.size === 2;
+      });
+      await stopApiserver(plane.dir, 1, { kill: true });
+      let back = false;
+      try {
+        const h = await m.start(moved.name, { agreementPollSeconds: 2 });
+        const g = await m.start(deleted.name, { agreementPollSeconds: 2 });
+        assert.equal(h.resource.version, 'v2');
+        await eventually('both migrations to wait for agreement', async () => {
+          const [a, b] = await Promise.all([h.progress(), g.progress()]);
+          return a.phase === 'WaitingForAgreement' && b.phase === 'WaitingForAgreement';
+        });
+        // v2 is withdrawn (storage back to v1, v2 no longer served); the other CRD is deleted.
+        await applyCrd(plane.kube, moved, 'v1', { served: ['v1'], everyServer: false });
+        await deleteCrd(plane.kube, deleted);
+        const said = await eventually(
+          'the migration to say it goes on through v1',
+          async () => {
+            const p = await h.progress();
+            return p.message?.includes('is no longer served at v2; it is migrated through v1 now') && p;
+          },
+          90_000,
+        );
+        process.stderr.write(`[withdrawn] ${said.phase}: ${said.message}\n`);
+        const goneResult = await g.wait();
+        await restartApiserver(plane.dir, 1, undefined, () => undefined);
+        back = true;
+        return [await h.wait(), goneResult] as const;
+      } finally {
+        if (!back) await restartApiserver(plane.dir, 1, undefined, () => undefined).catch(() => undefined);
+      }
+    });
+    process.stderr.write(`[withdrawn] ${result.phase}: ${result.message}\n[deleted] ${gone.phase}: ${gone.message}\n`);
+    assert.equal(result.phase, 'Succeeded', result.message);
+    assert.match(result.message ?? '', / to v1 in one whole pass/);
+    assert.deepEqual((await storedVersions(plane.etcd, { group: moved.group, resource: moved.plural, custom: true })).byApiVersion, {
+      [`${moved.group}/v1`]: 40,
+    });
+    assert.equal(gone.phase, 'Failed', gone.message);
+    assert.match(gone.message ?? '', /no longer served|not served|gone/i);
+  } finally {
+    await deleteCrd(plane.kube, moved).catch(() => undefined);
     await plane.kube.raw('DELETE', `/api/v1/namespaces/${ns}`);
   }
 });

@@ -41,7 +41,8 @@ export async function applyCrd(
   kube: KubeClient,
   c: TestCrd,
   storage: 'v1' | 'v2',
-  opts: { namespaced?: boolean; served?: Array<'v1' | 'v2'> } = {},
+  /** everyServer false: wait only through `kube` (an API server is down on purpose). */
+  opts: { namespaced?: boolean; served?: Array<'v1' | 'v2'>; everyServer?: boolean } = {},
 ): Promise<void> {
   const served = opts.served ?? ['v1', 'v2'];
   const body = {
@@ -74,7 +75,7 @@ export async function applyCrd(
       const crd = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(crdUrl(c));
       const established = crd.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True');
       if (established) {
-        const clients = [kube, ...(await servers.find()).endpoints.map((e) => e.kube)];
+        const clients = [kube, ...(opts.everyServer === false ? [] : (await servers.find()).endpoints.map((e) => e.kube))];
         const codes = await Promise.all(
           clients.flatMap((k) =>
             served.map(async (v) => (await k.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status),
