@@ -109,6 +109,7 @@ export function devCommand(): Command {
     .command('status')
     .description('what the plane in --dir runs: each process with its pid, address and whether it is up')
     .option('--dir <dir>', 'state directory', defaultDevDir())
+    .addHelpText('after', '\nExample:\n  svm dev status --dir .svm-pg   # is PostgreSQL up? where is the UI?\n')
     .action((o: { dir: string }) => {
       const state = readState(o.dir);
       if (!state) {
