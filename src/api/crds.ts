@@ -58,7 +58,15 @@ function crd(opts: {
     spec: {
       group: MIGRATION_GROUP,
       scope: 'Cluster',
-      names: { kind: opts.kind, listKind: `${opts.kind}List`, plural: opts.plural, singular: opts.singular, shortNames: opts.shortNames },
+      // No `shortNames: []`: the API server stores an empty list as absent, so a server-side apply of [] by another
+      // field manager (Helm 4 applies crds/ that way) conflicts with ours over a field neither actually sets.
+      names: {
+        kind: opts.kind,
+        listKind: `${opts.kind}List`,
+        plural: opts.plural,
+        singular: opts.singular,
+        ...(opts.shortNames.length > 0 ? { shortNames: opts.shortNames } : {}),
+      },
       versions: [
         {
           name: MIGRATION_VERSION,
