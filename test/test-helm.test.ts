@@ -175,6 +175,10 @@ void test('the pre-upgrade hook Job renders the command asked for, with the work
     '--set',
     'temporal.tls.clientCertSecret=temporal-client',
     '--set',
+    'temporal.tls.caSecret=temporal-ca',
+    '--set',
+    'temporal.tls.serverName=frontend.temporal.example',
+    '--set',
     'temporal.apiKeySecret.name=temporal-key',
   ];
   assert.ok(!(await template(common)).some((o) => o.kind === 'Job'), 'a Job without preUpgradeJob.enabled');
@@ -202,8 +206,10 @@ void test('the pre-upgrade hook Job renders the command asked for, with the work
       'TEMPORAL_NAMESPACE',
       'TEMPORAL_TASK_QUEUE',
       'TEMPORAL_TLS',
-      'TEMPORAL_TLS_CERT',
-      'TEMPORAL_TLS_KEY',
+      'TEMPORAL_TLS_CLIENT_CERT_PATH',
+      'TEMPORAL_TLS_CLIENT_KEY_PATH',
+      'TEMPORAL_TLS_SERVER_CA_CERT_PATH',
+      'TEMPORAL_TLS_SERVER_NAME',
       'TEMPORAL_API_KEY',
     ],
   );
@@ -214,11 +220,30 @@ void test('the pre-upgrade hook Job renders the command asked for, with the work
   const resolved = Object.fromEntries(worker.env.map((e) => [e.name, e.value ?? 'key-from-secret']));
   const settings = loadWorkerSettings(resolved);
   assert.deepEqual(
-    { tls: settings.temporal.tls, tlsCert: settings.temporal.tlsCert, tlsKey: settings.temporal.tlsKey, apiKey: settings.temporal.apiKey },
-    { tls: true, tlsCert: '/etc/svm/temporal-tls/tls.crt', tlsKey: '/etc/svm/temporal-tls/tls.key', apiKey: 'key-from-secret' },
+    {
+      tls: settings.temporal.tls,
+      tlsCert: settings.temporal.tlsCert,
+      tlsKey: settings.temporal.tlsKey,
+      tlsCa: settings.temporal.tlsCa,
+      tlsServerName: settings.temporal.tlsServerName,
+      apiKey: settings.temporal.apiKey,
+    },
+    {
+      tls: true,
+      tlsCert: '/etc/svm/temporal-tls/tls.crt',
+      tlsKey: '/etc/svm/temporal-tls/tls.key',
+      tlsCa: '/etc/svm/temporal-ca/ca.crt',
+      tlsServerName: 'frontend.temporal.example',
+      apiKey: 'key-from-secret',
+    },
   );
-  assert.ok(c.volumeMounts.some((m) => m.name === 'temporal-tls' && m.mountPath === '/etc/svm/temporal-tls' && m.readOnly));
-  assert.ok(jobPod.volumes.some((v) => v.name === 'temporal-tls' && JSON.stringify(v.secret) === '{"secretName":"temporal-client"}'));
+  for (const pod of [jobPod, podOf(migrate['Deployment/svm-worker'])]) {
+    const mounts = pod.containers[0]!.volumeMounts;
+    assert.ok(mounts.some((m) => m.name === 'temporal-tls' && m.mountPath === '/etc/svm/temporal-tls' && m.readOnly));
+    assert.ok(mounts.some((m) => m.name === 'temporal-ca' && m.mountPath === '/etc/svm/temporal-ca' && m.readOnly));
+    assert.ok(pod.volumes.some((v) => v.name === 'temporal-tls' && JSON.stringify(v.secret) === '{"secretName":"temporal-client"}'));
+    assert.ok(pod.volumes.some((v) => v.name === 'temporal-ca' && (v.secret as { secretName?: string }).secretName === 'temporal-ca'));
+  }
   // migrate needs discovery and CRD gets only: the worker does the work.
   assert.deepEqual((migrate['ClusterRole/svm-pre-upgrade'] as unknown as { rules: unknown[] }).rules, [
     { nonResourceURLs: ['/api', '/api/*', '/apis', '/apis/*'], verbs: ['get'] },
@@ -278,6 +303,37 @@ const installValues = () => [
   '--set',
   `budget.qps=${QPS}`,
 ];
+
+void test('monitoring on: the release holds the dashboard of deploy/grafana and the alert rules of deploy/prometheus, unchanged', async () => {
+  const rendered = byName(
+    await template([
+      '-n',
+      'mon',
+      '--set',
+      'monitoring.dashboard.enabled=true',
+      '--set',
+      'monitoring.prometheusRule.enabled=true',
+      '--set',
+      'monitoring.prometheusRule.labels.release=kube-prometheus-stack',
+    ]),
+  );
+  const cm = rendered['ConfigMap/svm-dashboard'] as unknown as {
+    metadata: { labels: Record<string, string> };
+    data: Record<string, string>;
+  };
+  assert.equal(cm.metadata.labels.grafana_dashboard, '1');
+  assert.deepStrictEqual(
+    JSON.parse(cm.data['svm-dashboard.json']!),
+    JSON.parse(fs.readFileSync(path.join(DEPLOY_DIR, 'grafana', 'svm-dashboard.json'), 'utf8')),
+  );
+  const rule = rendered['PrometheusRule/svm-alerts'] as unknown as { metadata: { labels: Record<string, string> }; spec: unknown };
+  assert.equal(rule.metadata.labels.release, 'kube-prometheus-stack');
+  const shipped = YAML.parse(fs.readFileSync(path.join(DEPLOY_DIR, 'prometheus', 'svm-alerts.yaml'), 'utf8')) as { spec: unknown };
+  assert.deepStrictEqual(rule.spec, shipped.spec);
+  // Off by default: neither is rendered.
+  const plain = await template(['-n', 'mon']);
+  assert.ok(!plain.some((o) => o.kind === 'PrometheusRule' || o.metadata.name === 'svm-dashboard'));
+});
 
 void test('helm template, hook Job included, passes the API server (server-side dry run) with no warning', async () => {
   // The release namespace, created first with the Pod Security label (docs/deploy.md).

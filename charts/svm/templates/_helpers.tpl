@@ -20,15 +20,23 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "svm.migrator" . }}
   value: {{ .Values.temporal.namespace }}
 - name: TEMPORAL_TASK_QUEUE
   value: {{ .Values.temporal.taskQueue }}
-{{- if or .Values.temporal.tls.enabled .Values.temporal.tls.clientCertSecret }}
+{{- if or .Values.temporal.tls.enabled .Values.temporal.tls.clientCertSecret .Values.temporal.tls.caSecret }}
 - name: TEMPORAL_TLS
   value: "true"
 {{- end }}
 {{- if .Values.temporal.tls.clientCertSecret }}
-- name: TEMPORAL_TLS_CERT
+- name: TEMPORAL_TLS_CLIENT_CERT_PATH
   value: /etc/svm/temporal-tls/tls.crt
-- name: TEMPORAL_TLS_KEY
+- name: TEMPORAL_TLS_CLIENT_KEY_PATH
   value: /etc/svm/temporal-tls/tls.key
+{{- end }}
+{{- if .Values.temporal.tls.caSecret }}
+- name: TEMPORAL_TLS_SERVER_CA_CERT_PATH
+  value: /etc/svm/temporal-ca/ca.crt
+{{- end }}
+{{- with .Values.temporal.tls.serverName }}
+- name: TEMPORAL_TLS_SERVER_NAME
+  value: {{ . | quote }}
 {{- end }}
 {{- if .Values.temporal.apiKeySecret.name }}
 - name: TEMPORAL_API_KEY
