@@ -15,9 +15,10 @@
  * afterwards and etcd compacted, so the plane stays usable.
  *
  * The plane pays for it: at ~1000 of the 1200 objects, etcd held 8.7 GiB of
- * RSS and each API server 4-5 GiB (2026-11-25). On a small machine run it
- * with SVM_TEST_MEMORY_OBJECTS=100 (4 x 100 objects: etcd 5-7 GiB, each API
- * server ~3.5 GiB); figures in docs/benchmarks.md.
+ * RSS and each API server 4-5 GiB (2026-11-25), so the test brings up a plane
+ * of its own with one API server and takes it down afterwards. On a small
+ * machine run it with SVM_TEST_MEMORY_OBJECTS=100 (4 x 100 objects: etcd
+ * 5-7 GiB, the API server ~3.5 GiB); figures in docs/benchmarks.md.
  *
  * SVM_TEST_MEMORY_BUDGET_BYTES overrides the worker's SVM_MEMORY_BUDGET_BYTES
  * (e.g. 1099511627776 to see the peak without a worker-wide budget: then only
@@ -26,12 +27,14 @@
 import assert from 'node:assert/strict';
 import { spawn, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { createWriteStream, readFileSync } from 'node:fs';
+import { createWriteStream, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { compactEtcd, countKeys, forEachStoredObject } from '../src/dev/etcd-truth';
+import { down } from '../src/dev/plane';
 import { DEFAULT_MEMORY_BUDGET_BYTES } from '../src/worker/config';
 import { freePort } from '../src/worker/free-port';
 import { imageEnv } from '../bench/lib/image-env';
@@ -41,12 +44,19 @@ import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { readManifests } from './helpers/rbac-identity';
 
+// A plane of its own (one API server), taken down afterwards: 1200 objects of ~900 KiB grow etcd and the API
+// servers' watch caches by gigabytes, which the suite's shared plane would otherwise carry into every later test.
 let plane: TestPlane;
+const ownDir = mkdtempSync(path.join(os.tmpdir(), 'svm-test-memory-'));
 before(async () => {
-  plane = await testPlane();
+  plane = await testPlane({ dir: ownDir, up: { apiservers: 1 } });
   await installCrds(plane.kube);
 });
-after(async () => plane?.close());
+after(async () => {
+  await plane?.close();
+  await down(ownDir, () => undefined);
+  rmSync(ownDir, { recursive: true, force: true });
+});
 
 const RESOURCES = 4;
 const COUNT = Number(process.env.SVM_TEST_MEMORY_OBJECTS || 300);
