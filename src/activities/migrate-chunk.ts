@@ -46,6 +46,7 @@
  * it lives, progress or not: a chunk whose updates all wait on 429s is slow,
  * not dead, and must not be timed out and run twice at once.
  */
+import { setMaxListeners } from 'node:events';
 import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activity';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import { zeroCounters } from '../api/counters';
@@ -182,6 +183,8 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   // Fires on a cancel or on this chunk's first fatal error: ends a wait for the worker's memory budget, which
   // must never outlast the chunk (the bytes its queue holds are given back only once its listing has ended).
   const stopped = new AbortController();
+  // Every updater waiting for the budget listens on these: as many listeners as the concurrency, not a leak.
+  setMaxListeners(0, ctx.cancellationSignal, stopped.signal);
   const onCancel = () => stopped.abort();
   ctx.cancellationSignal.addEventListener('abort', onCancel);
   const failWith = (err: unknown) => {
