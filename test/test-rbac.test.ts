@@ -156,10 +156,16 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
   assert.deepEqual(Object.keys(env).sort(), [
     'SVM_METRICS_HOST',
     'SVM_METRICS_PORT',
+    'SVM_PROMOTE_VERSION',
     'TEMPORAL_ADDRESS',
+    'TEMPORAL_DEPLOYMENT_NAME',
     'TEMPORAL_NAMESPACE',
     'TEMPORAL_TASK_QUEUE',
+    'TEMPORAL_WORKER_BUILD_ID',
   ]);
+  // A version of the svm-worker Worker Deployment that makes itself Current (docs/deploy.md, "Upgrading svm").
+  assert.equal(env.TEMPORAL_DEPLOYMENT_NAME, 'svm-worker');
+  assert.equal(env.SVM_PROMOTE_VERSION, 'true');
   assert.equal(env.SVM_METRICS_PORT, '9464');
   assert.equal(env.SVM_METRICS_HOST, '0.0.0.0');
   for (const probe of [c.livenessProbe, c.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/healthz', port: 9464 });
