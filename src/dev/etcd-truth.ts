@@ -64,31 +64,8 @@ async function etcdPost(endpoint: string, api: string, body: unknown): Promise<R
 /** Every key under prefix with its parsed value, paged 500 at a time at one revision. */
 export async function readStoredObjects(endpoint: string, prefix: string): Promise<StoredObject[]> {
   const out: StoredObject[] = [];
-  const end = b64(prefixEnd(prefix));
-  let start = b64(prefix);
-  let revision: string | undefined;
-  for (;;) {
-    const res = (await etcdPost(endpoint, 'kv/range', { key: start, range_end: end, limit: 500, ...(revision ? { revision } : {}) })) as {
-      header: { revision: string };
-      kvs?: Array<{ key: string; value: string; mod_revision: string }>;
-      more?: boolean;
-    };
-    revision ??= res.header.revision;
-    const kvs = res.kvs ?? [];
-    for (const kv of kvs) {
-      const key = unb64(kv.key);
-      const raw = unb64(kv.value);
-      let object: StoredObject['object'];
-      try {
-        object = JSON.parse(raw) as StoredObject['object'];
-      } catch {
-        object = { apiVersion: raw.startsWith('k8s\u0000') ? '<protobuf>' : '<unreadable>' };
-      }
-      out.push({ key, modRevision: Number(kv.mod_revision), raw, object });
-    }
-    if (!res.more || kvs.length === 0) return out;
-    start = b64(unb64(kvs[kvs.length - 1]!.key) + '\u0000');
-  }
+  await forEachStoredObject(endpoint, prefix, (o) => void out.push(o), 500);
+  return out;
 }
 
 /**
