@@ -5,15 +5,13 @@
  * shows every object migrated.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Migrator, type MigrationHandle } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, restartTemporal, stopApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
-import { eventually, withWorker } from './helpers/migrate';
+import { eventually, startWorkerProcess, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
@@ -37,21 +35,6 @@ async function assertAllAtV2(crd: TestCrd, count: number): Promise<void> {
   });
 }
 
-function startWorkerProcess(taskQueue: string): ChildProcess {
-  return spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], {
-    env: {
-      ...process.env,
-      KUBECONFIG: plane.env.KUBECONFIG,
-      TEMPORAL_ADDRESS: plane.temporal.address,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_BRIDGE: 'false',
-      SVM_QPS: '0',
-      SVM_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-}
-
 const chunksDone = async (h: MigrationHandle) => (await h.progress()).counters.chunks;
 
 void test('the worker is SIGKILLed three times mid-migration: the migration completes, etcd shows every object migrated', async () => {
@@ -59,7 +42,7 @@ void test('the worker is SIGKILLed three times mid-migration: the migration comp
   const crd = await crdAtV2WithObjects(COUNT);
   const taskQueue = uniq('tq');
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
-  let worker = startWorkerProcess(taskQueue);
+  let worker = startWorkerProcess(plane, taskQueue);
   try {
     const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 250, heartbeatTimeoutSeconds: 5 });
     for (let kill = 1; kill <= 3; kill++) {
@@ -73,7 +56,7 @@ void test('the worker is SIGKILLed three times mid-migration: the migration comp
       );
       worker.kill('SIGKILL');
       await new Promise((r) => worker.once('exit', r));
-      worker = startWorkerProcess(taskQueue);
+      worker = startWorkerProcess(plane, taskQueue);
       // A restart is the new process starting (tsx here), the dead one's sticky task and chunk timing out: give it room.
       await eventually('progress after restart', async () => (await chunksDone(h)) > before, 240_000);
     }

@@ -13,8 +13,7 @@
  * nothing lost, the success recorded once, and the recorded pass whole.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
-import * as path from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { Migrator, type MigrationHandle, type MigrationProgress, type MigrationResult } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
@@ -22,7 +21,7 @@ import { etcdPrefix } from '../src/dev/etcd-truth';
 import { beforeMigration, judgeMigration, verdictProblems, type BeforeMigration } from '../src/dev/migration-judge';
 import { isRunning, restartPostgres, restartTemporal } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
-import { eventually, withWorker } from './helpers/migrate';
+import { eventually, startWorkerProcess, withWorker } from './helpers/migrate';
 import { serverPlane, uniq, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
@@ -74,21 +73,6 @@ async function judge(s: Seeded, result: MigrationResult, workflowId: string): Pr
   assert.deepEqual(crd.status.storedVersions, ['v2']);
 }
 
-function startWorkerProcess(taskQueue: string): ChildProcess {
-  return spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], {
-    env: {
-      ...process.env,
-      KUBECONFIG: plane.env.KUBECONFIG,
-      TEMPORAL_ADDRESS: plane.temporal.address,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_BRIDGE: 'false',
-      SVM_QPS: '0',
-      SVM_LOG_LEVEL: 'warn',
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
-}
-
 async function sigkill(worker: ChildProcess): Promise<void> {
   worker.kill('SIGKILL');
   if (worker.exitCode === null && worker.signalCode === null) await new Promise((r) => worker.once('exit', r));
@@ -113,7 +97,7 @@ void test('a long list continues-as-new while the worker is SIGKILLed before and
   const s = await crdAtV2WithObjects(3000);
   const taskQueue = uniq('tq');
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
-  let worker = startWorkerProcess(taskQueue);
+  let worker = startWorkerProcess(plane, taskQueue);
   try {
     const h = await m.start(s.crd.name, { chunkSize: 25, concurrency: 4, qps: 250, heartbeatTimeoutSeconds: 5 });
     const kills: string[] = [];
@@ -132,7 +116,7 @@ void test('a long list continues-as-new while the worker is SIGKILLed before and
       );
       await sigkill(worker);
       kills.push(`run ${at.runs}, chunk ${at.counters.chunks}`);
-      worker = startWorkerProcess(taskQueue);
+      worker = startWorkerProcess(plane, taskQueue);
       // A restart is a new process, the dead one's sticky task and its chunk timing out: room for that.
       await eventually('progress after the restart', async () => (await chunksDone(h)) > at.counters.chunks, 240_000);
     }

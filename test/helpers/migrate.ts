@@ -1,4 +1,6 @@
 /** Runs a migrator worker (in this process) on a fresh task queue for one test. */
+import { spawn, type ChildProcess } from 'node:child_process';
+import * as path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
 import type { temporal } from '@temporalio/proto';
@@ -83,4 +85,20 @@ export async function chunkActivities(client: Client, workflowId: string): Promi
     runId = events[0]?.workflowExecutionStartedEventAttributes?.continuedExecutionRunId || undefined;
   }
   return out;
+}
+
+/** `svm worker` as a process of its own on the plane's one API address (as deploy/ runs it), on taskQueue. */
+export function startWorkerProcess(plane: TestPlane, taskQueue: string): ChildProcess {
+  return spawn(process.execPath, [path.join(__dirname, '..', '..', 'bin', 'svm.js'), 'worker'], {
+    env: {
+      ...process.env,
+      KUBECONFIG: plane.env.KUBECONFIG,
+      TEMPORAL_ADDRESS: plane.temporal.address,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_BRIDGE: 'false',
+      SVM_QPS: '0',
+      SVM_LOG_LEVEL: 'warn',
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
 }
