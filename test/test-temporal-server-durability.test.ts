@@ -8,7 +8,10 @@
  *   - temporal-server stopped and started again (PostgreSQL keeps its data);
  *   - PostgreSQL stopped under the running server and started again, with a
  *     fast shutdown (clients cut off, checkpoint) and with an immediate one
- *     (every process quits at once: crash recovery from the WAL at start).
+ *     (every process quits at once: crash recovery from the WAL at start);
+ *   - a chunk's task lost by the server (deleted from its task queue in
+ *     PostgreSQL while the server is down, as a crash once lost one): it is
+ *     scheduled again when no worker has started it in time.
  * etcd and the workflow's history are the judge (src/dev/migration-judge.ts):
  * nothing lost, the success recorded once, and the recorded pass whole.
  */
@@ -20,6 +23,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { etcdPrefix } from '../src/dev/etcd-truth';
 import { beforeMigration, judgeMigration, verdictProblems, type BeforeMigration } from '../src/dev/migration-judge';
 import { isRunning, restartPostgres, restartTemporal } from '../src/dev/plane';
+import { postgresQuery } from '../src/dev/temporal-server';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually, startWorkerProcess, withWorker } from './helpers/migrate';
 import { serverPlane, uniq, type TestPlane } from './helpers/plane';
@@ -161,3 +165,66 @@ for (const mode of ['fast', 'immediate'] as const) {
     await judge(s, result, workflowId);
   });
 }
+
+void test('a chunk task the server lost (gone from the task queue in PostgreSQL) is scheduled again once no worker started it in time: Succeeded, etcd judges it whole', async () => {
+  const s = await crdAtV2WithObjects(300);
+  const taskQueue = uniq('tq');
+  const rec = plane.state.temporalServer!;
+  // The activity task queue's rows (its partitions too): the queue's name, then its type (2, activity) last.
+  const where = `position(convert_to('${taskQueue}', 'UTF8') in task_queue_id) > 0 AND get_byte(task_queue_id, length(task_queue_id) - 1) = 2`;
+  const queued = () =>
+    Number(
+      postgresQuery(rec, 'temporal', `SELECT (SELECT count(*) FROM tasks WHERE ${where}) + (SELECT count(*) FROM tasks_v2 WHERE ${where})`),
+    );
+  const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
+  let worker = startWorkerProcess(plane, taskQueue);
+  try {
+    const h = await m.start(s.crd.name, {
+      chunkSize: 25,
+      concurrency: 2,
+      qps: 50,
+      heartbeatTimeoutSeconds: 5,
+      // Longer than the task waits below before it is lost: only the lost task times out.
+      taskStartTimeoutSeconds: 90,
+    });
+    await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
+    await sigkill(worker);
+    // The chunk it ran times out (heartbeat, 5 s); its next attempt waits in the task queue, a row in PostgreSQL.
+    await eventually('the retried chunk queued in PostgreSQL', async () => queued() > 0, 60_000);
+    // History hands a task to matching at least once: until its transfer queue's ack level is saved (every 30 s,
+    // history.transferProcessorUpdateAckInterval, +-15 %) a restart hands it over again. Past that, deleting the
+    // row loses the task for good, as the crash did.
+    await new Promise((r) => setTimeout(r, 40_000));
+    let lost = 0;
+    await restartTemporal(plane.dir, quiet, () => {
+      lost = Number(
+        postgresQuery(
+          rec,
+          'temporal',
+          `WITH a AS (DELETE FROM tasks WHERE ${where} RETURNING 1), b AS (DELETE FROM tasks_v2 WHERE ${where} RETURNING 1) ` +
+            'SELECT (SELECT count(*) FROM a) + (SELECT count(*) FROM b)',
+        ),
+      );
+    });
+    assert.ok(lost >= 1, 'a queued task was deleted');
+    const lostAt = Date.now();
+    worker = startWorkerProcess(plane, taskQueue);
+    const pending = async () => (await h.workflow.describe()).raw.pendingActivities ?? [];
+    // A worker polls, yet nothing moves: the history says Scheduled, the queue holds nothing.
+    const stalled = await chunksDone(h);
+    await new Promise((r) => setTimeout(r, 8000));
+    assert.equal(await chunksDone(h), stalled, 'no chunk ran while the task was lost');
+    assert.equal((await pending())[0]?.state, 1, 'the chunk is still Scheduled (not started)'); // PENDING_ACTIVITY_STATE_SCHEDULED
+    const result = await outcome(h);
+    const events = (await h.workflow.fetchHistory()).events ?? [];
+    const timedOut = events.filter((e) => e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType === 2); // SCHEDULE_TO_START
+    assert.ok(timedOut.length >= 1, 'the lost task timed out before it started');
+    process.stderr.write(
+      `  deleted ${lost} queued task(s); scheduled again after ${timedOut.length} schedule-to-start timeout(s); ended ${((Date.now() - lostAt) / 1000).toFixed(1)} s after the loss\n`,
+    );
+    await judge(s, result, h.workflowId);
+  } finally {
+    await sigkill(worker);
+    await m.close();
+  }
+});

@@ -463,6 +463,49 @@ void test('an activity that exhausts its retries outside a chunk: Failed with th
   assert.match(last.message ?? '', /CRD status could not be written/);
 });
 
+void test('a task no worker starts in time is scheduled again with twice the wait: the migration goes on once a worker runs activities', async () => {
+  const d = new Doubles();
+  const taskQueue = `wf-${Date.now()}-${seq++}`;
+  const connection = wf.env.nativeConnection;
+  // Workflow tasks only: no worker starts an activity task (a lost task looks the same from the workflow's side).
+  const workflows = await Worker.create({ connection, taskQueue, workflowBundle: wf.bundle });
+  const h = await startWorkflow(taskQueue, {
+    options: { agreementPollSeconds: 1, heartbeatTimeoutSeconds: 5, taskStartTimeoutSeconds: 5 },
+  });
+  type Event = Awaited<ReturnType<typeof h.fetchHistory>>['events'] extends (infer E)[] | null | undefined ? E : never;
+  const events = async (): Promise<Event[]> => (await h.fetchHistory()).events ?? [];
+  const neverStarted = (e: Event) => e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType === 2; // SCHEDULE_TO_START
+  try {
+    const result = await workflows.runUntil(async () => {
+      await eventually('the first task to time out unstarted', async () => (await events()).some(neverStarted), 30_000);
+      const activities = await Worker.create({ connection, taskQueue, activities: d.activities() });
+      return activities.runUntil(h.result());
+    });
+    assert.equal(result.phase, 'Succeeded', result.message);
+    assert.equal(result.counters.migrated, 30);
+    assert.equal(d.recorded.length, 1);
+    const history = await events();
+    const timedOut = history.filter(neverStarted);
+    assert.ok(timedOut.length >= 1);
+    const byId = new Map(history.map((e) => [String(e.eventId), e]));
+    const first = byId.get(
+      String(timedOut[0]!.activityTaskTimedOutEventAttributes!.scheduledEventId),
+    )!.activityTaskScheduledEventAttributes!;
+    // The same activity scheduled again (a new task), its wait doubled.
+    const again = history
+      .map((e) => e.activityTaskScheduledEventAttributes)
+      .filter((a) => a?.activityType?.name === first.activityType?.name)
+      .map((a) => Number(a!.scheduleToStartTimeout?.seconds));
+    assert.deepEqual(again.slice(0, 2), [5, 10], `${first.activityType?.name} waits ${again.join(', ')} s`);
+    assert.ok(
+      history.some((e) => e.activityTaskStartedEventAttributes),
+      'a task started once a worker ran activities',
+    );
+  } finally {
+    if (recording()) recordHistories(wf.env.address, 'wf', currentTest ?? 'scenario', h.workflowId, h.firstExecutionRunId);
+  }
+});
+
 void test('a failing chunk ends Failed with the reason in the status', async () => {
   const d = new Doubles();
   d.chunk = async () => {

@@ -42,6 +42,7 @@ void test('there are recorded histories of every kind of ending', () => {
     'the-resource-not-served',
     'cancelling-the-workflow',
     'a-continue-token-from-outside',
+    'a-task-no-worker-starts-in-time',
   ];
   for (const k of kinds)
     assert.ok(

@@ -36,6 +36,12 @@ export const MigrationOptionsSchema = z
     maxChunksPerRun: whole('maxChunksPerRun', 1, 10_000),
     /** A chunk whose worker went silent this long is retried elsewhere (resuming from its last heartbeat). */
     heartbeatTimeoutSeconds: whole('heartbeatTimeoutSeconds', 2, 3600),
+    /**
+     * A task (a chunk, an agreement check) that no worker has started this long after it was scheduled is
+     * scheduled again, with twice the wait each time up to an hour: workers away, or a task the Temporal
+     * server lost (seen after its PostgreSQL crashed), never stall a migration for good.
+     */
+    taskStartTimeoutSeconds: whole('taskStartTimeoutSeconds', 5, 3600),
     /** While waiting for agreement, re-check at least this often (a signal wakes it sooner). */
     agreementPollSeconds: whole('agreementPollSeconds', 1, 3600),
     /**
@@ -77,6 +83,7 @@ export const defaultMigrationOptions: MigrationOptions = {
   qps: 0,
   maxChunksPerRun: 200,
   heartbeatTimeoutSeconds: 30,
+  taskStartTimeoutSeconds: 120,
   agreementPollSeconds: 15,
   unverifiedAgreementSeconds: 120,
 };

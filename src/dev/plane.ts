@@ -881,10 +881,18 @@ export async function setStorageVersionApi(
   return state;
 }
 
-/** Stops and starts the Temporal dev server (keeping its SQLite file), or temporal-server (PostgreSQL keeps running). */
-export async function restartTemporal(dir: string, log: (l: string) => void = (l) => process.stderr.write(l + '\n')): Promise<void> {
+/**
+ * Stops and starts the Temporal dev server (keeping its SQLite file), or temporal-server (PostgreSQL keeps running);
+ * `whileDown` runs between the two (a test changing what the server stored).
+ */
+export async function restartTemporal(
+  dir: string,
+  log: (l: string) => void = (l) => process.stderr.write(l + '\n'),
+  whileDown?: () => void | Promise<void>,
+): Promise<void> {
   const state = mustState(dir);
   await stopProcess(state.temporal);
+  await whileDown?.();
   await up({ dir, log });
 }
 

@@ -479,6 +479,20 @@ export function postgresPassword(rec: TemporalServerRecord): string {
   return fs.readFileSync(path.join(rec.postgres.base, 'password'), 'utf8').trim();
 }
 
+/**
+ * Runs SQL on one of the plane's databases with psql as Temporal's role; returns psql's unaligned, tuples-only
+ * output. For tests that look at or break what the server stored (a lost task), never for svm itself.
+ */
+export function postgresQuery(rec: TemporalServerRecord, database: string, sql: string): string {
+  const r = spawnSync(
+    path.join(PG_BIN, 'psql'),
+    ['-h', '127.0.0.1', '-p', String(rec.postgres.port), '-U', DB_ROLE, '-d', database, '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', sql],
+    { encoding: 'utf8', env: { ...process.env, PGPASSWORD: postgresPassword(rec) } },
+  );
+  if (r.status !== 0) throw new Error(`psql on ${database} failed (${r.status ?? r.signal}): ${(r.stderr || r.error?.message || '').trim()}`);
+  return r.stdout.trim();
+}
+
 export async function startPostgres(pg: PostgresRecord, log: (l: string) => void): Promise<void> {
   if (isRunning(pg)) return;
   const fresh = initPostgres(pg);

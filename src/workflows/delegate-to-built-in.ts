@@ -20,7 +20,7 @@ import {
   condition,
   continueAsNew,
   log,
-  proxyActivities,
+  patched,
   setHandler,
   upsertSearchAttributes,
   uuid4,
@@ -42,8 +42,9 @@ import {
   type MigrationResult,
 } from '../contract/definitions';
 import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
+import { DEFAULT_TASK_START_SECONDS, reschedulingActivities } from './task-start';
 
-const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = proxyActivities<Activities>({
+const ACTIVITY_OPTIONS = {
   startToCloseTimeout: '1 minute',
   retry: {
     initialInterval: '1s',
@@ -51,7 +52,7 @@ const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHa
     maximumAttempts: 10,
     nonRetryableErrorTypes: ['AgreementChanged', 'StandardApiNotServed'],
   },
-});
+};
 
 export const DelegateInputSchema = z
   .object({
@@ -95,6 +96,11 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
     });
   }
   const input = raw;
+  // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
+  const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = reschedulingActivities<Activities>(
+    ACTIVITY_OPTIONS,
+    patched('reschedule-tasks-no-worker-starts') ? DEFAULT_TASK_START_SECONDS : undefined,
+  );
   const ref: ResourceRef = input.resource;
   const name = groupResourceString(ref);
   const poll = `${input.pollSeconds ?? 15} seconds`;

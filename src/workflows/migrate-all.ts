@@ -15,7 +15,7 @@ import {
   ApplicationFailure,
   ChildWorkflowFailure,
   ParentClosePolicy,
-  proxyActivities,
+  patched,
   setCurrentDetails,
   setHandler,
   startChild,
@@ -39,13 +39,15 @@ import {
 import { migrateResource } from './migrate-resource';
 import { MigrationPhase } from '../contract/search-attributes';
 import { startOptions } from '../contract/start-options';
+import { DEFAULT_TASK_START_SECONDS, reschedulingActivities } from './task-start';
 
-const { followMigration } = proxyActivities<FollowActivities>({
+const FOLLOW_OPTIONS = {
   // A joined migration may run for hours: the activity heartbeats while it follows it.
   startToCloseTimeout: '30 days',
   heartbeatTimeout: '1 minute',
   retry: { initialInterval: '2s', maximumInterval: '1 minute' },
-});
+} as const;
+type Follow = FollowActivities['followMigration'];
 
 function rootMessage(err: unknown): string {
   let e: unknown = err;
@@ -73,6 +75,11 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
       nonRetryable: true,
     });
   const input = parsed.data as MigrateAllInput;
+  // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
+  const { followMigration } = reschedulingActivities<FollowActivities>(
+    FOLLOW_OPTIONS,
+    patched('reschedule-tasks-no-worker-starts') ? (input.options?.taskStartTimeoutSeconds ?? DEFAULT_TASK_START_SECONDS) : undefined,
+  );
   const queue = [...input.resources];
   const total = queue.length;
   const done: MigrateAllRow[] = [];
@@ -99,7 +106,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
       const name = groupResourceString(ref);
       running.add(name);
       report();
-      const row = await migrateOne(ref, input);
+      const row = await migrateOne(ref, input, followMigration);
       running.delete(name);
       done.push(row);
       report();
@@ -119,7 +126,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
 }
 
 /** One resource: a child migration, or the running one followed to its end. Never throws but for cancellation. */
-async function migrateOne(ref: ResourceRef, input: MigrateAllInput): Promise<MigrateAllRow> {
+async function migrateOne(ref: ResourceRef, input: MigrateAllInput, followMigration: Follow): Promise<MigrateAllRow> {
   const name = groupResourceString(ref);
   const workflowId = migrationWorkflowId(ref);
   const started = Date.now();

@@ -38,7 +38,6 @@ import {
   isCancellation,
   log,
   patched,
-  proxyActivities,
   setCurrentDetails,
   setHandler,
   upsertSearchAttributes,
@@ -78,37 +77,51 @@ import {
   type MigrationResult,
 } from '../contract/definitions';
 import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
+import { reschedulingActivities } from './task-start';
 
 export * from '../contract/definitions';
 
 /** Bugs, not weather: retrying them only delays the failure. */
 const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];
 
-/** A proxy per chunk, so that each chunk carries its own summary in the UI's event history. */
-const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string) =>
-  proxyActivities<Activities>({
-    summary,
-    // An abort waits for the chunk to stop, so its partial counters arrive.
-    cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
-    startToCloseTimeout: '10 minutes',
-    heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
-    retry: {
-      initialInterval: '2s',
-      backoffCoefficient: 2,
-      maximumInterval: '1 minute',
-      maximumAttempts: 12,
-      nonRetryableErrorTypes: PROGRAMMING_ERRORS,
+/**
+ * A proxy per chunk, so that each chunk carries its own summary in the UI's event history. Every proxy here
+ * schedules a task again when no worker starts it within taskStartWait seconds (task-start.ts); undefined in
+ * runs from before that (their histories replay as they ran).
+ */
+const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string, taskStartWait: number | undefined) =>
+  reschedulingActivities<Activities>(
+    {
+      summary,
+      // An abort waits for the chunk to stop, so its partial counters arrive.
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+      startToCloseTimeout: '10 minutes',
+      heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
+      retry: {
+        initialInterval: '2s',
+        backoffCoefficient: 2,
+        maximumInterval: '1 minute',
+        maximumAttempts: 12,
+        nonRetryableErrorTypes: PROGRAMMING_ERRORS,
+      },
     },
-  });
-const { agreement, recordMigrated, ensureMigrationObject, reportStatus, resolveMigrationResource } = proxyActivities<Activities>({
-  startToCloseTimeout: '1 minute',
-  retry: {
-    initialInterval: '1s',
-    maximumInterval: '30s',
-    maximumAttempts: 10,
-    nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged', 'InvalidResource'],
-  },
-});
+    taskStartWait,
+  );
+/** The short activities: an agreement check, recording success, the StorageVersionMigration objects, resolving. */
+const shortActivities = (taskStartWait: number | undefined) =>
+  reschedulingActivities<Activities>(
+    {
+      startToCloseTimeout: '1 minute',
+      retry: {
+        initialInterval: '1s',
+        maximumInterval: '30s',
+        maximumAttempts: 10,
+        nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged', 'InvalidResource'],
+      },
+    },
+    taskStartWait,
+  );
+type ShortActivities = ReturnType<typeof shortActivities>;
 
 const MAX_FAILURES = 50;
 /**
@@ -155,11 +168,16 @@ class Migration {
   readonly pauseMidChunk = patched('pause-stops-the-chunk-in-flight');
   /** The search attributes written last in this run: the phase, and at which chunk count. */
   private shown?: { phase: MigrationPhase; chunks: number };
+  /** Seconds a task may wait for a worker before it is scheduled again; undefined in runs from before that. */
+  readonly taskStartWait: number | undefined;
+  readonly act: ShortActivities;
 
-  constructor(input: ResolvedInput) {
+  constructor(input: ResolvedInput, reschedulesTasks: boolean) {
     this.ref = input.resource;
     this.name = groupResourceString(this.ref);
     this.options = { ...defaultMigrationOptions, ...input.options };
+    this.taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
+    this.act = shortActivities(this.taskStartWait);
     this.s = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
     this.s.runs++;
     this.objects = new Set((input.migrationObjects ?? []).slice(0, MAX_MIGRATION_OBJECTS));
@@ -295,7 +313,7 @@ class Migration {
         ...(this.s.message ? [this.s.message] : []),
       ].join('\n\n'),
     );
-    if (report) this.forget(await reportStatus([...this.objects], this.status(), this.name));
+    if (report) this.forget(await this.act.reportStatus([...this.objects], this.status(), this.name));
   }
 
   /** Objects deleted since they were attached leave the set (histories from before returned nothing). */
@@ -361,7 +379,7 @@ async function waitForAgreement(m: Migration): Promise<boolean> {
     if (m.historyIsLong(polls, MAX_WAITS_PER_RUN)) return m.continueAsNew(m.s);
     let message: string;
     try {
-      const a = await agreement(m.ref);
+      const a = await m.act.agreement(m.ref);
       if (a.agreed && a.verified === false) {
         // One snapshot cannot tell a managed cluster (one address for several servers) from a server
         // starting or stopping (its identity lease there, its endpoint not yet): accept it only once it held.
@@ -411,7 +429,7 @@ async function waitForAgreement(m: Migration): Promise<boolean> {
 /** Has the agreement this pass started under broken or moved? Reads it; a failed read counts as broken. */
 async function agreementMoved(m: Migration): Promise<string | undefined> {
   try {
-    const a = await agreement(m.ref);
+    const a = await m.act.agreement(m.ref);
     return a.agreed && a.token === m.s.agreement!.token ? undefined : m.changeReason(a);
   } catch (err) {
     return `agreement could not be re-checked (${rootMessage(err)})`;
@@ -424,7 +442,7 @@ async function agreementMoved(m: Migration): Promise<string | undefined> {
  */
 async function resolveAgain(m: Migration): Promise<ResourceRef> {
   try {
-    return await resolveMigrationResource({ resource: m.name });
+    return await m.act.resolveMigrationResource({ resource: m.name });
   } catch (err) {
     if (failureType(err) !== 'InvalidResource') throw err;
     throw ApplicationFailure.create({
@@ -454,7 +472,7 @@ async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver | Paused
   m.chunkScope = scope;
   const limit = m.s.pageLimit ?? nextPageLimit(m.options, undefined);
   const summary = `chunk ${m.s.counters.chunks + 1} of ${m.name}: up to ${limit} objects${m.s.continueToken ? ' after the continue token' : ' from the start'}`;
-  const { migrateChunk } = chunkActivities(m.options.heartbeatTimeoutSeconds, summary);
+  const { migrateChunk } = chunkActivities(m.options.heartbeatTimeoutSeconds, summary, m.taskStartWait);
   const input = {
     resource: m.ref,
     continueToken: m.s.continueToken,
@@ -570,7 +588,7 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'abo
   // Behind a patch: histories from before it replay as they ran.
   if (m.aborted && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
   try {
-    await recordMigrated(m.ref, m.s.agreement!);
+    await m.act.recordMigrated(m.ref, m.s.agreement!);
   } catch (err) {
     if (failureType(err) === 'AgreementChanged')
       return new StartOver(`agreement changed while the success was being recorded (${rootMessage(err)})`);
@@ -588,8 +606,12 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'abo
 // ------------------------------------------------------------ the workflow
 
 export async function migrateResource(raw: MigrateResourceInput): Promise<MigrationResult> {
-  const input = await resolvedInput(await validInput(raw));
-  const m = new Migration(input);
+  // Tasks no worker starts in time are scheduled again (task-start.ts); runs from before replay as they ran.
+  const reschedulesTasks = patched('reschedule-tasks-no-worker-starts');
+  // Until the input is checked, its option is not trusted: the default wait.
+  const early = shortActivities(reschedulesTasks ? defaultMigrationOptions.taskStartTimeoutSeconds : undefined);
+  const input = await resolvedInput(await validInput(raw, early), early);
+  const m = new Migration(input, reschedulesTasks);
   m.installHandlers();
   try {
     if (m.s.runs === 1) {
@@ -598,7 +620,7 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
         { key: MigrationGroup, value: m.ref.group || 'core' },
       ]);
       if (m.objects.size === 0) {
-        const created = await ensureMigrationObject(m.ref, workflowInfo().workflowId, `${m.name}-${uuid4().slice(0, 8)}`);
+        const created = await m.act.ensureMigrationObject(m.ref, workflowInfo().workflowId, `${m.name}-${uuid4().slice(0, 8)}`);
         if (created) m.objects.add(created);
       }
     }
@@ -623,21 +645,21 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
  * token, counters, an agreement) is accepted only in a run continued from an
  * earlier run of this workflow: nothing from outside can shorten a pass.
  */
-async function validInput(raw: MigrateResourceInput): Promise<MigrateResourceInput> {
+async function validInput(raw: MigrateResourceInput, act: ShortActivities): Promise<MigrateResourceInput> {
   const parsed = MigrateResourceInputSchema.safeParse(raw);
   let reason = parsed.success ? undefined : explainInput(parsed.error);
   if (parsed.success && parsed.data.carried && !workflowInfo().continuedFromExecutionRunId) {
     reason = 'carried: carried state is accepted only from an earlier run of this same workflow (continue-as-new), never from a caller';
   }
   if (reason === undefined) return parsed.data as MigrateResourceInput;
-  return failInput(raw, `invalid migration input: ${reason}`);
+  return failInput(raw, `invalid migration input: ${reason}`, act);
 }
 
 /** Fails the workflow for its input: its StorageVersionMigration objects say why, nothing of the resource is touched. */
-async function failInput(raw: MigrateResourceInput, message: string): Promise<never> {
+async function failInput(raw: MigrateResourceInput, message: string, act: ShortActivities): Promise<never> {
   const objects = Array.isArray(raw?.migrationObjects) ? raw.migrationObjects.filter((o): o is string => typeof o === 'string') : [];
   if (objects.length > 0) {
-    await reportStatus(
+    await act.reportStatus(
       objects,
       { phase: 'Failed', message, workflowId: workflowInfo().workflowId, completionTime: new Date(Date.now()).toISOString() },
       typeof raw?.resource === 'string' ? raw.resource : String(raw?.resource?.resource ?? '?'),
@@ -653,7 +675,7 @@ async function failInput(raw: MigrateResourceInput, message: string): Promise<ne
  * and answers the resolution update with it; nothing is written. Histories of the fully resolved form
  * never take this branch, so it changes none of their commands.
  */
-async function resolvedInput(input: MigrateResourceInput): Promise<ResolvedInput> {
+async function resolvedInput(input: MigrateResourceInput, act: ShortActivities): Promise<ResolvedInput> {
   let resolved: ResourceRef | undefined = typeof input.resource === 'string' ? undefined : input.resource;
   let refusal: string | undefined;
   setHandler(resolutionUpdate, async (_arg) => {
@@ -664,7 +686,10 @@ async function resolvedInput(input: MigrateResourceInput): Promise<ResolvedInput
   if (typeof input.resource === 'string') {
     let why: string | undefined;
     try {
-      resolved = await resolveMigrationResource({ resource: input.resource, ...(input.group !== undefined ? { group: input.group } : {}) });
+      resolved = await act.resolveMigrationResource({
+        resource: input.resource,
+        ...(input.group !== undefined ? { group: input.group } : {}),
+      });
     } catch (err) {
       why = rootMessage(err);
     }
@@ -675,7 +700,7 @@ async function resolvedInput(input: MigrateResourceInput): Promise<ResolvedInput
     }
     if (why !== undefined) {
       refusal = `invalid migration input: ${why}`;
-      await failInput(input, refusal);
+      await failInput(input, refusal, act);
     }
   }
   const { group: _group, ...rest } = input;

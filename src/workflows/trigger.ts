@@ -8,9 +8,10 @@
  * memory (how long hashes have agreed, backoff of failing migrations) in
  * workflow state and continues as new every few dozen periods.
  */
-import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, log, patched, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { decide } from './trigger-logic';
+import { DEFAULT_TASK_START_SECONDS, reschedulingActivities } from './task-start';
 import type { TriggerInput, TriggerMemory } from '../contract/trigger';
 
 export type { TriggerInput };
@@ -18,10 +19,10 @@ export type { TriggerInput };
 import { pollNowSignal } from '../contract/definitions';
 export { TRIGGER_WORKFLOW_ID, pollNowSignal } from '../contract/definitions';
 
-const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
+const ACTIVITY_OPTIONS = {
   startToCloseTimeout: '5 minutes',
   retry: { initialInterval: '2s', maximumInterval: '1 minute', maximumAttempts: 5 },
-});
+} as const;
 
 const PERIODS_PER_RUN = 30;
 
@@ -37,6 +38,11 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
   const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
   // Patched: a trigger that ran but applied no period for longer than the staleness bound was away too.
   const decideCfg = { ...cfg, blindGapIsAbsence: patched('trigger-blind-gap-is-absence') };
+  // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
+  const { observeStorage, applyTriggerActions } = reschedulingActivities<Activities>(
+    ACTIVITY_OPTIONS,
+    patched('reschedule-tasks-no-worker-starts') ? DEFAULT_TASK_START_SECONDS : undefined,
+  );
 
   for (let period = 0; period < PERIODS_PER_RUN; period++) {
     try {

@@ -1,0 +1,72 @@
+/**
+ * Activity tasks that no worker starts in time are scheduled again.
+ *
+ * Heartbeat and start-to-close timeouts count from a task's start: a task that
+ * is never started is noticed by nothing else. That happens when workers are
+ * away (the task waits in its queue) and, seen on temporal-server v1.32.2, when
+ * PostgreSQL crashed (pg_ctl stop -m immediate) just as the task was scheduled:
+ * the history said Scheduled, the task queue held nothing, and the migration
+ * waited forever with a worker polling.
+ *
+ * So every activity gets a schedule-to-start timeout. Temporal never retries
+ * one (it would only put the task back in the same queue), so the workflow
+ * does: the same call is scheduled again as a new task, which the server hands
+ * to matching afresh. The wait doubles each time up to an hour, so tasks that
+ * queue legitimately behind busy workers are never starved by their own
+ * re-scheduling. Every svm activity may run again: a chunk re-lists from its
+ * continue token (and resumes from its last heartbeat), the others read or
+ * write idempotently.
+ */
+import { log, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
+import { defaultMigrationOptions } from '../contract/definitions';
+
+/** The first wait for a worker to start a task, when a workflow has no option for it (a migration's default). */
+export const DEFAULT_TASK_START_SECONDS = defaultMigrationOptions.taskStartTimeoutSeconds;
+/** The wait doubles each time a task is scheduled again, up to this. */
+export const MAX_TASK_START_SECONDS = 3600;
+
+/** An activity's failure because no worker started its task within the schedule-to-start timeout. */
+export function neverStarted(err: unknown): boolean {
+  for (let e = err as { cause?: unknown } | undefined; e; e = e.cause as typeof e) {
+    if (e instanceof TimeoutFailure) return e.timeoutType === 'SCHEDULE_TO_START';
+  }
+  return false;
+}
+
+type Callable<A> = { [K in keyof A]: A[K] };
+
+/**
+ * A proxy of the activities `A`: with `firstWaitSeconds`, each call's task gets
+ * that schedule-to-start timeout and is scheduled again (the wait doubled, up
+ * to MAX_TASK_START_SECONDS) each time no worker started it; cancellation and
+ * every other failure pass through. Without it, a plain proxyActivities (what
+ * histories from before this ran, behind each workflow's patch).
+ */
+export function reschedulingActivities<A extends object>(options: ActivityOptions, firstWaitSeconds: number | undefined): Callable<A> {
+  if (firstWaitSeconds === undefined) return proxyActivities<A>(options) as unknown as Callable<A>;
+  const first = firstWaitSeconds;
+  return new Proxy({} as Callable<A>, {
+    get(_target, name) {
+      if (typeof name !== 'string' || name === 'then') return undefined;
+      return async (...args: unknown[]): Promise<unknown> => {
+        for (let wait = first; ; wait = Math.min(wait * 2, MAX_TASK_START_SECONDS)) {
+          const act = proxyActivities<Record<string, (...a: unknown[]) => Promise<unknown>>>({
+            ...options,
+            scheduleToStartTimeout: `${wait} seconds`,
+          });
+          try {
+            return await act[name]!(...args);
+          } catch (err) {
+            if (!neverStarted(err)) throw err;
+            const next = Math.min(wait * 2, MAX_TASK_START_SECONDS);
+            log.warn('no worker started an activity task in time; it is scheduled again', {
+              activity: name,
+              waitedSeconds: wait,
+              nextWaitSeconds: next,
+            });
+          }
+        }
+      };
+    },
+  });
+}
