@@ -486,10 +486,27 @@ export function postgresPassword(rec: TemporalServerRecord): string {
 export function postgresQuery(rec: TemporalServerRecord, database: string, sql: string): string {
   const r = spawnSync(
     path.join(PG_BIN, 'psql'),
-    ['-h', '127.0.0.1', '-p', String(rec.postgres.port), '-U', DB_ROLE, '-d', database, '-X', '-A', '-t', '-v', 'ON_ERROR_STOP=1', '-c', sql],
+    [
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(rec.postgres.port),
+      '-U',
+      DB_ROLE,
+      '-d',
+      database,
+      '-X',
+      '-A',
+      '-t',
+      '-v',
+      'ON_ERROR_STOP=1',
+      '-c',
+      sql,
+    ],
     { encoding: 'utf8', env: { ...process.env, PGPASSWORD: postgresPassword(rec) } },
   );
-  if (r.status !== 0) throw new Error(`psql on ${database} failed (${r.status ?? r.signal}): ${(r.stderr || r.error?.message || '').trim()}`);
+  if (r.status !== 0)
+    throw new Error(`psql on ${database} failed (${r.status ?? r.signal}): ${(r.stderr || r.error?.message || '').trim()}`);
   return r.stdout.trim();
 }
 
