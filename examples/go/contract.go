@@ -24,6 +24,7 @@ type MigrationOptions struct {
 	QPS                        *int `json:"qps,omitempty"`
 	MaxChunksPerRun            *int `json:"maxChunksPerRun,omitempty"`
 	HeartbeatTimeoutSeconds    *int `json:"heartbeatTimeoutSeconds,omitempty"`
+	TaskStartTimeoutSeconds    *int `json:"taskStartTimeoutSeconds,omitempty"`
 	AgreementPollSeconds       *int `json:"agreementPollSeconds,omitempty"`
 	UnverifiedAgreementSeconds *int `json:"unverifiedAgreementSeconds,omitempty"`
 }
