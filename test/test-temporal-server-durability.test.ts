@@ -65,10 +65,13 @@ async function judge(s: Seeded, result: MigrationResult, workflowId: string): Pr
     before: s.before,
     targetApiVersion: target,
   });
+  // Tasks no worker started in time (lost, or queued while no worker ran), each scheduled again.
+  const events = (await plane.temporal.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const rescheduled = events.filter((e) => e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType === 2).length;
   process.stderr.write(
     `  judged: ${v.keysAfter} keys at ${JSON.stringify(v.byApiVersion)}, recorded ${v.recordedSuccesses}x, ${v.completedExecutions} Completed, ` +
       `${v.runs} runs, pass ${v.pass.chunks} chunks accounting ${v.pass.accounted}, ${v.chunksAllRuns} chunks in all, restarts ${result.restarts}, ` +
-      `${v.historyEvents} history events\n`,
+      `${v.historyEvents} history events, ${rescheduled} task(s) scheduled again in the last run\n`,
   );
   assert.deepEqual(verdictProblems(v, s.count, target), []);
   const crd = await plane.kube.getJson<{ status: { storedVersions: string[] } }>(
