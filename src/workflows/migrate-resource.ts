@@ -150,6 +150,8 @@ class Migration {
   ref: ResourceRef;
   readonly name: string;
   readonly options: MigrationOptions;
+  /** The options as given (what continue-as-new carries: a worker of an older version knows every field of them). */
+  private readonly givenOptions: Partial<MigrationOptions> | undefined;
   readonly s: CarriedState;
   readonly objects: Set<string>;
   /** The attached set was full once (said in the log once per run). */
@@ -176,6 +178,7 @@ class Migration {
     this.ref = input.resource;
     this.name = groupResourceString(this.ref);
     this.options = { ...defaultMigrationOptions, ...input.options };
+    this.givenOptions = input.options;
     this.taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
     this.act = shortActivities(this.taskStartWait);
     this.s = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
@@ -337,7 +340,9 @@ class Migration {
     await condition(allHandlersFinished);
     return continueAsNew<typeof migrateResource>({
       resource: this.ref,
-      options: this.options,
+      // Not the defaults filled in: an option added later (taskStartTimeoutSeconds) would make the next run's
+      // input invalid to a worker of an earlier version (the options are strict), during a rollout or a rollback.
+      ...(this.givenOptions ? { options: this.givenOptions } : {}),
       migrationObjects: [...this.objects],
       carried,
     });

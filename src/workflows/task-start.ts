@@ -13,9 +13,12 @@
  * does: the same call is scheduled again as a new task, which the server hands
  * to matching afresh. The wait doubles each time up to an hour, so tasks that
  * queue legitimately behind busy workers are never starved by their own
- * re-scheduling. Every svm activity may run again: a chunk re-lists from its
- * continue token (and resumes from its last heartbeat), the others read or
- * write idempotently.
+ * re-scheduling. Every svm activity may run again: a chunk scheduled again is
+ * a new activity (no heartbeat of the lost one, its retry attempts counted
+ * afresh) that lists its page again from the same continue token, its
+ * objects updated and counted once more as a whole; the others read or
+ * write idempotently. The trigger does not use this: its period fails and the
+ * next observes again (its decisions must not be applied late).
  */
 import { log, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
 import { defaultMigrationOptions } from '../contract/definitions';

@@ -8,10 +8,10 @@
  * memory (how long hashes have agreed, backoff of failing migrations) in
  * workflow state and continues as new every few dozen periods.
  */
-import { condition, continueAsNew, log, patched, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
+import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { decide } from './trigger-logic';
-import { DEFAULT_TASK_START_SECONDS, reschedulingActivities } from './task-start';
+import { DEFAULT_TASK_START_SECONDS } from './task-start';
 import type { TriggerInput, TriggerMemory } from '../contract/trigger';
 
 export type { TriggerInput };
@@ -38,11 +38,12 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
   const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
   // Patched: a trigger that ran but applied no period for longer than the staleness bound was away too.
   const decideCfg = { ...cfg, blindGapIsAbsence: patched('trigger-blind-gap-is-absence') };
-  // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
-  const { observeStorage, applyTriggerActions } = reschedulingActivities<Activities>(
-    ACTIVITY_OPTIONS,
-    patched('reschedule-tasks-no-worker-starts') ? DEFAULT_TASK_START_SECONDS : undefined,
-  );
+  // Patched: a task no worker starts in time (one the server lost) fails its period instead of holding the trigger
+  // for ever; the next period observes again (an apply is never scheduled again late, with stale decisions).
+  const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
+    ...ACTIVITY_OPTIONS,
+    ...(patched('reschedule-tasks-no-worker-starts') ? { scheduleToStartTimeout: `${DEFAULT_TASK_START_SECONDS} seconds` } : {}),
+  });
 
   for (let period = 0; period < PERIODS_PER_RUN; period++) {
     try {
