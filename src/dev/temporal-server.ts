@@ -457,7 +457,10 @@ function initPostgres(pg: PostgresRecord): boolean {
     ],
     'initdb',
   );
-  // A test plane's database, as etcd runs with --unsafe-no-fsync: no fsync, no synchronous commit.
+  // A test plane's database, as etcd runs with --unsafe-no-fsync: no fsync (an OS crash could lose data; no test
+  // crashes the OS). Commits stay synchronous: a commit reaches the OS before it is acknowledged, so a killed
+  // PostgreSQL (pg_ctl stop -m immediate) loses none. With synchronous_commit off it lost acknowledged ones, and
+  // temporal-server then lost an activity task whose start it had recorded (docs/temporal-server.md).
   fs.appendFileSync(
     path.join(pg.dataDir, 'postgresql.conf'),
     [
@@ -467,7 +470,7 @@ function initPostgres(pg: PostgresRecord): boolean {
       `unix_socket_directories = '${pg.base}'`,
       'max_connections = 200',
       'fsync = off',
-      'synchronous_commit = off',
+      'synchronous_commit = on',
       'full_page_writes = off',
       '',
     ].join('\n'),
