@@ -13,6 +13,7 @@ import type { KubeClient } from '../src/kube/client';
 import { fakeApi } from './helpers/fake-api';
 import { KubeError } from '../src/kube/errors';
 import { findMigrationObject } from '../src/kube/migrations';
+import { throttled, watchForever } from '../src/kube/watch';
 
 /** A server answering 429 (Retry-After 0) `throttle` times per path, then `answer`. */
 async function withServer(
@@ -89,4 +90,42 @@ void test('allow: a listed status is handed back, others still throw classified'
       );
     },
   );
+});
+
+void test('a watch refused with 429 (API Priority and Fairness) is watched again, not reported as an error', async () => {
+  let watches = 0;
+  const errors: unknown[] = [];
+  const { kube, close } = await fakeApi((req, res) => {
+    if (!/[?&]watch=true/.test(req.url ?? '')) {
+      res.writeHead(200, { 'Content-Type': 'application/json' });
+      res.end(JSON.stringify({ metadata: { resourceVersion: '7' }, items: [] }));
+      return;
+    }
+    if (++watches === 1) {
+      res.writeHead(429, { 'Retry-After': '1', 'Content-Type': 'text/plain' });
+      res.end('Too many requests, please try again later.');
+      return;
+    }
+    res.writeHead(200, { 'Content-Type': 'application/json' });
+    res.end(JSON.stringify({ type: 'ADDED', object: { metadata: { name: 'a' } } }) + '\n');
+  });
+  let watch: { stop(): void } | undefined;
+  try {
+    const seen = await new Promise<unknown>((resolve) => {
+      watch = watchForever(kube, '/api/v1/configmaps', {
+        onList: () => undefined,
+        onEvent: (_type, obj) => resolve(obj),
+        onError: (err) => errors.push(err),
+      });
+    });
+    assert.deepEqual(seen, { metadata: { name: 'a' } });
+    assert.equal(watches, 2, 'watched again after the 429');
+    assert.deepEqual(errors, []);
+    assert.ok(throttled(Object.assign(new Error('Too Many Requests'), { statusCode: 429 })));
+    assert.ok(throttled(new KubeError('throttled', 'Too Many Requests', 429)));
+    assert.ok(!throttled(Object.assign(new Error('Forbidden'), { statusCode: 403 })));
+  } finally {
+    watch?.stop();
+    await close();
+  }
 });

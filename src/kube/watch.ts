@@ -2,6 +2,9 @@
  * List-then-watch, forever, until stopped: the informer loop of this project.
  * On any error or end of the watch it lists again (onList gets the full list)
  * and watches from that list's resourceVersion. Survives API server restarts.
+ * A watch refused with 429 (API Priority and Fairness: the priority level is
+ * busy) is not an error: it is tried again after THROTTLED_PAUSE_MS, quietly
+ * (the API server counts it in apiserver_flowcontrol_rejected_requests_total).
  */
 import { Watch } from './kubeconfig';
 import type { KubeClient } from './client';
@@ -12,6 +15,17 @@ export interface WatchHandlers {
   onError(err: unknown): void;
 }
 
+/** The pause before watching again after an error, and after a 429 (longer: the server asked for less). */
+const PAUSE_MS = 1000;
+const THROTTLED_PAUSE_MS = 5000;
+
+/** A request refused with 429 Too Many Requests: the watch (client-node's statusCode) or the list (KubeError's status). */
+export function throttled(err: unknown): boolean {
+  if (typeof err !== 'object' || err === null) return false;
+  const e = err as { statusCode?: unknown; status?: unknown };
+  return e.statusCode === 429 || e.status === 429;
+}
+
 export function watchForever(
   kube: KubeClient,
   path: string,
@@ -20,8 +34,15 @@ export function watchForever(
 ): { stop(): void } {
   let stopped = false;
   let controller: AbortController | undefined;
+  let pause = PAUSE_MS;
+  const report = (err: unknown) => {
+    if (stopped) return;
+    if (throttled(err)) pause = THROTTLED_PAUSE_MS;
+    else handlers.onError(err);
+  };
   const loop = async () => {
     while (!stopped) {
+      pause = PAUSE_MS;
       try {
         const list = await kube.getJson<{ metadata: { resourceVersion: string }; items: unknown[] }>(path, query);
         handlers.onList(list.items);
@@ -35,7 +56,7 @@ export function watchForever(
               },
               (err: unknown) => {
                 // A watch ends normally now and then (timeouts); an error (e.g. 403) is reported.
-                if (err && !stopped && !(err instanceof Error && err.name === 'AbortError')) handlers.onError(err);
+                if (err && !(err instanceof Error && err.name === 'AbortError')) report(err);
                 resolve();
               },
             )
@@ -45,15 +66,15 @@ export function watchForever(
                 if (stopped) c.abort();
               },
               (err: unknown) => {
-                if (!stopped) handlers.onError(err);
+                report(err);
                 resolve();
               },
             );
         });
       } catch (err) {
-        if (!stopped) handlers.onError(err);
+        report(err);
       }
-      if (!stopped) await new Promise((r) => setTimeout(r, 1000));
+      if (!stopped) await new Promise((r) => setTimeout(r, pause));
     }
   };
   void loop();
