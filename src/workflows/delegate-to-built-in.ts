@@ -20,7 +20,6 @@ import {
   condition,
   continueAsNew,
   log,
-  patched,
   setHandler,
   upsertSearchAttributes,
   uuid4,
@@ -42,7 +41,7 @@ import {
   type MigrationResult,
 } from '../contract/definitions';
 import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
-import { DEFAULT_TASK_START_SECONDS, reschedulingActivities } from './task-start';
+import { reschedulingActivities, taskStartWait } from './task-start';
 
 const ACTIVITY_OPTIONS = {
   startToCloseTimeout: '1 minute',
@@ -99,7 +98,7 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
   // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = reschedulingActivities<Activities>(
     ACTIVITY_OPTIONS,
-    patched('reschedule-tasks-no-worker-starts') ? DEFAULT_TASK_START_SECONDS : undefined,
+    taskStartWait(),
   );
   const ref: ResourceRef = input.resource;
   const name = groupResourceString(ref);

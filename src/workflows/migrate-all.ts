@@ -15,7 +15,6 @@ import {
   ApplicationFailure,
   ChildWorkflowFailure,
   ParentClosePolicy,
-  patched,
   setCurrentDetails,
   setHandler,
   startChild,
@@ -39,7 +38,7 @@ import {
 import { migrateResource } from './migrate-resource';
 import { MigrationPhase } from '../contract/search-attributes';
 import { startOptions } from '../contract/start-options';
-import { DEFAULT_TASK_START_SECONDS, reschedulingActivities } from './task-start';
+import { reschedulingActivities, taskStartWait } from './task-start';
 
 const FOLLOW_OPTIONS = {
   // A joined migration may run for hours: the activity heartbeats while it follows it.
@@ -78,7 +77,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
   // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { followMigration } = reschedulingActivities<FollowActivities>(
     FOLLOW_OPTIONS,
-    patched('reschedule-tasks-no-worker-starts') ? (input.options?.taskStartTimeoutSeconds ?? DEFAULT_TASK_START_SECONDS) : undefined,
+    taskStartWait(input.options?.taskStartTimeoutSeconds),
   );
   const queue = [...input.resources];
   const total = queue.length;

@@ -77,7 +77,7 @@ import {
   type MigrationResult,
 } from '../contract/definitions';
 import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
-import { reschedulingActivities } from './task-start';
+import { reschedulingActivities, taskStartWait } from './task-start';
 
 export * from '../contract/definitions';
 
@@ -612,7 +612,7 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'abo
 
 export async function migrateResource(raw: MigrateResourceInput): Promise<MigrationResult> {
   // Tasks no worker starts in time are scheduled again (task-start.ts); runs from before replay as they ran.
-  const reschedulesTasks = patched('reschedule-tasks-no-worker-starts');
+  const reschedulesTasks = taskStartWait() !== undefined;
   // Until the input is checked, its option is not trusted: the default wait.
   const early = shortActivities(reschedulesTasks ? defaultMigrationOptions.taskStartTimeoutSeconds : undefined);
   const input = await resolvedInput(await validInput(raw, early), early);

@@ -20,13 +20,21 @@
  * write idempotently. The trigger does not use this: its period fails and the
  * next observes again (its decisions must not be applied late).
  */
-import { log, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
+import { log, patched, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
 import { defaultMigrationOptions } from '../contract/definitions';
 
 /** The first wait for a worker to start a task, when a workflow has no option for it (a migration's default). */
 export const DEFAULT_TASK_START_SECONDS = defaultMigrationOptions.taskStartTimeoutSeconds;
 /** The wait doubles each time a task is scheduled again, up to this. */
 export const MAX_TASK_START_SECONDS = 3600;
+
+/**
+ * The first wait for this run's tasks (`seconds`, the default unless given), or undefined in a run that began
+ * before tasks had a start deadline: one patch for every workflow, so their histories replay as they ran.
+ */
+export function taskStartWait(seconds: number = DEFAULT_TASK_START_SECONDS): number | undefined {
+  return patched('reschedule-tasks-no-worker-starts') ? seconds : undefined;
+}
 
 /** An activity's failure because no worker started its task within the schedule-to-start timeout. */
 export function neverStarted(err: unknown): boolean {

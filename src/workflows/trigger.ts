@@ -11,7 +11,7 @@
 import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { decide } from './trigger-logic';
-import { DEFAULT_TASK_START_SECONDS } from './task-start';
+import { taskStartWait } from './task-start';
 import type { TriggerInput, TriggerMemory } from '../contract/trigger';
 
 export type { TriggerInput };
@@ -40,9 +40,10 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
   const decideCfg = { ...cfg, blindGapIsAbsence: patched('trigger-blind-gap-is-absence') };
   // Patched: a task no worker starts in time (one the server lost) fails its period instead of holding the trigger
   // for ever; the next period observes again (an apply is never scheduled again late, with stale decisions).
+  const wait = taskStartWait();
   const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
     ...ACTIVITY_OPTIONS,
-    ...(patched('reschedule-tasks-no-worker-starts') ? { scheduleToStartTimeout: `${DEFAULT_TASK_START_SECONDS} seconds` } : {}),
+    ...(wait !== undefined ? { scheduleToStartTimeout: `${wait} seconds` } : {}),
   });
 
   for (let period = 0; period < PERIODS_PER_RUN; period++) {
