@@ -27,6 +27,7 @@ export function buildProgram(): Command {
     c.setup,
     c.crds,
     c.plan,
+    c.grant,
     devCommand(),
     c.version,
   ]);

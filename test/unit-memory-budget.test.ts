@@ -170,7 +170,7 @@ function fakeKube(count: number, updateMs: number, sizeOf: (i: number) => number
       }
       return { items: count, bytes: count * OBJECT_BYTES };
     },
-    async noopUpdate(_ref: ResourceRef, obj: ListedObject): Promise<string> {
+    async reencode(_ref: ResourceRef, obj: ListedObject): Promise<string> {
       await new Promise((r) => setTimeout(r, updateMs));
       state.outstanding--;
       state.updates++;
@@ -222,9 +222,9 @@ void test('a chunk cancelled while it waits for room ends at once, holding nothi
   const slow = fakeKube(2, 1);
   const slowKube = {
     listEach: slow.kube.listEach.bind(slow.kube),
-    async noopUpdate(ref: ResourceRef, obj: ListedObject) {
+    async reencode(ref: ResourceRef, obj: ListedObject) {
       await slowGate;
-      return slow.kube.noopUpdate(ref, obj);
+      return slow.kube.reencode(ref, obj);
     },
   } as unknown as KubeClient;
   const waiting = fakeKube(5, 1);
@@ -256,7 +256,7 @@ void test('a fatal update error stops the chunk while it waits for room, and giv
   const { kube } = fakeKube(10, 1, (i) => (i === 3 ? 2 : 1) * OBJECT_BYTES);
   const failing = {
     listEach: kube.listEach.bind(kube),
-    async noopUpdate(_ref: ResourceRef, obj: ListedObject): Promise<string> {
+    async reencode(_ref: ResourceRef, obj: ListedObject): Promise<string> {
       await new Promise((r) => setTimeout(r, 5));
       if (obj.name === 'w-0000') throw new Error('boom');
       // The others never end on their own: only the stop ends the chunk.

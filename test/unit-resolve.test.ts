@@ -281,10 +281,10 @@ void test('notMigratableReason: a resource without list names list', () => {
   assert.doesNotMatch(reason, /update/);
 });
 
-void test('notMigratableReason: a persisted resource with only create names both list and update', () => {
+void test('notMigratableReason: a persisted resource with only create names both list and patch', () => {
   const reason = notMigratableReason(matchResource('stamps', discovery));
   assert.ok(reason);
-  assert.match(reason, /list and update/);
+  assert.match(reason, /list and patch \(or update\)/);
 });
 
 void test('notMigratableReason: a subresource entry is refused, naming its parent with the group', () => {

@@ -1,8 +1,17 @@
 /**
- * One chunk of a migration: list one page, no-op update each object with
+ * One chunk of a migration: list one page, re-encode each object with
  * bounded concurrency under the shared QPS budget, and return counters and the
  * next continue token. Never object data: only counts, names of refused
  * objects with their reason, and tokens.
+ *
+ * The rewrite is the GA built-in's (DESIGN.md rule 14): the page is listed as
+ * metadata only and each object gets an empty JSON merge patch carrying its
+ * resourceVersion (KubeClient.reencode), so no object's content, no Secret
+ * value, ever enters the worker. A server that refuses the patch (405 or 415:
+ * some aggregated APIs) or the metadata-only list (406) makes this chunk list
+ * the page again with content and PUT each object back exactly as listed,
+ * going on after what is finished; the result says so (rewrite: 'put') and the
+ * workflow keeps the PUT for the rest of the pass and says it in the status.
  *
  * Memory is bounded by bytes, not by the page: the page is read as a stream
  * and each object goes to the updaters as soon as its text is complete. While
@@ -51,7 +60,7 @@ import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activ
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import { zeroCounters } from '../api/counters';
 import type { MigrationCounters, ObjectFailure } from '../api/migration';
-import type { KubeClient, ListedObject, ListMeta } from '../kube/client';
+import type { KubeClient, ListedObject, ListMeta, RewriteMethod } from '../kube/client';
 import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import type { MemoryBudget } from '../kube/memory-budget';
@@ -78,6 +87,8 @@ export interface ChunkInput {
   options: ChunkOptions;
   /** Set when this chunk was stopped by a pause before: go on where it stopped. */
   resume?: ChunkResume;
+  /** 'put' once an earlier chunk found the server refusing the empty patch; default 'patch'. */
+  rewrite?: RewriteMethod;
 }
 
 export interface ChunkResult {
@@ -91,6 +102,8 @@ export interface ChunkResult {
   listedBytes?: number;
   /** Only in a cancelled chunk's details: where it stopped (what its counters count). */
   resume?: ChunkResume;
+  /** 'put' when this chunk rewrote by PUT (the server refuses the empty patch); absent for the patch. */
+  rewrite?: 'put';
 }
 
 interface ChunkHeartbeat {
@@ -102,6 +115,8 @@ interface ChunkHeartbeat {
   failures: ObjectFailure[];
   tokenResumed: boolean;
   listRestarted: boolean;
+  /** Set once this chunk found the empty patch refused: a retry lists with content and PUTs. */
+  rewrite?: 'put';
 }
 
 export const MAX_FAILURES_KEPT = 50;
@@ -159,6 +174,19 @@ export interface ChunkDeps {
 /** Thrown into the list stream to stop reading it (a fatal update error, or a cancel). */
 class StopListing extends Error {}
 
+/** The server refuses the empty merge patch or the metadata-only list: this resource is rewritten by PUT. */
+class PatchRefused extends Error {}
+
+/**
+ * 405 MethodNotAllowed or 415 UnsupportedMediaType on the patch, 406
+ * NotAcceptable on the metadata-only list: the server cannot do the built-in's
+ * rewrite for this resource (some aggregated APIs), so the chunk falls back to
+ * the PUT. Never a 403 (RBAC) or a denial: those are failures as before.
+ */
+export function refusesPatch(e: KubeError): boolean {
+  return e.status === 405 || e.status === 415 || e.status === 406;
+}
+
 export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<ChunkResult> {
   const ctx = Context.current();
   const { resource, options } = input;
@@ -175,6 +203,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   // Finished objects after the watermark (hb.lastKey), counted (here or before the pause): never updated or counted again.
   const doneAfter = new Set<string>(resumed ? (resumed.doneAfter ?? []) : (input.resume?.doneAfter ?? []));
 
+  let method: RewriteMethod = hb.rewrite ?? input.rewrite ?? 'patch';
   const limiter = deps.limiterFor(name, options.qps);
   const bufferBytes = listBufferBytes(deps);
   let fatal: unknown;
@@ -182,7 +211,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   const stopping = () => fatal !== undefined || ctx.cancellationSignal.aborted;
   // Fires on a cancel or on this chunk's first fatal error: ends a wait for the worker's memory budget, which
   // must never outlast the chunk (the bytes its queue holds are given back only once its listing has ended).
-  const stopped = new AbortController();
+  let stopped = new AbortController();
   // Every updater waiting for the budget listens on these: as many listeners as the concurrency, not a leak.
   setMaxListeners(0, ctx.cancellationSignal, stopped.signal);
   const onCancel = () => stopped.abort();
@@ -242,7 +271,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
           if (stopping()) return undefined;
           t0 = performance.now();
           try {
-            const rv = await deps.kube.noopUpdate(resource, obj);
+            const rv = method === 'patch' ? await deps.kube.reencode(resource, obj) : await deps.kube.noopUpdate(resource, obj);
             answered = seconds();
             return rv;
           } catch (err) {
@@ -250,7 +279,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
             throw err;
           }
         } finally {
-          deps.concurrency?.release(answered, obj.raw.length);
+          deps.concurrency?.release(answered, obj.raw?.length);
         }
       };
       try {
@@ -264,6 +293,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       } catch (err) {
         const e =
           err instanceof KubeError ? err : new KubeError('other', err instanceof Error ? `${err.name}: ${err.message}` : String(err));
+        if (method === 'patch' && refusesPatch(e)) throw new PatchRefused(e.message);
         if (e.kind === 'conflict') {
           hb.counters.conflicts++;
           settle();
@@ -359,7 +389,8 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     let listErr: unknown;
     let meta: ListMeta | undefined;
     try {
-      meta = await deps.kube.listEach(resource, { limit: options.chunkSize, continueToken: token }, async (obj, bytes) => {
+      const content = method === 'put';
+      meta = await deps.kube.listEach(resource, { limit: options.chunkSize, continueToken: token, content }, async (obj, bytes) => {
         if (stopping()) throw new StopListing();
         const i = keys.length;
         keys.push(keyOf(obj));
@@ -412,8 +443,24 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   for (;;) {
     try {
       meta = await listAndUpdate(continueToken, resumeAfter);
-      break;
+      if (!(fatal instanceof PatchRefused)) break;
+      throw fatal;
     } catch (err) {
+      if (method === 'patch' && (err instanceof PatchRefused || (err instanceof KubeError && refusesPatch(err)))) {
+        // The server cannot do the built-in's rewrite here: list the page again with content and PUT, after what is finished.
+        ctx.log.warn('the server refuses the empty merge patch or the metadata-only list; rewriting by PUT as listed', {
+          resource: name,
+          reason: err.message,
+        });
+        method = 'put';
+        hb.rewrite = 'put';
+        fatal = undefined;
+        stopped = new AbortController();
+        setMaxListeners(0, stopped.signal);
+        beat(true);
+        resumeAfter = hb.lastKey;
+        continue;
+      }
       if (err instanceof KubeError && err.kind === 'gone' && continueToken !== undefined) {
         if (err.continueToken) {
           ctx.log.warn('continue token expired; resuming from the inconsistent continue token', { resource: name });
@@ -462,6 +509,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     remainingItemCount: meta?.remainingItemCount,
     listed,
     ...(meta?.bytes ? { listedBytes: meta.bytes } : {}),
+    ...(method === 'put' ? { rewrite: 'put' as const } : {}),
   };
   if (ctx.cancellationSignal.aborted) {
     // What was done before the cancel still counts: it travels in the failure's details.

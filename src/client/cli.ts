@@ -5,13 +5,14 @@
  * worker's command and the dev plane's: the client imports neither.
  */
 import { Command } from 'commander';
+import { grantCommand } from './cli-grant';
 import { migrateCommands } from './cli-migrate';
 import { planCommand } from './cli-plan';
 import { versionCommand } from './cli-version';
 
 /** The client's commands by name, for the composition root to order among the others. */
 export function clientCommands() {
-  return { ...migrateCommands(), plan: planCommand(), version: versionCommand() };
+  return { ...migrateCommands(), plan: planCommand(), grant: grantCommand(), version: versionCommand() };
 }
 
 /** The `svm` program holding the given commands, in that order. */

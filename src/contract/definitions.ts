@@ -139,6 +139,8 @@ export const CarriedStateSchema = z
     message: z.string().optional(),
     /** The next list page's limit: the chunk size, cut for big objects (nextPageLimit). */
     pageLimit: z.number().int().min(1).max(10_000).optional(),
+    /** 'put' once the API server refused the empty merge patch for this resource (its objects are PUT as listed). */
+    rewrite: z.literal('put').optional(),
     /** Where the chunk at continueToken stopped when a pause stopped it (keys namespace/name: no object data). */
     resume: z
       .object({

@@ -4,15 +4,23 @@
  * service accounts, exec plugins); requests go over one keep-alive agent so
  * that a chunk of concurrent no-op updates reuses its connections.
  *
- * List pages are read as a stream and split into the raw text of each item
- * as it arrives (listEach): a no-op update PUTs the object exactly as it was
- * listed, and a page is never held whole.
+ * A migration never holds an object's content (DESIGN.md rule 14): list
+ * pages are asked for as metadata only (PartialObjectMetadataList) and each
+ * object is re-encoded by an empty JSON merge patch that carries nothing but
+ * apiVersion, kind and its resourceVersion (reencode), as the GA built-in
+ * does; the API server reads, re-encodes and writes the object itself, and
+ * answers with metadata only. Only for a resource whose server refuses that
+ * patch is the page listed whole and each object PUT back exactly as listed
+ * (noopUpdate). Either way pages are read as a stream and split into the raw
+ * text of each item as it arrives (listEach), never held whole.
  */
+import * as fs from 'node:fs';
 import { existsSync } from 'node:fs';
 import * as http from 'node:http';
 import { homedir } from 'node:os';
 import { join } from 'node:path';
 import * as https from 'node:https';
+import { packageRoot } from '../config/build-info';
 import { KubeConfig } from './kubeconfig';
 import { APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
 import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
@@ -43,14 +51,45 @@ export interface RequestOptions {
  */
 export const METADATA_LIST_ACCEPT = 'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json';
 
-/** One object of a list page: identity, version and its exact text. */
+/** A list answered with metadata only, or 406: never the objects' content. */
+export const METADATA_ONLY_LIST_ACCEPT = 'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io';
+/** One object answered with metadata only (the reply of a re-encode: never the object's content). */
+export const METADATA_ONLY_ACCEPT =
+  'application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io';
+
+/** The field manager of svm's writes (an empty patch sets no field, so it never appears in managedFields). */
+export const FIELD_MANAGER = 'svm';
+
+/** Every request names svm and its version, as client-go's do (binary/version (os/arch)): audit logs and request metrics tell svm apart. */
+let userAgent = defaultUserAgent();
+function defaultUserAgent(): string {
+  let version = 'unknown';
+  try {
+    const root = packageRoot();
+    version = (JSON.parse(fs.readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version;
+  } catch {
+    // a bundle outside the package: the version stays unknown
+  }
+  return `svm/${version} (${process.platform}/${process.arch})`;
+}
+export function setUserAgent(ua: string): void {
+  userAgent = ua;
+}
+export function currentUserAgent(): string {
+  return userAgent;
+}
+
+/** One object of a list page: identity and version (and its exact text only when listed with content). */
 export interface ListedObject {
   namespace?: string;
   name: string;
   resourceVersion: string;
-  /** The object as listed, with apiVersion and kind: the body of its no-op update. */
-  raw: string;
+  /** The object as listed, with apiVersion and kind: the body of a PUT rewrite. Only in a list with content. */
+  raw?: string;
 }
+
+/** How a migration rewrites each object: the empty merge patch (no content), or a PUT as listed where a server refuses it. */
+export type RewriteMethod = 'patch' | 'put';
 
 /** What a list page says besides its items. */
 export interface ListMeta {
@@ -111,6 +150,15 @@ export function parseJson<T>(text: string, what: string): T {
   }
 }
 
+/** The resourceVersion of a write's reply; only the metadata is parsed (a server that ignored the metadata-only Accept sends the object, which stays one string). */
+function replyResourceVersion(res: KubeResponse, ref: Pick<ResourceRef, 'resource'>): string {
+  try {
+    return itemIdentity(res.body).metadata?.resourceVersion ?? '';
+  } catch {
+    throw new KubeError('other', `update of ${ref.resource}: the response is not valid JSON (${res.body.length} bytes)`);
+  }
+}
+
 function readBody(res: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -156,7 +204,7 @@ export class KubeClient {
   async raw(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const reqOpts: https.RequestOptions = { method, headers: { Accept: opts.accept ?? 'application/json' } };
+    const reqOpts: https.RequestOptions = { method, headers: { Accept: opts.accept ?? 'application/json', 'User-Agent': userAgent } };
     await this.kubeConfig.applyToHTTPSOptions(reqOpts);
     reqOpts.agent = this.agent;
     if (opts.body !== undefined) {
@@ -263,7 +311,7 @@ export class KubeClient {
   /** One page of a list, whole (for small lists: listEach never holds a page). A 410 throws KubeError('gone') with the inconsistent continue token. */
   async listPage(
     ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
-    opts: { limit: number; continueToken?: string; timeoutMs?: number },
+    opts: { limit: number; continueToken?: string; timeoutMs?: number; content?: boolean },
   ): Promise<ListPage> {
     const items: ListedObject[] = [];
     const meta = await this.listEach(ref, opts, (o) => {
@@ -273,8 +321,11 @@ export class KubeClient {
   }
 
   /**
-   * One page of a list, read as a stream: onItem gets each object (its exact
-   * text) as soon as the response holds all of it. While the promise onItem
+   * One page of a list, read as a stream: onItem gets each object (its name
+   * and resourceVersion; with `content`, its exact text too) as soon as the
+   * response holds all of it. Without `content` the page is asked for as
+   * metadata only and a server that cannot answer so fails with 406
+   * (KubeError 'other', status 406): no object's content is read. While the promise onItem
    * returns is pending, the response is not read further: TCP holds the rest
    * at the API server, so what the worker holds is what onItem keeps (the
    * caller's byte budget), not the page. Resolves with the page's metadata
@@ -289,14 +340,19 @@ export class KubeClient {
    */
   async listEach(
     ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
-    opts: { limit: number; continueToken?: string; timeoutMs?: number },
+    opts: { limit: number; continueToken?: string; timeoutMs?: number; content?: boolean },
     onItem: (obj: ListedObject, bytes: number) => void | Promise<void>,
   ): Promise<ListMeta> {
     const path = collectionPath(ref);
     const timeoutMs = opts.timeoutMs ?? 120_000;
     const apiVersion = apiVersionOf(ref);
+    const content = opts.content === true;
     for (let attempt = 1; ; attempt++) {
-      const { req, res } = await this.open('GET', path, { query: { limit: opts.limit, continue: opts.continueToken }, timeoutMs });
+      const { req, res } = await this.open('GET', path, {
+        query: { limit: opts.limit, continue: opts.continueToken },
+        timeoutMs,
+        accept: content ? 'application/json' : METADATA_ONLY_LIST_ACCEPT,
+      });
       const status = res.statusCode ?? 0;
       if (status < 200 || status >= 300) {
         const body = await readBody(res);
@@ -350,15 +406,9 @@ export class KubeClient {
               throw new KubeError('other', `list of ${ref.resource}: item ${items} has no name or resourceVersion`);
             items++;
             bytes += item.length;
-            await onItem(
-              {
-                namespace: m.namespace || undefined,
-                name: m.name,
-                resourceVersion: m.resourceVersion,
-                raw: withTypeMeta(raw, apiVersion, ref.kind, id),
-              },
-              item.length,
-            );
+            const listed: ListedObject = { namespace: m.namespace || undefined, name: m.name, resourceVersion: m.resourceVersion };
+            if (content) listed.raw = withTypeMeta(raw, apiVersion, ref.kind, id);
+            await onItem(listed, item.length);
           }
         }
         try {
@@ -370,6 +420,12 @@ export class KubeClient {
       } finally {
         if (!res.complete) req.destroy();
       }
+      const kindText = splitter.fields.get('kind');
+      if (!content && kindText !== undefined && kindText !== '"PartialObjectMetadataList"')
+        throw new KubeError(
+          'other',
+          `list of ${ref.resource}: the server answered ${kindText.slice(0, 80)} where metadata only was asked for`,
+        );
       const metaText = splitter.fields.get('metadata');
       const meta = metaText
         ? parseJson<{ continue?: string; remainingItemCount?: number; resourceVersion?: string }>(metaText, `list of ${ref.resource}`)
@@ -388,7 +444,7 @@ export class KubeClient {
   private async open(method: string, path: string, opts: RequestOptions): Promise<{ req: http.ClientRequest; res: http.IncomingMessage }> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const reqOpts: https.RequestOptions = { method, headers: { Accept: 'application/json' } };
+    const reqOpts: https.RequestOptions = { method, headers: { Accept: opts.accept ?? 'application/json', 'User-Agent': userAgent } };
     await this.kubeConfig.applyToHTTPSOptions(reqOpts);
     reqOpts.agent = this.agent;
     const mod = url.protocol === 'https:' ? https : http;
@@ -411,18 +467,45 @@ export class KubeClient {
   }
 
   /**
-   * The no-op update: PUT the object exactly as listed, with its
+   * The re-encode, as the GA built-in sends it: a JSON merge patch holding
+   * only apiVersion, kind and metadata.resourceVersion. It sets no field, so
+   * the object (managedFields included) stays as it was; the API server
+   * re-encodes it in the storage version, and writes nothing when the stored
+   * bytes are already current. A changed resourceVersion (a concurrent write,
+   * a deleted and recreated object) is a 409. The reply is asked for as
+   * metadata only. Returns the resourceVersion after it.
+   */
+  async reencode(
+    ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
+    obj: ListedObject,
+    timeoutMs = 30_000,
+  ): Promise<string> {
+    const body = JSON.stringify({ apiVersion: apiVersionOf(ref), kind: ref.kind, metadata: { resourceVersion: obj.resourceVersion } });
+    const res = await this.request('PATCH', objectPath(ref, obj.name, obj.namespace), {
+      body,
+      timeoutMs,
+      contentType: 'application/merge-patch+json',
+      accept: METADATA_ONLY_ACCEPT,
+      query: { fieldManager: FIELD_MANAGER },
+    });
+    return replyResourceVersion(res, ref);
+  }
+
+  /**
+   * The rewrite where a server refuses the patch (some aggregated APIs): PUT
+   * the object exactly as listed (a list with content), with its
    * resourceVersion. Returns the resourceVersion after the update (equal to
    * the listed one when the API server found nothing to rewrite).
    */
   async noopUpdate(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
-    const res = await this.request('PUT', objectPath(ref, obj.name, obj.namespace), { body: obj.raw, timeoutMs });
-    // Only the metadata is parsed: the rest of the reply (a Secret's data, again) stays one string.
-    try {
-      return itemIdentity(res.body).metadata?.resourceVersion ?? '';
-    } catch {
-      throw new KubeError('other', `update of ${ref.resource}: the response is not valid JSON (${res.body.length} bytes)`);
-    }
+    if (obj.raw === undefined) throw new KubeError('other', `update of ${ref.resource}: the object was listed without its content`);
+    const res = await this.request('PUT', objectPath(ref, obj.name, obj.namespace), {
+      body: obj.raw,
+      timeoutMs,
+      accept: METADATA_ONLY_ACCEPT,
+      query: { fieldManager: FIELD_MANAGER },
+    });
+    return replyResourceVersion(res, ref);
   }
 
   /**

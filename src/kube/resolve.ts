@@ -22,7 +22,11 @@ export function notMigratableReason(r: DiscoveredResource): string | undefined {
     return `"${r.name}" is a subresource; migrate the resource "${label({ ...r, name: r.name.split('/')[0]! })}" instead`;
   if (!r.storageVersionHash)
     return `${label(r)} is not persisted (discovery gives it no storageVersionHash), so there is nothing to migrate`;
-  const missing = ['list', 'update'].filter((v) => !r.verbs.includes(v));
+  // The re-encode is a patch; a PUT where the server refuses it (KubeClient.reencode, noopUpdate).
+  const missing = [
+    ...(r.verbs.includes('list') ? [] : ['list']),
+    ...(r.verbs.includes('patch') || r.verbs.includes('update') ? [] : ['patch (or update)']),
+  ];
   if (missing.length > 0) return `${label(r)} cannot be migrated: it does not support ${missing.join(' and ')}`;
   return undefined;
 }

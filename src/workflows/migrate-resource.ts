@@ -483,6 +483,7 @@ async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver | Paused
     continueToken: m.s.continueToken,
     options: { chunkSize: limit, concurrency: m.options.concurrency, qps: m.options.qps },
     ...(m.s.resume ? { resume: m.s.resume } : {}),
+    ...(m.s.rewrite ? { rewrite: m.s.rewrite } : {}),
   };
   let outcome: ChunkOutcome | undefined;
   // Both settle paths are handled here: nothing floats.
@@ -571,6 +572,11 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
     m.s.pageLimit = nextPageLimit(m.options, result);
     m.s.remainingEstimate = result.remainingItemCount;
     if (result.counters.tokenResumes > 0) m.s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
+    if (result.rewrite === 'put' && m.s.rewrite !== 'put') {
+      // Said once, in the status: this resource's objects pass through the worker (DESIGN.md rule 14's exception).
+      m.s.rewrite = 'put';
+      m.s.message = `the API server refuses the empty merge patch for ${m.name}: its objects are rewritten by PUT as listed`;
+    }
     await m.show('Running', false);
     if (m.s.continueToken === undefined) return 'done';
   }

@@ -1,0 +1,32 @@
+/** `svm grant`: the narrow grant that lets the worker migrate one resource its default rights leave out. */
+import { Command, Option } from 'commander';
+import { kubeconfigOption, withExamples } from '../config/cli-options';
+import { KubeClient } from '../kube/client';
+import { resolveResource } from '../kube/resolve';
+import { DEFAULT_SERVICE_ACCOUNT, grantManifests, needsGrant } from './grant';
+
+export function grantCommand(): Command {
+  const cmd = new Command('grant')
+    .description(
+      'print the ClusterRole and binding that let the worker migrate one resource its default rights leave out (custom resources, admission and RBAC objects); read-only',
+    )
+    .argument('<resource>', 'the resource, as for svm migrate (widgets.example.com, mutatingadmissionpolicies)')
+    .addOption(new Option('--service-account <namespace/name>', "the worker's ServiceAccount").default(DEFAULT_SERVICE_ACCOUNT))
+    .addOption(kubeconfigOption())
+    .allowExcessArguments(false)
+    .action(async (resource: string, o: { serviceAccount: string; kubeconfig?: string }) => {
+      const kube = KubeClient.fromKubeconfig(o.kubeconfig);
+      try {
+        const ref = await resolveResource(kube, resource);
+        if (!needsGrant(ref))
+          process.stderr.write(`svm grant: ${resource} is in the worker's default rights (deploy/rbac.yaml); printed anyway\n`);
+        process.stdout.write(grantManifests(ref, o.serviceAccount));
+      } finally {
+        kube.close();
+      }
+    });
+  return withExamples(cmd, [
+    'svm grant widgets.example.com | kubectl apply -f -',
+    'svm grant mutatingadmissionpolicies | kubectl apply -f -   # then delete it once migrated',
+  ]);
+}

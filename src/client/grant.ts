@@ -1,0 +1,60 @@
+/**
+ * The narrow grant of one migration (DESIGN.md rule 14, docs/security.md):
+ * the worker's default rights re-encode the built-in resources the fence can
+ * see, nothing else. A custom resource, or a resource of a group the fence
+ * cannot guard (admission policies and their bindings, webhook
+ * configurations, RBAC objects), is migrated only once the operator grants
+ * `list` and `patch` on exactly that resource to the worker's
+ * ServiceAccount: these manifests. For a group the fence cannot guard, the
+ * grant is for one migration: delete it when the migration has succeeded.
+ */
+import YAML from 'yaml';
+import type { ResourceRef } from '../api/resource';
+
+/** Groups whose changes admission policies cannot see, or whose objects grant rights: never in the default rights. */
+export const UNFENCED_GROUPS: readonly string[] = ['admissionregistration.k8s.io', 'rbac.authorization.k8s.io'];
+
+export const DEFAULT_SERVICE_ACCOUNT = 'svm-system/svm-migrator';
+
+/** The name of the grant's ClusterRole and ClusterRoleBinding for a resource. */
+export function grantName(ref: Pick<ResourceRef, 'group' | 'resource'>): string {
+  const name = `svm-migrate-${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
+  return name.length <= 253 ? name : name.slice(0, 253);
+}
+
+/** Whether the default rights (deploy/rbac.yaml) leave this resource out: custom resources and the unfenced groups. */
+export function needsGrant(ref: Pick<ResourceRef, 'group' | 'custom'>): boolean {
+  return ref.custom || UNFENCED_GROUPS.includes(ref.group);
+}
+
+/** A ClusterRole with list + patch on exactly this resource, bound to the worker's ServiceAccount (namespace/name). */
+export function grantManifests(ref: Pick<ResourceRef, 'group' | 'resource' | 'custom'>, serviceAccount = DEFAULT_SERVICE_ACCOUNT): string {
+  const [namespace, name] = serviceAccount.split('/');
+  if (!namespace || !name) throw new Error(`--service-account must be NAMESPACE/NAME, not "${serviceAccount}"`);
+  const n = grantName(ref);
+  const unfenced = UNFENCED_GROUPS.includes(ref.group);
+  const labels = { 'app.kubernetes.io/name': 'svm', 'app.kubernetes.io/component': 'grant' };
+  const role = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: n, labels },
+    rules: [{ apiGroups: [ref.group], resources: [ref.resource], verbs: ['list', 'patch'] }],
+  };
+  const binding = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: n, labels },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: n },
+    subjects: [{ kind: 'ServiceAccount', name, namespace }],
+  };
+  const what = `${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
+  const head = unfenced
+    ? [
+        `# Lets svm re-encode ${what} for one migration. Admission policies cannot guard`,
+        `# ${ref.group}, so while this grant exists the worker's token could change`,
+        `# these objects: delete it as soon as the migration has succeeded:`,
+        `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
+      ]
+    : [`# Lets svm re-encode ${what}: list, and an empty patch fenced to leave each object unchanged.`];
+  return [...head, YAML.stringify(role).trimEnd(), '---', YAML.stringify(binding).trimEnd(), ''].join('\n');
+}

@@ -1,0 +1,125 @@
+/**
+ * The chunk's rewrite (DESIGN.md rule 14): metadata-only lists and the empty
+ * merge patch by default; the PUT as listed only where the server refuses the
+ * patch (405, 415) or the metadata-only list (406), going on after what is
+ * finished, counting nothing twice, and saying so in the result. A fake kube
+ * layer: the policy is pure logic here; the real servers' side is in
+ * test-rbac.test.ts and test-rewrite.test.ts.
+ */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { MockActivityEnvironment } from '@temporalio/testing';
+import { migrateChunk, type ChunkDeps } from '../src/activities/migrate-chunk';
+import type { ResourceRef } from '../src/api/resource';
+import type { KubeClient, ListedObject, ListMeta } from '../src/kube/client';
+import { KubeError } from '../src/kube/errors';
+import { RateLimiter } from '../src/kube/rate-limit';
+
+const ref: ResourceRef = {
+  group: 'svm.test',
+  version: 'v2',
+  resource: 'widgets',
+  kind: 'Widget',
+  namespaced: true,
+  storageVersionHash: '',
+  custom: true,
+};
+
+/** A fake API of n objects; `refuse` says how the patch or the metadata list is refused. */
+function fakeKube(n: number, refuse: { patchStatus?: number; listStatus?: number; patchAfter?: number }) {
+  const seen = { lists: [] as boolean[], patched: [] as string[], put: [] as string[], rawSeenByPatch: 0 };
+  const kube = {
+    async listEach(
+      _ref: ResourceRef,
+      opts: { limit: number; continueToken?: string; content?: boolean },
+      onItem: (o: ListedObject, bytes: number) => void | Promise<void>,
+    ): Promise<ListMeta> {
+      const content = opts.content === true;
+      seen.lists.push(content);
+      if (!content && refuse.listStatus) throw new KubeError('other', `HTTP ${refuse.listStatus}`, refuse.listStatus);
+      for (let i = 0; i < n; i++) {
+        const name = `w-${String(i).padStart(3, '0')}`;
+        const o: ListedObject = { namespace: 'ns', name, resourceVersion: String(100 + i) };
+        if (content) o.raw = JSON.stringify({ apiVersion: 'svm.test/v2', kind: 'Widget', metadata: { name } });
+        await onItem(o, content ? 200 : 60);
+      }
+      return { items: n, bytes: n * (content ? 200 : 60) };
+    },
+    async reencode(_ref: ResourceRef, obj: ListedObject): Promise<string> {
+      if (obj.raw !== undefined) seen.rawSeenByPatch++;
+      if (refuse.patchStatus && seen.patched.length >= (refuse.patchAfter ?? 0))
+        throw new KubeError('methodNotAllowed', `HTTP ${refuse.patchStatus}`, refuse.patchStatus);
+      seen.patched.push(obj.name);
+      return String(Number(obj.resourceVersion) + 1000);
+    },
+    async noopUpdate(_ref: ResourceRef, obj: ListedObject): Promise<string> {
+      assert.ok(obj.raw, `PUT of ${obj.name} without its content`);
+      seen.put.push(obj.name);
+      return String(Number(obj.resourceVersion) + 1000);
+    },
+  };
+  return { kube: kube as unknown as KubeClient, seen };
+}
+
+const deps = (kube: KubeClient): ChunkDeps => ({ kube, budget: new RateLimiter(0), limiterFor: () => undefined });
+const run = (kube: KubeClient, concurrency = 1) =>
+  new MockActivityEnvironment().run(migrateChunk, deps(kube), { resource: ref, options: { chunkSize: 500, concurrency, qps: 0 } });
+
+void test('by default: one metadata-only list, an empty patch per object, no content anywhere, no PUT', async () => {
+  const { kube, seen } = fakeKube(20, {});
+  const r = await run(kube, 4);
+  assert.deepEqual(seen.lists, [false]);
+  assert.equal(seen.patched.length, 20);
+  assert.equal(seen.put.length, 0);
+  assert.equal(seen.rawSeenByPatch, 0);
+  assert.equal(r.counters.migrated, 20);
+  assert.equal(r.rewrite, undefined);
+});
+
+for (const status of [405, 415]) {
+  void test(`a patch refused with ${status} after 5 objects: the page is listed again with content and PUT after them, each counted once`, async () => {
+    const { kube, seen } = fakeKube(20, { patchStatus: status, patchAfter: 5 });
+    const r = await run(kube);
+    assert.deepEqual(seen.lists, [false, true]);
+    assert.equal(seen.patched.length, 5);
+    assert.deepEqual(
+      seen.put,
+      Array.from({ length: 15 }, (_, i) => `w-${String(i + 5).padStart(3, '0')}`),
+    );
+    assert.equal(r.counters.migrated, 20);
+    assert.equal(r.counters.failed, 0);
+    assert.equal(r.rewrite, 'put');
+  });
+}
+
+void test('a metadata-only list refused with 406: the page is listed with content and every object PUT', async () => {
+  const { kube, seen } = fakeKube(7, { listStatus: 406 });
+  const r = await run(kube, 3);
+  assert.deepEqual(seen.lists, [false, true]);
+  assert.equal(seen.put.length, 7);
+  assert.equal(r.counters.migrated, 7);
+  assert.equal(r.rewrite, 'put');
+});
+
+void test('a chunk told the resource is rewritten by PUT lists with content at once', async () => {
+  const { kube, seen } = fakeKube(4, { patchStatus: 405 });
+  const r = await new MockActivityEnvironment().run(migrateChunk, deps(kube), {
+    resource: ref,
+    options: { chunkSize: 500, concurrency: 2, qps: 0 },
+    rewrite: 'put',
+  });
+  assert.deepEqual(seen.lists, [true]);
+  assert.equal(seen.put.length, 4);
+  assert.equal(r.rewrite, 'put');
+});
+
+void test('a 403 on the patch is a per-object failure, never a reason to PUT', async () => {
+  const { kube, seen } = fakeKube(3, {});
+  (kube as unknown as { reencode: () => Promise<string> }).reencode = () =>
+    Promise.reject(new KubeError('forbidden', 'HTTP 403 Forbidden (RBAC: cannot patch)', 403));
+  const r = await run(kube);
+  assert.deepEqual(seen.lists, [false]);
+  assert.equal(seen.put.length, 0);
+  assert.equal(r.counters.failed, 3);
+  assert.equal(r.rewrite, undefined);
+});
