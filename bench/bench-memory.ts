@@ -32,7 +32,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { defaultMigrationOptions, Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
-import { defaultDevDir, readEnv, up } from '../src/dev/plane';
+import { defaultDevDir, readEnv, readState, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
 import { ensureNamespace, parallel } from '../src/dev/test-crd';
 import { imageEnv } from './lib/image-env';
@@ -49,6 +49,9 @@ const { values } = parseArgs({
     'tsx-worker': { type: 'boolean', default: false },
     dir: { type: 'string' },
     'host-env': { type: 'boolean', default: false },
+    // The worker's rewrite: the empty merge patch on metadata-only lists (svm's default) and/or the PUT as listed
+    // (SVM_REWRITE_METHOD=put, the path kept for servers that refuse the patch), side by side.
+    rewrite: { type: 'string', multiple: true },
   },
 });
 const N = Number(values.objects);
@@ -66,6 +69,10 @@ for (const [k, v] of [
 const PAGES_MIB = (values['page-mib']?.length ? values['page-mib'] : [String(defaultMigrationOptions.pageBytes / 2 ** 20)]).map(Number);
 for (const p of PAGES_MIB)
   if (!Number.isInteger(p) || p < 1 || p > 1024) throw new Error('--page-mib must be a whole number from 1 to 1024');
+const REWRITES = (values.rewrite?.length ? values.rewrite : ['patch']).map((r) => {
+  if (r !== 'patch' && r !== 'put') throw new Error('--rewrite must be patch or put');
+  return r;
+});
 const trees = (values.tree?.length ? values.tree : [`this=${path.join(__dirname, '..')}`]).map((t) => {
   const [label, dir] = t.includes('=') ? [t.slice(0, t.indexOf('=')), t.slice(t.indexOf('=') + 1)] : [path.basename(t), t];
   const root = path.resolve(dir!);
@@ -80,6 +87,7 @@ const vmHwmMiB = (pid: number) => Number(readFileSync(`/proc/${pid}/status`, 'ut
 
 interface Run {
   tree: string;
+  rewrite: string;
   pageMiB: number;
   phase: string;
   seconds: number;
@@ -89,9 +97,25 @@ interface Run {
   peakRssMiB: number;
   migrated: number;
   failed: number;
+  /** CPU seconds (user + system) during the migration: the worker, and every API server of the plane together. */
+  workerCpuSeconds: number;
+  apiserverCpuSeconds: number;
 }
 
-async function runWorker(tree: { label: string; bin: string }, pageMiB: number, env: Record<string, string>): Promise<Run> {
+/** CPU seconds (utime + stime) of a process so far. */
+function cpuSeconds(pid: number): number {
+  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+  const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+  return (Number(fields[11]) + Number(fields[12])) / 100;
+}
+
+async function runWorker(
+  tree: { label: string; bin: string },
+  rewrite: string,
+  pageMiB: number,
+  env: Record<string, string>,
+  apiserverPids: number[],
+): Promise<Run> {
   const taskQueue = `benchmem-${Date.now().toString(36)}`;
   const worker = spawn(process.execPath, [tree.bin, 'worker', '--no-bridge'], {
     env: {
@@ -101,6 +125,7 @@ async function runWorker(tree: { label: string; bin: string }, pageMiB: number, 
       TEMPORAL_TASK_QUEUE: taskQueue,
       SVM_QPS: '0',
       SVM_LOG_LEVEL: 'warn',
+      SVM_REWRITE_METHOD: rewrite,
       ...WORKER_ENV,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
@@ -115,12 +140,17 @@ async function runWorker(tree: { label: string; bin: string }, pageMiB: number, 
       stable = now === idle ? stable + 1 : 0;
       idle = now;
     }
+    const apiCpu = () => apiserverPids.reduce((sum, pid) => sum + cpuSeconds(pid), 0);
+    const cpu0 = { worker: cpuSeconds(worker.pid!), api: apiCpu() };
     const t0 = performance.now();
     const h = await migrator.start('secrets', { chunkSize: CHUNK, concurrency: CONC, pageBytes: pageMiB * 2 ** 20 });
     const result = await h.wait();
     const seconds = (performance.now() - t0) / 1000;
     return {
       tree: tree.label,
+      rewrite,
+      workerCpuSeconds: Number((cpuSeconds(worker.pid!) - cpu0.worker).toFixed(1)),
+      apiserverCpuSeconds: Number((apiCpu() - cpu0.api).toFixed(1)),
       pageMiB,
       phase: result.phase,
       seconds: Number(seconds.toFixed(1)),
@@ -140,6 +170,7 @@ async function main() {
   const dir = values.dir ?? defaultDevDir();
   if (!existsSync(path.join(dir, 'env'))) await up({ dir, log });
   const env = readEnv(dir) as Record<string, string>;
+  const apiserverPids = (readState(dir)?.apiservers ?? []).map((a) => a.pid);
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG);
   await installCrds(kube);
   const ns = `benchmem-${Date.now().toString(36)}`;
@@ -164,12 +195,13 @@ async function main() {
     for (const t of trees) {
       const built = values['tsx-worker'] ? { bin: path.join(t.root, 'bin', 'svm.js'), dispose() {} } : compiledWorkerTree(t.root, log);
       try {
-        for (const pageMiB of PAGES_MIB) {
-          log(`migrating secrets with the worker of ${t.label} (${built.bin}), pages of ${pageMiB} MiB`);
-          const run = await runWorker({ label: t.label, bin: built.bin }, pageMiB, env);
-          log(`  ${JSON.stringify(run)}`);
-          runs.push(run);
-        }
+        for (const rewrite of REWRITES)
+          for (const pageMiB of PAGES_MIB) {
+            log(`migrating secrets with the worker of ${t.label} (${built.bin}), rewrite ${rewrite}, pages of ${pageMiB} MiB`);
+            const run = await runWorker({ label: t.label, bin: built.bin }, rewrite, pageMiB, env, apiserverPids);
+            log(`  ${JSON.stringify(run)}`);
+            runs.push(run);
+          }
       } finally {
         built.dispose();
       }
@@ -197,10 +229,10 @@ async function main() {
   process.stdout.write(
     [
       `${N} Secrets of ${PAYLOAD / 1024} KiB, chunk ${CHUNK} (~${figures.chunkMiB} MiB of objects; pages cut to pageBytes), concurrency ${CONC}; worker ${figures.worker}`,
-      `${'worker'.padEnd(12)} ${'page'.padStart(8)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'objects/s'.padStart(10)}  phase`,
+      `${'worker'.padEnd(12)} ${'rewrite'.padEnd(7)} ${'page'.padStart(8)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'objects/s'.padStart(10)} ${'worker CPU'.padStart(10)} ${'API CPU'.padStart(9)}  phase`,
       ...runs.map(
         (r) =>
-          `${r.tree.padEnd(12)} ${`${r.pageMiB} MiB`.padStart(8)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`,
+          `${r.tree.padEnd(12)} ${r.rewrite.padEnd(7)} ${`${r.pageMiB} MiB`.padStart(8)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)} ${`${r.workerCpuSeconds} s`.padStart(10)} ${`${r.apiserverCpuSeconds} s`.padStart(9)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`,
       ),
       `written ${out}`,
       '',

@@ -2,10 +2,13 @@
  * deploy/ for real: the manifests render with kustomize and pass the API
  * server (Pod Security "restricted" included); a whole migration runs as the
  * svm-migrator ServiceAccount under the ClusterRole of deploy/rbac.yaml
- * (a CRD switched from v1 to v2, Secrets, Roles and RoleBindings granting
- * what the migrator does not hold, ClusterRoles through the kubectl bridge);
- * and the same token is refused (403) everything outside the role, including
- * widening its own rights.
+ * (Secrets by default; a CRD switched from v1 to v2, Roles and RoleBindings
+ * granting what the migrator does not hold, ClusterRoles through the kubectl
+ * bridge, each with the narrow grant `svm grant` prints), with metadata-only
+ * lists and empty patches only (the API servers' own request counters); a
+ * resource outside the rights fails clearly with the 403; and the same token
+ * is refused (403) everything outside the role, including widening its own
+ * rights. The attack table on the shipped manifests is test-worker-rights.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -15,6 +18,7 @@ import { after, before, test } from 'node:test';
 import YAML from 'yaml';
 import { svmPath } from '../src/activities';
 import type { MigrationResult } from '../src/client';
+import { grantManifests } from '../src/client/grant';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { ENDPOINTSLICES_PATH, IDENTITY_LEASES_PATH } from '../src/kube/apiservers';
@@ -179,7 +183,35 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
   });
 });
 
-void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Roles and RoleBindings it could not grant, ClusterRoles through the bridge', async () => {
+/** Applies the narrow grant of each resource (`svm grant`); returns a function that removes them. */
+async function grant(resources: Array<{ group: string; resource: string; custom: boolean }>): Promise<() => Promise<void>> {
+  const objects = resources.flatMap((r) => YAML.parseAllDocuments(grantManifests(r)).map((d) => d.toJS() as Manifest));
+  await serverSideApply(plane.kube, objects);
+  return async () => {
+    for (const o of objects)
+      await plane.kube.raw(
+        'DELETE',
+        `/apis/${RBAC}/v1/${o.kind === 'ClusterRole' ? 'clusterroles' : 'clusterrolebindings'}/${o.metadata.name}`,
+      );
+  };
+}
+
+/** apiserver_request_total of one verb on one resource, summed over every API server of the plane. */
+async function requestCount(verb: string, group: string, resource: string): Promise<number> {
+  let n = 0;
+  for (let i = 0; i < plane.apiserverUrls.length; i++) {
+    const text = (await plane.kubeOf(i).request('GET', '/metrics')).body;
+    for (const line of text.split('\n')) {
+      if (!line.startsWith('apiserver_request_total{')) continue;
+      if (!line.includes(`verb="${verb}"`) || !line.includes(`resource="${resource}"`) || !line.includes(`group="${group}"`)) continue;
+      if (!line.includes('subresource=""')) continue;
+      n += Number(line.slice(line.lastIndexOf(' ') + 1));
+    }
+  }
+  return n;
+}
+
+void test('a whole migration runs as svm-migrator: Secrets by default; a CRD v1 -> v2, Roles and RoleBindings it could not grant, ClusterRoles through the bridge, each with its narrow grant', async () => {
   assert.equal((await whoAmI(sa)).username, SA_USER);
   // It holds neither escalate nor bind, nor what the Roles below grant.
   for (const resource of ['roles', 'clusterroles']) {
@@ -289,6 +321,22 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
     });
   });
 
+  // Outside the default rights until granted, one resource at a time.
+  for (const [group, resource] of [
+    [crd.group, crd.plural],
+    [RBAC, 'roles'],
+    [RBAC, 'rolebindings'],
+    [RBAC, 'clusterroles'],
+  ] as const)
+    assert.equal(await canI(sa, { verb: 'patch', group, resource }), false, `patch ${resource}.${group} before its grant`);
+  const ungrant = await grant([
+    { group: crd.group, resource: crd.plural, custom: true },
+    { group: RBAC, resource: 'roles', custom: false },
+    { group: RBAC, resource: 'rolebindings', custom: false },
+    { group: RBAC, resource: 'clusterroles', custom: false },
+  ]);
+  const secretWrites0 = { patch: await requestCount('PATCH', '', 'secrets'), put: await requestCount('PUT', '', 'secrets') };
+
   const logs: string[] = [];
   const sink = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -329,7 +377,14 @@ void test('a whole migration runs as svm-migrator: a CRD v1 -> v2, Secrets, Role
       return Object.fromEntries(all) as Record<string, MigrationResult>;
     },
     { settings: { bridge: true }, logTo: sink },
-  );
+  ).finally(ungrant);
+  // The rewrite is the empty patch: the API servers counted PATCHes of Secrets (one or more per Secret), no PUT.
+  const secretWrites = {
+    patch: (await requestCount('PATCH', '', 'secrets')) - secretWrites0.patch,
+    put: (await requestCount('PUT', '', 'secrets')) - secretWrites0.put,
+  };
+  assert.ok(secretWrites.patch >= SECRETS, `PATCHes of Secrets: ${secretWrites.patch}`);
+  assert.equal(secretWrites.put, 0, 'a Secret was PUT');
   const warnings = logs.filter((l) => /"level":(40|50)/.test(l));
   const expected: Record<string, number> = {
     [crd.plural]: 300,
@@ -426,118 +481,17 @@ void test('svm-migrator is refused (403) what lies outside its role', async () =
     }),
     forbidden('clusterrolebindings.rbac.authorization.k8s.io', 'create', 'clusterrolebindings', RBAC),
   );
-  // Patching a Deployment.
+  // Updating (PUT) a ConfigMap: the re-encode is a patch, update is not granted.
+  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/configmaps`, {
+    body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { a: 'b' } }),
+  });
   assert.equal(
-    await refused(
-      'PATCH',
-      `/apis/apps/v1/namespaces/${SA_NAMESPACE}/deployments/svm-worker`,
-      { spec: { replicas: 3 } },
-      'application/merge-patch+json',
-    ),
-    forbidden('deployments.apps "svm-worker"', 'patch', 'deployments', 'apps', SA_NAMESPACE),
+    await refused('PUT', `/api/v1/namespaces/${ns}/configmaps/c`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' } }),
+    forbidden('configmaps "c"', 'update', 'configmaps', '', ns),
   );
 });
 
-void test('svm-migrator may rewrite objects unchanged and nothing more: subresources and changed content are denied, no-op updates pass', async () => {
-  const ns = uniq('noop');
-  await ensureNamespace(plane.kube, ns);
-  const admin = plane.kube;
-  const base = `/api/v1/namespaces/${ns}`;
-  // No controller manager creates it here: a Pod needs its ServiceAccount.
-  await admin.request('POST', `${base}/serviceaccounts`, {
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } }),
-  });
-  await admin.request('POST', `${base}/secrets`, {
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, data: { k: Buffer.from('v').toString('base64') } }),
-  });
-  await admin.request('POST', `${base}/configmaps`, {
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c', labels: { a: 'b' } }, data: { k: 'v' } }),
-  });
-  await admin.request('POST', `${base}/pods`, {
-    body: JSON.stringify({
-      apiVersion: 'v1',
-      kind: 'Pod',
-      metadata: { name: 'p' },
-      spec: { containers: [{ name: 'c', image: 'busybox' }] },
-    }),
-  });
-  await admin.request('POST', `/apis/apps/v1/namespaces/${ns}/deployments`, {
-    body: JSON.stringify({
-      apiVersion: 'apps/v1',
-      kind: 'Deployment',
-      metadata: { name: 'd' },
-      spec: {
-        replicas: 2,
-        selector: { matchLabels: { a: 'b' } },
-        template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
-      },
-    }),
-  });
-  // What the worker lists is what it writes back: the objects as the list gives them.
-  const listed = async (path: string) => (await sa.getJson<{ items: Array<Record<string, unknown>> }>(path)).items[0]!;
-  const secret = await listed(`${base}/secrets`);
-  const configmap = await listed(`${base}/configmaps`);
-  const pod = await listed(`${base}/pods`);
-  const deployment = await listed(`/apis/apps/v1/namespaces/${ns}/deployments`);
-  const put = (path: string, body: unknown) => sa.raw('PUT', path, { body: JSON.stringify(body) });
-  const denied = async (what: string, res: Promise<{ status: number; body: string }>, message: RegExp) => {
-    const r = await res;
-    assert.ok(r.status === 403 || r.status === 422, `${what}: expected a denial, got ${r.status} ${r.body.slice(0, 200)}`);
-    assert.match(r.body, /svm-worker-no-op-only/, what);
-    assert.match(r.body, message, what);
-  };
-  // A subresource: scaling a Deployment to zero, a shell in any Pod.
-  await denied(
-    'deployments/scale',
-    put(`/apis/apps/v1/namespaces/${ns}/deployments/d/scale`, {
-      apiVersion: 'autoscaling/v1',
-      kind: 'Scale',
-      metadata: { name: 'd', namespace: ns },
-      spec: { replicas: 0 },
-    }),
-    /top-level objects only/,
-  );
-  await denied(
-    'pods/ephemeralcontainers',
-    put(`${base}/pods/p/ephemeralcontainers`, {
-      ...pod,
-      spec: { ...(pod.spec as object), ephemeralContainers: [{ name: 'shell', image: 'busybox', command: ['sh'] }] },
-    }),
-    /top-level objects only/,
-  );
-  // Changed content.
-  await denied(
-    'a Secret with other data',
-    put(`${base}/secrets/s`, { ...secret, data: { k: Buffer.from('other').toString('base64') } }),
-    /unchanged/,
-  );
-  await denied(
-    'a ConfigMap with other labels',
-    put(`${base}/configmaps/c`, { ...configmap, metadata: { ...(configmap.metadata as object), labels: { a: 'changed' } } }),
-    /unchanged/,
-  );
-  await denied(
-    'a Deployment scaled through its spec',
-    put(`/apis/apps/v1/namespaces/${ns}/deployments/d`, { ...deployment, spec: { ...(deployment.spec as object), replicas: 0 } }),
-    /unchanged/,
-  );
-  // The no-op rewrite of each passes.
-  for (const [path, body] of [
-    [`${base}/secrets/s`, secret],
-    [`${base}/configmaps/c`, configmap],
-    [`${base}/pods/p`, pod],
-    [`/apis/apps/v1/namespaces/${ns}/deployments/d`, deployment],
-  ] as const) {
-    const r = await put(path, body);
-    assert.equal(r.status, 200, `no-op update of ${path}: ${r.status} ${r.body.slice(0, 300)}`);
-  }
-  // Nothing changed underneath: the admin reads the same content.
-  const after = (await admin.getJson<{ data: Record<string, string> }>(`${base}/secrets/s`)).data;
-  assert.equal(Buffer.from(after.k!, 'base64').toString(), 'v');
-  assert.equal((await admin.getJson<{ spec: { replicas: number } }>(`/apis/apps/v1/namespaces/${ns}/deployments/d`)).spec.replicas, 2);
-});
-
-void test('without escalate and bind, a no-op update of an RBAC object passes but svm-migrator cannot widen its own rights', async () => {
+void test('RBAC objects are outside the default rights; with the grant of one migration a Role is re-encoded, but no change widens the rights', async () => {
   const ns = uniq('rbac-esc');
   await ensureNamespace(plane.kube, ns);
   const rules = [{ apiGroups: [''], resources: ['pods/exec'], verbs: ['create'] }];
@@ -545,92 +499,77 @@ void test('without escalate and bind, a no-op update of an RBAC object passes bu
     body: JSON.stringify({ apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { name: 'exec' }, rules }),
   });
   const ref = { group: RBAC, version: 'v1', resource: 'roles', kind: 'Role' };
-  const [listed] = (await sa.listPage(ref, { limit: 500 })).items.filter((o) => o.namespace === ns);
-  assert.ok(listed);
+  const rolePath = `/apis/${RBAC}/v1/namespaces/${ns}/roles/exec`;
+  const rv = async () => (await plane.kube.getJson<{ metadata: { resourceVersion: string } }>(rolePath)).metadata.resourceVersion;
+  const listed = await rv();
 
-  // The migrator's update, byte for byte as listed: allowed (the API server
-  // skips the escalation check when nothing but GC fields would change).
-  assert.equal(await sa.noopUpdate(ref, listed), listed.resourceVersion);
-
-  // Any real change of the same Role is refused: the ServiceAccount does not hold pods/exec.
-  const changed = JSON.parse(listed.raw) as { metadata: { labels?: Record<string, string> } };
-  changed.metadata.labels = { changed: 'yes' };
+  // Without the grant: neither the re-encode nor a list.
   assert.equal(
-    await refused('PUT', `/apis/${RBAC}/v1/namespaces/${ns}/roles/exec`, changed),
-    `roles.rbac.authorization.k8s.io "exec" is forbidden: user "${SA_USER}" (groups=["system:serviceaccounts" "system:serviceaccounts:${SA_NAMESPACE}" "system:authenticated"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[""], Resources:["pods/exec"], Verbs:["create"]}`,
-  );
-
-  // Adding a rule to its own ClusterRole: refused (update is granted, escalate is not).
-  const own = await sa.raw('GET', `/apis/${RBAC}/v1/clusterroles?fieldSelector=metadata.name%3D${SA_NAME}`);
-  assert.equal(own.status, 200);
-  const mine = (JSON.parse(own.body) as { items: Array<{ rules: unknown[]; [k: string]: unknown }> }).items[0]!;
-  mine.rules.push({ apiGroups: [''], resources: ['secrets'], verbs: ['get'] });
-  assert.match(
-    await refused('PUT', `/apis/${RBAC}/v1/clusterroles/${SA_NAME}`, { ...mine, apiVersion: `${RBAC}/v1`, kind: 'ClusterRole' }),
-    new RegExp(
-      `^clusterroles\\.rbac\\.authorization\\.k8s\\.io "${SA_NAME}" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:\\n\\{APIGroups:\\[""\\], Resources:\\["secrets"\\], Verbs:\\["get"\\]\\}$`,
+    await refused(
+      'PATCH',
+      rolePath,
+      { apiVersion: `${RBAC}/v1`, kind: 'Role', metadata: { resourceVersion: listed } },
+      'application/merge-patch+json',
     ),
+    forbidden('roles.rbac.authorization.k8s.io "exec"', 'patch', 'roles', RBAC, ns),
   );
-
-  // Adding itself to the cluster-admin ClusterRoleBinding: refused (update is granted, bind is not).
-  const crb = await sa.raw('GET', `/apis/${RBAC}/v1/clusterrolebindings?fieldSelector=metadata.name%3Dcluster-admin`);
-  const binding = (JSON.parse(crb.body) as { items: Array<{ subjects: unknown[]; [k: string]: unknown }> }).items[0]!;
-  binding.subjects.push({ kind: 'ServiceAccount', name: SA_NAME, namespace: SA_NAMESPACE });
-  assert.match(
-    await refused('PUT', `/apis/${RBAC}/v1/clusterrolebindings/cluster-admin`, {
-      ...binding,
-      apiVersion: `${RBAC}/v1`,
-      kind: 'ClusterRoleBinding',
-    }),
-    new RegExp(
-      `^clusterrolebindings\\.rbac\\.authorization\\.k8s\\.io "cluster-admin" is forbidden: user "${SA_USER}" .* is attempting to grant RBAC permissions not currently held:`,
-    ),
-  );
+  const ungrant = await grant([{ group: RBAC, resource: 'roles', custom: false }]);
+  try {
+    await eventually('the grant to be in force', () => canI(sa, { verb: 'patch', group: RBAC, resource: 'roles', namespace: ns }));
+    // The re-encode: admitted, and nothing is written (the Role is already current).
+    assert.equal(await sa.reencode(ref, { name: 'exec', namespace: ns, resourceVersion: listed }), listed);
+    // Any real change of the same Role is refused, by the fence (and RBAC's escalation check behind it).
+    const res = await sa.raw('PATCH', rolePath, {
+      body: JSON.stringify({ rules: [{ apiGroups: ['*'], resources: ['*'], verbs: ['*'] }] }),
+      contentType: 'application/merge-patch+json',
+    });
+    assert.equal(res.status, 403, res.body.slice(0, 300));
+    assert.equal(await rv(), listed, 'the Role was written');
+    // Its own ClusterRole and the cluster-admin binding stay out of reach: the grant names roles only.
+    assert.equal(
+      await refused(
+        'PATCH',
+        `/apis/${RBAC}/v1/clusterroles/${SA_NAME}`,
+        [{ op: 'add', path: '/rules/-', value: { apiGroups: [''], resources: ['secrets'], verbs: ['get'] } }],
+        'application/json-patch+json',
+      ),
+      forbidden(`clusterroles.rbac.authorization.k8s.io "${SA_NAME}"`, 'patch', 'clusterroles', RBAC),
+    );
+    assert.equal(
+      await refused(
+        'PATCH',
+        `/apis/${RBAC}/v1/clusterrolebindings/cluster-admin`,
+        { subjects: [{ kind: 'ServiceAccount', name: SA_NAME, namespace: SA_NAMESPACE }] },
+        'application/merge-patch+json',
+      ),
+      forbidden('clusterrolebindings.rbac.authorization.k8s.io "cluster-admin"', 'patch', 'clusterrolebindings', RBAC),
+    );
+  } finally {
+    await ungrant();
+  }
 });
 
-void test('an operator withholds a resource by replacing the wildcard rule with a list: migrating it then fails clearly with the 403', async () => {
-  // deploy/rbac.yaml for another ServiceAccount, with the wildcard rule replaced by an explicit list without Secrets.
-  const name = 'svm-migrator-narrow';
-  const objects = readManifests('rbac.yaml').map((o) => {
-    const copy = JSON.parse(JSON.stringify(o)) as Manifest & {
-      rules?: Array<{ resources?: string[] }>;
-      roleRef?: { name: string };
-      subjects?: Array<{ name: string }>;
-    };
-    copy.metadata.name = name;
-    if (copy.kind === 'ClusterRole') {
-      const wildcard = copy.rules!.findIndex((r) => r.resources?.includes('*'));
-      assert.ok(wildcard >= 0, 'deploy/rbac.yaml has no wildcard rule');
-      copy.rules!.splice(wildcard, 1, { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'update'] } as never);
-    }
-    if (copy.roleRef) copy.roleRef.name = name;
-    if (copy.subjects) copy.subjects[0]!.name = name;
-    return copy;
-  });
-  await serverSideApply(plane.kube, objects);
-  const narrow = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, SA_NAMESPACE, name), name);
+void test('a resource outside the rights (a custom resource without its grant) fails clearly with the 403; with the grant `svm grant` prints it migrates', async () => {
+  const crd = testCrd(`${uniq('nogrant')}.svm.test`);
+  const ns = uniq('rbac-nogrant');
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 20, { namespace: ns });
+  await applyCrd(plane.kube, crd, 'v2');
+  const quietLog = { logTo: new Writable({ write: (_c, _e, cb) => cb() }) };
+  const refusedRun = await withWorkerAs(plane, kubeconfig, async (m) => (await m.start(crd.name)).wait(), quietLog);
+  assert.equal(refusedRun.phase, 'Failed');
+  assert.equal(refusedRun.message, `migration of ${crd.name} stopped: listing ${crd.name}: HTTP 403 Forbidden (RBAC: cannot list)`);
 
-  const ns = uniq('rbac-narrow');
-  await ensureNamespace(plane.kube, ns);
-  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/secrets`, {
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, stringData: { k: 'v' } }),
+  const ungrant = await grant([{ group: crd.group, resource: crd.plural, custom: true }]);
+  try {
+    await eventually('the grant to be in force', () => canI(sa, { verb: 'patch', group: crd.group, resource: crd.plural }));
+    const granted = await withWorkerAs(plane, kubeconfig, async (m) => (await m.start(crd.name)).wait(), quietLog);
+    assert.equal(granted.phase, 'Succeeded', granted.message);
+    assert.equal(granted.counters.rewritten, 20);
+  } finally {
+    await ungrant();
+  }
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 20,
   });
-  await plane.kube.request('POST', `/api/v1/namespaces/${ns}/configmaps`, {
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { k: 'v' } }),
-  });
-
-  const [configmaps, secrets] = await withWorkerAs(
-    plane,
-    narrow,
-    async (m) => {
-      const cm = await (await m.start('configmaps')).wait();
-      const s = await (await m.start('secrets')).wait();
-      return [cm, s] as const;
-    },
-    { logTo: new Writable({ write: (_c, _e, cb) => cb() }) },
-  ).finally(() => removeTokenKubeconfig(narrow));
-  assert.equal(configmaps.phase, 'Succeeded', configmaps.message);
-  assert.equal(configmaps.counters.failed, 0);
-  assert.equal(secrets.phase, 'Failed');
-  assert.equal(secrets.message, 'migration of secrets stopped: listing secrets: HTTP 403 Forbidden (RBAC: cannot list)');
 });

@@ -9,7 +9,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { MockActivityEnvironment } from '@temporalio/testing';
-import { migrateChunk, type ChunkDeps } from '../src/activities/migrate-chunk';
+import { migrateChunk, type ChunkDeps, type ChunkResult } from '../src/activities/migrate-chunk';
 import type { ResourceRef } from '../src/api/resource';
 import type { KubeClient, ListedObject, ListMeta } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
@@ -62,7 +62,7 @@ function fakeKube(n: number, refuse: { patchStatus?: number; listStatus?: number
 }
 
 const deps = (kube: KubeClient): ChunkDeps => ({ kube, budget: new RateLimiter(0), limiterFor: () => undefined });
-const run = (kube: KubeClient, concurrency = 1) =>
+const run = (kube: KubeClient, concurrency = 1): Promise<ChunkResult> =>
   new MockActivityEnvironment().run(migrateChunk, deps(kube), { resource: ref, options: { chunkSize: 500, concurrency, qps: 0 } });
 
 void test('by default: one metadata-only list, an empty patch per object, no content anywhere, no PUT', async () => {
@@ -103,10 +103,10 @@ void test('a metadata-only list refused with 406: the page is listed with conten
 
 void test('a chunk told the resource is rewritten by PUT lists with content at once', async () => {
   const { kube, seen } = fakeKube(4, { patchStatus: 405 });
-  const r = await new MockActivityEnvironment().run(migrateChunk, deps(kube), {
+  const r: ChunkResult = await new MockActivityEnvironment().run(migrateChunk, deps(kube), {
     resource: ref,
     options: { chunkSize: 500, concurrency: 2, qps: 0 },
-    rewrite: 'put',
+    rewrite: 'put' as const,
   });
   assert.deepEqual(seen.lists, [true]);
   assert.equal(seen.put.length, 4);

@@ -130,6 +130,16 @@ export function listBufferBytes(deps: Pick<ChunkDeps, 'listBufferBytes'>): numbe
   return Math.max(1, v);
 }
 
+/**
+ * SVM_REWRITE_METHOD=put makes every chunk of this worker rewrite by PUT as listed, content and all: for
+ * measuring the two paths side by side (npm run bench:memory -- --rewrite patch --rewrite put), never needed
+ * otherwise (a server that refuses the patch is found at run time). Unset or `patch`: the empty patch.
+ */
+function forcedRewrite(deps: Pick<ChunkDeps, 'rewrite'>): RewriteMethod | undefined {
+  if (deps.rewrite) return deps.rewrite;
+  return process.env.SVM_REWRITE_METHOD === 'put' ? 'put' : undefined;
+}
+
 const keyOf = (o: ListedObject) => `${o.namespace ?? ''}/${o.name}`;
 
 /** The failure type of a chunk whose resource is not served (any more): the workflow starts the pass over. */
@@ -169,6 +179,8 @@ export interface ChunkDeps {
   listBufferBytes?: number;
   /** The worker-wide memory budget shared by every chunk in the process; unset: only the chunk's own list buffer. */
   memory?: MemoryBudget;
+  /** Rewrite every object by PUT (measurement only; default: SVM_REWRITE_METHOD, else the empty patch). */
+  rewrite?: RewriteMethod;
 }
 
 /** Thrown into the list stream to stop reading it (a fatal update error, or a cancel). */
@@ -203,7 +215,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   // Finished objects after the watermark (hb.lastKey), counted (here or before the pause): never updated or counted again.
   const doneAfter = new Set<string>(resumed ? (resumed.doneAfter ?? []) : (input.resume?.doneAfter ?? []));
 
-  let method: RewriteMethod = hb.rewrite ?? input.rewrite ?? 'patch';
+  let method: RewriteMethod = hb.rewrite ?? input.rewrite ?? forcedRewrite(deps) ?? 'patch';
   const limiter = deps.limiterFor(name, options.qps);
   const bufferBytes = listBufferBytes(deps);
   let fatal: unknown;

@@ -1,0 +1,673 @@
+/**
+ * Someone holds the worker's token and tries everything it allows (DESIGN.md
+ * rule 14, docs/security.md): on the shipped manifests, applied as an
+ * operator applies them (deploy/ through kustomize on the current release,
+ * the Helm chart's rendering on the previous one, each on a plane of that
+ * release), every attempt to change, create, delete, reach through a
+ * subresource or proxy, or switch the fence off is refused (403), and the
+ * object's resourceVersion shows nothing was written; the re-encode of each
+ * kind (the empty merge patch svm sends) still passes and writes nothing when
+ * the object is already current; the default rights cover every built-in
+ * stored resource the fence can see and none it cannot.
+ */
+import assert from 'node:assert/strict';
+import { execFile } from 'node:child_process';
+import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { after, test } from 'node:test';
+import YAML from 'yaml';
+import { grantManifests, UNFENCED_GROUPS } from '../src/client/grant';
+import { down, restartApiserver, up } from '../src/dev/plane';
+import { kubeVersions } from '../src/dev/tools';
+import { KubeClient } from '../src/kube/client';
+import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
+import { eventually } from './helpers/migrate';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import {
+  canI,
+  DEPLOY_DIR,
+  readManifests,
+  removeTokenKubeconfig,
+  serverSideApply,
+  serviceAccountToken,
+  writeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
+
+const run = promisify(execFile);
+const quiet = () => undefined;
+const SA_NAMESPACE = 'svm-system';
+const SA_NAME = 'svm-migrator';
+const POLICY = 'svm-worker-no-op-only';
+const MERGE = 'application/merge-patch+json';
+const JSON_PATCH = 'application/json-patch+json';
+const APPLY = 'application/apply-patch+yaml';
+
+const previousDir = mkdtempSync(path.join(tmpdir(), 'svm-rights-prev-'));
+after(async () => {
+  await down(previousDir, quiet).catch(() => undefined);
+  rmSync(previousDir, { recursive: true, force: true });
+});
+
+/** The shipped worker objects as kustomize renders deploy/ (what `kubectl apply -k deploy/` applies). */
+async function kustomized(plane: TestPlane): Promise<Manifest[]> {
+  const { stdout } = await run(plane.env.KUBECTL!, ['kustomize', DEPLOY_DIR], { timeout: 120_000, maxBuffer: 64 << 20 });
+  return YAML.parseAllDocuments(stdout).map((d) => d.toJS() as Manifest);
+}
+
+/** The same objects as the Helm chart renders them with its defaults. */
+async function charted(): Promise<Manifest[]> {
+  const { stdout: tools } = await run('bash', [path.join(__dirname, '..', 'scripts', 'tools.d', 'helm.sh')], { timeout: 900_000 });
+  const helm = /^helm=(.+)$/m.exec(tools)![1]!;
+  const home = mkdtempSync(path.join(tmpdir(), 'svm-rights-helm-'));
+  try {
+    const { stdout } = await run(helm, ['template', 'svm', path.join(__dirname, '..', 'charts', 'svm'), '-n', SA_NAMESPACE], {
+      timeout: 120_000,
+      maxBuffer: 64 << 20,
+      env: { ...process.env, HELM_CONFIG_HOME: home, HELM_CACHE_HOME: home, HELM_DATA_HOME: home },
+    });
+    return [...readManifests('namespace.yaml'), ...YAML.parseAllDocuments(stdout).map((d) => d.toJS() as Manifest)];
+  } finally {
+    rmSync(home, { recursive: true, force: true });
+  }
+}
+
+/** What the attack needs of the shipped objects: identity, rights and the fence (not the worker's Deployment). */
+const RIGHTS_KINDS = [
+  'Namespace',
+  'ServiceAccount',
+  'ClusterRole',
+  'ClusterRoleBinding',
+  'Role',
+  'RoleBinding',
+  'ValidatingAdmissionPolicy',
+  'ValidatingAdmissionPolicyBinding',
+];
+
+interface Attempt {
+  what: string;
+  method: string;
+  path: string;
+  body?: unknown;
+  contentType?: string;
+  /** Who must refuse it: RBAC, or the fence (the admission policy). */
+  by: 'RBAC' | 'fence';
+  /** An object (admin's path) whose resourceVersion must not move. */
+  guards?: string;
+}
+
+interface Row {
+  what: string;
+  status: number;
+  by: string;
+}
+
+async function attackTable(plane: TestPlane, release: string, manifests: Manifest[]): Promise<Row[]> {
+  const admin = plane.kube;
+  await serverSideApply(
+    admin,
+    manifests.filter((o) => RIGHTS_KINDS.includes(o.kind)),
+  );
+  const token = await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME);
+  const kubeconfig = writeTokenKubeconfig(admin.server, token, SA_NAME);
+  const sa = KubeClient.fromKubeconfig(kubeconfig);
+  const ns = uniq('attack');
+  const node = uniq('node');
+  const hook = uniq('hook');
+  const cleanup: Array<() => Promise<unknown>> = [];
+  try {
+    await ensureNamespace(admin, ns);
+    cleanup.push(() => admin.raw('DELETE', `/api/v1/namespaces/${ns}`));
+    const post = async (p: string, body: Record<string, unknown>) => {
+      await admin.request('POST', p, { body: JSON.stringify(body) });
+    };
+    const base = `/api/v1/namespaces/${ns}`;
+    const apps = `/apis/apps/v1/namespaces/${ns}`;
+    await post(`${base}/serviceaccounts`, { apiVersion: 'v1', kind: 'ServiceAccount', metadata: { name: 'default' } });
+    await post(`${base}/secrets`, { apiVersion: 'v1', kind: 'Secret', metadata: { name: 's' }, stringData: { password: 'hunter2' } });
+    await post(`${base}/configmaps`, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'c', labels: { a: 'b' }, annotations: { note: 'x' } },
+      data: { k: 'v' },
+    });
+    await post(`${base}/configmaps`, {
+      apiVersion: 'v1',
+      kind: 'ConfigMap',
+      metadata: { name: 'kept', finalizers: ['example.com/keep'] },
+      data: { k: 'v' },
+    });
+    await post(`${base}/pods`, {
+      apiVersion: 'v1',
+      kind: 'Pod',
+      metadata: { name: 'p' },
+      spec: { containers: [{ name: 'c', image: 'busybox' }] },
+    });
+    await post(`${base}/services`, {
+      apiVersion: 'v1',
+      kind: 'Service',
+      metadata: { name: 'svc' },
+      spec: { ports: [{ port: 80 }], selector: { a: 'b' } },
+    });
+    await post(`${apps}/deployments`, {
+      apiVersion: 'apps/v1',
+      kind: 'Deployment',
+      metadata: { name: 'd' },
+      spec: {
+        replicas: 2,
+        selector: { matchLabels: { a: 'b' } },
+        template: { metadata: { labels: { a: 'b' } }, spec: { containers: [{ name: 'c', image: 'busybox' }] } },
+      },
+    });
+    await post(`/apis/coordination.k8s.io/v1/namespaces/${ns}/leases`, {
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: 'leader' },
+      spec: { holderIdentity: 'controller-a', leaseDurationSeconds: 15 },
+    });
+    // The namespace goes only once the finalizer is gone.
+    cleanup.push(() =>
+      admin.raw('PATCH', `${base}/configmaps/kept`, { body: JSON.stringify({ metadata: { finalizers: null } }), contentType: MERGE }),
+    );
+    await post('/api/v1/nodes', { apiVersion: 'v1', kind: 'Node', metadata: { name: node } });
+    cleanup.push(() => admin.raw('DELETE', `/api/v1/nodes/${node}`));
+    await post('/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations', {
+      apiVersion: 'admissionregistration.k8s.io/v1',
+      kind: 'ValidatingWebhookConfiguration',
+      metadata: { name: hook },
+      webhooks: [],
+    });
+    cleanup.push(() => admin.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${hook}`));
+    // A custom resource the operator granted with `svm grant` (the fence guards it all the same), and its CRD
+    // stored at v2 with storedVersions [v1, v2].
+    const crd = testCrd(`${uniq('atk')}.svm.test`);
+    await applyCrd(admin, crd, 'v1');
+    await createObjects(admin, crd, 'v1', 1, { namespace: ns });
+    await applyCrd(admin, crd, 'v2');
+    cleanup.push(() => admin.raw('DELETE', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`));
+    const grant = YAML.parseAllDocuments(grantManifests({ group: crd.group, resource: crd.plural, custom: true })).map(
+      (d) => d.toJS() as Manifest,
+    );
+    await serverSideApply(admin, grant);
+    cleanup.push(() => admin.raw('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterrolebindings/${grant[1]!.metadata.name}`));
+    cleanup.push(() => admin.raw('DELETE', `/apis/rbac.authorization.k8s.io/v1/clusterroles/${grant[0]!.metadata.name}`));
+    const cr = `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/w-000000`;
+    const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`;
+    const fenceBinding = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${POLICY}`;
+    const fencePolicy = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${POLICY}`;
+    const lease = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/leader`;
+
+    // The fence takes effect a moment after it is created: wait until it denies (a ConfigMap of its own as the probe).
+    await post(`${base}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe' }, data: { k: 'v' } });
+    await eventually(
+      'the fence to deny a change',
+      async () => {
+        const r = await sa.raw('PATCH', `${base}/configmaps/probe`, {
+          body: JSON.stringify({ data: { k: uniq('p') } }),
+          contentType: MERGE,
+        });
+        return r.status === 403 && r.body.includes(POLICY);
+      },
+      30_000,
+    );
+
+    const attempts: Attempt[] = [
+      // Content and metadata of every kind, by every kind of patch.
+      {
+        what: 'ConfigMap data (merge patch)',
+        method: 'PATCH',
+        path: `${base}/configmaps/c`,
+        body: { data: { k: 'w' } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'ConfigMap labels (JSON patch)',
+        method: 'PATCH',
+        path: `${base}/configmaps/c`,
+        body: [{ op: 'replace', path: '/metadata/labels/a', value: 'z' }],
+        contentType: JSON_PATCH,
+        by: 'fence',
+      },
+      {
+        what: 'ConfigMap annotations (server-side apply)',
+        method: 'PATCH',
+        path: `${base}/configmaps/c?fieldManager=x&force=true`,
+        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c', annotations: { note: 'y' } } },
+        contentType: APPLY,
+        by: 'fence',
+      },
+      {
+        what: 'ConfigMap ownerReferences to a missing owner (the garbage collector would delete it)',
+        method: 'PATCH',
+        path: `${base}/configmaps/c`,
+        body: {
+          metadata: {
+            ownerReferences: [{ apiVersion: 'v1', kind: 'ConfigMap', name: 'gone', uid: '00000000-0000-0000-0000-000000000001' }],
+          },
+        },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'ConfigMap finalizers added',
+        method: 'PATCH',
+        path: `${base}/configmaps/c`,
+        body: { metadata: { finalizers: ['example.com/block'] } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'ConfigMap finalizers stripped',
+        method: 'PATCH',
+        path: `${base}/configmaps/kept`,
+        body: { metadata: { finalizers: null } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'Secret data',
+        method: 'PATCH',
+        path: `${base}/secrets/s`,
+        body: { data: { password: Buffer.from('mine').toString('base64') } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'Deployment spec (replicas)',
+        method: 'PATCH',
+        path: `${apps}/deployments/d`,
+        body: { spec: { replicas: 0 } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'Deployment pod template (image)',
+        method: 'PATCH',
+        path: `${apps}/deployments/d`,
+        body: [{ op: 'replace', path: '/spec/template/spec/containers/0/image', value: 'evil' }],
+        contentType: JSON_PATCH,
+        by: 'fence',
+      },
+      {
+        what: 'custom resource spec (granted resource)',
+        method: 'PATCH',
+        path: cr,
+        body: { spec: { index: -1 } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'Node taints',
+        method: 'PATCH',
+        path: `/api/v1/nodes/${node}`,
+        body: { spec: { taints: [{ key: 'k', effect: 'NoSchedule' }] } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'leader Lease holder',
+        method: 'PATCH',
+        path: lease,
+        body: { spec: { holderIdentity: 'attacker' } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'CRD spec',
+        method: 'PATCH',
+        path: crdPath,
+        body: {
+          spec: {
+            versions: [
+              { name: 'v1', served: false, storage: false, schema: { openAPIV3Schema: { type: 'object' } } },
+              { name: 'v2', served: true, storage: true, schema: { openAPIV3Schema: { type: 'object' } } },
+            ],
+          },
+        },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'CRD status.storedVersions set to a version not stored',
+        method: 'PATCH',
+        path: `${crdPath}/status`,
+        body: { status: { storedVersions: ['v1'] } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'CRD status.storedVersions widened',
+        method: 'PATCH',
+        path: `${crdPath}/status`,
+        body: { status: { storedVersions: ['v1', 'v2', 'v3'] } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: 'CRD status conditions',
+        method: 'PATCH',
+        path: `${crdPath}/status`,
+        body: {
+          status: {
+            conditions: [{ type: 'Established', status: 'False', reason: 'x', message: 'x', lastTransitionTime: new Date().toISOString() }],
+          },
+        },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      // Subresources and proxies.
+      {
+        what: 'deployments/scale',
+        method: 'PATCH',
+        path: `${apps}/deployments/d/scale`,
+        body: { spec: { replicas: 0 } },
+        contentType: MERGE,
+        by: 'RBAC',
+        guards: `${apps}/deployments/d`,
+      },
+      {
+        what: 'deployments/status',
+        method: 'PATCH',
+        path: `${apps}/deployments/d/status`,
+        body: { status: { replicas: 9 } },
+        contentType: MERGE,
+        by: 'RBAC',
+        guards: `${apps}/deployments/d`,
+      },
+      {
+        what: 'pods/ephemeralcontainers',
+        method: 'PATCH',
+        path: `${base}/pods/p/ephemeralcontainers`,
+        body: { spec: { ephemeralContainers: [{ name: 'shell', image: 'busybox', command: ['sh'] }] } },
+        contentType: 'application/strategic-merge-patch+json',
+        by: 'RBAC',
+        guards: `${base}/pods/p`,
+      },
+      { what: 'pods/exec', method: 'POST', path: `${base}/pods/p/exec?command=id&stdout=true`, by: 'RBAC' },
+      { what: 'pods/proxy (PUT)', method: 'PUT', path: `${base}/pods/p/proxy/`, body: {}, by: 'RBAC' },
+      { what: 'services/proxy (PUT)', method: 'PUT', path: `${base}/services/svc/proxy/`, body: {}, by: 'RBAC' },
+      { what: 'nodes/proxy (GET)', method: 'GET', path: `/api/v1/nodes/${node}/proxy/`, by: 'RBAC' },
+      // The fence itself and what it cannot see.
+      {
+        what: "the fence's binding to Audit",
+        method: 'PATCH',
+        path: fenceBinding,
+        body: { spec: { validationActions: ['Audit'] } },
+        contentType: MERGE,
+        by: 'RBAC',
+        guards: fenceBinding,
+      },
+      {
+        what: "the fence's policy",
+        method: 'PATCH',
+        path: fencePolicy,
+        body: { spec: { failurePolicy: 'Ignore' } },
+        contentType: MERGE,
+        by: 'RBAC',
+        guards: fencePolicy,
+      },
+      { what: "the fence's binding deleted", method: 'DELETE', path: fenceBinding, by: 'RBAC', guards: fenceBinding },
+      {
+        what: 'a webhook configuration',
+        method: 'PATCH',
+        path: `/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations/${hook}`,
+        body: { metadata: { labels: { x: 'y' } } },
+        contentType: MERGE,
+        by: 'RBAC',
+      },
+      {
+        what: 'its own ClusterRole widened',
+        method: 'PATCH',
+        path: `/apis/rbac.authorization.k8s.io/v1/clusterroles/${SA_NAME}`,
+        body: [{ op: 'add', path: '/rules/-', value: { apiGroups: [''], resources: ['secrets'], verbs: ['get'] } }],
+        contentType: JSON_PATCH,
+        by: 'RBAC',
+        guards: `/apis/rbac.authorization.k8s.io/v1/clusterroles/${SA_NAME}`,
+      },
+      {
+        what: 'a ClusterRoleBinding to cluster-admin',
+        method: 'POST',
+        path: '/apis/rbac.authorization.k8s.io/v1/clusterrolebindings',
+        body: {
+          apiVersion: 'rbac.authorization.k8s.io/v1',
+          kind: 'ClusterRoleBinding',
+          metadata: { name: 'svm-is-admin' },
+          roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: 'cluster-admin' },
+          subjects: [{ kind: 'ServiceAccount', name: SA_NAME, namespace: SA_NAMESPACE }],
+        },
+        by: 'RBAC',
+      },
+      // Other verbs.
+      {
+        what: 'create a ConfigMap',
+        method: 'POST',
+        path: `${base}/configmaps`,
+        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'new' } },
+        by: 'RBAC',
+      },
+      { what: 'delete a Secret', method: 'DELETE', path: `${base}/secrets/s`, by: 'RBAC', guards: `${base}/secrets/s` },
+      {
+        what: 'update (PUT) a ConfigMap',
+        method: 'PUT',
+        path: `${base}/configmaps/c`,
+        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { k: 'v' } },
+        by: 'RBAC',
+      },
+      { what: 'get a Secret', method: 'GET', path: `${base}/secrets/s`, by: 'RBAC' },
+      { what: 'watch Secrets', method: 'GET', path: `${base}/secrets?watch=true`, by: 'RBAC' },
+    ];
+
+    const rv = async (p: string) => (await admin.getJson<{ metadata: { resourceVersion: string } }>(p)).metadata.resourceVersion;
+    const rows: Row[] = [];
+    for (const a of attempts) {
+      const guarded = a.guards ?? (['PATCH', 'PUT', 'DELETE'].includes(a.method) ? a.path.split('?')[0]! : undefined);
+      const before = guarded ? await rv(guarded) : undefined;
+      const body = a.body === undefined ? undefined : JSON.stringify(a.body);
+      const res = await sa.raw(a.method, a.path, { body, contentType: a.contentType, timeoutMs: 10_000 });
+      const by = /svm-worker-no-op-only/.test(res.body)
+        ? 'fence'
+        : /cannot (get|list|watch|create|update|patch|delete|deletecollection) resource/.test(res.body)
+          ? 'RBAC'
+          : `? ${res.body.slice(0, 160)}`;
+      rows.push({ what: a.what, status: res.status, by });
+      assert.equal(res.status, 403, `${release}: ${a.what}: ${a.method} ${a.path} answered ${res.status} ${res.body.slice(0, 300)}`);
+      assert.equal(by, a.by, `${release}: ${a.what}: refused by ${by}, expected ${a.by}`);
+      if (guarded) assert.equal(await rv(guarded), before, `${release}: ${a.what}: ${guarded} was written`);
+    }
+
+    // The re-encode (svm's empty merge patch with the listed resourceVersion) of each kind passes, and writes
+    // nothing where the object is already in the storage version (its resourceVersion does not move).
+    const reencodes: Array<{
+      what: string;
+      ref: { group: string; version: string; resource: string; kind: string };
+      name: string;
+      namespace?: string;
+    }> = [
+      { what: 'ConfigMap', ref: { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap' }, name: 'c', namespace: ns },
+      { what: 'Secret', ref: { group: '', version: 'v1', resource: 'secrets', kind: 'Secret' }, name: 's', namespace: ns },
+      { what: 'Pod', ref: { group: '', version: 'v1', resource: 'pods', kind: 'Pod' }, name: 'p', namespace: ns },
+      { what: 'Service', ref: { group: '', version: 'v1', resource: 'services', kind: 'Service' }, name: 'svc', namespace: ns },
+      { what: 'Node', ref: { group: '', version: 'v1', resource: 'nodes', kind: 'Node' }, name: node },
+      { what: 'Deployment', ref: { group: 'apps', version: 'v1', resource: 'deployments', kind: 'Deployment' }, name: 'd', namespace: ns },
+      {
+        what: 'Lease',
+        ref: { group: 'coordination.k8s.io', version: 'v1', resource: 'leases', kind: 'Lease' },
+        name: 'leader',
+        namespace: ns,
+      },
+      {
+        what: 'custom resource (v1 -> v2)',
+        ref: { group: crd.group, version: 'v2', resource: crd.plural, kind: crd.kind },
+        name: 'w-000000',
+        namespace: ns,
+      },
+    ];
+    for (const r of reencodes) {
+      const p = `${r.ref.group ? `/apis/${r.ref.group}` : '/api'}/${r.ref.version}${r.namespace ? `/namespaces/${r.namespace}` : ''}/${r.ref.resource}/${r.name}`;
+      const before = await admin.getJson<Record<string, unknown> & { metadata: { resourceVersion: string } }>(p);
+      const after1 = await sa.reencode(r.ref, { name: r.name, namespace: r.namespace, resourceVersion: before.metadata.resourceVersion });
+      const after2 = await sa.reencode(r.ref, { name: r.name, namespace: r.namespace, resourceVersion: after1 });
+      assert.equal(after2, after1, `${release}: a second re-encode of the ${r.what} wrote again`);
+      const now = await admin.getJson<Record<string, unknown> & { metadata: { resourceVersion: string } }>(p);
+      // Nothing but the resourceVersion may differ (the custom resource was re-encoded from v1: a write).
+      const strip = (o: typeof now) => ({ ...o, metadata: { ...o.metadata, resourceVersion: '' } });
+      assert.deepEqual(strip(now), strip(before), `${release}: the re-encode changed the ${r.what}`);
+      if (!r.what.startsWith('custom'))
+        assert.equal(after1, before.metadata.resourceVersion, `${release}: the ${r.what} was rewritten although current`);
+      else assert.notEqual(after1, before.metadata.resourceVersion, `${release}: the custom resource stored at v1 was not re-encoded`);
+      rows.push({ what: `re-encode ${r.what}`, status: 200, by: 'admitted' });
+    }
+    // A re-encode with a stale resourceVersion is a conflict, never an overwrite.
+    const stale = await sa.raw('PATCH', `${base}/configmaps/c`, {
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { resourceVersion: '1' } }),
+      contentType: MERGE,
+    });
+    assert.equal(stale.status, 409, `${release}: a stale re-encode answered ${stale.status}`);
+    // The storedVersions protocol: pruning to the storage version is admitted.
+    const pruned = await sa.raw('PATCH', `${crdPath}/status`, {
+      body: JSON.stringify({ status: { storedVersions: ['v2'] } }),
+      contentType: MERGE,
+    });
+    assert.equal(
+      pruned.status,
+      200,
+      `${release}: pruning storedVersions to the storage version: ${pruned.status} ${pruned.body.slice(0, 300)}`,
+    );
+    rows.push({ what: 'CRD status.storedVersions pruned to the storage version', status: 200, by: 'admitted' });
+
+    // The default rights: list and patch on every built-in stored resource the fence can see, on none it cannot.
+    const discovered = await admin.discover();
+    const crdGroups = new Set(
+      (
+        await admin.getJson<{ items: Array<{ spec: { group: string } }> }>('/apis/apiextensions.k8s.io/v1/customresourcedefinitions')
+      ).items.map((c) => c.spec.group),
+    );
+    const builtIn = discovered.filter(
+      (d) => d.preferred && !d.name.includes('/') && d.storageVersionHash && !crdGroups.has(d.group) && d.verbs.includes('patch'),
+    );
+    assert.ok(builtIn.length > 40, `${release}: only ${builtIn.length} built-in stored resources found`);
+    for (const d of builtIn) {
+      const expected = !UNFENCED_GROUPS.includes(d.group);
+      for (const verb of ['list', 'patch']) {
+        assert.equal(
+          await canI(sa, { verb, group: d.group, resource: d.name }),
+          expected,
+          `${release}: ${verb} ${d.name}.${d.group || 'core'}: ${expected ? 'missing from' : 'must not be in'} the default rights`,
+        );
+      }
+      assert.equal(await canI(sa, { verb: 'update', group: d.group, resource: d.name }), false, `${release}: update ${d.name}.${d.group}`);
+    }
+    return rows;
+  } finally {
+    sa.close();
+    removeTokenKubeconfig(kubeconfig);
+    for (const c of cleanup.reverse()) await c().catch(() => undefined);
+  }
+}
+
+function print(release: string, rows: Row[]): void {
+  process.stdout.write(`\n${release}: the worker's token against the shipped manifests\n`);
+  for (const r of rows) process.stdout.write(`  ${String(r.status).padEnd(4)} ${r.by.padEnd(9)} ${r.what}\n`);
+}
+
+void test(`${kubeVersions().current}, deploy/ through kustomize: every attempt beyond a re-encode is refused and writes nothing; each re-encode passes`, async () => {
+  const plane = await testPlane();
+  try {
+    print(kubeVersions().current, await attackTable(plane, kubeVersions().current, await kustomized(plane)));
+  } finally {
+    await plane.close();
+  }
+});
+
+void test(`${kubeVersions().previous}, the Helm chart's defaults: every attempt beyond a re-encode is refused and writes nothing; each re-encode passes`, async () => {
+  await up({ dir: previousDir, apiservers: 1, kubeVersion: kubeVersions().previous, storageVersionApi: false, log: quiet });
+  const plane = await testPlane({ dir: previousDir });
+  try {
+    print(kubeVersions().previous, await attackTable(plane, kubeVersions().previous, await charted()));
+  } finally {
+    await plane.close();
+  }
+});
+
+void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/static-fence) holds when the fence made through the API is deleted, and no API request can remove it`, async () => {
+  const plane = await testPlane();
+  const admin = plane.kube;
+  const fenceDir = mkdtempSync(path.join(tmpdir(), 'svm-static-fence-'));
+  copyFileSync(path.join(DEPLOY_DIR, 'static-fence', 'svm-worker-no-op-only.yaml'), path.join(fenceDir, 'svm-worker-no-op-only.yaml'));
+  const config = YAML.parse(readFileSync(path.join(DEPLOY_DIR, 'static-fence', 'admission-configuration.yaml'), 'utf8')) as {
+    plugins: Array<{ configuration: { staticManifestsDir: string } }>;
+  };
+  config.plugins[0]!.configuration.staticManifestsDir = fenceDir;
+  const configFile = path.join(mkdtempSync(path.join(tmpdir(), 'svm-admission-config-')), 'admission-configuration.yaml');
+  writeFileSync(configFile, YAML.stringify(config));
+  const flagsBefore = plane.state.apiservers.map((a) => [...a.extraArgs]);
+  const apiBinding = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${POLICY}`;
+  let kubeconfig: string | undefined;
+  let sa: KubeClient | undefined;
+  try {
+    for (let i = 0; i < flagsBefore.length; i++)
+      await restartApiserver(plane.dir, i, [...flagsBefore[i]!, `--admission-control-config-file=${configFile}`], quiet);
+    await serverSideApply(
+      admin,
+      (await kustomized(plane)).filter((o) => RIGHTS_KINDS.includes(o.kind)),
+    );
+    kubeconfig = writeTokenKubeconfig(admin.server, await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME), SA_NAME);
+    sa = KubeClient.fromKubeconfig(kubeconfig);
+    const ns = uniq('static');
+    await ensureNamespace(admin, ns);
+    const cm = `/api/v1/namespaces/${ns}/configmaps/c`;
+    await admin.request('POST', `/api/v1/namespaces/${ns}/configmaps`, {
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { k: 'v' } }),
+    });
+    // A cluster administrator (or anyone with the rights) switches the fence made through the API off.
+    assert.equal((await admin.raw('DELETE', apiBinding)).status, 200);
+    const rv = async () => (await admin.getJson<{ metadata: { resourceVersion: string } }>(cm)).metadata.resourceVersion;
+    const before = await rv();
+    // Every server denies by the manifest's fence alone (the load balancer spreads the tries over them).
+    let denials = 0;
+    await eventually(
+      'the manifest-loaded fence to deny on every try',
+      async () => {
+        const r = await sa!.raw('PATCH', cm, { body: JSON.stringify({ data: { k: 'changed' } }), contentType: MERGE });
+        assert.notEqual(r.status, 200, 'a change went through with the API fence deleted: the manifest fence is not in force');
+        denials = r.status === 403 && r.body.includes(`${POLICY}.static.k8s.io`) ? denials + 1 : 0;
+        return denials >= 6;
+      },
+      60_000,
+    );
+    assert.equal(await rv(), before, 'the ConfigMap was written');
+    // The re-encode still passes.
+    assert.equal(
+      await sa.reencode(
+        { group: '', version: 'v1', resource: 'configmaps', kind: 'ConfigMap' },
+        { name: 'c', namespace: ns, resourceVersion: before },
+      ),
+      before,
+    );
+    // The manifest's policy is not an API object: nothing to read, patch or delete; its names are reserved.
+    const staticPolicy = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${POLICY}.static.k8s.io`;
+    assert.equal((await admin.raw('GET', staticPolicy)).status, 404);
+    assert.equal((await admin.raw('DELETE', staticPolicy)).status, 404);
+    const impostor = await admin.raw('POST', '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings', {
+      body: JSON.stringify({
+        apiVersion: 'admissionregistration.k8s.io/v1',
+        kind: 'ValidatingAdmissionPolicyBinding',
+        metadata: { name: `${POLICY}.static.k8s.io` },
+        spec: { policyName: `${POLICY}.static.k8s.io`, validationActions: ['Audit'] },
+      }),
+    });
+    assert.equal(impostor.status, 422, `a binding with the reserved suffix: ${impostor.status} ${impostor.body.slice(0, 200)}`);
+    await admin.raw('DELETE', `/api/v1/namespaces/${ns}`);
+  } finally {
+    sa?.close();
+    removeTokenKubeconfig(kubeconfig);
+    await serverSideApply(admin, readManifests('worker-policy.yaml'));
+    for (let i = 0; i < flagsBefore.length; i++) await restartApiserver(plane.dir, i, flagsBefore[i]!, quiet);
+    rmSync(fenceDir, { recursive: true, force: true });
+    rmSync(path.dirname(configFile), { recursive: true, force: true });
+    await plane.close();
+  }
+});
