@@ -5,7 +5,8 @@
  * raw ceiling measured in the same run (on all N objects, or on the first
  * --raw-sample of them when N is larger):
  *   - objects per second (the migration workflow vs a tight loop of the same
- *     list + no-op PUTs at the same concurrency, without Temporal);
+ *     metadata-only list + the empty merge patch svm sends, at the same
+ *     concurrency, without Temporal);
  *   - p50/p99 update latency (from the worker's latency histogram, and exact
  *     for the raw loop);
  *   - the worker process's peak RSS (VmHWM of the `svm worker` child);
@@ -149,7 +150,7 @@ async function rawCeiling(
       Array.from({ length: CONC }, async () => {
         for (let i = next++; i < page.items.length; i = next++) {
           const t = performance.now();
-          await kube.noopUpdate(ref, page.items[i]!);
+          await kube.reencode(ref, page.items[i]!);
           latencies.push((performance.now() - t) / 1000);
         }
       }),
@@ -274,7 +275,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   await writer.prepare();
 
   log(
-    `raw ceiling: storage v1 -> v2, a tight list + PUT loop without Temporal, on ${SAMPLE === N ? 'all' : 'the first'} ${SAMPLE} objects`,
+    `raw ceiling: storage v1 -> v2, a tight metadata-only list + empty-patch loop without Temporal, on ${SAMPLE === N ? 'all' : 'the first'} ${SAMPLE} objects`,
   );
   await applyCrd(kube, crd, 'v2');
   const raw = await rawCeiling(kube, crd.group, crd.plural, crd.kind, SAMPLE);
