@@ -10,9 +10,12 @@
  * kube-controller-manager. Which resources' storageVersionHash changed is
  * found at run time (discovery of both releases), printed, never hard-coded.
  *
- *   svm: its trigger runs throughout; no migration while the servers
- *        disagree, each changed resource migrated once they agree, etcd
- *        clean, storedVersions pruned only then;
+ *   svm: its trigger runs throughout, the worker as the shipped
+ *        ServiceAccount (deploy/ rights and fence, with the narrow grant
+ *        `svm grant` prints for the admission objects and the CRD); no
+ *        migration while the servers disagree, each changed resource
+ *        migrated once they agree, etcd holding every object in the version
+ *        a new object is written in, storedVersions pruned only then;
  *   the built-in alone: after the upgrade, one storagemigration.k8s.io/v1
  *        object per changed resource (what upgrade tooling creates), waited
  *        on; what it leaves in etcd is printed beside svm's.
@@ -30,7 +33,18 @@ import { getCrd } from '../src/kube/crds';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { storageStatePath } from '../src/kube/storage-states';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
-import { eventually, withWorker } from './helpers/migrate';
+import YAML from 'yaml';
+import { grantManifests } from '../src/client/grant';
+import { eventually } from './helpers/migrate';
+import {
+  readManifests,
+  removeTokenKubeconfig,
+  serverSideApply,
+  serviceAccountToken,
+  withWorkerAs,
+  writeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const { current, previous } = kubeVersions();
@@ -165,8 +179,29 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
   const s = await setUp();
   const { p, dir, crd } = s;
   const before = await hashesOf(p, 0);
-  await withWorker(
+  // The worker as an operator installs it, with the grants of the resources its default rights leave out.
+  await serverSideApply(p.kube, [
+    ...readManifests('namespace.yaml'),
+    ...readManifests('rbac.yaml'),
+    ...readManifests('worker-policy.yaml'),
+  ]);
+  const grants = [
+    ...TEMPLATES.filter((t) => t.group === 'admissionregistration.k8s.io').map((t) => ({
+      group: t.group,
+      resource: t.resource,
+      custom: false,
+    })),
+    { group: crd.group, resource: crd.plural, custom: true },
+  ].flatMap((r) => YAML.parseAllDocuments(grantManifests(r)).map((d) => d.toJS() as Manifest));
+  await serverSideApply(p.kube, grants);
+  const kubeconfig = writeTokenKubeconfig(
+    p.kube.server,
+    await serviceAccountToken(p.kube, 'svm-system', 'svm-migrator', 7200),
+    'svm-migrator',
+  );
+  await withWorkerAs(
     p,
+    kubeconfig,
     async (m) => {
       await m.startTrigger({ periodSeconds: 2, maxBackoffSeconds: 10 });
       await eventually(
@@ -243,9 +278,16 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       }
       const seconds = (Date.now() - t0) / 1000;
       await m.stopTrigger();
+      // One object of each changed resource written now, through the upgraded servers: the encoding every
+      // object must hold after the migration (one encoding per resource, and it is the new one).
+      for (const t of TEMPLATES) if (changed.includes(`${t.resource}.${t.group}`)) await t.create(p, `${s.tag}-fresh`);
       const etcd = await etcdEncodings(s, changed);
       for (const [name, byVersion] of Object.entries(etcd)) {
-        assert.equal(Object.keys(byVersion).length, 1, `${name} in one encoding after svm: ${JSON.stringify(byVersion)}`);
+        assert.equal(
+          Object.keys(byVersion).length,
+          1,
+          `${name} in one encoding after svm, that of a new object: ${JSON.stringify(byVersion)}`,
+        );
       }
       assert.deepEqual(Object.keys(etcd[crd.name]!), [`${crd.group}/v2`]);
       assert.deepEqual((await getCrd(p.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
@@ -254,7 +296,7 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       );
     },
     { settings: { maxConcurrentChunks: 8 } },
-  );
+  ).finally(() => removeTokenKubeconfig(kubeconfig));
   await p.close();
 });
 

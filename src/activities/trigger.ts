@@ -5,12 +5,14 @@
  * names and counts only.
  */
 import { createHash } from 'node:crypto';
+import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { StorageStateStatus } from '../api/migration';
 import { groupResourceString } from '../api/resource';
 import type { ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { KubeError } from '../kube/errors';
+import { missingReencodeRights } from '../kube/access';
 import { resolveResource } from '../kube/resolve';
 import {
   createStorageState,
@@ -68,6 +70,19 @@ function discoveryDigest(resources: DiscoveredResource[]): string {
     .map((r) => `${r.group}/${r.version}/${r.name} ${r.storageVersionHash ?? ''} ${[...r.verbs].sort().join(',')}`)
     .sort();
   return createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 16);
+}
+
+/** When each resource's missing grant was last logged: once an hour per worker, not every trigger period. */
+const grantWarned = new Map<string, number>();
+function warnOnce(resource: string, message: string): void {
+  const now = Date.now();
+  if ((grantWarned.get(resource) ?? 0) > now - 3_600_000) return;
+  grantWarned.set(resource, now);
+  try {
+    Context.current().log.warn(message, { resource });
+  } catch {
+    // not in an activity (a direct call): nothing to log to
+  }
 }
 
 /** A server asked at its own address answers its whole discovery within this, or does not report this period. */
@@ -179,8 +194,9 @@ export function createTriggerActivities(deps: TriggerDeps) {
 
     async applyTriggerActions(
       actions: TriggerAction[],
-    ): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[] }> {
+    ): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[]; needsGrant?: string[] }> {
       const conflicts: string[] = [];
+      const needsGrant: string[] = [];
       const started: string[] = [];
       const stopped: string[] = [];
       let written = 0;
@@ -215,6 +231,17 @@ export function createTriggerActivities(deps: TriggerDeps) {
         written++;
         if (a.startMigration && deps.temporal) {
           const ref = await resolveResource(deps.kube, a.name);
+          // svm's own pass needs list and patch on the resource: without them it could only fail with a 403 (custom
+          // resources, admission and RBAC objects are left out of the shipped rights until granted). Not started; said.
+          const missing = deps.triggerApi === 'standard' ? [] : await missingReencodeRights(deps.kube, ref);
+          if (missing.length > 0) {
+            needsGrant.push(a.name);
+            warnOnce(
+              a.name,
+              `not migrating ${a.name}: the worker may not ${missing.join(' or ')} it; grant it with \`svm grant ${a.name}\``,
+            );
+            continue;
+          }
           // One setting chooses the API: svm's own pass, or the built-in's behind svm's agreement checks (same workflow ID).
           await deps.temporal.client.workflow.start(deps.triggerApi === 'standard' ? 'delegateToBuiltIn' : 'migrateResource', {
             ...startOptions(ref, deps.temporal.taskQueue),
@@ -223,7 +250,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
           started.push(a.name);
         }
       }
-      return { written, started, stopped, conflicts };
+      return { written, started, stopped, conflicts, ...(needsGrant.length > 0 ? { needsGrant } : {}) };
     },
   };
 }
