@@ -21,6 +21,7 @@ import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import YAML from 'yaml';
 import { Migrator } from '../src/client';
+import { grantManifests } from '../src/client/grant';
 import { storedVersions, type ResourceKey } from '../src/dev/etcd-truth';
 import { LEADER_LEASE } from '../src/worker/leader';
 import { loadWorkerSettings } from '../src/worker/config';
@@ -33,6 +34,7 @@ import {
   DEPLOY_DIR,
   readManifests,
   removeTokenKubeconfig,
+  serverSideApply,
   serviceAccountToken,
   whoAmI,
   writeTokenKubeconfig,
@@ -505,12 +507,21 @@ async function withChartWorker<T>(
   }
 }
 
-/** A CRD with count objects stored at v1 (etcd says so), its storage version then switched to v2. */
+/**
+ * A CRD with count objects stored at v1 (etcd says so), its storage version then switched to v2, and the
+ * narrow grant an operator gives the chart's worker for a custom resource (`svm grant --service-account`).
+ */
 async function crdLeftAtV1(name: string, count: number) {
   const crd = testCrd(`${uniq(name)}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', count, { namespace: uniq(`${name}-w`) });
   await applyCrd(plane.kube, crd, 'v2');
+  await serverSideApply(
+    plane.kube,
+    YAML.parseAllDocuments(grantManifests({ group: crd.group, resource: crd.plural, custom: true }, `${ns}/${prefix}-migrator`)).map(
+      (d) => d.toJS() as Manifest,
+    ),
+  );
   const key = { group: crd.group, resource: crd.plural, custom: true };
   assert.deepEqual((await storedVersions(plane.etcd, key)).byApiVersion, { [`${crd.group}/v1`]: count });
   return { crd, key };
