@@ -25,6 +25,8 @@ import { installCrds } from '../src/client/cli-migrate';
 import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
 import { KubeClient } from '../src/kube/client';
 import { apiserverSamples, apiserverSum } from './helpers/apiserver-metrics';
+import YAML from 'yaml';
+import { grantManifests } from '../src/client/grant';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -151,6 +153,11 @@ void test('a deliberately tiny priority level: 429s arrive, the migration slows,
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', OBJECTS, { namespace: ns });
   await applyCrd(plane.kube, crd, 'v2');
+  // A custom resource: the worker migrates it with the narrow grant `svm grant` prints.
+  await serverSideApply(
+    plane.kube,
+    YAML.parseAllDocuments(grantManifests({ group: crd.group, resource: crd.plural, custom: true })).map((d) => d.toJS() as Manifest),
+  );
   const prefix = etcdPrefix({ group: crd.group, resource: crd.plural, custom: true });
   const stored = await readStoredObjects(plane.etcd, prefix);
   assert.equal(stored.length, OBJECTS);
