@@ -85,7 +85,18 @@ async function untilNotServed(c: TestCrd, v: string, ns: string): Promise<void> 
   }
 }
 
-void test('the real 404 bodies: a deleted object names itself; a version no longer served and a deleted CRD do not', async (t) => {
+/** svm's re-encode (the empty merge patch with the object's resourceVersion) as a raw request: the answer whatever it is. */
+const reencodeRaw = (url: string, o: Record<string, unknown>) =>
+  plane.kube.raw('PATCH', url, {
+    body: JSON.stringify({
+      apiVersion: o.apiVersion,
+      kind: o.kind,
+      metadata: { resourceVersion: (o.metadata as { resourceVersion: string }).resourceVersion },
+    }),
+    contentType: 'application/merge-patch+json',
+  });
+
+void test('the real 404 bodies of the re-encode: a deleted object names itself; a version no longer served and a deleted CRD do not', async (t) => {
   const crd = testCrd(`${uniq('gone')}.svm.test`);
   const ns = uniq('gone');
   await applyCrd(plane.kube, crd, 'v2');
@@ -97,7 +108,7 @@ void test('the real 404 bodies: a deleted object names itself; a version no long
 
     // A deleted custom object.
     await plane.kube.request('DELETE', url('v1', 'w-000000'));
-    const deleted = await plane.kube.raw('PUT', url('v1', 'w-000000'), { body: JSON.stringify(w0) });
+    const deleted = await reencodeRaw(url('v1', 'w-000000'), w0);
     t.diagnostic(`deleted custom object: ${deleted.status} ${deleted.body}`);
     assert.equal(deleted.status, 404);
     const deletedStatus = JSON.parse(deleted.body) as { reason: string; details: Record<string, string> };
@@ -117,7 +128,7 @@ void test('the real 404 bodies: a deleted object names itself; a version no long
       ).body,
     ) as Record<string, unknown>;
     await plane.kube.request('DELETE', `/api/v1/namespaces/${ns}/secrets/gone`);
-    const deletedSecret = await plane.kube.raw('PUT', `/api/v1/namespaces/${ns}/secrets/gone`, { body: JSON.stringify(secret) });
+    const deletedSecret = await reencodeRaw(`/api/v1/namespaces/${ns}/secrets/gone`, secret);
     t.diagnostic(`deleted secret: ${deletedSecret.status} ${deletedSecret.body}`);
     assert.equal(deletedSecret.status, 404);
     assert.deepEqual((JSON.parse(deletedSecret.body) as { details: unknown }).details, { name: 'gone', kind: 'secrets' });
@@ -135,8 +146,8 @@ void test('the real 404 bodies: a deleted object names itself; a version no long
     // v1 set served:false.
     await applyCrd(plane.kube, crd, 'v2', { served: ['v2'] });
     await untilNotServed(crd, 'v1', ns);
-    const unserved = await plane.kube.raw('PUT', url('v1', 'w-000001'), { body: JSON.stringify(w1) });
-    t.diagnostic(`version not served, PUT: ${unserved.status} ${unserved.body}`);
+    const unserved = await reencodeRaw(url('v1', 'w-000001'), w1);
+    t.diagnostic(`version not served, PATCH: ${unserved.status} ${unserved.body}`);
     assert.equal(unserved.status, 404);
     assert.equal(unserved.body, '404 page not found\n', 'the body unit-errors.test.ts classifies');
     const unservedErr = classifyResponse(unserved.status, unserved.body);
@@ -150,8 +161,8 @@ void test('the real 404 bodies: a deleted object names itself; a version no long
     // The CRD deleted.
     await deleteCrd(plane.kube, crd);
     await untilNotServed(crd, 'v2', ns);
-    const crdGone = await plane.kube.raw('PUT', url('v2', 'w-000001'), { body: JSON.stringify({ ...w1, apiVersion: `${crd.group}/v2` }) });
-    t.diagnostic(`CRD deleted, PUT: ${crdGone.status} ${crdGone.body}`);
+    const crdGone = await reencodeRaw(url('v2', 'w-000001'), { ...w1, apiVersion: `${crd.group}/v2` });
+    t.diagnostic(`CRD deleted, PATCH: ${crdGone.status} ${crdGone.body}`);
     assert.equal(crdGone.status, 404);
     const crdGoneErr = classifyResponse(crdGone.status, crdGone.body);
     assert.equal(crdGoneErr.info.resourceNotServed, true);
