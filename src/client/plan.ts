@@ -42,6 +42,7 @@ import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient, KubeResponse } from '../kube/client';
 import { METADATA_LIST_ACCEPT, parseJson } from '../kube/client';
 import { CRDS_PATH } from '../kube/crds';
+import { needsGrant } from './grant';
 import { KubeError } from '../kube/errors';
 import { listIdentityLeases } from '../kube/leases';
 import { storageStatePath } from '../kube/storage-states';
@@ -91,6 +92,11 @@ export interface PlanItem {
   objectsNote?: string;
   /** objects / qps; null when objects is unknown or the budget is unlimited. */
   estimateSeconds: number | null;
+  /**
+   * The shipped worker's rights leave this resource out (a custom resource, an admission or RBAC object): it is
+   * migrated once the operator applies `svm grant <resource>` (docs/security.md).
+   */
+  needsGrant?: boolean;
 }
 
 export interface Plan {
@@ -247,6 +253,13 @@ export function planTable(plan: Plan): string {
     if (blocked.length > 0) out.push('', ...blocked.map((i) => `${i.resource} blocked: ${i.blockedBy}`));
     const unknown = plan.items.filter((i) => i.objectsNote);
     if (unknown.length > 0) out.push('', ...unknown.map((i) => `${i.resource} objects: ${i.objectsNote}`));
+    const grants = plan.items.filter((i) => i.needsGrant);
+    if (grants.length > 0)
+      out.push(
+        '',
+        "outside the shipped worker's rights (docs/security.md); grant each before it is migrated:",
+        ...grants.map((i) => `  svm grant ${i.resource} | kubectl apply -f -`),
+      );
     out.push('');
   }
   for (const n of plan.notes) out.push(`note: ${n}`);
@@ -478,6 +491,7 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
           objects: count.objects,
           ...(count.note ? { objectsNote: count.note } : {}),
           estimateSeconds: estimateSeconds(count.objects, qps),
+          ...(needsGrant({ group: c.group, custom: crdByResource.has(key) }) ? { needsGrant: true } : {}),
         };
       }),
     );
