@@ -195,8 +195,8 @@ class PatchRefused extends Error {}
  * rewrite for this resource (some aggregated APIs), so the chunk falls back to
  * the PUT. Never a 403 (RBAC) or a denial: those are failures as before.
  */
-export function refusesPatch(e: KubeError): boolean {
-  return e.status === 405 || e.status === 415 || e.status === 406;
+export function refusesPatch(e: KubeError, on: 'patch' | 'list'): boolean {
+  return on === 'patch' ? e.status === 405 || e.status === 415 : e.status === 406;
 }
 
 export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<ChunkResult> {
@@ -305,7 +305,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       } catch (err) {
         const e =
           err instanceof KubeError ? err : new KubeError('other', err instanceof Error ? `${err.name}: ${err.message}` : String(err));
-        if (method === 'patch' && refusesPatch(e)) throw new PatchRefused(e.message);
+        if (method === 'patch' && refusesPatch(e, 'patch')) throw new PatchRefused(e.message);
         if (e.kind === 'conflict') {
           hb.counters.conflicts++;
           settle();
@@ -458,7 +458,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       if (!(fatal instanceof PatchRefused)) break;
       throw fatal;
     } catch (err) {
-      if (method === 'patch' && (err instanceof PatchRefused || (err instanceof KubeError && refusesPatch(err)))) {
+      if (method === 'patch' && (err instanceof PatchRefused || (err instanceof KubeError && refusesPatch(err, 'list')))) {
         // The server cannot do the built-in's rewrite here: list the page again with content and PUT, after what is finished.
         ctx.log.warn('the server refuses the empty merge patch or the metadata-only list; rewriting by PUT as listed', {
           resource: name,
