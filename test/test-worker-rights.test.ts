@@ -387,8 +387,15 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
         guards: `${base}/pods/p`,
       },
       { what: 'pods/exec', method: 'POST', path: `${base}/pods/p/exec?command=id&stdout=true`, by: 'RBAC' },
-      { what: 'pods/proxy (PUT)', method: 'PUT', path: `${base}/pods/p/proxy/`, body: {}, by: 'RBAC' },
-      { what: 'services/proxy (PUT)', method: 'PUT', path: `${base}/services/svc/proxy/`, body: {}, by: 'RBAC' },
+      { what: 'pods/proxy (PUT)', method: 'PUT', path: `${base}/pods/p/proxy/`, body: {}, by: 'RBAC', guards: `${base}/pods/p` },
+      {
+        what: 'services/proxy (PUT)',
+        method: 'PUT',
+        path: `${base}/services/svc/proxy/`,
+        body: {},
+        by: 'RBAC',
+        guards: `${base}/services/svc`,
+      },
       { what: 'nodes/proxy (GET)', method: 'GET', path: `/api/v1/nodes/${node}/proxy/`, by: 'RBAC' },
       // The fence itself and what it cannot see.
       {
@@ -467,10 +474,11 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
       const before = guarded ? await rv(guarded) : undefined;
       const body = a.body === undefined ? undefined : JSON.stringify(a.body);
       const res = await sa.raw(a.method, a.path, { body, contentType: a.contentType, timeoutMs: 10_000 });
-      const by = /svm-worker-no-op-only/.test(res.body)
-        ? 'fence'
-        : /cannot (get|list|watch|create|update|patch|delete|deletecollection) resource/.test(res.body)
-          ? 'RBAC'
+      // RBAC names the verb it refused; the fence is named as the policy that denied.
+      const by = /cannot (get|list|watch|create|update|patch|delete|deletecollection) resource/.test(res.body)
+        ? 'RBAC'
+        : /ValidatingAdmissionPolicy 'svm-worker-no-op-only/.test(res.body)
+          ? 'fence'
           : `? ${res.body.slice(0, 160)}`;
       rows.push({ what: a.what, status: res.status, by });
       assert.equal(res.status, 403, `${release}: ${a.what}: ${a.method} ${a.path} answered ${res.status} ${res.body.slice(0, 300)}`);
