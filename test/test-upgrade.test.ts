@@ -198,6 +198,7 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
     p.kube.server,
     await serviceAccountToken(p.kube, 'svm-system', 'svm-migrator', 7200),
     'svm-migrator',
+    dir,
   );
   await withWorkerAs(
     p,

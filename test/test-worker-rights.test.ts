@@ -111,7 +111,7 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
     manifests.filter((o) => RIGHTS_KINDS.includes(o.kind)),
   );
   const token = await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME);
-  const kubeconfig = writeTokenKubeconfig(admin.server, token, SA_NAME);
+  const kubeconfig = writeTokenKubeconfig(admin.server, token, SA_NAME, plane.dir);
   const sa = KubeClient.fromKubeconfig(kubeconfig);
   const ns = uniq('attack');
   const node = uniq('node');
@@ -201,6 +201,7 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
 
     // The fence takes effect a moment after it is created: wait until it denies (a ConfigMap of its own as the probe).
     await post(`${base}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe' }, data: { k: 'v' } });
+    let last = '';
     await eventually(
       'the fence to deny a change',
       async () => {
@@ -208,10 +209,13 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
           body: JSON.stringify({ data: { k: uniq('p') } }),
           contentType: MERGE,
         });
+        last = `${r.status} ${r.body.slice(0, 300)}`;
         return r.status === 403 && r.body.includes(POLICY);
       },
       30_000,
-    );
+    ).catch((err: Error) => {
+      throw new Error(`${release}: ${err.message}; the last answer: ${last}`);
+    });
 
     const attempts: Attempt[] = [
       // Content and metadata of every kind, by every kind of patch.
@@ -622,7 +626,7 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
       admin,
       (await kustomized(plane)).filter((o) => RIGHTS_KINDS.includes(o.kind)),
     );
-    kubeconfig = writeTokenKubeconfig(admin.server, await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME), SA_NAME);
+    kubeconfig = writeTokenKubeconfig(admin.server, await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME), SA_NAME, plane.dir);
     sa = KubeClient.fromKubeconfig(kubeconfig);
     const ns = uniq('static');
     await ensureNamespace(admin, ns);

@@ -67,11 +67,12 @@ export async function serviceAccountToken(kube: KubeClient, namespace: string, n
   return tr.status.token;
 }
 
-/** Writes a kubeconfig for server with token; returns its path. */
-export function writeTokenKubeconfig(server: string, token: string, name: string): string {
+/** Writes a kubeconfig for server with token (trusting planeDir's CA; default: the suite's plane); returns its path. */
+export function writeTokenKubeconfig(server: string, token: string, name: string, planeDir?: string): string {
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rbac-'));
   const file = path.join(dir, 'kubeconfig');
-  fs.writeFileSync(file, kubeconfigYaml(server, token, name), { mode: 0o600 });
+  const ca = planeDir === undefined ? undefined : fs.readFileSync(path.join(planeDir, 'pki', 'ca.crt'));
+  fs.writeFileSync(file, kubeconfigYaml(server, token, name, ca), { mode: 0o600 });
   return file;
 }
 
