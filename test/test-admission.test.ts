@@ -2,7 +2,7 @@
  * Who may start a migration (DESIGN rule 11), against the real API server:
  * deploy/admission-policy.yaml applied as it ships, then StorageVersionMigrations
  * created by ServiceAccounts with different rights. Admitted only for someone
- * who may list and update the resource cluster-wide; the workflow-id
+ * who may list and patch the resource cluster-wide (the worker's re-encode); the workflow-id
  * annotation only from svm-migrator.
  *
  * The policy is removed at the end: the other test files run their workers
@@ -88,7 +88,7 @@ const denied = (name: string, message: string) =>
   `storageversionmigrations.migration.k8s.io "${name}" is forbidden: ValidatingAdmissionPolicy '${POLICY}' with binding '${POLICY}' denied request: ${message}`;
 const user = (name: string) => `system:serviceaccount:${ns}:${name}`;
 const mayNot = (label: string, who: string) =>
-  `a StorageVersionMigration makes svm list and update every ${label} object with its own rights, so only someone who may list and update ${label} cluster-wide may create one; ${who} may not`;
+  `a StorageVersionMigration makes svm list and patch every ${label} object with its own rights, so only someone who may list and patch ${label} cluster-wide may create one; ${who} may not`;
 const annotationDenied = (who: string) =>
   `the annotation migration.k8s.io/workflow-id is set by svm only (ServiceAccount svm-system/svm-migrator); ${who} may not set or change it: create the StorageVersionMigration without it`;
 
@@ -112,8 +112,8 @@ before(async () => {
     () => plane.kube.raw('DELETE', `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${POLICY}`),
   );
   await identity('cm-migrator', [
-    { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'update'] },
-    { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list', 'update'] },
+    { apiGroups: [''], resources: ['configmaps'], verbs: ['list', 'patch'] },
+    { apiGroups: ['apps'], resources: ['deployments'], verbs: ['list', 'patch'] },
   ]);
   await identity('secret-lister', [{ apiGroups: [''], resources: ['secrets'], verbs: ['list'] }]);
   // The policy takes effect a moment after it is created, on each API server in its own time (and a
@@ -139,7 +139,7 @@ after(async () => {
   await plane?.close();
 });
 
-void test('a creator who may list and update the resource is admitted (core group and a named group)', async () => {
+void test('a creator who may list and patch the resource is admitted (core group and a named group)', async () => {
   const cm = uniq('cm');
   assert.deepEqual(await create(clients['cm-migrator']!, svm(cm, { resource: 'configmaps' })), { status: 201, message: '' });
   const created = await plane.kube.getJson<{ spec: { resource: { resource: string } } }>(svmPath(cm));
@@ -149,20 +149,20 @@ void test('a creator who may list and update the resource is admitted (core grou
   assert.equal((await create(clients['cm-migrator']!, svm(uniq('deploy'), { group: 'apps', resource: 'deployments' }))).status, 201);
 });
 
-void test('a creator who may not both list and update the resource is denied with the policy message', async () => {
+void test('a creator who may not both list and patch the resource is denied with the policy message', async () => {
   // Only list on secrets.
   const s1 = uniq('secrets');
   assert.deepEqual(await create(clients['secret-lister']!, svm(s1, { resource: 'secrets' })), {
     status: 403,
     message: denied(s1, mayNot('secrets', user('secret-lister'))),
   });
-  // Nothing on secrets at all (but list+update on configmaps).
+  // Nothing on secrets at all (but list+patch on configmaps).
   const s2 = uniq('secrets');
   assert.deepEqual(await create(clients['cm-migrator']!, svm(s2, { resource: 'secrets' })), {
     status: 403,
     message: denied(s2, mayNot('secrets', user('cm-migrator'))),
   });
-  // list+update on deployments in apps does not reach deployments elsewhere, nor the same name in the core group.
+  // list+patch on deployments in apps does not reach deployments elsewhere, nor the same name in the core group.
   const d = uniq('deploy');
   assert.deepEqual(await create(clients['cm-migrator']!, svm(d, { group: 'extensions', resource: 'deployments' })), {
     status: 403,
