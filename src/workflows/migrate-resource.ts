@@ -575,7 +575,7 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
     if (result.rewrite === 'put' && m.s.rewrite !== 'put') {
       // Said once, in the status: this resource's objects pass through the worker (DESIGN.md rule 14's exception).
       m.s.rewrite = 'put';
-      m.s.message = `the API server refuses the empty merge patch for ${m.name}: its objects are rewritten by PUT as listed`;
+      m.s.message = `objects of ${m.name} are rewritten by PUT as listed, not by the empty patch (the API server refuses the patch, or the worker is set to PUT)`;
     }
     await m.show('Running', false);
     if (m.s.continueToken === undefined) return 'done';
