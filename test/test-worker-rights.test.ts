@@ -19,6 +19,7 @@ import { promisify } from 'node:util';
 import { after, test } from 'node:test';
 import YAML from 'yaml';
 import { grantManifests, UNFENCED_GROUPS } from '../src/client/grant';
+import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
 import { down, restartApiserver, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { KubeClient } from '../src/kube/client';
@@ -517,8 +518,16 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
         namespace: ns,
       },
     ];
+    // etcd is the judge: the stored object, and the revision that last wrote it.
+    const stored = async (r: (typeof reencodes)[number]) => {
+      const key = `${etcdPrefix({ group: r.ref.group, resource: r.ref.resource, custom: r.what.startsWith('custom') })}${r.namespace ? `${r.namespace}/` : ''}${r.name}`;
+      const found = (await readStoredObjects(plane.etcd, key)).find((o) => o.key === key);
+      assert.ok(found, `${release}: no etcd key ${key}`);
+      return found;
+    };
     for (const r of reencodes) {
       const p = `${r.ref.group ? `/apis/${r.ref.group}` : '/api'}/${r.ref.version}${r.namespace ? `/namespaces/${r.namespace}` : ''}/${r.ref.resource}/${r.name}`;
+      const inEtcd = await stored(r);
       const before = await admin.getJson<Record<string, unknown> & { metadata: { resourceVersion: string } }>(p);
       const after1 = await sa.reencode(r.ref, { name: r.name, namespace: r.namespace, resourceVersion: before.metadata.resourceVersion });
       const after2 = await sa.reencode(r.ref, { name: r.name, namespace: r.namespace, resourceVersion: after1 });
@@ -530,8 +539,32 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
       if (!r.what.startsWith('custom'))
         assert.equal(after1, before.metadata.resourceVersion, `${release}: the ${r.what} was rewritten although current`);
       else assert.notEqual(after1, before.metadata.resourceVersion, `${release}: the custom resource stored at v1 was not re-encoded`);
+      const inEtcdAfter = await stored(r);
+      if (!r.what.startsWith('custom')) {
+        assert.equal(inEtcdAfter.modRevision, inEtcd.modRevision, `${release}: etcd: the ${r.what} was written although current`);
+      } else {
+        // Re-encoded: v1 -> v2 in etcd, every other byte of meaning (metadata with managedFields, spec) the same.
+        assert.equal(inEtcd.object.apiVersion, `${crd.group}/v1`);
+        assert.equal(inEtcdAfter.object.apiVersion, `${crd.group}/v2`);
+        assert.deepEqual(
+          { ...inEtcdAfter.object, apiVersion: '' },
+          { ...inEtcd.object, apiVersion: '' },
+          `${release}: etcd: the custom resource changed`,
+        );
+      }
       rows.push({ what: `re-encode ${r.what}`, status: 200, by: 'admitted' });
     }
+    // An object deleted and created again under the same name (a new uid): the listed resourceVersion makes the
+    // re-encode a conflict, never a write to the new object (a uid in the patch would add nothing).
+    const listedRv = (await admin.getJson<{ metadata: { resourceVersion: string } }>(`${base}/configmaps/probe`)).metadata.resourceVersion;
+    await admin.request('DELETE', `${base}/configmaps/probe`);
+    await post(`${base}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe' }, data: { k: 'new' } });
+    const recreated = await sa.raw('PATCH', `${base}/configmaps/probe`, {
+      body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { resourceVersion: listedRv } }),
+      contentType: MERGE,
+    });
+    assert.equal(recreated.status, 409, `${release}: a re-encode of a recreated object answered ${recreated.status}`);
+    rows.push({ what: 're-encode of an object deleted and created again (listed resourceVersion)', status: 409, by: 'the API server' });
     // A re-encode with a stale resourceVersion is a conflict, never an overwrite.
     const stale = await sa.raw('PATCH', `${base}/configmaps/c`, {
       body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { resourceVersion: '1' } }),
