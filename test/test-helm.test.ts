@@ -399,8 +399,8 @@ void test('helm template, hook Job included, passes the API server (server-side 
     rules: Array<{ resources?: string[]; verbs: string[] }>;
   };
   assert.deepEqual(
-    narrowed.rules.filter((r) => r.verbs.includes('update') && !r.resources?.some((x) => x.includes('/'))),
-    [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['list', 'update'] }],
+    narrowed.rules.filter((r) => r.verbs.includes('patch') && !r.resources?.some((x) => x.includes('/'))),
+    [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['list', 'patch'] }],
   );
 });
 
