@@ -21,9 +21,6 @@ import { chunkActivities, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
-before(async () => {
-  plane = await testPlane();
-});
 after(async () => plane?.close());
 
 const COUNT = Number(process.env.SVM_TEST_LARGE_SECRETS || 40);
@@ -36,6 +33,7 @@ const ns = uniq('large');
 const digests = new Map<string, string>();
 let totalBefore = 0;
 before(async () => {
+  plane = await testPlane();
   await ensureNamespace(plane.kube, ns);
   await parallel(COUNT, 4, async (i) => {
     const blob = randomBytes(PAYLOAD);

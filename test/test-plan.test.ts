@@ -157,6 +157,8 @@ void test('svm plan lists a CRD left at two stored versions with its count, not 
       storageVersion: 'v2',
       objects: 150,
       estimateSeconds: 1.5,
+      // A custom resource: outside the shipped worker's rights until granted.
+      needsGrant: true,
     },
   ]);
   assert.ok(run.code === 1 || run.code === 2, `exit ${run.code} with ${resourceOf(left)} listed`);
@@ -172,6 +174,7 @@ void test('svm plan lists a CRD left at two stored versions with its count, not 
     new RegExp(`^${resourceOf(left).replace(/\./g, '\\.')} +migrate +150 +15s +storedVersions \\[v1,v2\\], storage v2$`, 'm'),
   );
   assert.doesNotMatch(table.stdout, new RegExp(settled.group.replace(/\./g, '\\.')));
+  assert.match(table.stdout, new RegExp(`^  svm grant ${resourceOf(left).replace(/\./g, '\\.')} \\| kubectl apply -f -$`, 'm'));
   assert.match(table.stdout, /at 10 updates\/s: (migrations needed, all can run now \(exit 1\)|blocked: .*\(exit 2\))\n$/);
 
   // Migrated (a worker and the typed API), it is off the list; etcd agrees.
