@@ -61,7 +61,7 @@ export const METADATA_ONLY_ACCEPT =
 export const FIELD_MANAGER = 'svm';
 
 /** Every request names svm and its version, as client-go's do (binary/version (os/arch)): audit logs and request metrics tell svm apart. */
-let userAgent = defaultUserAgent();
+const userAgent = defaultUserAgent();
 function defaultUserAgent(): string {
   let version = 'unknown';
   try {
@@ -71,12 +71,6 @@ function defaultUserAgent(): string {
     // a bundle outside the package: the version stays unknown
   }
   return `svm/${version} (${process.platform}/${process.arch})`;
-}
-export function setUserAgent(ua: string): void {
-  userAgent = ua;
-}
-export function currentUserAgent(): string {
-  return userAgent;
 }
 
 /** One object of a list page: identity and version (and its exact text only when listed with content). */
