@@ -48,6 +48,8 @@ export interface ActivityDeps {
   /** Bytes of listed objects every chunk of the worker holds together (SVM_MEMORY_BUDGET_BYTES); unset: only each chunk's list buffer. */
   memory?: MemoryBudget;
   metrics?: MigratorMetrics;
+  /** Bounds of the status mirror's writes (tests shorten them); default MIRROR_WRITE_TIMEOUT_MS, MIRROR_BUDGET_MS. */
+  mirror?: { writeTimeoutMs?: number; budgetMs?: number };
   /**
    * Where every API server is found, to ask each one's own discovery (HA).
    * Default: the `kubernetes` EndpointSlice and identity leases, read through
@@ -58,6 +60,8 @@ export interface ActivityDeps {
   temporal?: { client: Client; taskQueue: string };
   /** For the trigger: migrate through svm's own workflow (default) or hand over to the built-in migrator. */
   triggerApi?: 'svm' | 'standard';
+  /** For the trigger: who acts on storagemigration.k8s.io objects (SVM_STANDARD_MIGRATIONS); default defer. */
+  standardMigrations?: 'defer' | 'own' | 'off';
 }
 
 export type { Agreement };
@@ -68,6 +72,23 @@ type CrdAgreement = Agreement & { crdGeneration?: number };
 export { svmPath, WORKFLOW_ID_ANNOTATION };
 /** Writes of one StorageVersionMigration status tried before the mirror gives up (the migration goes on). */
 const MIRROR_ATTEMPTS = 4;
+/**
+ * A status write that does not answer is given up after this (and counted as a failed attempt), and all of one
+ * report's writes within MIRROR_BUDGET_MS: a hanging API server must never make the activity outlive its
+ * start-to-close timeout, whose retries would end the migration Failed for the sake of its mirror.
+ */
+const MIRROR_WRITE_TIMEOUT_MS = 10_000;
+const MIRROR_BUDGET_MS = 40_000;
+
+class MirrorTimeout extends Error {}
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p,
+    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new MirrorTimeout(`${what}: no answer within ${ms / 1000}s`)), ms))),
+  ]).finally(() => clearTimeout(timer));
+}
 /** An API server asked at its own address answers within this, or counts as not answering. */
 const ENDPOINT_TIMEOUT_MS = 5000;
 /** Versions tried when naming a hash, besides those the group serves. */
@@ -183,7 +204,13 @@ export function createActivities(deps: ActivityDeps) {
   const objectApis = { sigs: sigsApi(kube), standard: standardApi(kube) };
 
   return {
-    ...createTriggerActivities({ kube, apiservers, temporal: deps.temporal, triggerApi: deps.triggerApi }),
+    ...createTriggerActivities({
+      kube,
+      apiservers,
+      temporal: deps.temporal,
+      triggerApi: deps.triggerApi,
+      standardMigrations: deps.standardMigrations,
+    }),
     ...createFollowActivities(deps.temporal),
     ...createResolveActivities(kube),
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
@@ -255,11 +282,17 @@ export function createActivities(deps: ActivityDeps) {
       m?.statusReported.set({ resource }, Date.now() / 1000);
       // Each object in its own API's status (src/worker/migration-objects.ts): a plain name is a
       // migration.k8s.io/v1alpha1 object, storagemigration.k8s.io/<name> a standard one.
+      const budgetMs = deps.mirror?.budgetMs ?? MIRROR_BUDGET_MS;
+      const deadline = Date.now() + budgetMs;
       for (const entry of names) {
         const { api, name } = adapterFor(entry, objectApis);
         for (let attempt = 1; ; attempt++) {
           try {
-            await api.write(name, status);
+            const left = deadline - Date.now();
+            if (left <= 0) throw new MirrorTimeout(`the status writes of this report took over ${budgetMs / 1000}s`);
+            const write = api.write(name, status);
+            write.catch(() => undefined); // given up on by within(): its own request timeout ends it
+            await within(write, Math.min(deps.mirror?.writeTimeoutMs ?? MIRROR_WRITE_TIMEOUT_MS, left), `writing the status of ${name}`);
             break;
           } catch (err) {
             if (err instanceof KubeError && err.kind === 'notFound') {
@@ -268,7 +301,7 @@ export function createActivities(deps: ActivityDeps) {
               break;
             }
             const transient = !(err instanceof KubeError) || isRetryable(err.kind) || err.kind === 'conflict';
-            if (transient && attempt < MIRROR_ATTEMPTS) {
+            if (transient && attempt < MIRROR_ATTEMPTS && Date.now() + attempt * 1000 < deadline) {
               await new Promise((r) => setTimeout(r, attempt * 1000));
               continue;
             }
