@@ -1,7 +1,9 @@
 /**
  * storagemigration.k8s.io StorageVersionMigration objects (the standard API:
  * v1 from Kubernetes 1.37, v1beta1 in 1.35 and 1.36), typed. The version is
- * whichever of STANDARD_VERSIONS the cluster serves, found once per client.
+ * whichever of STANDARD_VERSIONS the cluster serves, looked up again after
+ * SERVED_VERSION_TTL_MS: a worker started on 1.36 sees v1 once the API
+ * servers reach 1.37.
  * Status writes carry svm's field manager, so another writer shows in
  * managedFields (otherStatusWriters).
  */
@@ -18,11 +20,15 @@ import { parseJson, type KubeClient } from './client';
 import { WORKFLOW_ID_ANNOTATION } from './migrations';
 import { ensureOk, MalformedObjectError, parseAs, parseBodyAs } from './typed';
 
-const served = new WeakMap<KubeClient, StandardVersion | 'none'>();
+/** How long a client keeps the served version it found: a rolling upgrade changes it under a running worker. */
+export const SERVED_VERSION_TTL_MS = 60_000;
+
+const served = new WeakMap<KubeClient, { version: StandardVersion | 'none'; at: number }>();
 
 /** The newest standard version the cluster serves, or undefined when it serves none (before 1.35, or the API turned off). */
 export async function standardVersion(kube: KubeClient, fresh = false): Promise<StandardVersion | undefined> {
-  const known = fresh ? undefined : served.get(kube);
+  const cached = fresh ? undefined : served.get(kube);
+  const known = cached && Date.now() - cached.at < SERVED_VERSION_TTL_MS ? cached.version : undefined;
   if (known) return known === 'none' ? undefined : known;
   const res = await kube.request('GET', `/apis/${STANDARD_GROUP}`, { allow: [404] });
   let found: StandardVersion | 'none' = 'none';
@@ -31,7 +37,7 @@ export async function standardVersion(kube: KubeClient, fresh = false): Promise<
     const versions = new Set((group?.versions ?? []).map((v) => v.version));
     found = STANDARD_VERSIONS.find((v) => versions.has(v)) ?? 'none';
   }
-  served.set(kube, found);
+  served.set(kube, { version: found, at: Date.now() });
   return found === 'none' ? undefined : found;
 }
 

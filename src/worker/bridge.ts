@@ -81,7 +81,15 @@ export interface BridgeOptions {
   api?: MigrationObjectApi;
   /** Called when another controller writes the status of an object svm acts on (never two controllers). */
   onSharedObject?: (name: string, writers: string[]) => void;
+  /** Called for each new standard object left alone because the built-in migrator was seen acting (own mode). */
+  onLeftToBuiltIn?: (name: string) => void;
 }
+
+/**
+ * Own mode: once another controller (the built-in migrator) is seen acting on a standard object, svm takes no
+ * new one for this long after the last such sight: the two would race for every object.
+ */
+export const BUILT_IN_QUIET_MS = 10 * 60_000;
 
 type Obj = ObjectView;
 
@@ -157,6 +165,10 @@ export class Bridge {
   private readonly unlisted = new Map<string, number>();
   /** Objects already reported as acted on by another controller (uid), so the log says it once. */
   private readonly reported = new Set<string>();
+  /** Own mode: when another controller was last seen acting on a standard object, and on which. */
+  private builtInSeen: { at: number; name: string; writers: string[] } | undefined;
+  /** New standard objects already left to the built-in (uid), so the log says it once. */
+  private readonly left = new Set<string>();
   /** Objects whose status the bridge copies (more than the workflow lists), by workflow: looked at again when it ends. */
   private readonly followers = new Map<string, Map<string, Obj>>();
   /** The progress query in flight or last answered, by workflow (progressOf). */
@@ -209,6 +221,8 @@ export class Bridge {
 
     // svm owns this API here (own mode): any object another controller writes means two controllers run.
     if (this.api.kind === 'standard' && event.otherWriters.length > 0 && event.state !== 'new') {
+      // Acting now (not an old object a resync lists again): svm takes no new object while the built-in acts.
+      if (event.state !== 'finished' || type === 'MODIFIED') this.builtInSeen = { at: Date.now(), name, writers: event.otherWriters };
       this.reportShared(
         event,
         event.workflowId
@@ -238,6 +252,10 @@ export class Bridge {
         obj,
         `another controller (${obj.otherWriters.join(', ') || 'unknown'}) runs StorageVersionMigration ${obj.name}: left to it, svm does not act on an object another controller runs`,
       );
+      return;
+    }
+    if (this.api.kind === 'standard' && this.builtInSeen && Date.now() - this.builtInSeen.at < BUILT_IN_QUIET_MS) {
+      this.leaveToBuiltIn(obj, this.builtInSeen);
       return;
     }
     if (state === 'new' && obj.continueToken !== undefined) {
@@ -297,6 +315,18 @@ export class Bridge {
       { name: obj.name, writers: obj.otherWriters, api: this.api.kind },
       what ??
         `another controller (${obj.otherWriters.join(', ') || 'unknown'}) writes the status of a StorageVersionMigration svm acts on: turn the built-in migrator off (kube-controller-manager --controllers=*,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
+    );
+  }
+
+  /** Own mode, the built-in seen acting: a new object is not taken (writes nothing to it), said once per object. */
+  private leaveToBuiltIn(obj: Obj, seen: { at: number; name: string; writers: string[] }): void {
+    const key = obj.uid ?? obj.name;
+    if (this.left.has(key)) return;
+    this.left.add(key);
+    this.opts.onLeftToBuiltIn?.(obj.name);
+    this.log.error(
+      { name: obj.name, seenOn: seen.name, writers: seen.writers, seenAt: new Date(seen.at).toISOString() },
+      `not taking StorageVersionMigration ${obj.name}: another controller (${seen.writers.join(', ') || 'unknown'}) acted on StorageVersionMigration ${seen.name} ${Math.round((Date.now() - seen.at) / 1000)}s ago, so the built-in migrator runs in this cluster and svm (SVM_STANDARD_MIGRATIONS=own) leaves new objects to it until it has not been seen for ${BUILT_IN_QUIET_MS / 60_000} minutes; turn it off (kube-controller-manager --controllers=...,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
     );
   }
 
@@ -545,11 +575,13 @@ export async function handleMigrationObject(opts: BridgeOptions, type: string, r
 export function startBridge(opts: BridgeOptions): { stop(): void } {
   const bridge = new Bridge(opts);
   let watch: { stop(): void } | undefined;
+  let watching: string | undefined;
   let stopped = false;
   const startWatch = async () => {
     if (watch || stopped) return;
     const path = await bridge.api.watchPath();
     if (!path || watch || stopped) return;
+    watching = path;
     watch = watchForever(opts.kube, path, {
       onList: (items) => items.forEach((item) => bridge.enqueue(RECHECK, item)),
       onEvent: (type, obj) => bridge.enqueue(type, obj),
@@ -573,8 +605,21 @@ export function startBridge(opts: BridgeOptions): { stop(): void } {
         return;
       }
       resyncing = true;
-      bridge
-        .resync()
+      // The served version can change under a running worker (1.36's v1beta1, then 1.37's v1): watch the new one.
+      bridge.api
+        .watchPath()
+        .then((path) => {
+          if (path === watching || stopped) return;
+          opts.log.info(
+            { from: watching, to: path ?? 'none', api: bridge.api.kind },
+            'StorageVersionMigration API version changed; watching again',
+          );
+          watch?.stop();
+          watch = undefined;
+          watching = undefined;
+          return tryWatch();
+        })
+        .then(() => bridge.resync())
         .catch((err: unknown) => opts.log.warn({ err: errText(err) }, 'StorageVersionMigration resync failed; retrying at the next one'))
         .finally(() => (resyncing = false));
     },
