@@ -24,6 +24,10 @@ export interface MigratorMetrics {
   sharedObjects: Counter;
   /** StorageVersionMigration status writes given up after their retries (the migration went on; repaired later). */
   mirrorFailures: Counter;
+  /** Standard StorageVersionMigration objects no controller has acted on in time (deferring mode; src/worker/unattended.ts). */
+  unattended: Gauge;
+  /** Standard objects svm (own mode) left alone because it saw the built-in migrator act. */
+  leftToBuiltIn: Counter;
   /** Updates this worker keeps in flight at most now (src/kube/adaptive-concurrency.ts); unset without it. */
   concurrencyLimit: Gauge;
   /** When this worker last wrote a migration's status (unix seconds): with several replicas, the latest one holds its phase. */
@@ -87,6 +91,16 @@ export function createMetrics(): MigratorMetrics {
     sharedObjects: new Counter({
       name: 'svm_migration_objects_shared_total',
       help: 'StorageVersionMigration objects svm acts on whose status another controller (the built-in migrator) writes too',
+      registers: [registry],
+    }),
+    unattended: new Gauge({
+      name: 'svm_standard_migrations_unattended',
+      help: 'storagemigration.k8s.io objects no controller has acted on within the bound after their creation (svm defers them to a built-in migrator that does not seem to run)',
+      registers: [registry],
+    }),
+    leftToBuiltIn: new Counter({
+      name: 'svm_standard_migrations_left_to_builtin_total',
+      help: 'storagemigration.k8s.io objects svm was configured to own but left alone because the built-in migrator acts in this cluster',
       registers: [registry],
     }),
     mirrorFailures: new Counter({

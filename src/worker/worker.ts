@@ -17,6 +17,7 @@ import { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { RateLimiter } from '../kube/rate-limit';
 import { MemoryBudget } from '../kube/memory-budget';
 import { MAX_MIGRATION_CONCURRENCY } from '../contract/definitions';
+import { startUnattendedWatch } from './unattended';
 import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
 import { startBridge } from './bridge';
@@ -208,6 +209,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       apiservers,
       temporal: { client, taskQueue: t.taskQueue },
       triggerApi: settings.triggerApi,
+      standardMigrations: settings.standardMigrations,
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)
@@ -252,9 +254,13 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
                     log,
                     api: standardApi(kube),
                     onSharedObject: () => metrics?.sharedObjects.inc(),
+                    onLeftToBuiltIn: () => metrics?.leftToBuiltIn.inc(),
                   }),
                 );
               if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log }));
+              // Deferring standard objects to a built-in that may not run: say so when nobody acts on one.
+              if (settings.bridge && settings.standardMigrations !== 'own')
+                singletons.push(startUnattendedWatch({ kube, log, metrics, namespace: ns }));
             },
             onStoppedLeading() {
               metrics?.leader.set(0);
