@@ -13,6 +13,9 @@ import type { ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { KubeError } from '../kube/errors';
 import { missingReencodeRights } from '../kube/access';
+import { CREATED_BY_ANNOTATION } from './built-in';
+import { standardFinished } from '../api/standard-migration';
+import { listStandardMigrations, standardVersion } from '../kube/standard-migrations';
 import { resolveResource } from '../kube/resolve';
 import {
   createStorageState,
@@ -33,6 +36,12 @@ export interface TriggerDeps {
   temporal?: { client: Client; taskQueue: string };
   /** 'standard': hand each migration to the built-in migrator (delegateToBuiltIn) instead of svm's own pass. */
   triggerApi?: 'svm' | 'standard';
+  /**
+   * Who acts on storagemigration.k8s.io objects. Except under 'own' (where such an object runs as svm's own
+   * workflow, the one the trigger would start), an unfinished one that somebody else created for a resource (upgrade
+   * tooling, for the built-in) is waited for: never two migrations of one resource. Default defer.
+   */
+  standardMigrations?: 'defer' | 'own' | 'off';
 }
 
 export interface Observation {
@@ -192,10 +201,31 @@ export function createTriggerActivities(deps: TriggerDeps) {
       };
     },
 
-    async applyTriggerActions(
-      actions: TriggerAction[],
-    ): Promise<{ written: number; started: string[]; stopped: string[]; conflicts: string[]; needsGrant?: string[] }> {
+    async applyTriggerActions(actions: TriggerAction[]): Promise<{
+      written: number;
+      started: string[];
+      stopped: string[];
+      conflicts: string[];
+      needsGrant?: string[];
+      waitingForStandard?: string[];
+    }> {
       const conflicts: string[] = [];
+      const waitingForStandard: string[] = [];
+      // Standard objects somebody else created (not svm's delegations), unfinished, by resource: read once per period.
+      let others: Map<string, string> | undefined;
+      const othersFor = async (name: string): Promise<string | undefined> => {
+        if (deps.standardMigrations === 'own') return undefined;
+        if (!others) {
+          others = new Map();
+          if (await standardVersion(deps.kube)) {
+            for (const o of (await listStandardMigrations(deps.kube)).items) {
+              if (standardFinished(o.status) || o.metadata.annotations?.[CREATED_BY_ANNOTATION]) continue;
+              others.set(groupResourceString({ group: o.spec.resource.group ?? '', resource: o.spec.resource.resource }), o.metadata.name);
+            }
+          }
+        }
+        return others.get(name);
+      };
       const needsGrant: string[] = [];
       const started: string[] = [];
       const stopped: string[] = [];
@@ -230,6 +260,17 @@ export function createTriggerActivities(deps: TriggerDeps) {
         }
         written++;
         if (a.startMigration && deps.temporal) {
+          // Upgrade tooling created a standard object for this resource, and the built-in runs it (or will): svm's
+          // pass waits until it ends (and then re-encodes what is left: a current object's re-encode writes nothing).
+          const theirs = await othersFor(a.name);
+          if (theirs) {
+            waitingForStandard.push(a.name);
+            warnOnce(
+              `standard:${a.name}`,
+              `not migrating ${a.name} yet: StorageVersionMigration ${theirs} (storagemigration.k8s.io), created by somebody else, is not finished; svm waits for it rather than run a second migration of the resource`,
+            );
+            continue;
+          }
           const ref = await resolveResource(deps.kube, a.name);
           // svm's own pass needs list and patch on the resource: without them it could only fail with a 403 (custom
           // resources, admission and RBAC objects are left out of the shipped rights until granted). Not started; said.
@@ -250,7 +291,14 @@ export function createTriggerActivities(deps: TriggerDeps) {
           started.push(a.name);
         }
       }
-      return { written, started, stopped, conflicts, ...(needsGrant.length > 0 ? { needsGrant } : {}) };
+      return {
+        written,
+        started,
+        stopped,
+        conflicts,
+        ...(needsGrant.length > 0 ? { needsGrant } : {}),
+        ...(waitingForStandard.length > 0 ? { waitingForStandard } : {}),
+      };
     },
   };
 }

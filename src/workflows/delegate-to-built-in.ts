@@ -10,7 +10,10 @@
  *      nothing of a server that goes back to the old version mid-way;
  *   3. on the built-in's Succeeded, record success (StorageState) only if the
  *      agreement held from creation to now; otherwise, or after a Failed (the
- *      built-in never retries one), create a new object: a new whole pass.
+ *      built-in never retries one), create a new object: a new whole pass;
+ *   4. when no controller has written any status to the object within
+ *      noActionSeconds of its creation (no built-in runs), end Failed saying
+ *      so, instead of waiting for ever.
  *
  * Deterministic: every read is an activity, time is waited with condition().
  */
@@ -20,6 +23,7 @@ import {
   condition,
   continueAsNew,
   log,
+  patched,
   setHandler,
   upsertSearchAttributes,
   uuid4,
@@ -60,6 +64,8 @@ export const DelegateInputSchema = z
     pollSeconds: z.number().int().min(1).max(3600).optional(),
     /** An agreement svm cannot verify per API server is accepted once it held this long (as migrateResource). */
     unverifiedAgreementSeconds: z.number().int().min(0).max(86_400).optional(),
+    /** Seconds the built-in may leave its object without any status before the migration ends Failed (no built-in runs). */
+    noActionSeconds: z.number().int().min(30).max(86_400).optional(),
     /** Objects created for the built-in before giving up (a Failed one, or a pass whose agreement broke, takes another). */
     maxPasses: z.number().int().min(1).max(100).optional(),
     /** Across continue-as-new only. */
@@ -68,6 +74,8 @@ export const DelegateInputSchema = z
         passes: z.number().int().min(0),
         objects: z.array(z.string()).max(100),
         current: z.string().optional(),
+        /** When the current object was created (workflow time, ms). */
+        createdAt: z.number().optional(),
         agreement: z.object({ agreed: z.boolean(), token: z.string() }).loose().optional(),
         startedAt: z.number(),
         message: z.string().optional(),
@@ -105,11 +113,13 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
   const poll = `${input.pollSeconds ?? 15} seconds`;
   const unverifiedSeconds = input.unverifiedAgreementSeconds ?? 120;
   const maxPasses = input.maxPasses ?? 3;
+  const noActionSeconds = input.noActionSeconds ?? 300;
   const c = input.carried;
   const s = {
     passes: c?.passes ?? 0,
     objects: c?.objects ?? [],
     current: c?.current,
+    createdAt: c?.createdAt,
     agreement: c?.agreement,
     startedAt: c?.startedAt ?? Date.now(),
     message: c?.message,
@@ -188,6 +198,7 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
       await createBuiltInMigration(ref, objectName, workflowInfo().workflowId);
       s.passes++;
       s.current = objectName;
+      s.createdAt = Date.now();
       s.objects = [...s.objects, objectName].slice(-100);
       s.agreement = a;
       show('Running', `created ${objectName} for the built-in migrator under agreement on ${a.encodingVersion} (${a.checked})`);
@@ -206,6 +217,16 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
       return finish('Aborted', `the StorageVersionMigration ${s.current} was deleted before the built-in finished it`);
     // Once broken, a pass stays broken: a server that went back and forth wrote old encodings meanwhile.
     s.broken ??= broke;
+    // 4. Nobody acts on it: say so and end, rather than wait for a controller that does not run.
+    if (
+      b.state === 'pending' &&
+      s.createdAt !== undefined &&
+      (Date.now() - s.createdAt) / 1000 >= noActionSeconds &&
+      patched('delegate-no-action-bound')
+    )
+      return fail(
+        `no controller has acted on StorageVersionMigration ${s.current} ${noActionSeconds}s after svm created it: the built-in migrator does not seem to run (kube-controller-manager --controllers=...,storage-version-migrator-controller); the object is left as it is. Start it, or run svm with SVM_STANDARD_MIGRATIONS=own and SVM_TRIGGER_API=svm`,
+      );
     if (b.state === 'pending' || b.state === 'running') {
       show(
         'Running',
@@ -233,6 +254,7 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
     }
     log.warn('delegated migration: another pass', { resource: name, why });
     s.current = undefined;
+    s.createdAt = undefined;
     s.agreement = undefined;
     s.broken = undefined;
     show('WaitingForAgreement', `${why}; a new migration is created once the API servers agree`);
