@@ -19,6 +19,9 @@ import { findStandardMigration, standardVersion } from '../src/kube/standard-mig
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import pino from 'pino';
+import { lookForUnattended, UNATTENDED_REASON } from '../src/worker/unattended';
+import { createMetrics } from '../src/worker/metrics';
 
 const run = promisify(execFile);
 let plane: TestPlane;
@@ -185,6 +188,38 @@ void test('defer (the default): svm leaves standard objects to the built-in cont
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
     [`${crd.group}/v1`]: 5,
   });
+});
+
+void test('defer with no built-in running: a standard object nobody acts on gets one Warning Event (kubectl describe shows it), a log line and the gauge; nothing is written to it', async () => {
+  const name = uniq('std-nobody');
+  await kubectl(['create', '-f', '-'], standardManifest(name, '', 'configmaps'));
+  const metrics = createMetrics();
+  const lines: Array<{ msg?: string; name?: string }> = [];
+  const log = pino({ level: 'info' }, { write: (l: string) => void lines.push(JSON.parse(l) as { msg?: string; name?: string }) });
+  const ns = 'default';
+  const said = new Set<string>();
+  const opts = { kube: plane.kube, log, metrics, afterSeconds: 2 };
+  // Not yet: created less than the bound ago.
+  assert.ok(!(await lookForUnattended(opts, said)).includes(name));
+  await new Promise((r) => setTimeout(r, 2500));
+  assert.ok((await lookForUnattended(opts, said)).includes(name));
+  assert.ok((await lookForUnattended(opts, said)).includes(name), 'still unattended at the next look (said once, below)');
+  const events = await plane.kube.getJson<{
+    items: Array<{ reason?: string; type?: string; message?: string; involvedObject?: { name?: string } }>;
+  }>(`/api/v1/namespaces/${ns}/events`);
+  const mine = events.items.filter((e) => e.involvedObject?.name === name);
+  assert.equal(mine.length, 1, 'one Event for the object, however many looks');
+  assert.equal(mine[0]!.reason, UNATTENDED_REASON);
+  assert.equal(mine[0]!.type, 'Warning');
+  assert.match(mine[0]!.message!, /no controller has acted on StorageVersionMigration/);
+  assert.equal(lines.filter((l) => l.name === name && /no controller has acted/.test(l.msg ?? '')).length, 1);
+  const gauge = (await metrics.registry.getSingleMetric('svm_standard_migrations_unattended')?.get())?.values[0]?.value;
+  assert.ok((gauge ?? 0) >= 1, `svm_standard_migrations_unattended is ${gauge}`);
+  const { stdout } = await kubectl(['describe', `storageversionmigrations.storagemigration.k8s.io/${name}`]);
+  assert.match(stdout, new RegExp(UNATTENDED_REASON), 'kubectl describe shows the Event');
+  const obj = await findStandardMigration(plane.kube, name);
+  assert.equal(obj?.status?.conditions, undefined, 'svm wrote nothing to the object');
+  await kubectl(['delete', `storageversionmigrations.storagemigration.k8s.io/${name}`]);
 });
 
 void test('with both APIs installed, kubectl get storageversionmigrations means the standard API; the group names svm own', async () => {

@@ -5,7 +5,9 @@
  *   (any replica) and a migration refining persistedStorageVersionHashes
  *   never overwrite each other's hashes;
  * - stopping a superseded migration surfaces a failed abort signal instead
- *   of counting the migration as stopped, and writes nothing then.
+ *   of counting the migration as stopped, and writes nothing then;
+ * - a standard migration somebody else runs for a resource is waited for, not
+ *   doubled by the trigger's own.
  * (The verdict's check for an abort that arrived before it records is shown
  * by test-workflow-migrate and its replay fixture.)
  */
@@ -17,6 +19,8 @@ import { installCrds } from '../src/client/cli-migrate';
 import type { TriggerAction } from '../src/contract/trigger';
 import { createStorageState, findStorageState, patchStorageStateStatus } from '../src/kube/storage-states';
 import { fixedApiServers } from '../src/kube/apiservers';
+import { createStandardMigration, writeStandardStatus } from '../src/kube/standard-migrations';
+import { applyCrd, testCrd } from './helpers/crd';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
@@ -176,4 +180,68 @@ void test('stopping a superseded migration: delivered to a running one, a closed
   ]);
   assert.deepEqual(applied.stopped, [s.name]);
   assert.equal(applied.written, 1);
+});
+
+void test('a standard StorageVersionMigration somebody else created for the resource and not finished: the trigger waits for it instead of starting a second migration; once it ends, svm starts its own pass', async () => {
+  // A real resource (the trigger resolves it before starting): a custom resource of the test CRD.
+  const crd = testCrd(`${uniq('twait')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  const name = `${crd.plural}.${crd.group}`;
+  assert.equal(await createStorageState(plane.kube, name, { group: crd.group, resource: crd.plural }), 'created');
+  await patchStorageStateStatus(plane.kube, name, {
+    persistedStorageVersionHashes: [H1, H2],
+    currentStorageVersionHash: H2,
+    lastHeartbeatTime: new Date().toISOString(),
+  });
+  const s = { name, group: crd.group, resource: crd.plural };
+  // Upgrade tooling's object, for the built-in (none runs on this plane: it stays unfinished until the test ends it).
+  const theirs = uniq('tooling');
+  assert.equal(await createStandardMigration(plane.kube, theirs, { group: crd.group, resource: crd.plural }), 'created');
+  const c = plane.temporal.client;
+  const taskQueue = uniq('nobody');
+  const start = async () => {
+    const read = await findStorageState(plane.kube, name);
+    return createTriggerActivities({
+      kube: plane.kube,
+      apiservers: fixedApiServers(plane.kube, []),
+      temporal: { client: c, taskQueue },
+      standardMigrations: 'defer',
+    }).applyTriggerActions([
+      heartbeat(s, { resourceVersion: read!.metadata.resourceVersion, persisted: [H1, H2] }, { startMigration: true }),
+    ]);
+  };
+  try {
+    const waited = await start();
+    assert.deepEqual(waited.started, [], JSON.stringify(waited));
+    assert.deepEqual(waited.waitingForStandard, [name]);
+    await assert.rejects(c.workflow.getHandle(`migrate/${name}`).describe(), 'no migration workflow was started');
+
+    // The built-in's verdict (written here as it would write it): finished, so svm's pass may run.
+    await writeStandardStatus(plane.kube, theirs, {
+      conditions: [
+        {
+          type: 'Running',
+          status: 'False',
+          reason: 'MigrationCompleted',
+          message: 'Migration completed',
+          lastTransitionTime: new Date().toISOString(),
+        },
+        {
+          type: 'Succeeded',
+          status: 'True',
+          reason: 'StorageVersionMigrationSucceeded',
+          message: 'Migration completed',
+          lastTransitionTime: new Date().toISOString(),
+        },
+      ],
+    });
+    const ran = await start();
+    assert.deepEqual(ran.started, [name], JSON.stringify(ran));
+    assert.equal(ran.waitingForStandard, undefined);
+  } finally {
+    await c.workflow
+      .getHandle(`migrate/${name}`)
+      .terminate('test over')
+      .catch(() => undefined);
+  }
 });

@@ -6,7 +6,8 @@
  * gets no status at all and nothing is migrated: nobody says so. This looks
  * at them every periodSeconds and, for each one no controller has written a
  * status to within afterSeconds of its creation, says so once: a Warning
- * Event about the object (in svm's namespace: `kubectl describe` finds it), a
+ * Event about the object (in the default namespace, where Events about cluster-scoped
+ * objects live: `kubectl describe` finds it), a
  * log line, and the gauge svm_standard_migrations_unattended. It writes
  * nothing to the object itself: that is the built-in's (or, in own mode,
  * svm's bridge's).
@@ -24,8 +25,8 @@ export interface UnattendedOptions {
   kube: KubeClient;
   log: Logger;
   metrics?: MigratorMetrics;
-  /** Where the Events go (svm's own namespace). */
-  namespace: string;
+  /** Where the Events go: default (the only namespace the API server takes an Event about a cluster-scoped object in, with `default`'s alias ""); tests use another. */
+  namespace?: string;
   /** No status this long after creation: unattended. Default 120 s. */
   afterSeconds?: number;
   /** Default 30 s. */
@@ -77,11 +78,11 @@ async function postEvent(kube: KubeClient, namespace: string, o: StandardMigrati
   await kube.request('POST', `/api/v1/namespaces/${encodeURIComponent(namespace)}/events`, { body: JSON.stringify(body) });
 }
 
-/** One look: returns how many objects are unattended now. Says so once per object (by uid). */
-export async function lookForUnattended(opts: UnattendedOptions, said: Set<string>): Promise<number> {
+/** One look: returns the names of the objects unattended now. Says so once per object (by uid). */
+export async function lookForUnattended(opts: UnattendedOptions, said: Set<string>): Promise<string[]> {
   if (!(await standardVersion(opts.kube))) {
     opts.metrics?.unattended.set(0);
-    return 0;
+    return [];
   }
   const afterSeconds = opts.afterSeconds ?? 120;
   const { items } = await listStandardMigrations(opts.kube);
@@ -95,13 +96,13 @@ export async function lookForUnattended(opts: UnattendedOptions, said: Set<strin
     const message = unattendedMessage(o, afterSeconds);
     opts.log.warn({ name: o.metadata.name, reason: UNATTENDED_REASON }, message);
     try {
-      await postEvent(opts.kube, opts.namespace, o, message);
+      await postEvent(opts.kube, opts.namespace ?? 'default', o, message);
     } catch (err) {
       opts.log.warn({ name: o.metadata.name, err: err instanceof Error ? err.message : String(err) }, 'could not record the Event');
     }
     said.add(key);
   }
-  return found.length;
+  return found.map((o) => o.metadata.name);
 }
 
 export function startUnattendedWatch(opts: UnattendedOptions): { stop(): void } {

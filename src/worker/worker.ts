@@ -259,8 +259,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
                 );
               if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log }));
               // Deferring standard objects to a built-in that may not run: say so when nobody acts on one.
-              if (settings.bridge && settings.standardMigrations !== 'own')
-                singletons.push(startUnattendedWatch({ kube, log, metrics, namespace: ns }));
+              if (settings.bridge && settings.standardMigrations !== 'own') singletons.push(startUnattendedWatch({ kube, log, metrics }));
             },
             onStoppedLeading() {
               metrics?.leader.set(0);
