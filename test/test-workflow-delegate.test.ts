@@ -4,7 +4,7 @@
  * servers' agreement and the built-in migrator's conditions. Asserted: no
  * standard object before agreement, success recorded only when agreement held
  * from creation to the built-in's success, another object after a break or a
- * Failed, and an end after maxPasses.
+ * Failed, an end after maxPasses, and an end when no controller acts at all.
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -33,7 +33,12 @@ const disagree = (token: string): Agreement =>
   ({ agreed: false, token, reason: 'apiserver-b encodes v1, apiserver-a v2', checked: '2 of 2' }) as Agreement;
 
 /** Runs the workflow against scripted answers; returns its result or failure and what was asked of the doubles. */
-async function scenario(script: { agreements: Agreement[]; builtIn: (name: string, look: number) => BuiltInView; maxPasses?: number }) {
+async function scenario(script: {
+  agreements: Agreement[];
+  builtIn: (name: string, look: number) => BuiltInView;
+  maxPasses?: number;
+  noActionSeconds?: number;
+}) {
   const created: string[] = [];
   const recorded: string[] = [];
   const looks = new Map<string, number>();
@@ -62,7 +67,7 @@ async function scenario(script: { agreements: Agreement[]; builtIn: (name: strin
       .execute(delegateToBuiltIn, {
         taskQueue,
         workflowId: `migrate/widgets.example.com-${taskQueue}`,
-        args: [{ resource: REF, pollSeconds: 1, maxPasses: script.maxPasses }],
+        args: [{ resource: REF, pollSeconds: 1, maxPasses: script.maxPasses, noActionSeconds: script.noActionSeconds }],
       })
       .then((r) => ({ ok: true as const, r }))
       .catch((err: unknown) => ({ ok: false as const, err })),
@@ -106,4 +111,22 @@ void test('a Failed built-in migration is retried with a new object, and after m
   assert.match(String((outcome.err.cause as Error).message), /2 built-in migrations .* did not give a success/);
   assert.equal(created.length, 2);
   assert.deepEqual(recorded, []);
+});
+
+void test('no controller acts on the object (no built-in runs): after noActionSeconds the workflow fails saying so, not waiting for ever', async () => {
+  const started = Date.now();
+  const { outcome, created, recorded } = await scenario({
+    agreements: [agreed('t1')],
+    builtIn: () => ({ state: 'pending' }),
+    noActionSeconds: 30,
+  });
+  assert.ok(!outcome.ok, 'the workflow ended Failed');
+  assert.ok(outcome.err instanceof WorkflowFailedError);
+  assert.match(
+    String((outcome.err.cause as Error).message),
+    /no controller has acted on StorageVersionMigration .* 30s after svm created it: the built-in migrator does not seem to run/,
+  );
+  assert.equal(created.length, 1, 'one object, not a new one per look');
+  assert.deepEqual(recorded, []);
+  assert.ok(Date.now() - started >= 30_000, 'not before the bound');
 });
