@@ -46,7 +46,9 @@ fi
 # switch it on themselves (setStorageVersionApi). A low continue-as-new
 # suggestion so that long migrations exercise it. SVM_TEST_TEMPORAL=server runs
 # the suite on temporal-server with PostgreSQL instead of the dev server.
-node bin/svm.js dev up --dir "$dir" --apiservers 2 --no-storage-version-api --temporal "${SVM_TEST_TEMPORAL:-dev}" \
+# No kube-controller-manager on the shared plane (a cluster's runs its built-in migrator; `dev up` starts one by
+# default): the own-mode tests need the built-in off, and the tests about the built-in start it themselves.
+node bin/svm.js dev up --dir "$dir" --apiservers 2 --no-storage-version-api --controller-manager none --temporal "${SVM_TEST_TEMPORAL:-dev}" \
   --temporal-arg=--dynamic-config-value --temporal-arg=limit.historyCount.suggestContinueAsNew=300 >/dev/null
 shape=$(node -e 'console.log(require(process.argv[1]).shape)' "$dir/state.json")
 echo "plane in $dir: $shape shape"

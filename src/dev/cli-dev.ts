@@ -55,10 +55,12 @@ export function devCommand(): Command {
     )
     .option(
       '--controller-manager <mode>',
-      'also run kube-controller-manager: "with-migrator" (its built-in storage version migrator on) or "without-migrator"',
+      'kube-controller-manager, as every cluster runs it: "with-migrator" (its built-in storage version migrator on, as in ' +
+        'a 1.37 cluster; the default for a plane that runs none yet), "without-migrator" (for svm with ' +
+        'SVM_STANDARD_MIGRATIONS=own) or "none"',
       (v: string) => {
-        if (v !== 'with-migrator' && v !== 'without-migrator')
-          throw new InvalidArgumentError(`expected with-migrator or without-migrator, got "${v}"`);
+        if (v !== 'with-migrator' && v !== 'without-migrator' && v !== 'none')
+          throw new InvalidArgumentError(`expected with-migrator, without-migrator or none, got "${v}"`);
         return v;
       },
     )
@@ -89,11 +91,16 @@ export function devCommand(): Command {
           loopback: o.loopback,
           kubeVersion: o.kubeVersion,
         });
-        if (o.controllerManager) await startControllerManager(o.dir, { builtInMigrator: o.controllerManager === 'with-migrator' });
+        // Like a cluster: kube-controller-manager with its built-in migrator unless told otherwise; one already
+        // running is left as it is when no mode is given (a second `up` does not restart it).
+        const cm = o.controllerManager ?? (isRunning(state.controllerManager) ? undefined : 'with-migrator');
+        if (cm === 'none') await stopControllerManager(o.dir);
+        else if (cm) await startControllerManager(o.dir, { builtInMigrator: cm === 'with-migrator' });
+        const cmNow = readState(o.dir)?.controllerManager;
         process.stdout.write(envText);
         const servers = state.apiservers.map((a) => a.url).join(', ');
         process.stderr.write(
-          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL${state.temporalServer?.tls ? ' (mTLS)' : ''}` : 'dev server'} ${state.temporal.port}${o.controllerManager ? `; kube-controller-manager ${o.controllerManager}` : ''}; source ${o.dir}/env\n`,
+          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL${state.temporalServer?.tls ? ' (mTLS)' : ''}` : 'dev server'} ${state.temporal.port}; kube-controller-manager ${cmNow ? (cmNow.builtInMigrator ? 'with its built-in migrator' : 'without its built-in migrator') : 'none'}; source ${o.dir}/env\n`,
         );
       },
     );
