@@ -197,10 +197,10 @@ export type ResolvedInput = Omit<MigrateResourceInput, 'resource' | 'group'> & {
 export type CarriedState = Omit<z.infer<typeof CarriedStateSchema>, 'agreement'> & { agreement?: Agreement };
 
 /** Readable reasons for a refused input, naming each field. */
-export function explainInput(error: z.ZodError): string {
+export function explainInput(error: z.ZodError, root = 'input'): string {
   return error.issues
     .map((i) => {
-      const where = i.path.join('.') || 'input';
+      const where = i.path.join('.') || root;
       if (i.code === 'unrecognized_keys') {
         const keys = i.keys.join(', ');
         return i.keys.includes('continueToken')
@@ -228,6 +228,34 @@ export interface MigrationProgress {
 }
 
 export type MigrationResult = MigrationProgress;
+
+/**
+ * The argument of each signal and update, as the workflow checks it and contract/v<N>/ publishes it: one JSON
+ * object (the Go SDK sends exactly one argument). Extra fields are ignored, as before.
+ */
+export const EmptyArgSchema = z.object({}).describe('an empty object (the Go SDK sends exactly one argument)');
+export const AbortArgSchema = z.object({ reason: z.string().optional() });
+export const AttachArgSchema = z.object({ name: z.string().min(1).max(320) });
+
+/**
+ * What the handlers accept: the contract's object, or no argument at all (a TypeScript caller, the Temporal CLI
+ * without --input); abort and attachMigrationObject also take the older bare string (read as the reason, the
+ * name). Anything else is refused: a signal is logged and ignored, an update rejected by its validator (it
+ * never enters history).
+ */
+export const HandlerArgSchemas = {
+  empty: EmptyArgSchema.nullish(),
+  abort: z.preprocess((a) => (typeof a === 'string' ? { reason: a } : a), AbortArgSchema.nullish()),
+  attachMigrationObject: z.preprocess((a) => (typeof a === 'string' ? { name: a } : a), AttachArgSchema),
+  /** The watcher's why (never read by the workflow: a re-check reads the agreement itself). */
+  agreementChanged: z.string().nullish(),
+} as const;
+
+/** Why a handler's argument is refused, naming the field; undefined when it is valid. */
+export function argumentRefusal(name: string, schema: z.ZodType, arg: unknown): string | undefined {
+  const parsed = schema.safeParse(arg);
+  return parsed.success ? undefined : `invalid argument to ${name}: ${explainInput(parsed.error, 'argument')}`;
+}
 
 /** Signals take one JSON object (the Go SDK sends exactly one argument); the older bare string still works. */
 export const abortSignal = defineSignal<[arg?: string | { reason?: string }]>('abort');

@@ -9,7 +9,10 @@
 import { z } from 'zod';
 import { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
 import {
+  AbortArgSchema,
+  AttachArgSchema,
   CONTRACT_VERSION,
+  EmptyArgSchema as Empty,
   MigrateResourceInputSchema,
   MigrationOptionsSchema,
   type MigrationProgress,
@@ -52,8 +55,6 @@ export const StartInputSchema = MigrateResourceInputSchema.omit({ carried: true 
   'the start input of migrateResource; minimal: {"resource": "gizmos.example.com"}',
 );
 
-const Empty = z.object({}).describe('an empty object (the Go SDK sends exactly one argument)');
-
 /** Every file of contract/v<CONTRACT_VERSION>/, by name. */
 export function contractSchemas(): Record<string, unknown> {
   const schema = (s: z.ZodType, title: string) => ({
@@ -69,13 +70,13 @@ export function contractSchemas(): Record<string, unknown> {
       ProgressSchema,
       'workflow result (Succeeded or Aborted; a Failed migration fails the workflow with this document in its details)',
     ),
-    'signal-abort': schema(z.object({ reason: z.string().optional() }), 'signal "abort"'),
+    'signal-abort': schema(AbortArgSchema, 'signal "abort"'),
     'signal-pause': schema(Empty, 'signal "pause"'),
     'signal-resume': schema(Empty, 'signal "resume"'),
-    'signal-attachMigrationObject': schema(z.object({ name: z.string() }), 'signal "attachMigrationObject"'),
+    'signal-attachMigrationObject': schema(AttachArgSchema, 'signal "attachMigrationObject"'),
     'update-pauseMigration-input': schema(Empty, 'update "pauseMigration" input'),
     'update-resumeMigration-input': schema(Empty, 'update "resumeMigration" input'),
-    'update-abortMigration-input': schema(z.object({ reason: z.string().optional() }), 'update "abortMigration" input'),
+    'update-abortMigration-input': schema(AbortArgSchema, 'update "abortMigration" input'),
     'update-steer-result': schema(SteerResultSchema, 'answer of pauseMigration, resumeMigration, abortMigration'),
     'update-resolution-input': schema(Empty, 'update "resolution" input'),
     'update-resolution-result': schema(
