@@ -9,21 +9,25 @@ import assert from 'node:assert/strict';
 import { beforeEach, test } from 'node:test';
 import { Context, CancelledFailure } from '@temporalio/activity';
 import { ApplicationFailure } from '@temporalio/common';
-import { WorkflowFailedError } from '@temporalio/client';
+import { WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { Agreement } from '../src/activities';
 import type { ChunkInput, ChunkResult } from '../src/activities/migrate-chunk';
 import { zeroCounters } from '../src/api/counters';
 import type { StorageVersionMigrationStatus } from '../src/api/migration';
-import type { ResourceRef } from '../src/api/resource';
+import { migrationWorkflowId, type ResourceRef } from '../src/api/resource';
 import { recordHistories, recording } from './helpers/histories';
 import { workflowTestEnv } from './helpers/workflow-env';
 import {
   abortSignal,
+  abortUpdate,
   agreementChangedSignal,
+  attachMigrationObjectSignal,
   migrateResource,
   pauseSignal,
+  pauseUpdate,
   progressQuery,
+  resolutionUpdate,
   resumeSignal,
   type MigrateResourceInput,
   type MigrationResult,
@@ -163,10 +167,15 @@ async function run<T>(
 let currentTest: string | undefined;
 beforeEach((t) => void (currentTest = t.name));
 
+/**
+ * Under the resource's own ID, as every caller must (the workflow refuses any other): scenarios run one after
+ * another, each on its own task queue, and a start ends what an earlier scenario left running.
+ */
 function startWorkflow(taskQueue: string, input: Partial<MigrateResourceInput>) {
   return wf.env.client.workflow.start(migrateResource, {
     taskQueue,
-    workflowId: `migrate/test-${Date.now()}-${seq++}`,
+    workflowId: migrationWorkflowId(REF),
+    workflowIdConflictPolicy: 'TERMINATE_EXISTING',
     args: [{ resource: REF, options: { agreementPollSeconds: 1, heartbeatTimeoutSeconds: 5 }, ...input } as MigrateResourceInput],
   });
 }
@@ -585,6 +594,129 @@ void test('bad options are refused, naming them', async () => {
   assert.equal(d.chunks.length, 0);
 });
 
+/** Runs fn with a worker of d's doubles on a fresh task queue (for scenarios that start the workflow themselves). */
+async function withDoubles<T>(d: Doubles, fn: (taskQueue: string) => Promise<T>): Promise<T> {
+  const taskQueue = `wf-${Date.now()}-${seq++}`;
+  const worker = await Worker.create({
+    connection: wf.env.nativeConnection,
+    taskQueue,
+    workflowBundle: wf.bundle,
+    activities: d.activities(),
+  });
+  return worker.runUntil(fn(taskQueue));
+}
+
+/** The ApplicationFailure an update was answered with (its handler's, or its validator's). */
+async function updateFailure(p: Promise<unknown>): Promise<ApplicationFailure> {
+  try {
+    await p;
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) return err.cause;
+    throw err;
+  }
+  assert.fail('the update should have failed');
+}
+
+void test('Update-with-Start of an invalid input: the resolution update answers InvalidInput naming the field, the workflow fails the same, nothing is called', async () => {
+  const d = new Doubles();
+  await withDoubles(d, async (taskQueue) => {
+    // Not joining what an earlier scenario left running under the resource's ID.
+    await wf.env.client.workflow
+      .getHandle(migrationWorkflowId(REF))
+      .terminate('an earlier scenario')
+      .catch(() => undefined);
+    const start = new WithStartWorkflowOperation(migrateResource, {
+      taskQueue,
+      workflowId: migrationWorkflowId(REF),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [{ resource: REF, options: { chunkSize: 0 } }],
+    });
+    const answer = await updateFailure(
+      wf.env.client.workflow.executeUpdateWithStart(resolutionUpdate, { args: [{}], startWorkflowOperation: start }),
+    );
+    assert.equal(answer.type, 'InvalidInput');
+    assert.match(answer.message, /options\.chunkSize: chunkSize must be a whole number between 1 and 10000/);
+    const f = await failure((await start.workflowHandle()).result());
+    assert.equal(f.type, 'InvalidInput');
+    assert.equal(f.message, answer.message);
+  });
+  assert.equal(d.chunks.length + d.resolved.length + d.statuses.length, 0, 'no activity ran');
+});
+
+void test("a full reference under an ID that is not its resource's is refused (InvalidInput) before anything is written, its objects' status included", async () => {
+  const d = new Doubles();
+  await withDoubles(d, async (taskQueue) => {
+    // Refused in its first workflow task: only an Update-with-Start is sure to get the answer (an update sent after
+    // the start may find the workflow closed already).
+    const start = new WithStartWorkflowOperation(migrateResource, {
+      taskQueue,
+      workflowId: `migrate/widgets.example.com-${seq++}`,
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [{ resource: REF, migrationObjects: ['someone-elses'] }],
+    });
+    const answer = await updateFailure(
+      wf.env.client.workflow.executeUpdateWithStart(resolutionUpdate, { args: [{}], startWorkflowOperation: start }),
+    );
+    assert.equal(answer.type, 'InvalidInput');
+    const f = await failure((await start.workflowHandle()).result());
+    assert.equal(f.type, 'InvalidInput');
+    assert.match(
+      f.message,
+      /the workflow ID must be migrate\/widgets\.example\.com \(one migration per resource, joined by every caller\), not migrate\/widgets\.example\.com-\d+/,
+    );
+    assert.equal(f.message, answer.message);
+  });
+  assert.equal(d.chunks.length + d.resolved.length + d.statuses.length, 0, 'no activity ran');
+});
+
+void test('the minimal start under another ID is refused the same way (InvalidInput), after resolving only', async () => {
+  const d = new Doubles();
+  await withDoubles(d, async (taskQueue) => {
+    const h = await wf.env.client.workflow.start(migrateResource, {
+      taskQueue,
+      workflowId: `migrate/gadgets-${seq++}`,
+      args: [{ resource: 'widgets.example.com' }],
+    });
+    const answer = await updateFailure(h.executeUpdate(resolutionUpdate, { args: [{}] }));
+    assert.equal(answer.type, 'InvalidInput');
+    assert.match(answer.message, /the workflow ID must be migrate\/widgets\.example\.com/);
+    assert.equal((await failure(h.result())).type, 'InvalidInput');
+  });
+  assert.deepEqual(d.resolved, ['widgets.example.com']);
+  assert.equal(d.chunks.length + d.statuses.length, 0);
+});
+
+void test("signal arguments that are not the contract's are logged and ignored; update arguments are rejected and never enter history", async () => {
+  const d = new Doubles();
+  const started = { n: 0 };
+  d.chunk = blockingChunk(started);
+  const { result, history } = await run(d, async (start) => {
+    const h = await start();
+    await eventually('the chunk to start', async () => started.n > 0);
+    await h.signal(pauseSignal, 'now' as never);
+    await h.signal(abortSignal, { reason: 5 } as never);
+    await h.signal(attachMigrationObjectSignal, { name: '' });
+    for (const [update, arg, field] of [
+      [pauseUpdate, 'now', /invalid argument to pauseMigration: argument: .*expected object/],
+      [abortUpdate, { reason: ['x'] }, /invalid argument to abortMigration: reason: .*expected string/],
+      [resolutionUpdate, 7, /invalid argument to resolution: argument/],
+    ] as const) {
+      const refused = await updateFailure(h.executeUpdate(update as typeof pauseUpdate, { args: [arg as never] }));
+      assert.equal(refused.type, 'InvalidArgument');
+      assert.match(refused.message, field);
+    }
+    const p = await h.query(progressQuery);
+    assert.equal(p.phase, 'Running', 'the invalid pause and abort changed nothing');
+    assert.deepEqual(p.migrationObjects, ['widgets-svm'], 'no empty name attached');
+    await h.executeUpdate(abortUpdate, { args: [{ reason: 'a valid one' }] });
+    return { result: await h.result(), history: await h.fetchHistory() };
+  });
+  assert.equal(result.phase, 'Aborted');
+  assert.equal(result.message, 'aborted: a valid one');
+  const accepted = (history.events ?? []).filter((e) => e.workflowExecutionUpdateAcceptedEventAttributes).length;
+  assert.equal(accepted, 1, 'only the valid update entered history');
+});
+
 void test('pages are bounded by bytes: the first lists at most 10, later ones fit pageBytes for the size just seen', async () => {
   const d = new Doubles();
   d.chunksPerPass = 5;
@@ -615,7 +747,9 @@ void test('progress search attributes are written on phase changes, not after ev
   assert.equal(result.counters.migrated, 120);
   let upserts = 0;
   let runs = 0;
-  for await (const w of wf.env.client.workflow.list({ query: `WorkflowId = "${handle.workflowId}"` })) {
+  // This scenario's runs only: earlier scenarios ran under the same ID.
+  const { taskQueue } = await handle.describe();
+  for await (const w of wf.env.client.workflow.list({ query: `WorkflowId = "${handle.workflowId}" AND TaskQueue = "${taskQueue}"` })) {
     runs++;
     const history = await wf.env.client.workflow.getHandle(w.workflowId, w.runId).fetchHistory();
     // The SDK writes TemporalChangeVersion once per patch per run: those are not progress writes.

@@ -53,7 +53,9 @@ import {
   abortReason,
   abortSignal,
   abortUpdate,
+  argumentRefusal,
   attachedName,
+  HandlerArgSchemas,
   MAX_MIGRATION_OBJECTS,
   type StatusReport,
   pauseUpdate,
@@ -78,6 +80,7 @@ import {
 } from '../contract/definitions';
 import { MigrationGroup, MigrationMigrated, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
 import { reschedulingActivities, taskStartWait } from './task-start';
+import type { z } from 'zod';
 
 export * from '../contract/definitions';
 
@@ -192,10 +195,18 @@ class Migration {
       this.aborted = reason || 'aborted by request';
       this.chunkScope?.cancel();
     };
-    setHandler(abortSignal, (arg) => abort(abortReason(arg)));
-    setHandler(pauseSignal, () => void (this.paused = true));
-    setHandler(resumeSignal, () => void (this.paused = false));
+    // Each signal's argument is checked first (validSignal): an invalid one is logged and the signal ignored.
+    setHandler(abortSignal, (arg) => {
+      if (this.validSignal('abort', HandlerArgSchemas.abort, arg)) abort(abortReason(arg));
+    });
+    setHandler(pauseSignal, (arg) => {
+      if (this.validSignal('pause', HandlerArgSchemas.empty, arg)) this.paused = true;
+    });
+    setHandler(resumeSignal, (arg) => {
+      if (this.validSignal('resume', HandlerArgSchemas.empty, arg)) this.paused = false;
+    });
     setHandler(attachMigrationObjectSignal, (arg) => {
+      if (!this.validSignal('attachMigrationObject', HandlerArgSchemas.attachMigrationObject, arg)) return;
       const name = attachedName(arg);
       if (!name || this.objects.has(name)) return;
       // Bounded (it is carried across continue-as-new): objects beyond it get the status from the bridge.
@@ -211,8 +222,11 @@ class Migration {
       }
       this.objects.add(name);
     });
-    setHandler(agreementChangedSignal, () => void (this.recheck = true));
-    // The same steering with an acknowledgement: refused (validator) when it cannot apply, else the new state.
+    setHandler(agreementChangedSignal, (why) => {
+      if (this.validSignal('agreementChanged', HandlerArgSchemas.agreementChanged, why)) this.recheck = true;
+    });
+    // The same steering with an acknowledgement: refused (validator) when its argument is not the contract's or
+    // it cannot apply, else the new state.
     const steerable = (what: string) => {
       if (this.phase === 'Succeeded' || this.phase === 'Failed' || this.phase === 'Aborted')
         throw new Error(`cannot ${what}: the migration of ${this.name} has ended (${this.phase})`);
@@ -230,7 +244,8 @@ class Migration {
         return steered();
       },
       {
-        validator: (_arg) => {
+        validator: (arg) => {
+          refuseArgument('pauseMigration', HandlerArgSchemas.empty, arg);
           steerable('pause');
           if (this.paused) throw new Error(`cannot pause: the migration of ${this.name} is paused already`);
         },
@@ -243,7 +258,8 @@ class Migration {
         return steered();
       },
       {
-        validator: (_arg) => {
+        validator: (arg) => {
+          refuseArgument('resumeMigration', HandlerArgSchemas.empty, arg);
           steerable('resume');
           if (!this.paused) throw new Error(`cannot resume: the migration of ${this.name} is not paused`);
         },
@@ -252,11 +268,27 @@ class Migration {
     setHandler(
       abortUpdate,
       (arg) => {
-        abort(arg?.reason);
+        abort(abortReason(arg));
         return steered();
       },
-      { validator: (_arg) => steerable('abort') },
+      {
+        validator: (arg) => {
+          refuseArgument('abortMigration', HandlerArgSchemas.abort, arg);
+          steerable('abort');
+        },
+      },
     );
+  }
+
+  /**
+   * Does a signal's argument hold? An invalid one is logged (the reason, never the value) and the signal ignored.
+   * Behind a patch asked only then: histories from before ran every signal whatever its argument.
+   */
+  private validSignal(name: string, schema: z.ZodType, arg: unknown): boolean {
+    const refusal = argumentRefusal(name, schema, arg);
+    if (refusal === undefined || !patched('signal-arguments-validated')) return true;
+    log.warn(`${refusal}; the signal is ignored`, { resource: this.name });
+    return false;
   }
 
   progress(): MigrationProgress {
@@ -621,7 +653,9 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
   const reschedulesTasks = taskStartWait() !== undefined;
   // Until the input is checked, its option is not trusted: the default wait.
   const early = shortActivities(reschedulesTasks ? defaultMigrationOptions.taskStartTimeoutSeconds : undefined);
-  const input = await resolvedInput(await validInput(raw, early), early);
+  // First: every refusal below is the answer of a resolution update, an Update-with-Start's included.
+  const answer = new Resolution();
+  const input = await resolvedInput(await validInput(raw, early, answer), early, answer);
   const m = new Migration(input, reschedulesTasks);
   m.installHandlers();
   try {
@@ -652,22 +686,77 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
 }
 
 /**
+ * The answer of the resolution update (a start's synchronous answer). Its handler is registered before the input is
+ * checked, so that every refusal reaches the caller, an Update-with-Start's included (registered later, a refused
+ * input answered "No registered handler for update"). It answers the resolved resource, or fails with the refusal:
+ * type InvalidInput for the input itself (a field, carried state, the workflow ID), InvalidResource when the named
+ * resource cannot be resolved. Updates rejected for want of a handler never entered history: no old history changes.
+ */
+class Resolution {
+  resolved?: ResourceRef;
+  private refusal?: { type: 'InvalidInput' | 'InvalidResource'; message: string };
+
+  constructor() {
+    setHandler(
+      resolutionUpdate,
+      async () => {
+        await condition(() => this.resolved !== undefined || this.refusal !== undefined);
+        if (this.refusal !== undefined) throw ApplicationFailure.create({ ...this.refusal, nonRetryable: true });
+        return this.resolved!;
+      },
+      { validator: (arg) => refuseArgument('resolution', HandlerArgSchemas.empty, arg) },
+    );
+  }
+
+  /** The first refusal is the answer. */
+  refuse(type: 'InvalidInput' | 'InvalidResource', message: string): void {
+    this.refusal ??= { type, message };
+  }
+}
+
+/**
+ * One workflow per resource, found and joined by anyone: its ID is the one start options give
+ * (migrate/<resource>.<group>, src/contract/start-options.ts). Undefined when it is; else the refusal.
+ */
+function wrongWorkflowId(ref: ResourceRef): string | undefined {
+  const want = migrationWorkflowId(ref);
+  const id = workflowInfo().workflowId;
+  return id === want ? undefined : `the workflow ID must be ${want} (one migration per resource, joined by every caller), not ${id}`;
+}
+
+/**
+ * Asked only when a first run's workflow ID is not its resource's: a refused ID fails with InvalidInput and writes
+ * nothing, not even to the StorageVersionMigration objects in the input (they follow the migration under the right
+ * ID). Histories from before (the full reference unchecked; the minimal start answering InvalidResource and writing
+ * its objects' status) replay as they ran.
+ */
+const WORKFLOW_ID_PATCH = 'workflow-id-refused-as-invalid-input';
+
+/**
  * The input, checked before anything is written. Carried state (a continue
  * token, counters, an agreement) is accepted only in a run continued from an
- * earlier run of this workflow: nothing from outside can shorten a pass.
+ * earlier run of this workflow: nothing from outside can shorten a pass. The
+ * fully resolved form obeys the one-workflow-per-resource rule as the minimal
+ * start does (resolvedInput); a continued run keeps the ID its first run had.
  */
-async function validInput(raw: MigrateResourceInput, act: ShortActivities): Promise<MigrateResourceInput> {
+async function validInput(raw: MigrateResourceInput, act: ShortActivities, answer: Resolution): Promise<MigrateResourceInput> {
   const parsed = MigrateResourceInputSchema.safeParse(raw);
   let reason = parsed.success ? undefined : explainInput(parsed.error);
-  if (parsed.success && parsed.data.carried && !workflowInfo().continuedFromExecutionRunId) {
+  const continued = workflowInfo().continuedFromExecutionRunId !== undefined;
+  if (parsed.success && parsed.data.carried && !continued) {
     reason = 'carried: carried state is accepted only from an earlier run of this same workflow (continue-as-new), never from a caller';
   }
+  if (reason === undefined && parsed.success && typeof parsed.data.resource !== 'string' && !continued) {
+    const wrongId = wrongWorkflowId(parsed.data.resource);
+    if (wrongId !== undefined && patched(WORKFLOW_ID_PATCH)) return refuseWorkflowId(wrongId, answer);
+  }
   if (reason === undefined) return parsed.data as MigrateResourceInput;
-  return failInput(raw, `invalid migration input: ${reason}`, act);
+  return failInput(raw, `invalid migration input: ${reason}`, act, answer);
 }
 
 /** Fails the workflow for its input: its StorageVersionMigration objects say why, nothing of the resource is touched. */
-async function failInput(raw: MigrateResourceInput, message: string, act: ShortActivities): Promise<never> {
+async function failInput(raw: MigrateResourceInput, message: string, act: ShortActivities, answer: Resolution): Promise<never> {
+  answer.refuse('InvalidInput', message);
   const objects = Array.isArray(raw?.migrationObjects) ? raw.migrationObjects.filter((o): o is string => typeof o === 'string') : [];
   if (objects.length > 0) {
     await act.reportStatus(
@@ -680,22 +769,25 @@ async function failInput(raw: MigrateResourceInput, message: string, act: ShortA
   throw ApplicationFailure.create({ type: 'InvalidInput', message, nonRetryable: true });
 }
 
+/** Fails the workflow for its ID (WORKFLOW_ID_PATCH): nothing is written anywhere. */
+async function refuseWorkflowId(why: string, answer: Resolution): Promise<never> {
+  const message = `invalid migration input: ${why}`;
+  answer.refuse('InvalidInput', message);
+  await condition(allHandlersFinished);
+  throw ApplicationFailure.create({ type: 'InvalidInput', message, nonRetryable: true });
+}
+
 /**
  * The minimal start ({"resource": "gizmos.example.com"}): the workflow resolves the resource itself, in an
  * activity, before anything else. A refusal fails the workflow at once (non-retryable, type InvalidInput)
  * and answers the resolution update with it; nothing is written. Histories of the fully resolved form
  * never take this branch, so it changes none of their commands.
  */
-async function resolvedInput(input: MigrateResourceInput, act: ShortActivities): Promise<ResolvedInput> {
-  let resolved: ResourceRef | undefined = typeof input.resource === 'string' ? undefined : input.resource;
-  let refusal: string | undefined;
-  setHandler(resolutionUpdate, async (_arg) => {
-    await condition(() => resolved !== undefined || refusal !== undefined);
-    if (refusal !== undefined) throw ApplicationFailure.create({ type: 'InvalidResource', message: refusal, nonRetryable: true });
-    return resolved!;
-  });
-  if (typeof input.resource === 'string') {
+async function resolvedInput(input: MigrateResourceInput, act: ShortActivities, answer: Resolution): Promise<ResolvedInput> {
+  if (typeof input.resource !== 'string') answer.resolved = input.resource;
+  else {
     let why: string | undefined;
+    let resolved: ResourceRef | undefined;
     try {
       resolved = await act.resolveMigrationResource({
         resource: input.resource,
@@ -705,17 +797,27 @@ async function resolvedInput(input: MigrateResourceInput, act: ShortActivities):
       why = rootMessage(err);
     }
     // One workflow per resource, found and joined by anyone: its ID is derived from the resource.
-    if (resolved && workflowInfo().workflowId !== migrationWorkflowId(resolved)) {
-      why = `the workflow ID must be ${migrationWorkflowId(resolved)} (one migration per resource, joined by every caller), not ${workflowInfo().workflowId}`;
+    const wrongId = resolved && wrongWorkflowId(resolved);
+    if (wrongId !== undefined) {
+      if (patched(WORKFLOW_ID_PATCH)) return refuseWorkflowId(wrongId, answer);
+      why = wrongId;
       resolved = undefined;
     }
     if (why !== undefined) {
-      refusal = `invalid migration input: ${why}`;
-      await failInput(input, refusal, act);
+      const refusal = `invalid migration input: ${why}`;
+      answer.refuse('InvalidResource', refusal);
+      await failInput(input, refusal, act, answer);
     }
+    answer.resolved = resolved;
   }
   const { group: _group, ...rest } = input;
-  return { ...rest, resource: resolved! };
+  return { ...rest, resource: answer.resolved! };
+}
+
+/** Refuses an update whose argument is not the contract's (its validator: the update never enters history). */
+function refuseArgument(name: string, schema: z.ZodType, arg: unknown): void {
+  const refusal = argumentRefusal(name, schema, arg);
+  if (refusal !== undefined) throw ApplicationFailure.create({ type: 'InvalidArgument', message: refusal, nonRetryable: true });
 }
 
 /** The partial result a cancelled chunk reports in its CancelledFailure details. */
