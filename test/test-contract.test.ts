@@ -4,14 +4,18 @@
  * Temporal Go SDK, built into the tools cache) does the same from Go, against the real plane
  * (etcd as judge): the minimal start, the synchronous resolution, pause,
  * resume, progress and result; an abort that leaves storedVersions as they
- * were; a second start that joins the running migration; and a refusal
- * before anything is written.
+ * were; a second start that joins the running migration; and refusals
+ * before anything is written (a bad resource, an invalid input answered in
+ * the Update-with-Start, a workflow ID that is not the resource's).
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
+import { WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
+import { ApplicationFailure, type Workflow } from '@temporalio/common';
+import { startOptions } from '../src/contract/start-options';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { getCrd } from '../src/kube/crds';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
@@ -268,5 +272,98 @@ void test('Go SDK: a bad resource is refused in the same call (exit 2, the reaso
       assert.match(refused.stderr, problem);
       assert.match(refused.stderr, /accepted forms/);
     }
+  });
+});
+
+/** What etcd holds of a resource, and its CRD's storedVersions: a refusal must leave both as they were. */
+async function untouched(crd: ReturnType<typeof testCrd>, objects: number): Promise<void> {
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v1`]: objects,
+  });
+  assert.deepEqual((await getCrd(plane.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions?.sort(), ['v1', 'v2']);
+}
+
+/** The ApplicationFailure an Update-with-Start of `resolution` was answered with. */
+async function resolutionRefusal(op: WithStartWorkflowOperation<Workflow>): Promise<ApplicationFailure> {
+  try {
+    await plane.temporal.client.workflow.executeUpdateWithStart('resolution', { args: [{}], startWorkflowOperation: op });
+  } catch (err) {
+    if (err instanceof WorkflowUpdateFailedError && err.cause instanceof ApplicationFailure) return err.cause;
+    throw err;
+  }
+  assert.fail('the resolution update should have been refused');
+}
+
+async function workflowFailure(id: string): Promise<ApplicationFailure> {
+  try {
+    await plane.temporal.client.workflow.getHandle(id).result();
+  } catch (err) {
+    if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure) return err.cause;
+    throw err;
+  }
+  assert.fail(`${id} should have failed`);
+}
+
+void test('an Update-with-Start whose input is invalid is answered InvalidInput naming the field (TypeScript and Go), the workflow fails the same, and nothing is written', async () => {
+  const crd = testCrd(`${uniq('bad')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 20, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const id = `migrate/${crd.name}`;
+  await withWorker(plane, async (_m, taskQueue) => {
+    const refused = await resolutionRefusal(
+      new WithStartWorkflowOperation('migrateResource', {
+        taskQueue,
+        workflowId: id,
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ resource: crd.name, options: { chunkSize: 0 } }],
+      }),
+    );
+    assert.equal(refused.type, 'InvalidInput');
+    assert.match(refused.message, /options\.chunkSize: chunkSize must be a whole number between 1 and 10000/);
+    const failed = await workflowFailure(id);
+    assert.equal(failed.type, 'InvalidInput');
+    assert.equal(failed.message, refused.message);
+
+    // The Go tool's Update-with-Start (a new run: the refused one has ended).
+    const go = await run(upgradetool, ['migrate', crd.name, '{"qps": 1000000}'], { env: cli(taskQueue), timeout: 60_000 }).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code?: number; stderr?: string }) => ({ code: err.code, stderr: err.stderr ?? '' }),
+    );
+    assert.equal(go.code, 2, go.stderr);
+    assert.match(go.stderr, /refused \(InvalidInput\): .*options\.qps: qps must be a whole number between 0 and 100000/);
+  });
+  await untouched(crd, 20);
+});
+
+void test("a full-reference start under an ID that is not its resource's is refused (InvalidInput) before anything is written", async () => {
+  const crd = testCrd(`${uniq('wid')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 20, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  await withWorker(plane, async (m, taskQueue) => {
+    const ref = await m.resolve(crd.name);
+    const id = `migrate/${crd.name}-mine`;
+    const refused = await resolutionRefusal(
+      new WithStartWorkflowOperation('migrateResource', {
+        taskQueue,
+        workflowId: id,
+        workflowIdConflictPolicy: 'USE_EXISTING',
+        args: [{ resource: ref }],
+      }),
+    );
+    assert.equal(refused.type, 'InvalidInput');
+    assert.match(
+      refused.message,
+      new RegExp(`the workflow ID must be migrate/${crd.name.replace(/\./g, '\\.')} .*, not ${id.replace(/\./g, '\\.')}$`),
+    );
+    assert.equal((await workflowFailure(id)).type, 'InvalidInput');
+    await untouched(crd, 20);
+    // The same input under the resource's own ID (start options) runs.
+    const h = await plane.temporal.client.workflow.start('migrateResource', { ...startOptions(ref, taskQueue), args: [{ resource: ref }] });
+    assert.equal(((await h.result()) as { phase: string }).phase, 'Succeeded');
+  });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 20,
   });
 });
