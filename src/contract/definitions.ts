@@ -286,7 +286,9 @@ export const resumeUpdate = defineUpdate<SteerResult, [arg: Record<string, unkno
 export const abortUpdate = defineUpdate<SteerResult, [arg: { reason?: string } | undefined]>('abortMigration');
 /**
  * The synchronous answer to a start (Update-with-Start, or an update right after it): the resolved
- * resource, or the refusal (ApplicationFailure type InvalidResource) naming the problem and the accepted forms.
+ * resource, or the refusal naming the problem: ApplicationFailure type InvalidInput for the input itself (a
+ * field, carried state, a workflow ID that is not the resource's), InvalidResource when the named resource
+ * cannot be resolved (with the accepted forms).
  */
 export const resolutionUpdate = defineUpdate<z.infer<typeof ResourceRefSchema>, [arg: Record<string, unknown> | undefined]>('resolution');
 /** Sent by the agreement watcher when a StorageVersion or CRD of this resource changed. */
