@@ -12,16 +12,25 @@
  *
  *   svm: its trigger runs throughout, the worker as the shipped
  *        ServiceAccount (deploy/ rights and fence, with the narrow grant
- *        `svm grant` prints for the admission objects and the CRD); no
+ *        `svm grant` prints for the admission objects and the CRD), owning
+ *        storagemigration.k8s.io objects (SVM_STANDARD_MIGRATIONS=own); no
  *        migration while the servers disagree, each changed resource
- *        migrated once they agree, etcd holding every object in the version
- *        a new object is written in, storedVersions pruned only then;
+ *        migrated once they agree, storedVersions pruned only then; and the
+ *        worker started on the previous release takes a
+ *        storagemigration.k8s.io/v1 object once the servers serve v1;
  *   the built-in alone: after the upgrade, one storagemigration.k8s.io/v1
  *        object per changed resource (what upgrade tooling creates), waited
- *        on; what it leaves in etcd is printed beside svm's.
+ *        on, every one Succeeded.
+ *
+ * Judged in etcd, both runs: every object of each changed resource holds the
+ * version discovery now names as its storage version (the one its
+ * storageVersionHash stands for), and every such resource has objects (one
+ * changed resource this test cannot create objects of fails it). The
+ * figures are written to test-results/rolling-upgrade.json (SVM_RESULTS_DIR),
+ * and the side-by-side lines are printed from that file.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
@@ -30,6 +39,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { down, restartApiserver, startControllerManager, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { getCrd } from '../src/kube/crds';
+import { versionNamer } from '../src/kube/agreement';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { storageStatePath } from '../src/kube/storage-states';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
@@ -157,6 +167,58 @@ async function setUp(): Promise<Setup> {
   return { p, dir, crd, tag };
 }
 
+/**
+ * The apiVersion each resource's storageVersionHash stands for, as one API server's discovery serves it now
+ * (the hash among the group's versions and the resource's kind): what every object must hold in etcd.
+ */
+async function storageApiVersions(p: TestPlane, index: number, names: string[]): Promise<Record<string, string>> {
+  const all = await p.kubeOf(index).discover();
+  const out: Record<string, string> = {};
+  for (const name of names) {
+    const entries = all.filter((r) => (r.group ? `${r.name}.${r.group}` : r.name) === name);
+    const preferred = entries.find((r) => r.preferred);
+    assert.ok(preferred?.storageVersionHash, `discovery serves ${name} with a storageVersionHash`);
+    const versions = new Set(all.filter((r) => r.group === preferred.group).map((r) => r.version));
+    const named = versionNamer(preferred.group, preferred.kind, versions)(preferred.storageVersionHash);
+    assert.ok(named, `${name}: the hash ${preferred.storageVersionHash} names one of ${[...versions].join(', ')}`);
+    out[name] = named;
+  }
+  return out;
+}
+
+/** Every object of each resource in etcd holds exactly the storage version discovery names now, and there are objects. */
+function assertNewEncoding(
+  who: string,
+  etcd: Record<string, Record<string, number>>,
+  expected: Record<string, string>,
+  counts: Record<string, number>,
+): void {
+  for (const [name, apiVersion] of Object.entries(expected)) {
+    assert.deepEqual(
+      etcd[name],
+      { [apiVersion]: counts[name] },
+      `${who}: every ${name} object in etcd holds ${apiVersion}, the storage version discovery names now`,
+    );
+  }
+}
+
+/** The figures of both runs, written as they are made; the side-by-side report is printed from this file. */
+const resultsFile = path.join(process.env.SVM_RESULTS_DIR ?? path.join(process.cwd(), 'test-results'), 'rolling-upgrade.json');
+function recordResult(key: 'svm' | 'builtIn', value: Record<string, unknown>): void {
+  mkdirSync(path.dirname(resultsFile), { recursive: true });
+  let doc: Record<string, unknown> = {};
+  try {
+    doc = JSON.parse(readFileSync(resultsFile, 'utf8')) as Record<string, unknown>;
+    if (doc.from !== previous || doc.to !== current) doc = {};
+  } catch {
+    // first run
+  }
+  writeFileSync(
+    resultsFile,
+    JSON.stringify({ ...doc, from: previous, to: current, [key]: { ...value, at: new Date().toISOString() } }, null, 2) + '\n',
+  );
+}
+
 /** Encodings in etcd of every created resource: resource -> apiVersion -> count. */
 async function etcdEncodings(s: Setup, resources: string[]): Promise<Record<string, Record<string, number>>> {
   const out: Record<string, Record<string, number>> = {};
@@ -168,9 +230,16 @@ async function etcdEncodings(s: Setup, resources: string[]): Promise<Record<stri
   return out;
 }
 
-const report: string[] = [];
 after(() => {
-  if (report.length) console.log(`\n=== rolling upgrade ${previous} -> ${current}, side by side ===\n${report.join('\n')}\n`);
+  let doc: { svm?: { line?: string }; builtIn?: { line?: string } };
+  try {
+    doc = JSON.parse(readFileSync(resultsFile, 'utf8')) as typeof doc;
+  } catch {
+    return;
+  }
+  const lines = [doc.svm?.line, doc.builtIn?.line].filter(Boolean);
+  if (lines.length)
+    console.log(`\n=== rolling upgrade ${previous} -> ${current}, side by side (${resultsFile}) ===\n${lines.join('\n')}\n`);
 });
 
 let changed: string[] = [];
@@ -241,6 +310,10 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       changed = [...before.keys()].filter((k) => after0.has(k) && after0.get(k) !== before.get(k)).sort();
       console.log(`storageVersionHash changed ${previous} -> ${current}: ${changed.join(', ') || '(none)'}`);
       assert.ok(changed.length > 0, 'some built-in resource changes its storage version between the releases');
+      // Objects of every changed resource exist (created on the previous release): a change this test cannot
+      // create objects of would otherwise pass unjudged.
+      const without = changed.filter((name) => !TEMPLATES.some((t) => `${t.resource}.${t.group}` === name));
+      assert.deepEqual(without, [], `changed resources with no objects in this test (add a template): ${without.join(', ')}`);
       // While they disagree, no migration of a changed resource may run a pass (one may wait for agreement).
       const migrating = async () => {
         const running: string[] = [];
@@ -279,24 +352,44 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       }
       const seconds = (Date.now() - t0) / 1000;
       await m.stopTrigger();
-      // One object of each changed resource written now, through the upgraded servers: the encoding every
-      // object must hold after the migration (one encoding per resource, and it is the new one).
-      for (const t of TEMPLATES) if (changed.includes(`${t.resource}.${t.group}`)) await t.create(p, `${s.tag}-fresh`);
       const etcd = await etcdEncodings(s, changed);
-      for (const [name, byVersion] of Object.entries(etcd)) {
-        assert.equal(
-          Object.keys(byVersion).length,
-          1,
-          `${name} in one encoding after svm, that of a new object: ${JSON.stringify(byVersion)}`,
-        );
-      }
-      assert.deepEqual(Object.keys(etcd[crd.name]!), [`${crd.group}/v2`]);
+      const expected = { ...(await storageApiVersions(p, 0, changed)), [crd.name]: `${crd.group}/v2` };
+      const counts = Object.fromEntries([...changed.map((n) => [n, PER_RESOURCE] as const), [crd.name, CRD_OBJECTS] as const]);
+      assertNewEncoding('svm', etcd, expected, counts);
       assert.deepEqual((await getCrd(p.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
-      report.push(
-        `svm (trigger, ${changed.length + 1} resources): ${seconds.toFixed(1)} s from the last API server's upgrade to every migration done; etcd after: ${JSON.stringify(etcd)}`,
+
+      // The worker was started on the previous release: it takes a storagemigration.k8s.io/v1 object now that the
+      // servers serve v1 (the served version is looked up again; the bridge watches the new one).
+      const standard = `${s.tag}-after-upgrade`;
+      await p.kube.request('POST', '/apis/storagemigration.k8s.io/v1/storageversionmigrations', {
+        body: JSON.stringify({
+          apiVersion: 'storagemigration.k8s.io/v1',
+          kind: 'StorageVersionMigration',
+          metadata: { name: standard },
+          spec: { resource: { group: 'scheduling.k8s.io', resource: 'priorityclasses' } },
+        }),
+      });
+      const taken = await eventually(
+        'the worker started on the previous release took the v1 object',
+        async () => {
+          const o = await findStandardMigration(p.kube, standard);
+          return o?.status?.conditions?.find((c) => c.type === 'Succeeded' && c.status === 'True') && o;
+        },
+        240_000,
       );
+      assert.ok(
+        (taken.metadata.managedFields ?? []).some((f) => f.manager === 'svm' && f.subresource === 'status'),
+        'svm wrote its status',
+      );
+      recordResult('svm', {
+        resources: changed.length + 1,
+        secondsFromLastServerToAllMigrated: Number(seconds.toFixed(1)),
+        etcd,
+        expected,
+        line: `svm (trigger, ${changed.length + 1} resources): ${seconds.toFixed(1)} s from the last API server's upgrade to every migration done; etcd after: ${JSON.stringify(etcd)}; a v1 object taken by the worker started on ${previous}`,
+      });
     },
-    { settings: { maxConcurrentChunks: 8 } },
+    { settings: { maxConcurrentChunks: 8, bridge: true, standardMigrations: 'own' } },
   ).finally(() => removeTokenKubeconfig(kubeconfig));
   await p.close();
 });
@@ -340,8 +433,23 @@ void test(`the built-in migrator alone through the same upgrade: one storagemigr
   const seconds = (Date.now() - t0) / 1000;
   const etcd = await etcdEncodings(s, changed);
   const crdAfter = await getCrd(p.kube, { group: crd.group, resource: crd.plural });
-  report.push(
-    `built-in alone (${names.length} objects created after the upgrade): ${seconds.toFixed(1)} s to every object finished; ${outcomes.join('; ')}; etcd after: ${JSON.stringify(etcd)}; CRD storedVersions ${JSON.stringify(crdAfter.status?.storedVersions)}`,
+  recordResult('builtIn', {
+    objects: names.length,
+    secondsToAllFinished: Number(seconds.toFixed(1)),
+    outcomes,
+    etcd,
+    storedVersions: crdAfter.status?.storedVersions,
+    line: `built-in alone (${names.length} objects created after the upgrade): ${seconds.toFixed(1)} s to every object finished; ${outcomes.join('; ')}; etcd after: ${JSON.stringify(etcd)}; CRD storedVersions ${JSON.stringify(crdAfter.status?.storedVersions)}`,
+  });
+  // Its outcome, judged as svm's: every object Succeeded, etcd holds the storage version discovery names now.
+  assert.deepEqual(
+    outcomes.filter((o) => !/: Succeeded /.test(o)),
+    [],
+    'every built-in migration Succeeded',
   );
+  const expected = { ...(await storageApiVersions(p, 0, changed)), [crd.name]: `${crd.group}/v2` };
+  const counts = Object.fromEntries([...changed.map((n) => [n, PER_RESOURCE] as const), [crd.name, CRD_OBJECTS] as const]);
+  assertNewEncoding('the built-in', etcd, expected, counts);
+  assert.deepEqual(crdAfter.status?.storedVersions, ['v2']);
   await p.close();
 });
