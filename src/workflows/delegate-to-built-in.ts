@@ -39,6 +39,8 @@ import {
   abortReason,
   abortSignal,
   agreementChangedSignal,
+  argumentRefusal,
+  HandlerArgSchemas,
   progressQuery,
   ResourceRefSchema,
   type MigrationProgress,
@@ -128,8 +130,20 @@ export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationRe
   };
   let aborted: string | undefined;
   let recheck = false;
-  setHandler(abortSignal, (arg) => void (aborted = abortReason(arg) ?? 'abort requested'));
-  setHandler(agreementChangedSignal, () => void (recheck = true));
+  // Arguments as the contract publishes them (HandlerArgSchemas): an invalid one is logged (its reason, never its
+  // value) and the signal ignored, as migrateResource does.
+  const valid = (signal: string, schema: z.ZodType, arg: unknown): boolean => {
+    const refusal = argumentRefusal(signal, schema, arg);
+    if (refusal === undefined || !patched('signal-arguments-validated')) return true;
+    log.warn(`${refusal}; the signal is ignored`, { resource: name });
+    return false;
+  };
+  setHandler(abortSignal, (arg) => {
+    if (valid('abort', HandlerArgSchemas.abort, arg)) aborted = abortReason(arg) ?? 'abort requested';
+  });
+  setHandler(agreementChangedSignal, (arg) => {
+    if (valid('agreementChanged', HandlerArgSchemas.agreementChanged, arg)) recheck = true;
+  });
   const progress = (): MigrationProgress => ({
     resource: name,
     phase: s.phase,
