@@ -54,13 +54,55 @@ void test('conditions as the built-in writes them, with svm facts in its own con
     ],
   );
   assert.equal(done.find((c) => c.type === 'Running')!.lastTransitionTime, 't3');
-  const failed = standardConditions(undefined, { phase: 'Failed', message: 'x' }, 't', 'InvalidResource');
-  assert.equal(failed.find((c) => c.type === 'Failed')?.reason, 'InvalidResource');
+  assert.equal(
+    done.find((c) => c.type === 'Succeeded')!.message,
+    'Migration completed',
+    "the built-in's words; svm's in its own condition",
+  );
+  assert.match(done.find((c) => c.type === PROGRESS_CONDITION)!.message!, /migrated every object/);
+  // v1beta1 (1.36): the built-in's Succeeded has no message.
+  assert.equal(
+    standardConditions(undefined, { phase: 'Succeeded' }, 't', undefined, 'v1beta1').find((c) => c.type === 'Succeeded')!.message,
+    '',
+  );
+});
+
+void test("failures in the built-in's words: its reason, its message shapes; svm's reason and words in the Progress condition", () => {
+  const missing = standardConditions(
+    undefined,
+    { phase: 'Failed', message: 'the API servers serve no resource "gizmos" in group "x.io": ...' },
+    't',
+    'InvalidResource',
+  );
+  const f = missing.find((c) => c.type === 'Failed')!;
+  assert.equal(f.reason, 'StorageVersionMigrationFailed');
+  assert.match(f.message!, /^resource does not exist in discovery: the API servers serve no resource "gizmos"/);
+  assert.match(missing.find((c) => c.type === PROGRESS_CONDITION)!.message!, /reason InvalidResource/);
+  const denied = standardConditions(
+    undefined,
+    { phase: 'Failed', message: '1 object(s) of w could not be updated: ns/a (denied)', progress: { migrated: 9, failed: 1 } },
+    't',
+  );
+  assert.match(
+    denied.find((c) => c.type === 'Failed')!.message!,
+    /^1\/10 not yet migrated\. migration encountered unhandled error: 1 object\(s\)/,
+  );
+  const denied136 = standardConditions(undefined, { phase: 'Failed', message: 'boom', progress: { failed: 1 } }, 't', undefined, 'v1beta1');
+  assert.equal(denied136.find((c) => c.type === 'Failed')!.message, 'migration encountered unhandled error: boom');
   assert.equal(standardConditions(undefined, { phase: 'Aborted' }, 't').find((c) => c.type === 'Failed')?.reason, 'Aborted');
   assert.equal(
     standardConditions(undefined, { phase: 'Failed' }, 't').find((c) => c.type === 'Failed')?.reason,
     'StorageVersionMigrationFailed',
   );
+});
+
+void test('while svm waits for agreement or is paused, Running is False (the built-in has no such state; Running=True means rewriting)', () => {
+  for (const phase of ['Pending', 'WaitingForAgreement', 'Paused'] as const) {
+    const c = standardConditions(undefined, { phase, message: 'waiting for agreement: a=v1, b=v2' }, 't');
+    const running = c.find((x) => x.type === 'Running')!;
+    assert.deepEqual([running.status, running.reason], ['False', phase]);
+    assert.equal(running.message, 'waiting for agreement: a=v1, b=v2');
+  }
 });
 
 void test('a standard entry of the workflow is told from a migration.k8s.io one by its prefix', () => {

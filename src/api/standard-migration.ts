@@ -102,26 +102,52 @@ export function otherStatusWriters(obj: StandardMigration): string[] {
 }
 
 /**
+ * The message the built-in gives a Failed condition, for svm's failure (pure):
+ * what a tool written for the built-in parses (pkg/controller/storageversionmigrator
+ * of v1.37.2: "X/Y not yet migrated. migration encountered unhandled error: ...",
+ * "resource does not exist in discovery"; v1.36.3 has no counts).
+ */
+export function builtInFailureMessage(
+  facts: StorageVersionMigrationStatus,
+  failedReason: string | undefined,
+  version: StandardVersion,
+): string {
+  const why = facts.message ?? `migration ${facts.phase ?? 'Failed'}`;
+  if (failedReason === 'InvalidResource' && /serve no resource/.test(why)) return `resource does not exist in discovery: ${why}`;
+  const p = facts.progress ?? {};
+  const failed = p.failed ?? 0;
+  const total = (p.migrated ?? 0) + (p.conflicts ?? 0) + (p.notFound ?? 0) + failed;
+  if (version === 'v1' && failed > 0) return `${failed}/${total} not yet migrated. migration encountered unhandled error: ${why}`;
+  return `migration encountered unhandled error: ${why}`;
+}
+
+/**
  * The conditions of a phase as the built-in writes them, plus svm's Progress
- * condition; a condition whose status does not change keeps its
- * lastTransitionTime (metav1.Condition semantics).
+ * condition (svm's own words: counts, workflow, its message and reason); a
+ * condition whose status does not change keeps its lastTransitionTime
+ * (metav1.Condition semantics). Reasons and messages are the built-in's
+ * (docs/standard-api.md, checked against the real controller by test-conformance).
  *
- *   phase                         Running                      Succeeded / Failed
- *   Pending, WaitingForAgreement  True (reason: the phase)     -
- *   Running                       True  MigrationRunning       -
- *   Paused                        True  Paused                 -
- *   Succeeded                     False MigrationCompleted     Succeeded True StorageVersionMigrationSucceeded
- *   Failed                        False MigrationCompleted     Failed True StorageVersionMigrationFailed (or the given reason)
- *   Aborted                       False MigrationCompleted     Failed True Aborted
+ *   phase                         Running                            Succeeded / Failed
+ *   Pending, WaitingForAgreement  False (reason: the phase)          -
+ *   Paused                        False Paused                       -
+ *   Running                       True  MigrationRunning             -
+ *   Succeeded                     False MigrationCompleted           Succeeded True StorageVersionMigrationSucceeded
+ *   Failed                        False MigrationCompleted           Failed True StorageVersionMigrationFailed
+ *   Aborted                       False MigrationCompleted           Failed True Aborted
  *
- * Running stays True while svm holds the resource's migration (waiting,
- * paused): the built-in's "this is the active migration of the resource".
+ * Running is True only while objects are being rewritten: a tool written for
+ * the built-in reads Running=True as "rewriting", and the built-in has no
+ * waiting state (its queued objects have no condition at all). While svm
+ * waits for the API servers to agree, or is paused, Running is False with
+ * the phase as its reason and the wait's cause as its message.
  */
 export function standardConditions(
   previous: StandardCondition[] | undefined,
   facts: StorageVersionMigrationStatus,
   now: string,
   failedReason?: string,
+  version: StandardVersion = 'v1',
 ): StandardCondition[] {
   const phase: MigrationPhase = facts.phase ?? 'Running';
   const message = facts.message;
@@ -133,15 +159,16 @@ export function standardConditions(
     const lastTransitionTime = old && old.status === status && old.lastTransitionTime ? old.lastTransitionTime : now;
     out.set(type, { type, status, lastTransitionTime, reason, message: text.slice(0, 32_000) });
   };
-  if (!terminal) {
-    const reason = phase === 'Running' ? BUILTIN_REASONS.running : phase;
-    set('Running', 'True', reason, `The migration is running${message ? `: ${message}` : ''}`);
-  } else {
+  if (phase === 'Running') set('Running', 'True', BUILTIN_REASONS.running, 'The migration is running');
+  else if (!terminal) set('Running', 'False', phase, message ?? `the migration is ${phase}`);
+  else {
     set('Running', 'False', BUILTIN_REASONS.completed, 'Migration completed');
-    if (phase === 'Succeeded') set('Succeeded', 'True', BUILTIN_REASONS.succeeded, message ?? 'Migration completed');
-    else set('Failed', 'True', phase === 'Aborted' ? 'Aborted' : (failedReason ?? BUILTIN_REASONS.failed), message ?? `migration ${phase}`);
+    if (phase === 'Succeeded') set('Succeeded', 'True', BUILTIN_REASONS.succeeded, version === 'v1' ? 'Migration completed' : '');
+    else if (phase === 'Aborted') set('Failed', 'True', 'Aborted', message ?? 'migration aborted');
+    else set('Failed', 'True', BUILTIN_REASONS.failed, builtInFailureMessage(facts, failedReason, version));
   }
-  set(PROGRESS_CONDITION, terminal ? 'False' : 'True', phase, progressMessage(facts));
+  const own = [progressMessage(facts), ...(failedReason ? [`reason ${failedReason}`] : []), ...(message ? [message] : [])].join('; ');
+  set(PROGRESS_CONDITION, terminal ? 'False' : 'True', phase, own);
   return [...out.values()];
 }
 

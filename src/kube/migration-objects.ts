@@ -47,6 +47,7 @@ import {
   latestResourceVersion,
   listStandardMigrations,
   standardCollectionPath,
+  standardVersion,
   writeStandardStatus,
 } from './standard-migrations';
 import { MalformedObjectError, parseAs } from './typed';
@@ -177,7 +178,13 @@ export function standardApi(kube: KubeClient): MigrationObjectApi {
       const o = await findStandardMigration(kube, name);
       if (!o) throw new KubeError('notFound', `StorageVersionMigration ${name} is gone`, 404);
       if (standardFinished(o.status)) return; // the server refuses to turn Succeeded/Failed back, and nothing more happens to it
-      const conditions = standardConditions(o.status?.conditions, facts, new Date().toISOString(), reason);
+      const conditions = standardConditions(
+        o.status?.conditions,
+        facts,
+        new Date().toISOString(),
+        reason,
+        (await standardVersion(kube)) ?? 'v1',
+      );
       // status.resourceVersion is immutable once set: the resource's list resourceVersion when svm first writes.
       const resourceVersion = o.status?.resourceVersion || (ref ? await latestResourceVersion(kube, ref) : undefined);
       await writeStandardStatus(kube, name, { conditions, ...(resourceVersion ? { resourceVersion } : {}) });
