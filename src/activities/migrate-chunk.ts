@@ -505,7 +505,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       }
       clearInterval(keepAlive);
       ctx.cancellationSignal.removeEventListener('abort', onCancel);
-      throw toFailure(err, `listing ${name}`, resource);
+      throw unreadable(err, name, Date.now() - ctx.info.scheduledTimestampMs) ?? toFailure(err, `listing ${name}`, resource);
     }
   }
   clearInterval(keepAlive);
@@ -531,6 +531,25 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   }
   if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`, resource);
   return result;
+}
+
+/** How long the API servers may fail to convert a resource's objects before its migration fails, naming it (the built-in's bound). */
+export const CONVERSION_FAILURE_BOUND_MS = 60_000;
+
+/**
+ * A list the API servers answer with a failed conversion webhook (a CRD whose webhook is down) is retried like
+ * any server error, but not for ever: once this chunk's attempts have spanned CONVERSION_FAILURE_BOUND_MS, the
+ * migration fails naming the broken webhook (kubernetes/kubernetes#127105: a resource that cannot be read must
+ * not hold up the others, and must be named). Undefined for any other error.
+ */
+export function unreadable(err: unknown, name: string, triedMs: number): ApplicationFailure | undefined {
+  if (!(err instanceof KubeError) || !isRetryable(err.kind) || !/conversion webhook/i.test(err.message)) return undefined;
+  if (triedMs < CONVERSION_FAILURE_BOUND_MS) return undefined;
+  return ApplicationFailure.create({
+    type: 'ConversionWebhookFailed',
+    nonRetryable: true,
+    message: `listing ${name}: the API servers cannot convert its objects (tried for ${Math.round(triedMs / 1000)}s): ${err.message}`,
+  });
 }
 
 /**
