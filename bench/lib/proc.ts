@@ -1,0 +1,47 @@
+/** CPU time of processes from /proc (Linux), for the benches. */
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** USER_HZ: /proc's clock ticks per second on Linux. */
+export const TICK = 100;
+
+interface ProcStat {
+  pid: number;
+  ppid: number;
+  /** utime + stime, in ticks */
+  self: number;
+  /** cutime + cstime: children it has waited for, in ticks */
+  children: number;
+}
+
+function procStat(pid: number): ProcStat | undefined {
+  try {
+    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = text.slice(text.lastIndexOf(')') + 2).split(' '); // fields from 3 (state) on
+    return { pid, ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
+  } catch {
+    return undefined;
+  }
+}
+
+/** The process and every descendant alive now. */
+function tree(root: number): ProcStat[] {
+  const live: ProcStat[] = [];
+  for (const d of readdirSync('/proc')) {
+    if (!/^\d+$/.test(d)) continue;
+    const s = procStat(Number(d));
+    if (s) live.push(s);
+  }
+  const out = live.filter((p) => p.pid === root);
+  for (let i = 0; i < out.length; i++) for (const p of live) if (p.ppid === out[i]!.pid) out.push(p);
+  return out;
+}
+
+/**
+ * CPU seconds a process tree has used so far: every live process's own (all its threads), plus what the root
+ * has reaped (exited children, e.g. PostgreSQL backends). 0 when the root is gone.
+ */
+export function treeCpuSeconds(root: number | undefined): number {
+  if (!root) return 0;
+  const t = tree(root);
+  return (t.reduce((n, p) => n + p.self, 0) + (t.find((p) => p.pid === root)?.children ?? 0)) / TICK;
+}
