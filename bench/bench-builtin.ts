@@ -184,29 +184,40 @@ async function migrate(kube: KubeClient, crd: TestCrd, name: string, timeoutMs =
 async function watchRewrites(
   kube: KubeClient,
   crd: TestCrd,
-): Promise<{ stop(): Promise<{ count: number; first?: number; last?: number }> }> {
+): Promise<{ stop(): Promise<{ count: number; first?: number; last?: number; reopened: number }> }> {
   const path = `/apis/${crd.group}/v2/${crd.plural}`;
   const list = JSON.parse((await kube.request('GET', path, { query: { limit: 1 } })).body) as { metadata: { resourceVersion: string } };
-  const seen = { count: 0, first: undefined as number | undefined, last: undefined as number | undefined };
-  let failed: unknown;
-  const abort = await new Watch(kube.kubeConfig).watch(
-    path,
-    { resourceVersion: list.metadata.resourceVersion },
-    (type) => {
-      if (type !== 'MODIFIED') return;
-      seen.count++;
-      seen.first ??= performance.now();
-      seen.last = performance.now();
-    },
-    (err: unknown) => {
-      if (err && !(err instanceof Error && err.name === 'AbortError')) failed = err;
-    },
-  );
+  const seen = { count: 0, first: undefined as number | undefined, last: undefined as number | undefined, reopened: 0 };
+  let resourceVersion = list.metadata.resourceVersion;
+  let stopped = false;
+  let current: AbortController | undefined;
+  const open = async (): Promise<void> => {
+    current = await new Watch(kube.kubeConfig).watch(
+      path,
+      { resourceVersion },
+      (type, obj: { metadata?: { resourceVersion?: string } } | undefined) => {
+        if (type === 'ERROR') return;
+        if (obj?.metadata?.resourceVersion) resourceVersion = obj.metadata.resourceVersion;
+        if (type !== 'MODIFIED') return;
+        seen.count++;
+        seen.first ??= performance.now();
+        seen.last = performance.now();
+      },
+      (err: unknown) => {
+        if (stopped) return;
+        // The API server may close a watch (one that falls behind): go on from the last event seen, a few times.
+        if (++seen.reopened > 10) return log(`watching ${crd.name}: closed ${seen.reopened} times, given up`);
+        if (err) log(`watching ${crd.name}: ${String(err)}; reopened from ${resourceVersion}`);
+        open().catch((e: unknown) => log(`watching ${crd.name}: ${String(e)}`));
+      },
+    );
+  };
+  await open();
   return {
     async stop() {
       await sleep(1000); // the last events on their way
-      abort.abort();
-      if (failed) log(`watching ${crd.name} ended early: ${String(failed)}`);
+      stopped = true;
+      current?.abort();
       return { ...seen };
     },
   };
@@ -252,6 +263,8 @@ interface Run {
   firstRewriteSeconds?: number;
   lastRewriteSeconds?: number;
   rewritesSeen: number;
+  /** How often the watch was closed by the server and reopened from the last event seen. */
+  watchReopened: number;
   /** Objects per second between the first and the last rewrite. */
   rewriteObjectsPerSecond?: number;
   objectsPerSecond: number;
@@ -357,6 +370,7 @@ async function oneRun(
       firstRewriteSeconds: at(rewrites.first),
       lastRewriteSeconds: at(rewrites.last),
       rewritesSeen: rewrites.count,
+      watchReopened: rewrites.reopened,
       rewriteObjectsPerSecond:
         rewrites.first !== undefined && rewrites.last! > rewrites.first
           ? round((rewrites.count * 1000) / (rewrites.last! - rewrites.first), 1)
@@ -564,7 +578,7 @@ async function main() {
   const revision = (() => {
     try {
       const head = execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
-      const dirty = execFileSync('git', ['status', '--porcelain', '--', 'bench', 'src'], { cwd: root, encoding: 'utf8' }).trim();
+      const dirty = execFileSync('git', ['status', '--porcelain', '--', 'bench', 'src'], { cwd: root, encoding: 'utf8' }).trimEnd();
       return dirty
         ? `${head} (uncommitted changes: ${dirty
             .split('\n')
