@@ -505,7 +505,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       }
       clearInterval(keepAlive);
       ctx.cancellationSignal.removeEventListener('abort', onCancel);
-      throw unreadable(err, name, Date.now() - ctx.info.scheduledTimestampMs) ?? toFailure(err, `listing ${name}`, resource);
+      throw unreadable(err, `listing ${name}`, Date.now() - ctx.info.scheduledTimestampMs) ?? toFailure(err, `listing ${name}`, resource);
     }
   }
   clearInterval(keepAlive);
@@ -529,7 +529,10 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
       { ...result, continueToken: undefined, resume: { afterKey: hb.lastKey, doneAfter: [...doneAfter] } },
     ]);
   }
-  if (fatal !== undefined) throw toFailure(fatal, `updating ${name}`, resource);
+  if (fatal !== undefined)
+    throw (
+      unreadable(fatal, `updating ${name}`, Date.now() - ctx.info.scheduledTimestampMs) ?? toFailure(fatal, `updating ${name}`, resource)
+    );
   return result;
 }
 
@@ -537,18 +540,19 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
 export const CONVERSION_FAILURE_BOUND_MS = 60_000;
 
 /**
- * A list the API servers answer with a failed conversion webhook (a CRD whose webhook is down) is retried like
+ * A list or an update the API servers answer with a failed conversion webhook (a CRD whose webhook is down: the
+ * list may still be served from the watch cache, the update reads the object from etcd) is retried like
  * any server error, but not for ever: once this chunk's attempts have spanned CONVERSION_FAILURE_BOUND_MS, the
  * migration fails naming the broken webhook (kubernetes/kubernetes#127105: a resource that cannot be read must
  * not hold up the others, and must be named). Undefined for any other error.
  */
-export function unreadable(err: unknown, name: string, triedMs: number): ApplicationFailure | undefined {
-  if (!(err instanceof KubeError) || !isRetryable(err.kind) || !/conversion webhook/i.test(err.message)) return undefined;
+export function unreadable(err: unknown, doing: string, triedMs: number): ApplicationFailure | undefined {
+  if (!(err instanceof KubeError) || !isRetryable(err.kind) || !err.info.conversionFailed) return undefined;
   if (triedMs < CONVERSION_FAILURE_BOUND_MS) return undefined;
   return ApplicationFailure.create({
     type: 'ConversionWebhookFailed',
     nonRetryable: true,
-    message: `listing ${name}: the API servers cannot convert its objects (tried for ${Math.round(triedMs / 1000)}s): ${err.message}`,
+    message: `${doing}: the API servers cannot convert its objects (tried for ${Math.round(triedMs / 1000)}s): ${err.message}`,
   });
 }
 

@@ -42,7 +42,13 @@ export async function applyCrd(
   c: TestCrd,
   storage: 'v1' | 'v2',
   /** everyServer false: wait only through `kube` (an API server is down on purpose). */
-  opts: { namespaced?: boolean; served?: Array<'v1' | 'v2'>; everyServer?: boolean } = {},
+  opts: {
+    namespaced?: boolean;
+    served?: Array<'v1' | 'v2'>;
+    everyServer?: boolean;
+    /** Converted by this webhook (strategy Webhook) instead of None. */
+    conversion?: { url: string; caBundle: string };
+  } = {},
 ): Promise<void> {
   const served = opts.served ?? ['v1', 'v2'];
   const body = {
@@ -59,6 +65,12 @@ export async function applyCrd(
         storage: v === storage,
         schema: versionSchema,
       })),
+      conversion: opts.conversion
+        ? {
+            strategy: 'Webhook',
+            webhook: { clientConfig: { url: opts.conversion.url, caBundle: opts.conversion.caBundle }, conversionReviewVersions: ['v1'] },
+          }
+        : { strategy: 'None' },
     },
   };
   await kube.request('PATCH', crdUrl(c), {

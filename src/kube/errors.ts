@@ -72,6 +72,8 @@ export interface KubeErrorInfo {
   webhook?: string;
   /** A kept-alive connection closed by the server as idle just as this request went out (it was not read). */
   closedIdleConnection?: boolean;
+  /** A 5xx because a CRD's conversion webhook failed: the group, version and kind it was asked to convert. */
+  conversionFailed?: string;
 }
 
 export class KubeError extends Error {
@@ -151,6 +153,12 @@ const CAUSE_TYPE = /^[A-Za-z]{1,64}$/;
 
 const WEBHOOK_DENIAL = new RegExp(`^admission webhook "(${DNS_NAME})" denied the request`, 'i');
 const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling webhook "(${DNS_NAME})"`);
+/**
+ * apiextensions-apiserver's webhook converter, `conversion webhook for <group>/<version>, Kind=<Kind> failed: ...`,
+ * as the storage layer wraps it (`object not decodable revision=<n>: ...`, on a read that needs the conversion).
+ */
+const CONVERSION_FAILED =
+  /^(?:Internal error occurred: )?(?:object not decodable revision=\d+: )?conversion webhook for ([a-z0-9.-]+\/[a-z0-9]+, Kind=[A-Za-z0-9]+) failed/;
 /** `<resource> ["<name>"] is forbidden: ` — the server's prefix of admission.NewForbidden and RBAC refusals. */
 const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
 const POLICY_DENIAL = new RegExp(
@@ -233,10 +241,14 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   const policy = POLICY_DENIAL.exec(serverMessage);
   const rbac = RBAC_DENIAL.exec(serverMessage);
   const webhookCall = WEBHOOK_CALL_FAILED.exec(serverMessage);
+  const conversion = status >= 500 ? CONVERSION_FAILED.exec(serverMessage) : null;
   if (policy) detail = `ValidatingAdmissionPolicy "${policy[1]}"${policy[2] ? ` (binding "${policy[2]}")` : ''} denied the request`;
   else if (rbac) detail = undefined;
   else if (webhookCall) detail = `calling admission webhook "${webhookCall[1]}" failed`;
-  else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
+  else if (conversion) {
+    detail = `the conversion webhook for ${conversion[1]} failed`;
+    info.conversionFailed = conversion[1];
+  } else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
   if (!isStatus && body.trim() !== '') detail = 'the response is not a Kubernetes Status';
   if (status === 404 && (isStatus ? serverMessage === NOT_SERVED_STATUS : body.trim() === NOT_SERVED_TEXT)) {
     detail = 'the requested resource is not served';

@@ -118,6 +118,62 @@ export async function startDenyingWebhook(
   };
 }
 
+export interface ConversionWebhook {
+  url: string;
+  caBundle: string;
+  /** Objects converted so far. */
+  converted: number;
+  close(): Promise<void>;
+}
+
+/**
+ * A real CRD conversion webhook for the test CRD (its versions differ only in apiVersion): answers every
+ * ConversionReview with the objects under the desired apiVersion. Closed, the API servers can no longer
+ * read an object stored in the other version.
+ */
+export async function startConversionWebhook(host: string): Promise<ConversionWebhook> {
+  const { key, cert } = selfSignedCert(host);
+  const state = { converted: 0 };
+  const server = https.createServer({ key, cert }, (req, res) => {
+    let body = '';
+    req.on('data', (d: Buffer) => (body += d.toString('utf8')));
+    req.on('end', () => {
+      const review = JSON.parse(body) as { request: { uid: string; desiredAPIVersion: string; objects: Array<Record<string, unknown>> } };
+      const convertedObjects = review.request.objects.map((o) => ({ ...o, apiVersion: review.request.desiredAPIVersion }));
+      state.converted += convertedObjects.length;
+      res.setHeader('Content-Type', 'application/json');
+      res.end(
+        JSON.stringify({
+          apiVersion: 'apiextensions.k8s.io/v1',
+          kind: 'ConversionReview',
+          response: { uid: review.request.uid, convertedObjects, result: { status: 'Success' } },
+        }),
+      );
+    });
+  });
+  // Every TCP connection, TLS handshakes included: closeAllConnections() knows only those that got to HTTP, and
+  // close() would wait for the others.
+  const sockets = new Set<import('node:net').Socket>();
+  server.on('connection', (sock: import('node:net').Socket) => {
+    sockets.add(sock);
+    sock.on('close', () => sockets.delete(sock));
+  });
+  await new Promise<void>((r) => server.listen(0, host, r));
+  const port = (server.address() as AddressInfo).port;
+  return {
+    url: `https://${host}:${port}/convert`,
+    caBundle: cert.toString('base64'),
+    get converted() {
+      return state.converted;
+    },
+    close: () =>
+      new Promise<void>((r) => {
+        server.close(() => r());
+        for (const sock of sockets) sock.destroy();
+      }),
+  };
+}
+
 const WEBHOOK_CONFIGS = '/apis/admissionregistration.k8s.io/v1/validatingwebhookconfigurations';
 
 /**
