@@ -212,6 +212,10 @@ async function migrate(
       }),
     ),
   );
+  // As Kubernetes' own tests do for the built-in: an object created and deleted at once moves the garbage
+  // collector's cache of the resource past the resourceVersion the migration waits for, instead of waiting for
+  // a bookmark (with the built-in's work-queue backoff, up to minutes).
+  if (kcmRunning) await nudge(gr);
   const out: Record<string, string> = {};
   for (const name of names) {
     out[name] = await eventually(
@@ -225,6 +229,20 @@ async function migrate(
     );
   }
   return { outcomes: out, seconds: (Date.now() - started) / 1000 };
+}
+
+async function nudge(gr: { group: string; resource: string }): Promise<void> {
+  const name = uniq('nudge');
+  const base =
+    gr.group === '' && gr.resource === 'secrets'
+      ? '/api/v1/namespaces/default/secrets'
+      : gr.group.endsWith('.svm.test')
+        ? `/apis/${gr.group}/v2/namespaces/default/${gr.resource}`
+        : undefined;
+  if (!base) return;
+  const body = base.startsWith('/api/v1') ? { metadata: { name } } : { apiVersion: `${gr.group}/v2`, kind: 'Widget', metadata: { name } };
+  const res = await p.kube.raw('POST', base, { body: JSON.stringify(body) });
+  if (res.status < 300) await p.kube.raw('DELETE', `${base}/${name}`);
 }
 
 async function secretKeys(): Promise<Record<string, number>> {
@@ -575,8 +593,9 @@ for (const who of ['svm', 'built-in'] as const) {
         const running = o?.status?.conditions?.find((x) => x.type === 'Running');
         return { done: done?.type, message: (done ?? running)?.message ?? '' };
       };
-      // A verdict on each within the bound (the built-in gives up on a resource after a minute), or none.
-      const bound = 180_000;
+      // A verdict on each within the bound, or none: svm names the broken one after a minute of retries (its bound,
+      // the built-in's too); the built-in is given a quarter more than its minute.
+      const bound = who === 'svm' ? 150_000 : 75_000;
       const at: { healthy?: number; broken?: number } = {};
       let h = await verdict(names.healthy);
       let b = await verdict(names.broken);

@@ -35,6 +35,21 @@ void test('the error is classified as a failed conversion, naming the kind, not 
     }),
   );
   assert.equal(wrapped.info.conversionFailed, 'a.svm.test/v1, Kind=Widget');
+  const listed = classifyResponse(
+    500,
+    JSON.stringify({
+      kind: 'Status',
+      message: 'unable to convert list: conversion webhook for a.svm.test/v1, Kind=Widget failed: connection refused',
+      code: 500,
+    }),
+  );
+  assert.equal(listed.info.conversionFailed, 'a.svm.test/v1, Kind=Widget');
+  // Not the server's text: a 4xx that quotes it (an admission webhook's message) is not a conversion failure.
+  assert.equal(
+    classifyResponse(400, JSON.stringify({ kind: 'Status', message: 'x: conversion webhook for a.b/v1, Kind=W failed', code: 400 })).info
+      .conversionFailed,
+    undefined,
+  );
   assert.equal(conversion.kind, 'unavailable');
   assert.equal(conversion.info.conversionFailed, 'widgets.x.svm.test/v1, Kind=Widget');
   assert.equal(conversion.message, 'HTTP 500 InternalError: the conversion webhook for widgets.x.svm.test/v1, Kind=Widget failed');

@@ -21,7 +21,7 @@ import {
 } from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
-import { getCrd, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
+import { getCrd, markCrdMigrationFailed, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
 import { findApiGroup, getResourceList } from '../kube/discovery';
 import { isRetryable, KubeError } from '../kube/errors';
 import { listIdentityLeases } from '../kube/leases';
@@ -278,6 +278,18 @@ export function createActivities(deps: ActivityDeps) {
       zero(resource);
       if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted'))
         m.migrations.inc({ resource, result: status.phase });
+      // A custom resource's failed pass: its CRD's StorageMigrating condition says so, as the built-in's does.
+      if (status.phase === 'Failed' && resource.includes('.')) {
+        const marking = markCrdMigrationFailed(kube, resource, 'svm');
+        marking.catch(() => undefined);
+        await within(marking, deps.mirror?.writeTimeoutMs ?? MIRROR_WRITE_TIMEOUT_MS, `marking CRD ${resource} failed`).catch(
+          (err: unknown) =>
+            Context.current().log.warn('could not mark the CRD migration failed', {
+              resource,
+              err: err instanceof Error ? err.message : String(err),
+            }),
+        );
+      }
       if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
       m?.statusReported.set({ resource }, Date.now() / 1000);
       // Each object in its own API's status (src/worker/migration-objects.ts): a plain name is a

@@ -83,3 +83,33 @@ export async function pruneStoredVersions(
     return ok ? { pruned: true, storedVersions: [expected.storageVersion] } : { pruned: false, why: why! };
   }
 }
+
+/**
+ * After a failed pass of a custom resource, the StorageMigrating condition says so, as the built-in's does
+ * (`MigrationFailed`, `The migration has failed`); storedVersions are left as they are. A resource that is not
+ * a custom one (no such CRD) is left alone. On exactly the CRD read (its resourceVersion as precondition).
+ */
+export async function markCrdMigrationFailed(kube: KubeClient, crdName: string, who: string): Promise<'marked' | 'noCrd'> {
+  const path = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${encodeURIComponent(crdName)}`;
+  for (let attempt = 1; ; attempt++) {
+    const res = await kube.request('GET', path, { allow: [404] });
+    if (res.status === 404) return 'noCrd';
+    const crd = parseBodyAs(CustomResourceDefinition, res.body, { kind: 'CustomResourceDefinition', name: crdName });
+    const condition = {
+      type: STORAGE_MIGRATING,
+      status: 'False',
+      lastTransitionTime: new Date().toISOString(),
+      reason: 'MigrationFailed',
+      message: `The migration has failed (${who})`,
+      observedGeneration: crd.metadata.generation,
+    };
+    const conditions = [...(crd.status?.conditions ?? []).filter((c) => c.type !== STORAGE_MIGRATING), condition];
+    try {
+      await kube.patchStatus(path, { conditions }, crd.metadata.resourceVersion);
+      return 'marked';
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 5) continue;
+      throw err;
+    }
+  }
+}

@@ -155,10 +155,11 @@ const WEBHOOK_DENIAL = new RegExp(`^admission webhook "(${DNS_NAME})" denied the
 const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling webhook "(${DNS_NAME})"`);
 /**
  * apiextensions-apiserver's webhook converter, `conversion webhook for <group>/<version>, Kind=<Kind> failed: ...`,
- * as the storage layer wraps it (`object not decodable revision=<n>: ...`, on a read that needs the conversion).
+ * wrapped differently by the paths that read through it (`object not decodable revision=<n>: ...` on a get,
+ * other prefixes on a list): the fixed text is recognised wherever it is in a 5xx's message, and only the kind,
+ * by its shape, is kept.
  */
-const CONVERSION_FAILED =
-  /^(?:Internal error occurred: )?(?:object not decodable revision=\d+: )?conversion webhook for ([a-z0-9.-]+\/[a-z0-9]+, Kind=[A-Za-z0-9]+) failed/;
+const CONVERSION_FAILED = /(?:^|: )conversion webhook for ([a-z0-9.-]+\/[a-z0-9]+, Kind=[A-Za-z0-9]+) failed/;
 /** `<resource> ["<name>"] is forbidden: ` — the server's prefix of admission.NewForbidden and RBAC refusals. */
 const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
 const POLICY_DENIAL = new RegExp(
