@@ -74,7 +74,7 @@ void test('defer: svm hands the pass to the built-in under agreement and records
   });
 });
 
-void test('own while the built-in still runs: svm reports the standard object another controller acts on', async () => {
+void test('own while the built-in still runs: svm reports the standard object another controller acts on, then takes no new one', async () => {
   const crd = testCrd(`${uniq('both')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', 20, { namespace: uniq('ns') });
@@ -107,6 +107,36 @@ void test('own while the built-in still runs: svm reports the standard object an
         90_000,
       );
       assert.match(reported.msg, /another controller \(kube-controller-manager/);
+      // Having seen the built-in act, svm takes no new standard object: it says why, and writes nothing to it.
+      const next = uniq('after-built-in');
+      await plane.kube.request('POST', '/apis/storagemigration.k8s.io/v1/storageversionmigrations', {
+        body: JSON.stringify({
+          apiVersion: 'storagemigration.k8s.io/v1',
+          kind: 'StorageVersionMigration',
+          metadata: { name: next },
+          spec: { resource: { group: crd.group, resource: crd.plural } },
+        }),
+      });
+      const left = await eventually(
+        'svm said it leaves the new object to the built-in',
+        async () =>
+          lines
+            .map((l) => JSON.parse(l) as { name?: string; msg: string; level: number })
+            // Said either way: the built-in may already have marked it Running when svm looks (then it is its).
+            .find(
+              (l) =>
+                l.name === next &&
+                (/^not taking StorageVersionMigration .*the built-in migrator runs in this cluster/.test(l.msg) ||
+                  /another controller .* runs StorageVersionMigration/.test(l.msg)),
+            ),
+        60_000,
+      );
+      process.stderr.write(`[built-in] svm on a new object once the built-in acted: ${left.msg.slice(0, 160)}\n`);
+      const obj = await findStandardMigration(plane.kube, next);
+      assert.ok(
+        !(obj?.metadata.managedFields ?? []).some((f) => f.manager === 'svm'),
+        'svm wrote nothing to the object it left to the built-in',
+      );
     },
     { settings: { bridge: true, standardMigrations: 'own' }, logTo },
   );

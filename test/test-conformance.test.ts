@@ -349,12 +349,13 @@ before(async () => {
   );
 });
 after(async () => {
-  if (table.length) {
+  if (table.length || parity.length) {
     mkdirSync(path.dirname(resultsFile), { recursive: true });
     writeFileSync(
       resultsFile,
-      JSON.stringify({ kubernetes: p ? p.state.kubeVersion : undefined, at: new Date().toISOString(), table }, null, 2) + '\n',
+      JSON.stringify({ kubernetes: p ? p.state.kubeVersion : undefined, at: new Date().toISOString(), table, parity }, null, 2) + '\n',
     );
+    if (parity.length) console.log(`\n=== status parity (v1): case | condition | built-in | svm | verdict ===\n${parity.join('\n')}`);
     console.log(`\n=== conformance: the built-in's cases, svm and the built-in side by side (${resultsFile}) ===`);
     for (const r of table) console.log(`- ${r.case}\n    svm:      ${r.svm ?? '(not run)'}\n    built-in: ${r['built-in'] ?? '(not run)'}`);
   }
