@@ -137,6 +137,8 @@ void test('own while the built-in still runs: svm reports the standard object an
         !(obj?.metadata.managedFields ?? []).some((f) => f.manager === 'svm'),
         'svm wrote nothing to the object it left to the built-in',
       );
+      // Not left Running behind by a built-in that stops with this file.
+      for (const n of [name, next]) await plane.kube.raw('DELETE', `/apis/storagemigration.k8s.io/v1/storageversionmigrations/${n}`);
     },
     { settings: { bridge: true, standardMigrations: 'own' }, logTo },
   );

@@ -11,6 +11,7 @@ import {
   kubectlName,
   otherStatusWriters,
   PROGRESS_CONDITION,
+  lastOtherStatusWrite,
   standardConditions,
   standardName,
   standardRef,
@@ -189,4 +190,21 @@ void test('spec.resource is taken exactly: plural and group; every other form is
 void test('the CLI names each mirror object with its group', () => {
   assert.equal(kubectlName('widgets-v2'), 'storageversionmigrations.migration.k8s.io/widgets-v2');
   assert.equal(kubectlName(standardRef('w')), 'storageversionmigrations.storagemigration.k8s.io/w');
+});
+
+void test('when another controller last wrote the status: its managedFields time (the built-in acting lately, or long ago)', () => {
+  const o = {
+    metadata: {
+      name: 'm',
+      managedFields: [
+        { manager: 'svm', operation: 'Update', subresource: 'status', time: '2026-11-26T07:00:00Z' },
+        { manager: 'kube-controller-manager', operation: 'Update', subresource: 'status', time: '2026-11-26T06:00:00Z' },
+        { manager: 'kube-controller-manager', operation: 'Apply', subresource: 'status', time: '2026-11-26T06:30:00Z' },
+        { manager: 'kubectl', operation: 'Update', time: '2026-11-26T07:30:00Z' },
+      ],
+    },
+    spec: { resource: { group: 'apps', resource: 'deployments' } },
+  } as StandardMigration;
+  assert.equal(lastOtherStatusWrite(o), Date.parse('2026-11-26T06:30:00Z'));
+  assert.equal(lastOtherStatusWrite({ ...o, metadata: { name: 'm' } }), undefined);
 });

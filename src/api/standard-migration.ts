@@ -69,7 +69,16 @@ export const StandardMigration = z.object({
       creationTimestamp: z.string().optional(),
       annotations: z.record(z.string(), z.string()).optional(),
       managedFields: z
-        .array(z.object({ manager: z.string().optional(), operation: z.string().optional(), subresource: z.string().optional() }).loose())
+        .array(
+          z
+            .object({
+              manager: z.string().optional(),
+              operation: z.string().optional(),
+              subresource: z.string().optional(),
+              time: z.string().optional(),
+            })
+            .loose(),
+        )
         .optional(),
     })
     .loose(),
@@ -92,6 +101,15 @@ const isTrue = (conditions: StandardCondition[] | undefined, type: string) => fi
 /** Succeeded=True or Failed=True: nothing more happens to it (the server refuses to turn either back). */
 export const standardFinished = (status: StandardMigration['status']): boolean =>
   isTrue(status?.conditions, 'Succeeded') || isTrue(status?.conditions, 'Failed');
+
+/** When another writer than svm last wrote the object's status (ms since the epoch; managedFields time), if ever. */
+export function lastOtherStatusWrite(obj: StandardMigration): number | undefined {
+  const times = (obj.metadata.managedFields ?? [])
+    .filter((f) => f.subresource === 'status' && f.manager && f.manager !== SVM_FIELD_MANAGER && f.time)
+    .map((f) => Date.parse(f.time!))
+    .filter((t) => Number.isFinite(t));
+  return times.length > 0 ? Math.max(...times) : undefined;
+}
 
 /** Who other than svm wrote the object's status (managedFields of the status subresource). */
 export function otherStatusWriters(obj: StandardMigration): string[] {

@@ -23,6 +23,7 @@ import {
   type StorageVersionMigrationStatus,
 } from '../api/migration';
 import {
+  lastOtherStatusWrite,
   otherStatusWriters,
   PROGRESS_CONDITION,
   standardConditions,
@@ -73,6 +74,8 @@ export interface ObjectView {
   statusFromWorkflow?: string;
   /** Writers of its status other than svm (standard objects: managedFields). */
   otherWriters: string[];
+  /** When another writer last wrote its status (ms since the epoch), if ever: a built-in acting now, or long ago. */
+  lastOtherWrite?: number;
 }
 
 export interface MigrationObjectApi {
@@ -155,6 +158,7 @@ export function standardApi(kube: KubeClient): MigrationObjectApi {
       state,
       statusFromWorkflow: state === 'inProgress' || state === 'finished' ? workflowId : undefined,
       otherWriters: otherStatusWriters(o),
+      lastOtherWrite: lastOtherStatusWrite(o),
     };
   };
   return {

@@ -86,8 +86,8 @@ export interface BridgeOptions {
 }
 
 /**
- * Own mode: once another controller (the built-in migrator) is seen acting on a standard object, svm takes no
- * new one for this long after the last such sight: the two would race for every object.
+ * Own mode: once another controller (the built-in migrator) is seen to have written a standard object's status,
+ * svm takes no new one until this long after that write: the two would race for every object.
  */
 export const BUILT_IN_QUIET_MS = 10 * 60_000;
 
@@ -221,8 +221,11 @@ export class Bridge {
 
     // svm owns this API here (own mode): any object another controller writes means two controllers run.
     if (this.api.kind === 'standard' && event.otherWriters.length > 0 && event.state !== 'new') {
-      // Acting now (not an old object a resync lists again): svm takes no new object while the built-in acts.
-      if (event.state !== 'finished' || type === 'MODIFIED') this.builtInSeen = { at: Date.now(), name, writers: event.otherWriters };
+      // Acting lately (by the time of its last status write, not by an old object a resync lists again, nor by one
+      // a built-in turned off left Running): svm takes no new object while the built-in acts.
+      const at = event.lastOtherWrite;
+      if (at !== undefined && Date.now() - at < BUILT_IN_QUIET_MS && (!this.builtInSeen || at > this.builtInSeen.at))
+        this.builtInSeen = { at, name, writers: event.otherWriters };
       this.reportShared(
         event,
         event.workflowId
