@@ -154,7 +154,7 @@ void test('with default values the chart renders exactly the objects of deploy/ 
   // What `kubectl apply -k deploy/` applies: the files kustomization.yaml lists, as written.
   const kustomization = YAML.parse(fs.readFileSync(path.join(DEPLOY_DIR, 'kustomization.yaml'), 'utf8')) as { resources: string[] };
   const shipped = kustomization.resources.flatMap((f) => readManifests(f));
-  assert.equal(shipped.length, 16);
+  assert.equal(shipped.length, 18);
 
   const defaults = await template(['-n', 'svm-system', '--include-crds']);
   assert.deepStrictEqual(byName(defaults), byName(shipped.filter((o) => o.kind !== 'Namespace')));
@@ -358,7 +358,7 @@ void test('helm template, hook Job included, passes the API server (server-side 
     ...installValues(),
   ]);
   const rendered = objects(stdout);
-  assert.equal(rendered.length, 19); // deploy/'s 15 without the Namespace, the hook's 4
+  assert.equal(rendered.length, 21); // deploy/'s 17 without the Namespace, the hook's 4
   const file = path.join(helmHome, 'rendered.yaml');
   fs.writeFileSync(file, stdout);
   const dry = await kubectl(['apply', '-f', file, '--server-side', '--field-manager=svm-test', '--force-conflicts', '--dry-run=server']);
