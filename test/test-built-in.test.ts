@@ -15,7 +15,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { startControllerManager, stopControllerManager } from '../src/dev/plane';
 import { getCrd } from '../src/kube/crds';
-import { findStandardMigration } from '../src/kube/standard-migrations';
+import { findStandardMigration, listStandardMigrations } from '../src/kube/standard-migrations';
 import { WORKFLOW_ID_ANNOTATION } from '../src/kube/migrations';
 import { resolveResource } from '../src/kube/resolve';
 import { startOptions } from '../src/contract/start-options';
@@ -31,7 +31,15 @@ before(async () => {
   await startControllerManager(plane.dir, { builtInMigrator: true }, () => undefined);
 });
 after(async () => {
-  if (plane) await stopControllerManager(plane.dir);
+  if (plane) {
+    await stopControllerManager(plane.dir);
+    // The built-in's objects go with it: an own-mode svm of a later file would see its recent status writes and
+    // rightly leave new standard objects to a built-in it believes still runs (for 10 minutes).
+    const { items } = await listStandardMigrations(plane.kube);
+    for (const o of items)
+      if ((o.metadata.managedFields ?? []).some((f) => f.subresource === 'status' && f.manager?.startsWith('kube-controller-manager')))
+        await plane.kube.raw('DELETE', `/apis/storagemigration.k8s.io/v1/storageversionmigrations/${o.metadata.name}`);
+  }
   await plane?.close();
 });
 
