@@ -81,6 +81,9 @@ function discoveryDigest(resources: DiscoveredResource[]): string {
   return createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 16);
 }
 
+/** A standard object with no status this long after its creation has no controller (src/worker/unattended.ts's bound). */
+const STANDARD_UNATTENDED_MS = 120_000;
+
 /** When each resource's missing grant was last logged: once an hour per worker, not every trigger period. */
 const grantWarned = new Map<string, number>();
 function warnOnce(resource: string, message: string): void {
@@ -220,6 +223,10 @@ export function createTriggerActivities(deps: TriggerDeps) {
           if (await standardVersion(deps.kube)) {
             for (const o of (await listStandardMigrations(deps.kube)).items) {
               if (standardFinished(o.status) || o.metadata.annotations?.[CREATED_BY_ANNOTATION]) continue;
+              // Nobody acts on it (no status STANDARD_UNATTENDED_MS after its creation: no built-in runs, which the
+              // worker reports on the object): svm does not wait for a controller that is not there.
+              const age = Date.now() - Date.parse(o.metadata.creationTimestamp ?? '');
+              if ((o.status?.conditions ?? []).length === 0 && age >= STANDARD_UNATTENDED_MS) continue;
               others.set(groupResourceString({ group: o.spec.resource.group ?? '', resource: o.spec.resource.resource }), o.metadata.name);
             }
           }
