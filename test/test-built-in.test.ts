@@ -15,7 +15,8 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { startControllerManager, stopControllerManager } from '../src/dev/plane';
 import { getCrd } from '../src/kube/crds';
-import { findStandardMigration, listStandardMigrations } from '../src/kube/standard-migrations';
+import { findStandardMigration } from '../src/kube/standard-migrations';
+import { deleteBuiltInObjects } from './helpers/parity';
 import { WORKFLOW_ID_ANNOTATION } from '../src/kube/migrations';
 import { resolveResource } from '../src/kube/resolve';
 import { startOptions } from '../src/contract/start-options';
@@ -35,10 +36,7 @@ after(async () => {
     await stopControllerManager(plane.dir);
     // The built-in's objects go with it: an own-mode svm of a later file would see its recent status writes and
     // rightly leave new standard objects to a built-in it believes still runs (for 10 minutes).
-    const { items } = await listStandardMigrations(plane.kube);
-    for (const o of items)
-      if ((o.metadata.managedFields ?? []).some((f) => f.subresource === 'status' && f.manager?.startsWith('kube-controller-manager')))
-        await plane.kube.raw('DELETE', `/apis/storagemigration.k8s.io/v1/storageversionmigrations/${o.metadata.name}`);
+    await deleteBuiltInObjects(plane);
   }
   await plane?.close();
 });

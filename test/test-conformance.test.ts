@@ -46,7 +46,7 @@ import { grantManifests } from '../src/client/grant';
 import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
 import { getCrd } from '../src/kube/crds';
 import { startConversionWebhook, webhookHost } from './helpers/webhook';
-import { compareOutcomes, parityOutcomes } from './helpers/parity';
+import { compareOutcomes, deleteBuiltInObjects, parityOutcomes } from './helpers/parity';
 import { down, restartApiserver, startControllerManager, stopControllerManager, up } from '../src/dev/plane';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
@@ -379,7 +379,10 @@ async function withMigrator<T>(who: Who, fn: () => Promise<T>): Promise<T> {
     kcmRunning = true;
     return fn();
   }
-  if (kcmRunning) await stopControllerManager(dir);
+  if (kcmRunning) {
+    await stopControllerManager(dir);
+    await deleteBuiltInObjects(p);
+  }
   kcmRunning = false;
   return withWorkerAs(p, kubeconfig!, () => fn(), { settings: { bridge: true, standardMigrations: 'own', maxConcurrentChunks: 4 } });
 }
@@ -636,8 +639,8 @@ for (const who of ['svm', 'built-in'] as const) {
 }
 
 void test('status parity with the real built-in (v1): a success, a webhook denial, a missing resource, and the CRD StorageMigrating condition; differences only where documented', async () => {
-  const builtIn = await parityOutcomes(p, 'built-in', (fn) => withMigrator('built-in', fn));
   const svm = await parityOutcomes(p, 'svm', (fn) => withMigrator('svm', fn), grantFor);
+  const builtIn = await parityOutcomes(p, 'built-in', (fn) => withMigrator('built-in', fn));
   const { undocumented, table: rows } = compareOutcomes(builtIn, svm);
   parity.push(...rows);
   assert.deepEqual(undocumented, [], 'svm reports what the built-in reports, but for documented differences');

@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import type { StandardCondition } from '../../src/api/standard-migration';
-import { findStandardMigration, standardVersion } from '../../src/kube/standard-migrations';
+import { findStandardMigration, listStandardMigrations, standardVersion } from '../../src/kube/standard-migrations';
 import { getCrd } from '../../src/kube/crds';
 import { applyCrd, createObjects, testCrd } from './crd';
 import { eventually } from './migrate';
@@ -140,4 +140,18 @@ export function compareOutcomes(builtIn: Record<Case, Outcome>, svm: Record<Case
     }
   }
   return { undocumented, table };
+}
+
+/**
+ * Deletes the standard objects kube-controller-manager wrote the status of. Run once the built-in is stopped and
+ * before svm acts in own mode: svm would see the built-in's recent writes and rightly leave new objects to it
+ * (for 10 minutes after the last one).
+ */
+export async function deleteBuiltInObjects(p: TestPlane): Promise<void> {
+  const version = await standardVersion(p.kube, true);
+  if (!version) return;
+  const { items } = await listStandardMigrations(p.kube);
+  for (const o of items)
+    if ((o.metadata.managedFields ?? []).some((f) => f.subresource === 'status' && f.manager?.startsWith('kube-controller-manager')))
+      await p.kube.raw('DELETE', `/apis/storagemigration.k8s.io/${version}/storageversionmigrations/${o.metadata.name}`);
 }
