@@ -29,7 +29,7 @@
  * assertions (but the judge's).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -44,6 +44,7 @@ import versions from '../tools/versions.json';
 import { imageEnv } from './lib/image-env';
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { compiledWorkerTree } from './lib/worker-tree';
+import { tree, treeCpuSeconds } from './lib/proc';
 
 const { values } = parseArgs({
   options: {
@@ -78,44 +79,7 @@ const MODES: TemporalMode[] =
         })();
 
 const log = (s: string) => process.stderr.write(`[bench] ${new Date().toISOString().slice(11, 19)} ${s}\n`);
-const TICK = 100; // USER_HZ: /proc's clock ticks per second on Linux
-
-// ------------------------------------------------------------ /proc
-
-interface ProcStat {
-  pid: number;
-  ppid: number;
-  /** utime + stime, in ticks */
-  self: number;
-  /** cutime + cstime: children it has waited for, in ticks */
-  children: number;
-}
-
-function procStat(pid: number): ProcStat | undefined {
-  try {
-    const text = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = text.slice(text.lastIndexOf(')') + 2).split(' '); // fields from 3 (state) on
-    return { pid, ppid: Number(f[1]), self: Number(f[11]) + Number(f[12]), children: Number(f[13]) + Number(f[14]) };
-  } catch {
-    return undefined;
-  }
-}
-
-/** The process and every descendant alive now. */
-function tree(root: number): ProcStat[] {
-  const all: ProcStat[] = [];
-  for (const d of readdirSync('/proc')) if (/^\d+$/.test(d)) all.push(procStat(Number(d))!);
-  const live = all.filter(Boolean);
-  const out = live.filter((p) => p.pid === root);
-  for (let i = 0; i < out.length; i++) for (const p of live) if (p.ppid === out[i]!.pid) out.push(p);
-  return out;
-}
-
-/** CPU ticks of a process tree: every live process's own, plus what the root has reaped (exited children). */
-const treeTicks = (root: number) => {
-  const t = tree(root);
-  return t.reduce((n, p) => n + p.self, 0) + (t.find((p) => p.pid === root)?.children ?? 0);
-};
+// ------------------------------------------------------------ /proc (bench/lib/proc.ts)
 
 function kib(pid: number, file: 'status' | 'smaps_rollup', field: string): number {
   try {
@@ -141,7 +105,7 @@ interface GroupFigures {
 
 /** Samples the groups every second from now until stop(); returns CPU used and peak memory of each. */
 function sampler(groups: Group[]): { stop(): Record<string, GroupFigures> } {
-  const start = new Map(groups.map((g) => [g.name, treeTicks(g.root)]));
+  const start = new Map(groups.map((g) => [g.name, treeCpuSeconds(g.root)]));
   const peak = new Map(groups.map((g) => [g.name, 0]));
   const procs = new Map(groups.map((g) => [g.name, 0]));
   const sample = () => {
@@ -162,7 +126,7 @@ function sampler(groups: Group[]): { stop(): Record<string, GroupFigures> } {
         groups.map((g) => [
           g.name,
           {
-            cpuSeconds: Number(((treeTicks(g.root) - start.get(g.name)!) / TICK).toFixed(1)),
+            cpuSeconds: Number((treeCpuSeconds(g.root) - start.get(g.name)!).toFixed(1)),
             peakMemoryMiB: Number((peak.get(g.name)! / 1024).toFixed(0)),
             processes: procs.get(g.name)!,
           },

@@ -4,7 +4,7 @@ import { readdirSync, readFileSync } from 'node:fs';
 /** USER_HZ: /proc's clock ticks per second on Linux. */
 export const TICK = 100;
 
-interface ProcStat {
+export interface ProcStat {
   pid: number;
   ppid: number;
   /** utime + stime, in ticks */
@@ -24,7 +24,7 @@ function procStat(pid: number): ProcStat | undefined {
 }
 
 /** The process and every descendant alive now. */
-function tree(root: number): ProcStat[] {
+export function tree(root: number): ProcStat[] {
   const live: ProcStat[] = [];
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
