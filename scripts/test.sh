@@ -68,15 +68,26 @@ for f in "${files[@]}"; do
   for b in "${beside[@]}"; do [[ "$f" == "$b" ]] && keep=; done
   [[ -n $keep ]] && rest+=("$f")
 done
+# Each run also writes TAP to a file: the failures of both are listed once more at the very end, where
+# a CI log that keeps only its tail still shows them.
+taps=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-tap.XXXXXX")
+run_files() {
+  local tap=$1; shift
+  node --import tsx --test --test-concurrency=1 \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$tap" "$@"
+}
 bpid= blog=
 if [[ ${#beside[@]} -gt 0 ]]; then
   blog=$(mktemp "${TMPDIR:-/tmp}/svm-test-beside.XXXXXX")
   echo "(beside the others: ${beside[*]}; output at the end)"
-  node --import tsx --test --test-concurrency=1 --test-reporter=spec "${beside[@]}" >"$blog" 2>&1 &
+  run_files "$taps/beside.tap" "${beside[@]}" >"$blog" 2>&1 &
   bpid=$!
 fi
 rc=0
-node --import tsx --test --test-concurrency=1 --test-reporter=spec "${rest[@]}" || rc=$?
+start=$SECONDS
+run_files "$taps/main.tap" "${rest[@]}" || rc=$?
+echo "(the main run took $((SECONDS - start)) s)"
 if [[ -n $bpid ]]; then
   brc=0
   wait "$bpid" || brc=$?
@@ -86,4 +97,7 @@ if [[ -n $bpid ]]; then
   rm -f "$blog"
   if [[ $brc -ne 0 ]]; then rc=$brc; fi
 fi
+node scripts/tap-summary.mjs "$taps"/*.tap || true
+rm -rf "$taps"
+echo "(the whole suite took $SECONDS s)"
 exit $rc
