@@ -1,5 +1,6 @@
 // Lists the failed tests of the TAP files given, each with where it is and the first lines of its error,
 // and the slowest tests: the end of a long suite's log is often all a CI page keeps.
+/* global process, console */
 import { readFileSync } from 'node:fs';
 
 const failures = [];
