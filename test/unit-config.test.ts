@@ -45,7 +45,7 @@ void test('loadWorkerSettings: defaults with an empty environment', () => {
   assert.equal(s.temporal.apiKey, undefined);
   assert.equal(s.temporal.tls, undefined); // unset: TLS when a TLS setting or an API key is given
   assert.equal(s.kubeconfig, undefined);
-  assert.equal(s.qps, 100);
+  assert.equal(s.qps, 'auto');
   assert.equal(s.maxConcurrentChunks, 4);
   assert.equal(s.maxCachedWorkflows, 100);
   assert.equal(s.maxConcurrentWorkflowTasks, 4);
@@ -84,7 +84,7 @@ void test('loadWorkerSettings: empty-string variables count as unset (defaults a
   assert.equal(s.temporal.apiKey, undefined);
   assert.equal(s.temporal.tls, undefined); // unset: TLS when a TLS setting or an API key is given
   assert.equal(s.kubeconfig, undefined);
-  assert.equal(s.qps, 100);
+  assert.equal(s.qps, 'auto');
   assert.equal(s.maxConcurrentChunks, 4);
   assert.equal(s.bridge, true);
   assert.equal(s.metricsPort, undefined);
@@ -92,7 +92,7 @@ void test('loadWorkerSettings: empty-string variables count as unset (defaults a
 
 void test('loadWorkerSettings: unrelated variables are ignored', () => {
   const s = loadWorkerSettings({ PATH: '/usr/bin', HOME: '/root', QPS: 'abc', SVM_UNKNOWN: 'x' });
-  assert.equal(s.qps, 100);
+  assert.equal(s.qps, 'auto');
 });
 
 void test('loadTemporalSettings: defaults with an empty environment', () => {
@@ -160,6 +160,10 @@ void test('loadWorkerSettings: boolean spellings true/false, 1/0, yes/no', () =>
 
 void test('loadWorkerSettings: range bounds are inclusive', () => {
   assert.equal(loadWorkerSettings({ SVM_QPS: '0' }).qps, 0);
+  assert.equal(loadWorkerSettings({ SVM_QPS: 'auto' }).qps, 'auto');
+  assert.equal(loadWorkerSettings({ SVM_QPS: ' Auto ' }).qps, 'auto');
+  assert.equal(loadWorkerSettings({}, { qps: 'auto' }).qps, 'auto', 'svm worker --qps auto');
+  assert.equal(loadWorkerSettings({ SVM_QPS: '50' }, { qps: 'auto' }).qps, 'auto', 'the flag wins');
   assert.equal(loadWorkerSettings({ SVM_QPS: '100000' }).qps, 100_000);
   assert.equal(loadWorkerSettings({ SVM_MAX_CONCURRENT_CHUNKS: '1' }).maxConcurrentChunks, 1);
   assert.equal(loadWorkerSettings({ SVM_MAX_CONCURRENT_CHUNKS: '64' }).maxConcurrentChunks, 64);
@@ -391,4 +395,13 @@ void test('SVM_IDENTITY: this replica in the leases; default hostname (the pod n
   assert.equal(defaultIdentity('', 7), 'svm-7');
   for (const bad of ['has space', '-lead', 'x'.repeat(129)])
     throwsSettings(() => loadWorkerSettings({ SVM_IDENTITY: bad }), 'SVM_IDENTITY');
+});
+
+void test('SettingsError: SVM_QPS=auto (the default) needs adaptive concurrency, and says what to set instead', () => {
+  const msg = throwsSettings(() => loadWorkerSettings({ SVM_ADAPTIVE_CONCURRENCY: 'false' }), 'SVM_QPS');
+  assert.match(msg, /SVM_ADAPTIVE_CONCURRENCY=false/);
+  assert.match(msg, /0 for none/);
+  const fixed = loadWorkerSettings({ SVM_ADAPTIVE_CONCURRENCY: 'false', SVM_QPS: '0' });
+  assert.equal(fixed.qps, 0);
+  assert.equal(fixed.adaptiveConcurrency, false);
 });

@@ -330,6 +330,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
           const backoff = Math.min(10_000, 200 * 2 ** Math.min(throttled++, 6));
           const wait = Math.max(backoff, (e.retryAfterSeconds ?? 0) * 1000);
           deps.budget.pause(wait);
+          deps.concurrency?.throttled(); // fewer in flight once the pause ends
           await sleep(wait);
           continue;
         }

@@ -77,7 +77,7 @@ export function nextPageLimit(
 }
 
 export const defaultMigrationOptions: MigrationOptions = {
-  chunkSize: 1000,
+  chunkSize: 2000,
   pageBytes: 64 * 1024 * 1024,
   concurrency: 8,
   qps: 0,
@@ -152,11 +152,8 @@ export const CarriedStateSchema = z
   })
   .strict();
 
-/**
- * The version of the workflow contract (docs/upgrade-tooling.md, contract/v1/*.schema.json):
- * what any Temporal SDK or the CLI may send and read. A change that breaks a caller needs a new version.
- */
-export const CONTRACT_VERSION = '1';
+/** The version of the workflow contract: in a module of its own, which `svm version` reads without zod or the SDK. */
+export { CONTRACT_VERSION } from './version';
 
 /** How a caller names the resource in the minimal start: `plural.group` (`gizmos.example.com`), or a core plural (`secrets`). */
 export const RESOURCE_FORMS =

@@ -25,6 +25,9 @@ const int = (min: number, max: number) =>
       .max(max, `must be at most ${max}`),
   );
 
+/** SVM_QPS=auto (any case, spaces around it): the budget follows the API servers. Unset means auto too. */
+const isAuto = (v: unknown) => typeof v === 'string' && v.trim().toLowerCase() === 'auto';
+
 /** SVM_MEMORY_BUDGET_BYTES by default: 64 MiB (how it was chosen: docs/configuration.md). */
 export const DEFAULT_MEMORY_BUDGET_BYTES = 64 * 1024 * 1024;
 
@@ -33,8 +36,16 @@ export const WorkerSettings = z.object({
   /** Worker Versioning (src/worker/versioning.ts): off unless TEMPORAL_DEPLOYMENT_NAME is set. */
   versioning: VersioningSettings.default({ promote: false }),
   kubeconfig: z.string().min(1).optional(),
-  /** The shared load budget of this worker: no-op updates per second across all migrations. */
-  qps: int(0, 100_000).default(100),
+  /**
+   * The load budget: 'auto' (the default) follows what the API servers can take, through the adaptive
+   * concurrency's queue rule (src/kube/adaptive-concurrency.ts): no fixed rate, more updates in flight while
+   * their answers stay near the servers' own baseline, fewer when answers queue up or a 429 arrives. A number
+   * is a fixed cap of no-op updates per second shared by every replica and migration (src/worker/budget.ts);
+   * 0 is no budget at all.
+   */
+  qps: z
+    .preprocess((v) => (isAuto(v) ? undefined : v), int(0, 100_000).optional())
+    .transform((v): number | 'auto' => (v === undefined ? 'auto' : v)),
   /** How many chunks (of any migrations) this worker runs at once. */
   maxConcurrentChunks: int(1, 64).default(4),
   /**
@@ -205,6 +216,11 @@ export function loadWorkerSettings(
   };
   const parsed = WorkerSettings.safeParse(merged);
   if (!parsed.success) throw new SettingsError(`invalid setting: ${explainSettings(parsed.error, settingSources)}`);
+  if (parsed.data.qps === 'auto' && !parsed.data.adaptiveConcurrency) {
+    throw new SettingsError(
+      'invalid setting: SVM_QPS=auto (the default) follows the API servers through adaptive concurrency, which SVM_ADAPTIVE_CONCURRENCY=false turns off: give SVM_QPS a number (a fixed budget, 0 for none)',
+    );
+  }
   if (parsed.data.triggerApi === 'standard' && parsed.data.standardMigrations !== 'defer') {
     throw new SettingsError(
       `invalid setting: SVM_TRIGGER_API=standard hands migrations to the built-in migrator, which needs SVM_STANDARD_MIGRATIONS=defer (it is ${parsed.data.standardMigrations})`,

@@ -168,15 +168,20 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);
-  // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share.
-  const budget = new RateLimiter(settings.qps);
+  // SVM_QPS=auto (the default): no fixed rate; the adaptive concurrency below follows the API servers.
+  const fixedQps = settings.qps === 'auto' ? 0 : settings.qps;
+  // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share. Unlimited
+  // under auto, where it still carries the pause a 429's Retry-After asks for.
+  const budget = new RateLimiter(fixedQps);
   // Updates in flight across this worker, adapted to the API servers' latency: starts at one, so the baseline is
-  // the servers' answer time without the migrator's own load, and grows while answers stay near it; never above
-  // what maxConcurrentChunks chunks of the largest concurrency could run without it.
+  // the servers' answer time without the migrator's own load, and grows while answers stay near it (under auto:
+  // while few of its updates wait at the servers); never above what maxConcurrentChunks chunks of the largest
+  // concurrency could run without it. Always on under auto (loadWorkerSettings refuses auto without it).
   const concurrency = settings.adaptiveConcurrency
     ? new AdaptiveConcurrency({
         initial: 1,
         max: settings.maxConcurrentChunks * MAX_MIGRATION_CONCURRENCY,
+        rule: settings.qps === 'auto' ? 'queue' : 'ratio',
         onChange: (limit) => metrics?.concurrencyLimit.set(limit),
       })
     : undefined;
@@ -230,8 +235,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     const ns = settings.kubeNamespace;
     shared =
-      settings.qps > 0
-        ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: settings.qps, limiter: budget, log, metrics })
+      fixedQps > 0
+        ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: fixedQps, limiter: budget, log, metrics })
         : undefined;
     let singletons: Array<{ stop(): void }> = [];
     if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
