@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps N --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env --pin-cpus --note TEXT]`
+ * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps auto|N --adaptive on|off --unthrottled --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env --pin-cpus --note TEXT]`
  *
  * Migrates N objects of a CRD on the local control plane and prints, beside a
  * raw ceiling measured in the same run (on all N objects, or on the first
@@ -9,7 +9,9 @@
  *     concurrency, without Temporal);
  *   - p50/p99 update latency (from the worker's latency histogram, and exact
  *     for the raw loop);
- *   - the worker process's peak RSS (VmHWM of the `svm worker` child);
+ *   - the worker process's peak RSS (VmHWM of the `svm worker` child), beside an empty Temporal
+ *     TypeScript worker's (bench/lib/empty-worker.ts: one trivial workflow, no activities, the
+ *     SDK's defaults, the same environment) polling the same server for --idle-seconds;
  *   - workflow history events per 1000 objects (and by event type), and
  *     continue-as-new count;
  *   - the p50/p99 latency of an unrelated client (a steady GET / LIST
@@ -54,6 +56,7 @@ import { seedIntoEtcd } from './lib/seed-etcd';
 import { PacedWriter, UnrelatedClient, type PhaseLatencies } from './lib/unrelated-client';
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
+import { emptyWorkerPeakRss } from './lib/empty-worker';
 
 const { values } = parseArgs({
   options: {
@@ -61,8 +64,12 @@ const { values } = parseArgs({
     // The project's defaults (MigrationOptions).
     'chunk-size': { type: 'string', default: String(defaultMigrationOptions.chunkSize) },
     concurrency: { type: 'string', default: String(defaultMigrationOptions.concurrency) },
-    // 0 = unlimited: the bench measures what the plane can take; the worker's default is 100.
-    qps: { type: 'string', default: '0' },
+    // The worker's budget (SVM_QPS): auto (its default: follows the API servers), a fixed rate, or 0 (none).
+    qps: { type: 'string', default: 'auto' },
+    // SVM_ADAPTIVE_CONCURRENCY (on by default; auto needs it).
+    adaptive: { type: 'string', default: 'on' },
+    // svm unthrottled: --qps 0 --adaptive off (each migration's concurrency in flight, as the raw loop).
+    unthrottled: { type: 'boolean', default: false },
     'raw-sample': { type: 'string', default: '20000' },
     'seed-etcd-above': { type: 'string', default: '20000' },
     'idle-seconds': { type: 'string', default: '30' },
@@ -92,7 +99,13 @@ const { values } = parseArgs({
 const N = Number(values.objects);
 const CHUNK = Number(values['chunk-size']);
 const CONC = Number(values.concurrency);
-const QPS = Number(values.qps);
+const QPS_SETTING = values.unthrottled ? '0' : values.qps.trim().toLowerCase();
+const AUTO = QPS_SETTING === 'auto';
+const QPS = AUTO ? 0 : Number(QPS_SETTING);
+const ADAPTIVE = values.unthrottled ? false : values.adaptive === 'on';
+if (!['on', 'off'].includes(values.adaptive)) throw new Error('--adaptive must be on or off');
+if (AUTO && !ADAPTIVE) throw new Error('--qps auto needs --adaptive on (--unthrottled is --qps 0 --adaptive off)');
+const BUDGET = AUTO ? 'auto' : QPS > 0 ? `${QPS}/s` : 'none';
 const SAMPLE = Math.min(N, Number(values['raw-sample']) || N);
 const SEED_ETCD_ABOVE = Number(values['seed-etcd-above']);
 const IDLE = Number(values['idle-seconds']);
@@ -286,8 +299,10 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   client.start();
   await new Promise((r) => setTimeout(r, IDLE * 1000));
 
+  // Under auto the migration's rate is known only after it: the plain writer then runs after the migration.
   const writerQps = WRITER_QPS ?? (QPS || Math.round(raw.objects / raw.seconds));
-  if (writerQps > 0) {
+  const writerAfter = AUTO && WRITER_QPS === undefined;
+  if (writerQps > 0 && !writerAfter) {
     log(`unrelated client beside a plain writer: Secrets of its own namespace updated at ${writerQps}/s, ${CONC} at once, for ${IDLE} s`);
     client.phase = 'writer';
     await writer.run(writerQps, CONC, IDLE);
@@ -296,7 +311,9 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     await new Promise((r) => setTimeout(r, 5000)); // let the writer's last requests settle out of both windows
   }
 
-  log(`migration workflow: storage v2 -> v1, \`svm worker\` (${workerBin}) in a child process, qps ${QPS || 'unlimited'}`);
+  log(
+    `migration workflow: storage v2 -> v1, \`svm worker\` (${workerBin}) in a child process, budget ${BUDGET}, adaptive concurrency ${ADAPTIVE ? 'on' : 'off'}`,
+  );
   const taskQueue = `bench-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
   const worker = spawn(process.execPath, [workerBin, 'worker', '--no-bridge'], {
@@ -305,7 +322,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       KUBECONFIG: env.KUBECONFIG,
       TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
       TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_QPS: String(QPS),
+      SVM_QPS: QPS_SETTING,
+      SVM_ADAPTIVE_CONCURRENCY: String(ADAPTIVE),
       SVM_METRICS_PORT: String(metricsPort),
       SVM_LOG_LEVEL: 'warn',
       ...WORKER_ENV,
@@ -346,6 +364,19 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       clearInterval(progress);
     }
     const seconds = (performance.now() - t0) / 1000;
+    let writerRate = writerQps;
+    if (writerAfter) {
+      // A plain writer at the rate the migration just ran at: what any writer at that rate costs the other clients.
+      writerRate = Math.max(1, Math.round(N / seconds));
+      client.phase = 'idle2';
+      await new Promise((r) => setTimeout(r, 5000));
+      log(`unrelated client beside a plain writer at the migration's rate: ${writerRate}/s, ${CONC} at once, for ${IDLE} s`);
+      client.phase = 'writer';
+      await writer.run(writerRate, CONC, IDLE);
+      log(`  ${writer.writes} written (${(writer.writes / IDLE).toFixed(0)}/s), ${writer.errors} errors`);
+      client.phase = 'idle2';
+      await new Promise((r) => setTimeout(r, 5000));
+    }
     // Idle again, after the migration: a second look at the idle latency (one 30 s window is noisy: the servers may
     // still be collecting the raw loop's garbage, or compacting).
     client.phase = 'after';
@@ -355,6 +386,17 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     metricsText = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
     const st = status();
     const peakRssMiB = kib(st, 'VmHWM') / 1024;
+    log(`an empty Temporal worker (one trivial workflow, no activities) polling for ${IDLE} s, in the worker's environment`);
+    const compiledEmpty = values['tsx-worker']
+      ? undefined
+      : path.join(path.dirname(path.dirname(workerBin)), 'dist', 'bench', 'lib', 'empty-worker.js');
+    const emptyPeakMiB = await emptyWorkerPeakRss({
+      compiled: compiledEmpty,
+      address: env.TEMPORAL_ADDRESS!,
+      seconds: IDLE,
+      env: WORKER_ENV,
+    });
+    log(`  peak RSS ${emptyPeakMiB} MiB`);
     let events = 0;
     let runs = 0;
     const byType: Record<string, number> = {};
@@ -377,7 +419,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     const idle = client.report('idle');
     const during = client.report('migration');
     const afterIdle = client.report('after');
-    const besideWriter = writerQps > 0 ? client.report('writer') : undefined;
+    const besideWriter = writerRate > 0 ? client.report('writer') : undefined;
     const chunks = result.counters.chunks;
     const figures = {
       date: new Date().toISOString(),
@@ -391,7 +433,9 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       seedSeconds: Number(seedSeconds.toFixed(1)),
       chunkSize: CHUNK,
       concurrency: CONC,
-      qps: QPS,
+      qps: AUTO ? 'auto' : QPS,
+      budget: BUDGET,
+      adaptiveConcurrency: ADAPTIVE,
       apiservers: Number(env.APISERVER_COUNT ?? 2),
       watchCache: WATCH_CACHE,
       pinnedCpus: values['pin-cpus'] ? 'control plane on CPU 0; Temporal, worker, unrelated client on the others' : 'none',
@@ -418,6 +462,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         p50ms: Number((histogramQuantile(0.5, hist) * 1000).toFixed(2)),
         p99ms: Number((histogramQuantile(0.99, hist) * 1000).toFixed(2)),
         workerPeakRssMiB: Number(peakRssMiB.toFixed(1)),
+        emptyWorkerPeakRssMiB: emptyPeakMiB,
+        workerOverEmptyMiB: Number((peakRssMiB - emptyPeakMiB).toFixed(1)),
         workerRssMiBEvery5s: rssSeries.filter((_, i) => rssSeries.length <= 200 || i % Math.ceil(rssSeries.length / 200) === 0),
         historyEvents: events,
         historyEventsPer1000Objects: Number(((events / N) * 1000).toFixed(1)),
@@ -436,7 +482,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         p99RatioToAfter: Number((during.p99ms / afterIdle.p99ms).toFixed(2)),
         besideWriter: besideWriter && {
           ...besideWriter,
-          writerQps,
+          writerQps: writerRate,
+          writerAfterMigration: writerAfter,
           writerWrites: writer.writes,
           writerErrors: writer.errors,
           p99RatioToIdle: Number((besideWriter.p99ms / idle.p99ms).toFixed(2)),
@@ -455,18 +502,18 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       .join(', ');
     process.stdout.write(
       [
-        `objects                      ${N} (${viaEtcd ? 'seeded into etcd' : 'created through the API'}; chunk ${CHUNK}, concurrency ${CONC}, qps ${QPS || 'unlimited'}, ${figures.apiservers} API servers, watch cache ${WATCH_CACHE})`,
+        `objects                      ${N} (${viaEtcd ? 'seeded into etcd' : 'created through the API'}; chunk ${CHUNK}, concurrency ${CONC}, budget ${BUDGET}, adaptive concurrency ${ADAPTIVE ? 'on' : 'off'}, ${figures.apiservers} API servers, watch cache ${WATCH_CACHE})`,
         `raw ceiling                  ${figures.raw.objectsPerSecond} objects/s  p50 ${figures.raw.p50ms} ms  p99 ${figures.raw.p99ms} ms${raw.objects < N ? ` (on the first ${raw.objects} objects)` : ''}`,
         `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase} in ${figures.workflow.seconds} s`,
         `workflow / raw               ${figures.ratioWorkflowToRaw}`,
-        `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker})`,
+        `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker}); an empty Temporal worker ${emptyPeakMiB} MiB: +${figures.workflow.workerOverEmptyMiB} MiB`,
         `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs, ${figures.workflow.historyEventsPerChunk} per chunk; ${figures.workflow.continueAsNew} continue-as-new)`,
         `  by type                    ${types}`,
         `unrelated client p99         idle ${idle.p99ms} ms (${idle.requests} requests), during ${during.p99ms} ms (${during.requests}, ${during.errors} errors): x${figures.unrelatedClient.p99Ratio}; idle after ${afterIdle.p99ms} ms (${afterIdle.requests}): x${figures.unrelatedClient.p99RatioToAfter}`,
         `  by verb (GET/LIST/PUT p99) idle ${verbs(idle)}; during ${verbs(during)}; after ${verbs(afterIdle)}`,
         ...(besideWriter
           ? [
-              `beside a plain writer       at ${writerQps}/s (${writer.writes} writes, ${writer.errors} errors): unrelated p99 ${besideWriter.p99ms} ms (${verbs(besideWriter)}); migration / plain writer: x${figures.unrelatedClient.p99RatioMigrationToWriter}`,
+              `beside a plain writer       at ${writerRate}/s (${writer.writes} writes, ${writer.errors} errors): unrelated p99 ${besideWriter.p99ms} ms (${verbs(besideWriter)}); migration / plain writer: x${figures.unrelatedClient.p99RatioMigrationToWriter}`,
             ]
           : []),
         `etcd after migration         ${JSON.stringify(afterMigration.byApiVersion)}`,
