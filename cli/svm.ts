@@ -6,35 +6,62 @@
  * worker nor src/dev; the worker does not import src/dev).
  * What one layer's command needs from another is passed in here: `svm worker`
  * is given the dev tooling's local Temporal server for its embedded default.
- * bin/svm.js runs this (compiled when `npm run build` produced it).
+ *
+ * Every command is registered by name, term and one-line description (the
+ * client's in src/client/cli.ts, the worker's and the dev plane's below), and
+ * its module is loaded only when the run names it (`svm worker`, `svm help
+ * worker`, `svm worker --help`): `svm version` does not load the Temporal
+ * worker and its native module, nor `svm status` the Kubernetes client.
+ * bin/svm.js runs this (compiled into dist/ by `npm ci` / `npm run build:fast`).
  */
 import type { Command } from 'commander';
-import { clientCommands, runProgram, svmProgram } from '../src/client/cli';
-import { devCommand } from '../src/dev/cli-dev';
-import { startLocalTemporal } from '../src/dev/local-temporal';
-import { workerCommand } from '../src/worker/cli-worker';
+import { clientCommandEntries as c, runProgram, svmProgram, type CommandEntry } from '../src/client/cli';
 
+/* eslint-disable @typescript-eslint/no-require-imports */
+const worker: CommandEntry = {
+  name: 'worker',
+  term: '[options]',
+  description: 'run the migration worker (and the StorageVersionMigration bridge)',
+  load: () => {
+    const { workerCommand } = require('../src/worker/cli-worker') as typeof import('../src/worker/cli-worker');
+    const { startLocalTemporal } = require('../src/dev/local-temporal') as typeof import('../src/dev/local-temporal');
+    return workerCommand({ startLocalTemporal });
+  },
+};
+
+const dev: CommandEntry = {
+  name: 'dev',
+  term: '',
+  description:
+    'a local control plane shaped like a cluster: etcd, HA kube-apiservers each in its own network namespace behind haproxy, and the Temporal dev server',
+  load: () => (require('../src/dev/cli-dev') as typeof import('../src/dev/cli-dev')).devCommand(),
+};
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+/** Every top-level command, in the order of `svm --help`. */
+export const commandEntries: CommandEntry[] = [
+  c.migrate,
+  c.status,
+  c.abort,
+  c.pause,
+  c.resume,
+  worker,
+  c.trigger,
+  c.setup,
+  c.crds,
+  c.plan,
+  c.grant,
+  dev,
+  c.version,
+];
+
+/** The program with every command built (loads every command's module: for tests and tools, not for a run). */
 export function buildProgram(): Command {
-  const c = clientCommands();
-  return svmProgram([
-    c.migrate,
-    c.status,
-    c.abort,
-    c.pause,
-    c.resume,
-    workerCommand({ startLocalTemporal }),
-    c.trigger,
-    c.setup,
-    c.crds,
-    c.plan,
-    c.grant,
-    devCommand(),
-    c.version,
-  ]);
+  return svmProgram(commandEntries);
 }
 
 export function main(argv: string[] = process.argv): Promise<void> {
-  return runProgram(buildProgram(), argv);
+  return runProgram(svmProgram(commandEntries, argv), argv);
 }
 
 if (require.main === module) void main();

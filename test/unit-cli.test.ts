@@ -2,12 +2,15 @@
  * The `svm` program is composed in cli/svm.ts from the client's, the worker's
  * and the dev plane's commands: every command is there, in the order `svm
  * --help` has always shown, and the client's own commands need neither the
- * worker nor src/dev.
+ * worker nor src/dev. Commands are registered by name, term and description
+ * and built only when a run names them; the list `svm --help` shows is the
+ * same either way.
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { clientCommands } from '../src/client/cli';
-import { buildProgram } from '../cli/svm';
+import { Command, Help } from 'commander';
+import { clientCommands, commandNamed, svmProgram, type CommandEntry } from '../src/client/cli';
+import { buildProgram, commandEntries } from '../cli/svm';
 import { workerCommand } from '../src/worker/cli-worker';
 
 void test('svm: every command, in the order of svm --help', () => {
@@ -30,4 +33,76 @@ void test('svm worker without TEMPORAL_ADDRESS and without a local Temporal serv
   } finally {
     if (saved !== undefined) process.env.TEMPORAL_ADDRESS = saved;
   }
+});
+
+void test('each command is registered with the term and the description its built command has', () => {
+  for (const entry of commandEntries) {
+    const built = entry.load();
+    assert.equal(built.name(), entry.name);
+    assert.equal(new Help().subcommandTerm(built), [entry.name, entry.term].filter(Boolean).join(' '), `${entry.name}: term`);
+    // The registry is the one place of a description; a module that still writes its own must agree with it.
+    const own = built.description();
+    assert.ok(own === '' || own === entry.description, `${entry.name}: its module says "${own}", the registry "${entry.description}"`);
+  }
+});
+
+void test('svm --help lists the commands alike, whether they are built or only registered', () => {
+  const help = (p: Command) => {
+    let out = '';
+    p.configureOutput({ writeOut: (s) => (out += s), getOutHelpWidth: () => 80 });
+    p.outputHelp();
+    return out;
+  };
+  const listed = help(svmProgram(commandEntries, ['node', 'svm', '--help']));
+  assert.equal(listed, help(buildProgram()));
+  for (const e of commandEntries) assert.ok(listed.includes(`  ${[e.name, e.term].filter(Boolean).join(' ')} `), e.name);
+});
+
+void test('the command a run names: the first word that is not an option, or the one after help', () => {
+  const named = (...args: string[]) => commandNamed(['node', 'svm', ...args]);
+  assert.equal(named(), undefined);
+  assert.equal(named('--help'), undefined);
+  assert.equal(named('status'), 'status');
+  assert.equal(named('status', '--help'), 'status');
+  assert.equal(named('-h', 'migrate'), 'migrate');
+  assert.equal(named('migrate', '--qps', '5', 'secrets'), 'migrate');
+  assert.equal(named('help', 'worker'), 'worker');
+  assert.equal(named('help'), 'help');
+  assert.equal(named('trigger', 'start', '--period', '60'), 'trigger');
+});
+
+void test('a run builds only the command it names; svm --help builds none', async () => {
+  const built: string[] = [];
+  let ran = '';
+  const entry = (name: string): CommandEntry => ({
+    name,
+    term: '',
+    description: `the ${name} command`,
+    load: () => {
+      built.push(name);
+      return new Command(name)
+        .exitOverride()
+        .configureOutput({ writeOut: () => {} })
+        .action(() => void (ran = name));
+    },
+  });
+  const entries = ['one', 'two', 'three'].map(entry);
+  const run = async (...args: string[]) => {
+    built.length = 0;
+    const argv = ['node', 'svm', ...args];
+    await svmProgram(entries, argv)
+      .exitOverride()
+      .configureOutput({ writeOut: () => {} })
+      .parseAsync(argv)
+      .catch(() => undefined);
+  };
+  await run('two');
+  assert.deepEqual(built, ['two']);
+  assert.equal(ran, 'two');
+  await run('help', 'three');
+  assert.deepEqual(built, ['three']);
+  await run('--help');
+  assert.deepEqual(built, []);
+  await run();
+  assert.deepEqual(built, []);
 });

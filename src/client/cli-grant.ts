@@ -1,20 +1,18 @@
 /** `svm grant`: the narrow grant that lets the worker migrate one resource its default rights leave out. */
 import { Command, Option } from 'commander';
 import { kubeconfigOption, withExamples } from '../config/cli-options';
-import { KubeClient } from '../kube/client';
 import { resolveResource } from '../kube/resolve';
 import { DEFAULT_SERVICE_ACCOUNT, grantManifests, needsGrant } from './grant';
 
 export function grantCommand(): Command {
   const cmd = new Command('grant')
-    .description(
-      'print the ClusterRole and binding that let the worker migrate one resource its default rights leave out (custom resources, admission and RBAC objects); read-only',
-    )
     .argument('<resource>', 'the resource, as for svm migrate (widgets.example.com, mutatingadmissionpolicies)')
     .addOption(new Option('--service-account <namespace/name>', "the worker's ServiceAccount").default(DEFAULT_SERVICE_ACCOUNT))
     .addOption(kubeconfigOption())
     .allowExcessArguments(false)
     .action(async (resource: string, o: { serviceAccount: string; kubeconfig?: string }) => {
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
       const kube = KubeClient.fromKubeconfig(o.kubeconfig);
       try {
         const ref = await resolveResource(kube, resource);

@@ -1,22 +1,33 @@
-/** `svm migrate|status|abort|pause|resume|trigger|setup|crds`: the CLI over the programmatic API. */
-import { kubectlName } from '../api/standard-migration';
+/**
+ * `svm migrate|status|abort|pause|resume|trigger|setup|crds`: the CLI over the programmatic API.
+ * Their descriptions are registered in ./cli.ts. What an action needs beyond
+ * parsing its flags (the Temporal client, the Kubernetes client, zod schemas,
+ * yaml, the progress bar) is required in the action, so that `svm status
+ * --help` loads none of it and `svm status` only what talking to Temporal
+ * needs.
+ */
 import { Command, Option } from 'commander';
-import { Connection } from '@temporalio/client';
-import { registerSearchAttributes } from './setup';
-import { SingleBar, Presets } from 'cli-progress';
-import { migrationCrds, migrationCrdsYaml } from '../api/crds';
+import type { SingleBar } from 'cli-progress';
 import { kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
-import { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } from '../config/temporal';
-import { KubeClient } from '../kube/client';
-import { Migrator, type MigrateAllRow, type MigrationProgress, type MigrationResult } from './index';
+import type { KubeClient } from '../kube/client';
+import type { MigrateAllRow, MigrationProgress, MigrationResult, Migrator } from './index';
+
+// Typed lazy requires (see above).
+/* eslint-disable @typescript-eslint/no-require-imports */
+const client = () => require('./index') as typeof import('./index');
+const temporalConfig = () => require('../config/temporal') as typeof import('../config/temporal');
+const crdManifests = () => require('../api/crds') as typeof import('../api/crds');
+const standardMigration = () => require('../api/standard-migration') as typeof import('../api/standard-migration');
+const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
-  const t = loadTemporalSettings(process.env);
+  const t = temporalConfig().loadTemporalSettings(process.env);
   if (!t.address)
     throw new Error(
       'TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile; `svm dev up` prints one',
     );
-  const m = await Migrator.connect({ temporal: { ...t, address: t.address }, kubeconfig });
+  const m = await client().Migrator.connect({ temporal: { ...t, address: t.address }, kubeconfig });
   try {
     return await fn(m);
   } finally {
@@ -31,7 +42,7 @@ const line = (p: MigrationProgress) => {
 
 /** The StorageVersionMigration objects that mirror a migration, named with their group (both APIs may be installed). */
 const objectsLine = (p: MigrationProgress) =>
-  p.migrationObjects.length ? `  kubectl get ${p.migrationObjects.map(kubectlName).join(' ')}\n` : '';
+  p.migrationObjects.length ? `  kubectl get ${p.migrationObjects.map(standardMigration().kubectlName).join(' ')}\n` : '';
 
 function printResult(r: MigrationResult): void {
   process.stdout.write(line(r) + '\n');
@@ -40,7 +51,7 @@ function printResult(r: MigrationResult): void {
   for (const f of r.failures) process.stdout.write(`  failed: ${f.namespace ? f.namespace + '/' : ''}${f.name}: ${f.reason}\n`);
 }
 
-/** The client's commands by name; the `svm` program (cli/svm.ts) puts them in order among the others. */
+/** The client's commands by name; the `svm` program (cli/svm.ts) puts them in order among the others, with their descriptions (./cli.ts). */
 export function migrateCommands() {
   const migrate = withExamples(new Command('migrate'), [
     'svm migrate secrets --wait                      # one resource, with a progress bar',
@@ -48,9 +59,6 @@ export function migrateCommands() {
     'svm migrate deployments.apps configmaps --parallel 2',
     'svm migrate --all --parallel 4                  # every migratable resource, then a summary',
   ])
-    .description(
-      'migrate every stored object of a resource to its current storage version; several resources, or all of them (--all), run as one durable workflow',
-    )
     .argument('[resources...]', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
     .option('--all', 'migrate every migratable resource, then print a summary (waits)')
     .option('--parallel <n>', 'with --all or several resources: migrations at once', parseIntArg('--parallel', 1, 64))
@@ -112,10 +120,14 @@ export function migrateCommands() {
             if (tty) {
               const done = p.counters.migrated + p.counters.conflicts + p.counters.notFound + p.counters.failed;
               const total = done + (p.remainingEstimate ?? (p.continueTokenPresent ? done : 0));
-              bar ??= new SingleBar(
-                { format: `${p.resource} [{bar}] {value}/{total} {phase} {rate}/s`, stream: process.stderr },
-                Presets.shades_classic,
-              );
+              if (!bar) {
+                // eslint-disable-next-line @typescript-eslint/no-require-imports
+                const { SingleBar, Presets } = require('cli-progress') as typeof import('cli-progress');
+                bar = new SingleBar(
+                  { format: `${p.resource} [{bar}] {value}/{total} {phase} {rate}/s`, stream: process.stderr },
+                  Presets.shades_classic,
+                );
+              }
               if (!bar.isActive) bar.start(Math.max(total, 1), done, { phase: p.phase, rate: p.objectsPerSecond });
               bar.setTotal(Math.max(total, done, 1));
               bar.update(done, { phase: p.phase, rate: p.objectsPerSecond });
@@ -133,7 +145,6 @@ export function migrateCommands() {
     'svm status widgets.example.com',
     'svm status -o json             # for tools',
   ])
-    .description('show migrations (one resource, or all)')
     .argument('[resource]')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(kubeconfigOption())
@@ -157,8 +168,8 @@ export function migrateCommands() {
       });
     });
 
-  const signalCommand = (name: 'abort' | 'pause' | 'resume', description: string) => {
-    const cmd = withExamples(new Command(name).description(description).argument('<resource>').addOption(kubeconfigOption()), [
+  const signalCommand = (name: 'abort' | 'pause' | 'resume') => {
+    const cmd = withExamples(new Command(name).argument('<resource>').addOption(kubeconfigOption()), [
       name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`,
     ]);
     if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
@@ -173,10 +184,7 @@ export function migrateCommands() {
     });
   };
 
-  const trigger = withExamples(new Command('trigger').description('the periodic trigger: StorageState objects and automatic migrations'), [
-    'svm trigger start --period 300',
-    'svm trigger stop',
-  ]);
+  const trigger = withExamples(new Command('trigger'), ['svm trigger start --period 300', 'svm trigger stop']);
   trigger
     .command('start')
     .addHelpText('after', '\nExample:\n  svm trigger start --period 300 --staleness 1800   # discovery every 5 minutes\n')
@@ -204,9 +212,13 @@ export function migrateCommands() {
       process.stderr.write('trigger stopped\n');
     });
 
-  const setup = withExamples(new Command('setup'), ['TEMPORAL_ADDRESS=temporal:7233 TEMPORAL_NAMESPACE=default svm setup'])
-    .description("register svm's search attributes on the Temporal namespace (idempotent)")
-    .action(async () => {
+  const setup = withExamples(new Command('setup'), ['TEMPORAL_ADDRESS=temporal:7233 TEMPORAL_NAMESPACE=default svm setup']).action(
+    async () => {
+      const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } = temporalConfig();
+      /* eslint-disable @typescript-eslint/no-require-imports */
+      const { Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+      const { registerSearchAttributes } = require('./setup') as typeof import('./setup');
+      /* eslint-enable @typescript-eslint/no-require-imports */
       const t = loadTemporalSettings(process.env);
       if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
       const target = { ...t, address: t.address };
@@ -220,18 +232,16 @@ export function migrateCommands() {
       } finally {
         await connection.close();
       }
-    });
+    },
+  );
 
-  const crds = withExamples(new Command('crds').description('the migration.k8s.io CustomResourceDefinitions'), [
-    'svm crds install',
-    'svm crds print > crds.yaml',
-  ]);
+  const crds = withExamples(new Command('crds'), ['svm crds install', 'svm crds print > crds.yaml']);
   crds
     .command('print')
     .description('print the CRD manifests')
     .addHelpText('after', '\nExample:\n  svm crds print | kubectl apply -f -\n')
     .action(() => {
-      process.stdout.write(migrationCrdsYaml());
+      process.stdout.write(crdManifests().migrationCrdsYaml());
     });
   crds
     .command('install')
@@ -239,7 +249,7 @@ export function migrateCommands() {
     .addHelpText('after', '\nExample:\n  svm crds install --kubeconfig ~/.kube/config\n')
     .addOption(kubeconfigOption())
     .action(async (o: { kubeconfig?: string }) => {
-      const kube = KubeClient.fromKubeconfig(o.kubeconfig);
+      const kube = kubeClient().KubeClient.fromKubeconfig(o.kubeconfig);
       try {
         await installCrds(kube);
       } finally {
@@ -251,12 +261,9 @@ export function migrateCommands() {
   return {
     migrate,
     status,
-    abort: signalCommand('abort', 'abort the running migration of a resource'),
-    pause: signalCommand(
-      'pause',
-      'pause a migration: the chunk in flight stops within about a second, and resume goes on where it stopped',
-    ),
-    resume: signalCommand('resume', 'resume a paused migration'),
+    abort: signalCommand('abort'),
+    pause: signalCommand('pause'),
+    resume: signalCommand('resume'),
     trigger,
     setup,
     crds,
@@ -279,6 +286,7 @@ export function summaryTable(rows: MigrateAllRow[]): string {
 
 /** Server-side applies the CRDs and waits until they are established. */
 export async function installCrds(kube: KubeClient): Promise<void> {
+  const { migrationCrds } = crdManifests();
   for (const crd of migrationCrds()) {
     await kube.request('PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.metadata.name}`, {
       body: JSON.stringify(crd),

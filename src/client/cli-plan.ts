@@ -1,8 +1,8 @@
 /** `svm plan`: what must be migrated before the next upgrade step can go on (read-only). */
 import { Command, Option, type CommanderError } from 'commander';
-import { KubeClient } from '../kube/client';
+import type { KubeClient } from '../kube/client';
 import { kubeconfigOption, parseIntArg } from '../config/cli-options';
-import { DEFAULT_PLAN_QPS, makePlan, PLAN_ERROR_EXIT_CODE, planTable } from './plan';
+import { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
 
 export const PLAN_HELP = `
 Lists every resource that must be migrated before an upgrade step that drops
@@ -32,7 +32,6 @@ Examples:
 export function planCommand(): Command {
   return (
     new Command('plan')
-      .description('what must be migrated before the next upgrade step can go on (read-only; exit 0 nothing, 1 needed, 2 blocked, 3 error)')
       .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
       .option(
         '--qps <n>',
@@ -50,6 +49,11 @@ export function planCommand(): Command {
       .action(async (o: { output: 'text' | 'json'; qps: number; kubeconfig?: string }) => {
         let kube: KubeClient | undefined;
         try {
+          // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
+          /* eslint-disable @typescript-eslint/no-require-imports */
+          const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
+          const { makePlan } = require('./plan') as typeof import('./plan');
+          /* eslint-enable @typescript-eslint/no-require-imports */
           kube = KubeClient.fromKubeconfig(o.kubeconfig);
           const plan = await makePlan(kube, { qps: o.qps });
           process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));

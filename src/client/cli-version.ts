@@ -1,7 +1,7 @@
-/** `svm version`: svm's version and revision, the workflow contract's version and the Temporal SDK's. */
+/** `svm version`: svm's version and revision, the workflow contract's version and the Temporal SDK's (read from package.json files: nothing of the SDK is loaded). */
 import * as fs from 'node:fs';
 import { Command, Option } from 'commander';
-import { CONTRACT_VERSION } from '../contract/definitions';
+import { CONTRACT_VERSION } from '../contract/version';
 import { withExamples } from '../config/cli-options';
 import { svmBuild } from '../config/build-info';
 
@@ -22,7 +22,6 @@ export function versionInfo(): VersionInfo {
 
 export function versionCommand(): Command {
   const cmd = new Command('version')
-    .description("print svm's version and git revision, the workflow contract version and the Temporal SDK version")
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .action((o: { output: string }) => {
       const v = versionInfo();

@@ -3,24 +3,149 @@
  * over the programmatic API), the program they hang on, and how a run reports
  * an error. The `svm` command itself is composed in cli/svm.ts, which adds the
  * worker's command and the dev plane's: the client imports neither.
+ *
+ * Each command is registered by name, the term `svm --help` lists it with and
+ * its one-line description (written here and nowhere else: loadCommand gives
+ * it to the command); its module is loaded only when a run names the command,
+ * so that `svm version` or `svm status --help` load neither the Temporal
+ * client nor the Kubernetes one.
  */
-import { Command } from 'commander';
-import { grantCommand } from './cli-grant';
-import { migrateCommands } from './cli-migrate';
-import { planCommand } from './cli-plan';
-import { versionCommand } from './cli-version';
+import { Command, Help } from 'commander';
 
-/** The client's commands by name, for the composition root to order among the others. */
-export function clientCommands() {
-  return { ...migrateCommands(), plan: planCommand(), grant: grantCommand(), version: versionCommand() };
+/** A top-level command, listed without being loaded; load() builds it (requiring its module) when a run names it. */
+export interface CommandEntry {
+  name: string;
+  /** What follows the name in `svm --help`'s list (commander's subcommand term: `[options] [resource]`), '' for nothing. */
+  term: string;
+  description: string;
+  load(): Command;
 }
 
-/** The `svm` program holding the given commands, in that order. */
-export function svmProgram(commands: Command[]): Command {
+/** The command an entry registers, built, with the entry's description. */
+export function loadCommand(entry: CommandEntry): Command {
+  return entry.load().description(entry.description);
+}
+
+// Typed lazy requires: a command's module (and whatever it imports) is loaded when the command is built, not before.
+/* eslint-disable @typescript-eslint/no-require-imports */
+const migrateModule = () => require('./cli-migrate') as typeof import('./cli-migrate');
+const planModule = () => require('./cli-plan') as typeof import('./cli-plan');
+const grantModule = () => require('./cli-grant') as typeof import('./cli-grant');
+const versionModule = () => require('./cli-version') as typeof import('./cli-version');
+/* eslint-enable @typescript-eslint/no-require-imports */
+
+/** The client's commands by name, for the composition root to order among the others. */
+export const clientCommandEntries = {
+  migrate: {
+    name: 'migrate',
+    term: '[options] [resources...]',
+    description:
+      'migrate every stored object of a resource to its current storage version; several resources, or all of them (--all), run as one durable workflow',
+    load: () => migrateModule().migrateCommands().migrate,
+  },
+  status: {
+    name: 'status',
+    term: '[options] [resource]',
+    description: 'show migrations (one resource, or all)',
+    load: () => migrateModule().migrateCommands().status,
+  },
+  abort: {
+    name: 'abort',
+    term: '[options] <resource>',
+    description: 'abort the running migration of a resource',
+    load: () => migrateModule().migrateCommands().abort,
+  },
+  pause: {
+    name: 'pause',
+    term: '[options] <resource>',
+    description: 'pause a migration: the chunk in flight stops within about a second, and resume goes on where it stopped',
+    load: () => migrateModule().migrateCommands().pause,
+  },
+  resume: {
+    name: 'resume',
+    term: '[options] <resource>',
+    description: 'resume a paused migration',
+    load: () => migrateModule().migrateCommands().resume,
+  },
+  trigger: {
+    name: 'trigger',
+    term: '',
+    description: 'the periodic trigger: StorageState objects and automatic migrations',
+    load: () => migrateModule().migrateCommands().trigger,
+  },
+  setup: {
+    name: 'setup',
+    term: '',
+    description: "register svm's search attributes on the Temporal namespace (idempotent)",
+    load: () => migrateModule().migrateCommands().setup,
+  },
+  crds: {
+    name: 'crds',
+    term: '',
+    description: 'the migration.k8s.io CustomResourceDefinitions',
+    load: () => migrateModule().migrateCommands().crds,
+  },
+  plan: {
+    name: 'plan',
+    term: '[options]',
+    description: 'what must be migrated before the next upgrade step can go on (read-only; exit 0 nothing, 1 needed, 2 blocked, 3 error)',
+    load: () => planModule().planCommand(),
+  },
+  grant: {
+    name: 'grant',
+    term: '[options] <resource>',
+    description:
+      'print the ClusterRole and binding that let the worker migrate one resource its default rights leave out (custom resources, admission and RBAC objects); read-only',
+    load: () => grantModule().grantCommand(),
+  },
+  version: {
+    name: 'version',
+    term: '[options]',
+    description: "print svm's version and git revision, the workflow contract version and the Temporal SDK version",
+    load: () => versionModule().versionCommand(),
+  },
+} satisfies Record<string, CommandEntry>;
+
+/** The client's commands by name, every one built (which loads their modules). */
+export function clientCommands(): Record<keyof typeof clientCommandEntries, Command> {
+  const entries = Object.entries(clientCommandEntries) as Array<[keyof typeof clientCommandEntries, CommandEntry]>;
+  return Object.fromEntries(entries.map(([k, e]) => [k, loadCommand(e)])) as Record<keyof typeof clientCommandEntries, Command>;
+}
+
+/**
+ * The top-level command a run names: the first word of argv that is not an
+ * option (`svm status --help`), or the one after `help` (`svm help status`);
+ * undefined for none (`svm`, `svm --help`). The program has no option that
+ * takes a value, so the first such word is the command.
+ */
+export function commandNamed(argv: string[]): string | undefined {
+  const words = argv.slice(2).filter((a) => !a.startsWith('-'));
+  return words[0] === 'help' && words.length > 1 ? words[1] : words[0];
+}
+
+/** A command that stands in for an entry in the list of `svm --help`: its name, term and description, nothing loaded. */
+class ListedCommand extends Command {
+  constructor(readonly entry: CommandEntry) {
+    super(entry.name);
+    this.description(entry.description);
+  }
+}
+
+/**
+ * The `svm` program holding the given commands, in that order. An entry is
+ * built when argv names it (see commandNamed); the others are only listed.
+ * Without argv every entry is built.
+ */
+export function svmProgram(commands: Array<Command | CommandEntry>, argv?: string[]): Command {
+  const named = argv && commandNamed(argv);
   const program = new Command('svm')
     .description('Kubernetes storage version migration as durable Temporal workflows')
     .showHelpAfterError()
     .configureOutput({ outputError: (s, write) => write(s) })
+    .configureHelp({
+      subcommandTerm: (c) =>
+        c instanceof ListedCommand ? [c.name(), c.entry.term].filter(Boolean).join(' ') : new Help().subcommandTerm(c),
+    })
     .addHelpText(
       'after',
       [
@@ -33,7 +158,10 @@ export function svmProgram(commands: Command[]): Command {
         '',
       ].join('\n'),
     );
-  for (const c of commands) program.addCommand(c);
+  for (const c of commands) {
+    if (c instanceof Command) program.addCommand(c);
+    else program.addCommand(!argv || c.name === named ? loadCommand(c) : new ListedCommand(c));
+  }
   return program;
 }
 

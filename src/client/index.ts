@@ -10,8 +10,7 @@
 import { Client, Connection, WorkflowFailedError, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
 import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
-import type { DiscoveredResource } from '../kube/client';
-import { KubeClient } from '../kube/client';
+import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { InvalidResourceError, notMigratableReason, resolveResource } from '../kube/resolve';
 import type { TemporalSettings } from '../config/temporal';
 import {
@@ -37,7 +36,8 @@ import {
 } from '../contract/definitions';
 import type { migrateAll } from '../workflows/migrate-all';
 import type { migrateResource } from '../workflows/migrate-resource';
-import { makePlan, type Plan, type PlanOptions } from './plan';
+import type { Plan } from './plan-report';
+import type { PlanOptions } from './plan';
 import { startOptions } from '../contract/start-options';
 import type { storageVersionTrigger } from '../workflows/trigger';
 import type { TriggerInput } from '../contract/trigger';
@@ -45,8 +45,16 @@ import type { TriggerInput } from '../contract/trigger';
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
 export { defaultMigrationOptions };
-export type { Plan, PlanItem, PlanOptions, PlanVerdict, PlanExitCode, PlanSource } from './plan';
-export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan';
+export type { PlanOptions } from './plan';
+export type { Plan, PlanItem, PlanVerdict, PlanExitCode, PlanSource } from './plan-report';
+export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan-report';
+
+// Loaded when first used: the Kubernetes client (KubeConfig, from @kubernetes/client-node or its bundle) is not
+// needed to list or signal migrations, and `svm status` should not pay for it; making a plan needs it.
+/* eslint-disable @typescript-eslint/no-require-imports */
+const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
+const planner = () => require('./plan') as typeof import('./plan');
+/* eslint-enable @typescript-eslint/no-require-imports */
 
 export interface MigratorOptions {
   /**
@@ -183,13 +191,19 @@ export function deploymentVersionOf(description: {
 
 export class Migrator {
   private discovered?: DiscoveredResource[];
+  private kubeClient?: KubeClient;
 
   private constructor(
     readonly client: Client,
-    readonly kube: KubeClient,
+    private readonly kubeconfig: string | undefined,
     readonly taskQueue: string,
     private readonly connection: Connection,
   ) {}
+
+  /** The Kubernetes client, made (from the kubeconfig given to connect) when first needed: status and signals by workflow need none. */
+  get kube(): KubeClient {
+    return (this.kubeClient ??= kubeClient().KubeClient.fromKubeconfig(this.kubeconfig));
+  }
 
   static async connect(opts: MigratorOptions = {}): Promise<Migrator> {
     const t = opts.temporal ? TemporalSettingsSchema.parse(opts.temporal) : loadTemporalSettings(process.env);
@@ -200,11 +214,11 @@ export class Migrator {
       throw await explainTemporalConnectError(e, target);
     });
     const client = new Client({ connection, namespace: t.namespace });
-    return new Migrator(client, KubeClient.fromKubeconfig(opts.kubeconfig), t.taskQueue, connection);
+    return new Migrator(client, opts.kubeconfig, t.taskQueue, connection);
   }
 
   async close(): Promise<void> {
-    this.kube.close();
+    this.kubeClient?.close();
     await this.connection.close();
   }
 
@@ -216,7 +230,7 @@ export class Migrator {
    * A read: nothing is written (src/client/plan.ts).
    */
   plan(opts: PlanOptions = {}): Promise<Plan> {
-    return makePlan(this.kube, opts);
+    return planner().makePlan(this.kube, opts);
   }
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */

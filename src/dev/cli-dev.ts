@@ -16,11 +16,8 @@ import {
 import { kubeVersions } from './tools';
 
 export function devCommand(): Command {
-  const dev = new Command('dev')
-    .description(
-      'a local control plane shaped like a cluster: etcd, HA kube-apiservers each in its own network namespace behind haproxy, and the Temporal dev server',
-    )
-    .addHelpText('after', '\nExamples:\n  svm dev up && source .svm-dev/env\n  svm dev down\n');
+  // Its one-line description is the composition root's (cli/svm.ts), given when the command is loaded.
+  const dev = new Command('dev').addHelpText('after', '\nExamples:\n  svm dev up && source .svm-dev/env\n  svm dev down\n');
   dev
     .command('up')
     .description('start (or complete) the local control plane and print its environment')

@@ -1,0 +1,131 @@
+/**
+ * The plan's shape, its readable form and the CLI's constants: what `svm
+ * plan --help`, the programmatic API's re-exports and the table need, without
+ * the Kubernetes client that making a plan needs (./plan.ts).
+ */
+
+/** The worker's default budget (SVM_QPS): no-op updates per second shared by every migration. */
+export const DEFAULT_PLAN_QPS = 100;
+
+export type PlanVerdict = 'NothingToMigrate' | 'MigrationsNeeded' | 'Blocked';
+export type PlanExitCode = 0 | 1 | 2;
+/** The CLI's exit code when the plan could not be made (e.g. the API cannot be reached). */
+export const PLAN_ERROR_EXIT_CODE = 3;
+
+export type PlanSource = 'storedVersions' | 'storageState' | 'disagreement';
+
+export interface PlanItem {
+  /** kubectl-style: widgets.example.com, secrets, deployments.apps. */
+  resource: string;
+  group: string;
+  /** The plural resource name. */
+  name: string;
+  /** migrate: can run now; blocked: cannot (see blockedBy). */
+  action: 'migrate' | 'blocked';
+  /** Why it is listed. */
+  sources: PlanSource[];
+  /** One sentence per source. */
+  reasons: string[];
+  /** Why it cannot be migrated now (servers disagree, not served, ...). */
+  blockedBy?: string;
+  /** A CRD's status.storedVersions and storage version, when that is a reason. */
+  storedVersions?: string[];
+  storageVersion?: string;
+  /** A StorageState's persistedStorageVersionHashes, when that is a reason. */
+  persistedStorageVersionHashes?: string[];
+  /** Objects stored (from a list with limit=1); null when unknown. */
+  objects: number | null;
+  /** Why objects is null, or how it was counted when not exactly. */
+  objectsNote?: string;
+  /** objects / qps; null when objects is unknown or the budget is unlimited. */
+  estimateSeconds: number | null;
+  /**
+   * The shipped worker's rights leave this resource out (a custom resource, an admission or RBAC object): it is
+   * migrated once the operator applies `svm grant <resource>` (docs/security.md).
+   */
+  needsGrant?: boolean;
+}
+
+export interface Plan {
+  verdict: PlanVerdict;
+  exitCode: PlanExitCode;
+  /** The budget the estimates assume (updates per second; 0: unlimited, no estimates). */
+  qps: number;
+  items: PlanItem[];
+  totals: { resources: number; blocked: number; objects: number; objectsUnknown: number; estimateSeconds: number | null };
+  /** What agreement was checked over, as a sentence. */
+  checked: string;
+  notes: string[];
+}
+
+/** 0.4s, 42s, 3m20s, 2h05m, 3d04h. */
+export function formatDuration(seconds: number): string {
+  if (seconds < 10) return `${Math.round(seconds * 10) / 10}s`;
+  const s = Math.round(seconds);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86_400)}d${String(Math.floor((s % 86_400) / 3600)).padStart(2, '0')}h`;
+}
+
+const verdictText = (plan: Plan): string =>
+  plan.verdict === 'NothingToMigrate'
+    ? 'nothing to migrate'
+    : plan.verdict === 'MigrationsNeeded'
+      ? 'migrations needed, all can run now'
+      : `blocked: ${plan.totals.blocked} resource(s) cannot be migrated now (see above)`;
+
+/** The readable form: a table, then what blocks, then the verdict with its exit code. */
+export function planTable(plan: Plan): string {
+  const out: string[] = [];
+  if (plan.items.length > 0) {
+    const header = ['RESOURCE', 'ACTION', 'OBJECTS', 'ESTIMATE', 'WHY'];
+    const cells = plan.items.map((i) => [
+      i.resource,
+      i.action,
+      i.objects === null ? 'unknown' : String(i.objects),
+      i.estimateSeconds === null ? '-' : formatDuration(i.estimateSeconds),
+      i.sources
+        .map((s) =>
+          s === 'storedVersions'
+            ? `storedVersions [${(i.storedVersions ?? []).join(',')}], storage ${i.storageVersion ?? '-'}`
+            : s === 'storageState'
+              ? `StorageState [${(i.persistedStorageVersionHashes ?? []).join(',')}]`
+              : 'servers disagree',
+        )
+        .join('; '),
+    ]);
+    const widths = header.map((h, c) => Math.max(h.length, ...cells.map((row) => row[c]!.length)));
+    const line = (row: string[]) =>
+      row
+        .map((x, c) => (c === 2 || c === 3 ? x.padStart(widths[c]!) : x.padEnd(widths[c]!)))
+        .join('  ')
+        .trimEnd();
+    out.push(line(header), ...cells.map(line));
+    const blocked = plan.items.filter((i) => i.blockedBy);
+    if (blocked.length > 0) out.push('', ...blocked.map((i) => `${i.resource} blocked: ${i.blockedBy}`));
+    const unknown = plan.items.filter((i) => i.objectsNote);
+    if (unknown.length > 0) out.push('', ...unknown.map((i) => `${i.resource} objects: ${i.objectsNote}`));
+    const grants = plan.items.filter((i) => i.needsGrant);
+    if (grants.length > 0)
+      out.push(
+        '',
+        "outside the shipped worker's rights (docs/security.md); grant each before it is migrated:",
+        ...grants.map((i) => `  svm grant ${i.resource} | kubectl apply -f -`),
+      );
+    out.push('');
+  }
+  for (const n of plan.notes) out.push(`note: ${n}`);
+  out.push(`agreement checked: ${plan.checked}`);
+  const t = plan.totals;
+  const budget = plan.qps > 0 ? `${plan.qps} updates/s` : 'an unlimited budget';
+  const objects =
+    t.objectsUnknown > 0 ? `at least ${t.objects} objects (${t.objectsUnknown} resource(s) uncounted)` : `${t.objects} objects`;
+  const time = t.estimateSeconds === null ? '' : `, about ${formatDuration(t.estimateSeconds)} at ${budget}`;
+  out.push(
+    plan.items.length === 0
+      ? `${verdictText(plan)} (exit ${plan.exitCode})`
+      : `${t.resources} resource(s), ${objects}${time}: ${verdictText(plan)} (exit ${plan.exitCode})`,
+  );
+  return out.join('\n') + '\n';
+}
