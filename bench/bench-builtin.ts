@@ -35,8 +35,8 @@
  *     than giving svm its own migration.k8s.io/v1alpha1 objects.
  *   - svm at its defaults, as the image runs it: compiled as the image runs
  *     it, with the Dockerfile's ENV, no SVM_* tuning (the caller's SVM_* and
- *     TEMPORAL_* variables are dropped), so its default budget (SVM_QPS=100,
- *     updates per second) is in force; the settings in force are printed.
+ *     TEMPORAL_* variables are dropped), so its default budget (SVM_QPS=auto:
+ *     following the API servers) is in force; the settings in force are printed.
  *     Worker Versioning and the metrics port that deploy/deployment.yaml sets
  *     are left off: neither changes how a migration runs.
  *   - CPU (utime + stime from /proc, over the measured migration, each
@@ -549,7 +549,7 @@ async function main() {
   await installCrds(kube);
   const env = workerEnv(planeEnv);
   const s = loadWorkerSettings(env);
-  const svmSettings = `SVM_QPS unset: the default budget of ${s.qps} updates/s in force; ${s.maxConcurrentChunks} concurrent chunks, adaptive concurrency ${s.adaptiveConcurrency ? 'on' : 'off'}, memory budget ${s.memoryBudgetBytes / 2 ** 20} MiB; SVM_STANDARD_MIGRATIONS=${s.standardMigrations}; the Dockerfile's ENV (${Object.entries(
+  const svmSettings = `SVM_QPS unset: the default budget (${s.qps === 'auto' ? 'auto: following the API servers' : `${s.qps} updates/s`}) in force; ${s.maxConcurrentChunks} concurrent chunks, adaptive concurrency ${s.adaptiveConcurrency ? 'on' : 'off'}, memory budget ${s.memoryBudgetBytes / 2 ** 20} MiB; SVM_STANDARD_MIGRATIONS=${s.standardMigrations}; the Dockerfile's ENV (${Object.entries(
     imageEnv(),
   )
     .map(([k, v]) => `${k}=${v}`)
