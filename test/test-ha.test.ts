@@ -136,14 +136,17 @@ function scenarios(sv: boolean): void {
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
-    // It says what was checked, and never more.
+    // It says what was checked, and never more. Without the StorageVersion API the servers are what the EndpointSlice
+    // and the identity leases list when the pass starts: the restart above takes server 1 out of both for a moment
+    // (its lease is deleted and created again, its address leaves the slice and comes back), and on a busy machine the
+    // pass may start inside that moment, with server 0 alone; server 1 then comes back agreeing, so the pass holds.
+    // Either way the message names exactly the servers it checked.
     const checked = sv
-      ? 'the StorageVersion API: 2 live API servers'
-      : '2 of 2 API servers (kubernetes EndpointSlice, 2 identity leases) by their discovery';
-    assert.ok(
-      result.message?.includes(`${DISAGREEING.newApiVersion} in one whole pass; the API servers agreed from start to end: ${checked}`),
-      result.message,
-    );
+      ? /the StorageVersion API: 2 live API servers$/
+      : /(2 of 2 API servers \(kubernetes EndpointSlice, 2 identity leases\)|1 of 1 API server \(kubernetes EndpointSlice, 1 identity lease\)) by their discovery$/;
+    const prefix = `${DISAGREEING.newApiVersion} in one whole pass; the API servers agreed from start to end: `;
+    assert.ok(result.message?.includes(prefix), result.message);
+    assert.match(result.message!.slice(result.message!.indexOf(prefix) + prefix.length), checked);
     assert.deepEqual(Object.keys(await disagreeingVersions()), [DISAGREEING.newApiVersion]);
   });
 
