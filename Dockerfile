@@ -13,8 +13,10 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 
-# Dependencies first: this layer is reused until the lockfile changes.
+# Dependencies first: this layer is reused until the lockfile changes. npm ci runs the prepare script
+# (scripts/transpile.mjs), which finds no sources yet and does nothing: `npm run build` compiles below.
 COPY package.json package-lock.json ./
+COPY scripts/transpile.mjs ./scripts/
 RUN npm ci --no-audit --no-fund
 
 COPY tsconfig.json ./

@@ -26,6 +26,7 @@ import * as https from 'node:https';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import { packageRoot } from '../config/build-info';
 import YAML from 'yaml';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { haproxyConfig, haproxyPath } from './load-balancer';
@@ -159,7 +160,8 @@ export interface UpOptions {
 /** The port every API server listens on in the cluster shape (each has its own address). */
 export const CLUSTER_SECURE_PORT = 6443;
 
-const repoRoot = path.resolve(__dirname, '..', '..');
+/** The checkout (packageRoot: from src/dev or, compiled, dist/src/dev alike). */
+const repoRoot = packageRoot();
 
 export const defaultDevDir = (): string => path.resolve(process.env.SVM_DEV_DIR || '.svm-dev');
 

@@ -28,6 +28,7 @@ import * as fs from 'node:fs';
 import * as http from 'node:http';
 import * as net from 'node:net';
 import * as path from 'node:path';
+import { packageRoot } from '../config/build-info';
 import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import YAML from 'yaml';
@@ -131,7 +132,7 @@ export function ensureTemporalServerTools(log: (l: string) => void): TemporalSer
   if (missing.length > 0) {
     log(`building the Temporal server on PostgreSQL (${missing.map((m) => path.basename(m)).join(', ')}); the first build takes minutes`);
     const bin = path.join(toolsDir(), 'bin');
-    execFileSync('bash', [path.join(__dirname, '..', '..', 'scripts', 'tools.d', 'temporal-server.sh')], {
+    execFileSync('bash', [path.join(packageRoot(), 'scripts', 'tools.d', 'temporal-server.sh')], {
       stdio: ['ignore', 'ignore', 'inherit'],
       env: { ...process.env, SVM_TOOLS_BIN: bin, SVM_TOOLS_WORK: path.join(toolsDir(), 'build') },
     });

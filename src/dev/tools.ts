@@ -6,6 +6,7 @@ import { execFileSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
+import { packageRoot } from '../config/build-info';
 import versions from '../../tools/versions.json';
 
 export interface ToolPaths {
@@ -39,7 +40,8 @@ export function kubeBinaries(version: string): { kubeApiserver: string; kubeCont
   };
 }
 
-const repoRoot = path.resolve(__dirname, '..', '..');
+/** The checkout (packageRoot: from src/dev or, compiled, dist/src/dev alike). */
+const repoRoot = packageRoot();
 
 export function toolsDir(): string {
   const cache = process.env.XDG_CACHE_HOME || path.join(os.homedir(), '.cache');
