@@ -1,0 +1,132 @@
+/**
+ * `npm run bench:cli [-- --root DIR ... --runs 10 --source --json FILE]`
+ *
+ * How fast `svm` starts: `svm version`, `svm status --help`, `svm migrate
+ * --help` and `svm status` (TEMPORAL_ADDRESS=127.0.0.1:1, measured to its
+ * first connection, where the probe ends it: the Temporal client would
+ * otherwise retry for its 10 s connect deadline), each --runs times from each
+ * checkout given (default: this one), beside node's bare start (`node -e
+ * ''`). Prints the median wall time and CPU time (user + system, node's own
+ * start included) of each. Runs are interleaved (a round of every command,
+ * --runs times) so that a load that comes and goes touches all alike; the
+ * load average is printed too. Compiled code is what bin/svm.js runs after
+ * `npm ci` (npm run build:fast); --source also runs the sources through tsx
+ * (SVM_FROM_SOURCE=1). A checkout whose dist/ is stale runs its sources
+ * whatever is asked: such a row says so.
+ *
+ * To compare with an older commit:
+ *   mkdir /tmp/svm-before && git archive <commit> | tar -x -C /tmp/svm-before \
+ *     && ln -s "$PWD/node_modules" /tmp/svm-before/node_modules \
+ *     && (cd /tmp/svm-before && npm run --silent build)
+ *   npm run bench:cli -- --root /tmp/svm-before --root .
+ * Measurements, not assertions: not part of `npm test`.
+ */
+import { writeFileSync } from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { CliProbe, type SvmRun } from '../src/dev/cli-start';
+
+const { values } = parseArgs({
+  options: {
+    root: { type: 'string', multiple: true },
+    runs: { type: 'string', default: '10' },
+    source: { type: 'boolean', default: false },
+    json: { type: 'string' },
+  },
+});
+const RUNS = Number(values.runs);
+if (!Number.isInteger(RUNS) || RUNS < 1) throw new Error(`--runs must be a whole number >= 1, got ${values.runs}`);
+const roots = (values.root ?? [path.join(__dirname, '..')]).map((r) => path.resolve(r));
+
+interface Case {
+  label: string;
+  root?: string;
+  mode?: 'compiled' | 'source';
+  args: string[];
+  connect?: boolean;
+}
+
+const commands: Array<Pick<Case, 'args' | 'connect'>> = [
+  { args: ['version'] },
+  { args: ['status', '--help'] },
+  { args: ['migrate', '--help'] },
+  { args: ['status'], connect: true },
+];
+const cases: Case[] = [
+  { label: "node -e ''", args: [] },
+  ...roots.flatMap((root) =>
+    (values.source ? (['compiled', 'source'] as const) : (['compiled'] as const)).flatMap((mode) =>
+      commands.map((c) => ({ ...c, root, mode, label: `svm ${c.args.join(' ')}${c.connect ? ' (to its first connection)' : ''}` })),
+    ),
+  ),
+];
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = Math.floor(s.length / 2);
+  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
+};
+
+async function runCase(probe: CliProbe, c: Case): Promise<SvmRun> {
+  const env: NodeJS.ProcessEnv = { ...process.env, SVM_FROM_SOURCE: c.mode === 'source' ? '1' : undefined };
+  if (c.connect) env.TEMPORAL_ADDRESS = '127.0.0.1:1';
+  const r = await probe.run(c.root, c.args, { env, exitOnConnect: c.connect });
+  const ok = c.connect ? r.connectedTo !== undefined : r.code === 0;
+  if (!ok) throw new Error(`${c.label} in ${c.root}: exit ${r.code}${c.connect ? ', no connection' : ''}: ${r.stderr.trim()}`);
+  return r;
+}
+
+async function main(): Promise<void> {
+  const probe = new CliProbe();
+  const results = new Map<Case, SvmRun[]>(cases.map((c) => [c, []]));
+  const loadBefore = os.loadavg()[0]!;
+  const t0 = performance.now();
+  try {
+    for (let i = 0; i < RUNS; i++) for (const c of cases) results.get(c)!.push(await runCase(probe, c));
+  } finally {
+    probe.dispose();
+  }
+  const loadAfter = os.loadavg()[0]!;
+  const rows = cases.map((c) => {
+    const runs = results.get(c)!;
+    return {
+      label: c.label,
+      root: c.root,
+      mode: c.mode,
+      ranSources: runs.filter((r) => r.fromSource).length,
+      wallMs: median(runs.map((r) => r.wallMs)),
+      cpuMs: median(runs.map((r) => r.cpuMs)),
+      modules: median(runs.map((r) => r.modules.length)),
+    };
+  });
+  const base = rows[0]!;
+  const ms = (x: number) => `${x.toFixed(0).padStart(5)} ms`;
+  const out: string[] = [
+    `svm start: medians of ${RUNS} runs each, interleaved, ${((performance.now() - t0) / 1000).toFixed(0)} s in all; ` +
+      `load average ${loadBefore.toFixed(2)} at the start, ${loadAfter.toFixed(2)} at the end, ${os.availableParallelism()} CPUs; node ${process.version}`,
+    '',
+    `${''.padEnd(48)}     wall      CPU   modules   wall over node   CPU over node`,
+  ];
+  let group = '';
+  for (const r of rows) {
+    const g = r.root ? `${r.root}, ${r.mode === 'source' ? 'from the sources (tsx)' : 'compiled'}` : '';
+    if (g && g !== group) out.push(g);
+    group = g;
+    const name = (r.root ? '  ' : '') + r.label;
+    const over = r === base ? '' : `  ${ms(r.wallMs - base.wallMs).padStart(15)} ${ms(r.cpuMs - base.cpuMs).padStart(15)}`;
+    const stale =
+      r.mode === 'compiled' && r.ranSources > 0
+        ? `  (${r.ranSources} of ${RUNS} ran the sources: dist/ stale or missing, npm run build:fast)`
+        : '';
+    out.push(`${name.padEnd(48)} ${ms(r.wallMs)} ${ms(r.cpuMs)} ${String(r.modules).padStart(9)}${over}${stale}`);
+  }
+  process.stdout.write(out.join('\n') + '\n');
+  if (values.json)
+    writeFileSync(values.json, JSON.stringify({ runs: RUNS, loadBefore, loadAfter, node: process.version, rows }, null, 2) + '\n');
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench:cli failed: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exitCode = 1;
+});
