@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --objects N --chunk-size N --concurrency N --qps auto|N --adaptive on|off --unthrottled --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env --pin-cpus --note TEXT]`
+ * `npm run bench:migrate [-- --objects N --chunk-size N --concurrency N --qps auto|N --adaptive on|off --unthrottled --raw-sample N --seed-etcd-above N --idle-seconds N --dir DIR --host-env --pin-cpus --note TEXT]`
  *
  * Migrates N objects of a CRD on the local control plane and prints, beside a
  * raw ceiling measured in the same run (on all N objects, or on the first

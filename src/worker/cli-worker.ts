@@ -24,7 +24,10 @@ export interface WorkerCommandDeps {
 export function workerCommand(deps: WorkerCommandDeps = {}): Command {
   return new Command('worker')
     .description('run the migration worker (and the StorageVersionMigration bridge)')
-    .option('--qps <n>', 'shared budget of updates per second (SVM_QPS)')
+    .option(
+      '--qps <n>',
+      'the load budget (SVM_QPS): auto (the default, follows the API servers), a fixed number of updates per second, or 0 for none',
+    )
     .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS)')
     .option('--no-bridge', 'do not watch StorageVersionMigration objects')
     .addOption(kubeconfigOption())
