@@ -76,15 +76,30 @@ export async function parityOutcomes(
         spec: { resource: gr },
       }),
     });
-  const finished = (name: string, timeoutMs: number) =>
-    eventually(
+  const terminal = (o: Awaited<ReturnType<typeof findStandardMigration>>) =>
+    o?.status?.conditions?.some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True') ?? false;
+  const running = (o: Awaited<ReturnType<typeof findStandardMigration>>) =>
+    o?.status?.conditions?.some((c) => c.type === 'Running' && c.status === 'True') ?? false;
+  // Finished, and settled: the built-in writes Succeeded (or Failed) first, and its migration runner turns Running to
+  // False (and cleans the CRD's condition) in a later write; read both, or what stands SETTLE_MS after the verdict.
+  const SETTLE_MS = 30_000;
+  const finished = async (name: string, timeoutMs: number) => {
+    const done = await eventually(
       `${label}: ${name} finished`,
       async () => {
         const o = await findStandardMigration(p.kube, name);
-        return o?.status?.conditions?.some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True') ? o : undefined;
+        return terminal(o) ? o : undefined;
       },
       timeoutMs,
     );
+    const until = Date.now() + SETTLE_MS;
+    let o = done;
+    while (running(o) && Date.now() < until) {
+      await new Promise((r) => setTimeout(r, 500));
+      o = (await findStandardMigration(p.kube, name)) ?? o;
+    }
+    return o!;
+  };
   const ns = uniq('parity');
   const ok = testCrd(`${uniq('pok')}.svm.test`);
   await applyCrd(p.kube, ok, 'v1');
