@@ -74,7 +74,7 @@ import { defaultDevDir, readEnv, readState, startControllerManager, up, type Pla
 import { applyCrd, createObjects, testCrd, type TestCrd } from '../src/dev/test-crd';
 import { KubeClient } from '../src/kube/client';
 import { Watch } from '../src/kube/kubeconfig';
-import { findStandardMigration } from '../src/kube/standard-migrations';
+import { findStandardMigration, listStandardMigrations } from '../src/kube/standard-migrations';
 import { loadWorkerSettings } from '../src/worker/config';
 import { imageEnv } from './lib/image-env';
 import { treeCpuSeconds } from './lib/proc';
@@ -309,6 +309,19 @@ function workerEnv(planeEnv: Record<string, string>): NodeJS.ProcessEnv {
   return { ...env, ...imageEnv(), SVM_STANDARD_MIGRATIONS: 'own', SVM_LOG_LEVEL: 'warn' };
 }
 
+/** Deletes the standard objects whose status kube-controller-manager wrote; returns how many. */
+async function deleteBuiltInObjects(kube: KubeClient): Promise<number> {
+  const { items } = await listStandardMigrations(kube);
+  let n = 0;
+  for (const o of items) {
+    if (!(o.metadata.managedFields ?? []).some((f) => f.subresource === 'status' && f.manager?.startsWith('kube-controller-manager')))
+      continue;
+    await kube.raw('DELETE', `/apis/storagemigration.k8s.io/v1/storageversionmigrations/${o.metadata.name}`);
+    n++;
+  }
+  return n;
+}
+
 async function stopWorker(worker: ChildProcess): Promise<void> {
   if (worker.exitCode !== null || worker.signalCode !== null) return;
   const exited = new Promise((r) => worker.once('exit', r));
@@ -336,6 +349,11 @@ async function oneRun(
   const gcSyncedSeconds = since(t);
   let child: ChildProcess | undefined;
   if (side === 'svm') {
+    // svm in own mode takes no new standard object for 10 minutes after the built-in last wrote one's status
+    // (src/worker/bridge.ts, BUILT_IN_QUIET_MS): the built-in's finished objects of the runs before go first, as an
+    // operator who turned the built-in off would do; otherwise svm's warm-up would wait those minutes.
+    const gone = await deleteBuiltInObjects(kube);
+    if (gone) log(`run ${index}: deleted the built-in's ${gone} finished storagemigration.k8s.io objects`);
     child = spawn(process.execPath, [worker.bin, 'worker'], { env: worker.env, stdio: ['ignore', 'ignore', 'inherit'] });
     log(`run ${index}: svm worker pid ${child.pid}`);
   }
