@@ -18,6 +18,7 @@ for (const path of process.argv.slice(2)) {
     const m = /^(\s*)(not )?ok \d+ - (.*)$/.exec(lines[i]);
     if (!m) continue;
     const depth = m[1].length;
+    m[3] = m[3].replace(/\\#/g, '#'); // TAP escapes # in names
     const failed = m[2] !== undefined;
     const detail = [];
     let seconds;
