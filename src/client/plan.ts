@@ -50,7 +50,7 @@ import { STORAGE_VERSIONS_PATH } from '../kube/storage-versions';
 import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
 import { notMigratableReason } from '../kube/resolve';
 import { migratableResources } from './index';
-import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanSource, type PlanVerdict } from './plan-report';
+import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from './plan-report';
 
 export { DEFAULT_PLAN_QPS, formatDuration, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
 export type { Plan, PlanExitCode, PlanItem, PlanSource, PlanVerdict } from './plan-report';
@@ -165,16 +165,11 @@ function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> 
   );
 }
 
-interface Candidate {
-  group: string;
-  name: string;
-  sources: PlanSource[];
-  reasons: string[];
-  blockedBy?: string;
-  storedVersions?: string[];
-  storageVersion?: string;
-  persistedStorageVersionHashes?: string[];
-}
+/** What a resource is listed with before its objects are counted: the reasons of its PlanItem. */
+type Candidate = Pick<
+  PlanItem,
+  'group' | 'name' | 'sources' | 'reasons' | 'blockedBy' | 'storedVersions' | 'storageVersion' | 'persistedStorageVersionHashes'
+>;
 
 /**
  * Makes the plan: reads CRDs, StorageStates, every API server's discovery
