@@ -66,11 +66,13 @@ for f in test/test-*.test.ts; do
   [[ -n $keep ]] && files+=("$f")
 done
 if [[ $# -gt 0 ]]; then files=("$@"); fi
-# Run beside the others, not after them: files on a plane of their own that mostly wait (the built-in
-# migrator's backoffs, minute-long bounds, API server restarts) and touch no other plane. The whole run
-# stays within CI's time; their output follows the others'.
+# Run beside the others, one after another, not after them: files on planes of their own that mostly wait
+# (the built-in migrator's backoffs, minute-long bounds, API server restarts, the rolling upgrade) and touch
+# no other plane. The whole run stays within CI's time; their output follows the others'.
 beside=()
-if [[ $# -eq 0 ]]; then beside=(test/test-conformance.test.ts); fi
+if [[ $# -eq 0 ]]; then
+  beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts)
+fi
 rest=()
 for f in "${files[@]}"; do
   keep=1
@@ -90,7 +92,13 @@ bpid= blog=
 if [[ ${#beside[@]} -gt 0 ]]; then
   blog=$(mktemp "${TMPDIR:-/tmp}/svm-test-beside.XXXXXX")
   echo "(beside the others: ${beside[*]}; output at the end)"
-  run_files "$taps/beside.tap" "${beside[@]}" >"$blog" 2>&1 &
+  (
+    bstart=$SECONDS
+    brc=0
+    run_files "$taps/beside.tap" "${beside[@]}" || brc=$?
+    echo "(the run beside took $((SECONDS - bstart)) s)"
+    exit $brc
+  ) >"$blog" 2>&1 &
   bpid=$!
 fi
 rc=0
