@@ -56,6 +56,7 @@ import { seedIntoEtcd } from './lib/seed-etcd';
 import { PacedWriter, UnrelatedClient, type PhaseLatencies } from './lib/unrelated-client';
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
+import { treeCpuSeconds } from './lib/proc';
 import { emptyWorkerPeakRss } from './lib/empty-worker';
 
 const { values } = parseArgs({
@@ -172,6 +173,20 @@ async function rawCeiling(
     token = page.continueToken;
   } while (token && objects < sample);
   return { seconds: (performance.now() - t0) / 1000, objects, latencies: latencies.sort((a, b) => a - b) };
+}
+
+/** Until the worker answers /healthz (it serves it once its Temporal worker is created), or fails if it exits. */
+async function waitForHealthz(port: number, child: ReturnType<typeof spawn>): Promise<void> {
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
+    if (child.exitCode !== null) throw new Error(`the worker exited (${child.exitCode}) before it was ready`);
+    try {
+      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return;
+    } catch {
+      // not listening yet
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error('the worker did not answer /healthz within 120 s');
 }
 
 function parseHistogram(text: string, name: string): Array<{ le: number; count: number }> {
@@ -291,12 +306,21 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     `raw ceiling: storage v1 -> v2, a tight metadata-only list + empty-patch loop without Temporal, on ${SAMPLE === N ? 'all' : 'the first'} ${SAMPLE} objects`,
   );
   await applyCrd(kube, crd, 'v2');
+  // The unrelated client runs during the raw loop as it does during the migration: both compete with it alike.
+  client.phase = 'raw';
+  client.start();
+  const rawCpu0 = process.cpuUsage();
   const raw = await rawCeiling(kube, crd.group, crd.plural, crd.kind, SAMPLE);
-  log(`  ${(raw.objects / raw.seconds).toFixed(0)} objects/s on ${raw.objects}`);
+  const rawCpu = process.cpuUsage(rawCpu0);
+  // This process's CPU over the loop: the loop's own, plus the unrelated client's few requests.
+  const rawCpuSeconds = (rawCpu.user + rawCpu.system) / 1e6;
+  log(
+    `  ${(raw.objects / raw.seconds).toFixed(0)} objects/s on ${raw.objects}; ${((rawCpuSeconds / raw.objects) * 1000).toFixed(2)} CPU s per 1000`,
+  );
 
   await applyCrd(kube, crd, 'v1');
   log(`unrelated client: idle for ${IDLE} s`);
-  client.start();
+  client.phase = 'idle';
   await new Promise((r) => setTimeout(r, IDLE * 1000));
 
   // Under auto the migration's rate is known only after it: the plain writer then runs after the migration.
@@ -336,6 +360,15 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
   let result;
   let metricsText = '';
+  // A cluster's worker is running before a migration starts: its start (modules, workflow bundle, connection) is
+  // measured apart, not in the migration's time (the raw loop's process start is not in its time either).
+  const spawnedAt = performance.now();
+  await waitForHealthz(metricsPort, worker);
+  const workerStartSeconds = (performance.now() - spawnedAt) / 1000;
+  log(`  worker ready in ${workerStartSeconds.toFixed(1)} s (not counted)`);
+  const temporalPid = readState(values.dir ?? defaultDevDir())?.temporal?.pid;
+  const workerCpu0 = treeCpuSeconds(worker.pid);
+  const temporalCpu0 = treeCpuSeconds(temporalPid);
   const t0 = performance.now();
   const startedAt = Date.now();
   const sampler = setInterval(() => {
@@ -365,6 +398,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       clearInterval(progress);
     }
     const seconds = (performance.now() - t0) / 1000;
+    const workerCpuSeconds = treeCpuSeconds(worker.pid) - workerCpu0;
+    const temporalCpuSeconds = treeCpuSeconds(temporalPid) - temporalCpu0;
     let writerRate = writerQps;
     if (writerAfter) {
       // A plain writer at the rate the migration just ran at: what any writer at that rate costs the other clients.
@@ -454,6 +489,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         sampled: raw.objects < N,
         objectsPerSecond: Math.round(raw.objects / raw.seconds),
         seconds: Number(raw.seconds.toFixed(2)),
+        cpuSecondsPer1000: Number(((rawCpuSeconds / raw.objects) * 1000).toFixed(2)),
         p50ms: Number((quantile(raw.latencies, 0.5) * 1000).toFixed(2)),
         p99ms: Number((quantile(raw.latencies, 0.99) * 1000).toFixed(2)),
       },
@@ -461,6 +497,9 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         phase: result.phase,
         objectsPerSecond: Math.round(N / seconds),
         seconds: Number(seconds.toFixed(2)),
+        workerStartSeconds: Number(workerStartSeconds.toFixed(1)),
+        workerCpuSecondsPer1000: Number(((workerCpuSeconds / N) * 1000).toFixed(2)),
+        temporalCpuSecondsPer1000: Number(((temporalCpuSeconds / N) * 1000).toFixed(2)),
         p50ms: Number((histogramQuantile(0.5, hist) * 1000).toFixed(2)),
         p99ms: Number((histogramQuantile(0.99, hist) * 1000).toFixed(2)),
         workerPeakRssMiB: Number(peakRssMiB.toFixed(1)),
@@ -477,6 +516,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       },
       ratioWorkflowToRaw: Number((N / seconds / (raw.objects / raw.seconds)).toFixed(3)),
       unrelatedClient: {
+        raw: client.report('raw'),
         idle,
         during,
         after: afterIdle,
@@ -508,6 +548,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         `raw ceiling                  ${figures.raw.objectsPerSecond} objects/s  p50 ${figures.raw.p50ms} ms  p99 ${figures.raw.p99ms} ms${raw.objects < N ? ` (on the first ${raw.objects} objects)` : ''}`,
         `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase} in ${figures.workflow.seconds} s`,
         `workflow / raw               ${figures.ratioWorkflowToRaw}`,
+        `CPU s per 1000 objects       worker ${figures.workflow.workerCpuSecondsPer1000} + Temporal server ${figures.workflow.temporalCpuSecondsPer1000} (the worker's start, ${figures.workflow.workerStartSeconds} s, not counted); raw loop's process ${figures.raw.cpuSecondsPer1000}`,
         `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker}); an empty Temporal worker ${emptyPeakMiB} MiB: +${figures.workflow.workerOverEmptyMiB} MiB`,
         `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs, ${figures.workflow.historyEventsPerChunk} per chunk; ${figures.workflow.continueAsNew} continue-as-new)`,
         `  by type                    ${types}`,
