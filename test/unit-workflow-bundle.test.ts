@@ -5,7 +5,7 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import * as vm from 'node:vm';
-import { asciiOnly } from '../src/worker/workflow-bundle';
+import { asciiOnly, splitSourceMap, withSourceMap } from '../src/worker/workflow-bundle';
 
 void test('asciiOnly escapes every other character and the code means the same: strings, templates, regular expressions, comments, names', () => {
   const code = [
@@ -23,4 +23,17 @@ void test('asciiOnly escapes every other character and the code means the same: 
   assert.deepEqual(run(escaped), run(code));
   assert.deepEqual(run(escaped), ['naïve — ✖ 😀', 'x × 12 …', true, 2, 1]);
   assert.equal(asciiOnly('plain'), 'plain');
+});
+
+void test('splitSourceMap leaves an empty valid map in the bundle and hands back its own; withSourceMap puts it back', () => {
+  const map = JSON.stringify({ version: 3, sources: ['a.ts'], names: [], mappings: 'AAAA' });
+  const code = `const a = 1;\n//# sourceMappingURL=data:application/json;charset=utf-8;base64,${Buffer.from(map).toString('base64')}\n`;
+  const split = splitSourceMap(code);
+  assert.equal(split.map, map);
+  assert.ok(split.code.startsWith('const a = 1;\n//# sourceMappingURL=data:application/json;charset=utf-8;base64,'));
+  const inline = split.code.trim().split('base64,')[1]!;
+  assert.deepEqual(JSON.parse(Buffer.from(inline, 'base64').toString('utf8')), { version: 3, sources: [], names: [], mappings: '' });
+  assert.ok(split.code.length < code.length);
+  assert.equal(withSourceMap(split.code, split.map!), code);
+  assert.deepEqual(splitSourceMap('no map here'), { code: 'no map here', map: undefined });
 });
