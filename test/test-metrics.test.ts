@@ -5,7 +5,7 @@
  * firing when their worker is gone.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -194,6 +194,11 @@ interface AlertRule {
 }
 
 void test('a private Prometheus scraping workers as the chart wires them: SvmNoLiveWorker and SvmCurrentVersionWithoutWorker silent while a worker of the Current version runs, firing after a rollback and when the last worker stops', async () => {
+  assert.equal(
+    spawnSync('prometheus', ['--version'], { stdio: 'ignore' }).status,
+    0,
+    'prometheus is missing: run scripts/ensure-plane-packages.sh (as root) or apt-get install prometheus',
+  );
   // The chart as an operator renders it with the alert rules on (the ServiceMonitor comes with them).
   const { stdout: helmOut } = await run('bash', [path.join(ROOT, 'scripts', 'tools.d', 'helm.sh')], { timeout: 900_000 });
   const helmBin = /^helm=(.+)$/m.exec(helmOut)![1]!;
