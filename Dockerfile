@@ -25,10 +25,17 @@ COPY cli ./cli
 COPY bin ./bin
 COPY tools ./tools
 COPY scripts/bundle-workflows.ts ./scripts/
+# The revision `svm version` prints and the worker's default Worker Deployment build ID is made of
+# (<version>-<revision>, docs/deploy.md "Upgrading svm"), in dist/revision: the build argument
+# (docker build --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD) .), else "c" and a digest of the
+# compiled code and the lockfile, so that an image of other code never reuses an earlier image's build ID.
+ARG SVM_GIT_REVISION=
 RUN npm run build \
  && npm run build:workflows \
  && test -s dist/workflow-bundle.js \
  && ls dist/kube-client-node-*.js \
+ && if [ -n "$SVM_GIT_REVISION" ]; then echo "$SVM_GIT_REVISION"; \
+    else echo "c$( { find dist -type f -print0 | sort -z | xargs -0 sha256sum; sha256sum package-lock.json; } | sha256sum | cut -c1-12)"; fi > dist/revision \
  && npm prune --omit=dev --no-audit --no-fund \
  && npm cache clean --force
 # The Temporal SDK package carries its native module prebuilt for five
@@ -40,9 +47,6 @@ RUN keep="$(node -p "require('./node_modules/@temporalio/core-bridge/common.js')
 # Runtime stage: same base, no compiler, no dev dependencies, no npm cache.
 FROM node:20-bookworm-slim AS runtime
 ENV NODE_ENV=production
-# `svm version` reports it (no git in the image): docker build --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD) .
-ARG SVM_GIT_REVISION=unknown
-ENV SVM_GIT_REVISION=$SVM_GIT_REVISION
 # A small young generation from the start (the worker also caps it, SVM_SEMI_SPACE_MIB, but set at process
 # start it saves ~35 MiB of peak RSS instead of ~15: bench/results, docs/benchmarks.md).
 ENV NODE_OPTIONS=--max-semi-space-size=2

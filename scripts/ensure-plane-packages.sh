@@ -3,7 +3,8 @@
 # installed: haproxy (the load balancer in front of the API servers), openssl
 # (the plane's CA and serving certificates), iproute2 (`ip`: network
 # namespaces, veth pairs, the bridge) and prometheus (its `promtool` checks the
-# shipped alert rules and dashboard queries). Quiet and instant when they are there;
+# shipped alert rules and dashboard queries; `prometheus` itself scrapes workers
+# in test/test-metrics.test.ts). Quiet and instant when they are there;
 # as root it installs the missing ones with apt-get; otherwise it says what to
 # do and fails (`svm dev up` then falls back to the loopback shape).
 set -euo pipefail
@@ -13,7 +14,7 @@ missing=()
 command -v haproxy >/dev/null 2>&1 || missing+=(haproxy)
 command -v openssl >/dev/null 2>&1 || missing+=(openssl)
 command -v ip >/dev/null 2>&1 || missing+=(iproute2)
-command -v promtool >/dev/null 2>&1 || missing+=(prometheus)
+{ command -v promtool && command -v prometheus; } >/dev/null 2>&1 || missing+=(prometheus)
 
 if [[ ${#missing[@]} -eq 0 ]]; then
   exit 0
@@ -38,7 +39,7 @@ if ! apt-get update -q >"$log" 2>&1 ||
   echo "ensure-plane-packages: installing ${missing[*]} failed (output above)" >&2
   exit 1
 fi
-for cmd in haproxy openssl ip promtool; do
+for cmd in haproxy openssl ip promtool prometheus; do
   if ! command -v "$cmd" >/dev/null 2>&1; then
     cat "$log" >&2
     echo "ensure-plane-packages: the packages installed but $cmd is still missing" >&2

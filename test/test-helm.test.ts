@@ -25,6 +25,8 @@ import { grantManifests } from '../src/client/grant';
 import { storedVersions, type ResourceKey } from '../src/dev/etcd-truth';
 import { LEADER_LEASE } from '../src/worker/leader';
 import { loadWorkerSettings } from '../src/worker/config';
+import { svmBuild } from '../src/config/build-info';
+import { defaultBuildId, workerDeploymentOptions } from '../src/worker/versioning';
 import { freePort } from '../src/worker/free-port';
 import { createLogger, createMigratorWorker, type MigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
@@ -52,7 +54,7 @@ const ns = uniq('helm');
 const prefix = uniq('h');
 const taskQueue = uniq('tq-helm');
 const QPS = 150;
-/** The chart's appVersion: the default image tag, and so the default build ID. */
+/** The chart's appVersion: the default image tag, and so the version part of the image's own build ID. */
 const CHART_APP_VERSION = (YAML.parse(fs.readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string }).appVersion;
 
 let plane: TestPlane;
@@ -139,6 +141,14 @@ void test('helm lint passes: default values, the hook Job in each mode, TLS and 
     ['--set', 'preUpgradeJob.enabled=true'],
     ['--set', 'preUpgradeJob.enabled=true', '--set', 'preUpgradeJob.command=plan'],
     ['--set', 'temporal.tls.clientCertSecret=temporal-client', '--set', 'temporal.apiKeySecret.name=temporal-key', '--set', 'budget.qps=0'],
+    [
+      '--set',
+      'monitoring.prometheusRule.enabled=true',
+      '--set',
+      'monitoring.serviceMonitor.interval=30s',
+      '--set',
+      'versioning.buildId=b-42',
+    ],
   ]) {
     const { stdout } = await helm(['lint', '--strict', CHART, ...set]);
     assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/, `${set.join(' ')}\n${stdout}`);
@@ -154,7 +164,7 @@ void test('with default values the chart renders exactly the objects of deploy/ 
   // What `kubectl apply -k deploy/` applies: the files kustomization.yaml lists, as written.
   const kustomization = YAML.parse(fs.readFileSync(path.join(DEPLOY_DIR, 'kustomization.yaml'), 'utf8')) as { resources: string[] };
   const shipped = kustomization.resources.flatMap((f) => readManifests(f));
-  assert.equal(shipped.length, 18);
+  assert.equal(shipped.length, 19);
 
   const defaults = await template(['-n', 'svm-system', '--include-crds']);
   assert.deepStrictEqual(byName(defaults), byName(shipped.filter((o) => o.kind !== 'Namespace')));
@@ -306,7 +316,7 @@ const installValues = () => [
   `budget.qps=${QPS}`,
 ];
 
-void test('monitoring on: the release holds the dashboard of deploy/grafana and the alert rules of deploy/prometheus, unchanged', async () => {
+void test('monitoring on: the release holds the dashboard of deploy/grafana, the alert rules and the ServiceMonitor of deploy/prometheus, unchanged', async () => {
   const rendered = byName(
     await template([
       '-n',
@@ -332,9 +342,47 @@ void test('monitoring on: the release holds the dashboard of deploy/grafana and 
   assert.equal(rule.metadata.labels.release, 'kube-prometheus-stack');
   const shipped = YAML.parse(fs.readFileSync(path.join(DEPLOY_DIR, 'prometheus', 'svm-alerts.yaml'), 'utf8')) as { spec: unknown };
   assert.deepStrictEqual(rule.spec, shipped.spec);
-  // Off by default: neither is rendered.
+  // The rules come with a ServiceMonitor of the worker's metrics Service (alerts on metrics nobody scrapes would fire).
+  const monitor = rendered['ServiceMonitor/svm-worker'] as unknown as { metadata: { namespace: string }; spec: unknown };
+  assert.ok(monitor, 'no ServiceMonitor with the PrometheusRule');
+  assert.equal(monitor.metadata.namespace, 'mon');
+  const asShipped = await template(['-n', 'svm-system', '--set', 'monitoring.serviceMonitor.enabled=true']);
+  assert.deepStrictEqual(
+    byName(asShipped.filter((o) => o.kind === 'ServiceMonitor')),
+    byName(readManifests(path.join('prometheus', 'svm-servicemonitor.yaml'))),
+  );
+  // It selects the Service of the worker Pods by its labels, and scrapes the Service's port by its name.
+  const service = byName(asShipped)['Service/svm-worker-metrics'] as unknown as {
+    metadata: { labels: Record<string, string> };
+    spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> };
+  };
+  const sm = byName(asShipped)['ServiceMonitor/svm-worker'] as unknown as {
+    spec: { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string; path: string }> };
+  };
+  for (const [k, v] of Object.entries(sm.spec.selector.matchLabels)) assert.equal(service.metadata.labels[k], v, k);
+  assert.deepEqual(
+    sm.spec.endpoints.map((e) => e.port),
+    service.spec.ports.map((p) => p.name),
+  );
+  const worker = byName(asShipped)['Deployment/svm-worker'] as unknown as {
+    spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: Array<{ ports: Array<{ name: string }> }> } } };
+  };
+  for (const [k, v] of Object.entries(service.spec.selector)) assert.equal(worker.spec.template.metadata.labels[k], v, k);
+  assert.ok(worker.spec.template.spec.containers[0]!.ports.some((p) => p.name === service.spec.ports[0]!.targetPort));
+  // false keeps it out even with the rules.
+  const rulesOnly = await template([
+    '-n',
+    'mon',
+    '--set',
+    'monitoring.prometheusRule.enabled=true',
+    '--set',
+    'monitoring.serviceMonitor.enabled=false',
+  ]);
+  assert.ok(!rulesOnly.some((o) => o.kind === 'ServiceMonitor'));
+  // Off by default: none is rendered; the Service always is.
   const plain = await template(['-n', 'mon']);
-  assert.ok(!plain.some((o) => o.kind === 'PrometheusRule' || o.metadata.name === 'svm-dashboard'));
+  assert.ok(!plain.some((o) => o.kind === 'PrometheusRule' || o.kind === 'ServiceMonitor' || o.metadata.name === 'svm-dashboard'));
+  assert.ok(plain.some((o) => o.kind === 'Service' && o.metadata.name === 'svm-worker-metrics'));
 });
 
 void test('helm template, hook Job included, passes the API server (server-side dry run) with no warning', async () => {
@@ -358,7 +406,7 @@ void test('helm template, hook Job included, passes the API server (server-side 
     ...installValues(),
   ]);
   const rendered = objects(stdout);
-  assert.equal(rendered.length, 21); // deploy/'s 17 without the Namespace, the hook's 4
+  assert.equal(rendered.length, 22); // deploy/'s 18 without the Namespace, the hook's 4
   const file = path.join(helmHome, 'rendered.yaml');
   fs.writeFileSync(file, stdout);
   const dry = await kubectl(['apply', '-f', file, '--server-side', '--field-manager=svm-test', '--force-conflicts', '--dry-run=server']);
@@ -425,6 +473,7 @@ void test('helm install into a fresh namespace creates every object of the relea
     `Role/${prefix}-migrator-leases`,
     `RoleBinding/${prefix}-migrator-events`,
     `RoleBinding/${prefix}-migrator-leases`,
+    `Service/${prefix}-worker-metrics`,
     `ServiceAccount/${prefix}-migrator`,
     `ValidatingAdmissionPolicy/${prefix}-storageversionmigrations`,
     `ValidatingAdmissionPolicy/${prefix}-worker-no-op-only`,
@@ -441,7 +490,7 @@ void test('helm install into a fresh namespace creates every object of the relea
   for (const o of live.items) {
     assert.equal(o.metadata.annotations?.['meta.helm.sh/release-name'], release, `${o.kind}/${o.metadata.name}`);
     // The release namespace, but for the Events Role: Events about cluster-scoped objects live in default.
-    if (['Deployment', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind))
+    if (['Deployment', 'Service', 'ServiceAccount', 'Role', 'RoleBinding'].includes(o.kind))
       assert.equal(o.metadata.namespace, o.metadata.name.endsWith('-migrator-events') ? 'default' : ns, `${o.kind}/${o.metadata.name}`);
   }
   // The CRDs (crds/: installed when missing, never changed or deleted by Helm).
@@ -479,8 +528,8 @@ async function withChartWorker<T>(
     SVM_METRICS_PORT: '9464',
     SVM_METRICS_HOST: '0.0.0.0',
     // Worker Versioning (docs/deploy.md, "Upgrading svm"): a version of the release's Worker Deployment, promoting itself.
+    // No TEMPORAL_WORKER_BUILD_ID: the build ID is the image's own <version>-<revision>.
     TEMPORAL_DEPLOYMENT_NAME: `${prefix}-worker`,
-    TEMPORAL_WORKER_BUILD_ID: CHART_APP_VERSION,
     SVM_PROMOTE_VERSION: 'true',
   });
   const sa = pod.serviceAccountName;
@@ -491,7 +540,10 @@ async function withChartWorker<T>(
   assert.equal(settings.qps, QPS);
   assert.equal(settings.bridge, true);
   assert.equal(settings.kubeNamespace, ns);
-  assert.deepEqual(settings.versioning, { deploymentName: `${prefix}-worker`, buildId: CHART_APP_VERSION, promote: true });
+  assert.deepEqual(settings.versioning, { deploymentName: `${prefix}-worker`, buildId: undefined, promote: true, checkSeconds: 30 });
+  const buildId = workerDeploymentOptions(settings.versioning, () => svmBuild())?.version.buildId;
+  assert.equal(buildId, defaultBuildId(svmBuild()));
+  assert.ok(buildId?.startsWith(`${CHART_APP_VERSION}-`), `${buildId} is not of the chart's appVersion`);
 
   const logs: string[] = [];
   const sink = new Writable({

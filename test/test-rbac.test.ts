@@ -99,6 +99,7 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     'Role/svm-migrator-leases',
     'RoleBinding/svm-migrator-events',
     'RoleBinding/svm-migrator-leases',
+    'Service/svm-worker-metrics',
     'ServiceAccount/svm-migrator',
     'ValidatingAdmissionPolicy/svm-storageversionmigrations',
     'ValidatingAdmissionPolicy/svm-worker-no-op-only',
@@ -115,6 +116,7 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     '--dry-run=server',
   ]);
   assert.match(dry.stdout, /deployment\.apps\/svm-worker serverside-applied \(server dry run\)/);
+  assert.match(dry.stdout, /service\/svm-worker-metrics serverside-applied \(server dry run\)/);
   assert.match(
     dry.stdout,
     /validatingadmissionpolicy\.admissionregistration\.k8s\.io\/svm-storageversionmigrations serverside-applied \(server dry run\)/,
@@ -167,9 +169,9 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     'TEMPORAL_DEPLOYMENT_NAME',
     'TEMPORAL_NAMESPACE',
     'TEMPORAL_TASK_QUEUE',
-    'TEMPORAL_WORKER_BUILD_ID',
   ]);
-  // A version of the svm-worker Worker Deployment that makes itself Current (docs/deploy.md, "Upgrading svm").
+  // A version of the svm-worker Worker Deployment that makes itself Current (docs/deploy.md, "Upgrading svm"); no
+  // TEMPORAL_WORKER_BUILD_ID: the build ID is the image's own <version>-<revision>, new with every image.
   assert.equal(env.TEMPORAL_DEPLOYMENT_NAME, 'svm-worker');
   assert.equal(env.SVM_PROMOTE_VERSION, 'true');
   assert.equal(env.SVM_METRICS_PORT, '9464');

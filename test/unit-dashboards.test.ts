@@ -111,6 +111,7 @@ void test('the dashboard and the alerts read only metrics the worker registers',
     'SvmObjectsFailing',
     'SvmBudgetStarvingMigration',
     'SvmNoLiveWorker',
+    'SvmCurrentVersionWithoutWorker',
     'SvmLeaderLeaseUnheld',
   ])
     assert.ok(alerts.includes(a), `missing alert ${a}`);
@@ -140,6 +141,44 @@ void test('promtool: the rules are valid and the alerts fire as deploy/prometheu
   } catch (err) {
     const e = err as { stdout?: Buffer; stderr?: Buffer; message: string };
     assert.fail(`${e.message}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+interface RuleTest {
+  alert_rule_test?: Array<{ eval_time: string; alertname: string; exp_alerts: unknown[] }>;
+}
+
+void test('promtool: the SvmCurrentVersionWithoutWorker test fails on a wrong expectation (no alert after the rollback, one during the rollout)', () => {
+  assert.ok(promtool, 'promtool is missing: run scripts/ensure-plane-packages.sh (as root) or apt-get install prometheus');
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rules-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'svm-rules.yml'), stringify((parse(fs.readFileSync(ALERTS, 'utf8')) as { spec: unknown }).spec));
+    const shipped = parse(fs.readFileSync(path.join(root, 'deploy', 'prometheus', 'svm-alerts.test.yaml'), 'utf8')) as {
+      tests: RuleTest[];
+    };
+    const cases = (t: { tests: RuleTest[] }) =>
+      t.tests.flatMap((g) => g.alert_rule_test ?? []).filter((c) => c.alertname === 'SvmCurrentVersionWithoutWorker');
+    const firing = cases(shipped).filter((c) => c.exp_alerts.length > 0);
+    const silent = cases(shipped).filter((c) => c.exp_alerts.length === 0);
+    assert.ok(firing.length > 0 && silent.length > 0, 'the shipped test expects the alert both silent and firing');
+    const wrongs: Array<[string, (c: { exp_alerts: unknown[] }[], all: { exp_alerts: unknown[] }[]) => void]> = [
+      ['no alert after the rollback', (f) => f.forEach((c) => (c.exp_alerts = []))],
+      ['an alert during the rollout', (f, s) => s.forEach((c) => (c.exp_alerts = f[0]!.exp_alerts))],
+    ];
+    for (const [name, mutate] of wrongs) {
+      const t = structuredClone(shipped);
+      const all = cases(t);
+      mutate(
+        all.filter((c) => c.exp_alerts.length > 0),
+        all.filter((c) => c.exp_alerts.length === 0),
+      );
+      fs.writeFileSync(path.join(dir, 'wrong.test.yaml'), stringify(t));
+      const r = spawnSync('promtool', ['test', 'rules', path.join(dir, 'wrong.test.yaml')], { encoding: 'utf8' });
+      assert.notEqual(r.status, 0, `promtool passed a test expecting ${name}`);
+      assert.match(r.stdout + r.stderr, /FAILED:[\s\S]*alertname: SvmCurrentVersionWithoutWorker/, name);
+    }
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

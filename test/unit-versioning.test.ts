@@ -1,7 +1,10 @@
 /** Worker Versioning settings and the rule by which a worker makes its own version Current (src/worker/versioning.ts). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { svmBuild } from '../src/config/build-info';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
+import { gitRevision, stampedRevision, svmBuild } from '../src/config/build-info';
 import * as workflows from '../src/workflows';
 import { versionInfo } from '../src/client/cli-version';
 import { loadWorkerSettings, SettingsError } from '../src/worker/config';
@@ -47,6 +50,9 @@ void test('bad versioning settings are refused by name', () => {
   );
   assert.throws(() => loadWorkerSettings({ ...env, TEMPORAL_WORKER_BUILD_ID: 'a b' }), /TEMPORAL_WORKER_BUILD_ID/);
   assert.throws(() => loadWorkerSettings({ ...env, SVM_PROMOTE_VERSION: 'perhaps' }), /SVM_PROMOTE_VERSION/);
+  assert.throws(() => loadWorkerSettings({ ...env, SVM_VERSION_CHECK_SECONDS: '0' }), /SVM_VERSION_CHECK_SECONDS/);
+  assert.equal(loadWorkerSettings(env).versioning.checkSeconds, 30);
+  assert.equal(loadWorkerSettings({ ...env, SVM_VERSION_CHECK_SECONDS: '5' }).versioning.checkSeconds, 5);
 });
 
 void test('promotion: the newest version takes over; an older one (a restarted pod of the old ReplicaSet) does not take it back', () => {
@@ -73,4 +79,21 @@ void test('every workflow type runs AUTO_UPGRADE through the worker default, non
     );
   const s = loadWorkerSettings({ ...env, TEMPORAL_DEPLOYMENT_NAME: 'svm-worker' });
   assert.equal(workerDeploymentOptions(s.versioning, () => svmBuild())?.defaultVersioningBehavior, 'AUTO_UPGRADE');
+});
+
+void test('the revision of an image without git: what its build wrote to dist/revision; SVM_GIT_REVISION first', () => {
+  const root = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rev-'));
+  try {
+    // Not a git checkout (a temporary directory: git fails there), no stamp: unknown.
+    assert.equal(stampedRevision(root), undefined);
+    assert.equal(gitRevision(root, {}), 'unknown');
+    fs.mkdirSync(path.join(root, 'dist'));
+    fs.writeFileSync(path.join(root, 'dist', 'revision'), 'c0123456789ab\n');
+    assert.equal(gitRevision(root, {}), 'c0123456789ab');
+    assert.equal(gitRevision(root, { SVM_GIT_REVISION: 'abc1234' }), 'abc1234');
+    fs.writeFileSync(path.join(root, 'dist', 'revision'), 'two words\n');
+    assert.equal(stampedRevision(root), undefined, 'not a revision');
+  } finally {
+    fs.rmSync(root, { recursive: true, force: true });
+  }
 });

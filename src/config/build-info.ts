@@ -19,9 +19,11 @@ export function packageRoot(from: string = __dirname): string {
 }
 
 /**
- * The git revision: stamped by a build (SVM_GIT_REVISION, e.g. `docker build
- * --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD)`), else asked of
- * git when svm runs from a checkout, else "unknown".
+ * The git revision: stamped by a build (SVM_GIT_REVISION), else asked of git
+ * when svm runs from a checkout, else what the image build wrote to
+ * dist/revision (the Dockerfile: its SVM_GIT_REVISION build argument, or
+ * without one a digest of the code it built, so that two different images
+ * never share a revision, nor the worker's default build ID), else "unknown".
  */
 export function gitRevision(root: string, env: NodeJS.ProcessEnv = process.env): string {
   if (env.SVM_GIT_REVISION) return env.SVM_GIT_REVISION;
@@ -30,7 +32,17 @@ export function gitRevision(root: string, env: NodeJS.ProcessEnv = process.env):
       .toString()
       .trim();
   } catch {
-    return 'unknown';
+    return stampedRevision(root) ?? 'unknown';
+  }
+}
+
+/** The revision an image build wrote to dist/revision (one line), if any. */
+export function stampedRevision(root: string): string | undefined {
+  try {
+    const line = fs.readFileSync(path.join(root, 'dist', 'revision'), 'utf8').trim();
+    return /^\S{1,64}$/.test(line) ? line : undefined;
+  } catch {
+    return undefined;
   }
 }
 

@@ -34,7 +34,7 @@ export const DEFAULT_MEMORY_BUDGET_BYTES = 64 * 1024 * 1024;
 export const WorkerSettings = z.object({
   temporal: TemporalSettings,
   /** Worker Versioning (src/worker/versioning.ts): off unless TEMPORAL_DEPLOYMENT_NAME is set. */
-  versioning: VersioningSettings.default({ promote: false }),
+  versioning: VersioningSettings.default({ promote: false, checkSeconds: 30 }),
   kubeconfig: z.string().min(1).optional(),
   /**
    * The load budget: 'auto' (the default) follows what the API servers can take, through the adaptive

@@ -50,7 +50,15 @@ export interface MigratorMetrics {
   memoryWaits: Counter;
   /** Seconds chunks spent waiting for room in the memory budget, in all. */
   memoryWaitSeconds: Counter;
+  /** 1 on the series of this worker's Worker Deployment version; unset when the worker is unversioned. */
+  versionInfo: Gauge<VersionLabel>;
+  /** 1 on the series of its deployment's Current Version as this worker last read it; none while none is Current. */
+  currentVersion: Gauge<VersionLabel>;
 }
+
+/** The labels of a Worker Deployment version: the Temporal namespace, the deployment, the build ID. */
+export type VersionLabel = 'temporal_namespace' | 'deployment_name' | 'build_id';
+const VERSION_LABELS: VersionLabel[] = ['temporal_namespace', 'deployment_name', 'build_id'];
 
 export function createMetrics(): MigratorMetrics {
   const registry = new Registry();
@@ -162,6 +170,18 @@ export function createMetrics(): MigratorMetrics {
     memoryWaitSeconds: new Counter({
       name: 'svm_memory_budget_wait_seconds_total',
       help: 'Seconds chunks spent waiting for room in the memory budget, in all',
+      registers: [registry],
+    }),
+    versionInfo: new Gauge({
+      name: 'svm_worker_version_info',
+      help: "This worker's Worker Deployment version (Worker Versioning): 1 on the series of its deployment and build ID",
+      labelNames: VERSION_LABELS,
+      registers: [registry],
+    }),
+    currentVersion: new Gauge({
+      name: 'svm_worker_deployment_current_version',
+      help: "The Current Version of this worker's Worker Deployment as the worker last read it from Temporal: 1 on the series of its build ID, none while no version is Current",
+      labelNames: VERSION_LABELS,
       registers: [registry],
     }),
   };

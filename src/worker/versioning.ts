@@ -16,6 +16,12 @@
  * are seen, if it is the newest version of the deployment (or none is
  * Current): a rolling update's new ReplicaSet takes over, a restarted pod of
  * an older ReplicaSet does not take it back.
+ *
+ * Every versioned worker reports on /metrics its own version and the
+ * deployment's Current Version as it last read it from Temporal (every
+ * SVM_VERSION_CHECK_SECONDS): a Current Version that no scraped worker runs
+ * (a rollback left the removed version Current) is the alert
+ * SvmCurrentVersionWithoutWorker (docs/operations.md).
  */
 import type { Client } from '@temporalio/client';
 import type { WorkerDeploymentOptions } from '@temporalio/worker';
@@ -36,6 +42,13 @@ export const VersioningSettings = z.object({
     .optional(),
   /** SVM_PROMOTE_VERSION: make this version Current when it is the deployment's newest (no Worker Controller). */
   promote: settingBool.default(false),
+  /** SVM_VERSION_CHECK_SECONDS: how often the worker reads the deployment's Current Version for /metrics. */
+  checkSeconds: z.coerce
+    .number({ error: 'must be a number' })
+    .int('must be a whole number')
+    .min(1, 'must be at least 1')
+    .max(3600, 'must be at most 3600')
+    .default(30),
 });
 export type VersioningSettings = z.infer<typeof VersioningSettings>;
 
@@ -43,6 +56,7 @@ export const versioningSettingSources: Record<string, string> = {
   'versioning.deploymentName': 'TEMPORAL_DEPLOYMENT_NAME',
   'versioning.buildId': 'TEMPORAL_WORKER_BUILD_ID',
   'versioning.promote': 'SVM_PROMOTE_VERSION',
+  'versioning.checkSeconds': 'SVM_VERSION_CHECK_SECONDS',
 };
 
 export function versioningFromEnv(env: NodeJS.ProcessEnv) {
@@ -50,6 +64,7 @@ export function versioningFromEnv(env: NodeJS.ProcessEnv) {
     deploymentName: env.TEMPORAL_DEPLOYMENT_NAME || undefined,
     buildId: env.TEMPORAL_WORKER_BUILD_ID || undefined,
     promote: env.SVM_PROMOTE_VERSION || undefined,
+    checkSeconds: env.SVM_VERSION_CHECK_SECONDS || undefined,
   };
 }
 
@@ -173,4 +188,34 @@ export async function promoteWhenNewest(opts: {
     await sleep(opts.intervalMs ?? 1000);
   }
   return 'stopped';
+}
+
+/**
+ * Reads the deployment's Current Version every intervalMs until signal aborts and hands it to report (undefined:
+ * none is Current). A failed read keeps what was last reported: a Temporal outage is not a version change.
+ */
+export async function watchCurrentVersion(opts: {
+  client: Client;
+  deploymentName: string;
+  intervalMs: number;
+  report: (currentBuildId: string | undefined) => void;
+  log: Logger;
+  signal: AbortSignal;
+}): Promise<void> {
+  const { signal } = opts;
+  let failures = 0;
+  while (!signal.aborted) {
+    try {
+      const d = await describeDeployment(opts.client, opts.deploymentName);
+      if (!signal.aborted) opts.report(d?.view.current);
+      failures = 0;
+    } catch (err) {
+      if (failures++ % 10 === 0)
+        opts.log.info({ err: String(err), deploymentName: opts.deploymentName }, "could not read the deployment's Current Version");
+    }
+    await new Promise<void>((resolve) => {
+      const t = setTimeout(resolve, opts.intervalMs);
+      signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
+    });
+  }
 }

@@ -29,7 +29,7 @@ import { startLeaderElection } from './leader';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 import { randomUUID } from 'node:crypto';
 import { svmBuild } from '../config/build-info';
-import { promoteWhenNewest, workerDeploymentOptions } from './versioning';
+import { promoteWhenNewest, watchCurrentVersion, workerDeploymentOptions } from './versioning';
 
 /**
  * The long-running worker's logger (`svm worker`, a container): JSON lines
@@ -281,11 +281,31 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             (err: unknown) => void log.warn({ err: String(err) }, 'could not make this worker version Current'),
           )
         : undefined;
+    // Its own version and the deployment's Current one on /metrics (SvmCurrentVersionWithoutWorker compares them).
+    const watching =
+      deployment && metrics
+        ? (() => {
+            const version = { temporal_namespace: t.namespace, deployment_name: deployment.version.deploymentName };
+            metrics.versionInfo.set({ ...version, build_id: deployment.version.buildId }, 1);
+            return watchCurrentVersion({
+              client,
+              deploymentName: deployment.version.deploymentName,
+              intervalMs: settings.versioning.checkSeconds * 1000,
+              log,
+              signal: promoting.signal,
+              report(current) {
+                metrics.currentVersion.reset();
+                if (current) metrics.currentVersion.set({ ...version, build_id: current }, 1);
+              },
+            });
+          })()
+        : undefined;
     try {
       return await fn();
     } finally {
       promoting.abort();
       await promotion;
+      await watching;
       // The worker has stopped (no chunk runs): hand the singletons over, then give back our share.
       await leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
       await shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
