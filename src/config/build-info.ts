@@ -21,10 +21,13 @@ export function packageRoot(from: string = __dirname): string {
 /**
  * The git revision: stamped by a build (SVM_GIT_REVISION, e.g. `docker build
  * --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD)`), else asked of
- * git when svm runs from a checkout, else "unknown".
+ * git when svm runs from a checkout (root holds .git), else "unknown". The
+ * installed package (node_modules/temporal-storage-version-migrator) is no
+ * checkout: git would answer the revision of the project that installed it.
  */
 export function gitRevision(root: string, env: NodeJS.ProcessEnv = process.env): string {
   if (env.SVM_GIT_REVISION) return env.SVM_GIT_REVISION;
+  if (!fs.existsSync(path.join(root, '.git'))) return 'unknown';
   try {
     return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 })
       .toString()
