@@ -20,13 +20,16 @@ export function packageRoot(from: string = __dirname): string {
 
 /**
  * The git revision: stamped by a build (SVM_GIT_REVISION), else asked of git
- * when svm runs from a checkout, else what the image build wrote to
- * dist/revision (the Dockerfile: its SVM_GIT_REVISION build argument, or
- * without one a digest of the code it built, so that two different images
+ * when svm runs from a checkout (root holds .git), else what the image build
+ * wrote to dist/revision (the Dockerfile: its SVM_GIT_REVISION build argument,
+ * or without one a digest of the code it built, so that two different images
  * never share a revision, nor the worker's default build ID), else "unknown".
+ * The installed package (node_modules/temporal-storage-version-migrator) is no
+ * checkout: git would answer the revision of the project that installed it.
  */
 export function gitRevision(root: string, env: NodeJS.ProcessEnv = process.env): string {
   if (env.SVM_GIT_REVISION) return env.SVM_GIT_REVISION;
+  if (!fs.existsSync(path.join(root, '.git'))) return stampedRevision(root) ?? 'unknown';
   try {
     return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, stdio: ['ignore', 'pipe', 'ignore'], timeout: 5000 })
       .toString()
