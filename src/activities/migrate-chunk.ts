@@ -4,7 +4,7 @@
  * next continue token. Never object data: only counts, names of refused
  * objects with their reason, and tokens.
  *
- * The rewrite is the GA built-in's (DESIGN.md rule 14): the page is listed as
+ * The rewrite is the GA built-in's: the page is listed as
  * metadata only and each object gets an empty JSON merge patch carrying its
  * resourceVersion (KubeClient.reencode), so no object's content, no Secret
  * value, ever enters the worker. A server that refuses the patch (405 or 415:
@@ -28,7 +28,7 @@
  * page is listed again with the same continue token and resumes after the
  * last finished object, as long as each listing makes progress.
  *
- * Error policy, per object (rule 2 and 5 of DESIGN.md):
+ * Error policy, per object:
  *   2xx            migrated (rewritten when its resourceVersion changed)
  *   409            changed after the list, so already current: counted, never retried
  *   404 of it      deleted after the list (the Status names this object of this

@@ -51,7 +51,7 @@ export interface Observation {
   /**
    * Every API server answered at its own address (as many addresses as live
    * identity leases) and all serve the same discovery document
-   * (design-docs/003). False when that could not be verified.
+   * (coordinated discovery for HA API servers). False when that could not be verified.
    */
   discoveryConsistent: boolean;
   /**

@@ -1,5 +1,5 @@
 /**
- * The narrow grant of one migration (DESIGN.md rule 14, docs/security.md):
+ * The narrow grant of one migration (docs/security.md):
  * the worker's default rights re-encode the built-in resources the fence can
  * see, nothing else. A custom resource, or a resource of a group the fence
  * cannot guard (admission policies and their bindings, webhook

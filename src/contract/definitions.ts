@@ -336,7 +336,7 @@ export const objectsHandled = (c: MigrationCounters): number => c.migrated + c.c
 
 // ------------------------------------------------------------ the trigger
 
-/** The trigger's one instance (design-docs/001): starting it again joins the running one. */
+/** The trigger's one instance (the automated-migration design of kube-storage-version-migrator): starting it again joins the running one. */
 export const TRIGGER_WORKFLOW_ID = 'svm-trigger';
 /** Observe now instead of at the end of the period. */
 export const pollNowSignal = defineSignal('pollNow');

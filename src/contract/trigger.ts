@@ -1,5 +1,5 @@
 /**
- * What the trigger workflow and its activities exchange (design-docs/001):
+ * What the trigger workflow and its activities exchange (the automated-migration design of kube-storage-version-migrator):
  * the resources observed, the StorageState read and the write decided.
  * The decisions themselves are in src/workflows/trigger-logic.ts.
  */

@@ -15,7 +15,7 @@
  *   its own address (the `kubernetes` EndpointSlice lists them, as a Pod sees
  *   them); the live identity leases say how many servers exist, and their
  *   holderIdentity (new on every restart) goes into the token. What was asked
- *   decides what may be claimed (DESIGN rule 9):
+ *   decides what may be claimed:
  *     - any server that answered with another hash (or without the resource):
  *       no agreement, naming it;
  *     - some addresses answered and some did not: no agreement yet (a server

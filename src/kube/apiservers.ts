@@ -1,5 +1,5 @@
 /**
- * Every API server, found the way a Pod can find them (DESIGN rule 9): the
+ * Every API server, found the way a Pod can find them: the
  * worker has one address for the API (in a cluster, the `kubernetes`
  * Service, load-balanced), so it asks that address for
  *

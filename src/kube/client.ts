@@ -4,7 +4,7 @@
  * service accounts, exec plugins); requests go over one keep-alive agent so
  * that a chunk of concurrent no-op updates reuses its connections.
  *
- * A migration never holds an object's content (DESIGN.md rule 14): list
+ * A migration never holds an object's content: list
  * pages are asked for as metadata only (PartialObjectMetadataList) and each
  * object is re-encoded by an empty JSON merge patch that carries nothing but
  * apiVersion, kind and its resourceVersion (reencode), as the GA built-in
@@ -134,7 +134,7 @@ export function neverSent(err: KubeError): boolean {
 /**
  * JSON.parse whose failure says nothing of the text: V8's SyntaxError quotes
  * the input ("Unexpected token …, \"<text>\" is not valid JSON"), and the
- * text may be a Secret (DESIGN.md rule 4).
+ * text may be a Secret.
  */
 export function parseJson<T>(text: string, what: string): T {
   try {

@@ -2,7 +2,7 @@
  * The one error classifier of the project: every Kubernetes response or
  * transport error becomes a KubeError with a kind that decides the policy.
  *
- * What a KubeError's message may say (DESIGN.md rule 4, issue item 7)
+ * What a KubeError's message may say
  * ------------------------------------------------------------------
  * The message reaches StorageVersionMigration status, workflow history,
  * logs and the Temporal UI, all read by people who must not read Secrets.

@@ -4,7 +4,7 @@
  * way: a KubeError('other') that names the kind, the object (when the caller
  * knows its name: it asked for it) and the fields that did not match, never
  * a value. zod's own messages are not used: some quote the input, and the
- * input may be anything (DESIGN.md rule 4; the rule of src/kube/errors.ts).
+ * input may be anything (the rule of src/kube/errors.ts).
  */
 import type { z } from 'zod';
 import { parseJson } from './client';

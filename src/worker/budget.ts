@@ -1,6 +1,6 @@
 /**
  * One load budget for the whole cluster, whatever the number of replicas
- * (DESIGN.md rule 7). Each replica holds a membership Lease
+ * Each replica holds a membership Lease
  * (svm-worker-<identity>, labelled app.kubernetes.io/component=svm-worker-member)
  * that it renews every refresh, lists the members every refresh, and spends
  * its share of SVM_QPS through its RateLimiter: an even split among the live

@@ -1,5 +1,5 @@
 /**
- * Leader election over one coordination.k8s.io/v1 Lease (DESIGN.md rule 10):
+ * Leader election over one coordination.k8s.io/v1 Lease:
  * exactly one replica runs the singletons (the StorageVersionMigration
  * bridge, the agreement watcher) at a time. The same protocol as client-go's
  * leaderelection, in a few lines:

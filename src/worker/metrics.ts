@@ -20,7 +20,7 @@ export interface MigratorMetrics {
   migrations: Counter<'resource' | 'result'>;
   /** Migrations currently waiting for the API servers to agree on a storage version. */
   waiting: Gauge<'resource'>;
-  /** Objects svm acts on whose status another controller writes too (never two controllers; DESIGN.md rule 13). */
+  /** Objects svm acts on whose status another controller writes too (never two controllers). */
   sharedObjects: Counter;
   /** StorageVersionMigration status writes given up after their retries (the migration went on; repaired later). */
   mirrorFailures: Counter;

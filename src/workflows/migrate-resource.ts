@@ -605,7 +605,7 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
     m.s.remainingEstimate = result.remainingItemCount;
     if (result.counters.tokenResumes > 0) m.s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
     if (result.rewrite === 'put' && m.s.rewrite !== 'put') {
-      // Said once, in the status: this resource's objects pass through the worker (DESIGN.md rule 14's exception).
+      // Said once, in the status: this resource's objects pass through the worker (the exception to "no object content in the worker").
       m.s.rewrite = 'put';
       m.s.message = `objects of ${m.name} are rewritten by PUT as listed, not by the empty patch (the API server refuses the patch, or the worker is set to PUT)`;
     }

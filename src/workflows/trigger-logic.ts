@@ -1,5 +1,5 @@
 /**
- * The trigger's decisions, as design-docs/001 (automated migration, with its
+ * The trigger's decisions, as the automated-migration design of kube-storage-version-migrator (automated migration, with its
  * HA extension) describes them: pure and deterministic, so the trigger
  * workflow can run them and tests can check them case by case.
  *

@@ -1,5 +1,5 @@
 /**
- * storageVersionTrigger: the periodic trigger of design-docs/001. One instance
+ * storageVersionTrigger: the periodic trigger of the automated-migration design. One instance
  * (workflow ID svm-trigger), so it is the leader by construction. Each period
  * it observes every API server's discovery, decides per resource (see
  * trigger-logic.ts) and applies: StorageState writes, stopping migrations
