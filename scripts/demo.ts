@@ -28,7 +28,7 @@ async function main() {
   if (missing.length > 0)
     process.stdout.write(
       `   first run: building ${missing.map((m) => path.basename(toolPath(m))).join(', ')} from their Go modules into ${toolsDir()}\n` +
-        '   (once; measured cold on 2 cores: etcd 2.5 min, the Temporal CLI 7 min, kube-apiserver up to 19 min; progress below)\n',
+        '   (once; on 2 shared cores they took 2.3, 7.2 and 13.7 min: docs/benchmarks.md; progress below)\n',
     );
   const t0 = Date.now();
   await up({ dir, apiservers: 2, log: (l) => process.stdout.write(`   ${l}\n`) });

@@ -161,7 +161,7 @@ for b in "${etcd_bins[@]}"; do plan+=("$b-$ETCD"); done
 for b in "${kube_bins[@]}"; do plan+=("$b-$KUBE"); done
 for b in "${kube_prev_bins[@]}"; do plan+=("$b-$KUBE_PREV"); done
 if [[ ${#plan[@]} -gt 0 ]]; then
-  say "$([[ -n $dry ]] && echo 'would build' || echo 'to build') into $bin: ${plan[*]} (cold on 2 cores: etcd about 2.5 min, the Temporal CLI about 7 min, a Kubernetes release 10-19 min; docs/benchmarks.md)"
+  say "$([[ -n $dry ]] && echo 'would build' || echo 'to build') into $bin: ${plan[*]} (once; on 2 shared cores etcd took about 2.5 min, the Temporal CLI 7, kube-apiserver 14, all three Kubernetes binaries 18: docs/benchmarks.md)"
 fi
 
 if [[ ${#etcd_bins[@]} -gt 0 ]]; then with_progress "etcd-$ETCD" build_etcd "${etcd_bins[@]}"; fi
