@@ -866,7 +866,8 @@ export async function restartApiserver(
 ): Promise<ApiserverRecord> {
   const state = mustState(dir);
   const a = apiserverRecord(state, index);
-  if (opts.version) kubeBinaries(opts.version); // refuses a release that is not built, before stopping anything
+  // Refuses a release the plane cannot run, and builds its kube-apiserver if missing, before stopping anything.
+  ensureTools([kubeToolName('kube-apiserver', opts.version ?? a.version ?? state.kubeVersion ?? kubeVersions().current)], log);
   await stopProcess(a);
   if (extraArgs) a.extraArgs = extraArgs;
   if (opts.version) a.version = opts.version;
