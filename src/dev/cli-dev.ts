@@ -85,7 +85,12 @@ export function devCommand(): Command {
         const cmVersion = before?.controllerManager?.version ?? o.kubeVersion ?? before?.kubeVersion ?? kubeVersions().current;
         const { state, envText } = await up({
           // Built with the servers, in one go: the clients the env file names, and kube-controller-manager.
-          tools: ['kubectl', 'etcdctl', ...(cmMode && cmMode !== 'none' ? [kubeToolName('kube-controller-manager', cmVersion)] : [])],
+          tools: [
+            'kubectl',
+            'etcdctl',
+            'temporal-cli',
+            ...(cmMode && cmMode !== 'none' ? [kubeToolName('kube-controller-manager', cmVersion)] : []),
+          ],
           dir: o.dir,
           apiservers: o.apiservers,
           temporalArgs: o.temporalArg,
@@ -95,9 +100,8 @@ export function devCommand(): Command {
           loopback: o.loopback,
           kubeVersion: o.kubeVersion,
         });
-        const cm = cmMode;
-        if (cm === 'none') await stopControllerManager(o.dir);
-        else if (cm) await startControllerManager(o.dir, { builtInMigrator: cm === 'with-migrator' });
+        if (cmMode === 'none') await stopControllerManager(o.dir);
+        else if (cmMode) await startControllerManager(o.dir, { builtInMigrator: cmMode === 'with-migrator' });
         const cmNow = readState(o.dir)?.controllerManager;
         process.stdout.write(envText);
         const servers = state.apiservers.map((a) => a.url).join(', ');

@@ -155,8 +155,8 @@ export interface UpOptions {
   /** The Kubernetes release of a new plane (default: the newest built, tools/versions.json). */
   kubeVersion?: string;
   /**
-   * Also build these when missing, with what the plane starts (`svm dev up`: kubectl and etcdctl, which the
-   * env file names for a person, and kube-controller-manager). Only what `up` starts is built otherwise.
+   * Also build these when missing, with what the plane starts (`svm dev up`: kubectl, etcdctl and the Temporal
+   * CLI, which the env file names, and kube-controller-manager). Only what `up` starts is built otherwise.
    */
   tools?: ToolName[];
   log?: (line: string) => void;
