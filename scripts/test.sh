@@ -1,19 +1,29 @@
 #!/usr/bin/env bash
-# The whole suite: builds missing servers, type-checks, lints, brings the local
-# control plane up once, runs every test file against it, and takes it down.
-# Point SVM_DEV_DIR at a running plane (`svm dev up --dir DIR`) to reuse it;
-# it is then left running.
+# The whole suite (`npm test`): says what it needs from the machine and
+# installs the missing Debian packages as root, or stops at once without root
+# (scripts/preflight.ts); builds the code and missing servers, type-checks,
+# lints, brings the local control plane up once, runs every test file against
+# it, and takes it down. With file arguments, only those run, and only the
+# servers the plane starts are built up front (the others when a test first
+# needs them). Point SVM_DEV_DIR at a running plane (`svm dev up --dir DIR`)
+# to reuse it; it is then left running.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+echo "== what the suite needs"
+node --import tsx scripts/preflight.ts
+
+echo "== build (sources, workflow bundle, KubeConfig bundle)"
+npm run --silent build:fast
+npm run --silent build:workflows
+npm run --silent build:kube
+
 echo "== tools (built once, cached outside the repository)"
-bash scripts/tools.sh
-
-echo "== chromium (Debian's, for the Temporal UI test)"
-bash scripts/ensure-chromium.sh
-
-echo "== haproxy, openssl, ip, promtool (Debian's: the cluster-shaped plane; the alert rules)"
-bash scripts/ensure-plane-packages.sh
+if [[ $# -eq 0 ]]; then
+  bash scripts/tools.sh all >/dev/null
+else
+  bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
+fi
 
 echo "== typecheck and lint"
 npx tsc -p tsconfig.json --noEmit

@@ -3,18 +3,26 @@
 say() { printf '[tools] %s\n' "$*" >&2; }
 die() { printf '[tools] error: %s\n' "$*" >&2; exit 1; }
 
-if ! command -v go >/dev/null 2>&1; then
+if [[ -n ${SVM_TOOLS_DRY_RUN:-} ]]; then
+  : # --dry-run: nothing is built, so Go need not be there
+elif ! command -v go >/dev/null 2>&1; then
   die "Go is not installed. The local etcd, kube-apiserver and Temporal servers are built from source: install Go >= 1.26 (e.g. from go.dev/dl or your distribution) and run 'npm run tools' again."
+else
+  gov=$(go env GOVERSION | sed 's/^go//')
+  case "$gov" in
+    1.2[6-9]*|1.[3-9]*) ;;
+    *) die "Go $gov is too old: kube-apiserver ${KUBE:-} needs Go >= 1.26. Install a newer Go and run 'npm run tools' again." ;;
+  esac
 fi
-gov=$(go env GOVERSION | sed 's/^go//')
-case "$gov" in
-  1.2[6-9]*|1.[3-9]*) ;;
-  *) die "Go $gov is too old: kube-apiserver ${KUBE:-} needs Go >= 1.26. Install a newer Go and run 'npm run tools' again." ;;
-esac
 
 # Runs a long command with a heartbeat so a person (or CI log) sees progress.
+# With SVM_TOOLS_DRY_RUN set (scripts/tools.sh --dry-run) it only says what it would run.
 with_progress() {
   local what=$1; shift
+  if [[ -n ${SVM_TOOLS_DRY_RUN:-} ]]; then
+    say "would build $what: $*"
+    return 0
+  fi
   local start=$SECONDS log="$work/$what.log"
   say "building $what (log: $log)"
   ( "$@" ) >"$log" 2>&1 &

@@ -2,8 +2,24 @@
 # Builds the real servers the project runs against, from their Go modules,
 # once per version, into a cache outside the repository:
 #   ${SVM_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/svm-tools}/bin/<name>-<version>
-# Prints "name=path" for every binary at the end. Safe to run again: only what
-# is missing is built. Versions live in tools/versions.json.
+# Versions live in tools/versions.json. Safe to run again: only what is missing
+# is built.
+#
+#   scripts/tools.sh [--dry-run] [NAME...]
+#
+# NAMEs (none, or `all`: every one):
+#   etcd etcdctl                 etcd
+#   kube-apiserver kube-controller-manager kubectl
+#                                Kubernetes (the default release); `kube` is all three
+#   kube-apiserver-previous kube-controller-manager-previous kubectl-previous
+#                                the release before (the rolling-upgrade test); `kube-previous` is all three
+#   temporal-cli                 the Temporal CLI (dev server and Web UI)
+#   temporal-server              temporal-server, temporal-sql-tool, its schema and the UI server (scripts/tools.d)
+#   helm                         Helm (the chart's tests; scripts/tools.d)
+#   upgradetool                  the Go example (examples/go; scripts/tools.d)
+# Prints "name=path" for each named binary at the end. With --dry-run it says
+# what is cached and what it would build, and builds nothing. `svm dev up`,
+# `npm run demo` and the tests call it with the names of what they start.
 set -euo pipefail
 
 here=$(cd "$(dirname "$0")/.." && pwd)
@@ -17,14 +33,44 @@ KUBE_PREV=$(ver kubernetesPrevious)
 STAGING_PREV=$(ver kubernetesPreviousStaging)
 TEMPORAL=$(ver temporal)
 
+every=(etcd etcdctl kube-apiserver kube-controller-manager kubectl kube-apiserver-previous kube-controller-manager-previous kubectl-previous
+  temporal-cli temporal-server helm upgradetool)
+dry=
+names=()
+for a in "$@"; do
+  case "$a" in
+    --dry-run | --list) dry=1 ;;
+    -h | --help)
+      sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+      exit 0
+      ;;
+    all) names+=("${every[@]}") ;;
+    kube) names+=(kube-apiserver kube-controller-manager kubectl) ;;
+    kube-previous) names+=(kube-apiserver-previous kube-controller-manager-previous kubectl-previous) ;;
+    etcd | etcdctl | kube-apiserver | kube-controller-manager | kubectl | kube-apiserver-previous | kube-controller-manager-previous | \
+      kubectl-previous | temporal-cli | temporal-server | helm | upgradetool) names+=("$a") ;;
+    *)
+      echo "[tools] error: unknown name '$a': expected etcd, etcdctl, kube-apiserver, kube-controller-manager, kubectl, kube, their -previous forms, kube-previous, temporal-cli, temporal-server, helm, upgradetool or all" >&2
+      exit 2
+      ;;
+  esac
+done
+if [[ ${#names[@]} -eq 0 ]]; then names=("${every[@]}"); fi
+wants() {
+  local n
+  for n in "${names[@]}"; do [[ "$n" == "$1" ]] && return 0; done
+  return 1
+}
+
 root=${SVM_TOOLS_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/svm-tools}
 bin="$root/bin"
 work="$root/build"
 mkdir -p "$bin" "$work"
+if [[ -n $dry ]]; then export SVM_TOOLS_DRY_RUN=1; fi
 
 # One build at a time per cache: a second caller (`svm dev up` while `npm test`
 # builds, two terminals) waits here and then finds the binaries built.
-if command -v flock >/dev/null 2>&1; then
+if [[ -z $dry ]] && command -v flock >/dev/null 2>&1; then
   exec 9>"$root/.build.lock"
   if ! flock -n 9; then
     echo "[tools] another build into $root is running; waiting for it" >&2
@@ -41,10 +87,14 @@ build_etcd() {
   rm -rf "$d" && mkdir -p "$d" && cd "$d"
   go mod init svm-tools/etcd
   go get "go.etcd.io/etcd/server/v3@$ETCD" "go.etcd.io/etcd/etcdctl/v3@$ETCD"
-  go build -trimpath -o "$d/etcd" go.etcd.io/etcd/server/v3
-  go build -trimpath -o "$d/etcdctl" go.etcd.io/etcd/etcdctl/v3
-  mv "$d/etcd" "$bin/etcd-$ETCD"
-  mv "$d/etcdctl" "$bin/etcdctl-$ETCD"
+  local b
+  for b in "$@"; do
+    case "$b" in
+      etcd) go build -trimpath -o "$d/etcd" go.etcd.io/etcd/server/v3 ;;
+      etcdctl) go build -trimpath -o "$d/etcdctl" go.etcd.io/etcd/etcdctl/v3 ;;
+    esac
+    mv "$d/$b" "$bin/$b-$ETCD"
+  done
 }
 
 build_temporal() {
@@ -54,9 +104,11 @@ build_temporal() {
   mv "$d/temporal" "$bin/temporal-$TEMPORAL"
 }
 
-# build_kube VERSION STAGING_VERSION
+# build_kube VERSION STAGING_VERSION BINARY... (kube-apiserver, kube-controller-manager, kubectl): only those
+# are compiled (one go build; a later build of another binary of the release reuses Go's build cache).
 build_kube() {
   local KUBE=$1 STAGING=$2
+  shift 2
   local d="$work/kubernetes-$KUBE"
   rm -rf "$d" && mkdir -p "$d" && cd "$d"
   go mod init svm-tools/kubernetes
@@ -77,34 +129,63 @@ build_kube() {
   for p in k8s.io/component-base/version k8s.io/client-go/pkg/version; do
     ld+=" -X $p.gitVersion=$KUBE -X $p.gitMajor=$major -X $p.gitMinor=$minor -X $p.gitTreeState=clean"
   done
-  go get "k8s.io/kubernetes/cmd/kube-apiserver@$KUBE" "k8s.io/kubernetes/cmd/kube-controller-manager@$KUBE" "k8s.io/kubernetes/cmd/kubectl@$KUBE" 2>/dev/null || true
+  local pkgs=() b
+  for b in "$@"; do pkgs+=("k8s.io/kubernetes/cmd/$b"); done
+  local at=("${pkgs[@]/%/@$KUBE}")
+  go get "${at[@]}" 2>/dev/null || true
   mkdir -p out
-  go build -trimpath -ldflags "-s -w $ld" -o out/ k8s.io/kubernetes/cmd/kube-apiserver k8s.io/kubernetes/cmd/kube-controller-manager k8s.io/kubernetes/cmd/kubectl
-  mv out/kube-apiserver "$bin/kube-apiserver-$KUBE"
-  mv out/kube-controller-manager "$bin/kube-controller-manager-$KUBE"
-  mv out/kubectl "$bin/kubectl-$KUBE"
+  go build -trimpath -ldflags "-s -w $ld" -o out/ "${pkgs[@]}"
+  for b in "$@"; do mv "out/$b" "$bin/$b-$KUBE"; done
 }
 
-[[ -x "$bin/etcd-$ETCD" && -x "$bin/etcdctl-$ETCD" ]] || with_progress "etcd-$ETCD" build_etcd
-[[ -x "$bin/temporal-$TEMPORAL" ]] || with_progress "temporal-$TEMPORAL" build_temporal
-for pair in "$KUBE:$STAGING" "$KUBE_PREV:$STAGING_PREV"; do
-  k=${pair%%:*} s=${pair#*:}
-  [[ -x "$bin/kube-apiserver-$k" && -x "$bin/kube-controller-manager-$k" && -x "$bin/kubectl-$k" ]] || with_progress "kubernetes-$k" build_kube "$k" "$s"
+# What each name is, as "binary-file" in $bin; the kube ones by release.
+missing_of() { # missing_of FILE... -> prints those that are not there
+  local f
+  for f in "$@"; do [[ -x "$bin/$f" ]] || echo "$f"; done
+}
+plan=() # what is about to be built, for the one line below
+
+etcd_bins=()
+for b in etcd etcdctl; do
+  if wants "$b" && [[ -n $(missing_of "$b-$ETCD") ]]; then etcd_bins+=("$b"); fi
 done
+temporal_missing=
+if wants temporal-cli && [[ -n $(missing_of "temporal-$TEMPORAL") ]]; then temporal_missing=1; fi
+kube_bins=() kube_prev_bins=()
+for b in kube-apiserver kube-controller-manager kubectl; do
+  if wants "$b" && [[ -n $(missing_of "$b-$KUBE") ]]; then kube_bins+=("$b"); fi
+  if wants "$b-previous" && [[ -n $(missing_of "$b-$KUBE_PREV") ]]; then kube_prev_bins+=("$b"); fi
+done
+for b in "${etcd_bins[@]}"; do plan+=("$b-$ETCD"); done
+[[ -n $temporal_missing ]] && plan+=("temporal-$TEMPORAL")
+for b in "${kube_bins[@]}"; do plan+=("$b-$KUBE"); done
+for b in "${kube_prev_bins[@]}"; do plan+=("$b-$KUBE_PREV"); done
+if [[ ${#plan[@]} -gt 0 ]]; then
+  say "$([[ -n $dry ]] && echo 'would build' || echo 'to build') into $bin: ${plan[*]} (once; on 2 shared cores etcd took about 2.5 min, the Temporal CLI 7, kube-apiserver 14, all three Kubernetes binaries 18: docs/benchmarks.md)"
+fi
 
-echo "etcd=$bin/etcd-$ETCD"
-echo "etcdctl=$bin/etcdctl-$ETCD"
-echo "kube-apiserver=$bin/kube-apiserver-$KUBE"
-echo "kube-controller-manager=$bin/kube-controller-manager-$KUBE"
-echo "kubectl=$bin/kubectl-$KUBE"
-echo "kube-apiserver-previous=$bin/kube-apiserver-$KUBE_PREV"
-echo "kube-controller-manager-previous=$bin/kube-controller-manager-$KUBE_PREV"
-echo "temporal=$bin/temporal-$TEMPORAL"
+if [[ ${#etcd_bins[@]} -gt 0 ]]; then with_progress "etcd-$ETCD" build_etcd "${etcd_bins[@]}"; fi
+if [[ -n $temporal_missing ]]; then with_progress "temporal-$TEMPORAL" build_temporal; fi
+if [[ ${#kube_bins[@]} -gt 0 ]]; then with_progress "kubernetes-$KUBE" build_kube "$KUBE" "$STAGING" "${kube_bins[@]}"; fi
+if [[ ${#kube_prev_bins[@]} -gt 0 ]]; then with_progress "kubernetes-$KUBE_PREV" build_kube "$KUBE_PREV" "$STAGING_PREV" "${kube_prev_bins[@]}"; fi
 
-# Further tools, each from its own script (Temporal server on PostgreSQL, Helm, the Go SDK example, ...):
-# each builds what is missing into "$bin" the same way and prints its own name=path lines.
+if wants etcd; then echo "etcd=$bin/etcd-$ETCD"; fi
+if wants etcdctl; then echo "etcdctl=$bin/etcdctl-$ETCD"; fi
+if wants kube-apiserver; then echo "kube-apiserver=$bin/kube-apiserver-$KUBE"; fi
+if wants kube-controller-manager; then echo "kube-controller-manager=$bin/kube-controller-manager-$KUBE"; fi
+if wants kubectl; then echo "kubectl=$bin/kubectl-$KUBE"; fi
+if wants kube-apiserver-previous; then echo "kube-apiserver-previous=$bin/kube-apiserver-$KUBE_PREV"; fi
+if wants kube-controller-manager-previous; then echo "kube-controller-manager-previous=$bin/kube-controller-manager-$KUBE_PREV"; fi
+if wants kubectl-previous; then echo "kubectl-previous=$bin/kubectl-$KUBE_PREV"; fi
+if wants temporal-cli; then echo "temporal=$bin/temporal-$TEMPORAL"; fi
+
+# Further tools, each from its own script in scripts/tools.d: each builds what is missing into "$bin" the same
+# way (or, with --dry-run, says it would) and prints its own name=path lines.
 export SVM_TOOLS_BIN="$bin" SVM_TOOLS_WORK="$work"
-for extra in "$here"/scripts/tools.d/*.sh; do
-  [[ -e "$extra" ]] || continue
-  bash "$extra"
+for extra in temporal-server helm upgradetool; do
+  if wants "$extra"; then
+    script=$extra
+    [[ $extra == upgradetool ]] && script=go-example
+    bash "$here/scripts/tools.d/$script.sh"
+  fi
 done

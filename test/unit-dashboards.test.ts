@@ -119,11 +119,11 @@ void test('the dashboard and the alerts read only metrics the worker registers',
   for (const a of alerts) assert.ok(ops.includes(a), `docs/operations.md does not document ${a}`);
 });
 
-/** promtool from Prometheus (Debian's prometheus package; scripts/ensure-plane-packages.sh installs it for npm test). */
+/** promtool from Prometheus (Debian's prometheus package; npm test as root installs it: scripts/preflight.ts). */
 const promtool = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
 
 void test('promtool: the rules are valid and the alerts fire as deploy/prometheus/svm-alerts.test.yaml expects', () => {
-  assert.ok(promtool, 'promtool is missing: run scripts/ensure-plane-packages.sh (as root) or apt-get install prometheus');
+  assert.ok(promtool, 'promtool is missing: apt-get install prometheus (npm test as root installs it)');
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-rules-'));
   try {
     const rule = parse(fs.readFileSync(ALERTS, 'utf8')) as { spec: unknown };

@@ -307,7 +307,7 @@ class TableKube extends KubeClient {
     });
     super(kc);
   }
-  override raw(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
+  protected override send(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
     const call: Call = {
       method,
       path,

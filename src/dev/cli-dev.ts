@@ -13,7 +13,7 @@ import {
   up,
   type TemporalMode,
 } from './plane';
-import { kubeVersions } from './tools';
+import { kubeToolName, kubeVersions } from './tools';
 
 export function devCommand(): Command {
   // Its one-line description is the composition root's (cli/svm.ts), given when the command is loaded.
@@ -78,7 +78,19 @@ export function devCommand(): Command {
         controllerManager?: string;
       }) => {
         const started = Date.now();
+        const before = readState(o.dir);
+        // Like a cluster: kube-controller-manager with its built-in migrator unless told otherwise; one already
+        // running is left as it is when no mode is given (a second `up` does not restart it).
+        const cmMode = o.controllerManager ?? (isRunning(before?.controllerManager) ? undefined : 'with-migrator');
+        const cmVersion = before?.controllerManager?.version ?? o.kubeVersion ?? before?.kubeVersion ?? kubeVersions().current;
         const { state, envText } = await up({
+          // Built with the servers, in one go: the clients the env file names, and kube-controller-manager.
+          tools: [
+            'kubectl',
+            'etcdctl',
+            'temporal-cli',
+            ...(cmMode && cmMode !== 'none' ? [kubeToolName('kube-controller-manager', cmVersion)] : []),
+          ],
           dir: o.dir,
           apiservers: o.apiservers,
           temporalArgs: o.temporalArg,
@@ -88,11 +100,8 @@ export function devCommand(): Command {
           loopback: o.loopback,
           kubeVersion: o.kubeVersion,
         });
-        // Like a cluster: kube-controller-manager with its built-in migrator unless told otherwise; one already
-        // running is left as it is when no mode is given (a second `up` does not restart it).
-        const cm = o.controllerManager ?? (isRunning(state.controllerManager) ? undefined : 'with-migrator');
-        if (cm === 'none') await stopControllerManager(o.dir);
-        else if (cm) await startControllerManager(o.dir, { builtInMigrator: cm === 'with-migrator' });
+        if (cmMode === 'none') await stopControllerManager(o.dir);
+        else if (cmMode) await startControllerManager(o.dir, { builtInMigrator: cmMode === 'with-migrator' });
         const cmNow = readState(o.dir)?.controllerManager;
         process.stdout.write(envText);
         const servers = state.apiservers.map((a) => a.url).join(', ');

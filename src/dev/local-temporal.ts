@@ -24,7 +24,7 @@ export async function startLocalTemporal(log: (line: string) => void): Promise<L
   fs.mkdirSync(stateDir, { recursive: true });
   const dbFile = path.join(stateDir, 'temporal.sqlite');
   const [port, uiPort] = [await freePort(), await freePort()];
-  const { temporal } = ensureTools(log);
+  const { temporal } = ensureTools(['temporal-cli'], log);
   const child: ChildProcess = spawn(
     temporal,
     [

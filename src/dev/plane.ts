@@ -52,7 +52,7 @@ import {
   type TemporalServerRecord,
 } from './temporal-server';
 import { ensureCa, ensureServingCert } from './tls';
-import { ensureTools, kubeBinaries, kubeVersions, type ToolPaths } from './tools';
+import { ensureTools, expectedToolPaths, kubeBinaries, kubeToolName, kubeVersions, type ToolName, type ToolPaths } from './tools';
 
 export interface ProcessRecord {
   pid: number;
@@ -154,6 +154,11 @@ export interface UpOptions {
   loopback?: boolean;
   /** The Kubernetes release of a new plane (default: the newest built, tools/versions.json). */
   kubeVersion?: string;
+  /**
+   * Also build these when missing, with what the plane starts (`svm dev up`: kubectl, etcdctl and the Temporal
+   * CLI, which the env file names, and kube-controller-manager). Only what `up` starts is built otherwise.
+   */
+  tools?: ToolName[];
   log?: (line: string) => void;
 }
 
@@ -374,7 +379,7 @@ function apiserverArgs(
   ];
 }
 
-async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, tools: ToolPaths, log: (l: string) => void) {
+async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, log: (l: string) => void) {
   const pki = ensurePki(state.dir);
   const base = path.join(state.dir, `apiserver-${a.index}`);
   fs.mkdirSync(base, { recursive: true });
@@ -396,7 +401,9 @@ async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, tool
   } else {
     await assertPortFree(a.port, `kube-apiserver ${a.index}`);
   }
-  const binary = kubeBinaries(a.version ?? state.kubeVersion ?? kubeVersions().current).kubeApiserver;
+  const version = a.version ?? state.kubeVersion ?? kubeVersions().current;
+  ensureTools([kubeToolName('kube-apiserver', version)], log); // built on first use
+  const binary = kubeBinaries(version).kubeApiserver;
   a.pid = await startProcess(binary, apiserverArgs(state, a, pki, tls), a.log, wrap);
   a.binary = binary;
   writeState(state);
@@ -549,7 +556,7 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   const log = opts.log ?? ((l: string) => process.stderr.write(l + '\n'));
   const dir = path.resolve(opts.dir);
   fs.mkdirSync(dir, { recursive: true });
-  const tools = ensureTools(log);
+  const tools = expectedToolPaths(); // built below: only what this `up` starts
   const pki = ensurePki(dir);
   const ca = ensureCa(path.join(dir, 'pki'));
   const count = opts.apiservers ?? readState(dir)?.apiservers.length ?? 2;
@@ -626,6 +633,16 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   }
   const svChanged = opts.storageVersionApi !== undefined && opts.storageVersionApi !== state.storageVersionApi;
   if (opts.storageVersionApi !== undefined) state.storageVersionApi = opts.storageVersionApi;
+  const newServers = count - state.apiservers.length;
+  // What this `up` starts, built first (once, all in one go, before anything starts): etcd, the Temporal CLI
+  // for the dev server (temporal-server builds its own), the kube-apiserver of each release it starts.
+  const needed: ToolName[] = [...(opts.tools ?? [])];
+  if (!isRunning(state.etcd)) needed.push('etcd');
+  if (state.temporalMode === 'dev' && !isRunning(state.temporal)) needed.push('temporal-cli');
+  for (const a of state.apiservers)
+    if (svChanged || !isRunning(a)) needed.push(kubeToolName('kube-apiserver', a.version ?? state.kubeVersion ?? kubeVersions().current));
+  if (newServers > 0) needed.push(kubeToolName('kube-apiserver', state.kubeVersion ?? kubeVersions().current));
+  ensureTools(needed, log);
   for (let i = state.apiservers.length; i < count; i++) {
     const base = path.join(dir, `apiserver-${i}`);
     fs.mkdirSync(base, { recursive: true });
@@ -727,7 +744,7 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     }
     if (!isRunning(a)) {
       log(`starting kube-apiserver ${a.index} on ${a.address}:${a.port}${a.netns ? ` in netns ${a.netns}` : ''} as ${a.hostname}`);
-      await startApiserverProcess(state, a, tools, log);
+      await startApiserverProcess(state, a, log);
     }
   }
 
@@ -849,14 +866,15 @@ export async function restartApiserver(
 ): Promise<ApiserverRecord> {
   const state = mustState(dir);
   const a = apiserverRecord(state, index);
-  if (opts.version) kubeBinaries(opts.version); // refuses a release that is not built, before stopping anything
+  // Refuses a release the plane cannot run, and builds its kube-apiserver if missing, before stopping anything.
+  ensureTools([kubeToolName('kube-apiserver', opts.version ?? a.version ?? state.kubeVersion ?? kubeVersions().current)], log);
   await stopProcess(a);
   if (extraArgs) a.extraArgs = extraArgs;
   if (opts.version) a.version = opts.version;
   log(
     `restarting kube-apiserver ${index} (${a.version ?? state.kubeVersion ?? kubeVersions().current}) with extra flags [${a.extraArgs.join(' ')}]`,
   );
-  await startApiserverProcess(state, a, ensureTools(log), log);
+  await startApiserverProcess(state, a, log);
   return a;
 }
 
@@ -874,11 +892,10 @@ export async function setStorageVersionApi(
   if (state.storageVersionApi === on && state.apiservers.every((a) => isRunning(a))) return state;
   state.storageVersionApi = on;
   writeState(state);
-  const tools = ensureTools(log);
   for (const a of state.apiservers) {
     log(`restarting kube-apiserver ${a.index} with the StorageVersion API ${on ? 'on' : 'off'}`);
     await stopProcess(a);
-    await startApiserverProcess(state, a, tools, log);
+    await startApiserverProcess(state, a, log);
   }
   return state;
 }
@@ -943,6 +960,7 @@ export async function startControllerManager(
 ): Promise<ControllerManagerRecord> {
   const state = mustState(dir);
   const version = opts.version ?? state.controllerManager?.version ?? state.kubeVersion ?? kubeVersions().current;
+  ensureTools([kubeToolName('kube-controller-manager', version)], log); // built on first use
   const binary = kubeBinaries(version).kubeControllerManager;
   if (state.controllerManager) await stopProcess(state.controllerManager);
   const base = path.join(dir, 'controller-manager');

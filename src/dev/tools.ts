@@ -62,15 +62,54 @@ export function expectedToolPaths(): ToolPaths {
   };
 }
 
-/** Returns the tool paths, running scripts/tools.sh first when any is missing. */
-export function ensureTools(log: (line: string) => void = (l) => process.stderr.write(l + '\n')): ToolPaths {
-  const paths = expectedToolPaths();
-  const missing = Object.values(paths).filter((p) => !existsSync(p));
+/**
+ * What scripts/tools.sh builds, by the name it takes: each server the plane starts, and the clients its env
+ * file names (etcdctl, kubectl). `-previous`: the release before (kubeVersions().previous).
+ */
+export type ToolName =
+  | 'etcd'
+  | 'etcdctl'
+  | 'kube-apiserver'
+  | 'kube-controller-manager'
+  | 'kubectl'
+  | 'kube-apiserver-previous'
+  | 'kube-controller-manager-previous'
+  | 'kubectl-previous'
+  | 'temporal-cli';
+
+/** The cached binary of each name. */
+export function toolPath(name: ToolName): string {
+  const bin = path.join(toolsDir(), 'bin');
+  const previous = name.endsWith('-previous');
+  const base = previous ? name.slice(0, -'-previous'.length) : name;
+  if (base === 'etcd' || base === 'etcdctl') return path.join(bin, `${base}-${versions.etcd}`);
+  if (base === 'temporal-cli') return path.join(bin, `temporal-${versions.temporal}`);
+  return path.join(bin, `${base}-${previous ? versions.kubernetesPrevious : versions.kubernetes}`);
+}
+
+/** The name scripts/tools.sh knows a Kubernetes binary of one release by (the release must be one of kubeVersions()). */
+export function kubeToolName(binary: 'kube-apiserver' | 'kube-controller-manager' | 'kubectl', version: string): ToolName {
+  kubeBinaries(version); // refuses a release that is not one of the two
+  return version === kubeVersions().current ? binary : `${binary}-previous`;
+}
+
+/** Those of `names` that are not built yet. */
+export function missingTools(names: readonly ToolName[], exists: (p: string) => boolean = existsSync): ToolName[] {
+  return [...new Set(names)].filter((n) => !exists(toolPath(n)));
+}
+
+/**
+ * Builds, with scripts/tools.sh, those of `names` that are missing (nothing else: the demo's first run builds
+ * etcd, one kube-apiserver and the Temporal CLI, not every server the project knows), and returns every path.
+ * The script's progress goes to stderr; its lock makes a second caller wait for the first one's build.
+ */
+export function ensureTools(names: readonly ToolName[], log: (line: string) => void = (l) => process.stderr.write(l + '\n')): ToolPaths {
+  const missing = missingTools(names);
   if (missing.length > 0) {
-    log(`building missing servers (${missing.map((m) => path.basename(m)).join(', ')}); the first build takes a while`);
-    execFileSync('bash', [path.join(repoRoot, 'scripts', 'tools.sh')], { stdio: ['ignore', 'ignore', 'inherit'] });
+    log(`building ${missing.map((m) => path.basename(toolPath(m))).join(', ')} from source (once; later runs reuse ${toolsDir()})`);
+    execFileSync('bash', [path.join(repoRoot, 'scripts', 'tools.sh'), ...missing], { stdio: ['ignore', 'ignore', 'inherit'] });
   }
-  return paths;
+  return expectedToolPaths();
 }
 
 export const toolVersions = versions;

@@ -24,7 +24,7 @@ import { packageRoot } from '../config/build-info';
 import { KubeConfig } from './kubeconfig';
 import { APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
 import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
-import { classifyResponse, classifyTransportError, KubeError } from './errors';
+import { classifyResponse, classifyTransportError, isRetryable, KubeError } from './errors';
 import { itemIdentity, RawListSplitter, withTypeMeta } from './raw-list';
 
 export interface KubeResponse {
@@ -113,6 +113,46 @@ const MAX_THROTTLED_READS = 10;
 const MAX_UNSENT_RETRIES = 4;
 
 /**
+ * When a KubeClient sends a request again, in attempts (1: never again).
+ * svm's (SVM_RETRY) keeps what the client does within one call short and
+ * leaves longer waits to its callers (an activity's retry policy retries
+ * every transient kind); the tests' own client (test/helpers/plane.ts) has no
+ * such caller, so it retries transient reads too and waits longer for an
+ * unsent request, e.g. while haproxy still routes to a server just removed.
+ */
+export interface RetryPolicy {
+  /** A request that never reached an API server (neverSent), whatever its verb; backoff 250 ms times the attempt. */
+  unsentAttempts: number;
+  /** A GET answered 429, after its Retry-After (at most 10 s). */
+  throttledReadAttempts: number;
+  /** A GET that failed transiently after it was sent (isRetryable: reset, hang-up, timeout, 5xx); backoff as unsent. */
+  transientReadAttempts: number;
+  /** Whether raw() applies the transport part too (svm's raw() callers decide on failures themselves). */
+  retryRaw: boolean;
+}
+
+export const SVM_RETRY: Readonly<RetryPolicy> = {
+  unsentAttempts: MAX_UNSENT_RETRIES,
+  throttledReadAttempts: MAX_THROTTLED_READS,
+  transientReadAttempts: 1,
+  retryRaw: false,
+};
+
+/**
+ * The wait before attempt `attempt + 1` of a request that failed with err
+ * (a transport error, or a response classified by classifyResponse), or
+ * undefined when it is not sent again. Only reads are sent again after they
+ * may have reached a server; a write only when it never did.
+ */
+export function retryDelayMs(policy: Readonly<RetryPolicy>, method: string, attempt: number, err: KubeError): number | undefined {
+  if (neverSent(err)) return attempt < policy.unsentAttempts ? 250 * attempt : undefined;
+  if (method !== 'GET') return undefined;
+  if (err.kind === 'throttled') return attempt < policy.throttledReadAttempts ? Math.min(10, err.retryAfterSeconds ?? 1) * 1000 : undefined;
+  if (isRetryable(err.kind)) return attempt < policy.transientReadAttempts ? 250 * attempt : undefined;
+  return undefined;
+}
+
+/**
  * Transport errors after which the request is sent again, whatever its verb:
  * the connection refused or reset before TLS was up (it never reached a
  * server), or a kept-alive connection reset or hung up before any byte of a
@@ -166,10 +206,14 @@ export class KubeClient {
   readonly server: string;
   private readonly agent: http.Agent;
 
+  /** When a request is sent again (svm's by default; the tests' own client retries more). */
+  readonly retry: Readonly<RetryPolicy>;
+
   constructor(
     readonly kubeConfig: KubeConfig,
-    opts: { maxSockets?: number } = {},
+    opts: { maxSockets?: number; retry?: Readonly<RetryPolicy> } = {},
   ) {
+    this.retry = opts.retry ?? SVM_RETRY;
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster: set KUBECONFIG or --kubeconfig');
     this.server = cluster.server.replace(/\/$/, '');
@@ -178,7 +222,7 @@ export class KubeClient {
   }
 
   /** From a kubeconfig path, or KUBECONFIG / ~/.kube/config / in-cluster when undefined. */
-  static fromKubeconfig(path?: string, opts: { maxSockets?: number } = {}): KubeClient {
+  static fromKubeconfig(path?: string, opts: { maxSockets?: number; retry?: Readonly<RetryPolicy> } = {}): KubeClient {
     const kc = new KubeConfig();
     if (path) kc.loadFromFile(path);
     else if (!process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST && !existsSync(join(homedir(), '.kube', 'config'))) {
@@ -194,8 +238,25 @@ export class KubeClient {
     this.agent.destroy();
   }
 
-  /** Any request; returns the response whatever its status. */
+  /**
+   * Any request; returns the response whatever its status. Sent once, unless the client's retry policy has
+   * retryRaw: then a transport error is retried as request() retries it.
+   */
   async raw(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
+    if (!this.retry.retryRaw) return this.send(method, path, opts);
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.send(method, path, opts);
+      } catch (err) {
+        const wait = err instanceof KubeError ? retryDelayMs(this.retry, method, attempt, err) : undefined;
+        if (wait === undefined) throw err;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+    }
+  }
+
+  /** One attempt of a request (what raw() and request() send; a test double answers here). */
+  protected async send(method: string, path: string, opts: RequestOptions): Promise<KubeResponse> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
     const reqOpts: https.RequestOptions = { method, headers: { Accept: opts.accept ?? 'application/json', 'User-Agent': userAgent } };
@@ -230,28 +291,23 @@ export class KubeClient {
 
   /** A request that must succeed: throws a classified KubeError otherwise. */
   async request(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
+    // The client's retry policy (retryDelayMs): a request that never reached an API server (refused, or reset
+    // before TLS was up: a load balancer still sending to a server that just went away) is safe to send again,
+    // whatever its verb; like client-go, a read told to come back later (429 with Retry-After, e.g. "storage is
+    // (re)initializing") comes back, a bounded number of times.
     for (let attempt = 1; ; attempt++) {
-      let res: KubeResponse;
+      let err: KubeError;
       try {
-        res = await this.raw(method, path, opts);
-      } catch (err) {
-        // A request that never reached an API server (refused, or reset before TLS was up: a load
-        // balancer still sending to a server that just went away) is safe to send again, whatever its verb.
-        if (attempt < MAX_UNSENT_RETRIES && err instanceof KubeError && neverSent(err)) {
-          await new Promise((r) => setTimeout(r, 250 * attempt));
-          continue;
-        }
-        throw err;
+        const res = await this.send(method, path, opts);
+        if ((res.status >= 200 && res.status < 300) || opts.allow?.includes(res.status)) return res;
+        err = classifyResponse(res.status, res.body, res.headers['retry-after']);
+      } catch (e) {
+        if (!(e instanceof KubeError)) throw e;
+        err = e;
       }
-      if ((res.status >= 200 && res.status < 300) || opts.allow?.includes(res.status)) return res;
-      const err = classifyResponse(res.status, res.body, res.headers['retry-after']);
-      // Like client-go: a read told to come back later (429 with Retry-After,
-      // e.g. "storage is (re)initializing") comes back, a bounded number of times.
-      if (method === 'GET' && err.kind === 'throttled' && attempt < MAX_THROTTLED_READS) {
-        await new Promise((r) => setTimeout(r, Math.min(10, err.retryAfterSeconds ?? 1) * 1000));
-        continue;
-      }
-      throw err;
+      const wait = retryDelayMs(this.retry, method, attempt, err);
+      if (wait === undefined) throw err;
+      await new Promise((r) => setTimeout(r, wait));
     }
   }
 

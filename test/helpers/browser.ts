@@ -1,6 +1,6 @@
 /**
  * Headless Chromium for tests that look at a web page as a person would
- * (the Temporal Web UI). It is Debian's chromium (scripts/ensure-chromium.sh
+ * (the Temporal Web UI). It is Debian's chromium (npm test's preflight, scripts/preflight.ts,
  * installs it), driven by playwright-core, which never downloads a browser.
  * Every launch gets a fresh, throw-away profile.
  */
@@ -34,7 +34,7 @@ export interface TestBrowser {
  */
 export async function launchBrowser(opts: { viewport?: { width: number; height: number } } = {}): Promise<TestBrowser> {
   if (!existsSync(CHROMIUM_PATH)) {
-    throw new Error(`${CHROMIUM_PATH} is missing: run scripts/ensure-chromium.sh (it installs Debian's chromium package)`);
+    throw new Error(`${CHROMIUM_PATH} is missing: install Debian's chromium (apt-get install chromium; npm test as root installs it)`);
   }
   const viewport = opts.viewport ?? { width: 1400, height: 900 };
   const browser = await chromium.launch({ executablePath: CHROMIUM_PATH, headless: true, args: CHROMIUM_ARGS, timeout: 60_000 });

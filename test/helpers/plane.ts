@@ -11,7 +11,7 @@
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type PlaneState, type UpOptions } from '../../src/dev/plane';
-import { KubeClient } from '../../src/kube/client';
+import { KubeClient, type RetryPolicy } from '../../src/kube/client';
 import { loadTemporalSettings, temporalConnectionOptions, type TemporalSettings } from '../../src/config/temporal';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
 
@@ -42,13 +42,27 @@ export interface TestPlane {
   close(): Promise<void>;
 }
 
+/**
+ * How the tests' own clients (plane.kube, kubeOf) retry: svm's policy (src/kube/client.ts retryDelayMs), with
+ * more room, because no activity retries behind a test. A request that never reached an API server (refused, or
+ * reset before TLS: haproxy still routing to a server just stopped, until its check, every 1 s, fails twice) is sent
+ * again for up to ~11 s, whatever its verb; a read that failed after it was sent (reset, hang-up, timeout, 5xx) up
+ * to 6 times; raw() retries transport errors too. Writes that may have reached a server are never sent again.
+ */
+export const TEST_RETRY: Readonly<RetryPolicy> = {
+  unsentAttempts: 10,
+  throttledReadAttempts: 10,
+  transientReadAttempts: 6,
+  retryRaw: true,
+};
+
 /** The suite's shared plane; or, with `dir`, a plane of the test's own (e.g. another Kubernetes release), brought up by the test. */
 export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'> } = {}): Promise<TestPlane> {
   const dir = path.resolve(opts.dir ?? (process.env.SVM_DEV_DIR || '.svm-dev'));
   await up({ log: () => undefined, ...opts.up, dir }); // idempotent: instant when it is running
   const env = readEnv(dir);
   const state = (): PlaneState => readState(dir)!;
-  const kube = KubeClient.fromKubeconfig(env.KUBECONFIG);
+  const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { retry: TEST_RETRY });
   const clients: KubeClient[] = [];
   // As svm reads it (src/config/temporal.ts): with `--temporal-tls`, the env file's TEMPORAL_TLS_* variables.
   const settings = { ...loadTemporalSettings(env), address: env.TEMPORAL_ADDRESS! };
@@ -77,7 +91,7 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
     },
     kube,
     kubeOf(index: number) {
-      const k = KubeClient.fromKubeconfig(env[`KUBECONFIG_APISERVER_${index}`]);
+      const k = KubeClient.fromKubeconfig(env[`KUBECONFIG_APISERVER_${index}`], { retry: TEST_RETRY });
       clients.push(k);
       return k;
     },

@@ -7,7 +7,7 @@
 import { after, before } from 'node:test';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
-import { expectedToolPaths } from '../../src/dev/tools';
+import { ensureTools } from '../../src/dev/tools';
 import { searchAttributeDefinitions } from '../../src/contract/search-attributes';
 import { defineSearchAttributeKey, SearchAttributeType } from '@temporalio/common';
 
@@ -29,7 +29,7 @@ export function workflowTestEnv(suggestContinueAsNewAt: number): WorkflowEnv {
     Runtime.install({ logger: new DefaultLogger('ERROR') });
     out.env = await TestWorkflowEnvironment.createLocal({
       server: {
-        executable: { type: 'existing-path', path: expectedToolPaths().temporal },
+        executable: { type: 'existing-path', path: ensureTools(['temporal-cli']).temporal },
         searchAttributes: searchAttributeDefinitions.map((d) =>
           defineSearchAttributeKey(d.name, d.type === 'Int' ? SearchAttributeType.INT : SearchAttributeType.KEYWORD),
         ),
