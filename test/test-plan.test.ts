@@ -508,6 +508,26 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
   });
 });
 
+void test('svm plan --drop: a bad group version or flag is refused before anything is read (exit 2; --requests-window alone: 3)', async () => {
+  for (const [args, code, message] of [
+    [['--drop', 'v1'], 2, /^svm plan: --drop: "v1" is not <group>\/<version>/],
+    [['--drop', 'Example.com/v1'], 2, /^svm plan: --drop: "Example.com" is not an API group/],
+    [['--drop', 'example.com/v1', '--requests-window', 'soon'], 2, /--requests-window must be a whole number, got "soon"/],
+    [['--requests-window', '5'], 3, /^svm plan: --requests-window goes with --drop/],
+  ] as const) {
+    // An unreachable API: had anything been attempted, the message would say so.
+    const r = await svm(['plan', ...args], { KUBECONFIG: '/nonexistent/kubeconfig' });
+    assert.equal(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.doesNotMatch(r.stderr, /nonexistent/);
+    assert.equal(r.stdout, '');
+  }
+  // A group nobody serves: refused after discovery, before anything else is read.
+  const r = await svm(['plan', '--drop', 'nowhere.svm.test/v1'], { KUBECONFIG: readerKubeconfig });
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /^svm plan: no API group nowhere\.svm\.test is served and no CustomResourceDefinition names it\n$/);
+});
+
 void test('what the managedFields check guards against: v1 removed while managedFields name it, server-side apply fails', async () => {
   const c = testCrd(`${uniq('drop-early')}.svm.test`);
   const ns = uniq('drop-early');
