@@ -3,9 +3,10 @@
  * activity: can this API version be removed now, from a CRD's versions or by
  * the next Kubernetes release? A read: nothing is written.
  *
- * For every resource served at the version (and every CRD of the group that
- * still names it), one verdict from these checks, each Ready, NotYet or
- * Unknown with its reason:
+ * For every resource served at the version, every CRD of the group that
+ * still names it, and every built-in resource of the group (objects written
+ * before an upgrade may still be stored in the version), one verdict from
+ * these checks, each Ready, NotYet or Unknown with its reason:
  *
  *   storageVersion     the API servers agree on a storage version, and it is
  *                      not the one to drop (the worker's agreement rules,
@@ -49,7 +50,7 @@ import {
   type DropServerRequests,
   type DropVerdict,
 } from '../contract/drop';
-import { storageVersionHashOf, type Agreement } from './agreement';
+import type { Agreement } from './agreement';
 import { kubernetesEndpoints, type ApiServers, type ApiServerSource } from './apiservers';
 import { readMetrics, requestCounts } from './apiserver-metrics';
 import type { DiscoveredResource, KubeClient } from './client';
@@ -60,7 +61,7 @@ import { countManagedFieldsAt, type ManagedFieldsCount } from './managed-fields'
 import { STORAGE_VERSIONS_PATH } from './storage-versions';
 import { listAllIfServed, MalformedObjectError, parseAs } from './typed';
 import { agreementReader } from './server-agreements';
-import { storageStatePath, storageStateReason, UNKNOWN_HASH } from './storage-states';
+import { storageStatePath, storageStateReason } from './storage-states';
 
 /** A refused input (a malformed group version): nothing was read. */
 export class DropInputError extends Error {
@@ -284,11 +285,10 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
     if (!stateList) notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed)');
 
     const agreementOf = await agreementReader(kube, { discovered, crds, storageVersions, found, now });
-    // What is served at the version; the CRDs of the group that still name it (served or not); and the built-in
-    // resources of the group that may hold objects stored in it: stored in it now on any API server (a release may
-    // store a version it no longer serves by default), or in it by their StorageState (persisted before an
-    // upgrade moved the storage version: etcd keeps them so until a migration), or with no StorageState at all
-    // (nothing records where their objects were written before).
+    // What is served at the version; the CRDs of the group that still name it (served or not); and every built-in
+    // resource of the group, served at the version or not: a release may store a version it no longer serves by
+    // default, and objects written before an upgrade stay in the old version in etcd until a migration (their
+    // StorageState says so; without one, nothing does).
     const stateOf = (name: string) =>
       states.find((s) => {
         const gr = s.spec?.resource;
@@ -297,23 +297,8 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
     const names = new Set(discovered.filter((r) => r.group === group && r.version === version && !r.name.includes('/')).map((r) => r.name));
     const crdOf = new Map(crds.filter((c) => c.spec.group === group).map((c) => [c.spec.names.plural, c]));
     for (const [plural, c] of crdOf) if (c.spec.versions.some((v) => v.name === version)) names.add(plural);
-    for (const r of discovered) {
-      if (r.group !== group || !r.preferred || !r.storageVersionHash || r.name.includes('/') || crdOf.has(r.name) || names.has(r.name))
-        continue;
-      const hash = storageVersionHashOf(group, version, r.kind);
-      const a = agreementOf(r);
-      const persisted = stateOf(r.name)?.status?.persistedStorageVersionHashes;
-      if (
-        r.storageVersionHash === hash ||
-        a.encodingVersion === groupVersion ||
-        a.servers.some((v) => v.value === hash) ||
-        !stateOf(r.name) ||
-        persisted === undefined ||
-        persisted.includes(hash) ||
-        persisted.includes(UNKNOWN_HASH)
-      )
-        names.add(r.name);
-    }
+    for (const r of discovered)
+      if (r.group === group && r.preferred && r.storageVersionHash && !r.name.includes('/') && !crdOf.has(r.name)) names.add(r.name);
     if (names.size === 0) {
       if (!discovered.some((r) => r.group === group) && crdOf.size === 0) throw new DropInputError(NOT_SERVED_GROUP(group));
       notes.push(`nothing is served or stored at ${groupVersion} and no CustomResourceDefinition names it: there is nothing left to drop`);
