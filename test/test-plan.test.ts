@@ -10,6 +10,13 @@
  * - API servers that disagree (one restarted with an older
  *   --min-compatibility-version) block: exit 2, naming both servers;
  * - errors exit 3: an API that cannot be reached, bad flags;
+ * - `svm plan --drop <group>/<version>`: a CRD written at v1 by server-side
+ *   apply is "not yet" with each reason (as the same read-only identity,
+ *   requests unknown until it may read /metrics), "ready" once migrated and
+ *   its objects' owner applies at v2, the same report from the
+ *   checkVersionDrop workflow; with v1 removed every object reads and
+ *   applies, while on a CRD removed too early (managedFields still at v1)
+ *   server-side apply fails, as the check said it would;
  * - `svm migrate <crd> --wait` runs as the Job's ServiceAccount with the
  *   RBAC of deploy/pre-upgrade-job.yaml applied as written (a worker
  *   running), proving that role suffices; the same token resolves every
@@ -21,11 +28,15 @@ import { execFile } from 'node:child_process';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { Migrator, migratableResources, type Plan } from '../src/client';
+import { WorkflowFailedError } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import { DROP_CHECK_WORKFLOW_TYPE, DropReportSchema, type DropCheckName, type DropReport, type DropVerdict } from '../src/contract/drop';
+import { setCrdStoredVersions } from '../src/kube/crds';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
-import { applyCrd, createObjects, ensureNamespace, testCrd, type TestCrd } from './helpers/crd';
+import { applyCrd, createObjects, ensureNamespace, parallel, testCrd, type TestCrd } from './helpers/crd';
 import { DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -323,6 +334,224 @@ void test('errors exit 3 with a message, bad flags before anything happens', asy
   assert.equal(help.code, 0);
   for (const line of [/0 +nothing to migrate/, /1 +migrations needed, and all of them can run now/, /2 +something blocks/, /3 +error/])
     assert.match(help.stdout, line);
+});
+
+/** `svm plan --drop gv -o json` as the read-only ServiceAccount; the exit code is the report's. */
+async function dropJson(gv: string, extra: string[] = [], env: Record<string, string> = {}): Promise<{ report: DropReport; run: Run }> {
+  const run = await svm(['plan', '--drop', gv, '-o', 'json', ...extra], { KUBECONFIG: readerKubeconfig, ...env });
+  assert.ok([0, 1, 2].includes(run.code), `svm plan --drop exited ${run.code}: ${run.stderr}`);
+  const report = DropReportSchema.parse(JSON.parse(run.stdout));
+  assert.equal(run.code, report.exitCode, run.stdout);
+  return { report, run };
+}
+
+/** Each check's verdict of one resource of a report. */
+function verdicts(report: DropReport, resource: string): Partial<Record<DropCheckName, DropVerdict>> & { resource?: DropVerdict } {
+  const r = report.resources.find((x) => x.resource === resource);
+  assert.ok(r, `${resource} is in the report: ${report.resources.map((x) => x.resource).join(', ')}`);
+  return { resource: r.verdict, ...Object.fromEntries(r.checks.map((c) => [c.check, c.verdict])) };
+}
+const reasonOf = (report: DropReport, resource: string, check: DropCheckName) =>
+  report.resources.find((x) => x.resource === resource)!.checks.find((c) => c.check === check)!.reason;
+
+/** Server-side apply of one test object at a version, as field manager `manager`. */
+function applyObject(c: TestCrd, ns: string, name: string, version: 'v1' | 'v2', manager: string, spec: unknown) {
+  return plane.kube.raw('PATCH', `/apis/${c.group}/${version}/namespaces/${ns}/${c.plural}/${name}`, {
+    body: JSON.stringify({ apiVersion: `${c.group}/${version}`, kind: c.kind, metadata: { name, namespace: ns }, spec }),
+    contentType: 'application/apply-patch+yaml',
+    query: { fieldManager: manager },
+  });
+}
+
+void test('svm plan --drop: not yet with each reason, ready once migrated and applied at v2, the same as a workflow; v1 removed, every object reads and applies', async () => {
+  const c = testCrd(`${uniq('drop')}.svm.test`);
+  const ns = uniq('drop');
+  const gv = `${c.group}/v1`;
+  const N = 30;
+  const names = Array.from({ length: N }, (_, i) => `w-${i}`);
+  await applyCrd(plane.kube, c, 'v1');
+  await ensureNamespace(plane.kube, ns);
+  await parallel(N, 8, async (i) => {
+    const res = await applyObject(c, ns, names[i]!, 'v1', 'drop-owner', { index: i });
+    assert.equal(res.status, 201, res.body);
+  });
+  await applyCrd(plane.kube, c, 'v2');
+
+  // The read-only identity may not read /metrics: requests unknown on each server; the rest not yet.
+  const first = (await dropJson(gv, ['--requests-window', '0'])).report;
+  assert.equal(first.verdict, 'NotYet');
+  assert.deepEqual(verdicts(first, c.name), {
+    resource: 'NotYet',
+    storageVersion: 'Ready',
+    migration: 'NotYet',
+    storedVersions: 'NotYet',
+    managedFields: 'NotYet',
+    requests: 'Unknown',
+    conversionWebhook: 'Ready',
+  });
+  const item = first.resources.find((r) => r.resource === c.name)!;
+  assert.deepEqual([item.storageVersion, item.objects, item.managedFieldsNaming, item.managers], [`${c.group}/v2`, N, N, ['drop-owner']]);
+  assert.equal(
+    reasonOf(first, c.name, 'storedVersions'),
+    `status.storedVersions [v1, v2] still names v1: objects may be stored at v1 until a whole pass under agreement prunes it (svm migrate ${c.name})`,
+  );
+  assert.match(
+    reasonOf(first, c.name, 'managedFields'),
+    new RegExp(`^${N} of ${N} objects have managedFields entries at ${gv.replace(/\./g, '\\.')} \\(managers: drop-owner\\)`),
+  );
+  assert.deepEqual(
+    item.requests.map((r) => [r.verdict, r.reason]),
+    plane.apiserverAddresses.map(() => ['Unknown', 'may not read /metrics (it needs get on the non-resource URL /metrics; docs/usage.md)']),
+  );
+
+  // Granted get on /metrics, the same identity sees the requests at v1 on the API servers (window 0: since they started).
+  await serverSideApply(plane.kube, [
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRole',
+      metadata: { name: `${READER_SA}-metrics` },
+      rules: [{ nonResourceURLs: ['/metrics'], verbs: ['get'] }],
+    },
+    {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'ClusterRoleBinding',
+      metadata: { name: `${READER_SA}-metrics` },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: `${READER_SA}-metrics` },
+      subjects: [{ kind: 'ServiceAccount', name: READER_SA, namespace: NS }],
+    },
+  ]);
+  const second = await eventually(
+    'the reader may read /metrics',
+    async () => {
+      const r = (await dropJson(gv, ['--requests-window', '0'])).report;
+      return verdicts(r, c.name).requests !== 'Unknown' ? r : undefined;
+    },
+    30_000,
+  );
+  assert.equal(verdicts(second, c.name).requests, 'NotYet');
+  const since = second.resources.find((r) => r.resource === c.name)!.requests;
+  assert.equal(since.length, plane.apiserverAddresses.length);
+  assert.ok(since.reduce((n, r) => n + r.requestsSinceStart!, 0) >= N, JSON.stringify(since));
+  const notYetTable = await svm(['plan', '--drop', gv, '--requests-window', '0'], { KUBECONFIG: readerKubeconfig });
+  assert.equal(notYetTable.code, 1, notYetTable.stderr);
+  console.log(`$ svm plan --drop ${gv} --requests-window 0   # before the migration\n${notYetTable.stdout}`);
+
+  // Migrated (a worker), then the check as a workflow: storedVersions and the migration are ready; the objects'
+  // managedFields still name v1.
+  const migrated = await withWorker(plane, async (m, taskQueue) => {
+    const result = await (await m.start(c.name)).wait();
+    assert.equal(result.phase, 'Succeeded', result.message);
+    // A bad input is refused before anything is read.
+    await assert.rejects(
+      plane.temporal.client.workflow.execute(DROP_CHECK_WORKFLOW_TYPE, {
+        taskQueue,
+        workflowId: uniq('drop-bad'),
+        args: [{ groupVersion: 'v1' }],
+      }),
+      (err: unknown) =>
+        err instanceof WorkflowFailedError &&
+        err.cause instanceof ApplicationFailure &&
+        err.cause.type === 'InvalidInput' &&
+        /is not <group>\/<version>/.test(err.cause.message),
+    );
+    return (await plane.temporal.client.workflow.execute(DROP_CHECK_WORKFLOW_TYPE, {
+      taskQueue,
+      workflowId: uniq('drop-check'),
+      args: [{ groupVersion: gv, requestsWindowSeconds: 2 }],
+    })) as DropReport;
+  });
+  DropReportSchema.parse(migrated);
+  assert.deepEqual(verdicts(migrated, c.name), {
+    resource: 'NotYet',
+    storageVersion: 'Ready',
+    migration: 'Ready',
+    storedVersions: 'Ready',
+    managedFields: 'NotYet',
+    requests: 'Ready',
+    conversionWebhook: 'Ready',
+  });
+  assert.match(
+    reasonOf(migrated, c.name, 'migration'),
+    new RegExp(`its last migration workflow migrate/${c.name.replace(/\./g, '\\.')} ended Succeeded at `),
+  );
+  assert.equal(migrated.exitCode, 1);
+
+  // The owner applies at v2: its managedFields entries move to v2. Then every check is ready, in the CLI and the workflow.
+  await parallel(N, 8, async (i) => {
+    const res = await applyObject(c, ns, names[i]!, 'v2', 'drop-owner', { index: i });
+    assert.equal(res.status, 200, res.body);
+  });
+  const ready = (await dropJson(gv, ['--requests-window', '3'], { TEMPORAL_ADDRESS: plane.temporal.address })).report;
+  assert.equal(ready.verdict, 'Ready', JSON.stringify(ready, null, 2));
+  assert.deepEqual(new Set(Object.values(verdicts(ready, c.name))), new Set(['Ready']));
+  assert.match(reasonOf(ready, c.name, 'requests'), /^no client used .* in the last 3s: /);
+  const table = await svm(['plan', '--drop', gv, '--requests-window', '1'], { KUBECONFIG: readerKubeconfig });
+  assert.equal(table.code, 0, table.stdout + table.stderr);
+  console.log(`$ svm plan --drop ${gv} --requests-window 1   # migrated, applied at v2\n${table.stdout}`);
+  assert.match(table.stdout, new RegExp(`^${c.name.replace(/\./g, '\\.')} +ready +${c.group.replace(/\./g, '\\.')}/v2 +${N} +0$`, 'm'));
+  assert.match(table.stdout, new RegExp(`\n${gv.replace(/\./g, '\\.')}: ready \\(1 resource\\(s\\): 1 ready\\) \\(exit 0\\)\n$`));
+
+  // v1 removed from the CRD: every object still reads and applies, as its owner and as another manager.
+  await applyCrd(plane.kube, c, 'v2', { versions: ['v2'] });
+  assert.equal((await plane.kube.raw('GET', `/apis/${c.group}/v1/namespaces/${ns}/${c.plural}`)).status, 404);
+  await parallel(N, 8, async (i) => {
+    const name = names[i]!;
+    const got = await plane.kube.raw('GET', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/${name}`);
+    assert.equal(got.status, 200, got.body);
+    const owner = await applyObject(c, ns, name, 'v2', 'drop-owner', { index: i, note: 'after v1 was removed' });
+    assert.equal(owner.status, 200, owner.body);
+    const other = await applyObject(c, ns, name, 'v2', 'drop-other', { extra: i });
+    assert.equal(other.status, 200, other.body);
+  });
+  assert.deepEqual((await storedVersions(plane.etcd, { group: c.group, resource: c.plural, custom: true })).byApiVersion, {
+    [`${c.group}/v2`]: N,
+  });
+});
+
+void test('svm plan --drop: a bad group version or flag is refused before anything is read (exit 2; --requests-window alone: 3)', async () => {
+  for (const [args, code, message] of [
+    [['--drop', 'v1'], 2, /^svm plan: --drop: "v1" is not <group>\/<version>/],
+    [['--drop', 'Example.com/v1'], 2, /^svm plan: --drop: "Example.com" is not an API group/],
+    [['--drop', 'example.com/v1', '--requests-window', 'soon'], 2, /--requests-window must be a whole number, got "soon"/],
+    [['--requests-window', '5'], 3, /^svm plan: --requests-window goes with --drop/],
+  ] as const) {
+    // An unreachable API: had anything been attempted, the message would say so.
+    const r = await svm(['plan', ...args], { KUBECONFIG: '/nonexistent/kubeconfig' });
+    assert.equal(r.code, code, `${args.join(' ')}: ${r.stderr}`);
+    assert.match(r.stderr, message);
+    assert.doesNotMatch(r.stderr, /nonexistent/);
+    assert.equal(r.stdout, '');
+  }
+  // A group nobody serves: refused after discovery, before anything else is read.
+  const r = await svm(['plan', '--drop', 'nowhere.svm.test/v1'], { KUBECONFIG: readerKubeconfig });
+  assert.equal(r.code, 2, r.stderr);
+  assert.match(r.stderr, /^svm plan: no API group nowhere\.svm\.test is served and no CustomResourceDefinition names it\n$/);
+});
+
+void test('what the managedFields check guards against: v1 removed while managedFields name it, server-side apply fails', async () => {
+  const c = testCrd(`${uniq('drop-early')}.svm.test`);
+  const ns = uniq('drop-early');
+  await applyCrd(plane.kube, c, 'v1');
+  await ensureNamespace(plane.kube, ns);
+  assert.equal((await applyObject(c, ns, 'w', 'v1', 'drop-owner', { a: 1 })).status, 201);
+  await applyCrd(plane.kube, c, 'v2');
+  // Rewritten at v2 and storedVersions pruned by hand: only the managedFields still name v1.
+  await plane.kube.request('PATCH', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/w`, {
+    body: '{}',
+    contentType: 'application/merge-patch+json',
+  });
+  await setCrdStoredVersions(plane.kube, { group: c.group, resource: c.plural }, ['v2']);
+  const { report } = await dropJson(`${c.group}/v1`, ['--requests-window', '1']);
+  assert.equal(verdicts(report, c.name).managedFields, 'NotYet');
+  assert.equal(verdicts(report, c.name).storedVersions, 'Ready');
+
+  await applyCrd(plane.kube, c, 'v2', { versions: ['v2'] });
+  assert.equal((await plane.kube.raw('GET', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/w`)).status, 200);
+  for (const manager of ['drop-owner', 'drop-other']) {
+    const res = await applyObject(c, ns, 'w', 'v2', manager, { a: 2 });
+    assert.equal(res.status, 500, `${manager}: ${res.status} ${res.body}`);
+    assert.equal((JSON.parse(res.body) as { message: string }).message, `request to convert CR to an invalid group/version: ${c.group}/v1`);
+  }
 });
 
 void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount suffices, and it holds nothing more', async () => {

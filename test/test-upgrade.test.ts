@@ -22,6 +22,12 @@
  *        object per changed resource (what upgrade tooling creates), waited
  *        on, every one Succeeded.
  *
+ * In the svm run, `svm plan --drop admissionregistration.k8s.io/v1beta1`'s
+ * check before and after: "not yet" on the previous release (the mutating
+ * admission policies and bindings are stored as v1beta1), "ready" for them
+ * once upgraded and migrated (the group's resources the worker was not
+ * granted stay "not yet": no StorageState records a pass over them).
+ *
  * Judged in etcd, both runs: every object of each changed resource holds the
  * version discovery now names as its storage version (the one its
  * storageVersionHash stands for), and every such resource has objects (one
@@ -39,6 +45,8 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { down, restartApiserver, startControllerManager, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { getCrd } from '../src/kube/crds';
+import { dropTable } from '../src/client/drop-report';
+import { checkDrop } from '../src/kube/drop-check';
 import { versionNamer } from '../src/kube/agreement';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { storageStatePath } from '../src/kube/storage-states';
@@ -304,6 +312,21 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
         300_000,
       );
 
+      // Can v1beta1 of the admission policies be dropped? Not on the previous release: it is their storage version.
+      const MAP = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'].map((r) => `${r}.admissionregistration.k8s.io`);
+      const dropBefore = await checkDrop(p.kube, 'admissionregistration.k8s.io/v1beta1', { requestsWindowSeconds: 0 });
+      console.log(`svm plan --drop admissionregistration.k8s.io/v1beta1 on ${previous}:\n${dropTable(dropBefore)}`);
+      assert.equal(dropBefore.verdict, 'NotYet');
+      for (const name of MAP) {
+        const r = dropBefore.resources.find((x) => x.resource === name);
+        assert.equal(r?.storageVersion, 'admissionregistration.k8s.io/v1beta1', name);
+        assert.deepEqual(
+          r.checks.filter((c) => c.check === 'storageVersion' || c.check === 'migration').map((c) => c.verdict),
+          ['NotYet', 'NotYet'],
+          name,
+        );
+      }
+
       // API server 0 first: the two servers now disagree on every resource whose storage version moved.
       await restartApiserver(dir, 0, [], quiet, { version: current });
       const after0 = await hashesOf(p, 0);
@@ -357,6 +380,29 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       const counts = Object.fromEntries([...changed.map((n) => [n, PER_RESOURCE] as const), [crd.name, CRD_OBJECTS] as const]);
       assertNewEncoding('svm', etcd, expected, counts);
       assert.deepEqual((await getCrd(p.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
+
+      // Upgraded and migrated: the admission policies' v1beta1 can go (stored as v1 on both servers, a whole pass
+      // on record in their StorageStates, no managedFields and no request at v1beta1). The rest of the group is
+      // "not yet" for one reason only: the worker was not granted it, so its StorageState stays [Unknown] (nothing
+      // records where objects written before were stored).
+      const dropAfter = await checkDrop(p.kube, 'admissionregistration.k8s.io/v1beta1', { requestsWindowSeconds: 2 });
+      console.log(`svm plan --drop admissionregistration.k8s.io/v1beta1 on ${current}, migrated:\n${dropTable(dropAfter)}`);
+      for (const name of MAP) {
+        const r = dropAfter.resources.find((x) => x.resource === name);
+        assert.equal(r?.verdict, 'Ready', `${name}: ${JSON.stringify(r?.checks)}`);
+        assert.equal(r.storageVersion, 'admissionregistration.k8s.io/v1');
+        assert.equal(r.requests.length, 2);
+      }
+      const granted = new Set(TEMPLATES.filter((t) => t.group === 'admissionregistration.k8s.io').map((t) => `${t.resource}.${t.group}`));
+      for (const r of dropAfter.resources.filter((x) => !granted.has(x.resource))) {
+        const notYet = r.checks.filter((c) => c.verdict !== 'Ready');
+        assert.deepEqual(
+          notYet.map((c) => c.check),
+          ['migration'],
+          `${r.resource}: ${JSON.stringify(r.checks)}`,
+        );
+        assert.match(notYet[0]!.reason, /^StorageState persistedStorageVersionHashes \[Unknown\]/);
+      }
 
       // The worker was started on the previous release: it takes a storagemigration.k8s.io/v1 object now that the
       // servers serve v1 (the served version is looked up again; the bridge watches the new one).

@@ -36,6 +36,7 @@ import type { MigratorMetrics } from '../worker/metrics';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import type { MemoryBudget } from '../kube/memory-budget';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
+import { createDropActivities } from './drop';
 import { createFollowActivities } from './follow-migration';
 import { createTriggerActivities } from './trigger';
 
@@ -213,6 +214,7 @@ export function createActivities(deps: ActivityDeps) {
     }),
     ...createFollowActivities(deps.temporal),
     ...createResolveActivities(kube),
+    ...createDropActivities({ kube, apiservers, temporal: deps.temporal }),
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
 
     /** One page: list, no-op update each object, return counters and the next token. */

@@ -1,6 +1,7 @@
 /** `svm plan`: what must be migrated before the next upgrade step can go on (read-only). */
 import { Command, Option, type CommanderError } from 'commander';
 import type { KubeClient } from '../kube/client';
+import type { DropCheckOptions } from '../kube/drop-check';
 import { kubeconfigOption, parseIntArg } from '../config/cli-options';
 import { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
 
@@ -23,10 +24,25 @@ Exit codes:
   3  error: the plan could not be made (e.g. the API cannot be reached,
      a bad flag)
 
+With --drop <group>/<version>: can that version be removed now (from a CRD's
+versions, or by the next Kubernetes release)? For every resource served at
+it, a verdict (ready, not yet, unknown) and each reason: the storage version
+the API servers agree on, a whole pass on record (StorageState, or a CRD's
+storedVersions; the migration workflow when TEMPORAL_ADDRESS is set), the
+CRD's storedVersions, objects whose managedFields name the version (a
+metadata-only list), requests at the version on each API server during
+--requests-window (its /metrics; unknown where that may not be read), and a
+CRD's conversion webhook. Read-only as well. Exit codes with --drop:
+  0  ready: the version can be removed
+  1  not yet (see the reasons)
+  2  unknown (something could not be checked), or an error
+
 Examples:
   svm plan                      # a table
   svm plan -o json | jq .items  # for machines
   svm plan --qps 20             # estimates at 20 updates/s
+  svm plan --drop example.com/v1                     # can v1 be removed from the CRD?
+  svm plan --drop admissionregistration.k8s.io/v1beta1 -o json --requests-window 60
 `;
 
 export function planCommand(): Command {
@@ -40,13 +56,29 @@ export function planCommand(): Command {
         DEFAULT_PLAN_QPS,
       )
       .addOption(kubeconfigOption())
+      .option(
+        '--drop <group/version>',
+        'instead of the plan: can this API version be removed now? (exit 0 ready, 1 not yet, 2 unknown or error)',
+      )
+      .option(
+        '--requests-window <seconds>',
+        "with --drop: how long each API server's request counters are watched (0: any request since the server started counts)",
+        parseIntArg('--requests-window', 0, 3600),
+      )
       .addHelpText('after', PLAN_HELP)
       .allowExcessArguments(false)
       // A bad flag is an error (3), never "migrations needed" (1): a pipeline gating on the code must not misread it.
       .exitOverride((err: CommanderError) => {
-        process.exit(err.exitCode === 0 ? 0 : PLAN_ERROR_EXIT_CODE);
+        const drop = process.argv.some((a) => a === '--drop' || a.startsWith('--drop='));
+        process.exit(err.exitCode === 0 ? 0 : drop ? DROP_ERROR_EXIT_CODE : PLAN_ERROR_EXIT_CODE);
       })
-      .action(async (o: { output: 'text' | 'json'; qps: number; kubeconfig?: string }) => {
+      .action(async (o: { output: 'text' | 'json'; qps: number; kubeconfig?: string; drop?: string; requestsWindow?: number }) => {
+        if (o.drop !== undefined) return dropAction({ ...o, drop: o.drop });
+        if (o.requestsWindow !== undefined) {
+          process.stderr.write('svm plan: --requests-window goes with --drop\n');
+          process.exitCode = PLAN_ERROR_EXIT_CODE;
+          return;
+        }
         let kube: KubeClient | undefined;
         try {
           // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
@@ -66,4 +98,52 @@ export function planCommand(): Command {
         }
       })
   );
+}
+
+/** The exit code of `svm plan --drop` when the check could not be made (the same as Unknown: a gate must not pass). */
+export const DROP_ERROR_EXIT_CODE = 2;
+
+async function dropAction(o: { output: 'text' | 'json'; kubeconfig?: string; drop: string; requestsWindow?: number }): Promise<void> {
+  let kube: KubeClient | undefined;
+  let closeTemporal: (() => Promise<void>) | undefined;
+  try {
+    /* eslint-disable @typescript-eslint/no-require-imports */
+    const { groupVersionRefusal } = require('../contract/drop') as typeof import('../contract/drop');
+    // Refused before anything is read.
+    const refusal = groupVersionRefusal(o.drop);
+    if (refusal) throw new Error(`--drop: ${refusal}`);
+    const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
+    const { checkDrop, migrationRecords } = require('../kube/drop-check') as typeof import('../kube/drop-check');
+    const { dropTable } = require('./drop-report') as typeof import('./drop-report');
+    kube = KubeClient.fromKubeconfig(o.kubeconfig);
+    let migrationOf: DropCheckOptions['migrationOf'];
+    if (process.env.TEMPORAL_ADDRESS) {
+      // The migration workflows are read where Temporal is configured; without it the check needs Kubernetes only.
+      const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
+        require('../config/temporal') as typeof import('../config/temporal');
+      const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+      const t = loadTemporalSettings(process.env);
+      const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS };
+      try {
+        const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+          throw await explainTemporalConnectError(e, target);
+        });
+        closeTemporal = () => connection.close();
+        migrationOf = migrationRecords(new Client({ connection, namespace: t.namespace }));
+      } catch (err) {
+        // The migration workflows add to the answer; the check stands on Kubernetes alone.
+        process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
+      }
+    }
+    /* eslint-enable @typescript-eslint/no-require-imports */
+    const report = await checkDrop(kube, o.drop, { requestsWindowSeconds: o.requestsWindow, migrationOf });
+    process.stdout.write(o.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : dropTable(report));
+    process.exitCode = report.exitCode;
+  } catch (err) {
+    process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.exitCode = DROP_ERROR_EXIT_CODE;
+  } finally {
+    kube?.close();
+    await closeTemporal?.();
+  }
 }

@@ -29,23 +29,16 @@
 import { groupResourceString, collectionPath } from '../api/resource';
 import { StorageState } from '../api/migration';
 import { CustomResourceDefinition } from '../api/custom-resource-definition';
-import { StorageVersion, storageVersionName } from '../api/storage-version';
-import {
-  agreementFromEndpoints,
-  agreementFromStorageVersion,
-  liveIdentities,
-  versionNamer,
-  type Agreement,
-  type ServerView,
-} from '../kube/agreement';
+import { StorageVersion } from '../api/storage-version';
+import type { Agreement } from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient, KubeResponse } from '../kube/client';
 import { METADATA_LIST_ACCEPT, parseJson } from '../kube/client';
 import { CRDS_PATH } from '../kube/crds';
 import { needsGrant } from './grant';
 import { KubeError } from '../kube/errors';
-import { listIdentityLeases } from '../kube/leases';
-import { storageStatePath } from '../kube/storage-states';
+import { storageStatePath, storageStateReason, UNKNOWN_HASH } from '../kube/storage-states';
+import { agreementReader } from '../kube/server-agreements';
 import { STORAGE_VERSIONS_PATH } from '../kube/storage-versions';
 import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
 import { notMigratableReason } from '../kube/resolve';
@@ -53,14 +46,8 @@ import { migratableResources } from './index';
 import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from './plan-report';
 
 export { DEFAULT_PLAN_QPS, formatDuration, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
+export { storageStateReason };
 export type { Plan, PlanExitCode, PlanItem, PlanSource, PlanVerdict } from './plan-report';
-
-/** The state the trigger writes when it cannot know where objects are persisted. */
-const UNKNOWN_HASH = 'Unknown';
-/** An API server asked at its own address answers its whole discovery within this. */
-const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
-/** Versions tried when naming a built-in hash, besides those the group serves. */
-const COMMON_VERSIONS = ['v1', 'v2', 'v1beta1', 'v1beta2', 'v1beta3', 'v1alpha1', 'v1alpha2', 'v1alpha3'];
 
 export interface PlanOptions {
   /** Updates per second the estimates assume (default 100, the worker's SVM_QPS default; 0: no estimates). */
@@ -83,26 +70,6 @@ export function crdStoredVersionsLeft(crd: CrdInfo): { storageVersion?: string; 
   const storageVersion = crd.spec.versions.find((v) => v.storage)?.name;
   const storedVersions = crd.status?.storedVersions ?? [];
   return { storageVersion, storedVersions, left: storedVersions.filter((v) => v !== storageVersion) };
-}
-
-/**
- * Why a StorageState says a migration is due, or undefined when it does not
- * (the trigger's own rule: due unless persisted is exactly [current]).
- * servedHash: what the API servers serve now, when known.
- */
-export function storageStateReason(
-  persisted: string[] | undefined,
-  current: string | undefined,
-  servedHash: string | undefined,
-): string | undefined {
-  const p = persisted ?? [UNKNOWN_HASH];
-  const list = `[${p.join(', ')}]`;
-  if (p.includes(UNKNOWN_HASH)) return `StorageState persistedStorageVersionHashes ${list}: objects may be stored in any version`;
-  if (p.length > 1) return `StorageState persistedStorageVersionHashes ${list}: objects are stored in more than one version`;
-  if (p.length === 0) return undefined;
-  const now = servedHash ?? current;
-  if (now && p[0] !== now) return `StorageState persistedStorageVersionHashes ${list}, but the API servers now serve ${now}`;
-  return undefined;
 }
 
 /**
@@ -158,13 +125,6 @@ export function finishPlan(items: PlanItem[], qps: number, checked: string, note
 
 // ---------------------------------------------------------------------- I/O
 
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
-}
-
 /** What a resource is listed with before its objects are counted: the reasons of its PlanItem. */
 type Candidate = Pick<
   PlanItem,
@@ -201,61 +161,14 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
     else if (states.length === 0)
       notes.push('no StorageState objects (`svm trigger start` keeps them): built-in resources were checked for agreement only');
 
-    // Every API server's own discovery, asked at its own address.
-    const perServer = await Promise.all(
-      found.endpoints.map(async (e) => {
-        try {
-          return {
-            id: e.id,
-            resources: await withTimeout(
-              e.kube.discover(),
-              ENDPOINT_DISCOVERY_TIMEOUT_MS,
-              `no discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`,
-            ),
-          };
-        } catch (err) {
-          return {
-            id: e.id,
-            error: err instanceof KubeError && err.kind === 'forbidden' ? 'forbidden' : err instanceof Error ? err.message : String(err),
-          };
-        }
-      }),
-    );
-    let liveIds: Set<string> | undefined;
-    if (storageVersions) {
-      liveIds = liveIdentities(await listIdentityLeases(kube), now());
-    }
-    const svByName = new Map((storageVersions ?? []).map((s) => [s.metadata.name, s]));
+    const agreementOf = await agreementReader(kube, {
+      discovered,
+      crds,
+      storageVersions,
+      found,
+      now,
+    });
     const crdByResource = new Map(crds.map((c) => [`${c.spec.names.plural}.${c.spec.group}`, c]));
-    const versionsOfGroup = new Map<string, Set<string>>();
-    for (const r of discovered)
-      (versionsOfGroup.get(r.group) ?? versionsOfGroup.set(r.group, new Set(COMMON_VERSIONS)).get(r.group)!).add(r.version);
-
-    const agreementOf = (r: DiscoveredResource): Agreement => {
-      const key = groupResourceString({ group: r.group, resource: r.name });
-      const crd = crdByResource.get(key);
-      if (!crd) {
-        const sv = svByName.get(storageVersionName({ group: r.group, resource: r.name }));
-        if (sv && liveIds) return agreementFromStorageVersion(sv, liveIds);
-      }
-      const endpoints: ServerView[] = perServer.map((s) =>
-        s.error !== undefined
-          ? { id: s.id, error: s.error }
-          : {
-              id: s.id,
-              value: s.resources.find((x) => x.group === r.group && x.version === r.version && x.name === r.name)?.storageVersionHash,
-            },
-      );
-      return agreementFromEndpoints({
-        resource: key,
-        endpoints,
-        endpointsNote: found.endpointsNote,
-        identities: found.identities,
-        via: { id: kube.server, value: r.storageVersionHash },
-        crd: crd ? { storageVersion: crdStoredVersionsLeft(crd).storageVersion, generation: crd.metadata.generation } : undefined,
-        versionOf: crd ? undefined : versionNamer(r.group, r.kind, versionsOfGroup.get(r.group) ?? []),
-      });
-    };
 
     const migratable = migratableResources(discovered);
     const byKey = new Map(migratable.map((r) => [groupResourceString({ group: r.group, resource: r.name }), r]));

@@ -18,6 +18,7 @@ import {
   type MigrationProgress,
   type SteerResult,
 } from './definitions';
+import { DropCheckInputSchema, DropReportSchema } from './drop';
 
 export const ProgressSchema = z
   .object({
@@ -79,6 +80,8 @@ export function contractSchemas(): Record<string, unknown> {
     'update-abortMigration-input': schema(AbortArgSchema, 'update "abortMigration" input'),
     'update-steer-result': schema(SteerResultSchema, 'answer of pauseMigration, resumeMigration, abortMigration'),
     'update-resolution-input': schema(Empty, 'update "resolution" input'),
+    'drop-check-input': schema(DropCheckInputSchema, 'checkVersionDrop start input'),
+    'drop-check-result': schema(DropReportSchema, 'checkVersionDrop result, and the output of svm plan --drop -o json'),
     'update-resolution-result': schema(
       MigrateResourceInputSchema.shape.resource.options[1],
       'answer of "resolution": the resolved resource',

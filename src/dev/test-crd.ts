@@ -45,12 +45,15 @@ export async function applyCrd(
   opts: {
     namespaced?: boolean;
     served?: Array<'v1' | 'v2'>;
+    /** The versions the CRD names at all (default both): a version left out is removed from the CRD. */
+    versions?: Array<'v1' | 'v2'>;
     everyServer?: boolean;
     /** Converted by this webhook (strategy Webhook) instead of None. */
     conversion?: { url: string; caBundle: string };
   } = {},
 ): Promise<void> {
-  const served = opts.served ?? ['v1', 'v2'];
+  const versions = opts.versions ?? ['v1', 'v2'];
+  const served = opts.served ?? versions;
   const body = {
     apiVersion: 'apiextensions.k8s.io/v1',
     kind: 'CustomResourceDefinition',
@@ -59,7 +62,7 @@ export async function applyCrd(
       group: c.group,
       scope: opts.namespaced === false ? 'Cluster' : 'Namespaced',
       names: { plural: c.plural, singular: c.kind.toLowerCase(), kind: c.kind, listKind: `${c.kind}List` },
-      versions: (['v1', 'v2'] as const).map((v) => ({
+      versions: versions.map((v) => ({
         name: v,
         served: served.includes(v),
         storage: v === storage,

@@ -80,6 +80,8 @@ export interface ListedObject {
   resourceVersion: string;
   /** The object as listed, with apiVersion and kind: the body of a PUT rewrite. Only in a list with content. */
   raw?: string;
+  /** Who wrote it at which apiVersion (metadata.managedFields without fieldsV1). Only in a list asked with `managedFields`. */
+  managedFields?: Array<{ manager?: string; apiVersion?: string }>;
 }
 
 /** How a migration rewrites each object: the empty merge patch (no content), or a PUT as listed where a server refuses it. */
@@ -390,7 +392,7 @@ export class KubeClient {
    */
   async listEach(
     ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
-    opts: { limit: number; continueToken?: string; timeoutMs?: number; content?: boolean },
+    opts: { limit: number; continueToken?: string; timeoutMs?: number; content?: boolean; managedFields?: boolean },
     onItem: (obj: ListedObject, bytes: number) => void | Promise<void>,
   ): Promise<ListMeta> {
     const path = collectionPath(ref);
@@ -458,6 +460,8 @@ export class KubeClient {
             bytes += item.length;
             const listed: ListedObject = { namespace: m.namespace || undefined, name: m.name, resourceVersion: m.resourceVersion };
             if (content) listed.raw = withTypeMeta(raw, apiVersion, ref.kind, id);
+            if (opts.managedFields)
+              listed.managedFields = (m.managedFields ?? []).map((f) => ({ manager: f.manager, apiVersion: f.apiVersion }));
             await onItem(listed, item.length);
           }
         }

@@ -284,7 +284,12 @@ function skipValue(s: string, i: number): number {
 export function itemIdentity(raw: string): {
   apiVersion?: string;
   kind?: string;
-  metadata?: { name?: string; namespace?: string; resourceVersion?: string };
+  metadata?: {
+    name?: string;
+    namespace?: string;
+    resourceVersion?: string;
+    managedFields?: Array<{ manager?: string; apiVersion?: string }>;
+  };
 } {
   const out: Record<string, unknown> = {};
   let i = skipWs(raw, 0);

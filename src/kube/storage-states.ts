@@ -80,3 +80,26 @@ export async function refineStorageState(kube: KubeClient, name: string, hash: s
     }
   }
 }
+
+/** What the trigger writes when it cannot know where objects are persisted. */
+export const UNKNOWN_HASH = 'Unknown';
+
+/**
+ * Why a StorageState says a migration is due, or undefined when it does not
+ * (the trigger's own rule: due unless persisted is exactly [current]).
+ * servedHash: what the API servers serve now, when known.
+ */
+export function storageStateReason(
+  persisted: string[] | undefined,
+  current: string | undefined,
+  servedHash: string | undefined,
+): string | undefined {
+  const p = persisted ?? [UNKNOWN_HASH];
+  const list = `[${p.join(', ')}]`;
+  if (p.includes(UNKNOWN_HASH)) return `StorageState persistedStorageVersionHashes ${list}: objects may be stored in any version`;
+  if (p.length > 1) return `StorageState persistedStorageVersionHashes ${list}: objects are stored in more than one version`;
+  if (p.length === 0) return undefined;
+  const now = servedHash ?? current;
+  if (now && p[0] !== now) return `StorageState persistedStorageVersionHashes ${list}, but the API servers now serve ${now}`;
+  return undefined;
+}

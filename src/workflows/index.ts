@@ -3,3 +3,4 @@ export { migrateResource } from './migrate-resource';
 export { storageVersionTrigger } from './trigger';
 export { migrateAll } from './migrate-all';
 export { delegateToBuiltIn } from './delegate-to-built-in';
+export { checkVersionDrop } from './check-version-drop';

@@ -4,24 +4,10 @@
  */
 import type { TestPlane } from './plane';
 
-export interface Sample {
-  labels: Record<string, string>;
-  value: number;
-}
+import { samples, type Sample } from '../../src/kube/apiserver-metrics';
 
-/** The samples of one metric in a Prometheus text exposition. */
-export function samples(text: string, metric: string): Sample[] {
-  const out: Sample[] = [];
-  for (const line of text.split('\n')) {
-    if (!line.startsWith(metric)) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)/.exec(line);
-    if (!m || m[1] !== metric) continue;
-    const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
-    out.push({ labels, value: Number(m[3]) });
-  }
-  return out;
-}
+/** The parser lives in the kube layer (svm plan --drop reads each server's /metrics too). */
+export { samples, type Sample };
 
 /** Every API server's samples of metric whose labels include `where`, one array per server. */
 export async function apiserverSamples(plane: TestPlane, metric: string, where: Record<string, string> = {}): Promise<Sample[][]> {

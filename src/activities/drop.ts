@@ -1,0 +1,34 @@
+/**
+ * The drop check as an activity (checkVersionDrop's one step): the same check
+ * as `svm plan --drop` (src/kube/drop-check.ts), with the worker's identity,
+ * its way of finding the API servers, and its Temporal client for the
+ * migration workflows. A read; it returns the report (resource names,
+ * counts, server addresses: no object data). A malformed group version or a
+ * group nobody serves is refused (non-retryable, type InvalidInput).
+ */
+import { Context } from '@temporalio/activity';
+import type { Client } from '@temporalio/client';
+import { ApplicationFailure } from '@temporalio/common';
+import type { DropCheckInput, DropReport } from '../contract/drop';
+import type { ApiServerSource } from '../kube/apiservers';
+import type { KubeClient } from '../kube/client';
+import { checkDrop, DropInputError, migrationRecords } from '../kube/drop-check';
+
+export function createDropActivities(deps: { kube: KubeClient; apiservers?: ApiServerSource; temporal?: { client: Client } }) {
+  return {
+    async checkVersionDrop(input: DropCheckInput): Promise<DropReport> {
+      try {
+        return await checkDrop(deps.kube, input.groupVersion, {
+          requestsWindowSeconds: input.requestsWindowSeconds,
+          apiservers: deps.apiservers,
+          migrationOf: deps.temporal ? migrationRecords(deps.temporal.client) : undefined,
+          heartbeat: (what) => Context.current().heartbeat(what),
+        });
+      } catch (err) {
+        if (err instanceof DropInputError)
+          throw ApplicationFailure.create({ type: 'InvalidInput', message: err.message, nonRetryable: true });
+        throw err;
+      }
+    },
+  };
+}

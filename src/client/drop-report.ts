@@ -1,0 +1,43 @@
+/**
+ * The drop check's readable form (`svm plan --drop`): per resource one line
+ * with its verdict, then each check's verdict and reason; at the end the
+ * verdict with its exit code. Types only from the contract: no zod, no client.
+ */
+import type { DropReport, DropVerdict } from '../contract/drop';
+
+export const dropVerdictText = (v: DropVerdict): string => (v === 'Ready' ? 'ready' : v === 'NotYet' ? 'not yet' : 'unknown');
+
+export function dropTable(report: DropReport): string {
+  const out: string[] = [];
+  const rows = report.resources.map((r) => [
+    r.resource,
+    dropVerdictText(r.verdict),
+    r.storageVersion ?? '-',
+    r.objects === null ? 'unknown' : String(r.objects),
+    r.managedFieldsNaming === null ? 'unknown' : String(r.managedFieldsNaming),
+  ]);
+  const header = ['RESOURCE', 'VERDICT', 'STORAGE', 'OBJECTS', `MANAGED@${report.groupVersion.split('/')[1]}`];
+  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
+  const line = (row: string[]) =>
+    row
+      .map((x, c) => (c === 3 || c === 4 ? x.padStart(widths[c]!) : x.padEnd(widths[c]!)))
+      .join('  ')
+      .trimEnd();
+  const checkWidth = Math.max(0, ...report.resources.flatMap((r) => r.checks.map((c) => c.check.length)));
+  if (rows.length > 0) out.push(line(header));
+  report.resources.forEach((r, i) => {
+    out.push(line(rows[i]!));
+    for (const c of r.checks) out.push(`  ${dropVerdictText(c.verdict).padEnd(7)}  ${c.check.padEnd(checkWidth)}  ${c.reason}`);
+  });
+  if (report.resources.length > 0) out.push('');
+  for (const n of report.notes) out.push(`note: ${n}`);
+  out.push(`agreement checked: ${report.checked}`);
+  const counts = (['Ready', 'NotYet', 'Unknown'] as const)
+    .map((v) => [v, report.resources.filter((r) => r.verdict === v).length] as const)
+    .filter(([, n]) => n > 0)
+    .map(([v, n]) => `${n} ${dropVerdictText(v)}`);
+  out.push(
+    `${report.groupVersion}: ${dropVerdictText(report.verdict)}${counts.length ? ` (${report.resources.length} resource(s): ${counts.join(', ')})` : ''} (exit ${report.exitCode})`,
+  );
+  return out.join('\n') + '\n';
+}

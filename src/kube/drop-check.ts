@@ -1,0 +1,553 @@
+/**
+ * `svm plan --drop <group>/<version>` and the checkVersionDrop workflow's
+ * activity: can this API version be removed now, from a CRD's versions or by
+ * the next Kubernetes release? A read: nothing is written.
+ *
+ * For every resource served at the version, every CRD of the group that
+ * still names it, and every built-in resource of the group (objects written
+ * before an upgrade may still be stored in the version), one verdict from
+ * these checks, each Ready, NotYet or Unknown with its reason:
+ *
+ *   storageVersion     the API servers agree on a storage version, and it is
+ *                      not the one to drop (the worker's agreement rules,
+ *                      each server asked at its own address);
+ *   migration          a whole pass under that agreement is on record: the
+ *                      StorageState (kept by `svm trigger`, refined by a
+ *                      successful migration) holds only the agreed hash; for
+ *                      a CRD without one, storedVersions is the record; the
+ *                      resource's migration workflow is not running (when a
+ *                      Temporal client is at hand, its last outcome is named);
+ *   storedVersions     a CRD's status.storedVersions no longer names it;
+ *   managedFields      no object has a managedFields entry at the version:
+ *                      server-side apply on such an object fails once the
+ *                      version is not served (seen on 1.36.3 and 1.37.2),
+ *                      counted from a metadata-only list at another version;
+ *   requests           no API server served a request at the version during
+ *                      the window, and none is open now (each server's own
+ *                      /metrics; Unknown where it may not be read, or where
+ *                      the servers cannot be asked one by one);
+ *   conversionWebhook  a CRD's conversion webhook, named: it has to keep
+ *                      converting the version until the CRD no longer names
+ *                      it (informational, never blocks).
+ *
+ * A resource is NotYet if any check is, else Unknown if any is, else Ready;
+ * the report likewise over its resources. Exit code 0 Ready, 1 NotYet, 2
+ * Unknown (the CLI also exits 2 on an error).
+ */
+import type { Client } from '@temporalio/client';
+import { CustomResourceDefinition } from '../api/custom-resource-definition';
+import { StorageState } from '../api/migration';
+import { groupResourceString, migrationWorkflowId } from '../api/resource';
+import { StorageVersion } from '../api/storage-version';
+import {
+  combineVerdicts,
+  DEFAULT_REQUESTS_WINDOW_SECONDS,
+  dropExitCode,
+  groupVersionRefusal,
+  type DropCheck,
+  type DropReport,
+  type DropResource,
+  type DropServerRequests,
+  type DropVerdict,
+} from '../contract/drop';
+import type { Agreement } from './agreement';
+import { kubernetesEndpoints, type ApiServers, type ApiServerSource } from './apiservers';
+import { readMetrics, requestCounts } from './apiserver-metrics';
+import type { DiscoveredResource, KubeClient } from './client';
+import { CRDS_PATH } from './crds';
+import { KubeError } from './errors';
+import { countManagedFieldsAt, type ManagedFieldsCount } from './managed-fields';
+
+import { STORAGE_VERSIONS_PATH } from './storage-versions';
+import { listAllIfServed, MalformedObjectError, parseAs } from './typed';
+import { agreementReader } from './server-agreements';
+import { storageStatePath, storageStateReason } from './storage-states';
+
+/** A refused input (a malformed group version): nothing was read. */
+export class DropInputError extends Error {
+  override name = 'DropInputError';
+}
+
+/** The last migration workflow of a resource, as Temporal describes it. */
+export interface MigrationRecord {
+  workflowId: string;
+  /** RUNNING, COMPLETED, FAILED, CANCELLED, TERMINATED, TIMED_OUT, CONTINUED_AS_NEW. */
+  status: string;
+  /** The result's phase, for a completed run. */
+  phase?: string;
+  closeTime?: string;
+}
+
+export interface DropCheckOptions {
+  /** Seconds between the two readings of each server's request counters (default 30; 0: one reading, any request since start counts). */
+  requestsWindowSeconds?: number;
+  /** Where the API servers are found; default: the `kubernetes` EndpointSlice and identity leases, as the worker does. */
+  apiservers?: ApiServerSource;
+  /** The resource's migration workflow, where a Temporal client is at hand (the worker's activity; the CLI with TEMPORAL_ADDRESS). */
+  migrationOf?: (workflowId: string) => Promise<MigrationRecord | undefined>;
+  /** Called while objects are listed and the window runs (an activity heartbeats). */
+  heartbeat?: (what: string) => void;
+  now?: () => number;
+  sleep?: (ms: number) => Promise<void>;
+}
+
+const SINCE = (n: number) => `${n} since the server started`;
+const plural = (n: number, one: string, many = `${one}s`) => `${n} ${n === 1 ? one : many}`;
+const why = (err: unknown) =>
+  err instanceof KubeError && err.kind === 'forbidden' ? `forbidden (${err.message})` : err instanceof Error ? err.message : String(err);
+
+interface MetricsReading {
+  id: string;
+  text?: string;
+  error?: string;
+}
+
+async function readEach(found: ApiServers): Promise<MetricsReading[]> {
+  return Promise.all(
+    found.endpoints.map(async (e): Promise<MetricsReading> => {
+      try {
+        return { id: e.id, text: await readMetrics(e.kube) };
+      } catch (err) {
+        const forbidden = err instanceof KubeError && err.kind === 'forbidden';
+        return {
+          id: e.id,
+          error: forbidden
+            ? 'may not read /metrics (it needs get on the non-resource URL /metrics; docs/usage.md)'
+            : `could not read /metrics: ${why(err)}`,
+        };
+      }
+    }),
+  );
+}
+
+/** One server's request figures for one resource at the version (pure). */
+export function serverRequests(
+  id: string,
+  gvr: { group: string; version: string; resource: string },
+  first: MetricsReading | undefined,
+  last: MetricsReading,
+  windowSeconds: number,
+): DropServerRequests {
+  const unknown = (reason: string): DropServerRequests => ({
+    server: id,
+    verdict: 'Unknown',
+    requestsInWindow: null,
+    requestsSinceStart: null,
+    open: null,
+    reason,
+  });
+  if (last.text === undefined) return unknown(last.error ?? 'no answer');
+  const end = requestCounts(last.text, gvr);
+  const deprecated = end.deprecatedRemovedRelease !== undefined ? { deprecatedRemovedRelease: end.deprecatedRemovedRelease } : {};
+  if (windowSeconds === 0) {
+    return {
+      server: id,
+      verdict: end.requests > 0 || end.open > 0 ? 'NotYet' : 'Ready',
+      requestsInWindow: null,
+      requestsSinceStart: end.requests,
+      open: end.open,
+      ...deprecated,
+    };
+  }
+  if (first?.text === undefined) return unknown(first?.error ?? 'not read at the start of the window');
+  const start = requestCounts(first.text, gvr);
+  const inWindow = end.requests - start.requests;
+  if (inWindow < 0) return unknown('its counters went back during the window (the server restarted)');
+  return {
+    server: id,
+    verdict: inWindow > 0 || end.open > 0 ? 'NotYet' : 'Ready',
+    requestsInWindow: inWindow,
+    requestsSinceStart: end.requests,
+    open: end.open,
+    ...deprecated,
+  };
+}
+
+/** The requests check over every server (pure). */
+export function requestsCheck(
+  gv: string,
+  servers: DropServerRequests[],
+  windowSeconds: number,
+  found: Pick<ApiServers, 'endpoints' | 'endpointsNote' | 'identities' | 'identitiesNote'>,
+): DropCheck {
+  if (servers.length === 0)
+    return {
+      check: 'requests',
+      verdict: 'Unknown',
+      reason: `the API servers could not be asked one by one (${found.endpointsNote ?? 'no address'}): a request at ${gv} to any of them would go unseen`,
+    };
+  const span = windowSeconds > 0 ? `in ${windowSeconds}s` : 'since it started';
+  const described = servers.map((s) => {
+    if (s.verdict === 'Unknown') return `${s.server}: ${s.reason}`;
+    const parts = [
+      windowSeconds > 0 ? `${plural(s.requestsInWindow!, 'request')} ${span}` : `${plural(s.requestsSinceStart!, 'request')} ${span}`,
+      ...(s.open! > 0 ? [`${s.open} open now (watches)`] : []),
+      ...(windowSeconds > 0 ? [SINCE(s.requestsSinceStart!)] : []),
+      ...(s.deprecatedRemovedRelease !== undefined
+        ? [`requested as a deprecated API${s.deprecatedRemovedRelease ? ` removed in ${s.deprecatedRemovedRelease}` : ''}`]
+        : []),
+    ];
+    return `${s.server}: ${parts.join(', ')}`;
+  });
+  let verdict = combineVerdicts(servers.map((s) => s.verdict));
+  const notes: string[] = [];
+  if (found.identities && found.identities.length > servers.length) {
+    if (verdict === 'Ready') verdict = 'Unknown';
+    notes.push(`${plural(found.identities.length, 'identity lease')} but ${plural(servers.length, 'address', 'addresses')} to ask`);
+  } else if (!found.identities) {
+    if (verdict === 'Ready') verdict = 'Unknown';
+    notes.push(`how many API servers exist is unknown (${found.identitiesNote ?? 'identity leases not read'})`);
+  }
+  const lead =
+    verdict === 'NotYet'
+      ? `clients still use ${gv}`
+      : verdict === 'Ready'
+        ? `no client used ${gv} ${windowSeconds > 0 ? `in the last ${windowSeconds}s` : 'since the servers started'}`
+        : `requests at ${gv} could not be counted on every API server`;
+  return { check: 'requests', verdict, reason: `${lead}: ${[...described, ...notes].join('; ')}` };
+}
+
+/** The storageVersion check from an agreement (pure). storageApiVersion: the agreed version as <group>/<version>, when named. */
+export function storageVersionCheck(gv: string, a: Agreement, storageApiVersion: string | undefined): DropCheck {
+  if (!a.agreed)
+    return { check: 'storageVersion', verdict: 'NotYet', reason: `${a.reason ?? 'the API servers do not agree on its storage version'}` };
+  if (!storageApiVersion)
+    return {
+      check: 'storageVersion',
+      verdict: 'Unknown',
+      reason: `the storage version hash ${a.hash ?? a.encodingVersion ?? '?'} names no known version (checked: ${a.checked})`,
+    };
+  if (storageApiVersion === gv) return { check: 'storageVersion', verdict: 'NotYet', reason: `${gv} is still the storage version` };
+  if (!a.verified)
+    return {
+      check: 'storageVersion',
+      verdict: 'Unknown',
+      reason: `stored as ${storageApiVersion}, but that could not be verified on every API server`,
+    };
+  return { check: 'storageVersion', verdict: 'Ready', reason: `every API server stores it as ${storageApiVersion}` };
+}
+
+/** The managedFields check from a count (pure). */
+export function managedFieldsCheck(gv: string, version: string, count: ManagedFieldsCount): DropCheck {
+  if (count.naming === 0)
+    return {
+      check: 'managedFields',
+      verdict: 'Ready',
+      reason: `none of ${plural(count.objects, 'object')} has a managedFields entry at ${gv}`,
+    };
+  return {
+    check: 'managedFields',
+    verdict: 'NotYet',
+    reason: `${count.naming} of ${plural(count.objects, 'object')} have managedFields entries at ${gv} (managers: ${count.managers.join(', ')}): server-side apply on them fails once ${version} is no longer served, until each manager applies at another version`,
+  };
+}
+
+const NOT_SERVED_GROUP = (group: string) => `no API group ${group} is served and no CustomResourceDefinition names it`;
+
+/**
+ * The check itself. Reads discovery, CRDs, StorageStates, StorageVersions
+ * (where served), every API server's discovery and /metrics, and lists each
+ * resource's metadata at another version. Only GETs.
+ */
+export async function checkDrop(kube: KubeClient, groupVersion: string, opts: DropCheckOptions = {}): Promise<DropReport> {
+  const refusal = groupVersionRefusal(groupVersion);
+  if (refusal) throw new DropInputError(refusal);
+  const windowSeconds = opts.requestsWindowSeconds ?? DEFAULT_REQUESTS_WINDOW_SECONDS;
+  if (!Number.isInteger(windowSeconds) || windowSeconds < 0 || windowSeconds > 3600)
+    throw new DropInputError(`the requests window must be a whole number of seconds from 0 to 3600, got ${windowSeconds}`);
+  const [group, version] = [groupVersion.slice(0, groupVersion.indexOf('/')), groupVersion.slice(groupVersion.indexOf('/') + 1)];
+  const now = opts.now ?? Date.now;
+  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
+  const heartbeat = opts.heartbeat ?? (() => undefined);
+  const notes: string[] = [];
+  const ownSource = opts.apiservers ? undefined : kubernetesEndpoints(kube);
+  const source = opts.apiservers ?? ownSource!;
+  try {
+    const [discovered, crdList, stateList, storageVersions, found] = await Promise.all([
+      kube.discover(),
+      listAllIfServed(kube, CRDS_PATH, 'CustomResourceDefinition'),
+      listAllIfServed(kube, storageStatePath(), 'StorageState'),
+      listAllIfServed(kube, STORAGE_VERSIONS_PATH, 'StorageVersion').then((l) =>
+        l?.map((v) => parseAs(StorageVersion, v, { kind: 'StorageVersion' })),
+      ),
+      source.find(),
+    ]);
+    const crds = (crdList ?? []).map((c) => parseAs(CustomResourceDefinition, c, { kind: 'CustomResourceDefinition' }));
+    const states: StorageState[] = [];
+    for (const [i, raw] of (stateList ?? []).entries()) {
+      try {
+        states.push(parseAs(StorageState, raw, { kind: 'StorageState', name: `(list item ${i})` }));
+      } catch (err) {
+        if (!(err instanceof MalformedObjectError)) throw err;
+        notes.push(`skipped: ${err.message}`);
+      }
+    }
+    if (!stateList) notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed)');
+
+    const agreementOf = await agreementReader(kube, { discovered, crds, storageVersions, found, now });
+    // What is served at the version; the CRDs of the group that still name it (served or not); and every built-in
+    // resource of the group, served at the version or not: a release may store a version it no longer serves by
+    // default, and objects written before an upgrade stay in the old version in etcd until a migration (their
+    // StorageState says so; without one, nothing does).
+    const stateOf = (name: string) =>
+      states.find((s) => {
+        const gr = s.spec?.resource;
+        return gr ? (gr.group ?? '') === group && gr.resource === name : s.metadata.name === groupResourceString({ group, resource: name });
+      });
+    const names = new Set(discovered.filter((r) => r.group === group && r.version === version && !r.name.includes('/')).map((r) => r.name));
+    const crdOf = new Map(crds.filter((c) => c.spec.group === group).map((c) => [c.spec.names.plural, c]));
+    for (const [plural, c] of crdOf) if (c.spec.versions.some((v) => v.name === version)) names.add(plural);
+    for (const r of discovered)
+      if (r.group === group && r.preferred && r.storageVersionHash && !r.name.includes('/') && !crdOf.has(r.name)) names.add(r.name);
+    if (names.size === 0) {
+      if (!discovered.some((r) => r.group === group) && crdOf.size === 0) throw new DropInputError(NOT_SERVED_GROUP(group));
+      notes.push(`nothing is served or stored at ${groupVersion} and no CustomResourceDefinition names it: there is nothing left to drop`);
+    }
+
+    // The request counters' first reading; the window runs while the objects are listed.
+    const firstReading = windowSeconds > 0 && names.size > 0 ? await readEach(found) : [];
+    const windowStart = now();
+
+    let checked = '';
+    const resources: DropResource[] = [];
+    for (const name of [...names].sort()) {
+      const key = groupResourceString({ group, resource: name });
+      const crd = crdOf.get(name);
+      const entries = discovered.filter((r) => r.group === group && r.name === name);
+      const at = entries.find((r) => r.version === version);
+      // Listed (metadata only) and judged through another version: a request at the version itself would count as a client of it.
+      const other: DiscoveredResource | undefined =
+        entries.find((r) => r.version !== version && r.preferred) ?? entries.find((r) => r.version !== version);
+      const viaEntry = other ?? at;
+      const checks: DropCheck[] = [];
+      let storageVersion: string | undefined;
+      let agreement: Agreement | undefined;
+
+      // storageVersion
+      if (!viaEntry) {
+        checks.push({ check: 'storageVersion', verdict: 'Unknown', reason: `no version of ${key} is served` });
+      } else {
+        agreement = agreementOf(viaEntry);
+        if (agreement.source === 'discovery' || !checked) checked = agreement.checked;
+        const named = crd
+          ? agreement.agreed && agreement.encodingVersion
+            ? `${group}/${agreement.encodingVersion}`
+            : undefined
+          : agreement.encodingVersion && agreement.encodingVersion !== agreement.hash
+            ? agreement.encodingVersion.includes('/')
+              ? agreement.encodingVersion
+              : `${group}/${agreement.encodingVersion}`
+            : undefined;
+        storageVersion = named;
+        checks.push(storageVersionCheck(groupVersion, agreement, named));
+      }
+
+      // storedVersions (a CRD)
+      const stored = crd?.status?.storedVersions ?? [];
+      const storedCheck: DropCheck | undefined = crd
+        ? stored.includes(version)
+          ? {
+              check: 'storedVersions',
+              verdict: 'NotYet',
+              reason: `status.storedVersions [${stored.join(', ')}] still names ${version}: objects may be stored at ${version} until a whole pass under agreement prunes it (svm migrate ${key})`,
+            }
+          : { check: 'storedVersions', verdict: 'Ready', reason: `status.storedVersions [${stored.join(', ')}] no longer names ${version}` }
+        : undefined;
+
+      // migration: the StorageState, or a CRD's storedVersions; the workflow
+      const st = stateOf(name);
+      let migration: DropCheck;
+      if (storageVersion === groupVersion) {
+        migration = {
+          check: 'migration',
+          verdict: 'NotYet',
+          reason: `the storage version has not left ${version}: no migration can move objects off it yet`,
+        };
+      } else if (st) {
+        const persisted = st.status?.persistedStorageVersionHashes ?? ['Unknown'];
+        const served = agreement?.agreed ? (agreement.hash ?? viaEntry?.storageVersionHash) : undefined;
+        const whole = served !== undefined && persisted.length === 1 && persisted[0] === served;
+        migration = whole
+          ? {
+              check: 'migration',
+              verdict: 'Ready',
+              reason: `StorageState ${st.metadata.name}: objects persisted only in ${served}${storageVersion ? ` (${storageVersion})` : ''}, recorded after a whole pass under agreement`,
+            }
+          : {
+              check: 'migration',
+              verdict: 'NotYet',
+              reason: `${storageStateReason(persisted, st.status?.currentStorageVersionHash, served) ?? `StorageState persistedStorageVersionHashes [${persisted.join(', ')}]`}: no whole pass since the storage version left ${version} is on record (svm migrate ${key})`,
+            };
+      } else if (crd && storedCheck) {
+        migration = {
+          check: 'migration',
+          verdict: storedCheck.verdict,
+          reason:
+            storedCheck.verdict === 'Ready'
+              ? `no StorageState; status.storedVersions is the record (svm prunes it only after a whole pass under agreement) and no longer names ${version}`
+              : `no StorageState; status.storedVersions still names ${version}: no whole pass under agreement is on record`,
+        };
+      } else {
+        migration = {
+          check: 'migration',
+          verdict: 'Unknown',
+          reason: `no StorageState records whether objects are still stored at ${version} (\`svm trigger start\` keeps them; a successful migration refines them)`,
+        };
+      }
+      if (opts.migrationOf) {
+        const id = migrationWorkflowId({ group, resource: name });
+        let rec: MigrationRecord | undefined;
+        try {
+          rec = await opts.migrationOf(id);
+        } catch (err) {
+          migration.reason += `; its migration workflow ${id} could not be described: ${why(err)}`;
+        }
+        if (rec?.status === 'RUNNING') {
+          migration.verdict = 'NotYet';
+          migration.reason += `; its migration workflow ${id} is running`;
+        } else if (rec) {
+          migration.reason += `; its last migration workflow ${id} ended ${rec.phase ?? rec.status}${rec.closeTime ? ` at ${rec.closeTime}` : ''}`;
+        } else migration.reason += `; no migration workflow ${id} in Temporal`;
+      }
+      checks.push(migration);
+      if (storedCheck) checks.push(storedCheck);
+
+      // managedFields: every object's metadata, listed at another version
+      let objects: number | null = null;
+      let naming: number | null = null;
+      let managers: string[] | undefined;
+      if (!other) {
+        checks.push({
+          check: 'managedFields',
+          verdict: 'Unknown',
+          reason: `no other version of ${key} is served to list it through (a list at ${version} would itself be a request at it)`,
+        });
+      } else {
+        try {
+          const count = await countManagedFieldsAt(
+            kube,
+            { group, version: other.version, resource: name, kind: other.kind },
+            groupVersion,
+            (n) => heartbeat(`${key}: ${n} objects listed`),
+          );
+          objects = count.objects;
+          naming = count.naming;
+          if (count.managers.length > 0) managers = count.managers;
+          checks.push(managedFieldsCheck(groupVersion, version, count));
+        } catch (err) {
+          if (!(err instanceof KubeError)) throw err;
+          checks.push({ check: 'managedFields', verdict: 'Unknown', reason: `could not list ${key} (metadata only): ${why(err)}` });
+        }
+      }
+
+      // conversionWebhook (a CRD): informational
+      if (crd) {
+        const conversion = (crd.spec as { conversion?: { strategy?: string; webhook?: { clientConfig?: WebhookClientConfig } } })
+          .conversion;
+        checks.push(
+          conversion?.strategy === 'Webhook'
+            ? {
+                check: 'conversionWebhook',
+                verdict: 'Ready',
+                reason: `converted by the webhook at ${webhookWhere(conversion.webhook?.clientConfig)}: it has to keep converting ${version} until ${version} is removed from the CRD; remove it there first, then from the webhook`,
+              }
+            : { check: 'conversionWebhook', verdict: 'Ready', reason: 'no conversion webhook (strategy None)' },
+        );
+      }
+
+      resources.push({
+        resource: key,
+        ...(at?.kind || other?.kind ? { kind: at?.kind ?? other?.kind } : {}),
+        custom: crd !== undefined,
+        verdict: 'Ready',
+        ...(storageVersion ? { storageVersion } : {}),
+        objects,
+        managedFieldsNaming: naming,
+        ...(managers ? { managers } : {}),
+        requests: [],
+        checks,
+      });
+    }
+
+    // The request counters' second reading, once the window has passed.
+    if (names.size > 0) {
+      const wait = windowStart + windowSeconds * 1000 - now();
+      for (let left = wait; left > 0; left -= 5000) {
+        heartbeat(`watching request counters: ${Math.ceil(left / 1000)}s left`);
+        await sleep(Math.min(left, 5000));
+      }
+      const lastReading = await readEach(found);
+      for (const r of resources) {
+        const name = r.resource.slice(0, r.resource.indexOf('.'));
+        const gvr = { group, version, resource: name };
+        r.requests = lastReading.map((last) =>
+          serverRequests(
+            last.id,
+            gvr,
+            firstReading.find((f) => f.id === last.id),
+            last,
+            windowSeconds,
+          ),
+        );
+        r.checks.splice(
+          r.checks.findIndex((c) => c.check === 'managedFields') + 1,
+          0,
+          requestsCheck(groupVersion, r.requests, windowSeconds, found),
+        );
+        r.verdict = combineVerdicts(r.checks.map((c) => c.verdict));
+      }
+    }
+    const verdict: DropVerdict = combineVerdicts(resources.map((r) => r.verdict));
+    return {
+      groupVersion,
+      verdict,
+      exitCode: dropExitCode(verdict),
+      resources,
+      requestsWindowSeconds: windowSeconds,
+      checked: checked || 'nothing',
+      notes,
+      at: new Date(now()).toISOString(),
+    };
+  } finally {
+    ownSource?.close();
+  }
+}
+
+interface WebhookClientConfig {
+  url?: string;
+  service?: { namespace?: string; name?: string; path?: string; port?: number };
+}
+
+function webhookWhere(c: WebhookClientConfig | undefined): string {
+  if (c?.url) {
+    try {
+      const u = new URL(c.url);
+      return `${u.host}${u.pathname}`;
+    } catch {
+      return 'a URL';
+    }
+  }
+  if (c?.service) return `service ${c.service.namespace ?? '?'}/${c.service.name ?? '?'}:${c.service.port ?? 443}${c.service.path ?? ''}`;
+  return '(no client config)';
+}
+
+/**
+ * MigrationRecords from a Temporal client the caller holds (the worker's, or the CLI's with TEMPORAL_ADDRESS):
+ * the workflow's description, and its result's phase when it completed. Only the migration's own summary is read.
+ */
+export function migrationRecords(client: Client): (workflowId: string) => Promise<MigrationRecord | undefined> {
+  return async (workflowId) => {
+    const handle = client.workflow.getHandle(workflowId);
+    let d: Awaited<ReturnType<typeof handle.describe>>;
+    try {
+      d = await handle.describe();
+    } catch (err) {
+      if (err instanceof Error && err.name === 'WorkflowNotFoundError') return undefined;
+      throw err;
+    }
+    const status = d.status.name;
+    let phase: string | undefined;
+    if (status === 'COMPLETED') phase = ((await handle.result()) as { phase?: string } | undefined)?.phase;
+    return { workflowId, status, ...(phase ? { phase } : {}), ...(d.closeTime ? { closeTime: d.closeTime.toISOString() } : {}) };
+  };
+}
