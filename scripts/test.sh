@@ -14,6 +14,7 @@ bash scripts/ensure-chromium.sh
 
 echo "== haproxy, openssl, ip, promtool (Debian's: the cluster-shaped plane; the alert rules)"
 bash scripts/ensure-plane-packages.sh
+bash scripts/ensure-image-tools.sh # podman, runc, mmdebstrap (Debian's): test/test-image.test.ts
 
 echo "== typecheck and lint"
 npx tsc -p tsconfig.json --noEmit
