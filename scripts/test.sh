@@ -78,10 +78,13 @@ done
 if [[ $# -gt 0 ]]; then files=("$@"); fi
 # Run beside the others, one after another, not after them: files on planes of their own that mostly wait
 # (the built-in migrator's backoffs, minute-long bounds, API server restarts, the rolling upgrade) and touch
-# no other plane. The whole run stays within CI's time; their output follows the others'.
+# no other plane, and the image's test. The whole run stays within CI's time; their output follows the others'.
 beside=()
 if [[ $# -eq 0 ]]; then
-  beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts)
+  # test-image last: it builds the image (CPU, while the main run waits on servers), then migrates a CRD of its own
+  # on the shared plane by the 'svm worker' of the image, on a task queue of its own, long after the main run's
+  # tests that migrate every resource (they run first).
+  beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts test/test-image.test.ts)
 fi
 rest=()
 for f in "${files[@]}"; do

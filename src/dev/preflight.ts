@@ -1,7 +1,8 @@
 /**
  * What `npm test` needs on the machine before it starts, said once: root, Go,
- * Debian's haproxy, openssl, iproute2, util-linux, PostgreSQL 15, chromium
- * and Prometheus (promtool, and its server for test-metrics). As root, the Debian packages that are
+ * Debian's haproxy, openssl, iproute2, util-linux, PostgreSQL 15, chromium,
+ * Prometheus (promtool, and its server for test-metrics), podman, runc and
+ * mmdebstrap (test-image). As root, the Debian packages that are
  * missing are installed with apt-get, in one go, after saying so; without
  * root the run stops at once with what is missing and why each is needed.
  *
@@ -82,6 +83,24 @@ export function testRequirements(): Requirement[] {
       why: 'scraping workers as the chart wires them, the alerts evaluated live (test-metrics)',
       look: { command: 'prometheus' },
       debianPackage: 'prometheus',
+    },
+    {
+      name: 'podman',
+      why: 'building the Dockerfile and running the worker from the image (test-image)',
+      look: { command: 'podman' },
+      debianPackage: 'podman',
+    },
+    {
+      name: 'runc',
+      why: "the OCI runtime test-image gives podman (Debian's crun refuses a hybrid cgroup layout)",
+      look: { command: 'runc' },
+      debianPackage: 'runc',
+    },
+    {
+      name: 'mmdebstrap',
+      why: "the image's base made from Debian packages (no registry image can be pulled)",
+      look: { command: 'mmdebstrap' },
+      debianPackage: 'mmdebstrap',
     },
   ];
 }
