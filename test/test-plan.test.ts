@@ -23,6 +23,7 @@
  *   migratable resource (what `--all` asks of Kubernetes) and is refused
  *   what it should not have.
  */
+import { recordHistories, recording } from './helpers/histories';
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
 import * as path from 'node:path';
@@ -442,10 +443,11 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
     const result = await (await m.start(c.name)).wait();
     assert.equal(result.phase, 'Succeeded', result.message);
     // A bad input is refused before anything is read.
+    const badId = uniq('drop-bad');
     await assert.rejects(
       plane.temporal.client.workflow.execute(DROP_CHECK_WORKFLOW_TYPE, {
         taskQueue,
-        workflowId: uniq('drop-bad'),
+        workflowId: badId,
         args: [{ groupVersion: 'v1' }],
       }),
       (err: unknown) =>
@@ -454,11 +456,22 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
         err.cause.type === 'InvalidInput' &&
         /is not <group>\/<version>/.test(err.cause.message),
     );
-    return (await plane.temporal.client.workflow.execute(DROP_CHECK_WORKFLOW_TYPE, {
+    const checkId = uniq('drop-check');
+    const report = (await plane.temporal.client.workflow.execute(DROP_CHECK_WORKFLOW_TYPE, {
       taskQueue,
-      workflowId: uniq('drop-check'),
+      workflowId: checkId,
       args: [{ groupVersion: gv, requestsWindowSeconds: 2 }],
     })) as DropReport;
+    // The replay test's fixtures (test/unit-replay.test.ts): both runs, recorded with SVM_RECORD_HISTORIES=1.
+    if (recording())
+      for (const [id, scenario] of [
+        [badId, 'a bad input is refused before anything is read'],
+        [checkId, 'a report of a migrated resource'],
+      ] as const) {
+        const runId = (await plane.temporal.client.workflow.getHandle(id).describe()).runId;
+        recordHistories(plane.temporal.address, 'drop', scenario, id, runId);
+      }
+    return report;
   });
   DropReportSchema.parse(migrated);
   assert.deepEqual(verdicts(migrated, c.name), {

@@ -77,6 +77,9 @@ void test('there are recorded histories of every kind of ending', () => {
     'all-a-migration-already-running-is-joined',
     'all-a-failed-migration',
     'all-cancelling',
+    // The drop check's (test/test-plan.test.ts): a refused input, a report.
+    'drop-a-bad-input-is-refused',
+    'drop-a-report-of-a-migrated-resource',
   ])
     assert.ok(
       fixtures.some((f) => f.startsWith(k)),

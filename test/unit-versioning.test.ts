@@ -8,7 +8,9 @@ import { gitRevision, stampedRevision, svmBuild } from '../src/config/build-info
 import * as workflows from '../src/workflows';
 import { versionInfo } from '../src/client/cli-version';
 import { loadWorkerSettings, SettingsError } from '../src/worker/config';
-import { defaultBuildId, promotionDecision, workerDeploymentOptions } from '../src/worker/versioning';
+import { pino } from 'pino';
+import { getEventListeners } from 'node:events';
+import { defaultBuildId, promotionDecision, watchCurrentVersion, workerDeploymentOptions } from '../src/worker/versioning';
 
 const env = { TEMPORAL_ADDRESS: 'localhost:7233' };
 
@@ -70,7 +72,13 @@ void test('promotion: the newest version takes over; an older one (a restarted p
 
 void test('every workflow type runs AUTO_UPGRADE through the worker default, none pinned (the replay fixtures guard them all); no type sets a behaviour of its own, which unversioned workers would send too', () => {
   const types = Object.entries(workflows as Record<string, unknown>).filter(([, v]) => typeof v === 'function');
-  assert.deepEqual(types.map(([k]) => k).sort(), ['delegateToBuiltIn', 'migrateAll', 'migrateResource', 'storageVersionTrigger']);
+  assert.deepEqual(types.map(([k]) => k).sort(), [
+    'checkVersionDrop',
+    'delegateToBuiltIn',
+    'migrateAll',
+    'migrateResource',
+    'storageVersionTrigger',
+  ]);
   for (const [name, fn] of types)
     assert.equal(
       (fn as { workflowDefinitionOptions?: { versioningBehavior?: string } }).workflowDefinitionOptions?.versioningBehavior,
@@ -96,4 +104,35 @@ void test('the revision of an image without git: what its build wrote to dist/re
   } finally {
     fs.rmSync(root, { recursive: true, force: true });
   }
+});
+
+void test('watchCurrentVersion keeps no abort listener per check: the listeners on its signal stay bounded while it runs', async () => {
+  let reads = 0;
+  const client = {
+    options: { namespace: 'default' },
+    workflowService: {
+      describeWorkerDeployment: async () => {
+        reads++;
+        return { workerDeploymentInfo: { routingConfig: { currentDeploymentVersion: { buildId: 'one' } }, versionSummaries: [] } };
+      },
+    },
+  };
+  const stop = new AbortController();
+  const seen: Array<string | undefined> = [];
+  const done = watchCurrentVersion({
+    client: client as never,
+    deploymentName: 'd',
+    intervalMs: 1,
+    report: (v) => seen.push(v),
+    log: pino({ level: 'silent' }),
+    signal: stop.signal,
+  });
+  while (reads < 50) await new Promise((r) => setTimeout(r, 5));
+  assert.ok(
+    getEventListeners(stop.signal, 'abort').length <= 1,
+    `${getEventListeners(stop.signal, 'abort').length} abort listeners after ${reads} checks`,
+  );
+  stop.abort();
+  await done;
+  assert.equal(seen.at(-1), 'one');
 });

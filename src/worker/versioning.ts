@@ -26,6 +26,7 @@
 import type { Client } from '@temporalio/client';
 import type { WorkerDeploymentOptions } from '@temporalio/worker';
 import type { Logger } from 'pino';
+import { setTimeout as delay } from 'node:timers/promises';
 import { z } from 'zod';
 import { settingBool } from '../config/settings';
 
@@ -138,6 +139,12 @@ export async function describeDeployment(
 }
 
 /**
+ * Waits ms, or less when signal aborts. Its abort listener goes with the wait (a listener added per wait and kept
+ * grew without bound on a worker's signal: one a second with a one-second check).
+ */
+const pause = (ms: number, signal: AbortSignal) => delay(ms, undefined, { signal }).catch(() => undefined);
+
+/**
  * Makes this worker's version Current when the rule says so, retrying until
  * its pollers are seen or it is not the newest; stops when signal aborts.
  */
@@ -150,11 +157,6 @@ export async function promoteWhenNewest(opts: {
   intervalMs?: number;
 }): Promise<'current' | 'older' | 'stopped'> {
   const { client, version, log, signal } = opts;
-  const sleep = (ms: number) =>
-    new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, ms);
-      signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-    });
   for (let attempt = 0; !signal.aborted; attempt++) {
     try {
       const d = await describeDeployment(client, version.deploymentName);
@@ -185,7 +187,7 @@ export async function promoteWhenNewest(opts: {
       // Pollers not registered yet on every task queue, a conflicting change, the server away: try again.
       if (attempt % 5 === 4) log.info({ err: String(err), ...version }, 'could not make this version Current yet; trying again');
     }
-    await sleep(opts.intervalMs ?? 1000);
+    await pause(opts.intervalMs ?? 1000, signal);
   }
   return 'stopped';
 }
@@ -213,9 +215,6 @@ export async function watchCurrentVersion(opts: {
       if (failures++ % 10 === 0)
         opts.log.info({ err: String(err), deploymentName: opts.deploymentName }, "could not read the deployment's Current Version");
     }
-    await new Promise<void>((resolve) => {
-      const t = setTimeout(resolve, opts.intervalMs);
-      signal.addEventListener('abort', () => (clearTimeout(t), resolve()), { once: true });
-    });
+    await pause(opts.intervalMs, signal);
   }
 }
