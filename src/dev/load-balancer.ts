@@ -20,6 +20,11 @@ export function haproxyConfig(opts: { port: number; caFile: string; servers: { n
     // Watches stay open for minutes with little traffic.
     '  timeout client 1h',
     '  timeout server 1h',
+    // A health check's answer may take this long (its connection still only 1 s): an API server busy with large
+    // writes answers /readyz slowly, and with a 1 s timeout haproxy took the only server out and reset every
+    // connection for seconds (a memory test's writes of ~900 KiB objects failed so). A server that is gone still
+    // refuses at once and is out after two checks.
+    '  timeout check 5s',
     '',
     'frontend kube-apiserver',
     `  bind 127.0.0.1:${opts.port}`,

@@ -45,12 +45,12 @@ export interface TestPlane {
 /**
  * How the tests' own clients (plane.kube, kubeOf) retry: svm's policy (src/kube/client.ts retryDelayMs), with
  * more room, because no activity retries behind a test. A request that never reached an API server (refused, or
- * reset before TLS: haproxy still routing to a server just stopped, until its check, every 1 s, fails twice) is sent
- * again for up to ~11 s, whatever its verb; a read that failed after it was sent (reset, hang-up, timeout, 5xx) up
+ * reset before TLS: haproxy still routing to a server just stopped, until its check, every 1 s, fails twice; or with
+ * no server it deems ready, the only one busy) is sent again for up to ~30 s, whatever its verb; a read that failed after it was sent (reset, hang-up, timeout, 5xx) up
  * to 6 times; raw() retries transport errors too. Writes that may have reached a server are never sent again.
  */
 export const TEST_RETRY: Readonly<RetryPolicy> = {
-  unsentAttempts: 10,
+  unsentAttempts: 16,
   throttledReadAttempts: 10,
   transientReadAttempts: 6,
   retryRaw: true,
