@@ -15,6 +15,22 @@ else
   esac
 fi
 
+# One build at a time per tools cache (the parent of $work): a second caller (`svm dev up` while `npm test`
+# builds, a test that needs Helm while the suite builds it beside the tests) waits here, then finds what the
+# first one built, so each caller checks again what is missing once it holds the lock. Held until the calling
+# script exits; its children (tools.sh runs scripts/tools.d/*) see SVM_TOOLS_LOCKED and do not wait on it.
+build_lock() {
+  if [[ -n ${SVM_TOOLS_DRY_RUN:-} || -n ${SVM_TOOLS_LOCKED:-} ]] || ! command -v flock >/dev/null 2>&1; then return 0; fi
+  local root
+  root=$(dirname "$work")
+  exec 9>"$root/.build.lock"
+  if ! flock -n 9; then
+    say "another build into $root is running; waiting for it"
+    flock 9
+  fi
+  export SVM_TOOLS_LOCKED=1
+}
+
 # Runs a long command with a heartbeat so a person (or CI log) sees progress.
 # With SVM_TOOLS_DRY_RUN set (scripts/tools.sh --dry-run) it only says what it would run.
 with_progress() {

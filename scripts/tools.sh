@@ -68,16 +68,6 @@ work="$root/build"
 mkdir -p "$bin" "$work"
 if [[ -n $dry ]]; then export SVM_TOOLS_DRY_RUN=1; fi
 
-# One build at a time per cache: a second caller (`svm dev up` while `npm test`
-# builds, two terminals) waits here and then finds the binaries built.
-if [[ -z $dry ]] && command -v flock >/dev/null 2>&1; then
-  exec 9>"$root/.build.lock"
-  if ! flock -n 9; then
-    echo "[tools] another build into $root is running; waiting for it" >&2
-    flock 9
-  fi
-fi
-
 source "$here/scripts/tools-lib.sh"
 
 export CGO_ENABLED=0 GOFLAGS=-mod=mod GOTOOLCHAIN=local
@@ -143,23 +133,30 @@ missing_of() { # missing_of FILE... -> prints those that are not there
   local f
   for f in "$@"; do [[ -x "$bin/$f" ]] || echo "$f"; done
 }
-plan=() # what is about to be built, for the one line below
-
-etcd_bins=()
-for b in etcd etcdctl; do
-  if wants "$b" && [[ -n $(missing_of "$b-$ETCD") ]]; then etcd_bins+=("$b"); fi
-done
-temporal_missing=
-if wants temporal-cli && [[ -n $(missing_of "temporal-$TEMPORAL") ]]; then temporal_missing=1; fi
-kube_bins=() kube_prev_bins=()
-for b in kube-apiserver kube-controller-manager kubectl; do
-  if wants "$b" && [[ -n $(missing_of "$b-$KUBE") ]]; then kube_bins+=("$b"); fi
-  if wants "$b-previous" && [[ -n $(missing_of "$b-$KUBE_PREV") ]]; then kube_prev_bins+=("$b"); fi
-done
-for b in "${etcd_bins[@]}"; do plan+=("$b-$ETCD"); done
-[[ -n $temporal_missing ]] && plan+=("temporal-$TEMPORAL")
-for b in "${kube_bins[@]}"; do plan+=("$b-$KUBE"); done
-for b in "${kube_prev_bins[@]}"; do plan+=("$b-$KUBE_PREV"); done
+# What is missing of what was asked for, in etcd_bins, temporal_missing, kube_bins, kube_prev_bins and plan.
+find_missing() {
+  plan=() etcd_bins=() temporal_missing= kube_bins=() kube_prev_bins=()
+  local b
+  for b in etcd etcdctl; do
+    if wants "$b" && [[ -n $(missing_of "$b-$ETCD") ]]; then etcd_bins+=("$b"); fi
+  done
+  if wants temporal-cli && [[ -n $(missing_of "temporal-$TEMPORAL") ]]; then temporal_missing=1; fi
+  for b in kube-apiserver kube-controller-manager kubectl; do
+    if wants "$b" && [[ -n $(missing_of "$b-$KUBE") ]]; then kube_bins+=("$b"); fi
+    if wants "$b-previous" && [[ -n $(missing_of "$b-$KUBE_PREV") ]]; then kube_prev_bins+=("$b"); fi
+  done
+  for b in "${etcd_bins[@]}"; do plan+=("$b-$ETCD"); done
+  [[ -n $temporal_missing ]] && plan+=("temporal-$TEMPORAL")
+  for b in "${kube_bins[@]}"; do plan+=("$b-$KUBE"); done
+  for b in "${kube_prev_bins[@]}"; do plan+=("$b-$KUBE_PREV"); done
+  return 0
+}
+find_missing
+# Only a caller with something to build waits for another's build; then it looks again.
+if [[ ${#plan[@]} -gt 0 && -z $dry ]]; then
+  build_lock
+  find_missing
+fi
 if [[ ${#plan[@]} -gt 0 ]]; then
   say "$([[ -n $dry ]] && echo 'would build' || echo 'to build') into $bin: ${plan[*]} (once; on 2 shared cores etcd took about 2.5 min, the Temporal CLI 7, kube-apiserver 14, all three Kubernetes binaries 18: docs/benchmarks.md)"
 fi

@@ -29,7 +29,7 @@ let plane: TestPlane;
 let upgradetool: string;
 before(async () => {
   plane = await testPlane();
-  const { stdout } = await run('bash', [path.join(__dirname, '..', 'scripts', 'tools.d', 'go-example.sh')], { timeout: 540_000 });
+  const { stdout } = await run('bash', [path.join(__dirname, '..', 'scripts', 'tools.d', 'go-example.sh')], { timeout: 1_800_000 });
   upgradetool = /^upgradetool=(.+)$/m.exec(stdout)![1]!;
 });
 after(async () => plane?.close());

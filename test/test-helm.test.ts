@@ -64,7 +64,7 @@ let installed = false;
 
 before(async () => {
   plane = await testPlane();
-  const { stdout } = await run('bash', [path.join(ROOT, 'scripts', 'tools.d', 'helm.sh')], { timeout: 900_000 });
+  const { stdout } = await run('bash', [path.join(ROOT, 'scripts', 'tools.d', 'helm.sh')], { timeout: 1_800_000 });
   helmBin = /^helm=(.+)$/m.exec(stdout)![1]!;
   helmHome = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-helm-'));
 });

@@ -200,7 +200,7 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
     'prometheus is missing: run scripts/ensure-plane-packages.sh (as root) or apt-get install prometheus',
   );
   // The chart as an operator renders it with the alert rules on (the ServiceMonitor comes with them).
-  const { stdout: helmOut } = await run('bash', [path.join(ROOT, 'scripts', 'tools.d', 'helm.sh')], { timeout: 900_000 });
+  const { stdout: helmOut } = await run('bash', [path.join(ROOT, 'scripts', 'tools.d', 'helm.sh')], { timeout: 1_800_000 });
   const helmBin = /^helm=(.+)$/m.exec(helmOut)![1]!;
   const ns = uniq('metrics');
   const prefix = uniq('m');

@@ -60,7 +60,7 @@ async function kustomized(plane: TestPlane): Promise<Manifest[]> {
 
 /** The same objects as the Helm chart renders them with its defaults. */
 async function charted(): Promise<Manifest[]> {
-  const { stdout: tools } = await run('bash', [path.join(__dirname, '..', 'scripts', 'tools.d', 'helm.sh')], { timeout: 900_000 });
+  const { stdout: tools } = await run('bash', [path.join(__dirname, '..', 'scripts', 'tools.d', 'helm.sh')], { timeout: 1_800_000 });
   const helm = /^helm=(.+)$/m.exec(tools)![1]!;
   const home = mkdtempSync(path.join(tmpdir(), 'svm-rights-helm-'));
   try {

@@ -17,5 +17,8 @@ build_example() {
   CGO_ENABLED=0 GOFLAGS=-mod=readonly GOTOOLCHAIN=local go build -trimpath -o "$out.tmp" .
   mv "$out.tmp" "$out"
 }
-[[ -x "$out" ]] || with_progress "upgradetool-$sum" build_example
+if [[ ! -x "$out" ]]; then
+  build_lock
+  [[ -x "$out" ]] || with_progress "upgradetool-$sum" build_example
+fi
 echo "upgradetool=$out"

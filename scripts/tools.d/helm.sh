@@ -25,5 +25,8 @@ build_helm() {
     "helm.sh/helm/v$major/cmd/helm@$HELM"
   mv "$d/helm" "$out"
 }
-[[ -x "$out" ]] || with_progress "helm-$HELM" build_helm
+if [[ ! -x "$out" ]]; then
+  build_lock
+  [[ -x "$out" ]] || with_progress "helm-$HELM" build_helm
+fi
 echo "helm=$out"

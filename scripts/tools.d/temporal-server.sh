@@ -48,9 +48,13 @@ build_ui() {
   mv "$d/server" "$bin/temporal-ui-server-$UI"
 }
 
-[[ -x "$bin/temporal-server-$SERVER" && -x "$bin/temporal-sql-tool-$SERVER" && -d "$schema" ]] ||
-  with_progress "temporal-server-$SERVER" build_server
-[[ -x "$bin/temporal-ui-server-$UI" ]] || with_progress "temporal-ui-server-$UI" build_ui
+server_built() { [[ -x "$bin/temporal-server-$SERVER" && -x "$bin/temporal-sql-tool-$SERVER" && -d "$schema" ]]; }
+ui_built() { [[ -x "$bin/temporal-ui-server-$UI" ]]; }
+if ! server_built || ! ui_built; then
+  build_lock
+  server_built || with_progress "temporal-server-$SERVER" build_server
+  ui_built || with_progress "temporal-ui-server-$UI" build_ui
+fi
 
 echo "temporal-server=$bin/temporal-server-$SERVER"
 echo "temporal-sql-tool=$bin/temporal-sql-tool-$SERVER"
