@@ -81,16 +81,16 @@ fi
 # The tests that migrate every resource of the plane (the trigger's first pass, `svm migrate --all`, the chart's
 # pre-upgrade Job, `svm plan`) run first among the plane's tests: later, the CRDs and objects every other test leaves
 # behind make each of their passes longer (the trigger's three tests took 22 minutes at the end of a CI run, 4.7
-# minutes first on a fresh plane). node's runner sorts the files it is given, so they run in a run of their own.
+# minutes first on a fresh plane). Each file runs in a node of its own (run_files), in the order given here: node's
+# runner sorts the files it is given, and ran these four in alphabetical order among the others.
 every=(test/test-trigger.test.ts test/test-migrate-all.test.ts test/test-helm.test.ts test/test-plan.test.ts)
-files=(test/unit-*.test.ts)
+files=("${every[@]}" test/unit-*.test.ts)
 for f in test/test-*.test.ts; do
   keep=1
   for e in "${every[@]}"; do [[ "$f" == "$e" ]] && keep=; done
   [[ -n $keep ]] && files+=("$f")
 done
-first=("${every[@]}")
-if [[ $# -gt 0 ]]; then files=("$@") first=(); fi
+if [[ $# -gt 0 ]]; then files=("$@"); fi
 # Run beside the others, one after another, not after them: files on planes of their own that mostly wait
 # (the built-in migrator's backoffs, minute-long bounds, API server restarts, the rolling upgrade) and touch
 # no other plane, and the image's test. The whole run stays within CI's time; their output follows the others'.
@@ -107,14 +107,23 @@ for f in "${files[@]}"; do
   for b in "${beside[@]}"; do [[ "$f" == "$b" ]] && keep=; done
   [[ -n $keep ]] && rest+=("$f")
 done
-# Each run also writes TAP to a file: the failures of both are listed once more at the very end, where
-# a CI log that keeps only its tail still shows them.
+# Each file also writes TAP to a file of its own: the failures are listed once more at the very end, where a CI log
+# that keeps only its tail still shows them, with the time each file took.
 taps=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-tap.XXXXXX")
-run_files() {
-  local tap=$1; shift
-  node --import tsx --test --test-concurrency=1 \
-    --test-reporter=spec --test-reporter-destination=stdout \
-    --test-reporter=tap --test-reporter-destination="$tap" "$@"
+run_files() { # run_files RUN FILE...: one file after another, each in a node of its own
+  local run=$1 f s i=0 frc rc=0
+  shift
+  for f in "$@"; do
+    i=$((i + 1))
+    s=$SECONDS
+    frc=0
+    node --import tsx --test \
+      --test-reporter=spec --test-reporter-destination=stdout \
+      --test-reporter=tap --test-reporter-destination="$taps/$run-$(printf %02d $i)-$(basename "$f" .test.ts).tap" "$f" || frc=$?
+    echo "$((SECONDS - s)) $run $f$([[ $frc -ne 0 ]] && echo ' (failed)')" >>"$taps/times"
+    [[ $frc -ne 0 ]] && rc=$frc
+  done
+  return $rc
 }
 bpid= blog=
 if [[ ${#beside[@]} -gt 0 ]]; then
@@ -123,7 +132,7 @@ if [[ ${#beside[@]} -gt 0 ]]; then
   (
     bstart=$SECONDS
     brc=0
-    run_files "$taps/beside.tap" "${beside[@]}" || brc=$?
+    run_files beside "${beside[@]}" || brc=$?
     echo "(the run beside took $((SECONDS - bstart)) s)"
     exit $brc
   ) >"$blog" 2>&1 &
@@ -131,8 +140,7 @@ if [[ ${#beside[@]} -gt 0 ]]; then
 fi
 rc=0
 start=$SECONDS
-if [[ ${#first[@]} -gt 0 ]]; then run_files "$taps/main-first.tap" "${first[@]}" || rc=$?; fi
-run_files "$taps/main.tap" "${rest[@]}" || rc=$?
+run_files main "${rest[@]}" || rc=$?
 echo "(the main run took $((SECONDS - start)) s)"
 if [[ -n $bpid ]]; then
   brc=0
@@ -148,6 +156,8 @@ if [[ -n $tlog ]]; then
   grep -v "still building" "$tlog" || true
   rm -f "$tlog"
 fi
+echo "== time per file (seconds, run, file)"
+sort -rn "$taps/times" 2>/dev/null | head -n 30 || true
 node scripts/tap-summary.mjs "$taps"/*.tap || true
 rm -rf "$taps"
 echo "(the whole suite took $SECONDS s)"
