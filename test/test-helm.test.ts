@@ -178,6 +178,22 @@ void test('with default values the chart renders exactly the objects of deploy/ 
   // deploy/pre-upgrade-job.yaml is the chart's hook Job with its defaults.
   const hook = await template(['-n', 'svm-system', '--set', 'preUpgradeJob.enabled=true', '--show-only', 'templates/pre-upgrade-job.yaml']);
   assert.deepStrictEqual(byName(hook), byName(readManifests('pre-upgrade-job.yaml')));
+
+  // deploy/managed-fields.yaml (not in kustomization.yaml: off by default) is what managedFields.rewrite=true adds,
+  // with SVM_MANAGED_FIELDS_AS on the worker naming its identity.
+  const rewrite = await template(['-n', 'svm-system', '--set', 'managedFields.rewrite=true']);
+  const added = rewrite.filter(
+    (o) => (o.metadata.labels as Record<string, string> | undefined)?.['app.kubernetes.io/component'] === 'managed-fields',
+  );
+  assert.deepStrictEqual(byName(added), byName(readManifests('managed-fields.yaml')));
+  const env = (o: Manifest) =>
+    (o as unknown as { spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } } }).spec
+      .template.spec.containers[0]!.env;
+  assert.deepEqual(
+    env(rewrite.find((o) => o.kind === 'Deployment')!).filter((e) => e.name === 'SVM_MANAGED_FIELDS_AS'),
+    [{ name: 'SVM_MANAGED_FIELDS_AS', value: 'system:serviceaccount:svm-system:svm-managed-fields' }],
+  );
+  assert.ok(!env(defaults.find((o) => o.kind === 'Deployment')!).some((e) => e.name === 'SVM_MANAGED_FIELDS_AS'));
 });
 
 void test('the pre-upgrade hook Job renders the command asked for, with the worker Temporal settings, and only when enabled', async () => {

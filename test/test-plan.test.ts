@@ -31,7 +31,18 @@ import { after, before, test } from 'node:test';
 import { Migrator, migratableResources, type Plan } from '../src/client';
 import { WorkflowFailedError } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { DROP_CHECK_WORKFLOW_TYPE, DropReportSchema, type DropCheckName, type DropReport, type DropVerdict } from '../src/contract/drop';
+import {
+  DROP_CHECK_WORKFLOW_TYPE,
+  DropReportSchema,
+  MANAGED_FIELDS_WORKFLOW_TYPE,
+  managedFieldsWorkflowId,
+  ManagedFieldsResultSchema,
+  type DropCheckName,
+  type DropReport,
+  type DropVerdict,
+  type ManagedFieldsResult,
+} from '../src/contract/drop';
+import YAML from 'yaml';
 import { setCrdStoredVersions } from '../src/kube/crds';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
@@ -42,11 +53,13 @@ import { DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
+  deleteManifests,
   readManifests,
   removeTokenKubeconfig,
   serverSideApply,
   serviceAccountToken,
   whoAmI,
+  withWorkerAs,
   writeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
@@ -541,30 +554,175 @@ void test('svm plan --drop: a bad group version or flag is refused before anythi
   assert.match(r.stderr, /^svm plan: no API group nowhere\.svm\.test is served and no CustomResourceDefinition names it\n$/);
 });
 
-void test('what the managedFields check guards against: v1 removed while managedFields name it, server-side apply fails', async () => {
+void test('what the managedFields check guards against: v1 removed while managedFields name it, server-side apply fails; svm managed-fields, off until turned on, renames them as its own fenced identity and apply works again', async () => {
   const c = testCrd(`${uniq('drop-early')}.svm.test`);
   const ns = uniq('drop-early');
+  const N = 6;
+  const names = Array.from({ length: N }, (_, i) => `w-${i}`);
   await applyCrd(plane.kube, c, 'v1');
   await ensureNamespace(plane.kube, ns);
-  assert.equal((await applyObject(c, ns, 'w', 'v1', 'drop-owner', { a: 1 })).status, 201);
+  // Two managers at v1 on each object.
+  await parallel(N, 6, async (i) => {
+    assert.equal((await applyObject(c, ns, names[i]!, 'v1', 'drop-owner', { a: i })).status, 201);
+    assert.equal((await applyObject(c, ns, names[i]!, 'v1', 'drop-other', { b: i })).status, 200);
+  });
   await applyCrd(plane.kube, c, 'v2');
   // Rewritten at v2 and storedVersions pruned by hand: only the managedFields still name v1.
-  await plane.kube.request('PATCH', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/w`, {
-    body: '{}',
-    contentType: 'application/merge-patch+json',
-  });
+  for (const name of names)
+    await plane.kube.request('PATCH', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/${name}`, {
+      body: '{}',
+      contentType: 'application/merge-patch+json',
+    });
   await setCrdStoredVersions(plane.kube, { group: c.group, resource: c.plural }, ['v2']);
   const { report } = await dropJson(`${c.group}/v1`, ['--requests-window', '1']);
   assert.equal(verdicts(report, c.name).managedFields, 'NotYet');
   assert.equal(verdicts(report, c.name).storedVersions, 'Ready');
 
   await applyCrd(plane.kube, c, 'v2', { versions: ['v2'] });
-  assert.equal((await plane.kube.raw('GET', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/w`)).status, 200);
+  assert.equal((await plane.kube.raw('GET', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/w-0`)).status, 200);
   for (const manager of ['drop-owner', 'drop-other']) {
-    const res = await applyObject(c, ns, 'w', 'v2', manager, { a: 2 });
+    const res = await applyObject(c, ns, 'w-0', 'v2', manager, { a: 2 });
     assert.equal(res.status, 500, `${manager}: ${res.status} ${res.body}`);
     assert.equal((JSON.parse(res.body) as { message: string }).message, `request to convert CR to an invalid group/version: ${c.group}/v1`);
   }
+
+  // The rewrite. The worker runs as deploy/rbac.yaml's ServiceAccount with the grant that lets it list the CRD.
+  const AS = 'system:serviceaccount:svm-system:svm-managed-fields';
+  await serverSideApply(plane.kube, readManifests('rbac.yaml'));
+  // Off as shipped (a plane an earlier run left it on is put back); taken off again at the end.
+  await deleteManifests(plane.kube, readManifests('managed-fields.yaml'));
+  const granted: Manifest[] = [];
+  const grant = async (extra: string[]) => {
+    const g = await svm(['grant', c.name, ...extra], { KUBECONFIG: plane.env.KUBECONFIG! });
+    assert.equal(g.code, 0, g.stderr);
+    const objects = YAML.parseAllDocuments(g.stdout).map((d) => d.toJS() as Manifest);
+    granted.push(...objects);
+    await serverSideApply(plane.kube, objects);
+  };
+  await grant([]);
+  const workerKubeconfig = writeTokenKubeconfig(
+    plane.kube.server,
+    await serviceAccountToken(plane.kube, NS, 'svm-migrator'),
+    'svm-migrator-mf',
+  );
+  try {
+    const cli = (taskQueue: string, extra: string[] = []) =>
+      svm(['managed-fields', c.name, '--from', `${c.group}/v1`, ...extra], {
+        KUBECONFIG: workerKubeconfig,
+        TEMPORAL_ADDRESS: plane.temporal.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+      });
+    // Off: a worker without SVM_MANAGED_FIELDS_AS refuses it before anything is written (exit 2).
+    await withWorkerAs(plane, workerKubeconfig, async (_m, _w, taskQueue) => {
+      const off = await cli(taskQueue);
+      assert.equal(off.code, 2, off.stdout + off.stderr);
+      assert.match(off.stderr, /^svm managed-fields: the managedFields rewrite is off on this worker/);
+    });
+    // A bad input is refused by the CLI before anything starts (exit 2).
+    const bad = await svm(['managed-fields', c.name, '--from', 'v1'], {
+      KUBECONFIG: workerKubeconfig,
+      TEMPORAL_ADDRESS: plane.temporal.address,
+    });
+    assert.equal(bad.code, 2, bad.stderr);
+    assert.match(bad.stderr, /is not <group>\/<version>/);
+
+    await withWorkerAs(
+      plane,
+      workerKubeconfig,
+      async (_m, _w, taskQueue) => {
+        // Set on the worker, but the identity not there yet: the worker may not impersonate it.
+        const notYet = await cli(taskQueue);
+        assert.equal(notYet.code, 2, notYet.stdout + notYet.stderr);
+        assert.match(
+          notYet.stderr,
+          /the worker may not act as system:serviceaccount:svm-system:svm-managed-fields: apply deploy\/managed-fields\.yaml/,
+        );
+        // Turned on (deploy/managed-fields.yaml as shipped), not yet granted the resource.
+        await serverSideApply(plane.kube, readManifests('managed-fields.yaml'));
+        const ungranted = await eventually(
+          'the impersonation allowed',
+          async () => {
+            const r = await cli(taskQueue);
+            return /may not act as/.test(r.stderr) ? undefined : r;
+          },
+          30_000,
+        );
+        assert.equal(ungranted.code, 2, ungranted.stdout + ungranted.stderr);
+        assert.match(ungranted.stderr, new RegExp(`${AS} may not patch ${c.name.replace(/\./g, '\\.')}: grant it with`));
+        await grant(['--managed-fields']);
+
+        const as = KubeClient.fromKubeconfig(workerKubeconfig).impersonating(AS);
+        const obj = `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/w-1`;
+        await eventually(
+          'the grant in effect',
+          async () => (await as.raw('PATCH', obj, { body: '{}', contentType: 'application/merge-patch+json' })).status === 200,
+          30_000,
+        );
+
+        // The rewrite, through the CLI and the worker; then nothing names v1.
+        const done = await cli(taskQueue);
+        assert.equal(done.code, 0, done.stdout + done.stderr);
+        assert.equal(
+          done.stdout,
+          `${c.name}: ${2 * N} managedFields entries of ${N} objects rewritten from ${c.group}/v1 to ${c.group}/v2; ${N} objects listed, 0 changed meanwhile, 0 gone; 0 still name ${c.group}/v1\n`,
+        );
+        console.log(`$ svm managed-fields ${c.name} --from ${c.group}/v1\n${done.stdout}`);
+        const doneId = managedFieldsWorkflowId(c.name, `${c.group}/v1`);
+        const doneRun = (await plane.temporal.client.workflow.getHandle(doneId).describe()).runId;
+        // Again, for machines: nothing left.
+        const json = await cli(taskQueue, ['-o', 'json']);
+        assert.equal(json.code, 0, json.stderr);
+        assert.deepEqual(ManagedFieldsResultSchema.parse(JSON.parse(json.stdout)), {
+          resource: c.name,
+          from: `${c.group}/v1`,
+          to: `${c.group}/v2`,
+          objects: N,
+          rewritten: 0,
+          entries: 0,
+          changedMeanwhile: 0,
+          gone: 0,
+          remaining: 0,
+        });
+        // The same as a workflow any SDK starts: nothing left to rewrite.
+        const againId = uniq('mf');
+        const again = (await plane.temporal.client.workflow.execute(MANAGED_FIELDS_WORKFLOW_TYPE, {
+          taskQueue,
+          workflowId: againId,
+          args: [{ resource: c.name, from: `${c.group}/v1` }],
+        })) as ManagedFieldsResult;
+        assert.deepEqual([again.rewritten, again.remaining, again.objects], [0, 0, N]);
+        // The replay test's fixtures (test/unit-replay.test.ts), recorded with SVM_RECORD_HISTORIES=1.
+        if (recording()) {
+          recordHistories(plane.temporal.address, 'mf', 'a rewrite of every entry', doneId, doneRun);
+          const againRun = (await plane.temporal.client.workflow.getHandle(againId).describe()).runId;
+          recordHistories(plane.temporal.address, 'mf', 'nothing left to rewrite', againId, againRun);
+        }
+      },
+      { settings: { managedFieldsAs: AS } },
+    );
+  } finally {
+    removeTokenKubeconfig(workerKubeconfig);
+    await deleteManifests(plane.kube, [...readManifests('managed-fields.yaml'), ...granted]);
+  }
+  // Server-side apply works again, for both managers, and each object's content is what they applied.
+  await parallel(N, 6, async (i) => {
+    for (const [manager, spec] of [
+      ['drop-owner', { a: i + 100 }],
+      ['drop-other', { b: i + 100 }],
+    ] as const) {
+      const res = await applyObject(c, ns, names[i]!, 'v2', manager, spec);
+      assert.equal(res.status, 200, `${manager}: ${res.status} ${res.body}`);
+    }
+    const got = JSON.parse((await plane.kube.request('GET', `/apis/${c.group}/v2/namespaces/${ns}/${c.plural}/${names[i]}`)).body) as {
+      spec: unknown;
+      metadata: { managedFields: Array<{ manager: string; apiVersion: string }> };
+    };
+    assert.deepEqual(got.spec, { a: i + 100, b: i + 100 });
+    assert.deepEqual(got.metadata.managedFields.map((f) => `${f.manager}@${f.apiVersion}`).sort(), [
+      `drop-other@${c.group}/v2`,
+      `drop-owner@${c.group}/v2`,
+    ]);
+  });
 });
 
 void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount suffices, and it holds nothing more', async () => {

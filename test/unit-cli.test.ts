@@ -16,7 +16,22 @@ import { workerCommand } from '../src/worker/cli-worker';
 void test('svm: every command, in the order of svm --help', () => {
   assert.deepEqual(
     buildProgram().commands.map((c) => c.name()),
-    ['migrate', 'status', 'abort', 'pause', 'resume', 'worker', 'trigger', 'setup', 'crds', 'plan', 'grant', 'dev', 'version'],
+    [
+      'migrate',
+      'status',
+      'abort',
+      'pause',
+      'resume',
+      'worker',
+      'trigger',
+      'setup',
+      'crds',
+      'plan',
+      'managed-fields',
+      'grant',
+      'dev',
+      'version',
+    ],
   );
 });
 

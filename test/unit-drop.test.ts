@@ -107,6 +107,10 @@ void test('storage version and managedFields checks', () => {
   const m = managedFieldsCheck('ex.com/v1', 'v1', { objects: 3, naming: 2, managers: ['flux', 'kubectl'] });
   assert.equal(m.verdict, 'NotYet');
   assert.match(m.reason, /^2 of 3 objects have managedFields entries at ex.com\/v1 \(managers: flux, kubectl\): server-side apply/);
+  assert.match(
+    managedFieldsCheck('ex.com/v1', 'v1', { objects: 3, naming: 2, managers: ['flux'] }, 'widgets.ex.com').reason,
+    / until each manager applies at another version or svm managed-fields widgets\.ex\.com --from ex\.com\/v1 renames them$/,
+  );
 });
 
 void test('verdicts combine: not yet over unknown over ready; exit 0, 1, 2', () => {

@@ -80,6 +80,9 @@ void test('there are recorded histories of every kind of ending', () => {
     // The drop check's (test/test-plan.test.ts): a refused input, a report.
     'drop-a-bad-input-is-refused',
     'drop-a-report-of-a-migrated-resource',
+    // The managedFields rewrite's (test/test-plan.test.ts): every entry rewritten, nothing left.
+    'mf-a-rewrite-of-every-entry',
+    'mf-nothing-left-to-rewrite',
   ])
     assert.ok(
       fixtures.some((f) => f.startsWith(k)),

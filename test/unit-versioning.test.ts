@@ -77,6 +77,7 @@ void test('every workflow type runs AUTO_UPGRADE through the worker default, non
     'delegateToBuiltIn',
     'migrateAll',
     'migrateResource',
+    'rewriteManagedFields',
     'storageVersionTrigger',
   ]);
   for (const [name, fn] of types)

@@ -37,6 +37,7 @@ import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import type { MemoryBudget } from '../kube/memory-budget';
 import { migrateChunk, type ChunkDeps, type ChunkInput, type ChunkResult } from './migrate-chunk';
 import { createDropActivities } from './drop';
+import { createManagedFieldsActivities } from './managed-fields';
 import { createFollowActivities } from './follow-migration';
 import { createTriggerActivities } from './trigger';
 
@@ -63,6 +64,8 @@ export interface ActivityDeps {
   triggerApi?: 'svm' | 'standard';
   /** For the trigger: who acts on storagemigration.k8s.io objects (SVM_STANDARD_MIGRATIONS); default defer. */
   standardMigrations?: 'defer' | 'own' | 'off';
+  /** The identity the managedFields rewrite writes as (SVM_MANAGED_FIELDS_AS); unset: that rewrite is refused. */
+  managedFieldsAs?: string;
 }
 
 export type { Agreement };
@@ -215,6 +218,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createFollowActivities(deps.temporal),
     ...createResolveActivities(kube),
     ...createDropActivities({ kube, apiservers, temporal: deps.temporal }),
+    ...createManagedFieldsActivities({ kube, managedFieldsAs: deps.managedFieldsAs }),
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
 
     /** One page: list, no-op update each object, return counters and the next token. */

@@ -2,23 +2,36 @@
 import { Command, Option } from 'commander';
 import { kubeconfigOption, withExamples } from '../config/cli-options';
 import { resolveResource } from '../kube/resolve';
-import { DEFAULT_SERVICE_ACCOUNT, grantManifests, needsGrant } from './grant';
+import { DEFAULT_SERVICE_ACCOUNT, grantManifests, managedFieldsGrantManifests, MANAGED_FIELDS_SERVICE_ACCOUNT, needsGrant } from './grant';
 
 export function grantCommand(): Command {
   const cmd = new Command('grant')
     .argument('<resource>', 'the resource, as for svm migrate (widgets.example.com, mutatingadmissionpolicies)')
-    .addOption(new Option('--service-account <namespace/name>', "the worker's ServiceAccount").default(DEFAULT_SERVICE_ACCOUNT))
+    .addOption(
+      new Option(
+        '--service-account <namespace/name>',
+        `the worker's ServiceAccount (with --managed-fields: ${MANAGED_FIELDS_SERVICE_ACCOUNT})`,
+      ),
+    )
+    .option(
+      '--managed-fields',
+      'instead: patch on the resource for the managedFields rewrite (svm managed-fields; deploy/managed-fields.yaml)',
+    )
     .addOption(kubeconfigOption())
     .allowExcessArguments(false)
-    .action(async (resource: string, o: { serviceAccount: string; kubeconfig?: string }) => {
+    .action(async (resource: string, o: { serviceAccount?: string; managedFields?: boolean; kubeconfig?: string }) => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
       const kube = KubeClient.fromKubeconfig(o.kubeconfig);
       try {
         const ref = await resolveResource(kube, resource);
+        if (o.managedFields) {
+          process.stdout.write(managedFieldsGrantManifests(ref, o.serviceAccount ?? MANAGED_FIELDS_SERVICE_ACCOUNT));
+          return;
+        }
         if (!needsGrant(ref))
           process.stderr.write(`svm grant: ${resource} is in the worker's default rights (deploy/rbac.yaml); printed anyway\n`);
-        process.stdout.write(grantManifests(ref, o.serviceAccount));
+        process.stdout.write(grantManifests(ref, o.serviceAccount ?? DEFAULT_SERVICE_ACCOUNT));
       } finally {
         kube.close();
       }
@@ -26,5 +39,6 @@ export function grantCommand(): Command {
   return withExamples(cmd, [
     'svm grant widgets.example.com | kubectl apply -f -',
     'svm grant mutatingadmissionpolicies | kubectl apply -f -   # then delete it once migrated',
+    'svm grant widgets.example.com --managed-fields | kubectl apply -f -   # for svm managed-fields',
   ]);
 }

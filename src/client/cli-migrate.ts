@@ -258,9 +258,66 @@ export function migrateCommands() {
       process.stderr.write('installed storageversionmigrations.migration.k8s.io and storagestates.migration.k8s.io\n');
     });
 
+  const managedFields = withExamples(new Command('managed-fields'), [
+    'svm managed-fields widgets.example.com --from example.com/v1          # before v1 leaves the CRD',
+    'svm managed-fields mutatingadmissionpolicies --from admissionregistration.k8s.io/v1beta1 -o json',
+  ])
+    .argument('<resource>', 'the resource, as for svm migrate')
+    .requiredOption('--from <group/version>', 'the API version whose managedFields entries are rewritten')
+    .option('--to <version>', "the version they name instead (default: a CRD's storage version, or the group's preferred version)")
+    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(kubeconfigOption())
+    .allowExcessArguments(false)
+    // A bad or missing flag is a refusal (2), never "some remain" (1).
+    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
+    .addHelpText(
+      'after',
+      `
+Server-side apply fails on an object whose managedFields name an API version
+that is no longer served. This rewrites each such entry's apiVersion to a
+served version (the same fields, owned by the same managers), through the
+worker, as an identity of its own that may change nothing else (its fence:
+deploy/managed-fields.yaml). Off by default: turn it on with that file (or
+the chart's managedFields.rewrite=true), and grant that identity each
+resource with \`svm grant <resource> --managed-fields | kubectl apply -f -\`.
+No object's content is read or written. \`svm plan --drop\` says which
+resources need it.
+
+Exit codes: 0 no entry names the version any more; 1 some still do (changed
+while the rewrite ran: run it again); 2 refused (not turned on or granted,
+bad input) or an error.
+`,
+    )
+    .action(async (resource: string, o: { from: string; to?: string; output: 'text' | 'json'; kubeconfig?: string }) => {
+      try {
+        /* eslint-disable @typescript-eslint/no-require-imports */
+        const { ManagedFieldsInputSchema } = require('../contract/drop') as typeof import('../contract/drop');
+        const { explainInput } = require('../contract/definitions') as typeof import('../contract/definitions');
+        /* eslint-enable @typescript-eslint/no-require-imports */
+        // Refused before anything is started.
+        const input = ManagedFieldsInputSchema.safeParse({ resource, from: o.from, ...(o.to ? { to: o.to } : {}) });
+        if (!input.success) throw new Error(explainInput(input.error));
+        const r = await withMigrator(o.kubeconfig, (m) => m.rewriteManagedFields(input.data));
+        process.stdout.write(
+          o.output === 'json'
+            ? JSON.stringify(r, null, 2) + '\n'
+            : `${r.resource}: ${r.entries} managedFields entries of ${r.rewritten} objects rewritten from ${r.from} to ${r.to}; ${r.objects} objects listed, ${r.changedMeanwhile} changed meanwhile, ${r.gone} gone; ${r.remaining} still name ${r.from}\n`,
+        );
+        process.exitCode = r.remaining === 0 ? 0 : 1;
+      } catch (err) {
+        // The workflow's failure wraps the activity's, which wraps the reason.
+        let root: unknown = err;
+        while (root instanceof Error && root.cause instanceof Error) root = root.cause;
+        const why = root instanceof Error ? root.message : String(root);
+        process.stderr.write(`svm managed-fields: ${why}\n`);
+        process.exitCode = 2;
+      }
+    });
+
   return {
     migrate,
     status,
+    managedFields,
     abort: signalCommand('abort'),
     pause: signalCommand('pause'),
     resume: signalCommand('resume'),

@@ -98,6 +98,13 @@ export const clientCommandEntries = {
       'print the ClusterRole and binding that let the worker migrate one resource its default rights leave out (custom resources, admission and RBAC objects); read-only',
     load: () => grantModule().grantCommand(),
   },
+  'managed-fields': {
+    name: 'managed-fields',
+    term: '[options] <resource>',
+    description:
+      'bring the managedFields entries a resource holds at an API version about to be removed to its storage version, so server-side apply keeps working once it is gone (off unless turned on: deploy/managed-fields.yaml)',
+    load: () => migrateModule().migrateCommands().managedFields,
+  },
   version: {
     name: 'version',
     term: '[options]',

@@ -58,3 +58,44 @@ export function grantManifests(ref: Pick<ResourceRef, 'group' | 'resource' | 'cu
     : [`# Lets svm re-encode ${what}: list, and an empty patch fenced to leave each object unchanged.`];
   return [...head, YAML.stringify(role).trimEnd(), '---', YAML.stringify(binding).trimEnd(), ''].join('\n');
 }
+
+/** The identity the managedFields rewrite writes as (deploy/managed-fields.yaml): the worker impersonates it. */
+export const MANAGED_FIELDS_SERVICE_ACCOUNT = 'svm-system/svm-managed-fields';
+
+/**
+ * `svm grant <resource> --managed-fields`: `patch` on exactly this resource for the managedFields rewrite's
+ * identity, whose fence (deploy/managed-fields.yaml) admits nothing but a change of managedFields apiVersions.
+ */
+export function managedFieldsGrantManifests(
+  ref: Pick<ResourceRef, 'group' | 'resource'>,
+  serviceAccount = MANAGED_FIELDS_SERVICE_ACCOUNT,
+): string {
+  const [namespace, name] = serviceAccount.split('/');
+  if (!namespace || !name) throw new Error(`--service-account must be NAMESPACE/NAME, not "${serviceAccount}"`);
+  const full = `svm-managed-fields-${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
+  const n = full.length <= 253 ? full : full.slice(0, 253);
+  const labels = { 'app.kubernetes.io/name': 'svm', 'app.kubernetes.io/component': 'managed-fields-grant' };
+  const role = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRole',
+    metadata: { name: n, labels },
+    rules: [{ apiGroups: [ref.group], resources: [ref.resource], verbs: ['patch'] }],
+  };
+  const binding = {
+    apiVersion: 'rbac.authorization.k8s.io/v1',
+    kind: 'ClusterRoleBinding',
+    metadata: { name: n, labels },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: n },
+    subjects: [{ kind: 'ServiceAccount', name, namespace }],
+  };
+  const what = `${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
+  return [
+    `# Lets svm managed-fields rewrite the managedFields apiVersions of ${what}: patch, fenced`,
+    `# (deploy/managed-fields.yaml) to change nothing else. Delete it once the old version is gone:`,
+    `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
+    YAML.stringify(role).trimEnd(),
+    '---',
+    YAML.stringify(binding).trimEnd(),
+    '',
+  ].join('\n');
+}

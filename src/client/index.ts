@@ -41,6 +41,8 @@ import type { PlanOptions } from './plan';
 import { startOptions } from '../contract/start-options';
 import type { storageVersionTrigger } from '../workflows/trigger';
 import type { TriggerInput } from '../contract/trigger';
+import { MANAGED_FIELDS_WORKFLOW_TYPE, managedFieldsWorkflowId, type ManagedFieldsInput, type ManagedFieldsResult } from '../contract/drop';
+import type { rewriteManagedFields } from '../workflows/rewrite-managed-fields';
 
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
@@ -341,6 +343,22 @@ export class Migrator {
       args: [input],
       staticSummary: 'Storage version trigger',
       staticDetails: `Polls every API server's discovery every ${input.periodSeconds}s, keeps StorageState objects, and starts migrations when a storageVersionHash changes.`,
+    });
+  }
+
+  /**
+   * Brings the managedFields entries of a resource at an API version about to be removed to another version
+   * (rewriteManagedFields, run by the worker as its own fenced identity; off unless turned on:
+   * deploy/managed-fields.yaml), and returns what it did. One such run per resource and version at a time: a
+   * second call joins the first. A refusal fails with the reason (ApplicationFailure InvalidInput or NotEnabled).
+   */
+  async rewriteManagedFields(input: ManagedFieldsInput): Promise<ManagedFieldsResult> {
+    return this.client.workflow.execute<typeof rewriteManagedFields>(MANAGED_FIELDS_WORKFLOW_TYPE, {
+      taskQueue: this.taskQueue,
+      workflowId: managedFieldsWorkflowId(input.resource, input.from),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [input],
+      staticSummary: `managedFields of ${input.resource}: ${input.from} -> ${input.to ?? 'its storage version'}`,
     });
   }
 

@@ -117,3 +117,52 @@ export function combineVerdicts(vs: DropVerdict[]): DropVerdict {
 }
 
 export const dropExitCode = (v: DropVerdict): 0 | 1 | 2 => (v === 'Ready' ? 0 : v === 'NotYet' ? 1 : 2);
+
+// ------------------------------------------------------------ the managedFields rewrite (off by default)
+
+/**
+ * The workflow type that brings managedFields entries at an API version about to be removed to another version of
+ * the resource (one argument: ManagedFieldsInput; result: ManagedFieldsResult). It changes metadata, so a worker runs
+ * it only where it was turned on (deploy/managed-fields.yaml: its own identity, fenced to change nothing else).
+ */
+export const MANAGED_FIELDS_WORKFLOW_TYPE = 'rewriteManagedFields';
+export const managedFieldsWorkflowId = (resource: string, from: string) => `managed-fields/${resource}/${from}`;
+
+export const ManagedFieldsInputSchema = z
+  .object({
+    resource: z.string().min(1).max(320).describe('the resource, as for svm migrate: widgets.example.com, mutatingadmissionpolicies'),
+    from: z
+      .string()
+      .max(320)
+      .superRefine((gv, ctx) => {
+        const why = groupVersionRefusal(gv);
+        if (why) ctx.addIssue({ code: 'custom', message: why });
+      })
+      .describe('the API version whose managedFields entries are rewritten, <group>/<version> of the resource, e.g. example.com/v1'),
+    to: z
+      .string()
+      .regex(VERSION)
+      .optional()
+      .describe(
+        "the version they name instead (default: a CRD's storage version, or the preferred version of a built-in resource's group)",
+      ),
+  })
+  .strict()
+  .describe('the input of rewriteManagedFields; minimal: {"resource": "widgets.example.com", "from": "example.com/v1"}');
+export type ManagedFieldsInput = z.infer<typeof ManagedFieldsInputSchema>;
+
+export const ManagedFieldsResultSchema = z
+  .object({
+    resource: z.string(),
+    from: z.string().describe('<group>/<version> the entries named'),
+    to: z.string().describe('<group>/<version> they name now'),
+    objects: z.number().describe('objects listed (metadata only)'),
+    rewritten: z.number().describe('objects whose entries were rewritten'),
+    entries: z.number().describe('entries rewritten in all'),
+    changedMeanwhile: z.number().describe('objects whose managedFields changed between the list and the patch: left as they were'),
+    gone: z.number().describe('objects deleted between the list and the patch'),
+    remaining: z.number().describe('objects that still have an entry at `from`, counted by a list after the pass (0: done)'),
+  })
+  .strict()
+  .describe('the result of rewriteManagedFields, and `svm managed-fields -o json`');
+export type ManagedFieldsResult = z.infer<typeof ManagedFieldsResultSchema>;

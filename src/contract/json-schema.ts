@@ -18,7 +18,7 @@ import {
   type MigrationProgress,
   type SteerResult,
 } from './definitions';
-import { DropCheckInputSchema, DropReportSchema } from './drop';
+import { DropCheckInputSchema, DropReportSchema, ManagedFieldsInputSchema, ManagedFieldsResultSchema } from './drop';
 
 export const ProgressSchema = z
   .object({
@@ -82,6 +82,8 @@ export function contractSchemas(): Record<string, unknown> {
     'update-resolution-input': schema(Empty, 'update "resolution" input'),
     'drop-check-input': schema(DropCheckInputSchema, 'checkVersionDrop start input'),
     'drop-check-result': schema(DropReportSchema, 'checkVersionDrop result, and the output of svm plan --drop -o json'),
+    'managed-fields-input': schema(ManagedFieldsInputSchema, 'rewriteManagedFields start input'),
+    'managed-fields-result': schema(ManagedFieldsResultSchema, 'rewriteManagedFields result, and the output of svm managed-fields -o json'),
     'update-resolution-result': schema(
       MigrateResourceInputSchema.shape.resource.options[1],
       'answer of "resolution": the resolved resource',

@@ -211,11 +211,15 @@ export class KubeClient {
   /** When a request is sent again (svm's by default; the tests' own client retries more). */
   readonly retry: Readonly<RetryPolicy>;
 
+  /** The user every request acts as (the Impersonate-User header), when set: see impersonating(). */
+  readonly impersonate?: string;
+
   constructor(
     readonly kubeConfig: KubeConfig,
-    opts: { maxSockets?: number; retry?: Readonly<RetryPolicy> } = {},
+    opts: { maxSockets?: number; retry?: Readonly<RetryPolicy>; impersonate?: string } = {},
   ) {
     this.retry = opts.retry ?? SVM_RETRY;
+    this.impersonate = opts.impersonate;
     const cluster = kubeConfig.getCurrentCluster();
     if (!cluster) throw new Error('the kubeconfig has no current cluster: set KUBECONFIG or --kubeconfig');
     this.server = cluster.server.replace(/\/$/, '');
@@ -241,6 +245,21 @@ export class KubeClient {
   }
 
   /**
+   * A client of the same configuration whose requests act as `user` (a ServiceAccount's username): the API server
+   * lets it only if this client's identity may impersonate that user, and then authorizes and admits each request
+   * as that user alone.
+   */
+  impersonating(user: string): KubeClient {
+    return new KubeClient(this.kubeConfig, { retry: this.retry, impersonate: user, maxSockets: 16 });
+  }
+
+  private headers(opts: RequestOptions): Record<string, string> {
+    const h: Record<string, string> = { Accept: opts.accept ?? 'application/json', 'User-Agent': userAgent };
+    if (this.impersonate) h['Impersonate-User'] = this.impersonate;
+    return h;
+  }
+
+  /**
    * Any request; returns the response whatever its status. Sent once, unless the client's retry policy has
    * retryRaw: then a transport error is retried as request() retries it.
    */
@@ -261,7 +280,7 @@ export class KubeClient {
   protected async send(method: string, path: string, opts: RequestOptions): Promise<KubeResponse> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const reqOpts: https.RequestOptions = { method, headers: { Accept: opts.accept ?? 'application/json', 'User-Agent': userAgent } };
+    const reqOpts: https.RequestOptions = { method, headers: this.headers(opts) };
     await this.kubeConfig.applyToHTTPSOptions(reqOpts);
     reqOpts.agent = this.agent;
     if (opts.body !== undefined) {
@@ -498,7 +517,7 @@ export class KubeClient {
   private async open(method: string, path: string, opts: RequestOptions): Promise<{ req: http.ClientRequest; res: http.IncomingMessage }> {
     const url = new URL(this.server + path);
     for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const reqOpts: https.RequestOptions = { method, headers: { Accept: opts.accept ?? 'application/json', 'User-Agent': userAgent } };
+    const reqOpts: https.RequestOptions = { method, headers: this.headers(opts) };
     await this.kubeConfig.applyToHTTPSOptions(reqOpts);
     reqOpts.agent = this.agent;
     const mod = url.protocol === 'https:' ? https : http;

@@ -228,7 +228,7 @@ export function storageVersionCheck(gv: string, a: Agreement, storageApiVersion:
 }
 
 /** The managedFields check from a count (pure). */
-export function managedFieldsCheck(gv: string, version: string, count: ManagedFieldsCount): DropCheck {
+export function managedFieldsCheck(gv: string, version: string, count: ManagedFieldsCount, resource?: string): DropCheck {
   if (count.naming === 0)
     return {
       check: 'managedFields',
@@ -238,7 +238,7 @@ export function managedFieldsCheck(gv: string, version: string, count: ManagedFi
   return {
     check: 'managedFields',
     verdict: 'NotYet',
-    reason: `${count.naming} of ${plural(count.objects, 'object')} have managedFields entries at ${gv} (managers: ${count.managers.join(', ')}): server-side apply on them fails once ${version} is no longer served, until each manager applies at another version`,
+    reason: `${count.naming} of ${plural(count.objects, 'object')} have managedFields entries at ${gv} (managers: ${count.managers.join(', ')}): server-side apply on them fails once ${version} is no longer served, until each manager applies at another version${resource ? ` or svm managed-fields ${resource} --from ${gv} renames them` : ''}`,
   };
 }
 
@@ -433,7 +433,7 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
           objects = count.objects;
           naming = count.naming;
           if (count.managers.length > 0) managers = count.managers;
-          checks.push(managedFieldsCheck(groupVersion, version, count));
+          checks.push(managedFieldsCheck(groupVersion, version, count, key));
         } catch (err) {
           if (!(err instanceof KubeError)) throw err;
           checks.push({ check: 'managedFields', verdict: 'Unknown', reason: `could not list ${key} (metadata only): ${why(err)}` });

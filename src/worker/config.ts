@@ -96,6 +96,17 @@ export const WorkerSettings = z.object({
    * creating another when the agreement did not hold (needs SVM_STANDARD_MIGRATIONS=defer).
    */
   triggerApi: z.enum(['svm', 'standard'], { error: 'must be svm or standard' }).default('svm'),
+  /**
+   * The ServiceAccount the managedFields rewrite (rewriteManagedFields, `svm managed-fields`) writes as, by
+   * impersonation: its username, system:serviceaccount:<namespace>:<name>. Unset (the default): the rewrite is off
+   * and refused. deploy/managed-fields.yaml creates that identity, lets the worker impersonate it and fences it.
+   */
+  managedFieldsAs: z
+    .string()
+    .regex(/^system:serviceaccount:[a-z0-9]([-a-z0-9]*[a-z0-9])?:[a-z0-9]([-.a-z0-9]*[a-z0-9])?$/, {
+      error: 'must be a ServiceAccount username, system:serviceaccount:<namespace>:<name>',
+    })
+    .optional(),
   /** Prometheus /metrics port; unset: no endpoint. */
   metricsPort: int(0, 65535).optional(),
   /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
@@ -129,6 +140,7 @@ export const settingSources: Record<string, string> = {
   watchAgreement: 'SVM_WATCH_AGREEMENT',
   standardMigrations: 'SVM_STANDARD_MIGRATIONS',
   triggerApi: 'SVM_TRIGGER_API',
+  managedFieldsAs: 'SVM_MANAGED_FIELDS_AS',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
   kubeNamespace: 'SVM_NAMESPACE',
@@ -174,6 +186,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
   standardMigrations: env.SVM_STANDARD_MIGRATIONS || undefined,
   triggerApi: env.SVM_TRIGGER_API || undefined,
+  managedFieldsAs: env.SVM_MANAGED_FIELDS_AS || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
   kubeNamespace: env.SVM_NAMESPACE || undefined,
@@ -209,6 +222,7 @@ export function loadWorkerSettings(
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
     standardMigrations: pick(flags.standardMigrations, base.standardMigrations),
     triggerApi: pick(flags.triggerApi, base.triggerApi),
+    managedFieldsAs: base.managedFieldsAs,
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),
     kubeNamespace: base.kubeNamespace,

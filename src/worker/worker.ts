@@ -215,6 +215,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       temporal: { client, taskQueue: t.taskQueue },
       triggerApi: settings.triggerApi,
       standardMigrations: settings.standardMigrations,
+      managedFieldsAs: settings.managedFieldsAs,
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)

@@ -4,3 +4,4 @@ export { storageVersionTrigger } from './trigger';
 export { migrateAll } from './migrate-all';
 export { delegateToBuiltIn } from './delegate-to-built-in';
 export { checkVersionDrop } from './check-version-drop';
+export { rewriteManagedFields } from './rewrite-managed-fields';

@@ -57,6 +57,12 @@ export async function serverSideApply(kube: KubeClient, objects: Manifest[]): Pr
   }
 }
 
+/** Deletes each object (gone already is fine), in reverse order. */
+export async function deleteManifests(kube: KubeClient, objects: Manifest[]): Promise<void> {
+  const discovered = await kube.discover();
+  for (const obj of [...objects].reverse()) await kube.request('DELETE', objectUrl(obj, discovered), { allow: [404] });
+}
+
 /** A bound token of a ServiceAccount (TokenRequest API). */
 export async function serviceAccountToken(kube: KubeClient, namespace: string, name: string, expirationSeconds = 3600): Promise<string> {
   const res = await kube.request('POST', `/api/v1/namespaces/${namespace}/serviceaccounts/${name}/token`, {

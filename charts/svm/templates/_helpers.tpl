@@ -8,6 +8,11 @@
 system:serviceaccount:{{ .Release.Namespace }}:{{ include "svm.migrator" . }}
 {{- end -}}
 
+{{/* The identity the managedFields rewrite writes as (templates/managed-fields.yaml), as the API server names it. */}}
+{{- define "svm.managedFieldsUser" -}}
+system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.namePrefix }}-managed-fields
+{{- end -}}
+
 {{- define "svm.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
