@@ -4,6 +4,10 @@
  * check's verdict, how verdicts combine, and the table.
  */
 import assert from 'node:assert/strict';
+import YAML from 'yaml';
+import { managedFieldsGrantManifests } from '../src/client/grant';
+import type { KubeClient } from '../src/kube/client';
+import { rewriteManagedFieldsAt } from '../src/kube/managed-fields';
 import { test } from 'node:test';
 import { dropTable } from '../src/client/drop-report';
 import {
@@ -160,5 +164,71 @@ void test('the table: one line per resource with its verdict, each check under i
       'ex.com/v1: not yet (1 resource(s): 1 not yet) (exit 1)',
       '',
     ].join('\n'),
+  );
+});
+
+void test('the managedFields rewrite: a JSON patch per object naming the version, each entry tested before its apiVersion is replaced; changed meanwhile and gone counted, the rest left', async () => {
+  const objects = [
+    {
+      name: 'a',
+      namespace: 'ns',
+      managedFields: [
+        { manager: 'flux', apiVersion: 'ex.com/v1' },
+        { manager: 'kubectl', apiVersion: 'ex.com/v2' },
+      ],
+    },
+    { name: 'b', namespace: 'ns', managedFields: [{ manager: 'kubectl', apiVersion: 'ex.com/v2' }] },
+    {
+      name: 'c',
+      namespace: 'ns',
+      managedFields: [
+        { manager: 'x', apiVersion: 'ex.com/v1' },
+        { manager: 'y', apiVersion: 'ex.com/v1' },
+      ],
+    },
+    { name: 'd', namespace: 'ns', managedFields: [{ manager: 'z', apiVersion: 'ex.com/v1' }] },
+  ];
+  const sent: Array<{ path: string; ops: unknown; type?: string }> = [];
+  const lister = {
+    listEach: async (_ref: unknown, _o: unknown, onItem: (o: (typeof objects)[number]) => void) => {
+      for (const o of objects) onItem(o);
+      return {};
+    },
+  } as unknown as KubeClient;
+  const writer = {
+    request: async (_m: string, path: string, o: { body: string; contentType?: string }) => {
+      sent.push({ path, ops: JSON.parse(o.body), type: o.contentType });
+      // c changed meanwhile (a test failed), d was deleted.
+      return { status: path.endsWith('/c') ? 422 : path.endsWith('/d') ? 404 : 200, headers: {}, body: '{}' };
+    },
+  } as unknown as KubeClient;
+  const ref = { group: 'ex.com', version: 'v2', resource: 'widgets', kind: 'Widget' };
+  const r = await rewriteManagedFieldsAt(lister, writer, ref, 'ex.com/v1', 'ex.com/v2');
+  assert.deepEqual(
+    sent.map((s) => s.path),
+    ['/apis/ex.com/v2/namespaces/ns/widgets/a', '/apis/ex.com/v2/namespaces/ns/widgets/c', '/apis/ex.com/v2/namespaces/ns/widgets/d'],
+  );
+  assert.equal(sent[0]!.type, 'application/json-patch+json');
+  assert.deepEqual(sent[0]!.ops, [
+    { op: 'test', path: '/metadata/managedFields/0/apiVersion', value: 'ex.com/v1' },
+    { op: 'test', path: '/metadata/managedFields/0/manager', value: 'flux' },
+    { op: 'replace', path: '/metadata/managedFields/0/apiVersion', value: 'ex.com/v2' },
+  ]);
+  assert.equal((sent[1]!.ops as unknown[]).length, 6, 'both entries of c');
+  // The fake lists the same objects again: a, c and d still name v1 there.
+  assert.deepEqual(r, { objects: 4, rewritten: 1, entries: 1, changedMeanwhile: 1, gone: 1, remaining: 3 });
+});
+
+void test('svm grant --managed-fields: patch on exactly the resource for the rewrite identity; an unfenced group says to delete it', () => {
+  const fenced = YAML.parseAllDocuments(managedFieldsGrantManifests({ group: 'ex.com', resource: 'widgets' })).map((d) => d.toJS());
+  assert.deepEqual(fenced[0].rules, [{ apiGroups: ['ex.com'], resources: ['widgets'], verbs: ['patch'] }]);
+  assert.deepEqual(fenced[1].subjects, [{ kind: 'ServiceAccount', name: 'svm-managed-fields', namespace: 'svm-system' }]);
+  assert.match(
+    managedFieldsGrantManifests({ group: 'ex.com', resource: 'widgets' }),
+    /fenced\n# \(deploy\/managed-fields\.yaml\) to change nothing else/,
+  );
+  assert.match(
+    managedFieldsGrantManifests({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
+    /Admission policies cannot\n# guard admissionregistration\.k8s\.io/,
   );
 });

@@ -89,9 +89,18 @@ export function managedFieldsGrantManifests(
     subjects: [{ kind: 'ServiceAccount', name, namespace }],
   };
   const what = `${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
+  const head = UNFENCED_GROUPS.includes(ref.group)
+    ? [
+        `# Lets svm managed-fields rewrite the managedFields apiVersions of ${what}. Admission policies cannot`,
+        `# guard ${ref.group}, so while this grant exists its identity could change these objects: delete it as`,
+        `# soon as the rewrite is done:`,
+      ]
+    : [
+        `# Lets svm managed-fields rewrite the managedFields apiVersions of ${what}: patch, fenced`,
+        `# (deploy/managed-fields.yaml) to change nothing else. Delete it once the old version is gone:`,
+      ];
   return [
-    `# Lets svm managed-fields rewrite the managedFields apiVersions of ${what}: patch, fenced`,
-    `# (deploy/managed-fields.yaml) to change nothing else. Delete it once the old version is gone:`,
+    ...head,
     `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
     YAML.stringify(role).trimEnd(),
     '---',
