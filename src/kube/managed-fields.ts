@@ -4,7 +4,8 @@
  * of the request, and an entry whose version is no longer served makes it
  * fail ("request to convert CR to an invalid group/version", seen on
  * Kubernetes 1.36.3 and 1.37.2). Counted from a metadata-only list
- * (PartialObjectMetadataList): no object's content is ever read.
+ * (PartialObjectMetadataList): no object's content is ever read. And the
+ * rewrite that renames those entries' apiVersion (svm managed-fields).
  */
 import { objectPath, type ResourceRef } from '../api/resource';
 import { METADATA_ONLY_ACCEPT, type KubeClient } from './client';
