@@ -19,19 +19,21 @@ npm run --silent build:workflows
 npm run --silent build:kube
 
 echo "== tools (built once, cached outside the repository)"
-# What the plane starts, and its clients, before anything else; the other servers (the built-in's
-# kube-controller-manager, the release before, Helm, the Go example, the Temporal server) are built beside the
-# tests below, or by the first test that needs one (it waits for the build under way: scripts/tools-lib.sh).
-bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
+# Every server the suite uses, before the first test (a cold machine: about 30 minutes on 2 cores). Built beside the
+# tests instead (at nice 19), they took CPU the tests needed: on 2 busy cores the suite ran longer, not shorter.
+if [[ $# -eq 0 ]]; then
+  bash scripts/tools.sh all >/dev/null
+else
+  bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
+fi
 
 echo "== typecheck and lint"
 npx tsc -p tsconfig.json --noEmit
 npm run --silent lint
 
 echo "== local control plane"
-owndir= sdir= bpid= tpid=
+owndir= sdir= bpid=
 cleanup() {
-  if [[ -n "${tpid:-}" ]]; then kill -- -"$tpid" 2>/dev/null || true; wait "$tpid" 2>/dev/null || true; fi
   if [[ -n "${bpid:-}" ]]; then kill "$bpid" 2>/dev/null || true; wait "$bpid" 2>/dev/null || true; fi
   if [[ -n "$sdir" ]]; then node bin/svm.js dev down --dir "$sdir" >/dev/null 2>&1 || true; rm -rf "$sdir"; fi
   if [[ -n "$owndir" ]]; then node bin/svm.js dev down --dir "$owndir" || true; fi
@@ -65,22 +67,6 @@ shape=$(node -e 'console.log(require(process.argv[1]).shape)' "$dir/state.json")
 echo "plane in $dir: $shape shape"
 
 echo "== tests"
-# The whole suite: the servers the plane does not start are built beside the tests, at the lowest CPU priority (a
-# cold machine's 30 minutes of builds otherwise come before the first test), one name at a time in the order the
-# tests first need them: the built-in's kube-controller-manager (test-conformance, first beside the main run),
-# Helm, the Go example, the release before (test-standard-v1beta1, test-upgrade), the Temporal server. A test that
-# needs one not built yet waits for the build under way, then builds it itself.
-tlog=
-if [[ $# -eq 0 ]]; then
-  tlog=$(mktemp "${TMPDIR:-/tmp}/svm-test-tools.XXXXXX")
-  setsid nice -n 19 bash -c 'for t in kube-controller-manager helm upgradetool kube-previous temporal-server; do
-      s=$SECONDS; bash scripts/tools.sh "$t" >/dev/null && echo "[tools] $t ready after $((SECONDS - s)) s" || echo "[tools] $t: build failed (the test that needs it builds it again)"
-    done' >"$tlog" 2>&1 &
-  tpid=$!
-  # Linux puts a new session (setsid) in a scheduling group of its own that shares the CPU evenly with the tests'
-  # whatever its nice value (sched_autogroup): lower that group's weight too, where the kernel has one.
-  echo 19 >"/proc/$tpid/autogroup" 2>/dev/null || true
-fi
 # The tests that migrate every resource of the plane (the trigger's first pass, `svm migrate --all`, the chart's
 # pre-upgrade Job, `svm plan`) run first among the plane's tests: later, the CRDs and objects every other test leaves
 # behind make each of their passes longer (the trigger's three tests took 22 minutes at the end of a CI run, 4.7
@@ -153,11 +139,6 @@ if [[ -n $bpid ]]; then
   cat "$blog"
   rm -f "$blog"
   if [[ $brc -ne 0 ]]; then rc=$brc; fi
-fi
-if [[ -n $tlog ]]; then
-  echo "== tools built beside the tests"
-  grep -v "still building" "$tlog" || true
-  rm -f "$tlog"
 fi
 echo "== time per file (seconds, run, file)"
 sort -rn "$taps/times" 2>/dev/null | head -n 30 || true
