@@ -319,7 +319,13 @@ void test('API servers that disagree block: exit 2, naming both servers', async 
   } finally {
     await restartApiserver(plane.dir, 1, [], () => undefined);
   }
-  await eventually('agreement again', async () => !(await planJson()).plan.items.some((i) => i.resource === DISAGREEING.name), 60_000);
+  // Agreement again: no longer blocked (a StorageState an earlier test left, e.g. the trigger's walkthrough ending at
+  // v1beta1, may still list it as a migration to run).
+  await eventually(
+    'agreement again',
+    async () => !(await planJson()).plan.items.some((i) => i.resource === DISAGREEING.name && i.action === 'blocked'),
+    60_000,
+  );
 });
 
 void test('errors exit 3 with a message, bad flags before anything happens', async () => {
