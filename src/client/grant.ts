@@ -27,28 +27,40 @@ export function needsGrant(ref: Pick<ResourceRef, 'group' | 'custom'>): boolean 
   return ref.custom || UNFENCED_GROUPS.includes(ref.group);
 }
 
-/** A ClusterRole with list + patch on exactly this resource, bound to the worker's ServiceAccount (namespace/name). */
-export function grantManifests(ref: Pick<ResourceRef, 'group' | 'resource' | 'custom'>, serviceAccount = DEFAULT_SERVICE_ACCOUNT): string {
-  const [namespace, name] = serviceAccount.split('/');
-  if (!namespace || !name) throw new Error(`--service-account must be NAMESPACE/NAME, not "${serviceAccount}"`);
-  const n = grantName(ref);
-  const unfenced = UNFENCED_GROUPS.includes(ref.group);
-  const labels = { 'app.kubernetes.io/name': 'svm', 'app.kubernetes.io/component': 'grant' };
+/**
+ * A ClusterRole with `verbs` on exactly this resource and its ClusterRoleBinding to a ServiceAccount
+ * (namespace/name), both named `name`, as YAML after the comment lines `head`.
+ */
+function roleManifests(
+  ref: Pick<ResourceRef, 'group' | 'resource'>,
+  opts: { name: string; component: string; verbs: string[]; serviceAccount: string; head: string[] },
+): string {
+  const [namespace, account] = opts.serviceAccount.split('/');
+  if (!namespace || !account) throw new Error(`--service-account must be NAMESPACE/NAME, not "${opts.serviceAccount}"`);
+  const labels = { 'app.kubernetes.io/name': 'svm', 'app.kubernetes.io/component': opts.component };
   const role = {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRole',
-    metadata: { name: n, labels },
-    rules: [{ apiGroups: [ref.group], resources: [ref.resource], verbs: ['list', 'patch'] }],
+    metadata: { name: opts.name, labels },
+    rules: [{ apiGroups: [ref.group], resources: [ref.resource], verbs: opts.verbs }],
   };
   const binding = {
     apiVersion: 'rbac.authorization.k8s.io/v1',
     kind: 'ClusterRoleBinding',
-    metadata: { name: n, labels },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: n },
-    subjects: [{ kind: 'ServiceAccount', name, namespace }],
+    metadata: { name: opts.name, labels },
+    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: opts.name },
+    subjects: [{ kind: 'ServiceAccount', name: account, namespace }],
   };
-  const what = `${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
-  const head = unfenced
+  return [...opts.head, YAML.stringify(role).trimEnd(), '---', YAML.stringify(binding).trimEnd(), ''].join('\n');
+}
+
+const resourceLabel = (ref: Pick<ResourceRef, 'group' | 'resource'>) => `${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
+
+/** A ClusterRole with list + patch on exactly this resource, bound to the worker's ServiceAccount (namespace/name). */
+export function grantManifests(ref: Pick<ResourceRef, 'group' | 'resource' | 'custom'>, serviceAccount = DEFAULT_SERVICE_ACCOUNT): string {
+  const n = grantName(ref);
+  const what = resourceLabel(ref);
+  const head = UNFENCED_GROUPS.includes(ref.group)
     ? [
         `# Lets svm re-encode ${what} for one migration. Admission policies cannot guard`,
         `# ${ref.group}, so while this grant exists the worker's token could change`,
@@ -56,7 +68,7 @@ export function grantManifests(ref: Pick<ResourceRef, 'group' | 'resource' | 'cu
         `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
       ]
     : [`# Lets svm re-encode ${what}: list, and an empty patch fenced to leave each object unchanged.`];
-  return [...head, YAML.stringify(role).trimEnd(), '---', YAML.stringify(binding).trimEnd(), ''].join('\n');
+  return roleManifests(ref, { name: n, component: 'grant', verbs: ['list', 'patch'], serviceAccount, head });
 }
 
 /** The identity the managedFields rewrite writes as (deploy/managed-fields.yaml): the worker impersonates it. */
@@ -70,25 +82,8 @@ export function managedFieldsGrantManifests(
   ref: Pick<ResourceRef, 'group' | 'resource'>,
   serviceAccount = MANAGED_FIELDS_SERVICE_ACCOUNT,
 ): string {
-  const [namespace, name] = serviceAccount.split('/');
-  if (!namespace || !name) throw new Error(`--service-account must be NAMESPACE/NAME, not "${serviceAccount}"`);
-  const full = `svm-managed-fields-${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
-  const n = full.length <= 253 ? full : full.slice(0, 253);
-  const labels = { 'app.kubernetes.io/name': 'svm', 'app.kubernetes.io/component': 'managed-fields-grant' };
-  const role = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRole',
-    metadata: { name: n, labels },
-    rules: [{ apiGroups: [ref.group], resources: [ref.resource], verbs: ['patch'] }],
-  };
-  const binding = {
-    apiVersion: 'rbac.authorization.k8s.io/v1',
-    kind: 'ClusterRoleBinding',
-    metadata: { name: n, labels },
-    roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'ClusterRole', name: n },
-    subjects: [{ kind: 'ServiceAccount', name, namespace }],
-  };
-  const what = `${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
+  const what = resourceLabel(ref);
+  const n = `svm-managed-fields-${what}`.slice(0, 253);
   const head = UNFENCED_GROUPS.includes(ref.group)
     ? [
         `# Lets svm managed-fields rewrite the managedFields apiVersions of ${what}. Admission policies cannot`,
@@ -99,12 +94,6 @@ export function managedFieldsGrantManifests(
         `# Lets svm managed-fields rewrite the managedFields apiVersions of ${what}: patch, fenced`,
         `# (deploy/managed-fields.yaml) to change nothing else. Delete it once the old version is gone:`,
       ];
-  return [
-    ...head,
-    `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
-    YAML.stringify(role).trimEnd(),
-    '---',
-    YAML.stringify(binding).trimEnd(),
-    '',
-  ].join('\n');
+  head.push(`#   kubectl delete clusterrolebinding,clusterrole ${n}`);
+  return roleManifests(ref, { name: n, component: 'managed-fields-grant', verbs: ['patch'], serviceAccount, head });
 }
