@@ -24,9 +24,24 @@ for (const path of process.argv.slice(2)) {
     let seconds;
     let location = '';
     let stack = 0;
+    let block = 0; // lines still kept of a multi-line value (error: |-, expected:, actual:)
+    let blockIndent = 0;
     for (let j = i + 1; j < lines.length; j++) {
       const l = lines[j].trim();
       if (l === '...' || /^(not )?ok \d+ - /.test(l)) break;
+      const indent = lines[j].length - lines[j].trimStart().length;
+      if (block > 0 && (l === '' || indent > blockIndent)) {
+        if (l !== '') {
+          detail.push(`  ${l.slice(0, 300)}`);
+          block--;
+        }
+        continue;
+      }
+      block = 0;
+      if (/^(error|expected|actual):\s*(\|-?|>-?)?$/.test(l)) {
+        block = 8;
+        blockIndent = indent;
+      }
       const d = /^duration_ms: ([\d.]+)/.exec(l);
       if (d) seconds = Number(d[1]) / 1000;
       const loc = /^location: '(.*)'$/.exec(l);
