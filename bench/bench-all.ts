@@ -15,7 +15,7 @@
  * .md, meant to be committed: docs/benchmarks.md quotes that file. Not part of `npm test`.
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -63,6 +63,7 @@ const written = (out: string) => {
 
 interface MigrateFigures {
   objects: number;
+  apiservers: number;
   budget: string;
   adaptiveConcurrency: boolean;
   raw: { objectsPerSecond: number };
@@ -149,10 +150,15 @@ async function main() {
     parts: { defaults, unthrottled, builtin },
   };
   const rows = summary.rows;
-  const md = `# svm, the raw loop and the built-in on one plane, ${summary.date.slice(0, 10)}
+  // bench-<date>.json, or -2, -3 ... when a run of the same day is there: the docs cite each file.
+  mkdirSync(values.out, { recursive: true });
+  const day = summary.date.slice(0, 10);
+  let name = `bench-${day}`;
+  for (let i = 2; existsSync(path.join(values.out, `${name}.json`)); i++) name = `bench-${day}-${i}`;
+  const md = `# svm, the raw loop and the built-in on one plane, ${day}
 
 Written by \`npm run bench\` (bench/bench-all.ts) at revision ${summary.revision}; ${summary.machine}. ${N} objects per
-migration; the figures of every part in [${`bench-${summary.date.slice(0, 10)}.json`}](bench-${summary.date.slice(0, 10)}.json).
+migration, ${defaults.apiservers} API server${defaults.apiservers === 1 ? '' : 's'}; the figures of every part in [${name}.json](${name}.json).
 
 | what | objects/s | against the raw loop | notes |
 | --- | --- | --- | --- |
@@ -168,8 +174,7 @@ migration; the figures of every part in [${`bench-${summary.date.slice(0, 10)}.j
 | an empty Temporal TypeScript worker, same environment | ${rows.svmDefaults.emptyWorkerPeakRssMiB} MiB (svm +${rows.svmDefaults.overEmptyMiB} MiB) |
 | history events per 1000 objects | ${rows.svmDefaults.historyEventsPer1000Objects} (defaults), ${rows.svmUnthrottled.historyEventsPer1000Objects} (unthrottled) |
 `;
-  mkdirSync(values.out, { recursive: true });
-  const file = path.join(values.out, `bench-${summary.date.slice(0, 10)}.json`);
+  const file = path.join(values.out, `${name}.json`);
   writeFileSync(file, JSON.stringify(summary, null, 2) + '\n');
   writeFileSync(file.replace(/\.json$/, '.md'), md);
   process.stdout.write(`\n${md}\n`);
