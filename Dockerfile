@@ -7,8 +7,9 @@
 # workflow code once (dist/workflow-bundle.js: the worker loads it instead of
 # running webpack at every start) and KubeConfig/Watch of @kubernetes/client-node
 # without its generated API (dist/kube-client-node-<version>.js: ~30 MiB less
-# RSS, src/kube/kubeconfig.ts), then drops the dev dependencies, so the
-# runtime stage only copies what it runs.
+# RSS, src/kube/kubeconfig.ts) and the client commands in one file with its
+# V8 code cache (dist/cli/svm-client.js: scripts/bundle-cli.mjs), then drops
+# the dev dependencies, so the runtime stage only copies what it runs.
 
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
@@ -16,7 +17,7 @@ WORKDIR /app
 # Dependencies first: this layer is reused until the lockfile changes. npm ci runs the prepare script
 # (scripts/transpile.mjs), which finds no sources yet and does nothing: `npm run build` compiles below.
 COPY package.json package-lock.json ./
-COPY scripts/transpile.mjs ./scripts/
+COPY scripts/transpile.mjs scripts/bundle-cli.mjs ./scripts/
 RUN npm ci --no-audit --no-fund
 
 COPY tsconfig.json ./
@@ -33,6 +34,7 @@ ARG SVM_GIT_REVISION=
 RUN npm run build \
  && npm run build:workflows \
  && test -s dist/workflow-bundle.js \
+ && test -s dist/cli/svm-client.js.cache \
  && ls dist/kube-client-node-*.js \
  && if [ -n "$SVM_GIT_REVISION" ]; then echo "$SVM_GIT_REVISION"; \
     else echo "c$( { find dist -type f -print0 | sort -z | xargs -0 sha256sum; sha256sum package-lock.json; } | sha256sum | cut -c1-12)"; fi > dist/revision \

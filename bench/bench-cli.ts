@@ -1,8 +1,8 @@
 /**
- * `npm run bench:cli [-- --root DIR ... --runs 10 --source --json FILE]`
+ * `npm run bench:cli [-- --root DIR ... --runs 10 --unbundled --source --json FILE]`
  *
  * How fast `svm` starts: `svm version`, `svm status --help`, `svm migrate
- * --help` and `svm status` (TEMPORAL_ADDRESS=127.0.0.1:1, measured to its
+ * --help`, `svm status` and `svm migrate secrets` (TEMPORAL_ADDRESS=127.0.0.1:1, each measured to its
  * first connection, where the probe ends it: the Temporal client would
  * otherwise retry for its 10 s connect deadline), each --runs times from each
  * checkout given (default: this one), beside node's bare start (`node -e
@@ -10,7 +10,9 @@
  * start included) of each. Runs are interleaved (a round of every command,
  * --runs times) so that a load that comes and goes touches all alike; the
  * load average is printed too. Compiled code is what bin/svm.js runs after
- * `npm ci` (npm run build:fast); --source also runs the sources through tsx
+ * `npm ci` (npm run build:fast; a client command's action runs from
+ * dist/cli/svm-client.js, scripts/bundle-cli.mjs); --unbundled also runs the
+ * compiled modules without that bundle; --source also runs the sources through tsx
  * (SVM_FROM_SOURCE=1). A checkout whose dist/ is stale runs its sources
  * whatever is asked: such a row says so.
  *
@@ -32,6 +34,7 @@ const { values } = parseArgs({
     root: { type: 'string', multiple: true },
     runs: { type: 'string', default: '10' },
     source: { type: 'boolean', default: false },
+    unbundled: { type: 'boolean', default: false },
     json: { type: 'string' },
   },
 });
@@ -42,7 +45,7 @@ const roots = (values.root ?? [path.join(__dirname, '..')]).map((r) => path.reso
 interface Case {
   label: string;
   root?: string;
-  mode?: 'compiled' | 'source';
+  mode?: Mode;
   args: string[];
   connect?: boolean;
 }
@@ -52,11 +55,19 @@ const commands: Array<Pick<Case, 'args' | 'connect'>> = [
   { args: ['status', '--help'] },
   { args: ['migrate', '--help'] },
   { args: ['status'], connect: true },
+  { args: ['migrate', 'secrets'], connect: true },
 ];
+type Mode = 'compiled' | 'unbundled' | 'source';
+const modes: Mode[] = ['compiled', ...(values.unbundled ? (['unbundled'] as const) : []), ...(values.source ? (['source'] as const) : [])];
+const MODE_NAMES: Record<Mode, string> = {
+  compiled: 'compiled',
+  unbundled: 'compiled, without the client bundle (SVM_CLIENT_BUNDLE=off)',
+  source: 'from the sources (tsx)',
+};
 const cases: Case[] = [
   { label: "node -e ''", args: [] },
   ...roots.flatMap((root) =>
-    (values.source ? (['compiled', 'source'] as const) : (['compiled'] as const)).flatMap((mode) =>
+    modes.flatMap((mode) =>
       commands.map((c) => ({ ...c, root, mode, label: `svm ${c.args.join(' ')}${c.connect ? ' (to its first connection)' : ''}` })),
     ),
   ),
@@ -69,7 +80,11 @@ const median = (xs: number[]) => {
 };
 
 async function runCase(probe: CliProbe, c: Case): Promise<SvmRun> {
-  const env: NodeJS.ProcessEnv = { ...process.env, SVM_FROM_SOURCE: c.mode === 'source' ? '1' : undefined };
+  const env: NodeJS.ProcessEnv = {
+    ...process.env,
+    SVM_FROM_SOURCE: c.mode === 'source' ? '1' : undefined,
+    SVM_CLIENT_BUNDLE: c.mode === 'unbundled' ? 'off' : undefined,
+  };
   if (c.connect) env.TEMPORAL_ADDRESS = '127.0.0.1:1';
   const r = await probe.run(c.root, c.args, { env, exitOnConnect: c.connect });
   const ok = c.connect ? r.connectedTo !== undefined : r.code === 0;
@@ -110,13 +125,13 @@ async function main(): Promise<void> {
   ];
   let group = '';
   for (const r of rows) {
-    const g = r.root ? `${r.root}, ${r.mode === 'source' ? 'from the sources (tsx)' : 'compiled'}` : '';
+    const g = r.root && r.mode ? `${r.root}, ${MODE_NAMES[r.mode]}` : '';
     if (g && g !== group) out.push(g);
     group = g;
     const name = (r.root ? '  ' : '') + r.label;
     const over = r === base ? '' : `  ${ms(r.wallMs - base.wallMs).padStart(15)} ${ms(r.cpuMs - base.cpuMs).padStart(15)}`;
     const stale =
-      r.mode === 'compiled' && r.ranSources > 0
+      r.mode !== 'source' && r.ranSources > 0
         ? `  (${r.ranSources} of ${RUNS} ran the sources: dist/ stale or missing, npm run build:fast)`
         : '';
     out.push(`${name.padEnd(48)} ${ms(r.wallMs)} ${ms(r.cpuMs)} ${String(r.modules).padStart(9)}${over}${stale}`);

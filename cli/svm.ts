@@ -15,7 +15,7 @@
  * bin/svm.js runs this (compiled into dist/ by `npm ci` / `npm run build:fast`).
  */
 import type { Command } from 'commander';
-import { clientCommandEntries as c, runProgram, svmProgram, type CommandEntry } from '../src/client/cli';
+import { clientCommandEntries as c, clientCommands, runProgram, svmProgram, type CommandEntry } from '../src/client/cli';
 
 /* eslint-disable @typescript-eslint/no-require-imports */
 const worker: CommandEntry = {
@@ -59,6 +59,25 @@ export const commandEntries: CommandEntry[] = [
 /** The program with every command built (loads every command's module: for tests and tools, not for a run). */
 export function buildProgram(): Command {
   return svmProgram(commandEntries);
+}
+
+/**
+ * Loads what the client commands load, running none of them: every client command built, and the modules their
+ * actions require. bin/svm.js calls it to save the code cache of dist/cli/svm-client.js (scripts/bundle-cli.mjs).
+ */
+export function warm(): void {
+  clientCommands();
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  require('../src/client/index');
+  require('../src/client/setup');
+  require('../src/config/temporal');
+  require('../src/kube/client');
+  require('../src/api/crds');
+  require('../src/api/standard-migration');
+  require('../src/contract/drop');
+  require('../src/contract/definitions');
+  require('cli-progress');
+  /* eslint-enable @typescript-eslint/no-require-imports */
 }
 
 export function main(argv: string[] = process.argv): Promise<void> {

@@ -10,6 +10,9 @@
 //   --out DIR     write DIR/dist/... instead of dist/ here (a tree of compiled code: src/dev/cli-start.ts)
 //   --kube        also build dist/kube-client-node-<version>.js when it is missing (`npm run build:kube`)
 //
+// Then dist/cli/svm-client.js and its code cache (scripts/bundle-cli.mjs): what bin/svm.js runs for a client
+// command's action.
+//
 // Never fails an install it cannot help: without src/ (the image's `npm ci`, before the sources are copied)
 // or without esbuild (`npm ci --omit=dev`) it says so and exits 0; bin/svm.js then runs the sources through tsx.
 /* global process, console, performance */
@@ -75,18 +78,30 @@ async function main() {
   utimesSync(entry, started, started);
   say(`${files.length} files into dist/ in ${((performance.now() - t0) / 1000).toFixed(1)}s`);
 
-  if (args.includes('--kube')) {
-    const require = createRequire(import.meta.url);
-    const version = require('@kubernetes/client-node/package.json').version;
-    const bundle = path.join(dist, `kube-client-node-${version}.js`);
-    if (existsSync(bundle)) return;
-    try {
-      const { buildKubeConfigBundle } = require(path.join(dist, 'src', 'kube', 'kubeconfig-bundle.js'));
-      say(`${path.relative(root, await buildKubeConfigBundle(bundle))} built`);
-    } catch (err) {
-      // src/kube/kubeconfig.ts loads the package itself without it: slower, not wrong.
-      say(`the bundle of @kubernetes/client-node was not built (${err instanceof Error ? err.message : String(err)})`);
-    }
+  if (args.includes('--kube')) await kubeBundle(dist);
+  // The client commands' bundle and its code cache (scripts/bundle-cli.mjs), after the KubeConfig bundle it loads.
+  try {
+    const { bundleCli } = await import('./bundle-cli.mjs');
+    const t1 = performance.now();
+    await bundleCli({ esbuild, tree, at: started });
+    say(`dist/cli/svm-client.js and its code cache in ${((performance.now() - t1) / 1000).toFixed(1)}s`);
+  } catch (err) {
+    // bin/svm.js runs dist/cli/svm.js without it: slower to start, not wrong.
+    say(`dist/cli/svm-client.js was not built (${err instanceof Error ? err.message : String(err)})`);
+  }
+}
+
+async function kubeBundle(dist) {
+  const require = createRequire(import.meta.url);
+  const version = require('@kubernetes/client-node/package.json').version;
+  const bundle = path.join(dist, `kube-client-node-${version}.js`);
+  if (existsSync(bundle)) return;
+  try {
+    const { buildKubeConfigBundle } = require(path.join(dist, 'src', 'kube', 'kubeconfig-bundle.js'));
+    say(`${path.relative(root, await buildKubeConfigBundle(bundle))} built`);
+  } catch (err) {
+    // src/kube/kubeconfig.ts loads the package itself without it: slower, not wrong.
+    say(`the bundle of @kubernetes/client-node was not built (${err instanceof Error ? err.message : String(err)})`);
   }
 }
 

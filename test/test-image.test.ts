@@ -182,13 +182,19 @@ void test('the image: built from the Dockerfile as it is, it runs `svm` as uid 1
     IMAGE,
     '-c',
     'id -u; ls /app; ls node_modules/@temporalio/core-bridge/releases; test -s dist/workflow-bundle.js && echo bundle; ' +
-      'test -e node_modules/typescript || echo no-dev-dependencies',
+      'test -e node_modules/typescript || echo no-dev-dependencies; ' +
+      'SVM_START_REPORT=1 node bin/svm.js crds print 2>&1 >/dev/null',
   ]);
   const [uid, ...rest] = inside.trim().split('\n');
   assert.equal(uid, '1000');
   assert.deepEqual(rest.slice(0, 6), ['bin', 'dist', 'node_modules', 'package.json', 'tools', 'tsconfig.json'], 'no sources in /app');
-  assert.equal(rest.length, 9, `one native module, the bundle, no dev dependencies: ${rest.slice(6).join(', ')}`);
-  assert.deepEqual(rest.slice(7), ['bundle', 'no-dev-dependencies']);
+  assert.equal(rest.length, 10, `one native module, the bundle, no dev dependencies, the start: ${rest.slice(6).join(', ')}`);
+  assert.deepEqual(rest.slice(7), [
+    'bundle',
+    'no-dev-dependencies',
+    // A client command runs from the client bundle with the code cache the build stage's node made (same node).
+    'svm start: dist/cli/svm-client.js, code cache used',
+  ]);
 });
 
 void test('`svm worker` from the image, as deploy/ runs it, migrates a resource of the plane; etcd holds every object re-encoded, unchanged', async () => {

@@ -10,6 +10,7 @@
  */
 import test, { after, before } from 'node:test';
 import assert from 'node:assert/strict';
+import { statSync, utimesSync } from 'node:fs';
 import * as path from 'node:path';
 import { CliProbe, compiledTree, HEAVY_MODULES, loadedOf } from '../src/dev/cli-start';
 
@@ -46,7 +47,10 @@ for (const mode of modes) {
     // Ended by the probe at its first connection: 127.0.0.1:1 refuses, and the client would retry for 10 s.
     const r = await probe.run(mode.root(), ['status'], { env: { ...mode.env, TEMPORAL_ADDRESS: '127.0.0.1:1' }, exitOnConnect: true });
     assert.equal(r.connectedTo, '1', `svm status did not get to connecting to Temporal: ${r.stderr}`);
-    assert.deepEqual(loadedOf(r.modules, ['@temporalio/client']), ['@temporalio/client'], 'the probe sees what is loaded');
+    // Compiled, a client command's action runs from the client bundle (scripts/bundle-cli.mjs), which holds the
+    // Temporal client: the package's own files are not loaded beside it (one copy of its classes).
+    const client = mode.fromSource ? '@temporalio/client' : 'the client bundle';
+    assert.deepEqual(loadedOf(r.modules, ['@temporalio/client', 'the client bundle']), [client], 'the probe sees what is loaded');
     assert.deepEqual(
       loadedOf(r.modules, [
         '@temporalio/worker',
@@ -58,3 +62,24 @@ for (const mode of modes) {
     );
   });
 }
+
+void test('compiled: `svm status` runs dist/cli/svm-client.js only while it is as new as dist/cli/svm.js, and not with SVM_CLIENT_BUNDLE=off', async () => {
+  const root = tree!.root;
+  const run = (env: NodeJS.ProcessEnv = {}) =>
+    probe.run(root, ['status'], { env: { ...process.env, ...env, TEMPORAL_ADDRESS: '127.0.0.1:1' }, exitOnConnect: true });
+  const bundle = (r: { modules: string[] }) => loadedOf(r.modules, ['the client bundle', '@temporalio/client']);
+  assert.deepEqual(bundle(await run({ SVM_CLIENT_BUNDLE: 'off' })), ['@temporalio/client']);
+  const file = path.join(root, 'dist', 'cli', 'svm-client.js');
+  const { mtime } = statSync(file);
+  try {
+    // An older bundle (dist/ rebuilt by tsc since): the modules of dist/ run.
+    const older = new Date(statSync(path.join(root, 'dist', 'cli', 'svm.js')).mtimeMs - 60_000);
+    utimesSync(file, older, older);
+    assert.deepEqual(bundle(await run()), ['@temporalio/client']);
+  } finally {
+    utimesSync(file, mtime, mtime);
+  }
+  const r = await run({ SVM_START_REPORT: '1' });
+  assert.deepEqual(bundle(r), ['the client bundle']);
+  assert.match(r.stderr, /^svm start: dist\/cli\/svm-client\.js, code cache used$/m, 'the code cache this node made is taken');
+});

@@ -122,6 +122,7 @@ export const HEAVY_MODULES: Record<string, RegExp> = {
   '@temporalio/client': /[/\\]node_modules[/\\]@temporalio[/\\]client[/\\]/,
   '@kubernetes/client-node': /[/\\]node_modules[/\\]@kubernetes[/\\]client-node[/\\]/,
   'the @kubernetes/client-node bundle': /[/\\]dist[/\\]kube-client-node-[^/\\]*\.js$/,
+  'the client bundle': /[/\\]dist[/\\]cli[/\\]svm-client\.js$/,
   zod: /[/\\]node_modules[/\\]zod[/\\]/,
   yaml: /[/\\]node_modules[/\\]yaml[/\\]/,
 };
