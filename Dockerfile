@@ -31,6 +31,9 @@ COPY scripts/bundle-workflows.ts ./scripts/
 # (docker build --build-arg SVM_GIT_REVISION=$(git rev-parse --short HEAD) .), else "c" and a digest of the
 # compiled code and the lockfile, so that an image of other code never reuses an earlier image's build ID.
 ARG SVM_GIT_REVISION=
+# The runtime stage's NODE_OPTIONS: V8 takes the code cache that `npm run build` makes for the client commands
+# (dist/cli/svm-client.js.cache, scripts/bundle-cli.mjs) only in a node started with the same flags.
+ENV NODE_OPTIONS=--max-semi-space-size=2
 RUN npm run build \
  && npm run build:workflows \
  && test -s dist/workflow-bundle.js \

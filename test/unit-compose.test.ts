@@ -547,6 +547,20 @@ void test('Dockerfile: ENTRYPOINT runs bin/svm.js with node, the worker by defau
   for (const t of migratorTargets) assert.ok(exposed.includes(t), `compose publishes migrator port ${t}, which the image exposes`);
 });
 
+void test("Dockerfile: the build stage makes the client commands' code cache with the runtime stage's NODE_OPTIONS", () => {
+  // V8 refuses a code cache made by a node started with other flags (bin/svm.js then compiles, as without it).
+  const env = (stage: DockerInstruction[]) =>
+    stage.filter((i) => i.keyword === 'ENV' && i.args.startsWith('NODE_OPTIONS=')).map((i) => i.args);
+  const runtime = env(finalStage);
+  assert.equal(runtime.length, 1, 'the runtime stage sets NODE_OPTIONS once');
+  assert.deepEqual(env(stages[0]!), runtime);
+  const build = stages[0]!;
+  const envAt = build.findIndex((i) => i.keyword === 'ENV' && i.args.startsWith('NODE_OPTIONS='));
+  const buildAt = build.findIndex((i) => i.keyword === 'RUN' && /npm run build\b/.test(i.args));
+  assert.ok(envAt >= 0 && envAt < buildAt, 'NODE_OPTIONS is set before `npm run build`');
+  assert.match(build[buildAt]!.args, /test -s dist\/cli\/svm-client\.js\.cache/, 'the build checks the cache is there');
+});
+
 void test('Dockerfile: the runtime stage carries the compiled code and the prebuilt workflow bundle, not the sources', () => {
   const copies = finalStage.filter((i) => i.keyword === 'COPY').map((i) => i.args.split(/\s+/).filter((w) => !w.startsWith('--')));
   const destinations = copies.map((words) => words[words.length - 1]?.replace(/\/$/, '').replace(/^\.\//, ''));
