@@ -40,10 +40,12 @@ function compiledIsCurrent() {
 // must share one copy of @temporalio/common with what they load), nor --help and `svm version`, which load
 // little anyway. SVM_CLIENT_BUNDLE=off turns it off.
 const bundled = path.join(root, 'dist', 'cli', 'svm-client.js');
-const BUNDLED_COMMANDS = ['migrate', 'status', 'abort', 'pause', 'resume', 'trigger', 'setup', 'crds', 'plan', 'managed-fields', 'grant'];
+// Every command but these (and no command at all, `svm --help`) is a client command: a new one needs no entry here.
+const UNBUNDLED_COMMANDS = ['worker', 'dev', 'version', 'help'];
 
 function bundleFits(args) {
-  if (process.env.SVM_CLIENT_BUNDLE === 'off' || !BUNDLED_COMMANDS.includes(args[0])) return false;
+  const command = args[0];
+  if (process.env.SVM_CLIENT_BUNDLE === 'off' || !command || command.startsWith('-') || UNBUNDLED_COMMANDS.includes(command)) return false;
   if (args.some((a) => a === '-h' || a === '--help')) return false;
   try {
     return fs.statSync(bundled).mtimeMs >= fs.statSync(compiled).mtimeMs;
