@@ -357,6 +357,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   const status = () => readFileSync(`/proc/${worker.pid}/status`, 'utf8');
   const kib = (text: string, field: string) => Number(text.match(new RegExp(`${field}:\\s+(\\d+) kB`))![1]);
   const rssSeries: Array<[number, number]> = [];
+  // Beside RSS: its anonymous part and the main thread's V8 heap, so a rise can be told apart (heap or native).
+  const heapSeries: Array<[number, number, number]> = [];
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
   let result;
   let metricsText = '';
@@ -373,7 +375,17 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   const startedAt = Date.now();
   const sampler = setInterval(() => {
     try {
-      rssSeries.push([Math.round((performance.now() - t0) / 1000), Math.round(kib(status(), 'VmRSS') / 1024)]);
+      const at = Math.round((performance.now() - t0) / 1000);
+      const st = status();
+      rssSeries.push([at, Math.round(kib(st, 'VmRSS') / 1024)]);
+      const anon = Math.round(kib(st, 'RssAnon') / 1024);
+      fetch(`http://127.0.0.1:${metricsPort}/metrics`)
+        .then((r) => r.text())
+        .then((text) => {
+          const heap = /^svm_process_nodejs_heap_size_total_bytes (\S+)$/m.exec(text);
+          if (heap) heapSeries.push([at, anon, Math.round(Number(heap[1]) / 1048576)]);
+        })
+        .catch(() => undefined);
     } catch {
       // the worker has gone
     }
@@ -386,7 +398,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       if (performance.now() - lastLog < 60_000) return;
       lastLog = performance.now();
       const elapsed = Math.round((performance.now() - t0) / 1000);
-      const rss = `worker RSS ${rssSeries.at(-1)?.[1]} MiB, peak ${Math.round(kib(status(), 'VmHWM') / 1024)} MiB`;
+      const heap = heapSeries.at(-1);
+      const rss = `worker RSS ${rssSeries.at(-1)?.[1]} MiB, peak ${Math.round(kib(status(), 'VmHWM') / 1024)} MiB${heap ? ` (anonymous ${heap[1]} MiB, V8 heap ${heap[2]} MiB)` : ''}`;
       h.progress().then(
         (p) => log(`  ${elapsed} s, ${p.counters.migrated + p.counters.conflicts} objects done; ${rss}`),
         () => log(`  ${elapsed} s; ${rss}`),
@@ -506,6 +519,10 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         emptyWorkerPeakRssMiB: emptyPeakMiB,
         workerOverEmptyMiB: Number((peakRssMiB - emptyPeakMiB).toFixed(1)),
         workerRssMiBEvery5s: rssSeries.filter((_, i) => rssSeries.length <= 200 || i % Math.ceil(rssSeries.length / 200) === 0),
+        /** [seconds, anonymous RSS MiB, main thread's V8 heap MiB] */
+        workerAnonRssAndHeapMiBEvery5s: heapSeries.filter(
+          (_, i) => heapSeries.length <= 200 || i % Math.ceil(heapSeries.length / 200) === 0,
+        ),
         historyEvents: events,
         historyEventsPer1000Objects: Number(((events / N) * 1000).toFixed(1)),
         historyEventsPerChunk: Number((events / chunks).toFixed(2)),
