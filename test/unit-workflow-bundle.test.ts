@@ -26,13 +26,19 @@ void test('asciiOnly escapes every other character and the code means the same: 
 });
 
 void test('splitSourceMap leaves an empty valid map in the bundle and hands back its own; withSourceMap puts it back', () => {
-  const map = JSON.stringify({ version: 3, sources: ['a.ts'], names: [], mappings: 'AAAA' });
+  const map = JSON.stringify({ version: 3, sources: ['a.ts'], sourcesContent: ['const a: number = 1;'], names: [], mappings: 'AAAA' });
   const code = `const a = 1;\n//# sourceMappingURL=data:application/json;charset=utf-8;base64,${Buffer.from(map).toString('base64')}\n`;
   const split = splitSourceMap(code);
   assert.equal(split.map, map);
   assert.ok(split.code.startsWith('const a = 1;\n//# sourceMappingURL=data:application/json;charset=utf-8;base64,'));
   const inline = split.code.trim().split('base64,')[1]!;
-  assert.deepEqual(JSON.parse(Buffer.from(inline, 'base64').toString('utf8')), { version: 3, sources: [], names: [], mappings: '' });
+  assert.deepEqual(JSON.parse(Buffer.from(inline, 'base64').toString('utf8')), {
+    version: 3,
+    file: 'workflow-bundle.js',
+    sources: [],
+    names: [],
+    mappings: '',
+  });
   assert.ok(split.code.length < code.length);
   assert.equal(withSourceMap(split.code, split.map!), code);
   assert.deepEqual(splitSourceMap('no map here'), { code: 'no map here', map: undefined });

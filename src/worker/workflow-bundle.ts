@@ -82,7 +82,10 @@ export function asciiOnly(code: string): string {
 
 const INLINE_MAP = '\n//# sourceMappingURL=data:application/json;charset=utf-8;base64,';
 /** A valid source map that maps nothing. */
-const EMPTY_MAP = Buffer.from(JSON.stringify({ version: 3, sources: [], names: [], mappings: '' })).toString('base64');
+// With a `file`: the SDK resolves a bundle given as code (not a path) to the file its map names.
+const EMPTY_MAP = Buffer.from(JSON.stringify({ version: 3, file: 'workflow-bundle.js', sources: [], names: [], mappings: '' })).toString(
+  'base64',
+);
 
 /**
  * The bundle with an empty inline source map instead of its own, and its own
