@@ -359,6 +359,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   const rssSeries: Array<[number, number]> = [];
   // Beside RSS: its anonymous part and the main thread's V8 heap, so a rise can be told apart (heap or native).
   const heapSeries: Array<[number, number, number]> = [];
+  // When the peak happens: RSS read every 250 ms (VmHWM says how high, not when).
+  const rssPeak = { mib: 0, atSeconds: 0 };
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
   let result;
   let metricsText = '';
@@ -367,12 +369,21 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   const spawnedAt = performance.now();
   await waitForHealthz(metricsPort, worker);
   const workerStartSeconds = (performance.now() - spawnedAt) / 1000;
-  log(`  worker ready in ${workerStartSeconds.toFixed(1)} s (not counted)`);
+  const readyPeakMiB = Math.round(kib(status(), 'VmHWM') / 102.4) / 10;
+  log(`  worker ready in ${workerStartSeconds.toFixed(1)} s (not counted), peak RSS so far ${readyPeakMiB} MiB`);
   const temporalPid = readState(values.dir ?? defaultDevDir())?.temporal?.pid;
   const workerCpu0 = treeCpuSeconds(worker.pid);
   const temporalCpu0 = treeCpuSeconds(temporalPid);
   const t0 = performance.now();
   const startedAt = Date.now();
+  const peakSampler = setInterval(() => {
+    try {
+      const mib = kib(status(), 'VmRSS') / 1024;
+      if (mib > rssPeak.mib) Object.assign(rssPeak, { mib: Math.round(mib), atSeconds: Math.round((performance.now() - t0) / 100) / 10 });
+    } catch {
+      // the worker has gone
+    }
+  }, 250);
   const sampler = setInterval(() => {
     try {
       const at = Math.round((performance.now() - t0) / 1000);
@@ -519,6 +530,10 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         emptyWorkerPeakRssMiB: emptyPeakMiB,
         workerOverEmptyMiB: Number((peakRssMiB - emptyPeakMiB).toFixed(1)),
         workerRssMiBEvery5s: rssSeries.filter((_, i) => rssSeries.length <= 200 || i % Math.ceil(rssSeries.length / 200) === 0),
+        /** The highest RSS read every 250 ms during the migration, and when (seconds after its start). */
+        workerRssPeakSampled: rssPeak,
+        /** VmHWM once the worker answered /healthz, before the migration started. */
+        workerReadyPeakRssMiB: readyPeakMiB,
         /** [seconds, anonymous RSS MiB, main thread's V8 heap MiB] */
         workerAnonRssAndHeapMiBEvery5s: heapSeries.filter(
           (_, i) => heapSeries.length <= 200 || i % Math.ceil(heapSeries.length / 200) === 0,
@@ -566,7 +581,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase} in ${figures.workflow.seconds} s`,
         `workflow / raw               ${figures.ratioWorkflowToRaw}`,
         `CPU s per 1000 objects       worker ${figures.workflow.workerCpuSecondsPer1000} + Temporal server ${figures.workflow.temporalCpuSecondsPer1000} (the worker's start, ${figures.workflow.workerStartSeconds} s, not counted); raw loop's process ${figures.raw.cpuSecondsPer1000}`,
-        `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker}); an empty Temporal worker ${emptyPeakMiB} MiB: +${figures.workflow.workerOverEmptyMiB} MiB`,
+        `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker}); an empty Temporal worker ${emptyPeakMiB} MiB: +${figures.workflow.workerOverEmptyMiB} MiB; sampled every 250 ms, highest ${rssPeak.mib} MiB at ${rssPeak.atSeconds} s`,
         `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs, ${figures.workflow.historyEventsPerChunk} per chunk; ${figures.workflow.continueAsNew} continue-as-new)`,
         `  by type                    ${types}`,
         `unrelated client p99         idle ${idle.p99ms} ms (${idle.requests} requests), during ${during.p99ms} ms (${during.requests}, ${during.errors} errors): x${figures.unrelatedClient.p99Ratio}; idle after ${afterIdle.p99ms} ms (${afterIdle.requests}): x${figures.unrelatedClient.p99RatioToAfter}`,
@@ -583,6 +598,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     );
   } finally {
     clearInterval(sampler);
+    clearInterval(peakSampler);
     await client.stop();
     worker.kill('SIGTERM');
     await migrator.close();

@@ -50,6 +50,7 @@ void test('loadWorkerSettings: defaults with an empty environment', () => {
   assert.equal(s.maxCachedWorkflows, 100);
   assert.equal(s.maxConcurrentWorkflowTasks, 4);
   assert.equal(s.semiSpaceMiB, 2);
+  assert.equal(s.heapGrowingPercent, 20);
   assert.equal(s.bridge, true);
   assert.equal(s.metricsPort, undefined);
 });
@@ -63,6 +64,10 @@ void test('loadWorkerSettings: the workflow cache, workflow task slots and young
   assert.equal(loadWorkerSettings({ SVM_SEMI_SPACE_MIB: '0' }).semiSpaceMiB, 0);
   assert.equal(loadWorkerSettings({ SVM_SEMI_SPACE_MIB: '16' }).semiSpaceMiB, 16);
   assert.throws(() => loadWorkerSettings({ SVM_SEMI_SPACE_MIB: '1.5' }), /SVM_SEMI_SPACE_MIB/);
+  assert.equal(loadWorkerSettings({ SVM_HEAP_GROWING_PERCENT: '0' }).heapGrowingPercent, 0);
+  assert.equal(loadWorkerSettings({ SVM_HEAP_GROWING_PERCENT: '50' }).heapGrowingPercent, 50);
+  assert.throws(() => loadWorkerSettings({ SVM_HEAP_GROWING_PERCENT: '-5' }), /SVM_HEAP_GROWING_PERCENT/);
+  assert.throws(() => loadWorkerSettings({ SVM_HEAP_GROWING_PERCENT: 'lots' }), /SVM_HEAP_GROWING_PERCENT/);
 });
 
 void test('loadWorkerSettings: empty-string variables count as unset (defaults apply)', () => {

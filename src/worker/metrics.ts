@@ -187,6 +187,26 @@ export function createMetrics(): MigratorMetrics {
   };
 }
 
+/**
+ * The body of a 200 answer to GET url (plain http), through node:http, which the worker has loaded anyway. Not
+ * the global fetch: its first call loads and compiles undici, ~25 MiB of RSS for a moment, which was the
+ * worker's peak under load (docs/benchmarks.md).
+ */
+function getText(url: string): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const req = http.get(url, { timeout: 5000 }, (res) => {
+      const chunks: Buffer[] = [];
+      res.on('data', (c: Buffer) => chunks.push(c));
+      res.on('end', () =>
+        res.statusCode === 200 ? resolve(Buffer.concat(chunks).toString('utf8')) : reject(new Error(`${res.statusCode}`)),
+      );
+      res.on('error', reject);
+    });
+    req.on('timeout', () => req.destroy(new Error('timed out')));
+    req.on('error', reject);
+  });
+}
+
 /** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
 export async function serveMetrics(
   metrics: MigratorMetrics,
@@ -203,12 +223,8 @@ export async function serveMetrics(
     void (async () => {
       let text = await metrics.registry.metrics();
       if (sdkMetricsUrl) {
-        try {
-          const r = await fetch(sdkMetricsUrl);
-          if (r.ok) text += '\n# Temporal SDK metrics\n' + (await r.text());
-        } catch {
-          /* the runtime exporter is not up yet */
-        }
+        const sdk = await getText(sdkMetricsUrl).catch(() => undefined); // undefined: the runtime exporter is not up yet
+        if (sdk !== undefined) text += '\n# Temporal SDK metrics\n' + sdk;
       }
       res.setHeader('Content-Type', metrics.registry.contentType);
       res.end(text);
