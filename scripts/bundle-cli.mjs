@@ -16,12 +16,16 @@
 // The bundle's copy of @temporalio/proto leaves out two namespaces of the descriptors a client never uses:
 // coresdk (the worker's bridge to the Rust core) and temporal.api.cloud (Temporal Cloud's operations API): a
 // third of the JSON that every start turns into protobufjs types. And its protobufjs resolves a service method's
-// types at the method's first call (lazyServiceMethods). The worker runs the packages themselves.
+// types at the method's first call (lazyServiceMethods), and builds a message, enum or service type when it is
+// first looked up instead of all ~600 at every start (lazyProtoTypes, lazyPatchedRoot; the descriptors name
+// every type they refer to absolutely, as protobufjs itself resolves it here: absoluteTypeNames): `svm status`
+// builds 57 of them. The worker runs the packages themselves.
 /* global process, console */
 import { spawnSync } from 'node:child_process';
 import { readFileSync, rmSync, statSync, utimesSync } from 'node:fs';
 import * as path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
+import { createRequire } from 'node:module';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
 
@@ -40,7 +44,172 @@ function prunedProtoModule(source) {
     if (!ns || !(at.at(-1) in ns)) throw new Error(`@temporalio/proto: no namespace ${at.join('.')} to leave out`);
     delete ns[at.at(-1)];
   }
-  return source.slice(0, start + '.addJSON('.length) + JSON.stringify(json) + source.slice(end + 1);
+  // google.protobuf first: extensions elsewhere (temporal.api.protometa's) extend its option messages, and a root
+  // that does not hold it yet when they are added searches everywhere below itself for them (lazyProtoTypes).
+  if (!json.google) throw new Error('@temporalio/proto: no google namespace in the descriptors');
+  const ordered = { google: json.google, ...json };
+  absoluteTypeNames(ordered);
+  return source.slice(0, start + '.addJSON('.length) + JSON.stringify(ordered) + source.slice(end + 1);
+}
+
+/** protobuf's scalar types: a field of one of these names refers to no message or enum. */
+const SCALARS = new Set(
+  'double float int32 int64 uint32 uint64 sint32 sint64 fixed32 fixed64 sfixed32 sfixed64 bool string bytes'.split(' '),
+);
+
+/**
+ * Rewrites every message and enum a field or a method names (`temporal.api.common.v1.Payloads`, relative to where
+ * it is declared) as the absolute name protobufjs resolves it to (`.temporal.api.common.v1.Payloads`). protobufjs
+ * looks a relative name up by searching every namespace below each enclosing one, which would build every
+ * package's types (lazyProtoTypes); an absolute name goes down its own path only. The absolute names are not
+ * guessed: they are the fullName of what protobufjs itself resolves each reference to, on a root built from the
+ * same descriptors here, at build time.
+ */
+function absoluteTypeNames(json) {
+  const require = createRequire(import.meta.url);
+  const protobuf = require(require.resolve('protobufjs/light', { paths: [require.resolve('@temporalio/proto')] }));
+  const reference = new protobuf.Root().addJSON(json);
+  const at = (path) => path.reduce((o, part) => o?.get(part), reference);
+  const rewrite = (nested, scope) => {
+    for (const [name, node] of Object.entries(nested ?? {})) {
+      const here = [...scope, name];
+      if (node.extend !== undefined) {
+        // An extension field: the message it extends (and its own type) are looked up from its namespace too.
+        const extended = at(scope).lookup(node.extend);
+        if (!extended) throw new Error(`@temporalio/proto: ${here.join('.')} extends ${node.extend}, which does not resolve`);
+        node.extend = extended.fullName;
+        if (!SCALARS.has(node.type)) {
+          const f = at(here);
+          f.resolve();
+          node.type = f.resolvedType.fullName;
+        }
+        continue;
+      }
+      for (const [fieldName, field] of Object.entries(node.fields ?? {})) {
+        if (SCALARS.has(field.type)) continue;
+        const f = at(here).fields[fieldName];
+        f.resolve();
+        if (!f.resolvedType) throw new Error(`@temporalio/proto: ${here.join('.')}.${fieldName}: ${field.type} does not resolve`);
+        field.type = f.resolvedType.fullName;
+      }
+      for (const [methodName, method] of Object.entries(node.methods ?? {})) {
+        const m = at(here).methods[methodName];
+        m.resolve();
+        method.requestType = m.resolvedRequestType.fullName;
+        method.responseType = m.resolvedResponseType.fullName;
+      }
+      rewrite(node.nested, here);
+    }
+  };
+  rewrite(json, []);
+}
+
+/**
+ * protobufjs's namespace.js building a package's messages, enums and services when one is first asked for by
+ * name (get, and so lookup) instead of all of them with the root: a client command uses a few dozen of the
+ * ~600 message types (WorkflowService's package alone declares 268), and building them all was most of its
+ * start after node's own. A namespace keeps the descriptors it has not built in _svmPending; a search that must
+ * look everywhere below a namespace (a relative name not found on its path: absoluteTypeNames makes that rare)
+ * builds what is pending there first, and nestedArray, which such searches and the root's bookkeeping use,
+ * lists only what is built (what is built later is added as usual: the root's bookkeeping sees it then).
+ */
+function lazyProtoTypes(source) {
+  const edits = [
+    [
+      `        for (var names = Object.keys(nestedJson), i = 0, nested; i < names.length; ++i) {
+            nested = nestedJson[names[i]];
+            ns.add(`,
+      `        for (var names = Object.keys(nestedJson), i = 0, nested; i < names.length; ++i) {
+            nested = nestedJson[names[i]];
+            if (!(ns instanceof Type) && (nested.fields !== undefined || nested.values !== undefined || nested.methods !== undefined)) {
+                if (!ns.nested) ns.nested = {};
+                (ns._svmPending || (ns._svmPending = Object.create(null)))[names[i]] = [nested, depth + 1];
+                continue;
+            }
+            ns.add(`,
+    ],
+    [
+      `Namespace.prototype.get = function get(name) {
+    return this.nested`,
+      `function svmBuild(ns, name) {
+    var pending = ns._svmPending[name];
+    delete ns._svmPending[name];
+    var nested = pending[0];
+    ns.add((nested.fields !== undefined ? Type.fromJSON : nested.values !== undefined ? Enum.fromJSON : Service.fromJSON)(name, nested, pending[1]));
+}
+function svmBuildAll(ns) {
+    if (ns._svmPending)
+        for (var name in ns._svmPending)
+            svmBuild(ns, name);
+}
+Namespace.prototype.get = function get(name) {
+    if (this._svmPending && Object.prototype.hasOwnProperty.call(this._svmPending, name))
+        svmBuild(this, name);
+    return this.nested`,
+    ],
+    [
+      `Namespace.prototype.getEnum = function getEnum(name) {
+    if (this.nested`,
+      `Namespace.prototype.getEnum = function getEnum(name) {
+    this.get(name);
+    if (this.nested`,
+    ],
+    [
+      `    } else {
+        for (var i = 0; i < this.nestedArray.length; ++i)`,
+      `    } else {
+        svmBuildAll(this);
+        for (var i = 0; i < this.nestedArray.length; ++i)`,
+    ],
+  ];
+  for (const [from, to] of edits) {
+    if (source.split(from).length !== 2) throw new Error('protobufjs: namespace.js is not the one this build knows (src/namespace.js)');
+    source = source.replace(from, to);
+  }
+  return source;
+}
+
+/**
+ * @temporalio/proto's patch-protobuf-root.js (the module's exported tree of namespaces as plain properties)
+ * giving a package's types that lazyProtoTypes has not built yet as properties that build them on first read.
+ */
+function lazyPatchedRoot(source) {
+  const edits = [
+    [
+      `        if (key === 'root')
+            continue;`,
+      `        if (key === 'root' || key === '_svmPending')
+            continue;`,
+    ],
+    [
+      `    return newRoot;
+}
+function isType(value) {`,
+      `    if (root._svmPending)
+        for (const name in root._svmPending)
+            Object.defineProperty(newRoot, name, {
+                configurable: true,
+                enumerable: true,
+                get() {
+                    const built = root.get(name);
+                    const value = root[name] !== undefined ? root[name] : isType(built) ? built : undefined;
+                    Object.defineProperty(newRoot, name, { value, writable: true, enumerable: true, configurable: true });
+                    return value;
+                },
+                set(value) {
+                    Object.defineProperty(newRoot, name, { value, writable: true, enumerable: true, configurable: true });
+                },
+            });
+    return newRoot;
+}
+function isType(value) {`,
+    ],
+  ];
+  for (const [from, to] of edits) {
+    if (source.split(from).length !== 2) throw new Error('@temporalio/proto: patch-protobuf-root.js is not the one this build knows');
+    source = source.replace(from, to);
+  }
+  return source;
 }
 
 /**
@@ -98,6 +267,14 @@ export async function bundleCli({ esbuild, tree = root, at = new Date() }) {
           build.onResolve({ filter: /^\.\.\/src\/(worker|dev)\// }, (a) => ({ path: a.path, external: true }));
           build.onLoad({ filter: /@temporalio[\\/]proto[\\/]protos[\\/]json-module\.js$/ }, (a) => ({
             contents: prunedProtoModule(readFileSync(a.path, 'utf8')),
+            loader: 'js',
+          }));
+          build.onLoad({ filter: /[\\/]protobufjs[\\/]src[\\/]namespace\.js$/ }, (a) => ({
+            contents: lazyProtoTypes(readFileSync(a.path, 'utf8')),
+            loader: 'js',
+          }));
+          build.onLoad({ filter: /@temporalio[\\/]proto[\\/]lib[\\/]patch-protobuf-root\.js$/ }, (a) => ({
+            contents: lazyPatchedRoot(readFileSync(a.path, 'utf8')),
             loader: 'js',
           }));
           build.onLoad({ filter: /[\\/]protobufjs[\\/]src[\\/]service\.js$/ }, (a) => ({
