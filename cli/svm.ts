@@ -80,6 +80,15 @@ export function warm(): void {
   /* eslint-enable @typescript-eslint/no-require-imports */
 }
 
+/**
+ * The @temporalio/proto this file was built with: in dist/cli/svm-client.js, the bundle's copy, whose types are
+ * built on first use (scripts/bundle-cli.mjs); test/unit-client-bundle-proto.test.ts checks it against the package.
+ */
+export function bundledProto(): unknown {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return require('@temporalio/proto');
+}
+
 export function main(argv: string[] = process.argv): Promise<void> {
   return runProgram(svmProgram(commandEntries, argv), argv);
 }
