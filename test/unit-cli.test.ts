@@ -121,3 +121,18 @@ void test('a run builds only the command it names; svm --help builds none', asyn
   await run();
   assert.deepEqual(built, []);
 });
+
+void test('a reader that goes away (`svm ... | head`) ends the command quietly with 0, not with a stack trace', async () => {
+  const { spawn } = await import('node:child_process');
+  const path = await import('node:path');
+  // The pipe is closed before the command writes: its first write finds EPIPE, as `svm status | head -1` does.
+  const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'crds', 'print'], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  child.stdout.destroy();
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const code = await new Promise<number | null>((resolve) => child.on('close', resolve));
+  assert.doesNotMatch(stderr, /EPIPE|Unhandled 'error' event/);
+  assert.equal(code, 0, stderr);
+});

@@ -174,6 +174,12 @@ export function svmProgram(commands: Array<Command | CommandEntry>, argv?: strin
 
 /** Runs the program: an error ends as `svm: <message>` on stderr and exit code 1. */
 export async function runProgram(program: Command, argv: string[] = process.argv): Promise<void> {
+  // `svm status | head`: the reader has gone, so stop quietly, as other command-line tools do, instead of a stack
+  // trace of the write that found the pipe closed.
+  process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+    if (err.code !== 'EPIPE') throw err;
+    process.exit(0);
+  });
   try {
     await program.parseAsync(argv);
   } catch (err: unknown) {
