@@ -49,7 +49,27 @@ function prunedProtoModule(source) {
   if (!json.google) throw new Error('@temporalio/proto: no google namespace in the descriptors');
   const ordered = { google: json.google, ...json };
   absoluteTypeNames(ordered);
+  deferPackageDescriptors(ordered);
   return source.slice(0, start + '.addJSON('.length) + JSON.stringify(ordered) + source.slice(end + 1);
+}
+
+/**
+ * Each package's messages, enums and services as one JSON string with their names beside it
+ * (`__svmLazy: { names, json }` in the package's nested): a start makes a few strings instead of the objects of
+ * every descriptor, and lazyProtoTypes parses a package's string when one of its types is first built.
+ */
+function deferPackageDescriptors(nested) {
+  for (const node of Object.values(nested)) {
+    if (!node.nested || node.fields !== undefined || node.values !== undefined || node.methods !== undefined) continue;
+    const lazy = {};
+    for (const [name, child] of Object.entries(node.nested))
+      if (child.fields !== undefined || child.values !== undefined || child.methods !== undefined) {
+        lazy[name] = child;
+        delete node.nested[name];
+      }
+    deferPackageDescriptors(node.nested);
+    if (Object.keys(lazy).length > 0) node.nested.__svmLazy = { names: Object.keys(lazy), json: JSON.stringify(lazy) };
+  }
 }
 
 /** protobuf's scalar types: a field of one of these names refers to no message or enum. */
@@ -121,6 +141,13 @@ function lazyProtoTypes(source) {
             ns.add(`,
       `        for (var names = Object.keys(nestedJson), i = 0, nested; i < names.length; ++i) {
             nested = nestedJson[names[i]];
+            if (names[i] === "__svmLazy") {
+                if (!ns.nested) ns.nested = {};
+                ns._svmJson = nested.json;
+                for (var k = 0; k < nested.names.length; ++k)
+                    (ns._svmPending || (ns._svmPending = Object.create(null)))[nested.names[k]] = [null, depth + 1];
+                continue;
+            }
             if (!(ns instanceof Type) && (nested.fields !== undefined || nested.values !== undefined || nested.methods !== undefined)) {
                 if (!ns.nested) ns.nested = {};
                 (ns._svmPending || (ns._svmPending = Object.create(null)))[names[i]] = [nested, depth + 1];
@@ -132,6 +159,12 @@ function lazyProtoTypes(source) {
       `Namespace.prototype.get = function get(name) {
     return this.nested`,
       `function svmBuild(ns, name) {
+    if (ns._svmJson) {
+        var parsed = JSON.parse(ns._svmJson);
+        ns._svmJson = null;
+        for (var key in ns._svmPending)
+            if (ns._svmPending[key][0] === null) ns._svmPending[key][0] = parsed[key];
+    }
     var pending = ns._svmPending[name];
     delete ns._svmPending[name];
     var nested = pending[0];
@@ -178,7 +211,7 @@ function lazyPatchedRoot(source) {
     [
       `        if (key === 'root')
             continue;`,
-      `        if (key === 'root' || key === '_svmPending')
+      `        if (key === 'root' || key === '_svmPending' || key === '_svmJson')
             continue;`,
     ],
     [
