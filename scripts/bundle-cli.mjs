@@ -273,7 +273,14 @@ function lazyServiceMethods(source) {
  * Writes <tree>/dist/cli/svm-client.js and .cache (tree: this checkout, or the --out tree of transpile.mjs),
  * both with mtime `at` (bin/svm.js runs the bundle only when it is not older than dist/cli/svm.js).
  */
+/** protobufjs's namespace.js as @temporalio/proto loads it (lazyProtoTypes is for that copy only). */
+function protoNamespacePath() {
+  const require = createRequire(import.meta.url);
+  return require.resolve('protobufjs/src/namespace.js', { paths: [path.dirname(require.resolve('@temporalio/proto'))] });
+}
+
 export async function bundleCli({ esbuild, tree = root, at = new Date() }) {
+  const protoNamespaceModule = protoNamespacePath();
   const out = path.join(tree, 'dist', 'cli', 'svm-client.js');
   const cache = `${out}.cache`;
   rmSync(cache, { force: true });
@@ -302,10 +309,11 @@ export async function bundleCli({ esbuild, tree = root, at = new Date() }) {
             contents: prunedProtoModule(readFileSync(a.path, 'utf8')),
             loader: 'js',
           }));
-          build.onLoad({ filter: /[\\/]protobufjs[\\/]src[\\/]namespace\.js$/ }, (a) => ({
-            contents: lazyProtoTypes(readFileSync(a.path, 'utf8')),
-            loader: 'js',
-          }));
+          // Only the protobufjs of @temporalio/proto: another copy in the bundle (@grpc/proto-loader's) walks
+          // nestedArray to find every type of what it loads, and must keep building them all.
+          build.onLoad({ filter: /[\\/]protobufjs[\\/]src[\\/]namespace\.js$/ }, (a) =>
+            a.path === protoNamespaceModule ? { contents: lazyProtoTypes(readFileSync(a.path, 'utf8')), loader: 'js' } : undefined,
+          );
           build.onLoad({ filter: /@temporalio[\\/]proto[\\/]lib[\\/]patch-protobuf-root\.js$/ }, (a) => ({
             contents: lazyPatchedRoot(readFileSync(a.path, 'utf8')),
             loader: 'js',
