@@ -28,6 +28,24 @@ import { fileURLToPath, pathToFileURL } from 'node:url';
 import { createRequire } from 'node:module';
 
 const root = path.dirname(path.dirname(fileURLToPath(import.meta.url)));
+const requireHere = createRequire(import.meta.url);
+
+/** A module as @temporalio/proto resolves it (its protobufjs, which the transforms below are for). */
+function fromProto(spec) {
+  return requireHere.resolve(spec, { paths: [path.dirname(requireHere.resolve('@temporalio/proto'))] });
+}
+
+/**
+ * source with each [from, to] of edits replaced, every `from` found exactly once; otherwise the file is not the one
+ * this build knows, and the bundle's build fails (bin/svm.js then runs the modules of dist/).
+ */
+function editText(source, edits, what) {
+  for (const [from, to] of edits) {
+    if (source.split(from).length !== 2) throw new Error(`${what} is not the one this build knows`);
+    source = source.replace(from, to);
+  }
+  return source;
+}
 
 /** Namespaces of the descriptors the client never uses (see above), as paths in the JSON. */
 const UNUSED_PROTO_NAMESPACES = [['coresdk'], ['temporal', 'api', 'cloud']];
@@ -86,8 +104,7 @@ const SCALARS = new Set(
  * same descriptors here, at build time.
  */
 function absoluteTypeNames(json) {
-  const require = createRequire(import.meta.url);
-  const protobuf = require(require.resolve('protobufjs/light', { paths: [require.resolve('@temporalio/proto')] }));
+  const protobuf = requireHere(fromProto('protobufjs/light'));
   const reference = new protobuf.Root().addJSON(json);
   const at = (path) => path.reduce((o, part) => o?.get(part), reference);
   const rewrite = (nested, scope) => {
@@ -195,11 +212,7 @@ Namespace.prototype.get = function get(name) {
         for (var i = 0; i < this.nestedArray.length; ++i)`,
     ],
   ];
-  for (const [from, to] of edits) {
-    if (source.split(from).length !== 2) throw new Error('protobufjs: namespace.js is not the one this build knows (src/namespace.js)');
-    source = source.replace(from, to);
-  }
-  return source;
+  return editText(source, edits, 'protobufjs: src/namespace.js');
 }
 
 /**
@@ -238,11 +251,7 @@ function isType(value) {`,
 function isType(value) {`,
     ],
   ];
-  for (const [from, to] of edits) {
-    if (source.split(from).length !== 2) throw new Error('@temporalio/proto: patch-protobuf-root.js is not the one this build knows');
-    source = source.replace(from, to);
-  }
-  return source;
+  return editText(source, edits, '@temporalio/proto: lib/patch-protobuf-root.js');
 }
 
 /**
@@ -265,22 +274,16 @@ function lazyServiceMethods(source) {
                 return rpc.Service.prototype.rpcCall.call(this, method, method.resolvedRequestType.ctor, method.resolvedResponseType.ctor, request, callback);
             };
         })(method);`;
-  if (!source.includes(eager)) throw new Error('protobufjs: Service#create is not the one this build knows (src/service.js)');
-  return source.replace(eager, lazy);
+  return editText(source, [[eager, lazy]], 'protobufjs: src/service.js (Service#create)');
 }
 
 /**
  * Writes <tree>/dist/cli/svm-client.js and .cache (tree: this checkout, or the --out tree of transpile.mjs),
  * both with mtime `at` (bin/svm.js runs the bundle only when it is not older than dist/cli/svm.js).
  */
-/** protobufjs's namespace.js as @temporalio/proto loads it (lazyProtoTypes is for that copy only). */
-function protoNamespacePath() {
-  const require = createRequire(import.meta.url);
-  return require.resolve('protobufjs/src/namespace.js', { paths: [path.dirname(require.resolve('@temporalio/proto'))] });
-}
-
 export async function bundleCli({ esbuild, tree = root, at = new Date() }) {
-  const protoNamespaceModule = protoNamespacePath();
+  // lazyProtoTypes is for @temporalio/proto's protobufjs only.
+  const protoNamespaceModule = fromProto('protobufjs/src/namespace.js');
   const out = path.join(tree, 'dist', 'cli', 'svm-client.js');
   const cache = `${out}.cache`;
   rmSync(cache, { force: true });

@@ -410,3 +410,13 @@ void test('SettingsError: SVM_QPS=auto (the default) needs adaptive concurrency,
   assert.equal(fixed.qps, 0);
   assert.equal(fixed.adaptiveConcurrency, false);
 });
+
+void test('limitHeapGrowth: its one full collection leaves no gc() to contexts made after it (the workflow sandbox)', async () => {
+  const vm = await import('node:vm');
+  const { limitHeapGrowth } = await import('../src/worker/worker');
+  limitHeapGrowth(0);
+  assert.equal(vm.runInNewContext('typeof gc'), 'undefined');
+  limitHeapGrowth(20);
+  assert.equal(vm.runInNewContext('typeof gc'), 'undefined');
+  assert.equal(typeof (globalThis as { gc?: unknown }).gc, 'undefined');
+});
