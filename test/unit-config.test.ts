@@ -6,6 +6,8 @@
 import { VersioningSettings } from '../src/worker/versioning';
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import * as vm from 'node:vm';
+import { limitHeapGrowth } from '../src/worker/worker';
 import {
   defaultIdentity,
   defaultNamespace,
@@ -411,9 +413,7 @@ void test('SettingsError: SVM_QPS=auto (the default) needs adaptive concurrency,
   assert.equal(fixed.adaptiveConcurrency, false);
 });
 
-void test('limitHeapGrowth: its one full collection leaves no gc() to contexts made after it (the workflow sandbox)', async () => {
-  const vm = await import('node:vm');
-  const { limitHeapGrowth } = await import('../src/worker/worker');
+void test('limitHeapGrowth: its one full collection leaves no gc() to contexts made after it (the workflow sandbox)', () => {
   limitHeapGrowth(0);
   assert.equal(vm.runInNewContext('typeof gc'), 'undefined');
   limitHeapGrowth(20);
