@@ -8,7 +8,9 @@
  * checkout) and each page size given (--page-mib, the migration's pageBytes;
  * default: the project's), runs that tree's worker as a child process with
  * the plane's environment, migrates `secrets` and reports the child's peak
- * RSS (VmHWM from /proc/PID/status) and objects per second, side by side.
+ * RSS (VmHWM from /proc/PID/status) and objects per second, side by side,
+ * and beside them the peak of an empty Temporal worker (bench/lib/empty-worker.ts)
+ * run in the same environment against the same server after each tree's runs.
  * Each tree's worker runs as the image runs it: compiled with tsc, with its
  * prebuilt workflow and KubeConfig bundles (bench/lib/worker-tree.ts);
  * --tsx-worker runs its bin/svm.js as checked out instead. The workers get
@@ -37,6 +39,7 @@ import { KubeClient } from '../src/kube/client';
 import { ensureNamespace, parallel } from '../src/dev/test-crd';
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
+import { emptyWorkerPeakRss } from './lib/empty-worker';
 
 const { values } = parseArgs({
   options: {
@@ -95,6 +98,10 @@ interface Run {
   /** VmHWM of the worker once it polls, before any migration. */
   idlePeakRssMiB: number;
   peakRssMiB: number;
+  /** The peak of an empty Temporal worker (bench/lib/empty-worker.ts) run after this tree's migrations, same environment. */
+  emptyWorkerPeakRssMiB?: number;
+  /** peakRssMiB over it: what svm's worker costs beyond the SDK's floor (issue 30: at most 25 MiB). */
+  overEmptyMiB?: number;
   migrated: number;
   failed: number;
   /** CPU seconds (user + system) during the migration: the worker, and every API server of the plane together. */
@@ -202,6 +209,20 @@ async function main() {
             log(`  ${JSON.stringify(run)}`);
             runs.push(run);
           }
+        log(`an empty Temporal worker (one trivial workflow, no activities) polling for 15 s, in the worker's environment`);
+        const emptyPeak = await emptyWorkerPeakRss({
+          compiled: values['tsx-worker']
+            ? undefined
+            : path.join(path.dirname(path.dirname(built.bin)), 'dist', 'bench', 'lib', 'empty-worker.js'),
+          address: env.TEMPORAL_ADDRESS!,
+          seconds: 15,
+          env: WORKER_ENV,
+        });
+        log(`  peak RSS ${emptyPeak} MiB`);
+        for (const r of runs.filter((r) => r.tree === t.label)) {
+          r.emptyWorkerPeakRssMiB = emptyPeak;
+          r.overEmptyMiB = Number((r.peakRssMiB - emptyPeak).toFixed(1));
+        }
       } finally {
         built.dispose();
       }
@@ -229,10 +250,10 @@ async function main() {
   process.stdout.write(
     [
       `${N} Secrets of ${PAYLOAD / 1024} KiB, chunk ${CHUNK} (~${figures.chunkMiB} MiB of objects; pages cut to pageBytes), concurrency ${CONC}; worker ${figures.worker}`,
-      `${'worker'.padEnd(12)} ${'rewrite'.padEnd(7)} ${'page'.padStart(8)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'objects/s'.padStart(10)} ${'worker CPU'.padStart(10)} ${'API CPU'.padStart(9)}  phase`,
+      `${'worker'.padEnd(12)} ${'rewrite'.padEnd(7)} ${'page'.padStart(8)} ${'peak RSS'.padStart(10)} ${'idle RSS'.padStart(10)} ${'empty'.padStart(10)} ${'over'.padStart(10)} ${'objects/s'.padStart(10)} ${'worker CPU'.padStart(10)} ${'API CPU'.padStart(9)}  phase`,
       ...runs.map(
         (r) =>
-          `${r.tree.padEnd(12)} ${r.rewrite.padEnd(7)} ${`${r.pageMiB} MiB`.padStart(8)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)} ${`${r.workerCpuSeconds} s`.padStart(10)} ${`${r.apiserverCpuSeconds} s`.padStart(9)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`,
+          `${r.tree.padEnd(12)} ${r.rewrite.padEnd(7)} ${`${r.pageMiB} MiB`.padStart(8)} ${`${r.peakRssMiB} MiB`.padStart(10)} ${`${r.idlePeakRssMiB} MiB`.padStart(10)} ${`${r.emptyWorkerPeakRssMiB} MiB`.padStart(10)} ${`+${r.overEmptyMiB} MiB`.padStart(10)} ${String(r.objectsPerSecond).padStart(10)} ${`${r.workerCpuSeconds} s`.padStart(10)} ${`${r.apiserverCpuSeconds} s`.padStart(9)}  ${r.phase} (migrated ${r.migrated}, failed ${r.failed})`,
       ),
       `written ${out}`,
       '',
