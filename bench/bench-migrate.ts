@@ -264,6 +264,19 @@ async function watchCacheOff(dir: string, crd: ReturnType<typeof testCrd>): Prom
   };
 }
 
+/** CPU seconds so far of the plane's API servers (together) and of its etcd: where a rewrite's cost mostly lands. */
+function controlPlaneCpu(): { apiservers: number; etcd: number } {
+  const state = readState(values.dir ?? defaultDevDir());
+  return {
+    apiservers: (state?.apiservers ?? []).reduce((n, a) => n + treeCpuSeconds(a.pid), 0),
+    etcd: treeCpuSeconds(state?.etcd.pid),
+  };
+}
+const cpuPer1000 = (a: { apiservers: number; etcd: number }, b: { apiservers: number; etcd: number }, objects: number) => ({
+  apiservers: Number((((b.apiservers - a.apiservers) / objects) * 1000).toFixed(2)),
+  etcd: Number((((b.etcd - a.etcd) / objects) * 1000).toFixed(2)),
+});
+
 async function measure(kube: KubeClient, env: Record<string, string>, crd: ReturnType<typeof testCrd>, workerBin: string) {
   const etcd = env.ETCD_ENDPOINTS!;
   const key = { group: crd.group, resource: crd.plural, custom: true };
@@ -310,12 +323,15 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   client.phase = 'raw';
   client.start();
   const rawCpu0 = process.cpuUsage();
+  const rawPlane0 = controlPlaneCpu();
   const raw = await rawCeiling(kube, crd.group, crd.plural, crd.kind, SAMPLE);
   const rawCpu = process.cpuUsage(rawCpu0);
+  const rawPlaneCpu = cpuPer1000(rawPlane0, controlPlaneCpu(), raw.objects);
   // This process's CPU over the loop: the loop's own, plus the unrelated client's few requests.
   const rawCpuSeconds = (rawCpu.user + rawCpu.system) / 1e6;
   log(
-    `  ${(raw.objects / raw.seconds).toFixed(0)} objects/s on ${raw.objects}; ${((rawCpuSeconds / raw.objects) * 1000).toFixed(2)} CPU s per 1000`,
+    `  ${(raw.objects / raw.seconds).toFixed(0)} objects/s on ${raw.objects}; ${((rawCpuSeconds / raw.objects) * 1000).toFixed(2)} CPU s per 1000; ` +
+      `API servers ${rawPlaneCpu.apiservers}, etcd ${rawPlaneCpu.etcd} CPU s per 1000`,
   );
 
   await applyCrd(kube, crd, 'v1');
@@ -374,6 +390,10 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   const temporalPid = readState(values.dir ?? defaultDevDir())?.temporal?.pid;
   const workerCpu0 = treeCpuSeconds(worker.pid);
   const temporalCpu0 = treeCpuSeconds(temporalPid);
+  const plane0 = controlPlaneCpu();
+  // Every minute: [seconds, objects done, API servers' CPU %, etcd's CPU % over the minute] (100 % = one core).
+  const progressSeries: Array<[number, number, number, number]> = [];
+  let planeLast = { at: performance.now(), cpu: plane0 };
   const t0 = performance.now();
   const startedAt = Date.now();
   const peakSampler = setInterval(() => {
@@ -411,8 +431,16 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       const elapsed = Math.round((performance.now() - t0) / 1000);
       const heap = heapSeries.at(-1);
       const rss = `worker RSS ${rssSeries.at(-1)?.[1]} MiB, peak ${Math.round(kib(status(), 'VmHWM') / 1024)} MiB${heap ? ` (anonymous ${heap[1]} MiB, V8 heap ${heap[2]} MiB)` : ''}`;
+      const now = { at: performance.now(), cpu: controlPlaneCpu() };
+      const pct = (k: 'apiservers' | 'etcd') => Math.round(((now.cpu[k] - planeLast.cpu[k]) / ((now.at - planeLast.at) / 1000)) * 100);
+      const plane = [pct('apiservers'), pct('etcd')] as const;
+      planeLast = now;
       h.progress().then(
-        (p) => log(`  ${elapsed} s, ${p.counters.migrated + p.counters.conflicts} objects done; ${rss}`),
+        (p) => {
+          const done = p.counters.migrated + p.counters.conflicts;
+          progressSeries.push([elapsed, done, ...plane]);
+          log(`  ${elapsed} s, ${done} objects done; API servers ${plane[0]} %, etcd ${plane[1]} % CPU over the minute; ${rss}`);
+        },
         () => log(`  ${elapsed} s; ${rss}`),
       );
     }, 5000);
@@ -424,6 +452,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     const seconds = (performance.now() - t0) / 1000;
     const workerCpuSeconds = treeCpuSeconds(worker.pid) - workerCpu0;
     const temporalCpuSeconds = treeCpuSeconds(temporalPid) - temporalCpu0;
+    const planeCpu = cpuPer1000(plane0, controlPlaneCpu(), N);
     let writerRate = writerQps;
     if (writerAfter) {
       // A plain writer at the rate the migration just ran at: what any writer at that rate costs the other clients.
@@ -514,6 +543,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         objectsPerSecond: Math.round(raw.objects / raw.seconds),
         seconds: Number(raw.seconds.toFixed(2)),
         cpuSecondsPer1000: Number(((rawCpuSeconds / raw.objects) * 1000).toFixed(2)),
+        /** CPU seconds per 1000 objects of the API servers together and of etcd during the loop. */
+        controlPlaneCpuSecondsPer1000: rawPlaneCpu,
         p50ms: Number((quantile(raw.latencies, 0.5) * 1000).toFixed(2)),
         p99ms: Number((quantile(raw.latencies, 0.99) * 1000).toFixed(2)),
       },
@@ -524,6 +555,9 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         workerStartSeconds: Number(workerStartSeconds.toFixed(1)),
         workerCpuSecondsPer1000: Number(((workerCpuSeconds / N) * 1000).toFixed(2)),
         temporalCpuSecondsPer1000: Number(((temporalCpuSeconds / N) * 1000).toFixed(2)),
+        controlPlaneCpuSecondsPer1000: planeCpu,
+        /** Every minute: [seconds, objects done, API servers' CPU %, etcd's CPU %] (100 = one core). */
+        progressEvery60s: progressSeries,
         p50ms: Number((histogramQuantile(0.5, hist) * 1000).toFixed(2)),
         p99ms: Number((histogramQuantile(0.99, hist) * 1000).toFixed(2)),
         workerPeakRssMiB: Number(peakRssMiB.toFixed(1)),
@@ -581,6 +615,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase} in ${figures.workflow.seconds} s`,
         `workflow / raw               ${figures.ratioWorkflowToRaw}`,
         `CPU s per 1000 objects       worker ${figures.workflow.workerCpuSecondsPer1000} + Temporal server ${figures.workflow.temporalCpuSecondsPer1000} (the worker's start, ${figures.workflow.workerStartSeconds} s, not counted); raw loop's process ${figures.raw.cpuSecondsPer1000}`,
+        `  of the control plane       API servers ${planeCpu.apiservers} + etcd ${planeCpu.etcd}; during the raw loop ${rawPlaneCpu.apiservers} + ${rawPlaneCpu.etcd}`,
         `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker}); an empty Temporal worker ${emptyPeakMiB} MiB: +${figures.workflow.workerOverEmptyMiB} MiB; sampled every 250 ms, highest ${rssPeak.mib} MiB at ${rssPeak.atSeconds} s`,
         `history events / 1000 obj    ${figures.workflow.historyEventsPer1000Objects} (${events} events in ${runs} runs, ${figures.workflow.historyEventsPerChunk} per chunk; ${figures.workflow.continueAsNew} continue-as-new)`,
         `  by type                    ${types}`,
