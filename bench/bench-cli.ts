@@ -16,6 +16,10 @@
  * (SVM_FROM_SOURCE=1). A checkout whose dist/ is stale runs its sources
  * whatever is asked: such a row says so.
  *
+ * --image also builds the project's image from its Dockerfile (src/dev/image.ts, as test-image does; a few
+ * minutes) and runs this bench inside a container of it first (the image's node, its environment: NODE_OPTIONS
+ * and all, its /app as the root; no network), then the checkouts on the host: two tables in one run.
+ *
  * To compare with an older commit:
  *   mkdir /tmp/svm-before && git archive <commit> | tar -x -C /tmp/svm-before \
  *     && ln -s "$PWD/node_modules" /tmp/svm-before/node_modules \
@@ -23,11 +27,12 @@
  *   npm run bench:cli -- --root /tmp/svm-before --root .
  * Measurements, not assertions: not part of `npm test`.
  */
-import { writeFileSync } from 'node:fs';
+import { chmodSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { CliProbe, type SvmRun } from '../src/dev/cli-start';
+import { ImageStore, PODMAN_LIMITS, runIn } from '../src/dev/image';
 
 const { values } = parseArgs({
   options: {
@@ -36,6 +41,7 @@ const { values } = parseArgs({
     source: { type: 'boolean', default: false },
     unbundled: { type: 'boolean', default: false },
     json: { type: 'string' },
+    image: { type: 'boolean', default: false },
   },
 });
 const RUNS = Number(values.runs);
@@ -92,7 +98,60 @@ async function runCase(probe: CliProbe, c: Case): Promise<SvmRun> {
   return r;
 }
 
+/** Builds the image and runs this bench (bundled into one file) inside a container of it; returns its table and figures. */
+async function inTheImage(): Promise<{ table: string; figures: unknown }> {
+  const { build } = await import('esbuild');
+  await ImageStore.preflight();
+  const store = new ImageStore(mkdtempSync(path.join(os.tmpdir(), 'svm-bench-cli-image-')));
+  const mount = mkdtempSync(path.join(os.tmpdir(), 'svm-bench-cli-in-'));
+  try {
+    const tag = 'localhost/svm-bench-cli:latest';
+    const revision = (await runIn('git', ['rev-parse', '--short', 'HEAD']).catch(() => 'unknown')).trim();
+    process.stderr.write(`bench:cli: building the image from the Dockerfile (not measured)\n`);
+    await store.build(tag, revision);
+    await build({
+      entryPoints: [__filename],
+      bundle: true,
+      platform: 'node',
+      outfile: path.join(mount, 'bench-cli.js'),
+      external: ['esbuild'],
+      logLevel: 'error',
+    });
+    // The container runs as the image's user (uid 1000): it writes its figures beside the bench.
+    chmodSync(mount, 0o777);
+    process.stderr.write(`bench:cli: ${RUNS} rounds inside the image\n`);
+    const table = await store.podman(
+      [
+        'run',
+        '--rm',
+        '--network',
+        'none',
+        ...PODMAN_LIMITS,
+        '-v',
+        `${mount}:/svm-bench`,
+        '--entrypoint',
+        'node',
+        tag,
+        '/svm-bench/bench-cli.js',
+        '--root',
+        '/app',
+        '--runs',
+        String(RUNS),
+        '--json',
+        '/svm-bench/figures.json',
+      ],
+      600_000,
+    );
+    return { table, figures: JSON.parse(readFileSync(path.join(mount, 'figures.json'), 'utf8')) as unknown };
+  } finally {
+    rmSync(mount, { recursive: true, force: true });
+    await store.dispose();
+  }
+}
+
 async function main(): Promise<void> {
+  const image = values.image ? await inTheImage() : undefined;
+  if (image) process.stdout.write(`In the image (its node and environment, /app; podman, no network):\n${image.table}\nOn this machine:\n`);
   const probe = new CliProbe();
   const results = new Map<Case, SvmRun[]>(cases.map((c) => [c, []]));
   const loadBefore = os.loadavg()[0]!;
@@ -138,7 +197,14 @@ async function main(): Promise<void> {
   }
   process.stdout.write(out.join('\n') + '\n');
   if (values.json)
-    writeFileSync(values.json, JSON.stringify({ runs: RUNS, loadBefore, loadAfter, node: process.version, rows }, null, 2) + '\n');
+    writeFileSync(
+      values.json,
+      JSON.stringify(
+        { runs: RUNS, loadBefore, loadAfter, node: process.version, rows, ...(image ? { image: image.figures } : {}) },
+        null,
+        2,
+      ) + '\n',
+    );
 }
 
 main().catch((err: unknown) => {

@@ -2,36 +2,23 @@
  * The container image is real: the project's Dockerfile, unchanged, built by podman, and `svm worker` run from
  * the image against the shared plane migrates a resource, judged by etcd.
  *
- * No registry image can be pulled here, so the base the Dockerfile names (FROM node:20-bookworm-slim) is made
- * first, from Debian packages (scripts/image-base.sh: mmdebstrap of bookworm, this machine's Node.js 20 and npm
- * in /usr/local, the user `node` uid 1000, as the official image has them), and imported under that exact name;
- * the build then runs with pulls off. Everything lives in a podman store of the test's own (a temporary
- * directory, removed at the end): nothing is cached across runs, and nothing of another podman user is touched.
- *
- * The build's `npm ci` reaches the registry the host's npm uses, with the host's npm settings that make that
- * possible (registry, CA file, proxies) in a global npmrc mounted for the build only, and the host's npm cache
- * mounted as an overlay (what the build adds to it is thrown away): packages the host's `npm ci` already
- * fetched are not fetched again. Build mounts are not part of any layer.
+ * How the image is built (the base from Debian, the build's npm settings, podman's settings on this machine, a
+ * store of the test's own, removed at the end): src/dev/image.ts.
  *
  * The worker runs as deploy/deployment.yaml runs it: uid 1000 from the image, read-only root filesystem with a
  * scratch /tmp, no capabilities, its env (a Worker Deployment of its own that makes itself Current, metrics on
  * 0.0.0.0), the plane's kubeconfig mounted read-only; host network, so the plane's one API address and its
  * Temporal are the host's loopback addresses.
- *
- * This machine's podman needs two settings the test passes everywhere: runc (Debian's crun 1.8 refuses the
- * hybrid cgroup layout here), and open-file and process limits within the machine's own (podman's defaults are
- * higher, and raising a limit needs a capability the test does not have).
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import type { temporal } from '@temporalio/proto';
 import { Migrator } from '../src/client';
 import { etcdPrefix } from '../src/dev/etcd-truth';
+import { ImageStore, PODMAN_LIMITS, runIn } from '../src/dev/image';
 import { beforeMigration, judgeMigration, verdictProblems } from '../src/dev/migration-judge';
 import { describeDeployment } from '../src/worker/versioning';
 import { freePort } from '../src/worker/free-port';
@@ -39,106 +26,24 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
-const execFileP = promisify(execFile);
 const root = path.join(__dirname, '..');
-const BASE = 'docker.io/library/node:20-bookworm-slim';
 const IMAGE = 'localhost/svm-image-test:latest';
-const LIMITS = ['--ulimit', 'nofile=4096:4096', '--ulimit', 'nproc=4096:4096'];
+const LIMITS = PODMAN_LIMITS;
 
 let plane: TestPlane;
-let work: string;
-let podmanArgs: string[];
+let store: ImageStore;
 let revision: string;
-const seconds: Record<string, number> = {};
-
-/** The same environment as this process's, minus what would point npm or node into this checkout. */
-const env = () => Object.fromEntries(Object.entries(process.env).filter(([k]) => !/^(NODE_OPTIONS|NODE_TEST_CONTEXT|npm_)/i.test(k)));
-
-async function run(file: string, args: string[], timeout = 60_000): Promise<string> {
-  try {
-    return (await execFileP(file, args, { cwd: root, env: env(), maxBuffer: 256 * 1024 * 1024, timeout })).stdout;
-  } catch (err) {
-    const e = err as { stdout?: string; stderr?: string; message: string };
-    const tail = (s = '') => s.split('\n').slice(-40).join('\n');
-    throw new Error(`${file} ${args.join(' ')}: ${e.message}\n${tail(e.stdout)}\n${tail(e.stderr)}`);
-  }
-}
-const podman = (args: string[], timeout?: number) => run('podman', [...podmanArgs, ...args], timeout);
-async function timed<T>(what: string, fn: () => Promise<T>): Promise<T> {
-  const t0 = Date.now();
-  const v = await fn();
-  seconds[what] = (Date.now() - t0) / 1000;
-  return v;
-}
-
-/** The host npm's settings that let it reach its registry, as an npmrc. */
-async function hostNpmrc(): Promise<{ npmrc: string; mounts: string[] }> {
-  const get = async (key: string) => (await run('npm', ['config', 'get', key])).trim();
-  const lines = [`registry=${await get('registry')}`];
-  const mounts: string[] = [];
-  for (const key of ['proxy', 'https-proxy', 'noproxy', 'strict-ssl']) {
-    const v = await get(key);
-    if (v && v !== 'null' && v !== 'undefined' && !(key === 'strict-ssl' && v === 'true')) lines.push(`${key}=${v}`);
-  }
-  const cafile = await get('cafile');
-  if (cafile && cafile !== 'null' && cafile !== 'undefined') {
-    lines.push('cafile=/etc/svm-build-npm-ca.crt');
-    mounts.push('-v', `${cafile}:/etc/svm-build-npm-ca.crt:ro`);
-  }
-  const cache = await get('cache');
-  if (fs.existsSync(cache)) mounts.push('-v', `${cache}:/root/.npm:O`);
-  return { npmrc: `${lines.join('\n')}\n`, mounts };
-}
+const podman = (args: string[], timeout?: number) => store.podman(args, timeout);
+const run = runIn;
 
 before(async () => {
-  for (const cmd of ['podman', 'mmdebstrap', 'runc'])
-    await run('sh', ['-c', `command -v ${cmd}`]).catch(() => {
-      throw new Error(`${cmd} is missing: npm test installs it as root (scripts/preflight.ts, from Debian)`);
-    });
+  await ImageStore.preflight();
   plane = await testPlane();
-  work = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-'));
-  podmanArgs = [
-    '--root',
-    path.join(work, 'storage'),
-    '--runroot',
-    path.join(work, 'run'),
-    '--storage-driver',
-    'overlay',
-    '--runtime',
-    'runc',
-  ];
-
-  const tar = path.join(work, 'base.tar');
-  await timed('base rootfs', () => run('bash', [path.join(root, 'scripts', 'image-base.sh'), tar], 900_000));
-  await timed('base import', () => podman(['import', '--change', 'CMD ["node"]', tar, BASE], 300_000));
-  fs.rmSync(tar);
-
-  const { npmrc, mounts } = await hostNpmrc();
-  fs.writeFileSync(path.join(work, 'npmrc'), npmrc);
+  store = new ImageStore(fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-')));
   revision = (await run('git', ['rev-parse', '--short', 'HEAD'])).trim();
-  await timed('build', () =>
-    podman(
-      [
-        'build',
-        '--pull=never',
-        '--network',
-        'host',
-        ...LIMITS,
-        '-v',
-        `${path.join(work, 'npmrc')}:/usr/local/etc/npmrc:ro`,
-        ...mounts,
-        '--build-arg',
-        `SVM_GIT_REVISION=${revision}`,
-        '-f',
-        'Dockerfile',
-        '-t',
-        IMAGE,
-        root,
-      ],
-      1_500_000,
-    ),
-  );
+  await store.build(IMAGE, revision);
   const size = (await podman(['image', 'inspect', '--format', '{{.Size}}', IMAGE])).trim();
+  const seconds = store.seconds;
   process.stderr.write(
     `  base rootfs ${seconds['base rootfs']!.toFixed(0)}s, import ${seconds['base import']!.toFixed(0)}s, ` +
       `build ${seconds.build!.toFixed(0)}s; image ${(Number(size) / 1024 / 1024).toFixed(0)} MiB\n`,
@@ -147,11 +52,8 @@ before(async () => {
 
 after(async () => {
   await plane?.close();
-  if (!work) return;
-  // The store holds only this test's images and containers: remove them, then the directory.
-  await podman(['rm', '--all', '--force'], 120_000).catch(() => undefined);
-  await podman(['rmi', '--all', '--force'], 120_000).catch(() => undefined);
-  fs.rmSync(work, { recursive: true, force: true });
+  // The store holds only this test's images and containers.
+  await store?.dispose();
 });
 
 void test('the image: built from the Dockerfile as it is, it runs `svm` as uid 1000 with the revision it was built with, the compiled code and one native Temporal module', async () => {
@@ -207,7 +109,7 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
   const before = await beforeMigration(plane.etcd, prefix);
 
   // The plane's kubeconfig is root's alone; the worker (uid 1000) reads a copy, as it would a mounted Secret.
-  const kubeconfig = path.join(work, 'kubeconfig');
+  const kubeconfig = path.join(store.work, 'kubeconfig');
   fs.copyFileSync(plane.env.KUBECONFIG!, kubeconfig);
   fs.chmodSync(kubeconfig, 0o444);
   const taskQueue = uniq('tq');
