@@ -430,6 +430,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       lastLog = performance.now();
       const elapsed = Math.round((performance.now() - t0) / 1000);
       const heap = heapSeries.at(-1);
+      if (worker.exitCode !== null || worker.signalCode !== null) return; // the wait below fails with why
       const rss = `worker RSS ${rssSeries.at(-1)?.[1]} MiB, peak ${Math.round(kib(status(), 'VmHWM') / 1024)} MiB${heap ? ` (anonymous ${heap[1]} MiB, V8 heap ${heap[2]} MiB)` : ''}`;
       const now = { at: performance.now(), cpu: controlPlaneCpu() };
       const pct = (k: 'apiservers' | 'etcd') => Math.round(((now.cpu[k] - planeLast.cpu[k]) / ((now.at - planeLast.at) / 1000)) * 100);
@@ -445,7 +446,12 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       );
     }, 5000);
     try {
-      result = await h.wait();
+      // A worker that exits mid-migration ends the bench with that, not with a migration waiting for a worker for ever.
+      const exited = new Promise<never>((_, reject) =>
+        worker.once('exit', (code, signal) => reject(new Error(`the worker exited (${code ?? signal}) during the migration`))),
+      );
+      exited.catch(() => undefined);
+      result = await Promise.race([h.wait(), exited]);
     } finally {
       clearInterval(progress);
     }
