@@ -15,7 +15,7 @@
  * prebuilt workflow and KubeConfig bundles (bench/lib/worker-tree.ts);
  * --tsx-worker runs its bin/svm.js as checked out instead. The workers get
  * the environment the image sets (the runtime stage's ENV lines of this
- * checkout's Dockerfile: NODE_OPTIONS, MALLOC_ARENA_MAX) unless --host-env
+ * checkout's Dockerfile: NODE_OPTIONS and glibc's MALLOC_* settings) unless --host-env
  * is given.
  *
  * To compare with an older commit in one run, extract it beside this one

@@ -29,7 +29,7 @@
  * temporary tree, with the prebuilt workflow bundle and the KubeConfig
  * bundle), not through tsx, which alone adds ~60 MiB to its RSS, and with
  * the environment the image sets (the runtime stage's ENV lines of the
- * Dockerfile: NODE_OPTIONS, MALLOC_ARENA_MAX); `--tsx-worker` runs bin/svm.js
+ * Dockerfile: NODE_OPTIONS and glibc's MALLOC_* settings); `--tsx-worker` runs bin/svm.js
  * as checked out, `--host-env` with this process's environment only.
  * `--pin-cpus` puts the control plane (etcd, API servers, load balancer) on
  * CPU 0 and Temporal, the worker and the unrelated client on the others, as
@@ -539,7 +539,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       workerNodeOptions: values['worker-node-options'] ?? '',
       workerEnv: {
         ...Object.fromEntries(
-          Object.entries(process.env).filter(([k]) => k.startsWith('SVM_') || k === 'NODE_OPTIONS' || k === 'MALLOC_ARENA_MAX'),
+          Object.entries(process.env).filter(([k]) => k.startsWith('SVM_') || k === 'NODE_OPTIONS' || k.startsWith('MALLOC_')),
         ),
         ...WORKER_ENV,
       },

@@ -52,7 +52,7 @@ void test('loadWorkerSettings: defaults with an empty environment', () => {
   assert.equal(s.maxCachedWorkflows, 100);
   assert.equal(s.maxConcurrentWorkflowTasks, 4);
   assert.equal(s.semiSpaceMiB, 2);
-  assert.equal(s.heapGrowingPercent, 20);
+  assert.equal(s.heapGrowingPercent, 10);
   assert.equal(s.bridge, true);
   assert.equal(s.metricsPort, undefined);
 });

@@ -82,7 +82,7 @@ export const WorkerSettings = z.object({
    * 0 leaves V8's own factor (up to 4x on a small heap that allocates fast:
    * ~55 MB of heap under a migration where ~30 MB is live).
    */
-  heapGrowingPercent: int(0, 400).default(20),
+  heapGrowingPercent: int(0, 400).default(10),
   /** Watch StorageVersionMigration objects and turn them into workflows. */
   bridge: bool.default(true),
   /** Watch StorageVersion objects and CRDs and signal migrations when agreement may have changed. */
