@@ -72,6 +72,8 @@ const { values } = parseArgs({
     // svm unthrottled: --qps 0 --adaptive off (each migration's concurrency in flight, as the raw loop).
     unthrottled: { type: 'boolean', default: false },
     'raw-sample': { type: 'string', default: '20000' },
+    // Chunks per workflow run before continue-as-new (MigrationOptions.maxChunksPerRun; the project's default).
+    'max-chunks-per-run': { type: 'string', default: String(defaultMigrationOptions.maxChunksPerRun) },
     'seed-etcd-above': { type: 'string', default: '20000' },
     'idle-seconds': { type: 'string', default: '30' },
     // A plain writer (Secrets of its own namespace, no lists, no Temporal) at this rate for --idle-seconds before the
@@ -100,6 +102,7 @@ const { values } = parseArgs({
 const N = Number(values.objects);
 const CHUNK = Number(values['chunk-size']);
 const CONC = Number(values.concurrency);
+const MAX_CHUNKS_PER_RUN = Number(values['max-chunks-per-run']);
 const QPS_SETTING = values.unthrottled ? '0' : values.qps.trim().toLowerCase();
 const AUTO = QPS_SETTING === 'auto';
 const QPS = AUTO ? 0 : Number(QPS_SETTING);
@@ -118,6 +121,7 @@ for (const [k, v] of [
   ['--objects', N],
   ['--chunk-size', CHUNK],
   ['--concurrency', CONC],
+  ['--max-chunks-per-run', MAX_CHUNKS_PER_RUN],
 ] as const) {
   if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
 }
@@ -423,7 +427,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   }, 5000);
   try {
     client.phase = 'migration';
-    const h = await migrator.start(crd.name, { chunkSize: CHUNK, concurrency: CONC });
+    const h = await migrator.start(crd.name, { chunkSize: CHUNK, concurrency: CONC, maxChunksPerRun: MAX_CHUNKS_PER_RUN });
     let lastLog = performance.now();
     const progress = setInterval(() => {
       if (performance.now() - lastLog < 60_000) return;
@@ -529,6 +533,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       seedSeconds: Number(seedSeconds.toFixed(1)),
       chunkSize: CHUNK,
       concurrency: CONC,
+      maxChunksPerRun: MAX_CHUNKS_PER_RUN,
       qps: AUTO ? 'auto' : QPS,
       budget: BUDGET,
       adaptiveConcurrency: ADAPTIVE,
