@@ -39,7 +39,7 @@ import { KubeClient } from '../src/kube/client';
 import { ensureNamespace, parallel } from '../src/dev/test-crd';
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
-import { emptyWorkerPeakRss } from './lib/empty-worker';
+import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
 
 const { values } = parseArgs({
   options: {
@@ -211,9 +211,7 @@ async function main() {
           }
         log(`an empty Temporal worker (one trivial workflow, no activities) polling for 15 s, in the worker's environment`);
         const emptyPeak = await emptyWorkerPeakRss({
-          compiled: values['tsx-worker']
-            ? undefined
-            : path.join(path.dirname(path.dirname(built.bin)), 'dist', 'bench', 'lib', 'empty-worker.js'),
+          compiled: compiledEmptyWorker(built.bin, values['tsx-worker']),
           address: env.TEMPORAL_ADDRESS!,
           seconds: 15,
           env: WORKER_ENV,

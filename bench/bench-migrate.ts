@@ -57,7 +57,7 @@ import { PacedWriter, UnrelatedClient, type PhaseLatencies } from './lib/unrelat
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
 import { treeCpuSeconds } from './lib/proc';
-import { emptyWorkerPeakRss } from './lib/empty-worker';
+import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
 
 const { values } = parseArgs({
   options: {
@@ -486,11 +486,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     const st = status();
     const peakRssMiB = kib(st, 'VmHWM') / 1024;
     log(`an empty Temporal worker (one trivial workflow, no activities) polling for ${IDLE} s, in the worker's environment`);
-    const compiledEmpty = values['tsx-worker']
-      ? undefined
-      : path.join(path.dirname(path.dirname(workerBin)), 'dist', 'bench', 'lib', 'empty-worker.js');
     const emptyPeakMiB = await emptyWorkerPeakRss({
-      compiled: compiledEmpty,
+      compiled: compiledEmptyWorker(workerBin, values['tsx-worker']),
       address: env.TEMPORAL_ADDRESS!,
       seconds: IDLE,
       env: WORKER_ENV,

@@ -28,19 +28,17 @@ import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const root = path.join(__dirname, '..');
 const IMAGE = 'localhost/svm-image-test:latest';
-const LIMITS = PODMAN_LIMITS;
 
 let plane: TestPlane;
 let store: ImageStore;
 let revision: string;
 const podman = (args: string[], timeout?: number) => store.podman(args, timeout);
-const run = runIn;
 
 before(async () => {
   await ImageStore.preflight();
   plane = await testPlane();
   store = new ImageStore(fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-')));
-  revision = (await run('git', ['rev-parse', '--short', 'HEAD'])).trim();
+  revision = (await runIn('git', ['rev-parse', '--short', 'HEAD'])).trim();
   await store.build(IMAGE, revision);
   const size = (await podman(['image', 'inspect', '--format', '{{.Size}}', IMAGE])).trim();
   const seconds = store.seconds;
@@ -67,7 +65,7 @@ void test('the image: built from the Dockerfile as it is, it runs `svm` as uid 1
     { user: cfg.User, entrypoint: cfg.Entrypoint, cmd: cfg.Cmd, ports: Object.keys(cfg.ExposedPorts ?? {}) },
     { user: 'node', entrypoint: ['node', 'bin/svm.js'], cmd: ['worker'], ports: ['9464/tcp'] },
   );
-  const version = JSON.parse(await podman(['run', '--rm', '--network', 'none', ...LIMITS, IMAGE, 'version', '-o', 'json'])) as {
+  const version = JSON.parse(await podman(['run', '--rm', '--network', 'none', ...PODMAN_LIMITS, IMAGE, 'version', '-o', 'json'])) as {
     svm: string;
     revision: string;
   };
@@ -78,7 +76,7 @@ void test('the image: built from the Dockerfile as it is, it runs `svm` as uid 1
     '--rm',
     '--network',
     'none',
-    ...LIMITS,
+    ...PODMAN_LIMITS,
     '--entrypoint',
     'sh',
     IMAGE,
@@ -127,7 +125,7 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
     hostname,
     '--network',
     'host',
-    ...LIMITS,
+    ...PODMAN_LIMITS,
     '--read-only',
     '--read-only-tmpfs=false',
     '--tmpfs',

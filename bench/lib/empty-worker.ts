@@ -7,6 +7,7 @@
  * prints {"peakRssMiB": n} once it has polled that long.
  */
 import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
 import { NativeConnection, Worker } from '@temporalio/worker';
 
 async function run(address: string, taskQueue: string, codePath: string, seconds: number): Promise<void> {
@@ -16,6 +17,11 @@ async function run(address: string, taskQueue: string, codePath: string, seconds
   await connection.close();
   const peak = Number(/VmHWM:\s+(\d+) kB/.exec(readFileSync('/proc/self/status', 'utf8'))![1]) / 1024;
   process.stdout.write(JSON.stringify({ peakRssMiB: Number(peak.toFixed(1)) }) + '\n');
+}
+
+/** This file compiled beside a compiled tree's `bin/svm.js` (bench/lib/worker-tree.ts), or undefined for tsx. */
+export function compiledEmptyWorker(workerBin: string, tsx: boolean): string | undefined {
+  return tsx ? undefined : path.join(path.dirname(path.dirname(workerBin)), 'dist', 'bench', 'lib', 'empty-worker.js');
 }
 
 /** From the bench (parent): bundles the trivial workflow, runs this file in a child with env, returns its peak RSS. */
@@ -29,7 +35,6 @@ export async function emptyWorkerPeakRss(opts: {
   const { bundleWorkflowCode } = await import('@temporalio/worker');
   const { mkdtempSync, writeFileSync, rmSync } = await import('node:fs');
   const { tmpdir } = await import('node:os');
-  const path = await import('node:path');
   const { execFile } = await import('node:child_process');
   const dir = mkdtempSync(path.join(tmpdir(), 'svm-empty-worker-'));
   try {
