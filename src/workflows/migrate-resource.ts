@@ -171,6 +171,14 @@ class Migration {
   readonly sparseAttributes = patched('progress-search-attribute-every-10-chunks');
   /** A pause stops the chunk in flight (it goes on where it stopped on resume); before, it waited for the chunk's end. */
   readonly pauseMidChunk = patched('pause-stops-the-chunk-in-flight');
+  /**
+   * The first run's steps that need not wait for each other run at once: the StorageVersionMigration object is
+   * created while the first agreement is read, and the Running status is written while the first chunk runs (a
+   * migration of a few objects spent most of its time in these round trips). Runs from before replay as they ran.
+   */
+  readonly stepsAtOnce = patched('start-steps-at-once');
+  /** Writes to the StorageVersionMigration objects started and not yet waited for (stepsAtOnce), in order. */
+  private pending: Promise<void> | undefined;
   /** The search attributes written last in this run: the phase, and at which chunk count. */
   private shown?: { phase: MigrationPhase; chunks: number };
   /** Seconds a task may wait for a worker before it is scheduled again; undefined in runs from before that. */
@@ -348,7 +356,53 @@ class Migration {
         ...(this.s.message ? [this.s.message] : []),
       ].join('\n\n'),
     );
-    if (report) this.forget(await this.act.reportStatus([...this.objects], this.status(), this.name));
+    if (report) {
+      await this.settle(); // statuses are written in order, to every object created so far
+      this.forget(await this.act.reportStatus([...this.objects], this.status(), this.name));
+    }
+  }
+
+  /**
+   * Shows the phase at once and writes it to the StorageVersionMigration objects in the background (stepsAtOnce):
+   * the write is waited for before the next one, before continue-as-new and at the end.
+   */
+  showSoon(next: MigrationPhase): Promise<void> {
+    if (!this.stepsAtOnce) return this.show(next);
+    const shown = this.show(next, false); // no write: settles at once
+    this.inBackground(async () => this.forget(await this.act.reportStatus([...this.objects], this.status(), this.name)));
+    return shown;
+  }
+
+  /** Creates the StorageVersionMigration object kubectl users see: at once (stepsAtOnce), or waiting for it. */
+  async ensureObject(): Promise<void> {
+    const name = `${this.name}-${uuid4().slice(0, 8)}`;
+    const create = async () => {
+      const created = await this.act.ensureMigrationObject(this.ref, workflowInfo().workflowId, name);
+      if (created) this.objects.add(created);
+    };
+    if (this.stepsAtOnce) this.inBackground(create);
+    else await create();
+  }
+
+  /**
+   * Starts a write after those already in the background (at once when there are none), waited for by settle();
+   * its failure, if any, is thrown there (never left unhandled).
+   */
+  private inBackground(step: () => Promise<void>): void {
+    const before = this.pending;
+    const run = (async () => {
+      if (before) await before;
+      await step();
+    })();
+    run.catch(() => undefined);
+    this.pending = run;
+  }
+
+  /** Waits for the writes started in the background; throws the first one's failure. */
+  async settle(): Promise<void> {
+    const p = this.pending;
+    this.pending = undefined;
+    if (p) await p;
   }
 
   /** Objects deleted since they were attached leave the set (histories from before returned nothing). */
@@ -359,7 +413,13 @@ class Migration {
   /** Writes the final status (even while the workflow is being cancelled) and returns or throws the result. */
   async finish(final: Final, message: string): Promise<MigrationResult> {
     this.s.message = message;
-    await CancellationScope.nonCancellable(() => this.show(final));
+    await CancellationScope.nonCancellable(async () => {
+      // A background write that failed does not keep the final status from being written.
+      await this.settle().catch((err: unknown) =>
+        log.warn('an earlier write of the StorageVersionMigration status failed', { resource: this.name, error: rootMessage(err) }),
+      );
+      await this.show(final);
+    });
     log.info('migration finished', { resource: this.name, phase: final, ...this.s.counters });
     if (final === 'Failed') {
       throw ApplicationFailure.create({ type: 'MigrationFailed', message, nonRetryable: true, details: [this.progress()] });
@@ -369,6 +429,7 @@ class Migration {
 
   /** Continue-as-new with the whole state, once every handler has finished. */
   async continueAsNew(carried: CarriedState): Promise<never> {
+    await this.settle();
     await condition(allHandlersFinished);
     return continueAsNew<typeof migrateResource>({
       resource: this.ref,
@@ -459,7 +520,7 @@ async function waitForAgreement(m: Migration): Promise<boolean> {
   }
   if (m.aborted) return false;
   if (waited) m.s.message = `the API servers agree on ${m.s.agreement!.encodingVersion}`;
-  await m.show('Running');
+  await m.showSoon('Running'); // written while the first chunk runs
   return true;
 }
 
@@ -664,10 +725,7 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
         { key: MigrationResource, value: m.name },
         { key: MigrationGroup, value: m.ref.group || 'core' },
       ]);
-      if (m.objects.size === 0) {
-        const created = await m.act.ensureMigrationObject(m.ref, workflowInfo().workflowId, `${m.name}-${uuid4().slice(0, 8)}`);
-        if (created) m.objects.add(created);
-      }
+      if (m.objects.size === 0) await m.ensureObject(); // at once with the first agreement read (stepsAtOnce)
     }
     if (!m.s.agreement && !(await waitForAgreement(m))) return await m.finish('Aborted', `aborted: ${m.aborted}`);
     const pass = await migrateChunks(m);
