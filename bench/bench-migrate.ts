@@ -23,8 +23,10 @@
  * Objects are created at v1 through the API servers up to --seed-etcd-above
  * (20,000), and above it written straight into etcd as the API server would
  * store them (bench/lib/seed-etcd.ts): creating 10^6 through the API takes
- * longer here than migrating them. The raw loop moves its objects v1 -> v2
- * and the migration every object back to v1, so both do real etcd writes.
+ * longer here than migrating them. The raw loop moves its objects v1 -> v2,
+ * the same loop in a fresh process moves them back to v1 (as cold as the fresh
+ * worker: the bench's process has run the client code since it created the
+ * objects), and the migration moves every object to v2: each does real etcd writes.
  * The worker runs as the image runs it: compiled JavaScript (tsc into a
  * temporary tree, with the prebuilt workflow bundle and the KubeConfig
  * bundle), not through tsx, which alone adds ~60 MiB to its RSS, and with
@@ -49,7 +51,6 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { defaultDevDir, readEnv, readState, restartApiserver, up } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
-import { KubeError } from '../src/kube/errors';
 import { histogramQuantile } from '../src/worker/metrics';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
 import { seedIntoEtcd } from './lib/seed-etcd';
@@ -58,6 +59,7 @@ import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
 import { treeCpuSeconds } from './lib/proc';
 import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
+import { compiledRawLoop, rawLoop, rawLoopInChild } from './lib/raw-loop';
 
 const { values } = parseArgs({
   options: {
@@ -140,45 +142,6 @@ const log = (s: string) => process.stderr.write(`[bench] ${new Date().toISOStrin
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
 
 /** The list + no-op PUT loop without Temporal, on the first `sample` objects (whole pages of CHUNK). */
-async function rawCeiling(
-  kube: KubeClient,
-  group: string,
-  plural: string,
-  kind: string,
-  sample: number,
-): Promise<{ seconds: number; objects: number; latencies: number[] }> {
-  const ref = { group, version: 'v2', resource: plural, kind };
-  const latencies: number[] = [];
-  const t0 = performance.now();
-  let token: string | undefined;
-  let objects = 0;
-  do {
-    let page;
-    try {
-      page = await kube.listPage(ref, { limit: CHUNK, continueToken: token });
-    } catch (err) {
-      // The token outlived etcd's compaction (the API servers compact every 5 minutes): go on
-      // from the inconsistent token the 410 carries, as the migration does.
-      if (!(err instanceof KubeError && err.kind === 'gone' && err.continueToken)) throw err;
-      token = err.continueToken;
-      continue;
-    }
-    let next = 0;
-    await Promise.all(
-      Array.from({ length: CONC }, async () => {
-        for (let i = next++; i < page.items.length; i = next++) {
-          const t = performance.now();
-          await kube.reencode(ref, page.items[i]!);
-          latencies.push((performance.now() - t) / 1000);
-        }
-      }),
-    );
-    objects += page.items.length;
-    token = page.continueToken;
-  } while (token && objects < sample);
-  return { seconds: (performance.now() - t0) / 1000, objects, latencies: latencies.sort((a, b) => a - b) };
-}
-
 /** Until the worker answers /healthz (it serves it once its Temporal worker is created), or fails if it exits. */
 async function waitForHealthz(port: number, child: ReturnType<typeof spawn>): Promise<void> {
   for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
@@ -328,7 +291,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   client.start();
   const rawCpu0 = process.cpuUsage();
   const rawPlane0 = controlPlaneCpu();
-  const raw = await rawCeiling(kube, crd.group, crd.plural, crd.kind, SAMPLE);
+  const rawTarget = { group: crd.group, plural: crd.plural, kind: crd.kind, objects: SAMPLE, chunk: CHUNK, concurrency: CONC };
+  const raw = await rawLoop(kube, { ...rawTarget, version: 'v2' });
   const rawCpu = process.cpuUsage(rawCpu0);
   const rawPlaneCpu = cpuPer1000(rawPlane0, controlPlaneCpu(), raw.objects);
   // This process's CPU over the loop: the loop's own, plus the unrelated client's few requests.
@@ -338,7 +302,24 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       `API servers ${rawPlaneCpu.apiservers}, etcd ${rawPlaneCpu.etcd} CPU s per 1000`,
   );
 
+  // The same loop again in a fresh process (compiled, the worker's environment): its code starts as cold as the
+  // worker's, where this process has run the same client code since it created the objects. It moves them back to v1.
   await applyCrd(kube, crd, 'v1');
+  log(`the raw loop again in a fresh process (as cold as a fresh worker): storage v2 -> v1, on the same ${SAMPLE} objects`);
+  client.phase = 'rawCold';
+  const coldPlane0 = controlPlaneCpu();
+  const cold = await rawLoopInChild(
+    { compiled: compiledRawLoop(workerBin, values['tsx-worker']), kubeconfig: env.KUBECONFIG!, env: WORKER_ENV },
+    { ...rawTarget, version: 'v1' },
+  );
+  const coldPlaneCpu = cpuPer1000(coldPlane0, controlPlaneCpu(), cold.objects);
+  log(
+    `  ${(cold.objects / cold.seconds).toFixed(0)} objects/s on ${cold.objects}; ${((cold.cpuSeconds / cold.objects) * 1000).toFixed(2)} CPU s per 1000 (its process); ` +
+      `API servers ${coldPlaneCpu.apiservers}, etcd ${coldPlaneCpu.etcd} CPU s per 1000`,
+  );
+
+  // Every object is at v1 now: the migration moves each to v2.
+  await applyCrd(kube, crd, 'v2');
   log(`unrelated client: idle for ${IDLE} s`);
   client.phase = 'idle';
   await new Promise((r) => setTimeout(r, IDLE * 1000));
@@ -356,7 +337,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   }
 
   log(
-    `migration workflow: storage v2 -> v1, \`svm worker\` (${workerBin}) in a child process, budget ${BUDGET}, adaptive concurrency ${ADAPTIVE ? 'on' : 'off'}`,
+    `migration workflow: storage v1 -> v2, \`svm worker\` (${workerBin}) in a child process, budget ${BUDGET}, adaptive concurrency ${ADAPTIVE ? 'on' : 'off'}`,
   );
   const taskQueue = `bench-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
@@ -556,6 +537,16 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         p50ms: Number((quantile(raw.latencies, 0.5) * 1000).toFixed(2)),
         p99ms: Number((quantile(raw.latencies, 0.99) * 1000).toFixed(2)),
       },
+      /** The same loop in a fresh process (compiled, the worker's environment), right after: as cold as the worker. */
+      rawFreshProcess: {
+        objects: cold.objects,
+        objectsPerSecond: Math.round(cold.objects / cold.seconds),
+        seconds: Number(cold.seconds.toFixed(2)),
+        cpuSecondsPer1000: Number(((cold.cpuSeconds / cold.objects) * 1000).toFixed(2)),
+        controlPlaneCpuSecondsPer1000: coldPlaneCpu,
+        p50ms: Number((quantile(cold.latencies, 0.5) * 1000).toFixed(2)),
+        p99ms: Number((quantile(cold.latencies, 0.99) * 1000).toFixed(2)),
+      },
       workflow: {
         phase: result.phase,
         objectsPerSecond: Math.round(N / seconds),
@@ -589,6 +580,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         counters: result.counters,
       },
       ratioWorkflowToRaw: Number((N / seconds / (raw.objects / raw.seconds)).toFixed(3)),
+      ratioWorkflowToRawFreshProcess: Number((N / seconds / (cold.objects / cold.seconds)).toFixed(3)),
       unrelatedClient: {
         raw: client.report('raw'),
         idle,
@@ -621,7 +613,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
         `objects                      ${N} (${viaEtcd ? 'seeded into etcd' : 'created through the API'}; chunk ${CHUNK}, concurrency ${CONC}, budget ${BUDGET}, adaptive concurrency ${ADAPTIVE ? 'on' : 'off'}, ${figures.apiservers} API servers, watch cache ${WATCH_CACHE})`,
         `raw ceiling                  ${figures.raw.objectsPerSecond} objects/s  p50 ${figures.raw.p50ms} ms  p99 ${figures.raw.p99ms} ms${raw.objects < N ? ` (on the first ${raw.objects} objects)` : ''}`,
         `migration workflow           ${figures.workflow.objectsPerSecond} objects/s  p50 ${figures.workflow.p50ms} ms  p99 ${figures.workflow.p99ms} ms (histogram)  ${result.phase} in ${figures.workflow.seconds} s`,
-        `workflow / raw               ${figures.ratioWorkflowToRaw}`,
+        `raw loop, fresh process      ${figures.rawFreshProcess.objectsPerSecond} objects/s  p50 ${figures.rawFreshProcess.p50ms} ms  p99 ${figures.rawFreshProcess.p99ms} ms; ${figures.rawFreshProcess.cpuSecondsPer1000} CPU s per 1000 (as cold as the worker)`,
+        `workflow / raw               ${figures.ratioWorkflowToRaw} (the bench's process); ${figures.ratioWorkflowToRawFreshProcess} (the fresh process)`,
         `CPU s per 1000 objects       worker ${figures.workflow.workerCpuSecondsPer1000} + Temporal server ${figures.workflow.temporalCpuSecondsPer1000} (the worker's start, ${figures.workflow.workerStartSeconds} s, not counted); raw loop's process ${figures.raw.cpuSecondsPer1000}`,
         `  of the control plane       API servers ${planeCpu.apiservers} + etcd ${planeCpu.etcd}; during the raw loop ${rawPlaneCpu.apiservers} + ${rawPlaneCpu.etcd}`,
         `worker peak RSS              ${figures.workflow.workerPeakRssMiB} MiB (${figures.worker}); an empty Temporal worker ${emptyPeakMiB} MiB: +${figures.workflow.workerOverEmptyMiB} MiB; sampled every 250 ms, highest ${rssPeak.mib} MiB at ${rssPeak.atSeconds} s`,

@@ -1,0 +1,131 @@
+/**
+ * The raw loop the benches measure svm against: a tight metadata-only list + empty merge patch loop (what svm
+ * sends), `concurrency` in flight, no Temporal. In the bench's own process (`rawLoop`), or in a fresh node
+ * process of its own (`rawLoopInChild`): compiled JavaScript in the worker's environment, so its code starts
+ * as cold as a fresh `svm worker`'s does (the bench's process has run the same client code while it created
+ * the objects).
+ *
+ *   node raw-loop.js <kubeconfig> <group> <version> <plural> <kind> <objects> <chunk> <concurrency>
+ * prints {"seconds", "objects", "latencies" (sorted, seconds), "cpuSeconds"} on stdout.
+ */
+import { execFile } from 'node:child_process';
+import * as path from 'node:path';
+import { KubeClient } from '../../src/kube/client';
+import { KubeError } from '../../src/kube/errors';
+
+export interface RawLoopResult {
+  seconds: number;
+  objects: number;
+  /** Each update's latency in seconds, sorted. */
+  latencies: number[];
+  /** CPU seconds of the process that ran the loop, over the loop. */
+  cpuSeconds: number;
+}
+
+export interface RawLoopTarget {
+  group: string;
+  version: string;
+  plural: string;
+  kind: string;
+  /** Objects to rewrite at most (whole pages: the last page may go beyond). */
+  objects: number;
+  chunk: number;
+  concurrency: number;
+}
+
+/** Lists page after page and sends each object the empty merge patch, `concurrency` at once, until `objects` are done. */
+export async function rawLoop(kube: KubeClient, t: RawLoopTarget): Promise<RawLoopResult> {
+  const ref = { group: t.group, version: t.version, resource: t.plural, kind: t.kind };
+  const latencies: number[] = [];
+  const cpu0 = process.cpuUsage();
+  const t0 = performance.now();
+  let token: string | undefined;
+  let objects = 0;
+  do {
+    let page;
+    try {
+      page = await kube.listPage(ref, { limit: t.chunk, continueToken: token });
+    } catch (err) {
+      // The token outlived etcd's compaction (the API servers compact every 5 minutes): go on
+      // from the inconsistent token the 410 carries, as the migration does.
+      if (!(err instanceof KubeError && err.kind === 'gone' && err.continueToken)) throw err;
+      token = err.continueToken;
+      continue;
+    }
+    let next = 0;
+    await Promise.all(
+      Array.from({ length: t.concurrency }, async () => {
+        for (let i = next++; i < page.items.length; i = next++) {
+          const started = performance.now();
+          await kube.reencode(ref, page.items[i]!);
+          latencies.push((performance.now() - started) / 1000);
+        }
+      }),
+    );
+    objects += page.items.length;
+    token = page.continueToken;
+  } while (token && objects < t.objects);
+  const cpu = process.cpuUsage(cpu0);
+  return {
+    seconds: (performance.now() - t0) / 1000,
+    objects,
+    latencies: latencies.sort((a, b) => a - b),
+    cpuSeconds: (cpu.user + cpu.system) / 1e6,
+  };
+}
+
+/**
+ * The same loop in a fresh node process: this file compiled (`compiled`, beside the bench's compiled worker), or
+ * through tsx when undefined; with env added to this process's environment (the worker's).
+ */
+export function rawLoopInChild(
+  opts: { compiled?: string; kubeconfig: string; env: Record<string, string> },
+  t: RawLoopTarget,
+): Promise<RawLoopResult> {
+  const args = opts.compiled ? [opts.compiled] : ['--import', 'tsx', __filename];
+  const argv = [opts.kubeconfig, t.group, t.version, t.plural, t.kind, t.objects, t.chunk, t.concurrency].map(String);
+  return new Promise((resolve, reject) =>
+    execFile(
+      process.execPath,
+      [...args, ...argv],
+      { env: { ...process.env, ...opts.env }, maxBuffer: 64 * 1024 * 1024 },
+      (err, stdout, stderr) => {
+        if (err)
+          return reject(new Error(`the raw loop's process failed: ${stderr.trim().split('\n').slice(-3).join(' / ') || err.message}`));
+        try {
+          resolve(JSON.parse(stdout.trim().split('\n').at(-1)!) as RawLoopResult);
+        } catch {
+          reject(new Error(`the raw loop's process printed no result (${stdout.length} bytes)`));
+        }
+      },
+    ),
+  );
+}
+
+/** This file compiled beside a compiled tree's `bin/svm.js` (bench/lib/worker-tree.ts), or undefined for tsx. */
+export function compiledRawLoop(workerBin: string, tsx: boolean): string | undefined {
+  return tsx ? undefined : path.join(path.dirname(path.dirname(workerBin)), 'dist', 'bench', 'lib', 'raw-loop.js');
+}
+
+if (require.main === module) {
+  const [kubeconfig, group, version, plural, kind, objects, chunk, concurrency] = process.argv.slice(2);
+  const kube = KubeClient.fromKubeconfig(kubeconfig, { maxSockets: Number(concurrency) * 2 });
+  rawLoop(kube, {
+    group: group!,
+    version: version!,
+    plural: plural!,
+    kind: kind!,
+    objects: Number(objects),
+    chunk: Number(chunk),
+    concurrency: Number(concurrency),
+  }).then(
+    (r) => {
+      kube.close();
+      process.stdout.write(JSON.stringify(r) + '\n');
+    },
+    (err: unknown) => {
+      process.stderr.write(`raw loop failed: ${err instanceof Error ? err.message : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}
