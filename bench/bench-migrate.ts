@@ -60,6 +60,7 @@ import { compiledWorkerTree } from './lib/worker-tree';
 import { treeCpuSeconds } from './lib/proc';
 import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
 import { compiledRawLoop, rawLoop, rawLoopInChild } from './lib/raw-loop';
+import { waitForHealthz } from './lib/worker-process';
 
 const { values } = parseArgs({
   options: {
@@ -140,21 +141,6 @@ for (const [k, v] of [
 const verbs = (l: PhaseLatencies) => ['GET', 'LIST', 'PUT'].map((v) => l.byVerb[v]?.p99ms).join(' / ') + ' ms';
 const log = (s: string) => process.stderr.write(`[bench] ${new Date().toISOString().slice(11, 19)} ${s}\n`);
 const quantile = (sorted: number[], q: number) => sorted[Math.min(sorted.length - 1, Math.floor(q * sorted.length))]!;
-
-/** The list + no-op PUT loop without Temporal, on the first `sample` objects (whole pages of CHUNK). */
-/** Until the worker answers /healthz (it serves it once its Temporal worker is created), or fails if it exits. */
-async function waitForHealthz(port: number, child: ReturnType<typeof spawn>): Promise<void> {
-  for (const deadline = Date.now() + 120_000; Date.now() < deadline;) {
-    if (child.exitCode !== null) throw new Error(`the worker exited (${child.exitCode}) before it was ready`);
-    try {
-      if ((await fetch(`http://127.0.0.1:${port}/healthz`)).ok) return;
-    } catch {
-      // not listening yet
-    }
-    await new Promise((r) => setTimeout(r, 100));
-  }
-  throw new Error('the worker did not answer /healthz within 120 s');
-}
 
 function parseHistogram(text: string, name: string): Array<{ le: number; count: number }> {
   const byLe = new Map<number, number>();

@@ -1,0 +1,219 @@
+/**
+ * `npm run bench:ratio [-- --objects 5000 --rounds 3 --chunk-size 2000 --concurrency 8 --dir DIR --out DIR --note TEXT]`
+ *
+ * svm unthrottled against the raw loop, round after round on one plane, so that the ratio rests on more than
+ * one pair: a single raw loop moved by 10-25 % from one run to the next minutes later on this 2-core machine
+ * (docs/benchmarks.md), as much as the gap it is meant to measure. Each round:
+ *   1. the raw loop (bench/lib/raw-loop.ts) in a fresh node process, compiled, in the worker's environment: a
+ *      metadata-only list and the empty merge patch, --concurrency in flight, pages of --chunk-size, over every
+ *      object, moving each to the other storage version;
+ *   2. a fresh `svm worker` (compiled as the image runs it, SVM_QPS=0 and adaptive concurrency off: each
+ *      migration's concurrency in flight, as the raw loop) migrating every object back, timed from the start
+ *      of the workflow (once the worker answers /healthz) to its result; then the worker stops.
+ * Both sides start as cold as each other, do real etcd writes on every object (each moves them to a version they
+ * are not in), and alternate, so a plane that slows down over the run slows both alike. etcd judges every
+ * migration (every object in the version it moved them to). Prints each round and the medians; writes
+ * bench/results/ratio-<time>.json, or --out DIR/ratio-<date>.json (to commit). Not part of `npm test`.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
+import { cpus, totalmem } from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { defaultMigrationOptions, Migrator } from '../src/client';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { defaultDevDir, readEnv, up } from '../src/dev/plane';
+import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
+import { KubeClient } from '../src/kube/client';
+import { imageEnv } from './lib/image-env';
+import { compiledRawLoop, rawLoopInChild } from './lib/raw-loop';
+import { seedIntoEtcd } from './lib/seed-etcd';
+import { waitForHealthz } from './lib/worker-process';
+import { compiledWorkerTree } from './lib/worker-tree';
+
+const { values } = parseArgs({
+  options: {
+    objects: { type: 'string', default: '5000' },
+    rounds: { type: 'string', default: '3' },
+    'chunk-size': { type: 'string', default: String(defaultMigrationOptions.chunkSize) },
+    concurrency: { type: 'string', default: String(defaultMigrationOptions.concurrency) },
+    dir: { type: 'string' },
+    out: { type: 'string' },
+    note: { type: 'string', default: 'nothing else ran' },
+  },
+});
+const N = Number(values.objects);
+const ROUNDS = Number(values.rounds);
+const CHUNK = Number(values['chunk-size']);
+const CONC = Number(values.concurrency);
+for (const [k, v] of [
+  ['--objects', N],
+  ['--rounds', ROUNDS],
+  ['--chunk-size', CHUNK],
+  ['--concurrency', CONC],
+] as const)
+  if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
+/** Above this many objects they are written straight into etcd (creating them through the API takes longer). */
+const SEED_ETCD_ABOVE = 20_000;
+
+const log = (s: string) => process.stderr.write(`[bench:ratio] ${new Date().toISOString().slice(11, 19)} ${s}\n`);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+const other = (v: 'v1' | 'v2') => (v === 'v1' ? 'v2' : 'v1');
+
+interface Round {
+  raw: { objectsPerSecond: number; seconds: number; cpuSecondsPer1000: number; to: string };
+  svm: { objectsPerSecond: number; seconds: number; workerStartSeconds: number; to: string };
+  ratio: number;
+}
+
+async function main() {
+  const dir = values.dir ?? defaultDevDir();
+  await up({ dir, log });
+  const env = readEnv(dir);
+  const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: CONC * 2 });
+  const tree = compiledWorkerTree(path.join(__dirname, '..'), log);
+  const workerEnv = imageEnv();
+  const crd = testCrd(`ratio${Date.now().toString(36)}.svm.example`, 'widgets', 'Widget');
+  const key = { group: crd.group, resource: crd.plural, custom: true };
+  const rounds: Round[] = [];
+  try {
+    await installCrds(kube);
+    await applyCrd(kube, crd, 'v1');
+    await ensureNamespace(kube, 'bench');
+    if (N > SEED_ETCD_ABOVE) {
+      log(`seeding ${N} objects at v1 straight into etcd (not measured)`);
+      await seedIntoEtcd(env.ETCD_ENDPOINTS!, crd, N, { namespace: 'bench', prefix: 'r', log });
+    } else {
+      log(`creating ${N} objects at v1 through the API (not measured)`);
+      await createObjects(kube, crd, 'v1', N, { namespace: 'bench', prefix: 'r' });
+    }
+    let at: 'v1' | 'v2' = 'v1';
+    for (let r = 1; r <= ROUNDS; r++) {
+      const rawTo = other(at);
+      await applyCrd(kube, crd, rawTo);
+      const raw = await rawLoopInChild(
+        { compiled: compiledRawLoop(tree.bin, false), kubeconfig: env.KUBECONFIG!, env: workerEnv },
+        { group: crd.group, version: rawTo, plural: crd.plural, kind: crd.kind, objects: N, chunk: CHUNK, concurrency: CONC },
+      );
+      if (raw.objects !== N) throw new Error(`round ${r}: the raw loop rewrote ${raw.objects} objects, not ${N}`);
+      const rawRate = raw.objects / raw.seconds;
+      log(`round ${r}: raw loop ${at} -> ${rawTo}: ${rawRate.toFixed(0)} objects/s (${raw.seconds.toFixed(2)} s)`);
+      at = rawTo;
+
+      const svmTo = other(at);
+      await applyCrd(kube, crd, svmTo);
+      const svm = await migrateWithFreshWorker(tree.bin, env, workerEnv, crd.name);
+      const judged = (await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion;
+      if (judged[`${crd.group}/${svmTo}`] !== N)
+        throw new Error(`round ${r}: etcd after the migration holds ${JSON.stringify(judged)}, not ${N} at ${svmTo}`);
+      const svmRate = N / svm.seconds;
+      log(
+        `round ${r}: svm ${at} -> ${svmTo}: ${svmRate.toFixed(0)} objects/s (${svm.seconds.toFixed(2)} s; worker ready in ${svm.workerStartSeconds.toFixed(1)} s, not counted); etcd: ${N} at ${svmTo}`,
+      );
+      at = svmTo;
+      rounds.push({
+        raw: {
+          objectsPerSecond: Math.round(rawRate),
+          seconds: Number(raw.seconds.toFixed(2)),
+          cpuSecondsPer1000: Number(((raw.cpuSeconds / raw.objects) * 1000).toFixed(2)),
+          to: rawTo,
+        },
+        svm: {
+          objectsPerSecond: Math.round(svmRate),
+          seconds: Number(svm.seconds.toFixed(2)),
+          workerStartSeconds: Number(svm.workerStartSeconds.toFixed(1)),
+          to: svmTo,
+        },
+        ratio: Number((svmRate / rawRate).toFixed(3)),
+      });
+    }
+  } finally {
+    tree.dispose();
+    kube.close();
+  }
+  const rawMedian = median(rounds.map((r) => r.raw.objectsPerSecond));
+  const svmMedian = median(rounds.map((r) => r.svm.objectsPerSecond));
+  const figures = {
+    date: new Date().toISOString(),
+    machine: { cpus: cpus().length, memGiB: Math.round(totalmem() / 2 ** 30), note: values.note },
+    objects: N,
+    rounds: ROUNDS,
+    chunkSize: CHUNK,
+    concurrency: CONC,
+    apiservers: Number(env.APISERVER_COUNT ?? 2),
+    svm: 'unthrottled (SVM_QPS=0, SVM_ADAPTIVE_CONCURRENCY=false), a fresh compiled worker each round, the image environment',
+    raw: 'metadata-only list + empty merge patch, a fresh compiled process each round, the image environment',
+    perRound: rounds,
+    medianRawObjectsPerSecond: rawMedian,
+    medianSvmObjectsPerSecond: svmMedian,
+    ratioOfMedians: Number((svmMedian / rawMedian).toFixed(3)),
+    medianOfRoundRatios: median(rounds.map((r) => r.ratio)),
+  };
+  const outDir = values.out ?? path.join(__dirname, 'results');
+  mkdirSync(outDir, { recursive: true });
+  let out = path.join(outDir, `ratio-${values.out ? figures.date.slice(0, 10) : figures.date.replace(/[:.]/g, '-')}.json`);
+  for (let i = 2; values.out && existsSync(out); i++) out = path.join(outDir, `ratio-${figures.date.slice(0, 10)}-${i}.json`);
+  writeFileSync(out, JSON.stringify(figures, null, 2) + '\n');
+  process.stdout.write(
+    [
+      `objects               ${N} per round, ${ROUNDS} rounds, chunk ${CHUNK}, concurrency ${CONC}, ${figures.apiservers} API servers`,
+      ...rounds.map(
+        (r, i) =>
+          `round ${i + 1}               raw ${r.raw.objectsPerSecond} objects/s, svm ${r.svm.objectsPerSecond} objects/s: ${r.ratio}`,
+      ),
+      `median                raw ${rawMedian} objects/s, svm ${svmMedian} objects/s: svm / raw ${figures.ratioOfMedians} (median of the rounds' ratios ${figures.medianOfRoundRatios})`,
+      `written               ${out}`,
+      '',
+    ].join('\n'),
+  );
+}
+
+/** Starts a fresh worker, migrates the resource once (timed from the start to the result), stops the worker. */
+async function migrateWithFreshWorker(
+  bin: string,
+  env: Record<string, string>,
+  workerEnv: Record<string, string>,
+  resource: string,
+): Promise<{ seconds: number; workerStartSeconds: number }> {
+  const taskQueue = `ratio-${Date.now().toString(36)}`;
+  const metricsPort = 20000 + Math.floor(Math.random() * 20000);
+  const worker = spawn(process.execPath, [bin, 'worker', '--no-bridge'], {
+    env: {
+      ...process.env,
+      KUBECONFIG: env.KUBECONFIG,
+      TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_QPS: '0',
+      SVM_ADAPTIVE_CONCURRENCY: 'false',
+      SVM_METRICS_PORT: String(metricsPort),
+      SVM_LOG_LEVEL: 'warn',
+      ...workerEnv,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+  const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
+  try {
+    const spawned = performance.now();
+    await waitForHealthz(metricsPort, worker);
+    const workerStartSeconds = (performance.now() - spawned) / 1000;
+    const t0 = performance.now();
+    const h = await migrator.start(resource, { chunkSize: CHUNK, concurrency: CONC });
+    const exited = new Promise<never>((_, reject) =>
+      worker.once('exit', (code, signal) => reject(new Error(`the worker exited (${code ?? signal}) during the migration`))),
+    );
+    exited.catch(() => undefined);
+    const result = await Promise.race([h.wait(), exited]);
+    if (result.phase !== 'Succeeded') throw new Error(`the migration ended ${result.phase}: ${result.message}`);
+    return { seconds: (performance.now() - t0) / 1000, workerStartSeconds };
+  } finally {
+    await migrator.close();
+    worker.kill('SIGTERM');
+    await new Promise((r) => (worker.exitCode !== null || worker.signalCode !== null ? r(undefined) : worker.once('exit', r)));
+  }
+}
+
+main().catch((err: unknown) => {
+  process.stderr.write(`bench failed: ${err instanceof Error ? err.stack : String(err)}\n`);
+  process.exit(1);
+});
