@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --objects N --builtin-rounds N --dir DIR --out DIR --note TEXT]`
+ * `npm run bench [-- --objects N --ratio-rounds N --builtin-rounds N --dir DIR --out DIR --note TEXT]`
  *
  * The comparison a user makes first, in one run on one plane (the local control plane of `svm dev up`, with
  * kube-controller-manager running before either migrator starts), each part a bench of its own run in turn:
@@ -8,7 +8,9 @@
  *      rate, the worker's peak RSS beside an empty Temporal worker's, history events per 1000 objects.
  *   2. svm unthrottled (SVM_QPS=0, adaptive concurrency off: each migration's concurrency in flight, as the
  *      raw loop) beside the raw loop again: bench-migrate.ts --unthrottled.
- *   3. svm at its defaults against the GA built-in (kube-controller-manager's migrator), alternating:
+ *   3. svm unthrottled against the raw loop round after round, each a fresh process, alternating
+ *      (--ratio-rounds, 3): bench-ratio.ts, the ratio of the medians (one pair alone moves with the plane).
+ *   4. svm at its defaults against the GA built-in (kube-controller-manager's migrator), alternating:
  *      bench-builtin.ts, end to end and from each side's first rewrite.
  * Every part judges etcd (every object in the version the migration moved it to) and fails otherwise.
  * Prints one table and writes it, with every part's figures, to --out (docs/bench)/bench-<date>.json and
@@ -25,6 +27,7 @@ const { values } = parseArgs({
   options: {
     objects: { type: 'string', default: '5000' },
     'builtin-rounds': { type: 'string', default: '1' },
+    'ratio-rounds': { type: 'string', default: '3' },
     dir: { type: 'string' },
     out: { type: 'string', default: path.join(root, 'docs', 'bench') },
     note: { type: 'string', default: 'nothing else ran' },
@@ -34,6 +37,8 @@ const N = Number(values.objects);
 const ROUNDS = Number(values['builtin-rounds']);
 if (!Number.isInteger(N) || N < 1) throw new Error('--objects must be a positive whole number');
 if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error('--builtin-rounds must be a positive whole number');
+const RATIO_ROUNDS = Number(values['ratio-rounds']);
+if (!Number.isInteger(RATIO_ROUNDS) || RATIO_ROUNDS < 1) throw new Error('--ratio-rounds must be a positive whole number');
 const t00 = performance.now();
 const log = (s: string) => process.stderr.write(`[bench ${((performance.now() - t00) / 1000).toFixed(0).padStart(4)}s] ${s}\n`);
 
@@ -55,10 +60,11 @@ function part(script: string, args: string[]): Promise<string> {
   });
 }
 
-const written = (out: string) => {
+/** The figures a part wrote (the file its `written` line names). */
+const written = <T = MigrateFigures>(out: string): T => {
   const m = /^written\s+(\S+)$/m.exec(out);
   if (!m) throw new Error('the bench did not say where it wrote its figures');
-  return JSON.parse(readFileSync(m[1]!, 'utf8')) as MigrateFigures;
+  return JSON.parse(readFileSync(m[1]!, 'utf8')) as T;
 };
 
 interface MigrateFigures {
@@ -83,6 +89,14 @@ interface MigrateFigures {
   etcd: { afterMigration: Record<string, number> };
 }
 
+interface RatioFigures {
+  rounds: number;
+  perRound: Array<{ raw: { objectsPerSecond: number }; svm: { objectsPerSecond: number }; ratio: number }>;
+  medianRawObjectsPerSecond: number;
+  medianSvmObjectsPerSecond: number;
+  ratioOfMedians: number;
+}
+
 interface BuiltinSummary {
   median: Record<
     'built-in' | 'svm',
@@ -96,6 +110,9 @@ async function main() {
   const common = ['--objects', String(N), ...dir, '--note', values.note];
   const defaults = written(await part('bench-migrate.ts', common));
   const unthrottled = written(await part('bench-migrate.ts', [...common, '--unthrottled']));
+  const ratio = written<RatioFigures>(
+    await part('bench-ratio.ts', ['--objects', String(N), '--rounds', String(RATIO_ROUNDS), ...dir, '--note', values.note]),
+  );
   const scratch = path.join(root, 'bench', 'results');
   mkdirSync(scratch, { recursive: true });
   await part('bench-builtin.ts', ['--objects', String(N), '--rounds', String(ROUNDS), ...dir, '--out', scratch, '--note', values.note]);
@@ -146,6 +163,13 @@ async function main() {
         workerPeakRssMiB: unthrottled.workflow.workerPeakRssMiB,
         historyEventsPer1000Objects: unthrottled.workflow.historyEventsPer1000Objects,
       },
+      svmUnthrottledRounds: {
+        rounds: ratio.rounds,
+        medianRawObjectsPerSecond: ratio.medianRawObjectsPerSecond,
+        medianSvmObjectsPerSecond: ratio.medianSvmObjectsPerSecond,
+        ofRaw: ratio.ratioOfMedians,
+        perRound: ratio.perRound.map((r) => [r.raw.objectsPerSecond, r.svm.objectsPerSecond]),
+      },
       builtInVsSvmDefaults: {
         rounds: ROUNDS,
         builtIn: b,
@@ -155,7 +179,7 @@ async function main() {
         svmSettings: builtin.svmSettings,
       },
     },
-    parts: { defaults, unthrottled, builtin },
+    parts: { defaults, unthrottled, ratio, builtin },
   };
   const rows = summary.rows;
   // bench-<date>.json, or -2, -3 ... when a run of the same day is there: the docs cite each file.
@@ -174,6 +198,7 @@ migration, ${defaults.apiservers} API server${defaults.apiservers === 1 ? '' : '
 | the same loop in a fresh process, right after (compiled, the worker's environment) | ${rows.rawLoopFreshProcess.objectsPerSecond} (again: ${rows.rawLoopFreshProcess.again}) | 1 | as cold as a fresh worker |
 | svm at its defaults (SVM_QPS=auto) | ${rows.svmDefaults.objectsPerSecond} | ${rows.svmDefaults.ofRaw} / ${rows.svmDefaults.ofRawFreshProcess} | unrelated client p99 ${rows.svmDefaults.unrelatedP99ms} ms during it, ${rows.svmDefaults.plainWriterP99ms ?? '-'} ms beside a plain writer at its rate (${rows.svmDefaults.plainWriterQps ?? '-'}/s): x${rows.svmDefaults.p99OverPlainWriter ?? '-'} |
 | svm unthrottled (SVM_QPS=0, adaptive concurrency off) | ${rows.svmUnthrottled.objectsPerSecond} | ${rows.svmUnthrottled.ofRaw} / ${rows.svmUnthrottled.ofRawFreshProcess} | |
+| svm unthrottled against the raw loop, ${rows.svmUnthrottledRounds.rounds} rounds (each a fresh process, alternating): medians | ${rows.svmUnthrottledRounds.medianSvmObjectsPerSecond} (raw ${rows.svmUnthrottledRounds.medianRawObjectsPerSecond}) | **${rows.svmUnthrottledRounds.ofRaw}** | raw/svm per round: ${rows.svmUnthrottledRounds.perRound.map(([a, b]) => `${a}/${b}`).join(', ')} |
 | built-in (median of ${ROUNDS}), end to end / from its first rewrite | ${b.objectsPerSecond} / ${b.rewriteObjectsPerSecond} | | first rewrite after ${b.firstRewriteSeconds} s |
 | svm at its defaults in the same pairs, end to end / from its first rewrite | ${s.objectsPerSecond} / ${s.rewriteObjectsPerSecond} | | first rewrite after ${s.firstRewriteSeconds} s; built-in / svm seconds: x${rows.builtInVsSvmDefaults.endToEnd}; svm / built-in rate after the first rewrite: x${rows.builtInVsSvmDefaults.afterFirstRewrite} |
 
