@@ -264,6 +264,56 @@ void test('agreement lost mid-chunk: the chunk stops, the pass starts over from 
   assert.equal(d.recorded[0]!.token, 't2');
 });
 
+void test('the first steps at once: the object is created while agreement is read, the Running status written while the first chunk runs, statuses in order', async () => {
+  const d = new Doubles();
+  const events: string[] = [];
+  // Each step is held until the step that must run beside it has started: run one after the other, as before the
+  // start-steps-at-once patch, each would wait out its 5 s and say so.
+  const heldUntil = (what: string, gate: Promise<void>) =>
+    Promise.race([gate, new Promise<void>((r) => setTimeout(r, 5000)).then(() => void events.push(`${what} waited 5 s`))]);
+  let agreementRead!: () => void;
+  const agreementStarted = new Promise<void>((r) => (agreementRead = r));
+  let chunkRan!: () => void;
+  const chunkStarted = new Promise<void>((r) => (chunkRan = r));
+  const names: string[][] = [];
+  const base = Doubles.prototype.activities.call(d);
+  const result = await run(
+    Object.assign(d, {
+      activities: () => ({
+        ...base,
+        ensureMigrationObject: async () => {
+          await heldUntil('the object', agreementStarted);
+          events.push('object created');
+          return 'widgets-svm';
+        },
+        agreement: async (ref: ResourceRef) => {
+          agreementRead();
+          events.push('agreement read');
+          return base.agreement(ref);
+        },
+        migrateChunk: async (input: ChunkInput) => {
+          chunkRan();
+          return base.migrateChunk(input);
+        },
+        reportStatus: async (objects: string[], status: StorageVersionMigrationStatus) => {
+          if (status.phase === 'Running') await heldUntil('the Running status', chunkStarted);
+          names.push(objects);
+          d.statuses.push(status);
+        },
+      }),
+    }),
+    async (start) => (await start()).result(),
+  );
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual(
+    events.filter((e) => e.endsWith('waited 5 s')),
+    [],
+    'each step ran beside the other',
+  );
+  assert.deepEqual(d.phases, ['Running', 'Succeeded'], 'the Running status is written before the final one');
+  assert.deepEqual(names, [['widgets-svm'], ['widgets-svm']], 'every status goes to the object created at the start');
+});
+
 void test('agreement moved between the last chunk and the verdict: no success recorded for the old one, a new pass', async () => {
   const d = new Doubles();
   let reads = 0;
