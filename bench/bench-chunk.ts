@@ -20,6 +20,7 @@ import { KubeClient } from '../src/kube/client';
 import { RateLimiter } from '../src/kube/rate-limit';
 import { createMetrics } from '../src/worker/metrics';
 import { rawLoop } from './lib/raw-loop';
+import { positiveWholes } from './lib/args';
 
 const { values } = parseArgs({
   options: {
@@ -30,18 +31,13 @@ const { values } = parseArgs({
     dir: { type: 'string' },
   },
 });
-const N = Number(values.objects);
-const ROUNDS = Number(values.rounds);
-const CHUNK = Number(values['chunk-size']);
-const CONC = Number(values.concurrency);
-for (const [k, v] of [
-  ['--objects', N],
-  ['--rounds', ROUNDS],
-  ['--chunk-size', CHUNK],
-  ['--concurrency', CONC],
-] as const)
-  if (!Number.isInteger(v) || v < 1 || (k === '--objects' && v > 20_000))
-    throw new Error(`${k} must be a whole number from 1 (--objects: to 20000)`);
+const [N, ROUNDS, CHUNK, CONC] = positiveWholes(values, ['objects', 'rounds', 'chunk-size', 'concurrency']) as [
+  number,
+  number,
+  number,
+  number,
+];
+if (N > 20_000) throw new Error('--objects: at most 20000 (they are created through the API)');
 
 const log = (s: string) => process.stderr.write(`[bench:chunk] ${new Date().toISOString().slice(11, 19)} ${s}\n`);
 
@@ -103,7 +99,9 @@ async function main() {
       return xs.length ? (xs.reduce((a, b) => a + b, 0) / xs.length).toFixed(3) : '-';
     };
     process.stdout.write(
-      `CPU ms per object after the first round: raw loop ${avg('raw loop')}, migrateChunk ${avg('migrateChunk')} (${N} objects, chunk ${CHUNK}, concurrency ${CONC})\n`,
+      ROUNDS > 1
+        ? `CPU ms per object after the first round: raw loop ${avg('raw loop')}, migrateChunk ${avg('migrateChunk')} (${N} objects, chunk ${CHUNK}, concurrency ${CONC})\n`
+        : 'one round only warms the code: compare the rounds after the first (--rounds 2 or more)\n',
     );
   } finally {
     kube.close();

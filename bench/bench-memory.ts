@@ -27,7 +27,6 @@
  * Figures go to bench/results/memory-<time>.json. Measurements, not
  * assertions: not part of `npm test`. The Secrets are deleted at the end.
  */
-import { spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
@@ -40,6 +39,8 @@ import { ensureNamespace, parallel } from '../src/dev/test-crd';
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
 import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
+import { spawnWorker } from './lib/worker-process';
+import { positiveWholes } from './lib/args';
 
 const { values } = parseArgs({
   options: {
@@ -57,18 +58,13 @@ const { values } = parseArgs({
     rewrite: { type: 'string', multiple: true },
   },
 });
-const N = Number(values.objects);
-const PAYLOAD = Number(values['payload-kib']) * 1024;
-const CHUNK = Number(values['chunk-size']);
-const CONC = Number(values.concurrency);
-for (const [k, v] of [
-  ['--objects', N],
-  ['--payload-kib', PAYLOAD],
-  ['--chunk-size', CHUNK],
-  ['--concurrency', CONC],
-] as const) {
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
-}
+const [N, PAYLOAD_KIB, CHUNK, CONC] = positiveWholes(values, ['objects', 'payload-kib', 'chunk-size', 'concurrency']) as [
+  number,
+  number,
+  number,
+  number,
+];
+const PAYLOAD = PAYLOAD_KIB * 1024;
 const PAGES_MIB = (values['page-mib']?.length ? values['page-mib'] : [String(defaultMigrationOptions.pageBytes / 2 ** 20)]).map(Number);
 for (const p of PAGES_MIB)
   if (!Number.isInteger(p) || p < 1 || p > 1024) throw new Error('--page-mib must be a whole number from 1 to 1024');
@@ -124,19 +120,7 @@ async function runWorker(
   apiserverPids: number[],
 ): Promise<Run> {
   const taskQueue = `benchmem-${Date.now().toString(36)}`;
-  const worker = spawn(process.execPath, [tree.bin, 'worker', '--no-bridge'], {
-    env: {
-      ...process.env,
-      KUBECONFIG: env.KUBECONFIG,
-      TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_QPS: '0',
-      SVM_LOG_LEVEL: 'warn',
-      SVM_REWRITE_METHOD: rewrite,
-      ...WORKER_ENV,
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
-  });
+  const worker = spawnWorker(tree.bin, env, taskQueue, { SVM_QPS: '0', SVM_REWRITE_METHOD: rewrite, ...WORKER_ENV });
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
   try {
     // Idle: the worker has started (bundled or loaded its workflows) when its peak RSS stops moving.

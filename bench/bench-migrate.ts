@@ -41,7 +41,7 @@
  * bench/results/bench-<time>.json. Not part of `npm test`: these are
  * measurements, not assertions.
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync } from 'node:child_process';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
@@ -60,7 +60,7 @@ import { compiledWorkerTree } from './lib/worker-tree';
 import { treeCpuSeconds } from './lib/proc';
 import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
 import { compiledRawLoop, rawLoop, rawLoopInChild } from './lib/raw-loop';
-import { waitForHealthz } from './lib/worker-process';
+import { spawnWorker, waitForHealthz } from './lib/worker-process';
 
 const { values } = parseArgs({
   options: {
@@ -327,19 +327,11 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
   );
   const taskQueue = `bench-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
-  const worker = spawn(process.execPath, [workerBin, 'worker', '--no-bridge'], {
-    env: {
-      ...process.env,
-      KUBECONFIG: env.KUBECONFIG,
-      TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_QPS: QPS_SETTING,
-      SVM_ADAPTIVE_CONCURRENCY: String(ADAPTIVE),
-      SVM_METRICS_PORT: String(metricsPort),
-      SVM_LOG_LEVEL: 'warn',
-      ...WORKER_ENV,
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
+  const worker = spawnWorker(workerBin, env, taskQueue, {
+    SVM_QPS: QPS_SETTING,
+    SVM_ADAPTIVE_CONCURRENCY: String(ADAPTIVE),
+    SVM_METRICS_PORT: String(metricsPort),
+    ...WORKER_ENV,
   });
   const status = () => readFileSync(`/proc/${worker.pid}/status`, 'utf8');
   const kib = (text: string, field: string) => Number(text.match(new RegExp(`${field}:\\s+(\\d+) kB`))![1]);

@@ -15,7 +15,6 @@
  * migration (every object in the version it moved them to). Prints each round and the medians; writes
  * bench/results/ratio-<time>.json, or --out DIR/ratio-<date>.json (to commit). Not part of `npm test`.
  */
-import { spawn } from 'node:child_process';
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
@@ -29,7 +28,8 @@ import { KubeClient } from '../src/kube/client';
 import { imageEnv } from './lib/image-env';
 import { compiledRawLoop, rawLoopInChild } from './lib/raw-loop';
 import { seedIntoEtcd } from './lib/seed-etcd';
-import { waitForHealthz } from './lib/worker-process';
+import { spawnWorker, waitForHealthz } from './lib/worker-process';
+import { positiveWholes } from './lib/args';
 import { compiledWorkerTree } from './lib/worker-tree';
 
 const { values } = parseArgs({
@@ -43,17 +43,12 @@ const { values } = parseArgs({
     note: { type: 'string', default: 'nothing else ran' },
   },
 });
-const N = Number(values.objects);
-const ROUNDS = Number(values.rounds);
-const CHUNK = Number(values['chunk-size']);
-const CONC = Number(values.concurrency);
-for (const [k, v] of [
-  ['--objects', N],
-  ['--rounds', ROUNDS],
-  ['--chunk-size', CHUNK],
-  ['--concurrency', CONC],
-] as const)
-  if (!Number.isInteger(v) || v < 1) throw new Error(`${k} must be a positive whole number`);
+const [N, ROUNDS, CHUNK, CONC] = positiveWholes(values, ['objects', 'rounds', 'chunk-size', 'concurrency']) as [
+  number,
+  number,
+  number,
+  number,
+];
 /** Above this many objects they are written straight into etcd (creating them through the API takes longer). */
 const SEED_ETCD_ABOVE = 20_000;
 
@@ -178,19 +173,11 @@ async function migrateWithFreshWorker(
 ): Promise<{ seconds: number; workerStartSeconds: number }> {
   const taskQueue = `ratio-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
-  const worker = spawn(process.execPath, [bin, 'worker', '--no-bridge'], {
-    env: {
-      ...process.env,
-      KUBECONFIG: env.KUBECONFIG,
-      TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
-      TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_QPS: '0',
-      SVM_ADAPTIVE_CONCURRENCY: 'false',
-      SVM_METRICS_PORT: String(metricsPort),
-      SVM_LOG_LEVEL: 'warn',
-      ...workerEnv,
-    },
-    stdio: ['ignore', 'ignore', 'inherit'],
+  const worker = spawnWorker(bin, env, taskQueue, {
+    SVM_QPS: '0',
+    SVM_ADAPTIVE_CONCURRENCY: 'false',
+    SVM_METRICS_PORT: String(metricsPort),
+    ...workerEnv,
   });
   const migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
   try {

@@ -28,7 +28,7 @@
  * (bench/lib/seed-etcd.ts). Not part of `npm test`: measurements, not
  * assertions (but the judge's).
  */
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, type ChildProcess } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import * as path from 'node:path';
@@ -45,6 +45,7 @@ import { imageEnv } from './lib/image-env';
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { compiledWorkerTree } from './lib/worker-tree';
 import { tree, treeCpuSeconds } from './lib/proc';
+import { spawnWorker } from './lib/worker-process';
 
 const { values } = parseArgs({
   options: {
@@ -176,7 +177,7 @@ async function runOn(mode: TemporalMode, workerBin: string): Promise<Run> {
   const env = readEnv(dir);
   const state = readState(dir)!;
   const kube = KubeClient.fromKubeconfig(env.KUBECONFIG, { maxSockets: CONC * 2 });
-  let worker: ReturnType<typeof spawn> | undefined;
+  let worker: ChildProcess | undefined;
   let migrator: Migrator | undefined;
   try {
     await installCrds(kube);
@@ -205,18 +206,7 @@ async function runOn(mode: TemporalMode, workerBin: string): Promise<Run> {
     await applyCrd(kube, crd, 'v2');
 
     const taskQueue = `bench-${Date.now().toString(36)}`;
-    worker = spawn(process.execPath, [workerBin, 'worker', '--no-bridge'], {
-      env: {
-        ...process.env,
-        KUBECONFIG: env.KUBECONFIG,
-        TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
-        TEMPORAL_TASK_QUEUE: taskQueue,
-        SVM_QPS: '0',
-        SVM_LOG_LEVEL: 'warn',
-        ...imageEnv(),
-      },
-      stdio: ['ignore', 'ignore', 'inherit'],
-    });
+    worker = spawnWorker(workerBin, env, taskQueue, { SVM_QPS: '0', ...imageEnv() });
     migrator = await Migrator.connect({ temporal: { address: env.TEMPORAL_ADDRESS!, taskQueue }, kubeconfig: env.KUBECONFIG });
     log(`${mode}: migrating ${N} objects v1 -> v2 (chunk ${CHUNK}, concurrency ${CONC}, qps unlimited)`);
     const sampling = sampler(temporalGroups(state));

@@ -1,5 +1,29 @@
-/** `svm worker` as a child process of a bench: how the benches know it is ready. */
-import type { ChildProcess } from 'node:child_process';
+/** `svm worker` as a child process of a bench: started as the benches run it, and how they know it is ready. */
+import { spawn, type ChildProcess } from 'node:child_process';
+
+/**
+ * `svm worker --no-bridge` (bin: a compiled tree's bin/svm.js, or the checkout's) against the plane whose env file is
+ * `plane` (its one API address through KUBECONFIG, its Temporal), polling taskQueue, logging warnings only; env (the
+ * worker's settings, then the image's environment) goes over this process's environment.
+ */
+export function spawnWorker(
+  bin: string,
+  plane: Record<string, string | undefined>,
+  taskQueue: string,
+  env: Record<string, string | undefined>,
+): ChildProcess {
+  return spawn(process.execPath, [bin, 'worker', '--no-bridge'], {
+    env: {
+      ...process.env,
+      KUBECONFIG: plane.KUBECONFIG,
+      TEMPORAL_ADDRESS: plane.TEMPORAL_ADDRESS,
+      TEMPORAL_TASK_QUEUE: taskQueue,
+      SVM_LOG_LEVEL: 'warn',
+      ...env,
+    },
+    stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
 
 /** Until the worker answers /healthz (it serves it once its Temporal worker is created), or fails if it exits. */
 export async function waitForHealthz(port: number, child: ChildProcess): Promise<void> {
