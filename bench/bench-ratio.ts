@@ -12,7 +12,8 @@
  *      of the workflow (once the worker answers /healthz) to its result; then the worker stops.
  * Both sides start as cold as each other, do real etcd writes on every object (each moves them to a version they
  * are not in), and alternate, so a plane that slows down over the run slows both alike. etcd judges every
- * migration (every object in the version it moved them to). Prints each round and the medians; writes
+ * migration (every object in the version it moved them to). Prints each round, the medians, and where each side's CPU
+ * went (its own process, the API servers, etcd, Temporal, the whole machine, per 1000 objects); writes
  * bench/results/ratio-<time>.json, or --out DIR/ratio-<date>.json (to commit). Not part of `npm test`.
  */
 import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
@@ -22,11 +23,12 @@ import { parseArgs } from 'node:util';
 import { defaultMigrationOptions, Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { defaultDevDir, readEnv, up } from '../src/dev/plane';
+import { defaultDevDir, readEnv, readState, up } from '../src/dev/plane';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
 import { KubeClient } from '../src/kube/client';
 import { imageEnv } from './lib/image-env';
 import { compiledRawLoop, rawLoopInChild } from './lib/raw-loop';
+import { planeCpu, planeCpuPer1000, treeCpuSeconds, type PlaneCpu } from './lib/proc';
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { spawnWorker, waitForHealthz } from './lib/worker-process';
 import { positiveWholes } from './lib/args';
@@ -56,9 +58,12 @@ const log = (s: string) => process.stderr.write(`[bench:ratio] ${new Date().toIS
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const other = (v: 'v1' | 'v2') => (v === 'v1' ? 'v2' : 'v1');
 
+/** Where each side's CPU went, in CPU seconds per 1000 objects: its own process, the plane's parts, the whole machine. */
+type CpuPer1000 = PlaneCpu & { process: number };
+
 interface Round {
-  raw: { objectsPerSecond: number; seconds: number; cpuSecondsPer1000: number; to: string };
-  svm: { objectsPerSecond: number; seconds: number; workerStartSeconds: number; to: string };
+  raw: { objectsPerSecond: number; seconds: number; cpuSecondsPer1000: number; to: string; cpuPer1000: CpuPer1000 };
+  svm: { objectsPerSecond: number; seconds: number; workerStartSeconds: number; to: string; cpuPer1000: CpuPer1000 };
   ratio: number;
 }
 
@@ -87,18 +92,23 @@ async function main() {
     for (let r = 1; r <= ROUNDS; r++) {
       const rawTo = other(at);
       await applyCrd(kube, crd, rawTo);
+      const rawPlane0 = planeCpu(readState(dir));
       const raw = await rawLoopInChild(
         { compiled: compiledRawLoop(tree.bin, false), kubeconfig: env.KUBECONFIG!, env: workerEnv },
         { group: crd.group, version: rawTo, plural: crd.plural, kind: crd.kind, objects: N, chunk: CHUNK, concurrency: CONC },
       );
       if (raw.objects !== N) throw new Error(`round ${r}: the raw loop rewrote ${raw.objects} objects, not ${N}`);
+      const rawPlane = planeCpuPer1000(rawPlane0, planeCpu(readState(dir)), N);
       const rawRate = raw.objects / raw.seconds;
       log(`round ${r}: raw loop ${at} -> ${rawTo}: ${rawRate.toFixed(0)} objects/s (${raw.seconds.toFixed(2)} s)`);
+      log(
+        `round ${r}: raw loop CPU s per 1000: ${cpuLine({ process: Number(((raw.cpuSeconds / N) * 1000).toFixed(2)), ...rawPlane }, 'its process')}`,
+      );
       at = rawTo;
 
       const svmTo = other(at);
       await applyCrd(kube, crd, svmTo);
-      const svm = await migrateWithFreshWorker(tree.bin, env, workerEnv, crd.name);
+      const svm = await migrateWithFreshWorker(tree.bin, env, workerEnv, crd.name, () => planeCpu(readState(dir)));
       const judged = (await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion;
       if (judged[`${crd.group}/${svmTo}`] !== N)
         throw new Error(`round ${r}: etcd after the migration holds ${JSON.stringify(judged)}, not ${N} at ${svmTo}`);
@@ -107,18 +117,22 @@ async function main() {
         `round ${r}: svm ${at} -> ${svmTo}: ${svmRate.toFixed(0)} objects/s (${svm.seconds.toFixed(2)} s; worker ready in ${svm.workerStartSeconds.toFixed(1)} s, not counted); etcd: ${N} at ${svmTo}`,
       );
       at = svmTo;
+      const svmCpu = { process: Number(((svm.workerCpuSeconds / N) * 1000).toFixed(2)), ...planeCpuPer1000(svm.plane0, svm.plane1, N) };
+      log(`round ${r}: svm CPU s per 1000: ${cpuLine(svmCpu, 'the worker')}`);
       rounds.push({
         raw: {
           objectsPerSecond: Math.round(rawRate),
           seconds: Number(raw.seconds.toFixed(2)),
           cpuSecondsPer1000: Number(((raw.cpuSeconds / raw.objects) * 1000).toFixed(2)),
           to: rawTo,
+          cpuPer1000: { process: Number(((raw.cpuSeconds / raw.objects) * 1000).toFixed(2)), ...rawPlane },
         },
         svm: {
           objectsPerSecond: Math.round(svmRate),
           seconds: Number(svm.seconds.toFixed(2)),
           workerStartSeconds: Number(svm.workerStartSeconds.toFixed(1)),
           to: svmTo,
+          cpuPer1000: svmCpu,
         },
         ratio: Number((svmRate / rawRate).toFixed(3)),
       });
@@ -144,6 +158,7 @@ async function main() {
     medianSvmObjectsPerSecond: svmMedian,
     ratioOfMedians: Number((svmMedian / rawMedian).toFixed(3)),
     medianOfRoundRatios: median(rounds.map((r) => r.ratio)),
+    medianCpuPer1000: { raw: medianCpu(rounds.map((r) => r.raw.cpuPer1000)), svm: medianCpu(rounds.map((r) => r.svm.cpuPer1000)) },
   };
   const outDir = values.out ?? path.join(__dirname, 'results');
   mkdirSync(outDir, { recursive: true });
@@ -158,11 +173,22 @@ async function main() {
           `round ${i + 1}               raw ${r.raw.objectsPerSecond} objects/s, svm ${r.svm.objectsPerSecond} objects/s: ${r.ratio}`,
       ),
       `median                raw ${rawMedian} objects/s, svm ${svmMedian} objects/s: svm / raw ${figures.ratioOfMedians} (median of the rounds' ratios ${figures.medianOfRoundRatios})`,
+      `CPU s per 1000, raw   ${cpuLine(figures.medianCpuPer1000.raw, 'its process')} (medians)`,
+      `CPU s per 1000, svm   ${cpuLine(figures.medianCpuPer1000.svm, 'the worker')} (medians)`,
       `written               ${out}`,
       '',
     ].join('\n'),
   );
 }
+
+/** Each part's median over the rounds. */
+function medianCpu(xs: CpuPer1000[]): CpuPer1000 {
+  const m = (k: keyof CpuPer1000) => median(xs.map((x) => x[k]));
+  return { process: m('process'), apiservers: m('apiservers'), etcd: m('etcd'), temporal: m('temporal'), machine: m('machine') };
+}
+
+const cpuLine = (c: CpuPer1000, own: string) =>
+  `${own} ${c.process}, API servers ${c.apiservers}, etcd ${c.etcd}, Temporal ${c.temporal}, the whole machine ${c.machine}`;
 
 /** Starts a fresh worker, migrates the resource once (timed from the start to the result), stops the worker. */
 async function migrateWithFreshWorker(
@@ -170,7 +196,8 @@ async function migrateWithFreshWorker(
   env: Record<string, string>,
   workerEnv: Record<string, string>,
   resource: string,
-): Promise<{ seconds: number; workerStartSeconds: number }> {
+  plane: () => PlaneCpu,
+): Promise<{ seconds: number; workerStartSeconds: number; workerCpuSeconds: number; plane0: PlaneCpu; plane1: PlaneCpu }> {
   const taskQueue = `ratio-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
   const worker = spawnWorker(bin, env, taskQueue, {
@@ -184,6 +211,8 @@ async function migrateWithFreshWorker(
     const spawned = performance.now();
     await waitForHealthz(metricsPort, worker);
     const workerStartSeconds = (performance.now() - spawned) / 1000;
+    const plane0 = plane();
+    const cpu0 = treeCpuSeconds(worker.pid);
     const t0 = performance.now();
     const h = await migrator.start(resource, { chunkSize: CHUNK, concurrency: CONC });
     const exited = new Promise<never>((_, reject) =>
@@ -192,7 +221,8 @@ async function migrateWithFreshWorker(
     exited.catch(() => undefined);
     const result = await Promise.race([h.wait(), exited]);
     if (result.phase !== 'Succeeded') throw new Error(`the migration ended ${result.phase}: ${result.message}`);
-    return { seconds: (performance.now() - t0) / 1000, workerStartSeconds };
+    const seconds = (performance.now() - t0) / 1000;
+    return { seconds, workerStartSeconds, workerCpuSeconds: treeCpuSeconds(worker.pid) - cpu0, plane0, plane1: plane() };
   } finally {
     await migrator.close();
     worker.kill('SIGTERM');

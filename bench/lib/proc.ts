@@ -1,5 +1,6 @@
 /** CPU time of processes from /proc (Linux), for the benches. */
 import { readdirSync, readFileSync } from 'node:fs';
+import type { PlaneState } from '../../src/dev/plane';
 
 /** USER_HZ: /proc's clock ticks per second on Linux. */
 export const TICK = 100;
@@ -44,4 +45,34 @@ export function treeCpuSeconds(root: number | undefined): number {
   if (!root) return 0;
   const t = tree(root);
   return (t.reduce((n, p) => n + p.self, 0) + (t.find((p) => p.pid === root)?.children ?? 0)) / TICK;
+}
+
+/** CPU seconds so far of the plane's parts, and of the whole machine (every CPU's busy time, from /proc/stat). */
+export interface PlaneCpu {
+  apiservers: number;
+  etcd: number;
+  temporal: number;
+  machine: number;
+}
+
+/** Busy CPU seconds of the whole machine so far: every CPU's time but idle and iowait. */
+export function machineBusySeconds(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n', 1)[0]!.trim().split(/\s+/).slice(1).map(Number);
+  return (f.reduce((a, b) => a + b, 0) - (f[3] ?? 0) - (f[4] ?? 0)) / TICK;
+}
+
+/** The plane's CPU so far, from its state (src/dev/plane.ts): its API servers together, its etcd, its Temporal server. */
+export function planeCpu(state: Pick<PlaneState, 'apiservers' | 'etcd' | 'temporal'> | undefined): PlaneCpu {
+  return {
+    apiservers: (state?.apiservers ?? []).reduce((n, a) => n + treeCpuSeconds(a.pid), 0),
+    etcd: treeCpuSeconds(state?.etcd.pid),
+    temporal: treeCpuSeconds(state?.temporal.pid),
+    machine: machineBusySeconds(),
+  };
+}
+
+/** CPU seconds per 1000 objects between two readings, each part to two decimals. */
+export function planeCpuPer1000(a: PlaneCpu, b: PlaneCpu, objects: number): PlaneCpu {
+  const per = (k: keyof PlaneCpu) => Number((((b[k] - a[k]) / objects) * 1000).toFixed(2));
+  return { apiservers: per('apiservers'), etcd: per('etcd'), temporal: per('temporal'), machine: per('machine') };
 }
