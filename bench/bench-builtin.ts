@@ -79,6 +79,7 @@ import { loadWorkerSettings } from '../src/worker/config';
 import { imageEnv } from './lib/image-env';
 import { treeCpuSeconds } from './lib/proc';
 import { compiledWorkerTree } from './lib/worker-tree';
+import { median } from './lib/stats';
 
 const root = path.join(__dirname, '..');
 const { values } = parseArgs({
@@ -411,12 +412,6 @@ async function oneRun(
 }
 
 // ------------------------------------------------------------ summary
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 interface Figures {
   seconds: number;

@@ -33,6 +33,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { CliProbe, type SvmRun } from '../src/dev/cli-start';
 import { ImageStore, PODMAN_LIMITS, runIn } from '../src/dev/image';
+import { median } from './lib/stats';
 
 const { values } = parseArgs({
   options: {
@@ -78,12 +79,6 @@ const cases: Case[] = [
     ),
   ),
 ];
-
-const median = (xs: number[]) => {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = Math.floor(s.length / 2);
-  return s.length % 2 ? s[m]! : (s[m - 1]! + s[m]!) / 2;
-};
 
 async function runCase(probe: CliProbe, c: Case): Promise<SvmRun> {
   const env: NodeJS.ProcessEnv = {

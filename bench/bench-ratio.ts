@@ -11,7 +11,8 @@
  *      migration's concurrency in flight, as the raw loop) migrating every object back, timed from the start
  *      of the workflow (once the worker answers /healthz) to its result; then the worker stops.
  * Both sides start as cold as each other, do real etcd writes on every object (each moves them to a version they
- * are not in), and alternate, so a plane that slows down over the run slows both alike. etcd judges every
+ * are not in), and alternate (the raw loop first in odd rounds, svm first in even ones: each moves the objects both
+ * ways as often), so a plane that slows down over the run slows both alike. etcd judges every
  * migration (every object in the version it moved them to). Prints each round, the medians, and where each side's CPU
  * went (its own process, the API servers, etcd, Temporal, the whole machine, per 1000 objects); writes
  * bench/results/ratio-<time>.json, or --out DIR/ratio-<date>.json (to commit). Not part of `npm test`.
@@ -33,6 +34,7 @@ import { seedIntoEtcd } from './lib/seed-etcd';
 import { spawnWorker, waitForHealthz } from './lib/worker-process';
 import { positiveWholes } from './lib/args';
 import { compiledWorkerTree } from './lib/worker-tree';
+import { median } from './lib/stats';
 
 const { values } = parseArgs({
   options: {
@@ -55,7 +57,6 @@ const [N, ROUNDS, CHUNK, CONC] = positiveWholes(values, ['objects', 'rounds', 'c
 const SEED_ETCD_ABOVE = 20_000;
 
 const log = (s: string) => process.stderr.write(`[bench:ratio] ${new Date().toISOString().slice(11, 19)} ${s}\n`);
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 const other = (v: 'v1' | 'v2') => (v === 'v1' ? 'v2' : 'v1');
 
 /** Where each side's CPU went, in CPU seconds per 1000 objects: its own process, the plane's parts, the whole machine. */
@@ -90,59 +91,56 @@ async function main() {
     }
     let at: 'v1' | 'v2' = 'v1';
     for (let r = 1; r <= ROUNDS; r++) {
-      const rawTo = other(at);
-      await applyCrd(kube, crd, rawTo);
-      const rawPlane0 = planeCpu(readState(dir));
-      const raw = await rawLoopInChild(
-        { compiled: compiledRawLoop(tree.bin, false), kubeconfig: env.KUBECONFIG!, env: workerEnv },
-        { group: crd.group, version: rawTo, plural: crd.plural, kind: crd.kind, objects: N, chunk: CHUNK, concurrency: CONC },
-      );
-      if (raw.objects !== N) throw new Error(`round ${r}: the raw loop rewrote ${raw.objects} objects, not ${N}`);
-      const rawPlane = planeCpuPer1000(rawPlane0, planeCpu(readState(dir)), N);
-      const rawRate = raw.objects / raw.seconds;
-      log(`round ${r}: raw loop ${at} -> ${rawTo}: ${rawRate.toFixed(0)} objects/s (${raw.seconds.toFixed(2)} s)`);
-      log(
-        `round ${r}: raw loop CPU s per 1000: ${cpuLine({ process: Number(((raw.cpuSeconds / N) * 1000).toFixed(2)), ...rawPlane }, 'its process')}`,
-      );
-      at = rawTo;
-
-      const svmTo = other(at);
-      await applyCrd(kube, crd, svmTo);
-      const svm = await migrateWithFreshWorker(tree.bin, env, workerEnv, crd.name, () => planeCpu(readState(dir)));
-      const judged = (await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion;
-      if (judged[`${crd.group}/${svmTo}`] !== N)
-        throw new Error(`round ${r}: etcd after the migration holds ${JSON.stringify(judged)}, not ${N} at ${svmTo}`);
-      const svmRate = N / svm.seconds;
-      log(
-        `round ${r}: svm ${at} -> ${svmTo}: ${svmRate.toFixed(0)} objects/s (${svm.seconds.toFixed(2)} s; worker ready in ${svm.workerStartSeconds.toFixed(1)} s, not counted); etcd: ${N} at ${svmTo}`,
-      );
-      at = svmTo;
-      const svmCpu = { process: Number(((svm.workerCpuSeconds / N) * 1000).toFixed(2)), ...planeCpuPer1000(svm.plane0, svm.plane1, N) };
-      log(`round ${r}: svm CPU s per 1000: ${cpuLine(svmCpu, 'the worker')}`);
-      rounds.push({
-        raw: {
-          objectsPerSecond: Math.round(rawRate),
-          seconds: Number(raw.seconds.toFixed(2)),
-          cpuSecondsPer1000: Number(((raw.cpuSeconds / raw.objects) * 1000).toFixed(2)),
-          to: rawTo,
-          cpuPer1000: { process: Number(((raw.cpuSeconds / raw.objects) * 1000).toFixed(2)), ...rawPlane },
-        },
-        svm: {
-          objectsPerSecond: Math.round(svmRate),
-          seconds: Number(svm.seconds.toFixed(2)),
-          workerStartSeconds: Number(svm.workerStartSeconds.toFixed(1)),
-          to: svmTo,
-          cpuPer1000: svmCpu,
-        },
-        ratio: Number((svmRate / rawRate).toFixed(3)),
-      });
+      /** The raw loop over every object, moving them to the other version. */
+      const rawSide = async (): Promise<Round['raw']> => {
+        const to = other(at);
+        await applyCrd(kube, crd, to);
+        const plane0 = planeCpu(readState(dir));
+        const raw = await rawLoopInChild(
+          { compiled: compiledRawLoop(tree.bin, false), kubeconfig: env.KUBECONFIG!, env: workerEnv },
+          { group: crd.group, version: to, plural: crd.plural, kind: crd.kind, objects: N, chunk: CHUNK, concurrency: CONC },
+        );
+        if (raw.objects !== N) throw new Error(`round ${r}: the raw loop rewrote ${raw.objects} objects, not ${N}`);
+        const cpu = { process: Number(((raw.cpuSeconds / N) * 1000).toFixed(2)), ...planeCpuPer1000(plane0, planeCpu(readState(dir)), N) };
+        const rate = raw.objects / raw.seconds;
+        log(`round ${r}: raw loop ${at} -> ${to}: ${rate.toFixed(0)} objects/s (${raw.seconds.toFixed(2)} s)`);
+        log(`round ${r}: raw loop CPU s per 1000: ${cpuLine(cpu, 'its process')}`);
+        at = to;
+        const cpuSecondsPer1000 = cpu.process;
+        return { objectsPerSecond: Math.round(rate), seconds: Number(raw.seconds.toFixed(2)), cpuSecondsPer1000, to, cpuPer1000: cpu };
+      };
+      /** A fresh worker migrating every object to the other version; etcd judges. */
+      const svmSide = async (): Promise<Round['svm']> => {
+        const to = other(at);
+        await applyCrd(kube, crd, to);
+        const svm = await migrateWithFreshWorker(tree.bin, env, workerEnv, crd.name, () => planeCpu(readState(dir)));
+        const judged = (await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion;
+        if (judged[`${crd.group}/${to}`] !== N)
+          throw new Error(`round ${r}: etcd after the migration holds ${JSON.stringify(judged)}, not ${N} at ${to}`);
+        const rate = N / svm.seconds;
+        log(
+          `round ${r}: svm ${at} -> ${to}: ${rate.toFixed(0)} objects/s (${svm.seconds.toFixed(2)} s; worker ready in ${svm.workerStartSeconds.toFixed(1)} s, not counted); etcd: ${N} at ${to}`,
+        );
+        const cpu = { process: Number(((svm.workerCpuSeconds / N) * 1000).toFixed(2)), ...planeCpuPer1000(svm.plane0, svm.plane1, N) };
+        log(`round ${r}: svm CPU s per 1000: ${cpuLine(cpu, 'the worker')}`);
+        at = to;
+        const workerStartSeconds = Number(svm.workerStartSeconds.toFixed(1));
+        return { objectsPerSecond: Math.round(rate), seconds: Number(svm.seconds.toFixed(2)), workerStartSeconds, to, cpuPer1000: cpu };
+      };
+      // Odd rounds the raw loop first, even rounds svm first: each side moves the objects both ways and runs
+      // first as often (one direction or position may cost the API servers more than the other).
+      const rawFirst = r % 2 === 1;
+      const first = rawFirst ? await rawSide() : await svmSide();
+      const second = rawFirst ? await svmSide() : await rawSide();
+      const [raw, svm] = (rawFirst ? [first, second] : [second, first]) as [Round['raw'], Round['svm']];
+      rounds.push({ raw, svm, ratio: Number((raw.seconds / svm.seconds).toFixed(3)) });
     }
   } finally {
     tree.dispose();
     kube.close();
   }
-  const rawMedian = median(rounds.map((r) => r.raw.objectsPerSecond));
-  const svmMedian = median(rounds.map((r) => r.svm.objectsPerSecond));
+  const rawMedian = Math.round(median(rounds.map((r) => r.raw.objectsPerSecond)));
+  const svmMedian = Math.round(median(rounds.map((r) => r.svm.objectsPerSecond)));
   const figures = {
     date: new Date().toISOString(),
     machine: { cpus: cpus().length, memGiB: Math.round(totalmem() / 2 ** 30), note: values.note },
@@ -183,7 +181,7 @@ async function main() {
 
 /** Each part's median over the rounds. */
 function medianCpu(xs: CpuPer1000[]): CpuPer1000 {
-  const m = (k: keyof CpuPer1000) => median(xs.map((x) => x[k]));
+  const m = (k: keyof CpuPer1000) => Number(median(xs.map((x) => x[k])).toFixed(2));
   return { process: m('process'), apiservers: m('apiservers'), etcd: m('etcd'), temporal: m('temporal'), machine: m('machine') };
 }
 
