@@ -5,7 +5,10 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { InvalidResourceError, matchResource, notMigratableReason } from '../src/kube/resolve';
+import { InvalidResourceError, matchResource, notMigratableReason, throughVersion } from '../src/kube/resolve';
+import { matchExact } from '../src/kube/resolve-exact';
+import { migratableResources } from '../src/client';
+import { storageVersionHashOf } from '../src/kube/agreement';
 import type { DiscoveredResource } from '../src/kube/client';
 
 const CRUD = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
@@ -304,4 +307,40 @@ void test('notMigratableReason: a core resource label has no group suffix', () =
   const reason = notMigratableReason(noUpdate);
   assert.ok(reason);
   assert.match(reason, /^secrets cannot be migrated/);
+});
+
+// The version a resource is listed and rewritten through: the one its objects are stored in, when served.
+const storedInV1 = (['v1', 'v2', 'v3'] as const).map((v) =>
+  r('stored.example.com', v, v === 'v3', {
+    name: 'sprockets',
+    singularName: 'sprocket',
+    kind: 'Sprocket',
+    // What kube-apiserver serves for every version of a resource stored in v1 (k8s.io/apiserver StorageVersionHash).
+    storageVersionHash: storageVersionHashOf('stored.example.com', 'v1', 'Sprocket'),
+  }),
+);
+
+void test('throughVersion: the version the resource is stored in when served, not the preferred one', () => {
+  assert.equal(throughVersion(storedInV1)?.version, 'v1');
+  // The stored version not served (any more): the preferred version, else the first.
+  assert.equal(throughVersion(storedInV1.filter((x) => x.version !== 'v1'))?.version, 'v3');
+  assert.equal(throughVersion(storedInV1.filter((x) => x.version === 'v2'))?.version, 'v2');
+  // A hash that names no served version (the fixtures' made-up ones): the preferred version.
+  assert.equal(throughVersion(discovery.filter((x) => x.name === 'widgets'))?.version, 'v2');
+});
+
+void test('resolution picks the stored version: matchResource, matchExact and migratableResources alike; an explicit version stays', () => {
+  const all = [...discovery, ...storedInV1];
+  for (const typed of ['sprockets.stored.example.com', 'sprockets', 'Sprocket'])
+    assert.equal(matchResource(typed, all).version, 'v1', typed);
+  assert.equal(matchResource('sprockets.v2.stored.example.com', all).version, 'v2');
+  assert.equal(matchExact({ group: 'stored.example.com', resource: 'sprockets' }, all).version, 'v1');
+  assert.equal(matchExact({ group: 'stored.example.com', resource: 'sprockets', version: 'v3' }, all).version, 'v3');
+  const listed = migratableResources(all).filter((x) => x.name === 'sprockets');
+  assert.deepEqual(
+    listed.map((x) => x.version),
+    ['v1'],
+  );
+  // Resources whose hash names none of their versions keep the preferred one.
+  assert.equal(migratableResources(all).find((x) => x.name === 'widgets')?.version, 'v2');
 });

@@ -11,7 +11,7 @@ import { Client, Connection, WorkflowFailedError, WorkflowNotFoundError, type Wo
 import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
-import { InvalidResourceError, notMigratableReason, resolveResource } from '../kube/resolve';
+import { InvalidResourceError, notMigratableReason, resolveResource, throughVersion } from '../kube/resolve';
 import type { TemporalSettings } from '../config/temporal';
 import {
   explainTemporalConnectError,
@@ -433,19 +433,19 @@ export class Migrator {
 /**
  * Every migratable resource of the cluster, from discovery: built-in, custom
  * and aggregated; top-level, persisted (a storageVersionHash), with list and
- * update; one version per group (the preferred). Resources that share storage
+ * update; one version per group (throughVersion: the one stored in, else the preferred). Resources that share storage
  * (core events and events.k8s.io events carry the same plural and
  * storageVersionHash) are migrated once, through the core group or the first
  * group found.
  */
 export function migratableResources(discovered: DiscoveredResource[]): DiscoveredResource[] {
-  const byGroup = new Map<string, DiscoveredResource>();
+  const servedIn = new Map<string, DiscoveredResource[]>();
   for (const r of discovered) {
     if (notMigratableReason(r)) continue;
     const key = `${r.name}.${r.group}`;
-    const seen = byGroup.get(key);
-    if (!seen || (!seen.preferred && r.preferred)) byGroup.set(key, r);
+    servedIn.set(key, [...(servedIn.get(key) ?? []), r]);
   }
+  const byGroup = new Map([...servedIn].map(([key, served]) => [key, throughVersion(served)!]));
   const byStorage = new Map<string, DiscoveredResource>();
   for (const r of [...byGroup.values()].sort(
     (a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : a.group.localeCompare(b.group)) || a.name.localeCompare(b.name),

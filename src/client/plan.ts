@@ -172,7 +172,7 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
 
     const migratable = migratableResources(discovered);
     const byKey = new Map(migratable.map((r) => [groupResourceString({ group: r.group, resource: r.name }), r]));
-    /** The resource as the migrator would list it: the preferred served version with a storageVersionHash. */
+    /** The resource as the migrator would list it: the version it is stored in, or the preferred served version. */
     const served = (group: string, name: string): DiscoveredResource | undefined =>
       byKey.get(groupResourceString({ group, resource: name })) ??
       discovered.find((r) => r.group === group && r.name === name && r.preferred) ??

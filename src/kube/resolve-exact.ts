@@ -8,12 +8,12 @@
  */
 import type { ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from './client';
-import { InvalidResourceError, matchResource, refOf } from './resolve';
+import { InvalidResourceError, matchResource, refOf, throughVersion } from './resolve';
 
 export interface ExactResource {
   group?: string;
   resource: string;
-  /** migration.k8s.io/v1alpha1 only: a served version of that resource to list and update through. */
+  /** migration.k8s.io/v1alpha1 only: a served version of that resource to list and update through (default: throughVersion). */
   version?: string;
 }
 
@@ -53,11 +53,11 @@ export function matchExact(spec: ExactResource, discovered: DiscoveredResource[]
     pool = same.filter((r) => r.version === spec.version);
     if (pool.length === 0) {
       throw new InvalidResourceError(
-        `${exactForm({ group, name: resource })} is not served in version "${spec.version}" (served: ${[...new Set(same.map((r) => r.version))].join(', ')}); leave spec.resource.version empty to use the preferred version`,
+        `${exactForm({ group, name: resource })} is not served in version "${spec.version}" (served: ${[...new Set(same.map((r) => r.version))].join(', ')}); leave spec.resource.version empty to use the version it is stored in (or the preferred one)`,
       );
     }
   }
-  return pool.find((r) => r.preferred) ?? pool[0]!;
+  return throughVersion(pool)!;
 }
 
 export async function resolveExact(kube: KubeClient, spec: ExactResource, discovered?: DiscoveredResource[]): Promise<ResourceRef> {
