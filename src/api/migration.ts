@@ -47,7 +47,12 @@ export const StorageVersionMigrationSpec = z.object({
   resource: z
     .object({
       group: z.string().optional().describe('API group; empty for the core group'),
-      version: z.string().optional().describe('version to list and update through; defaults to the preferred version'),
+      version: z
+        .string()
+        .optional()
+        .describe(
+          'version to list and update through; defaults to the version the resource is stored in when served, else the preferred version',
+        ),
       resource: z.string().describe('plural resource name, e.g. secrets'),
     })
     .describe('the resource whose objects are migrated'),

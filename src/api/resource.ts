@@ -11,7 +11,7 @@ export interface GroupResource {
 
 /** A fully resolved, migratable resource. */
 export interface ResourceRef extends GroupResource {
-  /** The version the migrator lists and updates through (the preferred one). */
+  /** The version the migrator lists and updates through (the one stored in when served, else the preferred one: throughVersion). */
   version: string;
   kind: string;
   namespaced: boolean;
