@@ -155,7 +155,7 @@ async function main() {
     medianRawObjectsPerSecond: rawMedian,
     medianSvmObjectsPerSecond: svmMedian,
     ratioOfMedians: Number((svmMedian / rawMedian).toFixed(3)),
-    medianOfRoundRatios: median(rounds.map((r) => r.ratio)),
+    medianOfRoundRatios: Number(median(rounds.map((r) => r.ratio)).toFixed(3)),
     medianCpuPer1000: { raw: medianCpu(rounds.map((r) => r.raw.cpuPer1000)), svm: medianCpu(rounds.map((r) => r.svm.cpuPer1000)) },
   };
   const outDir = values.out ?? path.join(__dirname, 'results');
