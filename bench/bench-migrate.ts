@@ -57,7 +57,7 @@ import { seedIntoEtcd } from './lib/seed-etcd';
 import { PacedWriter, UnrelatedClient, type PhaseLatencies } from './lib/unrelated-client';
 import { imageEnv } from './lib/image-env';
 import { compiledWorkerTree } from './lib/worker-tree';
-import { treeCpuSeconds } from './lib/proc';
+import { planeCpu, planeCpuPer1000, treeCpuSeconds } from './lib/proc';
 import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
 import { compiledRawLoop, rawLoop, rawLoopInChild } from './lib/raw-loop';
 import { spawnWorker, waitForHealthz } from './lib/worker-process';
@@ -217,18 +217,9 @@ async function watchCacheOff(dir: string, crd: ReturnType<typeof testCrd>): Prom
   };
 }
 
-/** CPU seconds so far of the plane's API servers (together) and of its etcd: where a rewrite's cost mostly lands. */
-function controlPlaneCpu(): { apiservers: number; etcd: number } {
-  const state = readState(values.dir ?? defaultDevDir());
-  return {
-    apiservers: (state?.apiservers ?? []).reduce((n, a) => n + treeCpuSeconds(a.pid), 0),
-    etcd: treeCpuSeconds(state?.etcd.pid),
-  };
-}
-const cpuPer1000 = (a: { apiservers: number; etcd: number }, b: { apiservers: number; etcd: number }, objects: number) => ({
-  apiservers: Number((((b.apiservers - a.apiservers) / objects) * 1000).toFixed(2)),
-  etcd: Number((((b.etcd - a.etcd) / objects) * 1000).toFixed(2)),
-});
+/** CPU seconds so far of the plane's API servers (together), its etcd, its Temporal and the whole machine. */
+const controlPlaneCpu = () => planeCpu(readState(values.dir ?? defaultDevDir()));
+const cpuPer1000 = planeCpuPer1000;
 
 async function measure(kube: KubeClient, env: Record<string, string>, crd: ReturnType<typeof testCrd>, workerBin: string) {
   const etcd = env.ETCD_ENDPOINTS!;
