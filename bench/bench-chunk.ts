@@ -12,7 +12,6 @@ import { parseArgs } from 'node:util';
 import { MockActivityEnvironment } from '@temporalio/testing';
 import { createActivities } from '../src/activities';
 import type { ResourceRef } from '../src/api/resource';
-import { defaultMigrationOptions } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { defaultDevDir, readEnv, up } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd } from '../src/dev/test-crd';
@@ -20,23 +19,14 @@ import { KubeClient } from '../src/kube/client';
 import { RateLimiter } from '../src/kube/rate-limit';
 import { createMetrics } from '../src/worker/metrics';
 import { rawLoop } from './lib/raw-loop';
-import { positiveWholes } from './lib/args';
+import { roundNumbers, roundOptions } from './lib/args';
 
 const { values } = parseArgs({
   options: {
-    objects: { type: 'string', default: '5000' },
-    rounds: { type: 'string', default: '3' },
-    'chunk-size': { type: 'string', default: String(defaultMigrationOptions.chunkSize) },
-    concurrency: { type: 'string', default: String(defaultMigrationOptions.concurrency) },
-    dir: { type: 'string' },
+    ...roundOptions,
   },
 });
-const [N, ROUNDS, CHUNK, CONC] = positiveWholes(values, ['objects', 'rounds', 'chunk-size', 'concurrency']) as [
-  number,
-  number,
-  number,
-  number,
-];
+const [N, ROUNDS, CHUNK, CONC] = roundNumbers(values);
 if (N > 20_000) throw new Error('--objects: at most 20000 (they are created through the API)');
 
 const log = (s: string) => process.stderr.write(`[bench:chunk] ${new Date().toISOString().slice(11, 19)} ${s}\n`);

@@ -21,7 +21,7 @@ import { mkdirSync, writeFileSync, existsSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
-import { defaultMigrationOptions, Migrator } from '../src/client';
+import { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { defaultDevDir, readEnv, readState, up } from '../src/dev/plane';
@@ -32,27 +32,18 @@ import { compiledRawLoop, rawLoopInChild } from './lib/raw-loop';
 import { planeCpu, planeCpuPer1000, treeCpuSeconds, type PlaneCpu } from './lib/proc';
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { spawnWorker, waitForHealthz } from './lib/worker-process';
-import { positiveWholes } from './lib/args';
+import { roundNumbers, roundOptions } from './lib/args';
 import { compiledWorkerTree } from './lib/worker-tree';
 import { median } from './lib/stats';
 
 const { values } = parseArgs({
   options: {
-    objects: { type: 'string', default: '5000' },
-    rounds: { type: 'string', default: '3' },
-    'chunk-size': { type: 'string', default: String(defaultMigrationOptions.chunkSize) },
-    concurrency: { type: 'string', default: String(defaultMigrationOptions.concurrency) },
-    dir: { type: 'string' },
+    ...roundOptions,
     out: { type: 'string' },
     note: { type: 'string', default: 'nothing else ran' },
   },
 });
-const [N, ROUNDS, CHUNK, CONC] = positiveWholes(values, ['objects', 'rounds', 'chunk-size', 'concurrency']) as [
-  number,
-  number,
-  number,
-  number,
-];
+const [N, ROUNDS, CHUNK, CONC] = roundNumbers(values);
 /** Above this many objects they are written straight into etcd (creating them through the API takes longer). */
 const SEED_ETCD_ABOVE = 20_000;
 
