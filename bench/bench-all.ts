@@ -21,6 +21,7 @@ import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
+import { positiveWholes } from './lib/args';
 
 const root = path.join(__dirname, '..');
 const { values } = parseArgs({
@@ -33,12 +34,7 @@ const { values } = parseArgs({
     note: { type: 'string', default: 'nothing else ran' },
   },
 });
-const N = Number(values.objects);
-const ROUNDS = Number(values['builtin-rounds']);
-if (!Number.isInteger(N) || N < 1) throw new Error('--objects must be a positive whole number');
-if (!Number.isInteger(ROUNDS) || ROUNDS < 1) throw new Error('--builtin-rounds must be a positive whole number');
-const RATIO_ROUNDS = Number(values['ratio-rounds']);
-if (!Number.isInteger(RATIO_ROUNDS) || RATIO_ROUNDS < 1) throw new Error('--ratio-rounds must be a positive whole number');
+const [N, ROUNDS, RATIO_ROUNDS] = positiveWholes(values, ['objects', 'builtin-rounds', 'ratio-rounds']) as [number, number, number];
 const t00 = performance.now();
 const log = (s: string) => process.stderr.write(`[bench ${((performance.now() - t00) / 1000).toFixed(0).padStart(4)}s] ${s}\n`);
 
