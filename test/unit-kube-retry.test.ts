@@ -234,3 +234,65 @@ void test('retryDelayMs: bounded by the policy, 250 ms times the attempt, Retry-
   assert.equal(retryDelayMs(TEST_RETRY, 'GET', 1, conflict), undefined);
   assert.equal(retryDelayMs(TEST_RETRY, 'DELETE', 9, unsent), 2250);
 });
+
+/** What kube-apiserver's storage version precondition filter answers a write while it has not yet published its StorageVersions. */
+const PENDING_503 = JSON.stringify({
+  kind: 'Status',
+  apiVersion: 'v1',
+  metadata: {},
+  status: 'Failure',
+  message: 'wait for storage version registration to complete for resource: namespaces, last seen error: <nil>',
+  reason: 'ServiceUnavailable',
+  code: 503,
+});
+
+void test('a write refused because the server has not yet published its storage versions (no handler saw it) is sent again, by svm and by the tests, raw() too; any other 503 on a write is not', async () => {
+  let pending = 2;
+  let other = 0;
+  const f = await fake({
+    tls: false,
+    handler: (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        if (pending > 0 || other > 0) {
+          res.writeHead(503, { 'Content-Type': 'application/json' });
+          res.end(
+            pending > 0
+              ? PENDING_503
+              : JSON.stringify({ kind: 'Status', status: 'Failure', message: 'etcdserver: leader changed', code: 503 }),
+          );
+          if (pending > 0) pending--;
+          else other--;
+          return;
+        }
+        res.writeHead(201, { 'Content-Type': 'application/json' });
+        res.end('{}');
+      });
+    },
+  });
+  try {
+    assert.equal((await f.client(SVM_RETRY).request('POST', '/api/v1/namespaces', { body: '{}' })).status, 201);
+    assert.deepEqual(f.requests, ['POST', 'POST', 'POST'], 'svm: two refusals, then the write');
+    pending = 2;
+    assert.equal((await f.client(TEST_RETRY).raw('POST', '/api/v1/namespaces', { body: '{}' })).status, 201);
+    assert.deepEqual(f.requests.slice(3), ['POST', 'POST', 'POST'], 'the tests: raw() sends it again too');
+    pending = 5;
+    const last = await f
+      .client(SVM_RETRY)
+      .request('PATCH', '/api/v1/namespaces/x', { body: '{}' })
+      .then(
+        () => undefined,
+        (e: unknown) => e,
+      );
+    assert.ok(last instanceof KubeError && last.kind === 'unavailable' && last.info.storageVersionsPending === true, String(last));
+    assert.match(last.message, /^HTTP 503 ServiceUnavailable: the API server has not yet published its storage versions/);
+    assert.equal(f.requests.length, 6 + 4, "svm's policy: four attempts, then its caller's retry decides");
+    pending = 0;
+    other = 1;
+    const res = await f.client(TEST_RETRY).raw('POST', '/api/v1/namespaces', { body: '{}' });
+    assert.equal(res.status, 503, 'another 503 on a write may have been applied: returned, not sent again');
+    assert.equal(f.requests.length, 11);
+  } finally {
+    await f.close();
+  }
+});

@@ -123,7 +123,7 @@ const MAX_UNSENT_RETRIES = 4;
  * unsent request, e.g. while haproxy still routes to a server just removed.
  */
 export interface RetryPolicy {
-  /** A request that never reached an API server (neverSent), whatever its verb; backoff 250 ms times the attempt. */
+  /** A request that never reached an API server or none handled (neverHandled), whatever its verb; backoff 250 ms times the attempt. */
   unsentAttempts: number;
   /** A GET answered 429, after its Retry-After (at most 10 s). */
   throttledReadAttempts: number;
@@ -147,7 +147,7 @@ export const SVM_RETRY: Readonly<RetryPolicy> = {
  * may have reached a server; a write only when it never did.
  */
 export function retryDelayMs(policy: Readonly<RetryPolicy>, method: string, attempt: number, err: KubeError): number | undefined {
-  if (neverSent(err)) return attempt < policy.unsentAttempts ? 250 * attempt : undefined;
+  if (neverHandled(err)) return attempt < policy.unsentAttempts ? 250 * attempt : undefined;
   if (method !== 'GET') return undefined;
   if (err.kind === 'throttled') return attempt < policy.throttledReadAttempts ? Math.min(10, err.retryAfterSeconds ?? 1) * 1000 : undefined;
   if (isRetryable(err.kind)) return attempt < policy.transientReadAttempts ? 250 * attempt : undefined;
@@ -171,6 +171,15 @@ export function neverSent(err: KubeError): boolean {
       /before secure TLS connection was established/.test(err.message) ||
       err.info.closedIdleConnection === true)
   );
+}
+
+/**
+ * neverSent, or an API server refused the request in front of every handler: the 503 of a server that has not yet
+ * published its StorageVersion objects (the StorageVersion API on, just started; behind a load balancer that routed
+ * to it before its /readyz failed twice). Nothing was done, so any verb may be sent again.
+ */
+export function neverHandled(err: KubeError): boolean {
+  return neverSent(err) || err.info.storageVersionsPending === true;
 }
 
 /**
@@ -261,18 +270,24 @@ export class KubeClient {
 
   /**
    * Any request; returns the response whatever its status. Sent once, unless the client's retry policy has
-   * retryRaw: then a transport error is retried as request() retries it.
+   * retryRaw: then a transport error is retried as request() retries it, and so is a 503 that no handler saw
+   * (neverHandled); the last such response is returned as it came.
    */
   async raw(method: string, path: string, opts: RequestOptions = {}): Promise<KubeResponse> {
     if (!this.retry.retryRaw) return this.send(method, path, opts);
     for (let attempt = 1; ; attempt++) {
+      let wait: number | undefined;
       try {
-        return await this.send(method, path, opts);
+        const res = await this.send(method, path, opts);
+        if (res.status !== 503) return res;
+        const refused = classifyResponse(res.status, res.body);
+        wait = neverHandled(refused) ? retryDelayMs(this.retry, method, attempt, refused) : undefined;
+        if (wait === undefined) return res;
       } catch (err) {
-        const wait = err instanceof KubeError ? retryDelayMs(this.retry, method, attempt, err) : undefined;
+        wait = err instanceof KubeError ? retryDelayMs(this.retry, method, attempt, err) : undefined;
         if (wait === undefined) throw err;
-        await new Promise((r) => setTimeout(r, wait));
       }
+      await new Promise((r) => setTimeout(r, wait));
     }
   }
 

@@ -74,6 +74,11 @@ export interface KubeErrorInfo {
   closedIdleConnection?: boolean;
   /** A 5xx because a CRD's conversion webhook failed: the group, version and kind it was asked to convert. */
   conversionFailed?: string;
+  /**
+   * A write refused before any handler saw it: the 503 of an API server that has not yet published its
+   * StorageVersion objects (the StorageVersion API on, the first seconds after it starts). Safe to send again.
+   */
+  storageVersionsPending?: boolean;
 }
 
 export class KubeError extends Error {
@@ -159,6 +164,8 @@ const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling
  * other prefixes on a list): the fixed text is recognised wherever it is in a 5xx's message, and only the kind,
  * by its shape, is kept.
  */
+/** apiserver's WithStorageVersionPrecondition filter, in front of every handler (k8s.io/apiserver endpoints/filters/storageversion.go). */
+const STORAGE_VERSIONS_PENDING = /^wait for storage version registration to complete for resource: /;
 const CONVERSION_FAILED = /(?:^|: )conversion webhook for ([a-z0-9.-]+\/[a-z0-9]+, Kind=[A-Za-z0-9]+) failed/;
 /** `<resource> ["<name>"] is forbidden: ` — the server's prefix of admission.NewForbidden and RBAC refusals. */
 const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
@@ -249,6 +256,9 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   else if (conversion) {
     detail = `the conversion webhook for ${conversion[1]} failed`;
     info.conversionFailed = conversion[1];
+  } else if (status === 503 && STORAGE_VERSIONS_PENDING.test(serverMessage)) {
+    detail = 'the API server has not yet published its storage versions (it refuses writes until then; this one was not handled)';
+    info.storageVersionsPending = true;
   } else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
   if (!isStatus && body.trim() !== '') detail = 'the response is not a Kubernetes Status';
   if (status === 404 && (isStatus ? serverMessage === NOT_SERVED_STATUS : body.trim() === NOT_SERVED_TEXT)) {
