@@ -246,7 +246,17 @@ const PENDING_503 = JSON.stringify({
   code: 503,
 });
 
-void test('a write refused because the server has not yet published its storage versions (no handler saw it) is sent again, by svm and by the tests, raw() too; any other 503 on a write is not', async () => {
+/** What its WithWaitGroup filter answers once it is shutting down (with Retry-After: 1). */
+const SHUTTING_DOWN_503 = JSON.stringify({
+  kind: 'Status',
+  apiVersion: 'v1',
+  status: 'Failure',
+  message: 'apiserver is shutting down',
+  reason: 'ServiceUnavailable',
+  code: 503,
+});
+
+void test('a write refused in front of every handler (storage versions not yet published, shutting down) is sent again, by svm and by the tests, raw() too; any other 503 on a write is not', async () => {
   let pending = 2;
   let other = 0;
   const f = await fake({
@@ -258,7 +268,9 @@ void test('a write refused because the server has not yet published its storage 
           res.writeHead(503, { 'Content-Type': 'application/json' });
           res.end(
             pending > 0
-              ? PENDING_503
+              ? pending % 2 === 0
+                ? PENDING_503
+                : SHUTTING_DOWN_503
               : JSON.stringify({ kind: 'Status', status: 'Failure', message: 'etcdserver: leader changed', code: 503 }),
           );
           if (pending > 0) pending--;
@@ -272,7 +284,7 @@ void test('a write refused because the server has not yet published its storage 
   });
   try {
     assert.equal((await f.client(SVM_RETRY).request('POST', '/api/v1/namespaces', { body: '{}' })).status, 201);
-    assert.deepEqual(f.requests, ['POST', 'POST', 'POST'], 'svm: two refusals, then the write');
+    assert.deepEqual(f.requests, ['POST', 'POST', 'POST'], 'svm: two refusals (one of each), then the write');
     pending = 2;
     assert.equal((await f.client(TEST_RETRY).raw('POST', '/api/v1/namespaces', { body: '{}' })).status, 201);
     assert.deepEqual(f.requests.slice(3), ['POST', 'POST', 'POST'], 'the tests: raw() sends it again too');
@@ -284,7 +296,7 @@ void test('a write refused because the server has not yet published its storage 
         () => undefined,
         (e: unknown) => e,
       );
-    assert.ok(last instanceof KubeError && last.kind === 'unavailable' && last.info.storageVersionsPending === true, String(last));
+    assert.ok(last instanceof KubeError && last.kind === 'unavailable' && last.info.notHandled === 'storageVersionsPending', String(last));
     assert.match(last.message, /^HTTP 503 ServiceUnavailable: the API server has not yet published its storage versions/);
     assert.equal(f.requests.length, 6 + 4, "svm's policy: four attempts, then its caller's retry decides");
     pending = 0;

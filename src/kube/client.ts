@@ -174,12 +174,13 @@ export function neverSent(err: KubeError): boolean {
 }
 
 /**
- * neverSent, or an API server refused the request in front of every handler: the 503 of a server that has not yet
- * published its StorageVersion objects (the StorageVersion API on, just started; behind a load balancer that routed
- * to it before its /readyz failed twice). Nothing was done, so any verb may be sent again.
+ * neverSent, or an API server refused the request in front of every handler (KubeErrorInfo.notHandled): the 503 of
+ * a server that has not yet published its StorageVersion objects (the StorageVersion API on, just started, behind a
+ * load balancer that routes to it until its /readyz has failed twice) or of one shutting down. Nothing was done, so
+ * any verb may be sent again.
  */
 export function neverHandled(err: KubeError): boolean {
-  return neverSent(err) || err.info.storageVersionsPending === true;
+  return neverSent(err) || err.info.notHandled !== undefined;
 }
 
 /**

@@ -75,10 +75,11 @@ export interface KubeErrorInfo {
   /** A 5xx because a CRD's conversion webhook failed: the group, version and kind it was asked to convert. */
   conversionFailed?: string;
   /**
-   * A write refused before any handler saw it: the 503 of an API server that has not yet published its
-   * StorageVersion objects (the StorageVersion API on, the first seconds after it starts). Safe to send again.
+   * A 503 from a filter in front of every handler, so the request was not handled and any verb is safe to send
+   * again: 'storageVersionsPending', a server that has not yet published its StorageVersion objects (the
+   * StorageVersion API on, the first seconds after it starts), or 'shuttingDown', a server past its shutdown delay.
    */
-  storageVersionsPending?: boolean;
+  notHandled?: 'storageVersionsPending' | 'shuttingDown';
 }
 
 export class KubeError extends Error {
@@ -166,6 +167,8 @@ const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling
  */
 /** apiserver's WithStorageVersionPrecondition filter, in front of every handler (k8s.io/apiserver endpoints/filters/storageversion.go). */
 const STORAGE_VERSIONS_PENDING = /^wait for storage version registration to complete for resource: /;
+/** apiserver's WithWaitGroup filter once the server is shutting down (k8s.io/apiserver server/filters/waitgroup.go). */
+const SHUTTING_DOWN = 'apiserver is shutting down';
 const CONVERSION_FAILED = /(?:^|: )conversion webhook for ([a-z0-9.-]+\/[a-z0-9]+, Kind=[A-Za-z0-9]+) failed/;
 /** `<resource> ["<name>"] is forbidden: ` — the server's prefix of admission.NewForbidden and RBAC refusals. */
 const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
@@ -258,7 +261,10 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
     info.conversionFailed = conversion[1];
   } else if (status === 503 && STORAGE_VERSIONS_PENDING.test(serverMessage)) {
     detail = 'the API server has not yet published its storage versions (it refuses writes until then; this one was not handled)';
-    info.storageVersionsPending = true;
+    info.notHandled = 'storageVersionsPending';
+  } else if (status === 503 && serverMessage === SHUTTING_DOWN) {
+    detail = 'the API server is shutting down (this request was not handled)';
+    info.notHandled = 'shuttingDown';
   } else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
   if (!isStatus && body.trim() !== '') detail = 'the response is not a Kubernetes Status';
   if (status === 404 && (isStatus ? serverMessage === NOT_SERVED_STATUS : body.trim() === NOT_SERVED_TEXT)) {
