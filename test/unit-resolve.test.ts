@@ -5,11 +5,18 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { InvalidResourceError, matchResource, notMigratableReason, throughVersion } from '../src/kube/resolve';
+import {
+  groupsNamedBy,
+  InvalidResourceError,
+  matchDiscovering,
+  matchResource,
+  notMigratableReason,
+  throughVersion,
+} from '../src/kube/resolve';
 import { matchExact } from '../src/kube/resolve-exact';
 import { migratableResources } from '../src/client';
 import { storageVersionHashOf } from '../src/kube/agreement';
-import type { DiscoveredResource } from '../src/kube/client';
+import type { DiscoveredResource, KubeClient } from '../src/kube/client';
 
 const CRUD = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
@@ -343,4 +350,98 @@ void test('resolution picks the stored version: matchResource, matchExact and mi
   );
   // Resources whose hash names none of their versions keep the preferred one.
   assert.equal(migratableResources(all).find((x) => x.name === 'widgets')?.version, 'v2');
+});
+
+void test('groupsNamedBy: the groups a typed name can resolve in; none for a bare name or a subresource', () => {
+  assert.deepEqual(groupsNamedBy('secrets'), []);
+  assert.deepEqual(groupsNamedBy('deployments/scale'), []);
+  assert.deepEqual(groupsNamedBy('deployments.apps'), ['apps']);
+  assert.deepEqual(groupsNamedBy(' Widgets.Example.com '), ['example.com']);
+  assert.deepEqual(groupsNamedBy('widgets.v2.example.com'), ['v2.example.com', 'example.com']);
+  assert.deepEqual(groupsNamedBy('widgets.v1beta1.example.com'), ['v1beta1.example.com', 'example.com']);
+  assert.deepEqual(groupsNamedBy('pods.v1'), ['v1', '']);
+});
+
+void test('resolution through the discovery of the named groups alone chooses, and refuses, exactly as against the whole discovery', async () => {
+  const calls = { whole: 0, groups: [] as string[] };
+  const kube = {
+    discover: async () => {
+      calls.whole++;
+      return discovery;
+    },
+    discoverGroup: async (group: string) => {
+      calls.groups.push(group);
+      return discovery.filter((d) => d.group === group);
+    },
+  } as unknown as KubeClient;
+  const outcome = (f: () => DiscoveredResource) => {
+    try {
+      const m = f();
+      return `${m.group}/${m.version}/${m.name}`;
+    } catch (err) {
+      assert.ok(err instanceof InvalidResourceError, String(err));
+      return `refused: ${err.message}`;
+    }
+  };
+  const named = [
+    'deployments.apps',
+    'widgets.example.com',
+    'widgets.v1.example.com',
+    'wd.example.com',
+    'pods.v1',
+    'events.events.k8s.io',
+    'gz.alpha.example.org',
+    'reports.readonly.example.com',
+  ];
+  for (const input of [
+    ...named,
+    'secrets',
+    'cm',
+    'gz',
+    'events',
+    'widgets.nosuch.example',
+    'scale.apps',
+    'pods/status',
+    'widgets.v3.example.com',
+  ]) {
+    calls.whole = 0;
+    calls.groups = [];
+    const got = await matchDiscovering(kube, groupsNamedBy(input), (d) => matchResource(input, d)).then(
+      (m) => `${m.group}/${m.version}/${m.name}`,
+      (err: unknown) =>
+        outcome(() => {
+          throw err;
+        }),
+    );
+    assert.equal(
+      got,
+      outcome(() => matchResource(input, discovery)),
+      input,
+    );
+    assert.equal(calls.whole, named.includes(input) ? 0 : 1, `${input}: the whole discovery only when the named groups do not resolve it`);
+    assert.deepEqual(calls.groups, groupsNamedBy(input), input);
+  }
+  // The exact form: the group alone, the whole discovery only to word a refusal (its hint).
+  for (const spec of [
+    { group: 'apps', resource: 'deployments' },
+    { group: '', resource: 'secrets' },
+    { group: 'example.com', resource: 'widgets', version: 'v1' },
+    { group: 'example.com', resource: 'widget' },
+    { group: '', resource: 'deployments' },
+  ]) {
+    calls.whole = 0;
+    const got = await matchDiscovering(kube, [spec.group], (d) => matchExact(spec, d)).then(
+      (m) => `${m.group}/${m.version}/${m.name}`,
+      (err: unknown) =>
+        outcome(() => {
+          throw err;
+        }),
+    );
+    assert.equal(
+      got,
+      outcome(() => matchExact(spec, discovery)),
+      JSON.stringify(spec),
+    );
+    assert.equal(calls.whole, got.startsWith('refused') ? 1 : 0, JSON.stringify(spec));
+  }
 });

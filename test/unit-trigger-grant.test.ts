@@ -28,8 +28,10 @@ function fakes(granted: Set<string>) {
   const reviews: string[] = [];
   const started: string[] = [];
   const ok = (body = '{}'): KubeResponse => ({ status: 200, headers: {}, body });
+  const served = [resource('a.example.com', 'widgets', 'Widget'), resource('b.example.com', 'gadgets', 'Gadget')];
   const kube = {
-    discover: async () => [resource('a.example.com', 'widgets', 'Widget'), resource('b.example.com', 'gadgets', 'Gadget')],
+    discover: async () => served,
+    discoverGroup: async (group: string) => served.filter((r) => r.group === group),
     isCustomResource: async () => true,
     raw: async () => ok(),
     patchStatus: async () => undefined,

@@ -11,7 +11,7 @@ import { Client, Connection, WorkflowFailedError, WorkflowNotFoundError, type Wo
 import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
-import { InvalidResourceError, notMigratableReason, resolveResource, throughVersion } from '../kube/resolve';
+import { groupsNamedBy, InvalidResourceError, notMigratableReason, resolveResource, throughVersion } from '../kube/resolve';
 import type { TemporalSettings } from '../config/temporal';
 import {
   explainTemporalConnectError,
@@ -237,7 +237,8 @@ export class Migrator {
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */
   async resolve(resource: string): Promise<ResourceRef> {
-    this.discovered ??= await this.kube.discover();
+    // A name with a group: the discovery of that group alone, unless the whole one is already here (startAll).
+    if (!this.discovered && groupsNamedBy(resource).length === 0) this.discovered = await this.kube.discover();
     return resolveResource(this.kube, resource, this.discovered);
   }
 

@@ -22,7 +22,7 @@ import { join } from 'node:path';
 import * as https from 'node:https';
 import { packageRoot } from '../config/build-info';
 import { KubeConfig } from './kubeconfig';
-import { APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
+import { APIGroup, APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
 import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
 import { classifyResponse, classifyTransportError, isRetryable, KubeError } from './errors';
 import { itemIdentity, RawListSplitter, withTypeMeta } from './raw-list';
@@ -110,6 +110,24 @@ export interface DiscoveredResource extends APIResource {
   /** The group's preferred version serves it. */
   preferred: boolean;
 }
+
+interface ServedGroupVersion {
+  group: string;
+  version: string;
+  preferred: boolean;
+  path: string;
+}
+
+const coreVersions = (core: { versions: string[] }): ServedGroupVersion[] =>
+  core.versions.map((v, i) => ({ group: '', version: v, preferred: i === 0, path: `/api/${v}` }));
+
+const groupVersions = (g: APIGroup): ServedGroupVersion[] =>
+  g.versions.map((v) => ({
+    group: g.name,
+    version: v.version,
+    preferred: (g.preferredVersion?.version ?? g.versions[0]?.version) === v.version,
+    path: `/apis/${v.groupVersion}`,
+  }));
 
 const MAX_THROTTLED_READS = 10;
 const MAX_UNSENT_RETRIES = 4;
@@ -358,23 +376,33 @@ export class KubeClient {
   async discover(): Promise<DiscoveredResource[]> {
     const core = APIVersions.parse(await this.getJson('/api'));
     const groups = APIGroupList.parse(await this.getJson('/apis'));
-    const gvs: Array<{ group: string; version: string; preferred: boolean; path: string }> = [
-      ...core.versions.map((v, i) => ({ group: '', version: v, preferred: i === 0, path: `/api/${v}` })),
-      ...groups.groups.flatMap((g) =>
-        g.versions.map((v) => ({
-          group: g.name,
-          version: v.version,
-          preferred: (g.preferredVersion?.version ?? g.versions[0]?.version) === v.version,
-          path: `/apis/${v.groupVersion}`,
-        })),
-      ),
-    ];
+    return this.resourcesOf([...coreVersions(core), ...groups.groups.flatMap(groupVersions)]);
+  }
+
+  /**
+   * Discovery of one group only ('' for the core group): the group's document and its versions' resource lists,
+   * 2-4 requests where discover() sends one per served group-version. [] when the group is not served.
+   */
+  async discoverGroup(group: string): Promise<DiscoveredResource[]> {
+    try {
+      const gvs =
+        group === ''
+          ? coreVersions(APIVersions.parse(await this.getJson('/api')))
+          : groupVersions(APIGroup.parse(await this.getJson(`/apis/${encodeURIComponent(group)}`)));
+      return await this.resourcesOf(gvs);
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'notFound') return [];
+      throw err;
+    }
+  }
+
+  /** The resources each group-version serves; an aggregated API whose backend is down is skipped, like kubectl does. */
+  private async resourcesOf(gvs: ServedGroupVersion[]): Promise<DiscoveredResource[]> {
     const lists = await Promise.all(
       gvs.map(async (gv) => {
         try {
           return { gv, list: APIResourceList.parse(await this.getJson(gv.path)) };
         } catch (err) {
-          // An aggregated API whose backend is down: skip it, like kubectl does.
           if (err instanceof KubeError && (err.kind === 'unavailable' || err.kind === 'notFound')) return { gv, list: undefined };
           throw err;
         }

@@ -8,7 +8,7 @@
  */
 import type { ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from './client';
-import { InvalidResourceError, matchResource, refOf, throughVersion } from './resolve';
+import { InvalidResourceError, matchDiscovering, matchResource, refOf, throughVersion } from './resolve';
 
 export interface ExactResource {
   group?: string;
@@ -60,6 +60,8 @@ export function matchExact(spec: ExactResource, discovered: DiscoveredResource[]
   return throughVersion(pool)!;
 }
 
+/** Resolves spec.resource against the discovery of its group alone (the whole discovery only to word a refusal). */
 export async function resolveExact(kube: KubeClient, spec: ExactResource, discovered?: DiscoveredResource[]): Promise<ResourceRef> {
-  return refOf(kube, matchExact(spec, discovered ?? (await kube.discover())));
+  if (discovered) return refOf(kube, matchExact(spec, discovered));
+  return refOf(kube, await matchDiscovering(kube, [spec.group ?? ''], (d) => matchExact(spec, d)));
 }

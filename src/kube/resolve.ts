@@ -93,9 +93,46 @@ export function matchResource(input: string, discovered: DiscoveredResource[]): 
   return throughVersion((explicitVersion ? pool : candidates).filter((r) => r.group === group))!;
 }
 
-/** Resolves and validates input against the cluster's discovery. */
+/** Resolves and validates input against the cluster's discovery (only the groups it can name, when it names one). */
 export async function resolveResource(kube: KubeClient, input: string, discovered?: DiscoveredResource[]): Promise<ResourceRef> {
-  return refOf(kube, matchResource(input, discovered ?? (await kube.discover())));
+  if (discovered) return refOf(kube, matchResource(input, discovered));
+  return refOf(kube, await matchDiscovering(kube, groupsNamedBy(input), (d) => matchResource(input, d)));
+}
+
+const VERSION = /^v\d+(?:(?:alpha|beta)\d+)?$/;
+
+/**
+ * Every group a name as matchResource reads it can resolve in, or [] when it names none (a bare `secrets`, `cm`):
+ * `deployments.apps` -> apps; `widgets.v2.example.com` -> v2.example.com (a group of that name) and example.com;
+ * `pods.v1` -> v1 and the core group.
+ */
+export function groupsNamedBy(input: string): string[] {
+  const text = input.trim();
+  const dot = text.indexOf('.');
+  if (dot < 0 || text.includes('/')) return [];
+  const rest = text.slice(dot + 1).toLowerCase();
+  const next = rest.indexOf('.');
+  const first = next < 0 ? rest : rest.slice(0, next);
+  if (!VERSION.test(first)) return [rest];
+  return next < 0 ? [rest, ''] : [rest, rest.slice(next + 1)];
+}
+
+/**
+ * match applied to the discovery of just `groups` (KubeClient.discoverGroup: 2-4 requests each, where the whole
+ * discovery sends one per served group-version and waits for every aggregated API), or to the whole discovery when
+ * groups is empty or the match refuses there: a refusal then says what it says against the whole discovery, hints
+ * included. Every resource a match can choose lies in the groups it names, so the choice is the same either way.
+ */
+export async function matchDiscovering<T>(kube: KubeClient, groups: string[], match: (d: DiscoveredResource[]) => T): Promise<T> {
+  if (groups.length > 0) {
+    const some = (await Promise.all(groups.map((g) => kube.discoverGroup(g)))).flat();
+    try {
+      return match(some);
+    } catch (err) {
+      if (!(err instanceof InvalidResourceError)) throw err;
+    }
+  }
+  return match(await kube.discover());
 }
 
 /** The ResourceRef of a discovered resource, refused (InvalidResourceError) when it cannot be migrated. */
