@@ -1,5 +1,5 @@
 /**
- * `npm run bench [-- --objects N --ratio-rounds N --builtin-rounds N --dir DIR --out DIR --note TEXT]`
+ * `npm run bench [-- --objects N --ratio-rounds N --warm-ratio-rounds N --builtin-rounds N --dir DIR --out DIR --note TEXT]`
  *
  * The comparison a user makes first, in one run on one plane (the local control plane of `svm dev up`, with
  * kube-controller-manager running before either migrator starts), each part a bench of its own run in turn:
@@ -10,6 +10,8 @@
  *      raw loop) beside the raw loop again: bench-migrate.ts --unthrottled.
  *   3. svm unthrottled against the raw loop round after round, each a fresh process, alternating
  *      (--ratio-rounds, 3): bench-ratio.ts, the ratio of the medians (one pair alone moves with the plane).
+ *      With --warm-ratio-rounds N (default 0: not run), the same again with each process measured on its second
+ *      pass (bench-ratio.ts --warm): the cost per migration on a running worker, its code compiled.
  *   4. svm at its defaults against the GA built-in (kube-controller-manager's migrator), alternating:
  *      bench-builtin.ts, end to end and from each side's first rewrite.
  * Every part judges etcd (every object in the version the migration moved it to) and fails otherwise.
@@ -29,12 +31,14 @@ const { values } = parseArgs({
     objects: { type: 'string', default: '5000' },
     'builtin-rounds': { type: 'string', default: '1' },
     'ratio-rounds': { type: 'string', default: '3' },
+    'warm-ratio-rounds': { type: 'string', default: '0' },
     dir: { type: 'string' },
     out: { type: 'string', default: path.join(root, 'docs', 'bench') },
     note: { type: 'string', default: 'nothing else ran' },
   },
 });
 const [N, ROUNDS, RATIO_ROUNDS] = positiveWholes(values, ['objects', 'builtin-rounds', 'ratio-rounds']) as [number, number, number];
+const WARM_ROUNDS = values['warm-ratio-rounds'] === '0' ? 0 : positiveWholes(values, ['warm-ratio-rounds'])[0]!;
 const t00 = performance.now();
 const log = (s: string) => process.stderr.write(`[bench ${((performance.now() - t00) / 1000).toFixed(0).padStart(4)}s] ${s}\n`);
 
@@ -109,6 +113,12 @@ async function main() {
   const ratio = written<RatioFigures>(
     await part('bench-ratio.ts', ['--objects', String(N), '--rounds', String(RATIO_ROUNDS), ...dir, '--note', values.note]),
   );
+  const warm =
+    WARM_ROUNDS > 0
+      ? written<RatioFigures>(
+          await part('bench-ratio.ts', ['--objects', String(N), '--rounds', String(WARM_ROUNDS), '--warm', ...dir, '--note', values.note]),
+        )
+      : undefined;
   const scratch = path.join(root, 'bench', 'results');
   mkdirSync(scratch, { recursive: true });
   await part('bench-builtin.ts', ['--objects', String(N), '--rounds', String(ROUNDS), ...dir, '--out', scratch, '--note', values.note]);
@@ -166,6 +176,13 @@ async function main() {
         ofRaw: ratio.ratioOfMedians,
         perRound: ratio.perRound.map((r) => [r.raw.objectsPerSecond, r.svm.objectsPerSecond]),
       },
+      svmUnthrottledRoundsWarm: warm && {
+        rounds: warm.rounds,
+        medianRawObjectsPerSecond: warm.medianRawObjectsPerSecond,
+        medianSvmObjectsPerSecond: warm.medianSvmObjectsPerSecond,
+        ofRaw: warm.ratioOfMedians,
+        perRound: warm.perRound.map((r) => [r.raw.objectsPerSecond, r.svm.objectsPerSecond]),
+      },
       builtInVsSvmDefaults: {
         rounds: ROUNDS,
         builtIn: b,
@@ -175,7 +192,7 @@ async function main() {
         svmSettings: builtin.svmSettings,
       },
     },
-    parts: { defaults, unthrottled, ratio, builtin },
+    parts: { defaults, unthrottled, ratio, warm, builtin },
   };
   const rows = summary.rows;
   // bench-<date>.json, or -2, -3 ... when a run of the same day is there: the docs cite each file.
@@ -195,7 +212,11 @@ migration, ${defaults.apiservers} API server${defaults.apiservers === 1 ? '' : '
 | svm at its defaults (SVM_QPS=auto) | ${rows.svmDefaults.objectsPerSecond} | ${rows.svmDefaults.ofRaw} / ${rows.svmDefaults.ofRawFreshProcess} | unrelated client p99 ${rows.svmDefaults.unrelatedP99ms} ms during it, ${rows.svmDefaults.plainWriterP99ms ?? '-'} ms beside a plain writer at its rate (${rows.svmDefaults.plainWriterQps ?? '-'}/s): x${rows.svmDefaults.p99OverPlainWriter ?? '-'} |
 | svm unthrottled (SVM_QPS=0, adaptive concurrency off) | ${rows.svmUnthrottled.objectsPerSecond} | ${rows.svmUnthrottled.ofRaw} / ${rows.svmUnthrottled.ofRawFreshProcess} | |
 | svm unthrottled against the raw loop, ${rows.svmUnthrottledRounds.rounds} rounds (each a fresh process, alternating): medians | ${rows.svmUnthrottledRounds.medianSvmObjectsPerSecond} (raw ${rows.svmUnthrottledRounds.medianRawObjectsPerSecond}) | **${rows.svmUnthrottledRounds.ofRaw}** | raw/svm per round: ${rows.svmUnthrottledRounds.perRound.map(([a, b]) => `${a}/${b}`).join(', ')} |
-| built-in (median of ${ROUNDS}), end to end / from its first rewrite | ${b.objectsPerSecond} / ${b.rewriteObjectsPerSecond} | | first rewrite after ${b.firstRewriteSeconds} s |
+${
+  rows.svmUnthrottledRoundsWarm
+    ? `| the same, each process measured on its second pass (its code compiled, as a running worker's), ${rows.svmUnthrottledRoundsWarm.rounds} rounds: medians | ${rows.svmUnthrottledRoundsWarm.medianSvmObjectsPerSecond} (raw ${rows.svmUnthrottledRoundsWarm.medianRawObjectsPerSecond}) | **${rows.svmUnthrottledRoundsWarm.ofRaw}** | raw/svm per round: ${rows.svmUnthrottledRoundsWarm.perRound.map(([a, b]) => `${a}/${b}`).join(', ')} |\n`
+    : ''
+}| built-in (median of ${ROUNDS}), end to end / from its first rewrite | ${b.objectsPerSecond} / ${b.rewriteObjectsPerSecond} | | first rewrite after ${b.firstRewriteSeconds} s |
 | svm at its defaults in the same pairs, end to end / from its first rewrite | ${s.objectsPerSecond} / ${s.rewriteObjectsPerSecond} | | first rewrite after ${s.firstRewriteSeconds} s; built-in / svm seconds: x${rows.builtInVsSvmDefaults.endToEnd}; svm / built-in rate after the first rewrite: x${rows.builtInVsSvmDefaults.afterFirstRewrite} |
 
 | worker | value |

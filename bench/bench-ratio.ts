@@ -1,5 +1,5 @@
 /**
- * `npm run bench:ratio [-- --objects 5000 --rounds 3 --chunk-size 2000 --concurrency 8 --dir DIR --out DIR --note TEXT]`
+ * `npm run bench:ratio [-- --objects 5000 --rounds 3 --chunk-size 2000 --concurrency 8 --warm --dir DIR --out DIR --note TEXT]`
  *
  * svm unthrottled against the raw loop, round after round on one plane, so that the ratio rests on more than
  * one pair: a single raw loop moved by 10-25 % from one run to the next minutes later on this 2-core machine
@@ -10,7 +10,10 @@
  *   2. a fresh `svm worker` (compiled as the image runs it, SVM_QPS=0 and adaptive concurrency off: each
  *      migration's concurrency in flight, as the raw loop) migrating every object back, timed from the start
  *      of the workflow (once the worker answers /healthz) to its result; then the worker stops.
- * Both sides start as cold as each other, do real etcd writes on every object (each moves them to a version they
+ * With --warm, each side's process first runs one unmeasured pass (the raw loop through the other version; the worker
+ * a whole migration to it), the storage version is moved back, and the second pass is measured: both sides' code is
+ * then as warm as a running worker's that has migrated before (the one-time cost of a process's start, its code's
+ * compilation, is left out on both sides alike). Both sides start as cold as each other, do real etcd writes on every object (each moves them to a version they
  * are not in), and alternate (the raw loop first in odd rounds, svm first in even ones: each moves the objects both
  * ways as often), so a plane that slows down over the run slows both alike. etcd judges every
  * migration (every object in the version it moved them to). Prints each round, the medians, and where each side's CPU
@@ -28,7 +31,7 @@ import { defaultDevDir, readEnv, readState, up } from '../src/dev/plane';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
 import { KubeClient } from '../src/kube/client';
 import { imageEnv } from './lib/image-env';
-import { compiledRawLoop, rawLoopInChild } from './lib/raw-loop';
+import { compiledRawLoop, rawLoopInChild, warmRawLoopInChild } from './lib/raw-loop';
 import { planeCpu, planeCpuPer1000, treeCpuSeconds, type PlaneCpu } from './lib/proc';
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { spawnWorker, waitForHealthz } from './lib/worker-process';
@@ -41,8 +44,10 @@ const { values } = parseArgs({
     ...roundOptions,
     out: { type: 'string' },
     note: { type: 'string', default: 'nothing else ran' },
+    warm: { type: 'boolean', default: false },
   },
 });
+const WARM = values.warm;
 const [N, ROUNDS, CHUNK, CONC] = roundNumbers(values);
 /** Above this many objects they are written straight into etcd (creating them through the API takes longer). */
 const SEED_ETCD_ABOVE = 20_000;
@@ -84,13 +89,20 @@ async function main() {
     for (let r = 1; r <= ROUNDS; r++) {
       /** The raw loop over every object, moving them to the other version. */
       const rawSide = async (): Promise<Round['raw']> => {
-        const to = other(at);
+        let to: 'v1' | 'v2' = other(at);
         await applyCrd(kube, crd, to);
-        const plane0 = planeCpu(readState(dir));
-        const raw = await rawLoopInChild(
-          { compiled: compiledRawLoop(tree.bin, false), kubeconfig: env.KUBECONFIG!, env: workerEnv },
-          { group: crd.group, version: to, plural: crd.plural, kind: crd.kind, objects: N, chunk: CHUNK, concurrency: CONC },
-        );
+        let plane0 = planeCpu(readState(dir));
+        const child = { compiled: compiledRawLoop(tree.bin, false), kubeconfig: env.KUBECONFIG!, env: workerEnv };
+        const target = { group: crd.group, version: to, plural: crd.plural, kind: crd.kind, objects: N, chunk: CHUNK, concurrency: CONC };
+        // Warm: through `to` unmeasured, back to `at` measured (the objects end where they were).
+        const warmUp = async () => {
+          [at, to] = [to, at];
+          await applyCrd(kube, crd, to);
+          plane0 = planeCpu(readState(dir));
+        };
+        const raw = WARM
+          ? await warmRawLoopInChild(child, { ...target, version: at }, { version: to, then: warmUp })
+          : await rawLoopInChild(child, target);
         if (raw.objects !== N) throw new Error(`round ${r}: the raw loop rewrote ${raw.objects} objects, not ${N}`);
         const cpu = { process: Number(((raw.cpuSeconds / N) * 1000).toFixed(2)), ...planeCpuPer1000(plane0, planeCpu(readState(dir)), N) };
         const rate = raw.objects / raw.seconds;
@@ -101,9 +113,21 @@ async function main() {
       };
       /** A fresh worker migrating every object to the other version; etcd judges. */
       const svmSide = async (): Promise<Round['svm']> => {
-        const to = other(at);
+        let to: 'v1' | 'v2' = other(at);
         await applyCrd(kube, crd, to);
-        const svm = await migrateWithFreshWorker(tree.bin, env, workerEnv, crd.name, () => planeCpu(readState(dir)));
+        // Warm: a whole migration to `to` unmeasured, then back to `at` measured on the same worker.
+        const warmUp = async () => {
+          [at, to] = [to, at];
+          await applyCrd(kube, crd, to);
+        };
+        const svm = await migrateWithFreshWorker(
+          tree.bin,
+          env,
+          workerEnv,
+          crd.name,
+          () => planeCpu(readState(dir)),
+          WARM ? warmUp : undefined,
+        );
         const judged = (await storedVersions(env.ETCD_ENDPOINTS!, key)).byApiVersion;
         if (judged[`${crd.group}/${to}`] !== N)
           throw new Error(`round ${r}: etcd after the migration holds ${JSON.stringify(judged)}, not ${N} at ${to}`);
@@ -139,8 +163,9 @@ async function main() {
     chunkSize: CHUNK,
     concurrency: CONC,
     apiservers: Number(env.APISERVER_COUNT ?? 2),
-    svm: 'unthrottled (SVM_QPS=0, SVM_ADAPTIVE_CONCURRENCY=false), a fresh compiled worker each round, the image environment',
-    raw: 'metadata-only list + empty merge patch, a fresh compiled process each round, the image environment',
+    warm: WARM,
+    svm: `unthrottled (SVM_QPS=0, SVM_ADAPTIVE_CONCURRENCY=false), a fresh compiled worker each round${WARM ? ', measured on its second migration' : ''}, the image environment`,
+    raw: `metadata-only list + empty merge patch, a fresh compiled process each round${WARM ? ', measured on its second pass' : ''}, the image environment`,
     perRound: rounds,
     medianRawObjectsPerSecond: rawMedian,
     medianSvmObjectsPerSecond: svmMedian,
@@ -155,7 +180,7 @@ async function main() {
   writeFileSync(out, JSON.stringify(figures, null, 2) + '\n');
   process.stdout.write(
     [
-      `objects               ${N} per round, ${ROUNDS} rounds, chunk ${CHUNK}, concurrency ${CONC}, ${figures.apiservers} API servers`,
+      `objects               ${N} per round, ${ROUNDS} rounds, chunk ${CHUNK}, concurrency ${CONC}, ${figures.apiservers} API servers${WARM ? ', warm (each side measured on its second pass)' : ''}`,
       ...rounds.map(
         (r, i) =>
           `round ${i + 1}               raw ${r.raw.objectsPerSecond} objects/s, svm ${r.svm.objectsPerSecond} objects/s: ${r.ratio}`,
@@ -178,13 +203,17 @@ function medianCpu(xs: CpuPer1000[]): CpuPer1000 {
 const cpuLine = (c: CpuPer1000, own: string) =>
   `${own} ${c.process}, API servers ${c.apiservers}, etcd ${c.etcd}, Temporal ${c.temporal}, the whole machine ${c.machine}`;
 
-/** Starts a fresh worker, migrates the resource once (timed from the start to the result), stops the worker. */
+/**
+ * Starts a fresh worker, migrates the resource once (timed from the start to the result), stops the worker. With
+ * warmUp: a first migration unmeasured, then warmUp() (the bench moves the storage version back), then the measured one.
+ */
 async function migrateWithFreshWorker(
   bin: string,
   env: Record<string, string>,
   workerEnv: Record<string, string>,
   resource: string,
   plane: () => PlaneCpu,
+  warmUp?: () => Promise<void>,
 ): Promise<{ seconds: number; workerStartSeconds: number; workerCpuSeconds: number; plane0: PlaneCpu; plane1: PlaneCpu }> {
   const taskQueue = `ratio-${Date.now().toString(36)}`;
   const metricsPort = 20000 + Math.floor(Math.random() * 20000);
@@ -199,6 +228,11 @@ async function migrateWithFreshWorker(
     const spawned = performance.now();
     await waitForHealthz(metricsPort, worker);
     const workerStartSeconds = (performance.now() - spawned) / 1000;
+    if (warmUp) {
+      const first = await (await migrator.start(resource, { chunkSize: CHUNK, concurrency: CONC })).wait();
+      if (first.phase !== 'Succeeded') throw new Error(`the warm-up migration ended ${first.phase}: ${first.message}`);
+      await warmUp();
+    }
     const plane0 = plane();
     const cpu0 = treeCpuSeconds(worker.pid);
     const t0 = performance.now();

@@ -5,10 +5,13 @@
  * as cold as a fresh `svm worker`'s does (the bench's process has run the same client code while it created
  * the objects).
  *
- *   node raw-loop.js <kubeconfig> <group> <version> <plural> <kind> <objects> <chunk> <concurrency>
- * prints {"seconds", "objects", "latencies" (sorted, seconds), "cpuSeconds"} on stdout.
+ *   node raw-loop.js <kubeconfig> <group> <version> <plural> <kind> <objects> <chunk> <concurrency> [<warm-up version>]
+ * prints {"seconds", "objects", "latencies" (sorted, seconds), "cpuSeconds"} on stdout. With a warm-up version, it
+ * first runs one pass through that version unmeasured, prints "warm", and waits for a line on stdin (the bench
+ * flips the storage version) before the measured pass.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawn } from 'node:child_process';
+import { once } from 'node:events';
 import * as path from 'node:path';
 import { KubeClient } from '../../src/kube/client';
 import { KubeError } from '../../src/kube/errors';
@@ -102,30 +105,81 @@ export function rawLoopInChild(
   );
 }
 
+/**
+ * rawLoopInChild warmed up: the process first runs one unmeasured pass through `warmUp.version`, then awaits
+ * `warmUp.then()` (the bench moves the storage version back) and runs the measured pass through t.version; its code
+ * is then as warm as a worker's that has run a migration before.
+ */
+export async function warmRawLoopInChild(
+  opts: { compiled?: string; kubeconfig: string; env: Record<string, string> },
+  t: RawLoopTarget,
+  warmUp: { version: string; then: () => Promise<void> },
+): Promise<RawLoopResult> {
+  const args = opts.compiled ? [opts.compiled] : ['--import', 'tsx', __filename];
+  const argv = [opts.kubeconfig, t.group, t.version, t.plural, t.kind, t.objects, t.chunk, t.concurrency, warmUp.version].map(String);
+  const child = spawn(process.execPath, [...args, ...argv], { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  const exited = once(child, 'exit') as Promise<[number | null]>;
+  let warmed = false;
+  child.stdout.on('data', (c: Buffer) => {
+    stdout += c.toString();
+    if (!warmed && stdout.startsWith('warm\n')) {
+      warmed = true;
+      stdout = stdout.slice('warm\n'.length);
+      warmUp.then().then(
+        () => child.stdin.end('go\n'),
+        (err: unknown) => {
+          stderr += `the bench could not go on after the warm-up: ${String(err)}\n`;
+          child.kill();
+        },
+      );
+    }
+  });
+  const [code] = await exited;
+  if (code !== 0 || !warmed)
+    throw new Error(`the raw loop's process failed: ${stderr.trim().split('\n').slice(-3).join(' / ') || `exit ${code}`}`);
+  try {
+    return JSON.parse(stdout.trim().split('\n').at(-1)!) as RawLoopResult;
+  } catch {
+    throw new Error(`the raw loop's process printed no result (${stdout.length} bytes)`);
+  }
+}
+
 /** This file compiled beside a compiled tree's `bin/svm.js` (bench/lib/worker-tree.ts), or undefined for tsx. */
 export function compiledRawLoop(workerBin: string, tsx: boolean): string | undefined {
   return tsx ? undefined : path.join(path.dirname(path.dirname(workerBin)), 'dist', 'bench', 'lib', 'raw-loop.js');
 }
 
 if (require.main === module) {
-  const [kubeconfig, group, version, plural, kind, objects, chunk, concurrency] = process.argv.slice(2);
+  const [kubeconfig, group, version, plural, kind, objects, chunk, concurrency, warmUpVersion] = process.argv.slice(2);
   const kube = KubeClient.fromKubeconfig(kubeconfig, { maxSockets: Number(concurrency) * 2 });
-  rawLoop(kube, {
+  const target = (v: string): RawLoopTarget => ({
     group: group!,
-    version: version!,
+    version: v,
     plural: plural!,
     kind: kind!,
     objects: Number(objects),
     chunk: Number(chunk),
     concurrency: Number(concurrency),
-  }).then(
-    (r) => {
-      kube.close();
-      process.stdout.write(JSON.stringify(r) + '\n');
-    },
-    (err: unknown) => {
-      process.stderr.write(`raw loop failed: ${err instanceof Error ? err.message : String(err)}\n`);
-      process.exit(1);
-    },
-  );
+  });
+  const warmUp = async () => {
+    if (!warmUpVersion) return;
+    await rawLoop(kube, target(warmUpVersion));
+    process.stdout.write('warm\n');
+    await once(process.stdin, 'data');
+  };
+  warmUp()
+    .then(() => rawLoop(kube, target(version!)))
+    .then(
+      (r) => {
+        kube.close();
+        process.stdout.write(JSON.stringify(r) + '\n');
+      },
+      (err: unknown) => {
+        process.stderr.write(`raw loop failed: ${err instanceof Error ? err.message : String(err)}\n`);
+        process.exit(1);
+      },
+    );
 }
