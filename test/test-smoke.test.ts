@@ -10,6 +10,7 @@ import { after, before, test } from 'node:test';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { storedVersions } from '../src/dev/etcd-truth';
+import { up } from '../src/dev/plane';
 import { applyCrd, testCrd } from './helpers/crd';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
@@ -58,6 +59,13 @@ void test("the plane looks like a cluster from the worker's side: one API addres
   );
   const ids = new Set(leases.items.map((l) => l.metadata.name));
   assert.equal(ids.size, expected, `expected ${expected} API server identities, got ${[...ids].join(', ')}`);
+  // `svm dev up --apiservers N` with fewer than the running plane has is refused, not silently ignored.
+  if (expected > 1) {
+    await assert.rejects(up({ dir: plane.dir, apiservers: expected - 1, log: () => undefined }), {
+      message: `the plane in ${plane.dir} runs ${expected} kube-apiservers, not ${expected - 1}; 'svm dev down --dir ${plane.dir}' first`,
+    });
+    assert.equal(plane.state.apiservers.length, expected, 'the plane is as it was');
+  }
 
   // The alpha StorageVersion API is off, as in real clusters (the HA tests switch it on for their second mode).
   assert.equal(plane.storageVersionApi, false);

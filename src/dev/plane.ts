@@ -633,6 +633,14 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   }
   const svChanged = opts.storageVersionApi !== undefined && opts.storageVersionApi !== state.storageVersionApi;
   if (opts.storageVersionApi !== undefined) state.storageVersionApi = opts.storageVersionApi;
+  if (count < state.apiservers.length) {
+    // Fewer servers than the plane has: refused while it runs (as another release is), honoured on a stopped one.
+    if (running)
+      throw new Error(
+        `the plane in ${dir} runs ${state.apiservers.length} kube-apiservers, not ${count}; 'svm dev down --dir ${dir}' first`,
+      );
+    state.apiservers = state.apiservers.slice(0, count);
+  }
   const newServers = count - state.apiservers.length;
   // What this `up` starts, built first (once, all in one go, before anything starts): etcd, the Temporal CLI
   // for the dev server (temporal-server builds its own), the kube-apiserver of each release it starts.
