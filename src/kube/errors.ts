@@ -159,16 +159,16 @@ const CAUSE_TYPE = /^[A-Za-z]{1,64}$/;
 
 const WEBHOOK_DENIAL = new RegExp(`^admission webhook "(${DNS_NAME})" denied the request`, 'i');
 const WEBHOOK_CALL_FAILED = new RegExp(`^Internal error occurred: failed calling webhook "(${DNS_NAME})"`);
+/** apiserver's WithStorageVersionPrecondition filter, in front of every handler (k8s.io/apiserver endpoints/filters/storageversion.go). */
+const STORAGE_VERSIONS_PENDING = /^wait for storage version registration to complete for resource: /;
+/** apiserver's WithWaitGroup filter once the server is shutting down (k8s.io/apiserver server/filters/waitgroup.go). */
+const SHUTTING_DOWN = 'apiserver is shutting down';
 /**
  * apiextensions-apiserver's webhook converter, `conversion webhook for <group>/<version>, Kind=<Kind> failed: ...`,
  * wrapped differently by the paths that read through it (`object not decodable revision=<n>: ...` on a get,
  * other prefixes on a list): the fixed text is recognised wherever it is in a 5xx's message, and only the kind,
  * by its shape, is kept.
  */
-/** apiserver's WithStorageVersionPrecondition filter, in front of every handler (k8s.io/apiserver endpoints/filters/storageversion.go). */
-const STORAGE_VERSIONS_PENDING = /^wait for storage version registration to complete for resource: /;
-/** apiserver's WithWaitGroup filter once the server is shutting down (k8s.io/apiserver server/filters/waitgroup.go). */
-const SHUTTING_DOWN = 'apiserver is shutting down';
 const CONVERSION_FAILED = /(?:^|: )conversion webhook for ([a-z0-9.-]+\/[a-z0-9]+, Kind=[A-Za-z0-9]+) failed/;
 /** `<resource> ["<name>"] is forbidden: ` — the server's prefix of admission.NewForbidden and RBAC refusals. */
 const FORBIDDEN_PREFIX = '^[a-z0-9.-]+(?: "[^"]*")? is forbidden: ';
