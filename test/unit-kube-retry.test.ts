@@ -18,6 +18,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ensureCa, ensureServingCert } from '../src/dev/tls';
 import { KubeClient, retryDelayMs, SVM_RETRY, type RetryPolicy } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
+import { ensureNamespace } from '../src/dev/test-crd';
 import { TEST_RETRY } from './helpers/plane';
 
 interface Fake {
@@ -304,6 +305,29 @@ void test('a write refused in front of every handler (storage versions not yet p
     const res = await f.client(TEST_RETRY).raw('POST', '/api/v1/namespaces', { body: '{}' });
     assert.equal(res.status, 503, 'another 503 on a write may have been applied: returned, not sent again');
     assert.equal(f.requests.length, 11);
+  } finally {
+    await f.close();
+  }
+});
+
+void test('ensureNamespace: a create whose connection was lost after it was sent is sent again; the 409 of one that had been applied counts as created', async () => {
+  let created = false;
+  const f = await fake({
+    tls: false,
+    hangUpRequests: 1,
+    handler: (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        res.writeHead(created ? 409 : 201, { 'Content-Type': 'application/json' });
+        res.end(created ? JSON.stringify({ kind: 'Status', reason: 'AlreadyExists', code: 409 }) : '{}');
+        created = true;
+      });
+    },
+  });
+  try {
+    created = true; // the hung-up request was applied before the connection went
+    await ensureNamespace(f.client(TEST_RETRY), 'ns-a');
+    assert.deepEqual(f.requests, ['POST', 'POST']);
   } finally {
     await f.close();
   }

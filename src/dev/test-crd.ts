@@ -7,6 +7,7 @@
  */
 import type { KubeClient } from '../kube/client';
 import { kubernetesEndpoints } from '../kube/apiservers';
+import { KubeError } from '../kube/errors';
 
 export interface TestCrd {
   group: string;
@@ -110,11 +111,27 @@ export async function deleteCrd(kube: KubeClient, c: TestCrd): Promise<void> {
   await kube.raw('DELETE', crdUrl(c));
 }
 
+/**
+ * Creates the namespace unless it exists. A connection lost after the request was sent (an API server restarted by
+ * another test) is sent again, up to three times: the create may have been applied, and then answers 409.
+ */
 export async function ensureNamespace(kube: KubeClient, ns: string): Promise<void> {
-  const res = await kube.raw('POST', '/api/v1/namespaces', {
-    body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
-  });
-  if (res.status >= 300 && res.status !== 409) throw new Error(`creating namespace ${ns}: ${res.status} ${res.body}`);
+  for (let attempt = 1; ; attempt++) {
+    let res;
+    try {
+      res = await kube.raw('POST', '/api/v1/namespaces', {
+        body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
+      });
+    } catch (err) {
+      if (attempt < 3 && err instanceof KubeError && err.kind === 'network') {
+        await new Promise((r) => setTimeout(r, 500 * attempt));
+        continue;
+      }
+      throw err;
+    }
+    if (res.status >= 300 && res.status !== 409) throw new Error(`creating namespace ${ns}: ${res.status} ${res.body}`);
+    return;
+  }
 }
 
 /** Runs fn over 0..count-1 with limited parallelism. */
