@@ -18,7 +18,7 @@ import { KubeConfig } from '@kubernetes/client-node';
 import { ensureCa, ensureServingCert } from '../src/dev/tls';
 import { KubeClient, retryDelayMs, SVM_RETRY, type RetryPolicy } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
-import { ensureNamespace } from '../src/dev/test-crd';
+import { createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
 import { TEST_RETRY } from './helpers/plane';
 
 interface Fake {
@@ -328,6 +328,42 @@ void test('ensureNamespace: a create whose connection was lost after it was sent
     created = true; // the hung-up request was applied before the connection went
     await ensureNamespace(f.client(TEST_RETRY), 'ns-a');
     assert.deepEqual(f.requests, ['POST', 'POST']);
+  } finally {
+    await f.close();
+  }
+});
+
+void test('createObjects: an object whose create lost its connection after it was applied is sent again and counts once created', async () => {
+  const seen = new Set<string>();
+  let hangUps = 1;
+  const f = await fake({
+    tls: false,
+    handler: (req, res) => {
+      req.resume();
+      req.on('end', () => {
+        const again = seen.has(req.url!);
+        seen.add(req.url!);
+        if (req.url!.includes('/widgets') && hangUps > 0) {
+          hangUps--;
+          req.socket.destroy(); // applied (seen), then the connection went
+          return;
+        }
+        // Each answer closes its connection: the hang-up is then on a fresh one (not the idle-close race the
+        // client itself sends again), as when an API server goes away mid-request.
+        res.writeHead(again ? 409 : 201, { 'Content-Type': 'application/json', Connection: 'close' });
+        res.end(again ? JSON.stringify({ kind: 'Status', reason: 'AlreadyExists', code: 409 }) : '{}');
+      });
+    },
+  });
+  try {
+    const crd = testCrd('retry.svm.example', 'widgets', 'Widget');
+    await createObjects(f.client(TEST_RETRY), crd, 'v1', 1, { namespace: 'ns-b' });
+    assert.deepEqual(f.requests, ['POST', 'POST', 'POST'], 'the namespace, the object, the object again');
+    // A 409 on a first attempt is an object that was there before: still refused.
+    await assert.rejects(createObjects(f.client(TEST_RETRY), crd, 'v1', 1, { namespace: 'ns-b' }), (e: unknown) => {
+      assert.ok(e instanceof KubeError && e.kind === 'conflict', String(e));
+      return true;
+    });
   } finally {
     await f.close();
   }

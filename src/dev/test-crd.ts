@@ -112,26 +112,37 @@ export async function deleteCrd(kube: KubeClient, c: TestCrd): Promise<void> {
 }
 
 /**
- * Creates the namespace unless it exists. A connection lost after the request was sent (an API server restarted by
- * another test) is sent again, up to three times: the create may have been applied, and then answers 409.
+ * POSTs a create (through request(): the client's own retries first). A connection lost after the request was sent
+ * (an API server restarted by another test on the shared plane) is sent again, up to three times; the create may
+ * have been applied, so a 409 after such a retry counts as created, as does any status `accept` takes.
  */
-export async function ensureNamespace(kube: KubeClient, ns: string): Promise<void> {
+async function create(kube: KubeClient, path: string, body: unknown, accept: (status: number) => boolean = () => false): Promise<void> {
   for (let attempt = 1; ; attempt++) {
-    let res;
     try {
-      res = await kube.raw('POST', '/api/v1/namespaces', {
-        body: JSON.stringify({ apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } }),
-      });
+      await kube.request('POST', path, { body: JSON.stringify(body) });
+      return;
     } catch (err) {
-      if (attempt < 3 && err instanceof KubeError && err.kind === 'network') {
+      if (!(err instanceof KubeError)) throw err;
+      if (attempt < 3 && err.kind === 'network') {
         await new Promise((r) => setTimeout(r, 500 * attempt));
         continue;
       }
+      if (err.status !== undefined && (accept(err.status) || (err.status === 409 && attempt > 1))) return;
       throw err;
     }
-    if (res.status >= 300 && res.status !== 409) throw new Error(`creating namespace ${ns}: ${res.status} ${res.body}`);
-    return;
   }
+}
+
+/** Creates the namespace unless it exists. */
+export async function ensureNamespace(kube: KubeClient, ns: string): Promise<void> {
+  await create(
+    kube,
+    '/api/v1/namespaces',
+    { apiVersion: 'v1', kind: 'Namespace', metadata: { name: ns } },
+    (status) => status === 409,
+  ).catch((err: unknown) => {
+    throw new Error(`creating namespace ${ns}: ${err instanceof Error ? err.message : String(err)}`);
+  });
 }
 
 /** Runs fn over 0..count-1 with limited parallelism. */
@@ -162,7 +173,7 @@ export async function createObjects(
       metadata: { name, namespace: opts.namespace },
       spec: opts.payload ? opts.payload(i) : { index: i, note: `object ${i}` },
     };
-    await kube.request('POST', `/apis/${c.group}/${version}/namespaces/${opts.namespace}/${c.plural}`, { body: JSON.stringify(body) });
+    await create(kube, `/apis/${c.group}/${version}/namespaces/${opts.namespace}/${c.plural}`, body);
     opts.onProgress?.(++created);
   });
 }
