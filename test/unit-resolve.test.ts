@@ -374,9 +374,10 @@ void test('resolution through the discovery of the named groups alone chooses, a
       return discovery.filter((d) => d.group === group);
     },
   } as unknown as KubeClient;
-  const outcome = (f: () => DiscoveredResource) => {
+  /** What a match chose, or its refusal's message, for comparing the two ways of resolving. */
+  const outcome = async (f: () => DiscoveredResource | Promise<DiscoveredResource>) => {
     try {
-      const m = f();
+      const m = await f();
       return `${m.group}/${m.version}/${m.name}`;
     } catch (err) {
       assert.ok(err instanceof InvalidResourceError, String(err));
@@ -406,18 +407,8 @@ void test('resolution through the discovery of the named groups alone chooses, a
   ]) {
     calls.whole = 0;
     calls.groups = [];
-    const got = await matchDiscovering(kube, groupsNamedBy(input), (d) => matchResource(input, d)).then(
-      (m) => `${m.group}/${m.version}/${m.name}`,
-      (err: unknown) =>
-        outcome(() => {
-          throw err;
-        }),
-    );
-    assert.equal(
-      got,
-      outcome(() => matchResource(input, discovery)),
-      input,
-    );
+    const got = await outcome(() => matchDiscovering(kube, groupsNamedBy(input), (d) => matchResource(input, d)));
+    assert.equal(got, await outcome(() => matchResource(input, discovery)), input);
     assert.equal(calls.whole, named.includes(input) ? 0 : 1, `${input}: the whole discovery only when the named groups do not resolve it`);
     assert.deepEqual(calls.groups, groupsNamedBy(input), input);
   }
@@ -430,18 +421,8 @@ void test('resolution through the discovery of the named groups alone chooses, a
     { group: '', resource: 'deployments' },
   ]) {
     calls.whole = 0;
-    const got = await matchDiscovering(kube, [spec.group], (d) => matchExact(spec, d)).then(
-      (m) => `${m.group}/${m.version}/${m.name}`,
-      (err: unknown) =>
-        outcome(() => {
-          throw err;
-        }),
-    );
-    assert.equal(
-      got,
-      outcome(() => matchExact(spec, discovery)),
-      JSON.stringify(spec),
-    );
+    const got = await outcome(() => matchDiscovering(kube, [spec.group], (d) => matchExact(spec, d)));
+    assert.equal(got, await outcome(() => matchExact(spec, discovery)), JSON.stringify(spec));
     assert.equal(calls.whole, got.startsWith('refused') ? 1 : 0, JSON.stringify(spec));
   }
 });
