@@ -31,7 +31,7 @@ import { defaultDevDir, readEnv, readState, up } from '../src/dev/plane';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from '../src/dev/test-crd';
 import { KubeClient } from '../src/kube/client';
 import { imageEnv } from './lib/image-env';
-import { compiledRawLoop, rawLoopInChild, warmRawLoopInChild } from './lib/raw-loop';
+import { compiledRawLoop, rawLoopInChild } from './lib/raw-loop';
 import { planeCpu, planeCpuPer1000, treeCpuSeconds, type PlaneCpu } from './lib/proc';
 import { seedIntoEtcd } from './lib/seed-etcd';
 import { spawnWorker, waitForHealthz } from './lib/worker-process';
@@ -101,7 +101,7 @@ async function main() {
           plane0 = planeCpu(readState(dir));
         };
         const raw = WARM
-          ? await warmRawLoopInChild(child, { ...target, version: at }, { version: to, then: warmUp })
+          ? await rawLoopInChild(child, { ...target, version: at }, { version: to, then: warmUp })
           : await rawLoopInChild(child, target);
         if (raw.objects !== N) throw new Error(`round ${r}: the raw loop rewrote ${raw.objects} objects, not ${N}`);
         const cpu = { process: Number(((raw.cpuSeconds / N) * 1000).toFixed(2)), ...planeCpuPer1000(plane0, planeCpu(readState(dir)), N) };

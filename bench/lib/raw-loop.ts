@@ -10,7 +10,7 @@
  * first runs one pass through that version unmeasured, prints "warm", and waits for a line on stdin (the bench
  * flips the storage version) before the measured pass.
  */
-import { execFile, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import { once } from 'node:events';
 import * as path from 'node:path';
 import { KubeClient } from '../../src/kube/client';
@@ -79,57 +79,44 @@ export async function rawLoop(kube: KubeClient, t: RawLoopTarget): Promise<RawLo
 
 /**
  * The same loop in a fresh node process: this file compiled (`compiled`, beside the bench's compiled worker), or
- * through tsx when undefined; with env added to this process's environment (the worker's).
+ * through tsx when undefined; with env added to this process's environment (the worker's). With warmUp, the process
+ * first runs one unmeasured pass through `warmUp.version`, then awaits `warmUp.then()` (the bench moves the storage
+ * version back) and runs the measured pass through t.version: its code is then as warm as a worker's that has run a
+ * migration before.
  */
-export function rawLoopInChild(
+export async function rawLoopInChild(
   opts: { compiled?: string; kubeconfig: string; env: Record<string, string> },
   t: RawLoopTarget,
+  warmUp?: { version: string; then: () => Promise<void> },
 ): Promise<RawLoopResult> {
   const args = opts.compiled ? [opts.compiled] : ['--import', 'tsx', __filename];
-  const argv = [opts.kubeconfig, t.group, t.version, t.plural, t.kind, t.objects, t.chunk, t.concurrency].map(String);
-  return new Promise((resolve, reject) =>
-    execFile(
-      process.execPath,
-      [...args, ...argv],
-      { env: { ...process.env, ...opts.env }, maxBuffer: 64 * 1024 * 1024 },
-      (err, stdout, stderr) => {
-        if (err)
-          return reject(new Error(`the raw loop's process failed: ${stderr.trim().split('\n').slice(-3).join(' / ') || err.message}`));
-        try {
-          resolve(JSON.parse(stdout.trim().split('\n').at(-1)!) as RawLoopResult);
-        } catch {
-          reject(new Error(`the raw loop's process printed no result (${stdout.length} bytes)`));
-        }
-      },
-    ),
-  );
-}
-
-/**
- * rawLoopInChild warmed up: the process first runs one unmeasured pass through `warmUp.version`, then awaits
- * `warmUp.then()` (the bench moves the storage version back) and runs the measured pass through t.version; its code
- * is then as warm as a worker's that has run a migration before.
- */
-export async function warmRawLoopInChild(
-  opts: { compiled?: string; kubeconfig: string; env: Record<string, string> },
-  t: RawLoopTarget,
-  warmUp: { version: string; then: () => Promise<void> },
-): Promise<RawLoopResult> {
-  const args = opts.compiled ? [opts.compiled] : ['--import', 'tsx', __filename];
-  const argv = [opts.kubeconfig, t.group, t.version, t.plural, t.kind, t.objects, t.chunk, t.concurrency, warmUp.version].map(String);
-  const child = spawn(process.execPath, [...args, ...argv], { env: { ...process.env, ...opts.env }, stdio: ['pipe', 'pipe', 'pipe'] });
+  const argv = [
+    opts.kubeconfig,
+    t.group,
+    t.version,
+    t.plural,
+    t.kind,
+    t.objects,
+    t.chunk,
+    t.concurrency,
+    ...(warmUp ? [warmUp.version] : []),
+  ];
+  const child = spawn(process.execPath, [...args, ...argv.map(String)], {
+    env: { ...process.env, ...opts.env },
+    stdio: [warmUp ? 'pipe' : 'ignore', 'pipe', 'pipe'],
+  });
   let stdout = '';
   let stderr = '';
-  child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+  child.stderr!.on('data', (c: Buffer) => (stderr += c.toString()));
   const exited = once(child, 'exit') as Promise<[number | null]>;
   let warmed = false;
-  child.stdout.on('data', (c: Buffer) => {
+  child.stdout!.on('data', (c: Buffer) => {
     stdout += c.toString();
-    if (!warmed && stdout.startsWith('warm\n')) {
+    if (warmUp && !warmed && stdout.startsWith('warm\n')) {
       warmed = true;
       stdout = stdout.slice('warm\n'.length);
       warmUp.then().then(
-        () => child.stdin.end('go\n'),
+        () => child.stdin!.end('go\n'),
         (err: unknown) => {
           stderr += `the bench could not go on after the warm-up: ${String(err)}\n`;
           child.kill();
@@ -138,7 +125,7 @@ export async function warmRawLoopInChild(
     }
   });
   const [code] = await exited;
-  if (code !== 0 || !warmed)
+  if (code !== 0 || (warmUp && !warmed))
     throw new Error(`the raw loop's process failed: ${stderr.trim().split('\n').slice(-3).join(' / ') || `exit ${code}`}`);
   try {
     return JSON.parse(stdout.trim().split('\n').at(-1)!) as RawLoopResult;
