@@ -23,7 +23,7 @@ import { beforeMigration, judgeMigration, verdictProblems } from '../src/dev/mig
 import { describeDeployment } from '../src/worker/versioning';
 import { freePort } from '../src/worker/free-port';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { eventually } from './helpers/migrate';
+import { besideTaskQueue, eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const root = path.join(__dirname, '..');
@@ -110,7 +110,8 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
   const kubeconfig = path.join(store.work, 'kubeconfig');
   fs.copyFileSync(plane.env.KUBECONFIG!, kubeconfig);
   fs.chmodSync(kubeconfig, 0o444);
-  const taskQueue = uniq('tq');
+  // A queue other tests' endLeftovers leave alone: this test runs beside the main run, on its plane.
+  const taskQueue = besideTaskQueue();
   const deploymentName = uniq('svm-image');
   const hostname = uniq('svm-worker');
   const metricsPort = await freePort();
