@@ -11,11 +11,11 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import {
   asciiOnly,
+  bundleOptions,
   prebuiltBundlePath,
   prebuiltBundleProblem,
   prebuiltMapPath,
   projectRoot,
-  quiet,
   splitSourceMap,
   workflowsSource,
 } from '../src/worker/workflow-bundle';
@@ -31,7 +31,7 @@ async function main(): Promise<void> {
   const t0 = performance.now();
   // Loaded only when there is work to do: @temporalio/worker takes seconds to load.
   const { bundleWorkflowCode } = await import('@temporalio/worker');
-  const { code, map } = splitSourceMap(asciiOnly((await bundleWorkflowCode({ workflowsPath: workflowsSource(root), logger: quiet })).code));
+  const { code, map } = splitSourceMap(asciiOnly((await bundleWorkflowCode(bundleOptions(workflowsSource(root)))).code));
   mkdirSync(path.dirname(out), { recursive: true });
   if (map !== undefined) writeFileSync(prebuiltMapPath(root), map);
   writeFileSync(out, code);

@@ -13,6 +13,7 @@ import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { before, test } from 'node:test';
 import { historyFromJSON } from '@temporalio/common/lib/proto-utils';
+import { bundleOptions } from '../src/worker/workflow-bundle';
 import { bundleWorkflowCode, DefaultLogger, Runtime, Worker, type WorkflowBundle } from '@temporalio/worker';
 
 const dir = path.join(__dirname, 'fixtures', 'histories');
@@ -26,10 +27,7 @@ const fixtures = fs.existsSync(dir)
 let bundle: WorkflowBundle;
 before(async () => {
   Runtime.install({ logger: new DefaultLogger('ERROR') });
-  bundle = await bundleWorkflowCode({
-    workflowsPath: require.resolve('../src/workflows'),
-    logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
-  });
+  bundle = await bundleWorkflowCode(bundleOptions(require.resolve('../src/workflows')));
 });
 
 void test('there are recorded histories of every kind of ending', () => {

@@ -29,6 +29,25 @@ export const prebuiltBundlePath = (root = projectRoot()) => path.join(root, 'dis
 export const prebuiltMapPath = (root = projectRoot()) => `${prebuiltBundlePath(root)}.map`;
 export const workflowsSource = (root = projectRoot()) => path.join(root, 'src', 'workflows', 'index.ts');
 
+/**
+ * Modules (under src/) every workflow of a worker shares: loaded once, when the
+ * worker's reusable V8 context starts (the SDK's preloadModules), instead of
+ * once per workflow run. workflows/preload brings zod: without it each run,
+ * continue-as-new included, evaluated zod again (~3 MiB of classes, ~50 ms
+ * in a fresh process), garbage in the workflow thread's heap until a major GC
+ * (bench:migrate with 20 continue-as-new: the worker's RSS rose 16 MiB before
+ * one). The SDK deep-freezes what a preloaded module reaches; a module here
+ * must hold no state of a workflow and change nothing after loading
+ * (unit-workflow-bundle checks what it can).
+ */
+export const SHARED_WORKFLOW_MODULES = ['workflows/preload'] as const;
+
+/** bundleWorkflowCode's options for the workflows at workflowsPath (src/workflows or dist/src/workflows): the same everywhere a bundle is built. */
+export function bundleOptions(workflowsPath: string): { workflowsPath: string; preloadModules: string[]; logger: typeof quiet } {
+  const src = path.resolve(path.dirname(workflowsPath), '..');
+  return { workflowsPath, preloadModules: SHARED_WORKFLOW_MODULES.map((m) => path.join(src, m)), logger: quiet };
+}
+
 function resolveTs(base: string): string | undefined {
   for (const p of [`${base}.ts`, path.join(base, 'index.ts'), base]) if (existsSync(p) && statSync(p).isFile()) return p;
   return undefined;
@@ -60,7 +79,8 @@ export function prebuiltBundleProblem(root = projectRoot()): string | undefined 
   const built = statSync(bundle).mtimeMs;
   // The SDK's workflow runtime is bundled too: a changed lockfile may mean a changed SDK.
   const lock = path.join(root, 'package-lock.json');
-  const inputs = [...workflowSources(entry), ...(existsSync(lock) ? [lock] : [])];
+  const preloaded = SHARED_WORKFLOW_MODULES.flatMap((m) => workflowSources(path.join(root, 'src', `${m}.ts`)));
+  const inputs = [...new Set([...workflowSources(entry), ...preloaded]), ...(existsSync(lock) ? [lock] : [])];
   const newer = inputs.filter((f) => statSync(f).mtimeMs > built);
   return newer.length
     ? `${path.relative(root, newer[0]!)}${newer.length > 1 ? ` and ${newer.length - 1} more` : ''} changed since it was built`
@@ -128,7 +148,7 @@ export async function workflowBundleOption(): Promise<WorkflowBundleOption> {
   }
   // As before: the workflows next to this module (TypeScript under tsx, compiled JavaScript under dist/).
   inProcess ??= import('@temporalio/worker').then(async ({ bundleWorkflowCode }) => {
-    const bundle = await bundleWorkflowCode({ workflowsPath: require.resolve('../workflows'), logger: quiet });
+    const bundle = await bundleWorkflowCode(bundleOptions(require.resolve('../workflows')));
     const code = asciiOnly(bundle.code);
     return { ...bundle, code: fullMap ? code : splitSourceMap(code).code };
   });

@@ -6,6 +6,7 @@
  */
 import { after, before } from 'node:test';
 import { TestWorkflowEnvironment } from '@temporalio/testing';
+import { bundleOptions } from '../../src/worker/workflow-bundle';
 import { bundleWorkflowCode, DefaultLogger, Runtime, type WorkflowBundle } from '@temporalio/worker';
 import { ensureTools } from '../../src/dev/tools';
 import { searchAttributeDefinitions } from '../../src/contract/search-attributes';
@@ -36,10 +37,7 @@ export function workflowTestEnv(suggestContinueAsNewAt: number): WorkflowEnv {
         extraArgs: ['--dynamic-config-value', `limit.historyCount.suggestContinueAsNew=${suggestContinueAsNewAt}`, '--log-level', 'error'],
       },
     });
-    out.bundle = await bundleWorkflowCode({
-      workflowsPath: require.resolve('../../src/workflows'),
-      logger: { trace() {}, debug() {}, info() {}, warn() {}, error() {}, log() {} },
-    });
+    out.bundle = await bundleWorkflowCode(bundleOptions(require.resolve('../../src/workflows')));
   });
   after(async () => out.env?.teardown());
   return out;
