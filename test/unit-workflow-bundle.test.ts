@@ -7,6 +7,7 @@ import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
 import * as vm from 'node:vm';
+import { zodReady } from '../src/workflows/preload';
 import { asciiOnly, bundleOptions, SHARED_WORKFLOW_MODULES, splitSourceMap, withSourceMap } from '../src/worker/workflow-bundle';
 
 void test('asciiOnly escapes every other character and the code means the same: strings, templates, regular expressions, comments, names', () => {
@@ -61,6 +62,7 @@ void test('the modules every workflow shares (preloaded once, then frozen by the
       } else assert.match(spec!, /^(zod|@temporalio\/common|@temporalio\/workflow)$/, `${m} imports ${spec}`);
     }
   }
+  assert.equal(zodReady, true, "preload's throwaway schema parsed, passed and failed as meant");
   assert.deepEqual(
     bundleOptions(path.join(src, 'workflows', 'index.ts')).preloadModules,
     SHARED_WORKFLOW_MODULES.map((m) => path.join(src, m)),

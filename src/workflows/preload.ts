@@ -18,19 +18,34 @@
 import { z } from 'zod';
 
 function warmUp(): boolean {
-  const schema = z.object({
-    s: z.string().min(1).max(9),
-    n: z.number().int().min(0).max(9).optional(),
-    b: z.boolean().default(false),
-    l: z.literal('x'),
-    e: z.enum(['a', 'b']),
-    a: z.array(z.string()).max(3),
-    r: z.record(z.string(), z.number()),
-    u: z.union([z.string(), z.number()]),
-    p: z.preprocess((v) => v, z.string()),
-  });
-  const ok = schema.safeParse({ s: 'a', n: 1, l: 'x', e: 'a', a: [], r: {}, u: 1, p: 'p' });
-  const bad = schema.safeParse({ s: '', n: -1.5, b: 1, l: 'y', e: 'c', a: [1, 2, 3, 4], r: { k: 'v' }, u: null, p: 2 });
+  const base = z
+    .object({
+      s: z
+        .string()
+        .min(1)
+        .max(9)
+        .regex(/^[a-z]+$/),
+      n: z.number().int().min(0).max(9).optional(),
+      b: z.boolean().default(false),
+      l: z.literal('x'),
+      e: z.enum(['a', 'b']),
+      a: z.array(z.string()).max(3),
+      r: z.record(z.string(), z.number()),
+      u: z.union([z.string(), z.number()]).nullable(),
+      p: z.preprocess((v) => v, z.string()),
+    })
+    .strict()
+    .describe('zod, warmed up');
+  const schema = base
+    .extend({ x: z.string().optional() })
+    .omit({ x: true })
+    .partial({ n: true })
+    .refine((v) => v.s !== 'never', { message: 'never' })
+    .superRefine((v, ctx) => {
+      if (v.l !== 'x') ctx.addIssue({ code: 'custom', message: 'not x' });
+    });
+  const ok = schema.safeParse({ s: 'a', n: 1, l: 'x', e: 'a', a: [], r: {}, u: null, p: 'p' });
+  const bad = schema.safeParse({ s: '', n: -1.5, b: 1, l: 'y', e: 'c', a: [1, 2, 3, 4], r: { k: 'v' }, u: {}, p: 2, q: 1 });
   return (
     ok.success && !bad.success && bad.error instanceof z.ZodError && bad.error.issues.length > 0 && z.util.allowsEval.value !== undefined
   );
