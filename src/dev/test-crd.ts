@@ -84,22 +84,33 @@ export async function applyCrd(
   });
   // Wait until the CRD is established and every served version answers, on every API server asked at its own
   // address (through the load balancer a kept-alive connection stays with one server: the next request, on another
-  // connection, may reach a server that does not serve it yet).
+  // connection, may reach a server that does not serve it yet). A server that cannot be reached (restarted by another
+  // test on the shared plane) counts as not ready yet: it serves the CRD once it is back, or leaves the list of
+  // servers when its endpoint lease expires.
   const servers = kubernetesEndpoints(kube);
+  const status = async (k: KubeClient, v: string): Promise<number | string> => {
+    try {
+      return (await k.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status;
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'network') return err.message;
+      throw err;
+    }
+  };
   try {
+    let last: Array<number | string> = [];
     for (let i = 0; ; i++) {
       const crd = await kube.getJson<{ status?: { conditions?: Array<{ type: string; status: string }> } }>(crdUrl(c));
       const established = crd.status?.conditions?.some((x) => x.type === 'Established' && x.status === 'True');
       if (established) {
         const clients = [kube, ...(opts.everyServer === false ? [] : (await servers.find()).endpoints.map((e) => e.kube))];
-        const codes = await Promise.all(
-          clients.flatMap((k) =>
-            served.map(async (v) => (await k.raw('GET', `/apis/${c.group}/${v}/${c.plural}`, { query: { limit: 1 } })).status),
-          ),
-        );
-        if (codes.every((code) => code === 200)) return;
+        last = await Promise.all(clients.flatMap((k) => served.map((v) => status(k, v))));
+        if (last.every((code) => code === 200)) return;
       }
-      if (i > 300) throw new Error(`CRD ${c.name} not ready on every API server after 30s`);
+      if (i > 600) {
+        throw new Error(
+          `CRD ${c.name} not ready on every API server after 60s (${established ? `answers: ${last.join(', ')}` : 'not established'})`,
+        );
+      }
       await new Promise((r) => setTimeout(r, 100));
     }
   } finally {
