@@ -85,10 +85,9 @@ if [[ $# -gt 0 ]]; then files=("$@"); fi
 # no other plane, and the image's test. The whole run stays within CI's time; their output follows the others'.
 beside=()
 if [[ $# -eq 0 ]]; then
-  # test-image last: it builds the image (CPU, while the main run waits on servers), then migrates a CRD of its own
-  # on the shared plane by the 'svm worker' of the image, on a task queue of its own (besideTaskQueue: the main
-  # run's endLeftovers leaves its workflows alone), long after the main run's tests that migrate every resource
-  # (they run first).
+  # test-image last: it builds the image (CPU, while the main run waits on servers), then migrates a CRD by the
+  # 'svm worker' of the image on a plane of its own (on the shared one, the main run's API server restarts and
+  # clean-ups of leftover workflows reached it twice).
   beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts test/test-image.test.ts)
 fi
 rest=()

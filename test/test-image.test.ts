@@ -1,6 +1,7 @@
 /**
  * The container image is real: the project's Dockerfile, unchanged, built by podman, and `svm worker` run from
- * the image against the shared plane migrates a resource, judged by etcd.
+ * the image against a plane of the test's own (it runs beside the main run: API server restarts and clean-ups
+ * of the shared plane's tests are not its business) migrates a resource, judged by etcd.
  *
  * How the image is built (the base from Debian, the build's npm settings, podman's settings on this machine, a
  * store of the test's own, removed at the end): src/dev/image.ts.
@@ -16,14 +17,16 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { temporal } from '@temporalio/proto';
+import { installCrds } from '../src/client/cli-migrate';
 import { Migrator } from '../src/client';
 import { etcdPrefix } from '../src/dev/etcd-truth';
+import { down } from '../src/dev/plane';
 import { ImageStore, PODMAN_LIMITS, runIn } from '../src/dev/image';
 import { beforeMigration, judgeMigration, verdictProblems } from '../src/dev/migration-judge';
 import { describeDeployment } from '../src/worker/versioning';
 import { freePort } from '../src/worker/free-port';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { besideTaskQueue, eventually } from './helpers/migrate';
+import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const root = path.join(__dirname, '..');
@@ -31,12 +34,14 @@ const IMAGE = 'localhost/svm-image-test:latest';
 
 let plane: TestPlane;
 let store: ImageStore;
+const planeDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-plane-'));
 let revision: string;
 const podman = (args: string[], timeout?: number) => store.podman(args, timeout);
 
 before(async () => {
   await ImageStore.preflight();
-  plane = await testPlane();
+  plane = await testPlane({ dir: planeDir });
+  await installCrds(plane.kube);
   store = new ImageStore(fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-')));
   revision = (await runIn('git', ['rev-parse', '--short', 'HEAD'])).trim();
   await store.build(IMAGE, revision);
@@ -50,6 +55,8 @@ before(async () => {
 
 after(async () => {
   await plane?.close();
+  await down(planeDir, () => undefined).catch(() => undefined);
+  fs.rmSync(planeDir, { recursive: true, force: true });
   // The store holds only this test's images and containers.
   await store?.dispose();
 });
@@ -110,8 +117,7 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
   const kubeconfig = path.join(store.work, 'kubeconfig');
   fs.copyFileSync(plane.env.KUBECONFIG!, kubeconfig);
   fs.chmodSync(kubeconfig, 0o444);
-  // A queue other tests' endLeftovers leave alone: this test runs beside the main run, on its plane.
-  const taskQueue = besideTaskQueue();
+  const taskQueue = uniq('svm-image-tq');
   const deploymentName = uniq('svm-image');
   const hostname = uniq('svm-worker');
   const metricsPort = await freePort();
@@ -153,7 +159,7 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
     `SVM_METRICS_PORT=${metricsPort}`,
     '-e',
     'SVM_METRICS_HOST=0.0.0.0',
-    // The shared plane's other tests run workers of their own: this one serves its task queue only.
+    // This test judges one migration: no bridge (it would start migrations of every resource the plane changes).
     '-e',
     'SVM_BRIDGE=false',
     IMAGE,

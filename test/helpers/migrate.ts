@@ -39,26 +39,16 @@ export async function eventually<T>(what: string, check: () => Promise<T | undef
 }
 
 /**
- * Task queues of a test that runs beside the main run on the shared plane
- * (test-image, see scripts/test.sh) start with this: its migration is live,
- * served by its own worker, and not a leftover.
- */
-export const BESIDE_TASK_QUEUE_PREFIX = 'beside-tq';
-
-/** A task queue for a test that runs beside the main run on the shared plane: endLeftovers leaves its workflows alone. */
-export const besideTaskQueue = () => uniq(BESIDE_TASK_QUEUE_PREFIX);
-
-/**
  * Every test runs its worker on its own task queue, so a migration (or the
  * trigger) an earlier test left running would be joined by the next start and
  * wait forever on a queue nobody serves. Tests that start migrations of
- * shared resources end such leftovers first; the workflows of a test running
- * beside them (besideTaskQueue) are not leftovers and are left alone.
+ * shared resources end such leftovers first (every test on the shared plane
+ * runs in the main run, one file after another: the files run beside it use
+ * planes of their own, scripts/test.sh).
  */
 export async function endLeftovers(plane: TestPlane): Promise<void> {
   const c = plane.temporal.client;
   for await (const w of c.workflow.list({ query: `ExecutionStatus = 'Running'` })) {
-    if (w.taskQueue.startsWith(`${BESIDE_TASK_QUEUE_PREFIX}-`)) continue;
     await c.workflow
       .getHandle(w.workflowId)
       .terminate('left running by an earlier test')
