@@ -86,8 +86,8 @@ if [[ $# -gt 0 ]]; then files=("$@"); fi
 beside=()
 if [[ $# -eq 0 ]]; then
   # test-image last: it builds the image (CPU, while the main run waits on servers), then migrates a CRD by the
-  # 'svm worker' of the image on a plane of its own (on the shared one, the main run's API server restarts and
-  # clean-ups of leftover workflows reached it twice).
+  # 'svm worker' of the image on a plane of its own (on the shared one, the main run's API server restarts reached
+  # it twice in CI, and its clean-up of leftover workflows once).
   beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts test/test-image.test.ts)
 fi
 rest=()
