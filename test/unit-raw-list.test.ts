@@ -454,3 +454,61 @@ void test('itemIdentity: apiVersion, kind and metadata of an item, whatever thei
   assert.throws(() => itemIdentity('[]'), /not a JSON object/);
   assert.throws(() => itemIdentity('{"metadata":{"name":"a"'), /unterminated/);
 });
+
+void test('itemIdentity: strings ending in backslashes and holding escaped quotes end where JSON.parse ends them', () => {
+  const values = ['a\\', 'a\\\\', '\\"', 'x\\"y', '"', '\\', '\\\\"\\\\', 'C:\\dir\\', '}"],{'];
+  for (const v of values) {
+    const item = { metadata: { name: 'a', annotations: { [v]: v, after: 'b' } }, data: { [v]: v }, kind: 'Secret' };
+    const id = itemIdentity(JSON.stringify(item));
+    assert.deepEqual(id, { metadata: item.metadata, kind: 'Secret' }, `value ${JSON.stringify(v)}`);
+  }
+});
+
+void test('itemIdentity: an item of many strings is scanned once, not once per string (a large managedFields)', () => {
+  // Counted, not timed: the characters String.prototype.indexOf is asked to search, over an item of 20,000 keys.
+  const fields: Record<string, object> = {};
+  for (let k = 0; k < 20_000; k++) fields[`f:key-${k}`] = {};
+  const raw = JSON.stringify({ metadata: { name: 'cm', managedFields: [{ manager: 'm', fieldsV1: { 'f:data': fields } }] } });
+  const indexOf = String.prototype.indexOf;
+  let searched = 0;
+  String.prototype.indexOf = function (this: string, search: string, from?: number) {
+    const at = indexOf.call(this, search, from);
+    if (this === raw) searched += (at < 0 ? this.length : at + search.length) - (from ?? 0);
+    return at;
+  } as typeof indexOf;
+  try {
+    assert.equal(itemIdentity(raw).metadata?.name, 'cm');
+  } finally {
+    String.prototype.indexOf = indexOf;
+  }
+  assert.ok(searched <= 2 * raw.length, `searched ${searched} characters of an item of ${raw.length}`);
+});
+
+void test('RawListSplitter: a chunk of many short strings is scanned once, not once per string', () => {
+  // Counted, not timed: the bytes Buffer.prototype.indexOf is asked to search, over one chunk of a list whose
+  // items hold 20,000 short strings (a large managedFields), with and without escapes.
+  for (const key of ['f:key-', 'f:k\\"ey-']) {
+    const fields: Record<string, object> = {};
+    for (let k = 0; k < 20_000; k++) fields[`${key}${k}`] = {};
+    const text = JSON.stringify({ kind: 'List', items: [{ metadata: { name: 'cm', managedFields: [{ fieldsV1: fields }] } }] });
+    const bytes = Buffer.from(text, 'utf8');
+    const indexOf = Buffer.prototype.indexOf;
+    let searched = 0;
+    Buffer.prototype.indexOf = function (this: Buffer, value: number, from?: number) {
+      const at = indexOf.call(this, value, from);
+      searched += (at < 0 ? this.length : at + 1) - (from ?? 0);
+      return at;
+    } as typeof indexOf;
+    let items: Buffer[];
+    try {
+      const s = new RawListSplitter();
+      items = s.push(bytes);
+      s.end();
+    } finally {
+      Buffer.prototype.indexOf = indexOf;
+    }
+    assert.equal(items.length, 1);
+    assert.deepEqual(JSON.parse(items[0]!.toString('utf8')), JSON.parse(text).items[0]);
+    assert.ok(searched <= 3 * bytes.length, `searched ${searched} bytes of a chunk of ${bytes.length} (${JSON.stringify(key)})`);
+  }
+});

@@ -170,6 +170,8 @@ export class RawListSplitter {
       c.inString = true;
       i++;
     }
+    /** The first quote at or after i in chunk (-1: none), kept while i has not passed it. */
+    let q = -2;
     while (i < n) {
       if (c.inString) {
         if (c.escape) {
@@ -177,12 +179,13 @@ export class RawListSplitter {
           i++;
           continue;
         }
-        // Long strings (Secret data) are skipped by indexOf, not byte by byte.
-        const q = chunk.indexOf(QUOTE, i);
-        const bs = chunk.indexOf(BACKSLASH, i);
-        if (bs >= 0 && (q < 0 || bs < q)) {
+        // Long strings (Secret data) are skipped by indexOf, not byte by byte; a backslash is looked for only up to
+        // the next quote (looking to the chunk's end for each string made a chunk of many short strings quadratic).
+        if (q < i && q !== -1) q = chunk.indexOf(QUOTE, i);
+        const bs = chunk.subarray(i, q < 0 ? n : q).indexOf(BACKSLASH);
+        if (bs >= 0) {
           c.escape = true;
-          i = bs + 1;
+          i += bs + 1;
           continue;
         }
         if (q < 0) return -1;
@@ -240,14 +243,19 @@ function skipWs(s: string, i: number): number {
   return i;
 }
 
-/** Index just past the string starting at s[i] === '"'. */
+/**
+ * Index just past the string starting at s[i] === '"': the first quote not escaped, that is not preceded by an odd
+ * run of backslashes. Linear in the string's length (searching for the next backslash instead scanned to the item's
+ * end for every string without one: quadratic in an item of many strings, such as a large managedFields).
+ */
 function skipString(s: string, i: number): number {
   for (i++; ;) {
     const q = s.indexOf('"', i);
-    const bs = s.indexOf('\\', i);
-    if (bs >= 0 && (q < 0 || bs < q)) i = bs + 2;
-    else if (q >= 0) return q + 1;
-    else throw new Error('unterminated string in list item');
+    if (q < 0) throw new Error('unterminated string in list item');
+    let backslashes = 0;
+    for (let b = q - 1; b >= i && s.charCodeAt(b) === 92; b--) backslashes++;
+    if (backslashes % 2 === 0) return q + 1;
+    i = q + 1;
   }
 }
 
