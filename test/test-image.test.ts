@@ -159,9 +159,6 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
     `SVM_METRICS_PORT=${metricsPort}`,
     '-e',
     'SVM_METRICS_HOST=0.0.0.0',
-    // This test judges one migration: no bridge (it would start migrations of every resource the plane changes).
-    '-e',
-    'SVM_BRIDGE=false',
     IMAGE,
   ]);
   const m = await Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
