@@ -9,9 +9,13 @@ import assert from 'node:assert/strict';
 import * as crypto from 'node:crypto';
 import { X509Certificate } from 'node:crypto';
 import * as fs from 'node:fs';
+import * as net from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import YAML from 'yaml';
+import { KubeConfig } from '@kubernetes/client-node';
+import type { KubeClient } from '../src/kube/client';
+import { applyCrd, testCrd } from '../src/dev/test-crd';
 import { haproxyConfig } from '../src/dev/load-balancer';
 import { bridgeName, gatewayAddress, hostVethName, netnsName, serverAddress } from '../src/dev/network';
 import { kubeconfigYaml } from '../src/dev/plane';
@@ -83,4 +87,42 @@ void test('serving certificates: signed by the plane CA, Service names and the s
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+void test('applyCrd: an API server that refuses connections (restarted by another test) is waited for, not a failure', async () => {
+  // A port nothing listens on: the listed server refuses every connection, as one that is restarting does.
+  const closed = await new Promise<number>((resolve) => {
+    const s = net.createServer().listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as net.AddressInfo;
+      s.close(() => resolve(port));
+    });
+  });
+  const base = new KubeConfig();
+  base.loadFromOptions({
+    clusters: [{ name: 'lb', server: 'https://127.0.0.1:1', skipTLSVerify: true }],
+    users: [{ name: 'u', token: 't' }],
+    contexts: [{ name: 'c', cluster: 'lb', user: 'u' }],
+    currentContext: 'c',
+  });
+  // The EndpointSlice lists the refusing server three times, then no longer (its endpoint lease expired).
+  let sliceReads = 0;
+  const ok = (body: unknown) => Promise.resolve({ status: 200, headers: {}, body: JSON.stringify(body) });
+  const via = {
+    kubeConfig: base,
+    server: 'https://127.0.0.1:1',
+    request: (_method: string, p: string) => {
+      if (p.includes('endpointslices')) {
+        const listed = ++sliceReads <= 3 ? [{ addresses: ['127.0.0.1'] }] : [];
+        return ok({
+          items: [{ metadata: { name: 'kubernetes' }, addressType: 'IPv4', endpoints: listed, ports: [{ name: 'https', port: closed }] }],
+        });
+      }
+      if (p.includes('leases')) return ok({ items: [] });
+      return ok({});
+    },
+    getJson: () => Promise.resolve({ status: { conditions: [{ type: 'Established', status: 'True' }] } }),
+    raw: () => Promise.resolve({ status: 200, headers: {}, body: '{}' }),
+  } as unknown as KubeClient;
+  await applyCrd(via, testCrd('refused.svm.test'), 'v1');
+  assert.ok(sliceReads > 3, `the refusing server was asked ${sliceReads} times before it left the list`);
 });
