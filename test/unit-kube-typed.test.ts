@@ -15,7 +15,7 @@ import { EndpointSlice } from '../src/api/endpoint-slice';
 import { Lease } from '../src/api/lease';
 import { StorageState, StorageVersionMigration } from '../src/api/migration';
 import { IdentityLease, StorageVersion } from '../src/api/storage-version';
-import { KubeClient, type KubeResponse, type RequestOptions } from '../src/kube/client';
+import { KubeClient, METADATA_ONLY_LIST_ACCEPT, type KubeResponse, type RequestOptions } from '../src/kube/client';
 import { getCrd, setCrdStoredVersions } from '../src/kube/crds';
 import { findApiGroup, getResourceList } from '../src/kube/discovery';
 import { KubeError } from '../src/kube/errors';
@@ -34,6 +34,7 @@ import {
   patchStorageStateStatus,
   refineStorageState,
 } from '../src/kube/storage-states';
+import { latestResourceVersion, NO_NAMESPACE } from '../src/kube/standard-migrations';
 import { findStorageVersion, storageVersionApiServed } from '../src/kube/storage-versions';
 import { fieldPath, MalformedObjectError, parseAs, parseBodyAs } from '../src/kube/typed';
 
@@ -293,6 +294,7 @@ interface Call {
   body?: unknown;
   query?: RequestOptions['query'];
   contentType?: string;
+  accept?: string;
 }
 
 class TableKube extends KubeClient {
@@ -313,6 +315,7 @@ class TableKube extends KubeClient {
       path,
       query: opts.query,
       contentType: opts.contentType,
+      ...(opts.accept !== undefined ? { accept: opts.accept } : {}),
       ...(opts.body !== undefined ? { body: JSON.parse(opts.body) as unknown } : {}),
     };
     this.calls.push(call);
@@ -519,4 +522,32 @@ void test('CRDs, StorageVersions, identity leases and discovery: paths, 404 hand
     ['v1'],
   );
   assert.equal(await findApiGroup(kube, 'nothing.example.com'), undefined);
+});
+
+void test("the built-in's status.resourceVersion is read without any object's content: metadata only, a namespaced resource in a namespace that cannot exist; a 406 asks again plainly", async () => {
+  const kube = new TableKube((c) => {
+    if (c.path.includes('/aggregated.example/') && c.accept === METADATA_ONLY_LIST_ACCEPT)
+      return { status: 406, body: status(406, 'NotAcceptable') };
+    return { status: 200, body: { kind: 'List', metadata: { resourceVersion: '4711' }, items: [] } };
+  });
+  assert.equal(await latestResourceVersion(kube, { group: '', version: 'v1', resource: 'secrets', namespaced: true }), '4711');
+  assert.equal(
+    await latestResourceVersion(kube, { group: 'rbac.authorization.k8s.io', version: 'v1', resource: 'clusterroles', namespaced: false }),
+    '4711',
+  );
+  assert.equal(
+    await latestResourceVersion(kube, { group: 'aggregated.example', version: 'v1', resource: 'things', namespaced: true }),
+    '4711',
+  );
+  assert.deepEqual(
+    kube.calls.map((c) => [c.method, c.path, c.query, c.accept]),
+    [
+      ['GET', `/api/v1/namespaces/${encodeURIComponent(NO_NAMESPACE)}/secrets`, { limit: 1 }, METADATA_ONLY_LIST_ACCEPT],
+      ['GET', '/apis/rbac.authorization.k8s.io/v1/clusterroles', { limit: 1 }, METADATA_ONLY_LIST_ACCEPT],
+      ['GET', `/apis/aggregated.example/v1/namespaces/${encodeURIComponent(NO_NAMESPACE)}/things`, { limit: 1 }, METADATA_ONLY_LIST_ACCEPT],
+      ['GET', `/apis/aggregated.example/v1/namespaces/${encodeURIComponent(NO_NAMESPACE)}/things`, { limit: 1 }, undefined],
+    ],
+  );
+  // A namespace no object can be in: not a DNS label.
+  assert.doesNotMatch(NO_NAMESPACE, /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
 });

@@ -16,7 +16,7 @@ import {
   type StandardCondition,
   type StandardVersion,
 } from '../api/standard-migration';
-import { parseJson, type KubeClient } from './client';
+import { METADATA_ONLY_LIST_ACCEPT, parseJson, type KubeClient } from './client';
 import { WORKFLOW_ID_ANNOTATION } from './migrations';
 import { ensureOk, MalformedObjectError, parseAs, parseBodyAs } from './typed';
 
@@ -131,9 +131,26 @@ export async function writeStandardStatus(
   });
 }
 
-/** The resource's current list resourceVersion: the built-in's status.resourceVersion (objects at or below it are migrated). */
-export async function latestResourceVersion(kube: KubeClient, ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>): Promise<string> {
-  const list = await kube.getJson<{ metadata?: { resourceVersion?: string } }>(collectionPath(ref), { limit: 1 });
+/**
+ * A namespace no object can be in (not a DNS label): the list of a namespaced resource in it is empty, and carries
+ * the resource's current resourceVersion all the same (the built-in asks the same way).
+ */
+export const NO_NAMESPACE = '@svm:no-such-namespace!';
+
+/**
+ * The resource's current list resourceVersion: the built-in's status.resourceVersion (objects at or below it are
+ * migrated). Read without any object's content: a namespaced resource is listed in NO_NAMESPACE, and the list asks
+ * for metadata only (a CRD whose conversion webhook is down serves no content, and a Secret's is none of svm's
+ * business). A server that cannot answer with metadata only (406: some aggregated APIs) is asked for its plain list.
+ */
+export async function latestResourceVersion(
+  kube: KubeClient,
+  ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'namespaced'>,
+): Promise<string> {
+  const path = collectionPath(ref, ref.namespaced ? NO_NAMESPACE : undefined);
+  let res = await kube.request('GET', path, { query: { limit: 1 }, accept: METADATA_ONLY_LIST_ACCEPT, allow: [406] });
+  if (res.status === 406) res = await kube.request('GET', path, { query: { limit: 1 } });
+  const list = parseJson<{ metadata?: { resourceVersion?: string } }>(res.body, `GET ${path}`);
   const rv = list?.metadata?.resourceVersion;
   if (!rv) throw new Error(`the list of ${ref.resource} gave no resourceVersion`);
   return rv;
