@@ -64,7 +64,9 @@ void test('shell, Temporal CLI only: minimal start, resolution, pause, progress,
     });
     const s = sections(stdout) as Record<string, Record<string, unknown>>;
     console.log(stdout.split('\n').slice(0, 3).join('\n'));
-    assert.equal((s.resolution!.result as { resource: string } | undefined)?.resource ?? s.resolution!.resource, crd.plural);
+    // The Update-with-Start's answer: the workflow it started (or joined) and the resolved resource.
+    assert.equal(s.resolution!.workflowId, `migrate/${crd.name}`);
+    assert.equal((s.resolution!.updateResult as { resource: string } | undefined)?.resource, crd.plural);
     const paused = (s.pause!.result ?? s.pause) as { paused: boolean; resource: string };
     assert.equal(paused.paused, true);
     assert.equal(paused.resource, crd.name);
@@ -138,27 +140,27 @@ void test('a bad minimal start is refused at once with the accepted forms, in th
       ['tokenreviews.authentication.k8s.io', /not persisted/],
     ] as const) {
       const id = `migrate/${resource}`;
-      await run(
+      // As examples/shell/migrate.sh sends it: the start and the resolution update in one call (Update-with-Start).
+      const refused = await run(
         plane.env.TEMPORAL_CLI!,
         [
           'workflow',
-          'start',
+          'execute-update-with-start',
           '--type',
           'migrateResource',
           '--task-queue',
           taskQueue,
           '--workflow-id',
           id,
+          '--id-conflict-policy',
+          'UseExisting',
           '--input',
           JSON.stringify({ resource }),
+          '--update-name',
+          'resolution',
+          '--update-input',
+          '{}',
         ],
-        {
-          env: cli(taskQueue),
-        },
-      );
-      const refused = await run(
-        plane.env.TEMPORAL_CLI!,
-        ['workflow', 'update', 'execute', '--workflow-id', id, '--name', 'resolution', '--input', '{}'],
         {
           env: cli(taskQueue),
         },

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Migrates one resource with nothing but the Temporal CLI (docs/upgrade-tooling.md):
-# starts it (or joins the migration of it already running), gets the synchronous
-# answer (resolved, or refused with the reason), pauses and resumes it, reads its
+# starts it (or joins the migration of it already running) and gets the synchronous
+# answer in the same call (resolved, or refused with the reason), pauses and resumes it, reads its
 # progress, and waits for its result. Prints JSON documents (contract/v1/).
 #
 #   TEMPORAL_ADDRESS=host:7233 examples/shell/migrate.sh gizmos.example.com
@@ -15,11 +15,13 @@ temporal=${TEMPORAL_CLI:-temporal}
 queue=${SVM_TASK_QUEUE:-storage-version-migrator}
 id="migrate/$resource" # one workflow per resource: every tool that starts it joins the same one
 
-"$temporal" workflow start --type migrateResource --task-queue "$queue" --workflow-id "$id" \
-  --id-conflict-policy UseExisting \
-  --input "{\"resource\": \"$resource\", \"options\": ${SVM_OPTIONS:-{\}}}" >/dev/null
 echo "== resolution"
-"$temporal" workflow update execute --workflow-id "$id" --name resolution --input '{}' -o json
+# One call (Update-with-Start): the start and its synchronous answer, which a refused start (an unknown resource, a
+# subresource, a bad option) gives before the workflow closes; an update sent after a plain start may find it closed.
+"$temporal" workflow execute-update-with-start --type migrateResource --task-queue "$queue" --workflow-id "$id" \
+  --id-conflict-policy UseExisting \
+  --input "{\"resource\": \"$resource\", \"options\": ${SVM_OPTIONS:-{\}}}" \
+  --update-name resolution --update-input '{}' -o json
 echo "== pause"
 "$temporal" workflow update execute --workflow-id "$id" --name pauseMigration --input '{}' -o json
 echo "== progress"
