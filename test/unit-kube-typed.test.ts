@@ -551,3 +551,16 @@ void test("the built-in's status.resourceVersion is read without any object's co
   // A namespace no object can be in: not a DNS label.
   assert.doesNotMatch(NO_NAMESPACE, /^[a-z0-9]([-a-z0-9]*[a-z0-9])?$/);
 });
+
+void test('a cluster-scoped resource whose conversion webhook fails gives no status.resourceVersion (the status is written without it); any other failure is thrown', async () => {
+  const conversion =
+    'failed to read one or more gizmos.example.com from the storage: StorageError: corrupt object, Code: 7, AdditionalErrorMsg: object not decodable revision=9: conversion webhook for example.com/v1, Kind=Gizmo failed: Post "https://10.0.0.1/convert": connection refused';
+  const kube = new TableKube((c) =>
+    c.path.includes('/gizmos')
+      ? { status: 500, body: status(500, 'InternalError', conversion) }
+      : { status: 500, body: status(500, 'InternalError') },
+  );
+  const ref = (resource: string) => ({ group: 'example.com', version: 'v2', resource, namespaced: false });
+  assert.equal(await latestResourceVersion(kube, ref('gizmos')), undefined);
+  await assert.rejects(latestResourceVersion(kube, ref('widgets')), (e: unknown) => e instanceof KubeError && e.status === 500);
+});

@@ -16,7 +16,8 @@ import {
   type StandardCondition,
   type StandardVersion,
 } from '../api/standard-migration';
-import { METADATA_ONLY_LIST_ACCEPT, parseJson, type KubeClient } from './client';
+import { METADATA_ONLY_LIST_ACCEPT, parseJson, type KubeClient, type KubeResponse } from './client';
+import { KubeError } from './errors';
 import { WORKFLOW_ID_ANNOTATION } from './migrations';
 import { ensureOk, MalformedObjectError, parseAs, parseBodyAs } from './typed';
 
@@ -142,14 +143,23 @@ export const NO_NAMESPACE = '@svm:no-such-namespace!';
  * migrated). Read without any object's content: a namespaced resource is listed in NO_NAMESPACE, and the list asks
  * for metadata only (a CRD whose conversion webhook is down serves no content, and a Secret's is none of svm's
  * business). A server that cannot answer with metadata only (406: some aggregated APIs) is asked for its plain list.
+ * Undefined when the API servers cannot convert the one object a cluster-scoped resource's list holds (its CRD's
+ * conversion webhook fails): the status is written without it, and the migration goes on to fail naming the webhook
+ * (a retry would fail the same way for as long as the webhook is down, and leave the object without any status).
  */
 export async function latestResourceVersion(
   kube: KubeClient,
   ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'namespaced'>,
-): Promise<string> {
+): Promise<string | undefined> {
   const path = collectionPath(ref, ref.namespaced ? NO_NAMESPACE : undefined);
-  let res = await kube.request('GET', path, { query: { limit: 1 }, accept: METADATA_ONLY_LIST_ACCEPT, allow: [406] });
-  if (res.status === 406) res = await kube.request('GET', path, { query: { limit: 1 } });
+  let res: KubeResponse;
+  try {
+    res = await kube.request('GET', path, { query: { limit: 1 }, accept: METADATA_ONLY_LIST_ACCEPT, allow: [406] });
+    if (res.status === 406) res = await kube.request('GET', path, { query: { limit: 1 } });
+  } catch (err) {
+    if (err instanceof KubeError && err.info.conversionFailed) return undefined;
+    throw err;
+  }
   const list = parseJson<{ metadata?: { resourceVersion?: string } }>(res.body, `GET ${path}`);
   const rv = list?.metadata?.resourceVersion;
   if (!rv) throw new Error(`the list of ${ref.resource} gave no resourceVersion`);
