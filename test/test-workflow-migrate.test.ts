@@ -26,6 +26,7 @@ import {
   migrateResource,
   pauseSignal,
   pauseUpdate,
+  resumeUpdate,
   progressQuery,
   resolutionUpdate,
   resumeSignal,
@@ -329,35 +330,15 @@ void test('agreement moved between the last chunk and the verdict: no success re
 
 void test('an abort that arrives after the last chunk, while the verdict re-checks agreement, is honoured: Aborted, nothing recorded', async () => {
   const d = new Doubles();
-  let reads = 0;
-  let release!: () => void;
-  const verdictCheck = new Promise<void>((r) => (release = r));
-  let atVerdict!: () => void;
-  const reached = new Promise<void>((r) => (atVerdict = r));
-  const agreementActivity = d.activities().agreement;
-  const result = await run(
-    Object.assign(d, {
-      activities: () => ({
-        ...Doubles.prototype.activities.call(d),
-        // The first read starts the pass; the second is the verdict's re-check: it waits for the abort.
-        agreement: async (ref: ResourceRef) => {
-          if (++reads === 2) {
-            atVerdict();
-            await verdictCheck;
-          }
-          return agreementActivity(ref);
-        },
-      }),
-    }),
-    async (start) => {
-      const h = await start();
-      await reached;
-      // The signal is in history before the re-check's answer: the workflow sees the abort first.
-      await h.signal(abortSignal, { reason: 'rollback' });
-      release();
-      return h.result();
-    },
-  );
+  const held = heldVerdict(d);
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await held.reached;
+    // The signal is in history before the re-check's answer: the workflow sees the abort first.
+    await h.signal(abortSignal, { reason: 'rollback' });
+    held.release();
+    return h.result();
+  });
   assert.equal(result.phase, 'Aborted', result.message);
   assert.match(result.message ?? '', /rollback/);
   assert.equal(d.chunks.length, d.chunksPerPass, 'the whole pass ran before the abort');
@@ -437,6 +418,73 @@ void test('abort mid-chunk: Aborted with the partial counters, written to the St
   assert.equal(result.counters.migrated, 3);
   assert.equal(d.statuses.at(-1)!.phase, 'Aborted');
   assert.equal(d.recorded.length, 0);
+});
+
+/** Doubles whose verdict re-check of agreement (the second read) waits until released, as the last chunk finishes. */
+function heldVerdict(d: Doubles): { reached: Promise<void>; release: () => void; reads: () => number } {
+  let reads = 0;
+  let release!: () => void;
+  const verdictCheck = new Promise<void>((r) => (release = r));
+  let atVerdict!: () => void;
+  const reached = new Promise<void>((r) => (atVerdict = r));
+  const agreementActivity = Doubles.prototype.activities.call(d).agreement;
+  Object.assign(d, {
+    activities: () => ({
+      ...Doubles.prototype.activities.call(d),
+      agreement: async (ref: ResourceRef) => {
+        if (++reads === 2) {
+          atVerdict();
+          await verdictCheck;
+        }
+        return agreementActivity(ref);
+      },
+    }),
+  });
+  return { reached, release, reads: () => reads };
+}
+
+void test('a pause acknowledged as the last chunk finishes holds the verdict: nothing recorded until resume, agreement read again after it', async () => {
+  const d = new Doubles();
+  const held = heldVerdict(d);
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await held.reached;
+    const ack = await h.executeUpdate(pauseUpdate, { args: [{}] });
+    assert.equal(ack.paused, true);
+    held.release();
+    const paused = await eventually('Paused at the verdict', async () => {
+      const p = await h.query(progressQuery);
+      return p.phase === 'Paused' && p;
+    });
+    assert.equal(paused.counters.chunks, d.chunksPerPass, 'the whole pass ran');
+    await new Promise((r) => setTimeout(r, 1000));
+    assert.deepEqual(d.recorded, [], 'nothing recorded while paused');
+    assert.equal(held.reads(), 2, 'no agreement read while paused');
+    const resumed = await h.executeUpdate(resumeUpdate, { args: [{}] });
+    assert.equal(resumed.paused, false, 'the resume is acknowledged: the migration has not ended');
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.equal(d.recorded.length, 1, 'the success recorded once, after the resume');
+  assert.equal(held.reads(), 3, 'agreement read again after the resume');
+  assert.deepEqual(d.phases.slice(-3), ['Paused', 'Running', 'Succeeded'], 'the status said Paused, then Running, then Succeeded');
+});
+
+void test('a pause held at the verdict, then an abort: Aborted, nothing recorded', async () => {
+  const d = new Doubles();
+  const held = heldVerdict(d);
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await held.reached;
+    await h.executeUpdate(pauseUpdate, { args: [{}] });
+    held.release();
+    await eventually('Paused at the verdict', async () => (await h.query(progressQuery)).phase === 'Paused');
+    await h.signal(abortSignal, { reason: 'rollback' });
+    return h.result();
+  });
+  assert.equal(result.phase, 'Aborted', result.message);
+  assert.match(result.message ?? '', /rollback/);
+  assert.deepEqual(d.recorded, [], 'no success recorded');
 });
 
 void test('pause holds between chunks, resume goes on', async () => {

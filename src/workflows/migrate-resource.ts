@@ -677,6 +677,9 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
 
 // ------------------------------------------------------------ 3. verdict
 
+/** The patch under which a pause holds the verdict (histories from before it end as they ended). */
+const PAUSE_HOLDS_THE_VERDICT = 'pause-holds-the-verdict';
+
 async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'aborted'> {
   const c = m.s.counters;
   if (c.failed > 0) {
@@ -691,6 +694,16 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'abo
   // An abort that arrived after the last chunk (while the agreement was re-checked) is honoured: nothing is recorded.
   // Behind a patch: histories from before it replay as they ran.
   if (m.aborted && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
+  // A pause acknowledged while the last chunk was finishing holds the verdict too: nothing is recorded until a resume
+  // (an abort meanwhile records nothing), and the agreement is read again after it. Behind a patch, as above.
+  if (m.paused && patched(PAUSE_HOLDS_THE_VERDICT)) {
+    await m.show('Paused');
+    await condition(() => !m.paused || m.aborted !== undefined);
+    if (m.aborted) return 'aborted';
+    await m.show('Running');
+    const movedWhilePaused = await agreementMoved(m);
+    if (movedWhilePaused) return new StartOver(movedWhilePaused);
+  }
   try {
     await m.act.recordMigrated(m.ref, m.s.agreement!);
   } catch (err) {
