@@ -487,6 +487,33 @@ void test('a pause held at the verdict, then an abort: Aborted, nothing recorded
   assert.deepEqual(d.recorded, [], 'no success recorded');
 });
 
+void test('a pause or an abort while the success is being recorded is refused, saying so: an acknowledgement is never followed by a success', async () => {
+  const d = new Doubles();
+  let release!: () => void;
+  const recording = new Promise<void>((r) => (release = r));
+  let atRecord!: () => void;
+  const reached = new Promise<void>((r) => (atRecord = r));
+  d.recordMigrated = async () => {
+    atRecord();
+    await recording;
+  };
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await reached;
+    for (const [update, args] of [
+      [pauseUpdate, [{}]],
+      [abortUpdate, [{ reason: 'rollback' }]],
+    ] as const) {
+      const refused = await updateFailure(h.executeUpdate(update as typeof pauseUpdate, { args: args as never }));
+      assert.match(refused.message, /has migrated every object and is recording its success/);
+    }
+    release();
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.equal(d.recorded.length, 1);
+});
+
 void test('pause holds between chunks, resume goes on', async () => {
   const d = new Doubles();
   d.chunksPerPass = 4;

@@ -162,6 +162,8 @@ class Migration {
   phase: MigrationPhase = 'Running';
   aborted?: string;
   paused = false;
+  /** The verdict is recording the success: a pause or an abort can no longer apply, and is refused. */
+  recordingSuccess = false;
   /** The watcher says agreement may have changed. */
   recheck = false;
   chunkScope?: CancellationScope;
@@ -239,6 +241,9 @@ class Migration {
       if (this.phase === 'Succeeded' || this.phase === 'Failed' || this.phase === 'Aborted')
         throw new Error(`cannot ${what}: the migration of ${this.name} has ended (${this.phase})`);
       if (this.aborted) throw new Error(`cannot ${what}: the migration of ${this.name} is being aborted (${this.aborted})`);
+      // Past the verdict's last hold: an acknowledged pause or abort would be followed by a success all the same.
+      if (this.recordingSuccess)
+        throw new Error(`cannot ${what}: the migration of ${this.name} has migrated every object and is recording its success`);
     };
     const steered = (): SteerResult => ({
       ...this.progress(),
@@ -704,9 +709,11 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'abo
     const movedWhilePaused = await agreementMoved(m);
     if (movedWhilePaused) return new StartOver(movedWhilePaused);
   }
+  m.recordingSuccess = true;
   try {
     await m.act.recordMigrated(m.ref, m.s.agreement!);
   } catch (err) {
+    m.recordingSuccess = false;
     if (failureType(err) === 'AgreementChanged')
       return new StartOver(`agreement changed while the success was being recorded (${rootMessage(err)})`);
     throw err;
