@@ -651,11 +651,10 @@ for (const who of ['svm', 'built-in'] as const) {
           .describe()
           .catch(() => undefined);
         const last = d?.raw.pendingActivities?.find((a) => a.lastFailure)?.lastFailure;
-        const o = brokenObject;
         assert.equal(
           b.done,
           'Failed',
-          `the broken resource fails, named, within ${bound / 1000} s: ${b.message} (its object: ${o ? JSON.stringify({ annotations: o.metadata.annotations, conditions: o.status?.conditions }) : 'gone'}; its workflow: ${d ? d.status.name : 'none'}; an activity's last failure: ${last?.message ?? 'none'})`,
+          `the broken resource fails, named, within ${bound / 1000} s: ${b.message} (its object: ${brokenObject ? JSON.stringify({ annotations: brokenObject.metadata.annotations, conditions: brokenObject.status?.conditions }) : 'gone'}; its workflow: ${d ? d.status.name : 'none'}; an activity's last failure: ${last?.message ?? 'none'})`,
         );
         assert.match(b.message, /conversion webhook/i, `the broken resource's status names the failing conversion webhook: ${b.message}`);
       }

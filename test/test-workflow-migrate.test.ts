@@ -420,27 +420,42 @@ void test('abort mid-chunk: Aborted with the partial counters, written to the St
   assert.equal(d.recorded.length, 0);
 });
 
-/** Doubles whose verdict re-check of agreement (the second read) waits until released, as the last chunk finishes. */
-function heldVerdict(d: Doubles): { reached: Promise<void>; release: () => void; reads: () => number } {
-  let reads = 0;
+/** A gate an activity double waits at: reached once the activity is there, passed once released. */
+interface Gate {
+  reached: Promise<void>;
+  release: () => void;
+}
+function gate(): Gate & { arrive: () => void; passed: Promise<void> } {
   let release!: () => void;
-  const verdictCheck = new Promise<void>((r) => (release = r));
-  let atVerdict!: () => void;
-  const reached = new Promise<void>((r) => (atVerdict = r));
+  let arrive!: () => void;
+  const passed = new Promise<void>((r) => (release = r));
+  const reached = new Promise<void>((r) => (arrive = r));
+  return { reached, release, arrive, passed };
+}
+
+/**
+ * Doubles whose agreement reads wait at a gate each, by read number: the second read is the verdict's re-check as the
+ * last chunk finishes (the default), the third the one after a resume.
+ */
+function heldVerdict(d: Doubles, at: number[] = [2]): Gate & { at: (read: number) => Gate; reads: () => number } {
+  let reads = 0;
+  const gates = new Map(at.map((n) => [n, gate()]));
   const agreementActivity = Doubles.prototype.activities.call(d).agreement;
   Object.assign(d, {
     activities: () => ({
       ...Doubles.prototype.activities.call(d),
       agreement: async (ref: ResourceRef) => {
-        if (++reads === 2) {
-          atVerdict();
-          await verdictCheck;
+        const g = gates.get(++reads);
+        if (g) {
+          g.arrive();
+          await g.passed;
         }
         return agreementActivity(ref);
       },
     }),
   });
-  return { reached, release, reads: () => reads };
+  const first = gates.get(at[0]!)!;
+  return { reached: first.reached, release: first.release, at: (n) => gates.get(n)!, reads: () => reads };
 }
 
 void test('a pause acknowledged as the last chunk finishes holds the verdict: nothing recorded until resume, agreement read again after it', async () => {
@@ -485,6 +500,26 @@ void test('a pause held at the verdict, then an abort: Aborted, nothing recorded
   assert.equal(result.phase, 'Aborted', result.message);
   assert.match(result.message ?? '', /rollback/);
   assert.deepEqual(d.recorded, [], 'no success recorded');
+});
+
+void test('an abort acknowledged while the agreement is read again after a resume is honoured: Aborted, nothing recorded', async () => {
+  const d = new Doubles();
+  const held = heldVerdict(d, [2, 3]);
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await held.reached;
+    await h.executeUpdate(pauseUpdate, { args: [{}] });
+    held.release();
+    await eventually('Paused at the verdict', async () => (await h.query(progressQuery)).phase === 'Paused');
+    await h.executeUpdate(resumeUpdate, { args: [{}] });
+    await held.at(3).reached;
+    const ack = await h.executeUpdate(abortUpdate, { args: [{ reason: 'rollback' }] });
+    assert.equal(ack.abortRequested, 'rollback');
+    held.at(3).release();
+    return h.result();
+  });
+  assert.equal(result.phase, 'Aborted', result.message);
+  assert.deepEqual(d.recorded, [], 'an acknowledged abort is never followed by a success');
 });
 
 void test('a pause or an abort while the success is being recorded is refused, saying so: an acknowledgement is never followed by a success', async () => {

@@ -694,20 +694,19 @@ async function verdict(m: Migration): Promise<MigrationResult | StartOver | 'abo
       .join('; ');
     return m.finish('Failed', `${c.failed} object(s) of ${m.name} could not be updated: ${named}${c.failed > 5 ? '; …' : ''}`);
   }
-  const moved = await agreementMoved(m);
-  if (moved) return new StartOver(moved);
-  // An abort that arrived after the last chunk (while the agreement was re-checked) is honoured: nothing is recorded.
-  // Behind a patch: histories from before it replay as they ran.
-  if (m.aborted && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
-  // A pause acknowledged while the last chunk was finishing holds the verdict too: nothing is recorded until a resume
-  // (an abort meanwhile records nothing), and the agreement is read again after it. Behind a patch, as above.
-  if (m.paused && patched(PAUSE_HOLDS_THE_VERDICT)) {
+  // The agreement is read again before anything is recorded. An abort that arrived after the last chunk (while it was
+  // read) is honoured: nothing is recorded. A pause acknowledged while the last chunk was finishing holds the verdict:
+  // nothing is recorded until a resume, after which the agreement is read again, or an abort. Each behind a patch:
+  // histories from before them replay as they ran.
+  for (;;) {
+    const moved = await agreementMoved(m);
+    if (moved) return new StartOver(moved);
+    if (m.aborted && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
+    if (!(m.paused && patched(PAUSE_HOLDS_THE_VERDICT))) break;
     await m.show('Paused');
     await condition(() => !m.paused || m.aborted !== undefined);
     if (m.aborted) return 'aborted';
     await m.show('Running');
-    const movedWhilePaused = await agreementMoved(m);
-    if (movedWhilePaused) return new StartOver(movedWhilePaused);
   }
   m.recordingSuccess = true;
   try {
