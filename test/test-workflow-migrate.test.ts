@@ -877,7 +877,7 @@ void test("signal arguments that are not the contract's are logged and ignored; 
   assert.equal(accepted, 1, 'only the valid update entered history');
 });
 
-void test('pages are bounded by bytes: the first lists at most 10, later ones fit pageBytes for the size just seen', async () => {
+void test('pages are bounded by bytes: a first page listed with content holds at most its content limit (10), later ones fit pageBytes for the size just seen', async () => {
   const d = new Doubles();
   d.chunksPerPass = 5;
   const MiB = 1024 * 1024;
@@ -885,14 +885,79 @@ void test('pages are bounded by bytes: the first lists at most 10, later ones fi
   const sizes = [MiB, MiB, MiB, 1024, 1024];
   d.chunk = async (input) => {
     const index = input.continueToken ? Number(input.continueToken.slice(1)) : 0;
-    const listed = input.options.chunkSize;
-    return { ...d.result(input), listed, listedBytes: listed * sizes[index]! };
+    // As the chunk does where the server refuses the empty patch: listed with content, a first page cut to its content limit.
+    const listed = Math.min(input.options.chunkSize, input.options.contentLimit ?? Infinity);
+    return { ...d.result(input), listed, listedBytes: listed * sizes[index]!, rewrite: 'put' as const };
   };
   const result = await run(d, async (start) => (await start({ options: { chunkSize: 1000, pageBytes: 16 * MiB } })).result());
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.deepEqual(
-    d.chunks.map((c) => c.options.chunkSize),
-    [10, 16, 16, 16, 1000],
+    d.chunks.map((c) => [c.options.chunkSize, c.options.contentLimit]),
+    [
+      [1000, 10],
+      [16, undefined],
+      [16, undefined],
+      [16, undefined],
+      [1000, undefined],
+    ],
+  );
+});
+
+void test('metadata-only pages (the empty patch) hold the chunk size from the first page on', async () => {
+  const d = new Doubles();
+  d.chunksPerPass = 3;
+  const result = await run(d, async (start) => (await start({ options: { chunkSize: 1000 } })).result());
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual(
+    d.chunks.map((c) => [c.options.chunkSize, c.options.contentLimit]),
+    [
+      [1000, 10],
+      [1000, undefined],
+      [1000, undefined],
+    ],
+  );
+});
+
+void test('a first page the chunk listed with content (cut to 10) and a pause stopped: resumed as it was listed, by PUT, 10 objects', async () => {
+  const d = new Doubles();
+  d.chunksPerPass = 2;
+  const stoppedAt = { afterKey: 'ns/w-003' };
+  const started = { n: 0 };
+  const block = blockingChunk(started, {
+    counters: { ...zeroCounters(), migrated: 4, rewritten: 4, chunks: 1 },
+    failures: [],
+    listed: 10,
+    listedBytes: 10 * 900 * 1024,
+    resume: stoppedAt,
+    rewrite: 'put',
+  });
+  d.chunk = async (input) => {
+    if (started.n === 0) return block();
+    const r = d.result(input);
+    return input.resume ? { ...r, counters: { ...r.counters, migrated: 6, rewritten: 6 }, rewrite: 'put' } : { ...r, rewrite: 'put' };
+  };
+  const result = await run(d, async (start) => {
+    const h = await start({ options: { chunkSize: 1000 } });
+    await eventually('the first chunk running', async () => started.n === 1);
+    await h.signal(pauseSignal);
+    await eventually('Paused', async () => (await h.query(progressQuery)).phase === 'Paused');
+    await h.signal(resumeSignal);
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual(
+    d.chunks.map((c) => [c.continueToken, c.options.chunkSize, c.options.contentLimit, c.rewrite, c.resume]),
+    [
+      [undefined, 1000, 10, undefined, undefined],
+      [undefined, 10, undefined, 'put', stoppedAt],
+      ['c1', 1000, undefined, 'put', undefined],
+    ],
+    'the stopped page again as it was listed (10 objects with content), after what it finished',
+  );
+  assert.equal(result.counters.migrated, 20, 'every object once');
+  assert.ok(
+    d.statuses.some((st) => /rewritten by PUT/.test(st.message ?? '')),
+    'the status said the objects are rewritten by PUT',
   );
 });
 

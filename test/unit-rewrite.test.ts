@@ -4,7 +4,7 @@
  * patch (405, 415) or the metadata-only list (406), going on after what is
  * finished, counting nothing twice, and saying so in the result. A fake kube
  * layer: the policy is pure logic here; the real servers' side is in
- * test-rbac.test.ts and test-rewrite.test.ts.
+ * test-rbac.test.ts (the empty patch) and test-migrate-large.test.ts (the PUT path).
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
@@ -14,6 +14,7 @@ import type { ResourceRef } from '../src/api/resource';
 import type { KubeClient, ListedObject, ListMeta } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
 import { RateLimiter } from '../src/kube/rate-limit';
+import { zeroCounters } from '../src/api/counters';
 
 const ref: ResourceRef = {
   group: 'svm.test',
@@ -27,7 +28,7 @@ const ref: ResourceRef = {
 
 /** A fake API of n objects; `refuse` says how the patch or the metadata list is refused. */
 function fakeKube(n: number, refuse: { patchStatus?: number; listStatus?: number; patchAfter?: number }) {
-  const seen = { lists: [] as boolean[], patched: [] as string[], put: [] as string[], rawSeenByPatch: 0 };
+  const seen = { lists: [] as boolean[], limits: [] as number[], patched: [] as string[], put: [] as string[], rawSeenByPatch: 0 };
   const kube = {
     async listEach(
       _ref: ResourceRef,
@@ -36,14 +37,16 @@ function fakeKube(n: number, refuse: { patchStatus?: number; listStatus?: number
     ): Promise<ListMeta> {
       const content = opts.content === true;
       seen.lists.push(content);
+      seen.limits.push(opts.limit);
       if (!content && refuse.listStatus) throw new KubeError('other', `HTTP ${refuse.listStatus}`, refuse.listStatus);
-      for (let i = 0; i < n; i++) {
+      const listed = Math.min(n, opts.limit);
+      for (let i = 0; i < listed; i++) {
         const name = `w-${String(i).padStart(3, '0')}`;
         const o: ListedObject = { namespace: 'ns', name, resourceVersion: String(100 + i) };
         if (content) o.raw = JSON.stringify({ apiVersion: 'svm.test/v2', kind: 'Widget', metadata: { name } });
         await onItem(o, content ? 200 : 60);
       }
-      return { items: n, bytes: n * (content ? 200 : 60) };
+      return { items: listed, bytes: listed * (content ? 200 : 60), ...(listed < n ? { continueToken: `after-${listed}` } : {}) };
     },
     async reencode(_ref: ResourceRef, obj: ListedObject): Promise<string> {
       if (obj.raw !== undefined) seen.rawSeenByPatch++;
@@ -122,4 +125,76 @@ void test('a 403 on the patch is a per-object failure, never a reason to PUT', a
   assert.equal(seen.put.length, 0);
   assert.equal(r.counters.failed, 3);
   assert.equal(r.rewrite, undefined);
+});
+
+// A migration's first page is asked as a metadata page of the chunk size with a content limit (FIRST_PAGE_LIMIT):
+// listed with content, its objects' size not known yet, it holds no more than that.
+const firstPage = (kube: KubeClient, extra: { rewrite?: 'put'; heartbeatDetails?: unknown } = {}): Promise<ChunkResult> =>
+  new MockActivityEnvironment(extra.heartbeatDetails ? { heartbeatDetails: extra.heartbeatDetails } : undefined).run(
+    migrateChunk,
+    deps(kube),
+    {
+      resource: ref,
+      options: { chunkSize: 500, contentLimit: 10, concurrency: 2, qps: 0 },
+      ...(extra.rewrite ? { rewrite: extra.rewrite } : {}),
+    },
+  );
+
+void test('first page, the patch refused at its first object: listed again with content cut to the content limit, the rest left to the next chunk', async () => {
+  const { kube, seen } = fakeKube(40, { patchStatus: 405 });
+  const r = await firstPage(kube);
+  assert.deepEqual(seen.lists, [false, true]);
+  assert.deepEqual(seen.limits, [500, 10]);
+  assert.equal(seen.put.length, 10);
+  assert.equal(r.listed, 10);
+  assert.equal(r.continueToken, 'after-10', 'the next chunk goes on after the 10 objects PUT');
+  assert.equal(r.counters.migrated, 10);
+  assert.equal(r.rewrite, 'put');
+});
+
+void test('first page, the metadata-only list refused (406): listed with content cut to the content limit', async () => {
+  const { kube, seen } = fakeKube(40, { listStatus: 406 });
+  const r = await firstPage(kube);
+  assert.deepEqual(seen.limits, [500, 10]);
+  assert.equal(r.listed, 10);
+  assert.equal(r.counters.migrated, 10);
+});
+
+void test('first page of a chunk told to PUT: listed with content at the content limit at once', async () => {
+  const { kube, seen } = fakeKube(40, {});
+  const r = await firstPage(kube, { rewrite: 'put' });
+  assert.deepEqual(seen.lists, [true]);
+  assert.deepEqual(seen.limits, [10]);
+  assert.equal(r.counters.migrated, 10);
+});
+
+void test('first page, the patch refused after 5 objects: the page keeps its limit (a shorter one would leave finished objects to be counted again)', async () => {
+  const { kube, seen } = fakeKube(40, { patchStatus: 415, patchAfter: 5 });
+  const r = await firstPage(kube);
+  assert.deepEqual(seen.limits, [500, 500]);
+  assert.equal(seen.patched.length + seen.put.length, 40);
+  assert.equal(r.counters.migrated, 40);
+  assert.equal(r.continueToken, undefined);
+});
+
+void test('a retry of a first page listed with content cut: listed cut again, after what the heartbeat says is finished', async () => {
+  const { kube, seen } = fakeKube(40, {});
+  const r = await firstPage(kube, {
+    heartbeatDetails: {
+      lastKey: 'ns/w-003',
+      counters: { ...zeroCounters(), migrated: 4, rewritten: 4 },
+      failures: [],
+      tokenResumed: false,
+      listRestarted: false,
+      rewrite: 'put',
+      contentLimited: true,
+    },
+  });
+  assert.deepEqual(seen.limits, [10]);
+  assert.deepEqual(
+    seen.put,
+    Array.from({ length: 6 }, (_, i) => `w-${String(i + 4).padStart(3, '0')}`),
+  );
+  assert.equal(r.counters.migrated, 10);
+  assert.equal(r.continueToken, 'after-10');
 });

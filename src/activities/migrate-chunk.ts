@@ -68,6 +68,12 @@ import { sleep, WaitAbortedError, type RateLimiter } from '../kube/rate-limit';
 
 export interface ChunkOptions {
   chunkSize: number;
+  /**
+   * Set on a migration's first page, listed as metadata only with the chunk size: should this chunk have to list it
+   * with content instead (the server refuses the empty patch or the metadata-only list), that page holds at most this
+   * many objects, their size not known yet (FIRST_PAGE_LIMIT). Absent: a page with content holds chunkSize.
+   */
+  contentLimit?: number;
   concurrency: number;
   /** Per-migration QPS ceiling; 0 = only the worker's shared budget. */
   qps: number;
@@ -117,6 +123,8 @@ interface ChunkHeartbeat {
   listRestarted: boolean;
   /** Set once this chunk found the empty patch refused: a retry lists with content and PUTs. */
   rewrite?: 'put';
+  /** Set once this chunk listed its page with content cut to options.contentLimit: every listing of it (a retry's too) is. */
+  contentLimited?: boolean;
 }
 
 export const MAX_FAILURES_KEPT = 50;
@@ -403,7 +411,16 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     let meta: ListMeta | undefined;
     try {
       const content = method === 'put';
-      meta = await deps.kube.listEach(resource, { limit: options.chunkSize, continueToken: token, content }, async (obj, bytes) => {
+      // A first page listed with content is cut to its content limit when nothing of it is finished yet (after a
+      // refused patch, nothing was), and so is every later listing of it, a retry's included (the heartbeat says so).
+      // Once something is finished under the full limit the page keeps it: what a shorter page left out would be
+      // listed, and counted, again by the next chunk.
+      if (content && options.contentLimit !== undefined && hb.lastKey === undefined && doneAfter.size === 0) hb.contentLimited = true;
+      const limit =
+        content && hb.contentLimited
+          ? Math.max(1, Math.min(options.chunkSize, options.contentLimit ?? options.chunkSize))
+          : options.chunkSize;
+      meta = await deps.kube.listEach(resource, { limit, continueToken: token, content }, async (obj, bytes) => {
         if (stopping()) throw new StopListing();
         const i = keys.length;
         keys.push(keyOf(obj));

@@ -55,8 +55,9 @@ export const MigrationOptionsSchema = z
 export type MigrationOptions = z.infer<typeof MigrationOptionsSchema>;
 
 /**
- * The first page of a migration, with no object size to go by, lists at most
- * this many objects; later pages are cut to options.pageBytes (nextPageLimit).
+ * The first page of a migration listed with content (objects rewritten by PUT), with no object size to go by, holds
+ * at most this many objects; later pages are cut to options.pageBytes (nextPageLimit). A page listed as metadata only
+ * (the empty patch, the default) holds the chunk size from the first: its objects come as a few hundred bytes each.
  */
 export const FIRST_PAGE_LIMIT = 10;
 

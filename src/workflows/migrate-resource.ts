@@ -565,6 +565,9 @@ class PausedMidChunk {
   constructor(readonly partial: ChunkResult | undefined) {}
 }
 
+/** The patch under which a migration's first metadata-only page holds the chunk size (before it, FIRST_PAGE_LIMIT). */
+const FIRST_METADATA_PAGE_WHOLE = 'first-metadata-page-whole';
+
 /**
  * Runs one chunk; while it runs, re-checks agreement whenever the watcher
  * signals, and stops it when a pause arrives. Returns the chunk's outcome, a
@@ -573,13 +576,21 @@ class PausedMidChunk {
 async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver | PausedMidChunk> {
   const scope = new CancellationScope();
   m.chunkScope = scope;
-  const limit = m.s.pageLimit ?? nextPageLimit(m.options, undefined);
+  // A first page listed as metadata only (the empty patch) holds the chunk size at once: its objects come as a few
+  // hundred bytes each. Should the chunk have to list it with content, it cuts it to FIRST_PAGE_LIMIT (contentLimit).
+  const wholeFirst = m.s.pageLimit === undefined && m.s.rewrite !== 'put' && patched(FIRST_METADATA_PAGE_WHOLE);
+  const limit = m.s.pageLimit ?? (wholeFirst ? m.options.chunkSize : nextPageLimit(m.options, undefined));
   const summary = `chunk ${m.s.counters.chunks + 1} of ${m.name}: up to ${limit} objects${m.s.continueToken ? ' after the continue token' : ' from the start'}`;
   const { migrateChunk } = chunkActivities(m.options.heartbeatTimeoutSeconds, summary, m.taskStartWait);
   const input = {
     resource: m.ref,
     continueToken: m.s.continueToken,
-    options: { chunkSize: limit, concurrency: m.options.concurrency, qps: m.options.qps },
+    options: {
+      chunkSize: limit,
+      concurrency: m.options.concurrency,
+      qps: m.options.qps,
+      ...(wholeFirst ? { contentLimit: nextPageLimit(m.options, undefined) } : {}),
+    },
     ...(m.s.resume ? { resume: m.s.resume } : {}),
     ...(m.s.rewrite ? { rewrite: m.s.rewrite } : {}),
   };
@@ -618,6 +629,14 @@ async function runChunk(m: Migration): Promise<ChunkOutcome | StartOver | Paused
   return o;
 }
 
+/** The chunks found the server refusing the empty patch: the rest of the pass rewrites by PUT. */
+function adoptPut(m: Migration): void {
+  if (m.s.rewrite === 'put') return;
+  // Said once, in the status: this resource's objects pass through the worker (the exception to "no object content in the worker").
+  m.s.rewrite = 'put';
+  m.s.message = `objects of ${m.name} are rewritten by PUT as listed, not by the empty patch (the API server refuses the patch, or the worker is set to PUT)`;
+}
+
 /** A whole pass from where the carried token says. Returns 'done', 'aborted', or a StartOver. */
 async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOver> {
   for (let chunksThisRun = 0; ; chunksThisRun++) {
@@ -645,6 +664,8 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
         m.s.counters = addCounters(m.s.counters, { ...p.counters, chunks: 0 });
         for (const f of p.failures) if (m.s.failures.length < MAX_FAILURES) m.s.failures.push(f);
         if (p.resume) m.s.resume = p.resume;
+        // A first page the chunk listed with content (cut to FIRST_PAGE_LIMIT) is listed again as it was.
+        if (p.rewrite === 'put' && patched(FIRST_METADATA_PAGE_WHOLE)) adoptPut(m);
         // The estimate counted this page's objects as remaining; those it finished are not any more.
         const done = p.counters.migrated + p.counters.notFound + p.counters.failed;
         if (m.s.remainingEstimate !== undefined) m.s.remainingEstimate = Math.max(0, m.s.remainingEstimate - done);
@@ -670,11 +691,7 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
     m.s.pageLimit = nextPageLimit(m.options, result);
     m.s.remainingEstimate = result.remainingItemCount;
     if (result.counters.tokenResumes > 0) m.s.message = 'a continue token expired; the list resumed from the inconsistent continue token';
-    if (result.rewrite === 'put' && m.s.rewrite !== 'put') {
-      // Said once, in the status: this resource's objects pass through the worker (the exception to "no object content in the worker").
-      m.s.rewrite = 'put';
-      m.s.message = `objects of ${m.name} are rewritten by PUT as listed, not by the empty patch (the API server refuses the patch, or the worker is set to PUT)`;
-    }
+    if (result.rewrite === 'put') adoptPut(m);
     await m.show('Running', false);
     if (m.s.continueToken === undefined) return 'done';
   }

@@ -56,9 +56,12 @@ export async function endLeftovers(plane: TestPlane): Promise<void> {
   }
 }
 
-/** Chunks of a whole pass over `count` small objects: a first page of at most FIRST_PAGE_LIMIT, then pages of chunkSize. */
-export function chunksOfPass(count: number, chunkSize: number): number {
-  const first = Math.min(chunkSize, FIRST_PAGE_LIMIT);
+/**
+ * Chunks of a whole pass over `count` small objects: by the empty patch (metadata-only pages) pages of chunkSize from
+ * the first; by PUT (pages with content) a first page of at most FIRST_PAGE_LIMIT, then pages of chunkSize.
+ */
+export function chunksOfPass(count: number, chunkSize: number, rewrite: 'patch' | 'put' = 'patch'): number {
+  const first = rewrite === 'put' ? Math.min(chunkSize, FIRST_PAGE_LIMIT) : chunkSize;
   return count <= first ? 1 : 1 + Math.ceil((count - first) / chunkSize);
 }
 
