@@ -15,6 +15,7 @@ import { once } from 'node:events';
 import * as path from 'node:path';
 import { KubeClient } from '../../src/kube/client';
 import { KubeError } from '../../src/kube/errors';
+import { benchNodeArgs } from './worker-process';
 
 export interface RawLoopResult {
   seconds: number;
@@ -101,7 +102,7 @@ export async function rawLoopInChild(
     t.concurrency,
     ...(warmUp ? [warmUp.version] : []),
   ];
-  const child = spawn(process.execPath, [...args, ...argv.map(String)], {
+  const child = spawn(process.execPath, [...benchNodeArgs(), ...args, ...argv.map(String)], {
     env: { ...process.env, ...opts.env },
     stdio: [warmUp ? 'pipe' : 'ignore', 'pipe', 'pipe'],
   });

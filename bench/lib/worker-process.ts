@@ -6,13 +6,21 @@ import { spawn, type ChildProcess } from 'node:child_process';
  * `plane` (its one API address through KUBECONFIG, its Temporal), polling taskQueue, logging warnings only; env (the
  * worker's settings, then the image's environment) goes over this process's environment.
  */
+/**
+ * SVM_BENCH_NODE_ARGS: Node options for the measured processes only, svm's worker and the raw loop's process (e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof`, which NODE_OPTIONS refuses); none by default.
+ */
+export function benchNodeArgs(): string[] {
+  return (process.env.SVM_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
+}
+
 export function spawnWorker(
   bin: string,
   plane: Record<string, string | undefined>,
   taskQueue: string,
   env: Record<string, string | undefined>,
 ): ChildProcess {
-  return spawn(process.execPath, [bin, 'worker', '--no-bridge'], {
+  return spawn(process.execPath, [...benchNodeArgs(), bin, 'worker', '--no-bridge'], {
     env: {
       ...process.env,
       KUBECONFIG: plane.KUBECONFIG,
