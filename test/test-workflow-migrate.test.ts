@@ -930,6 +930,7 @@ void test('a first page the chunk listed with content (cut to 10) and a pause st
     listedBytes: 10 * 900 * 1024,
     resume: stoppedAt,
     rewrite: 'put',
+    contentLimited: true,
   });
   d.chunk = async (input) => {
     if (started.n === 0) return block();
@@ -958,6 +959,39 @@ void test('a first page the chunk listed with content (cut to 10) and a pause st
   assert.ok(
     d.statuses.some((st) => /rewritten by PUT/.test(st.message ?? '')),
     'the status said the objects are rewritten by PUT',
+  );
+});
+
+void test('a first page listed whole with content (the patch refused after some objects) and a pause stopped: resumed whole, never cut', async () => {
+  const d = new Doubles();
+  d.chunksPerPass = 2;
+  const stoppedAt = { afterKey: 'ns/w-030' };
+  const started = { n: 0 };
+  const block = blockingChunk(started, {
+    counters: { ...zeroCounters(), migrated: 31, rewritten: 31, chunks: 1 },
+    failures: [],
+    listed: 40,
+    resume: stoppedAt,
+    rewrite: 'put',
+  });
+  d.chunk = async (input) => (started.n === 0 ? block() : d.result(input));
+  const result = await run(d, async (start) => {
+    const h = await start({ options: { chunkSize: 1000 } });
+    await eventually('the first chunk running', async () => started.n === 1);
+    await h.signal(pauseSignal);
+    await eventually('Paused', async () => (await h.query(progressQuery)).phase === 'Paused');
+    await h.signal(resumeSignal);
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded', result.message);
+  // Cut to 10 on resume, the page would leave w-010..w-030, finished, to the next chunk: listed and counted again.
+  assert.deepEqual(
+    d.chunks.map((c) => [c.continueToken, c.options.chunkSize, c.options.contentLimit, c.rewrite, c.resume]),
+    [
+      [undefined, 1000, 10, undefined, undefined],
+      [undefined, 1000, 10, undefined, stoppedAt],
+      ['c1', 1000, undefined, undefined, undefined],
+    ],
   );
 });
 

@@ -150,6 +150,7 @@ void test('first page, the patch refused at its first object: listed again with 
   assert.equal(r.continueToken, 'after-10', 'the next chunk goes on after the 10 objects PUT');
   assert.equal(r.counters.migrated, 10);
   assert.equal(r.rewrite, 'put');
+  assert.equal(r.contentLimited, true);
 });
 
 void test('first page, the metadata-only list refused (406): listed with content cut to the content limit', async () => {
@@ -175,6 +176,7 @@ void test('first page, the patch refused after 5 objects: the page keeps its lim
   assert.equal(seen.patched.length + seen.put.length, 40);
   assert.equal(r.counters.migrated, 40);
   assert.equal(r.continueToken, undefined);
+  assert.equal(r.contentLimited, undefined);
 });
 
 void test('a retry of a first page listed with content cut: listed cut again, after what the heartbeat says is finished', async () => {

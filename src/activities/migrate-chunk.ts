@@ -110,6 +110,8 @@ export interface ChunkResult {
   resume?: ChunkResume;
   /** 'put' when this chunk rewrote by PUT (the server refuses the empty patch); absent for the patch. */
   rewrite?: 'put';
+  /** Set when the page was listed with content cut to options.contentLimit (a paused one is resumed at that limit). */
+  contentLimited?: true;
 }
 
 interface ChunkHeartbeat {
@@ -540,6 +542,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     listed,
     ...(meta?.bytes ? { listedBytes: meta.bytes } : {}),
     ...(method === 'put' ? { rewrite: 'put' as const } : {}),
+    ...(hb.contentLimited ? { contentLimited: true as const } : {}),
   };
   if (ctx.cancellationSignal.aborted) {
     // What was done before the cancel still counts: it travels in the failure's details.

@@ -664,8 +664,9 @@ async function migrateChunks(m: Migration): Promise<'done' | 'aborted' | StartOv
         m.s.counters = addCounters(m.s.counters, { ...p.counters, chunks: 0 });
         for (const f of p.failures) if (m.s.failures.length < MAX_FAILURES) m.s.failures.push(f);
         if (p.resume) m.s.resume = p.resume;
-        // A first page the chunk listed with content (cut to FIRST_PAGE_LIMIT) is listed again as it was.
-        if (p.rewrite === 'put' && patched(FIRST_METADATA_PAGE_WHOLE)) adoptPut(m);
+        // A first page the chunk listed with content cut to FIRST_PAGE_LIMIT is listed again so, by PUT at once (a
+        // page listed whole is listed whole again: the chunk cuts only a page of which nothing is finished).
+        if (p.rewrite === 'put' && p.contentLimited && patched(FIRST_METADATA_PAGE_WHOLE)) adoptPut(m);
         // The estimate counted this page's objects as remaining; those it finished are not any more.
         const done = p.counters.migrated + p.counters.notFound + p.counters.failed;
         if (m.s.remainingEstimate !== undefined) m.s.remainingEstimate = Math.max(0, m.s.remainingEstimate - done);
