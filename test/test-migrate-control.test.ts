@@ -130,6 +130,39 @@ void test('starting twice joins the running migration; pause, progress, resume a
   });
 });
 
+void test('svm pause, resume and abort: acknowledged by the migration, or refused with its reason (exit 1)', async () => {
+  const crd = testCrd(`${uniq('c')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 600, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const id = `migrate/${crd.name}`;
+  await withWorker(plane, async (m) => {
+    const h = await m.start(crd.name, { chunkSize: 50, concurrency: 2, qps: 30 });
+    await eventually('a first chunk', async () => (await h.progress()).counters.chunks >= 1);
+    const pause = await svm(['pause', crd.name]);
+    assert.equal(pause.code, 0, pause.stderr);
+    assert.match(pause.stderr, /: pause acknowledged at \d+ objects migrated \(phase (Running|Paused)\)/);
+    assert.ok(pause.stderr.startsWith(`${id}: `), pause.stderr);
+    await eventually('Paused', async () => (await h.progress()).phase === 'Paused');
+    const again = await svm(['pause', crd.name]);
+    assert.equal(again.code, 1, again.stderr);
+    assert.ok(again.stderr.includes(`cannot pause: the migration of ${crd.name} is paused already`), again.stderr);
+    const resume = await svm(['resume', crd.name]);
+    assert.equal(resume.code, 0, resume.stderr);
+    assert.match(resume.stderr, /: resume acknowledged at \d+ objects migrated/);
+    const abort = await svm(['abort', crd.name, '--reason', 'the CLI says stop']);
+    assert.equal(abort.code, 0, abort.stderr);
+    assert.match(abort.stderr, /: abort \(the CLI says stop\) acknowledged at \d+ objects migrated/);
+    const result = await h.wait();
+    assert.equal(result.phase, 'Aborted', result.message);
+    assert.match(result.message ?? '', /the CLI says stop/);
+    assert.ok(result.counters.migrated < 600, 'the abort came too late to test anything');
+    const late = await svm(['resume', crd.name]);
+    assert.equal(late.code, 1, late.stderr);
+    assert.match(late.stderr, /is not running \(its last run is completed\): nothing to resume/);
+  });
+});
+
 void test('a pause stops the chunk in flight; resume finishes that page from where it stopped, each object counted once', async () => {
   const crd = testCrd(`${uniq('pm')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');

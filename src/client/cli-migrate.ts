@@ -176,10 +176,10 @@ export function migrateCommands() {
     return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
         const h = await m.handle(resource);
-        if (name === 'abort') await h.abort(o.reason);
-        else if (name === 'pause') await h.pause();
-        else await h.resume();
-        process.stderr.write(`${name} sent to ${h.workflowId}\n`);
+        // An update, not a signal: the migration acknowledges it, or refuses it with its reason (exit 1).
+        const r = await h.steer(name, o.reason);
+        const what = name === 'abort' ? `abort (${r.abortRequested ?? o.reason ?? 'aborted by request'})` : name;
+        process.stderr.write(`${h.workflowId}: ${what} acknowledged at ${r.counters.migrated} objects migrated (phase ${r.phase})\n`);
       });
     });
   };

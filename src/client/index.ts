@@ -7,7 +7,14 @@
  *   const h = await m.start('widgets.example.com', { chunkSize: 200 });
  *   const result = await h.wait((p) => console.log(p.counters.migrated));
  */
-import { Client, Connection, WorkflowFailedError, WorkflowNotFoundError, type WorkflowHandle } from '@temporalio/client';
+import {
+  Client,
+  Connection,
+  WorkflowFailedError,
+  WorkflowNotFoundError,
+  WorkflowUpdateFailedError,
+  type WorkflowHandle,
+} from '@temporalio/client';
 import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
@@ -21,11 +28,15 @@ import {
 } from '../config/temporal';
 import {
   abortSignal,
+  abortUpdate,
   defaultMigrationOptions,
   MigrationOptionsSchema,
   pauseSignal,
+  pauseUpdate,
   progressQuery,
   resumeSignal,
+  resumeUpdate,
+  type SteerResult,
   MIGRATE_ALL_WORKFLOW_ID,
   migrateAllProgressQuery,
   TRIGGER_WORKFLOW_ID,
@@ -126,7 +137,32 @@ export class MigrationHandle {
     return this.send('resume', () => this.workflow.signal(resumeSignal));
   }
 
-  /** A signal to a migration that is not running says so in words, with how it ended. */
+  /**
+   * Pause, resume or abort with an acknowledgement (the workflow's updates): resolves with the progress and what the
+   * migration does next (paused, abortRequested), or throws MigrationSteerRefusedError with the migration's reason
+   * (it has ended, is paused already, is recording its success), or MigrationNotRunningError. A signal (pause(),
+   * resume(), abort()) that cannot apply is dropped silently; this says so.
+   */
+  async steer(what: 'pause' | 'resume' | 'abort', reason?: string): Promise<SteerResult> {
+    let answer: SteerResult | undefined;
+    await this.send(what, async () => {
+      try {
+        answer =
+          what === 'pause'
+            ? await this.workflow.executeUpdate(pauseUpdate, { args: [{}] })
+            : what === 'resume'
+              ? await this.workflow.executeUpdate(resumeUpdate, { args: [{}] })
+              : await this.workflow.executeUpdate(abortUpdate, { args: [reason !== undefined ? { reason } : {}] });
+      } catch (err) {
+        if (!(err instanceof WorkflowUpdateFailedError)) throw err;
+        const why = err.cause instanceof Error ? err.cause.message : err.message;
+        throw new MigrationSteerRefusedError(why);
+      }
+    });
+    return answer!;
+  }
+
+  /** A signal or update to a migration that is not running says so in words, with how it ended. */
   private async send(what: string, signal: () => Promise<void>): Promise<void> {
     try {
       await signal();
@@ -149,6 +185,11 @@ export class MigrationHandle {
 /** A signal (abort, pause, resume) sent to a migration that is not running. */
 export class MigrationNotRunningError extends Error {
   override name = 'MigrationNotRunningError';
+}
+
+/** A pause, resume or abort the running migration refused, with its reason (steer()). */
+export class MigrationSteerRefusedError extends Error {
+  override name = 'MigrationSteerRefusedError';
 }
 
 export interface MigrationSummary {
