@@ -163,6 +163,39 @@ void test('svm pause, resume and abort: acknowledged by the migration, or refuse
   });
 });
 
+void test('svm pause with no worker running the migration: no answer within --answer-within, so it is sent as a signal, which waits in the history', async () => {
+  const crd = testCrd(`${uniq('c')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const id = `migrate/${crd.name}`;
+  // The worker stops after the first chunk; the migration stays running with nobody to run its tasks.
+  await withWorker(plane, async (m) => {
+    const h = await m.start(crd.name, { chunkSize: 50, concurrency: 1, qps: 10 });
+    await eventually('a first chunk', async () => (await h.progress()).counters.chunks >= 1);
+  });
+  const handle = plane.temporal.client.workflow.getHandle(id);
+  try {
+    assert.equal((await handle.describe()).status.name, 'RUNNING');
+    const started = Date.now();
+    const pause = await svm(['pause', crd.name, '--answer-within', '3']);
+    assert.equal(pause.code, 0, pause.stderr);
+    assert.ok(
+      pause.stderr.includes(`${id}: no worker answered within 3s; pause sent as a signal instead, taken once a worker runs the migration`),
+      pause.stderr,
+    );
+    assert.ok(Date.now() - started < 30_000, 'the CLI waited far longer than --answer-within');
+    const history = await handle.fetchHistory();
+    const signals = (history.events ?? []).filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'pause');
+    assert.equal(signals.length, 1, 'the pause signal is in the history');
+    const bad = await svm(['pause', crd.name, '--answer-within', '0']);
+    assert.equal(bad.code, 1, bad.stderr);
+    assert.match(bad.stderr, /--answer-within/);
+  } finally {
+    await handle.terminate('test: the migration had no worker').catch(() => undefined);
+  }
+});
+
 void test('a pause stops the chunk in flight; resume finishes that page from where it stopped, each object counted once', async () => {
   const crd = testCrd(`${uniq('pm')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');

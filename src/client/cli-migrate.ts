@@ -173,13 +173,23 @@ export function migrateCommands() {
       name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`,
     ]);
     if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
-    return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string }) => {
+    cmd.option(
+      '--answer-within <seconds>',
+      'how long to wait for the migration to acknowledge it; without an answer (no worker running it) it is sent as a signal, taken once a worker runs the migration',
+      parseIntArg('--answer-within', 1, 3600),
+      30,
+    );
+    return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string; answerWithin: number }) => {
       await withMigrator(o.kubeconfig, async (m) => {
         const h = await m.handle(resource);
         // An update, not a signal: the migration acknowledges it, or refuses it with its reason (exit 1).
-        const r = await h.steer(name, o.reason);
-        const what = name === 'abort' ? `abort (${r.abortRequested ?? o.reason ?? 'aborted by request'})` : name;
-        process.stderr.write(`${h.workflowId}: ${what} acknowledged at ${r.counters.migrated} objects migrated (phase ${r.phase})\n`);
+        const r = await h.steer(name, { reason: o.reason, answerWithinSeconds: o.answerWithin });
+        const what = name === 'abort' ? `abort (${r?.abortRequested ?? o.reason ?? 'aborted by request'})` : name;
+        process.stderr.write(
+          r
+            ? `${h.workflowId}: ${what} acknowledged at ${r.counters.migrated} objects migrated (phase ${r.phase})\n`
+            : `${h.workflowId}: no worker answered within ${o.answerWithin}s; ${what} sent as a signal instead, taken once a worker runs the migration\n`,
+        );
       });
     });
   };

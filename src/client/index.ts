@@ -13,6 +13,7 @@ import {
   WorkflowFailedError,
   WorkflowNotFoundError,
   WorkflowUpdateFailedError,
+  WorkflowUpdateRPCTimeoutOrCancelledError,
   type WorkflowHandle,
 } from '@temporalio/client';
 import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
@@ -140,26 +141,38 @@ export class MigrationHandle {
   /**
    * Pause, resume or abort with an acknowledgement (the workflow's updates): resolves with the progress and what the
    * migration does next (paused, abortRequested), or throws MigrationSteerRefusedError with the migration's reason
-   * (it has ended, is paused already, is recording its success), or MigrationNotRunningError. A signal (pause(),
-   * resume(), abort()) that cannot apply is dropped silently; this says so.
+   * (it is paused already, not paused, being aborted, recording its success), or MigrationNotRunningError. A signal
+   * (pause(), resume(), abort()) that cannot apply is dropped silently; this says so. An update is answered by a
+   * worker: with none running the migration's workflow tasks, no answer comes; after `answerWithinSeconds` the same
+   * request is sent as a signal instead (durable: taken once a worker runs the migration) and this resolves with
+   * undefined.
    */
-  async steer(what: 'pause' | 'resume' | 'abort', reason?: string): Promise<SteerResult> {
+  async steer(
+    what: 'pause' | 'resume' | 'abort',
+    opts: { reason?: string; answerWithinSeconds?: number } = {},
+  ): Promise<SteerResult | undefined> {
+    const { reason, answerWithinSeconds = 30 } = opts;
     let answer: SteerResult | undefined;
     await this.send(what, async () => {
+      const update = () =>
+        what === 'pause'
+          ? this.workflow.executeUpdate(pauseUpdate, { args: [{}] })
+          : what === 'resume'
+            ? this.workflow.executeUpdate(resumeUpdate, { args: [{}] })
+            : this.workflow.executeUpdate(abortUpdate, { args: [reason !== undefined ? { reason } : {}] });
       try {
-        answer =
-          what === 'pause'
-            ? await this.workflow.executeUpdate(pauseUpdate, { args: [{}] })
-            : what === 'resume'
-              ? await this.workflow.executeUpdate(resumeUpdate, { args: [{}] })
-              : await this.workflow.executeUpdate(abortUpdate, { args: [reason !== undefined ? { reason } : {}] });
+        answer = await this.workflow.client.withDeadline(Date.now() + answerWithinSeconds * 1000, update);
       } catch (err) {
-        if (!(err instanceof WorkflowUpdateFailedError)) throw err;
-        const why = err.cause instanceof Error ? err.cause.message : err.message;
-        throw new MigrationSteerRefusedError(why);
+        if (err instanceof WorkflowUpdateFailedError)
+          throw new MigrationSteerRefusedError(err.cause instanceof Error ? err.cause.message : err.message);
+        if (!(err instanceof WorkflowUpdateRPCTimeoutOrCancelledError)) throw err;
+        // No worker answered: the signal waits in the history for one (a pause or abort taken twice is refused or idempotent).
+        if (what === 'pause') await this.workflow.signal(pauseSignal);
+        else if (what === 'resume') await this.workflow.signal(resumeSignal);
+        else await this.workflow.signal(abortSignal, reason ?? 'aborted by request');
       }
     });
-    return answer!;
+    return answer;
   }
 
   /** A signal or update to a migration that is not running says so in words, with how it ended. */
