@@ -2,11 +2,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 
 /**
- * `svm worker --no-bridge` (bin: a compiled tree's bin/svm.js, or the checkout's) against the plane whose env file is
- * `plane` (its one API address through KUBECONFIG, its Temporal), polling taskQueue, logging warnings only; env (the
- * worker's settings, then the image's environment) goes over this process's environment.
- */
-/**
  * SVM_BENCH_NODE_ARGS: Node options for the measured processes only, svm's worker and the raw loop's process (e.g.
  * `--cpu-prof --cpu-prof-dir=/tmp/prof`, which NODE_OPTIONS refuses); none by default.
  */
@@ -14,6 +9,11 @@ export function benchNodeArgs(): string[] {
   return (process.env.SVM_BENCH_NODE_ARGS ?? '').split(' ').filter(Boolean);
 }
 
+/**
+ * `svm worker --no-bridge` (bin: a compiled tree's bin/svm.js, or the checkout's) against the plane whose env file is
+ * `plane` (its one API address through KUBECONFIG, its Temporal), polling taskQueue, logging warnings only; env (the
+ * worker's settings, then the image's environment) goes over this process's environment.
+ */
 export function spawnWorker(
   bin: string,
   plane: Record<string, string | undefined>,
