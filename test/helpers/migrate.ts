@@ -9,7 +9,6 @@ import type { ChunkInput, ChunkResult } from '../../src/activities/migrate-chunk
 import type { WorkerSettings } from '../../src/worker/config';
 import { createLogger, createMigratorWorker } from '../../src/worker/worker';
 import type pino from 'pino';
-import { FIRST_PAGE_LIMIT } from '../../src/contract/definitions';
 import { uniq, type TestPlane } from './plane';
 
 export async function withWorker<T>(
@@ -56,13 +55,9 @@ export async function endLeftovers(plane: TestPlane): Promise<void> {
   }
 }
 
-/**
- * Chunks of a whole pass over `count` small objects: by the empty patch (metadata-only pages) pages of chunkSize from
- * the first; by PUT (pages with content) a first page of at most FIRST_PAGE_LIMIT, then pages of chunkSize.
- */
-export function chunksOfPass(count: number, chunkSize: number, rewrite: 'patch' | 'put' = 'patch'): number {
-  const first = rewrite === 'put' ? Math.min(chunkSize, FIRST_PAGE_LIMIT) : chunkSize;
-  return count <= first ? 1 : 1 + Math.ceil((count - first) / chunkSize);
+/** Chunks of a whole pass over `count` small objects by the empty patch: metadata-only pages of chunkSize from the first. */
+export function chunksOfPass(count: number, chunkSize: number): number {
+  return Math.max(1, Math.ceil(count / chunkSize));
 }
 
 /**
