@@ -918,25 +918,16 @@ void test('metadata-only pages (the empty patch) hold the chunk size from the fi
   );
 });
 
-void test('a first page the chunk listed with content (cut to 10) and a pause stopped: resumed as it was listed, by PUT, 10 objects', async () => {
+/**
+ * A migration of chunkSize 1000 whose first chunk is stopped by a pause with `partial`, then resumed: the result, what
+ * each chunk was asked (token, limit, content limit, rewrite, resume) and the doubles. Later chunks answer `later`.
+ */
+async function pauseFirstPage(partial: ChunkResult, later: (d: Doubles, input: ChunkInput) => ChunkResult) {
   const d = new Doubles();
   d.chunksPerPass = 2;
-  const stoppedAt = { afterKey: 'ns/w-003' };
   const started = { n: 0 };
-  const block = blockingChunk(started, {
-    counters: { ...zeroCounters(), migrated: 4, rewritten: 4, chunks: 1 },
-    failures: [],
-    listed: 10,
-    listedBytes: 10 * 900 * 1024,
-    resume: stoppedAt,
-    rewrite: 'put',
-    contentLimited: true,
-  });
-  d.chunk = async (input) => {
-    if (started.n === 0) return block();
-    const r = d.result(input);
-    return input.resume ? { ...r, counters: { ...r.counters, migrated: 6, rewritten: 6 }, rewrite: 'put' } : { ...r, rewrite: 'put' };
-  };
+  const block = blockingChunk(started, partial);
+  d.chunk = async (input) => (started.n === 0 ? block() : later(d, input));
   const result = await run(d, async (start) => {
     const h = await start({ options: { chunkSize: 1000 } });
     await eventually('the first chunk running', async () => started.n === 1);
@@ -946,8 +937,27 @@ void test('a first page the chunk listed with content (cut to 10) and a pause st
     return h.result();
   });
   assert.equal(result.phase, 'Succeeded', result.message);
+  const asked = d.chunks.map((c) => [c.continueToken, c.options.chunkSize, c.options.contentLimit, c.rewrite, c.resume]);
+  return { result, asked, d };
+}
+
+void test('a first page the chunk listed with content (cut to 10) and a pause stopped: resumed as it was listed, by PUT, 10 objects', async () => {
+  const stoppedAt = { afterKey: 'ns/w-003' };
+  const partial: ChunkResult = {
+    counters: { ...zeroCounters(), migrated: 4, rewritten: 4, chunks: 1 },
+    failures: [],
+    listed: 10,
+    listedBytes: 10 * 900 * 1024,
+    resume: stoppedAt,
+    rewrite: 'put',
+    contentLimited: true,
+  };
+  const { result, asked, d } = await pauseFirstPage(partial, (d, input) => {
+    const r = d.result(input);
+    return input.resume ? { ...r, counters: { ...r.counters, migrated: 6, rewritten: 6 }, rewrite: 'put' } : { ...r, rewrite: 'put' };
+  });
   assert.deepEqual(
-    d.chunks.map((c) => [c.continueToken, c.options.chunkSize, c.options.contentLimit, c.rewrite, c.resume]),
+    asked,
     [
       [undefined, 1000, 10, undefined, undefined],
       [undefined, 10, undefined, 'put', stoppedAt],
@@ -963,36 +973,21 @@ void test('a first page the chunk listed with content (cut to 10) and a pause st
 });
 
 void test('a first page listed whole with content (the patch refused after some objects) and a pause stopped: resumed whole, never cut', async () => {
-  const d = new Doubles();
-  d.chunksPerPass = 2;
   const stoppedAt = { afterKey: 'ns/w-030' };
-  const started = { n: 0 };
-  const block = blockingChunk(started, {
+  const partial: ChunkResult = {
     counters: { ...zeroCounters(), migrated: 31, rewritten: 31, chunks: 1 },
     failures: [],
     listed: 40,
     resume: stoppedAt,
     rewrite: 'put',
-  });
-  d.chunk = async (input) => (started.n === 0 ? block() : d.result(input));
-  const result = await run(d, async (start) => {
-    const h = await start({ options: { chunkSize: 1000 } });
-    await eventually('the first chunk running', async () => started.n === 1);
-    await h.signal(pauseSignal);
-    await eventually('Paused', async () => (await h.query(progressQuery)).phase === 'Paused');
-    await h.signal(resumeSignal);
-    return h.result();
-  });
-  assert.equal(result.phase, 'Succeeded', result.message);
+  };
+  const { asked } = await pauseFirstPage(partial, (d, input) => d.result(input));
   // Cut to 10 on resume, the page would leave w-010..w-030, finished, to the next chunk: listed and counted again.
-  assert.deepEqual(
-    d.chunks.map((c) => [c.continueToken, c.options.chunkSize, c.options.contentLimit, c.rewrite, c.resume]),
-    [
-      [undefined, 1000, 10, undefined, undefined],
-      [undefined, 1000, 10, undefined, stoppedAt],
-      ['c1', 1000, undefined, undefined, undefined],
-    ],
-  );
+  assert.deepEqual(asked, [
+    [undefined, 1000, 10, undefined, undefined],
+    [undefined, 1000, 10, undefined, stoppedAt],
+    ['c1', 1000, undefined, undefined, undefined],
+  ]);
 });
 
 void test('progress search attributes are written on phase changes, not after every chunk; the last ones are true', async () => {
