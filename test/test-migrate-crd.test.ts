@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Migrator } from '../src/client';
+import { Migrator, type MigrationHandle } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { svmPath } from '../src/activities';
@@ -48,9 +48,12 @@ void test(`a CRD with ${COUNT} objects is migrated from v1 to v2, etcd confirms,
   const w = await createMigratorWorker(plane.workerSettings(taskQueue));
   const migrator = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
   try {
+    let history: Awaited<ReturnType<MigrationHandle['workflow']['fetchHistory']>> | undefined;
     const result = await w.runUntil(async () => {
       const h = await migrator.start(crd.name, { chunkSize: 500, concurrency: 8 });
-      return h.wait();
+      const r = await h.wait();
+      history = await h.workflow.fetchHistory();
+      return r;
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.equal(result.counters.migrated, COUNT);
@@ -85,6 +88,32 @@ void test(`a CRD with ${COUNT} objects is migrated from v1 to v2, etcd confirms,
       `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`,
     );
     assert.deepEqual(crdNow.status.storedVersions, ['v2']);
+
+    // Every chunk went to the worker with the workflow task that scheduled it (eager dispatch: the plane's server
+    // allows it and the worker keeps activity slots free for it).
+    const events = history?.events ?? [];
+    const scheduledAt = new Map<string, number>();
+    const eager: string[] = [];
+    const chunks: string[] = [];
+    const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
+    for (const e of events) {
+      const id = String(e.eventId);
+      if (e.activityTaskScheduledEventAttributes) {
+        scheduledAt.set(id, ms(e.eventTime));
+        if (e.activityTaskScheduledEventAttributes.activityType?.name === 'migrateChunk') chunks.push(id);
+      }
+      const started = e.activityTaskStartedEventAttributes;
+      // Eager: started in the same request that scheduled it (well under a millisecond here); through the task
+      // queue the server's dispatch takes 20-45 ms on this machine.
+      const since = started ? ms(e.eventTime) - (scheduledAt.get(String(started.scheduledEventId)) ?? -Infinity) : Infinity;
+      if (started && since < 2) eager.push(String(started.scheduledEventId));
+    }
+    assert.equal(chunks.length, chunksOfPass(COUNT, 500));
+    assert.deepEqual(
+      chunks.filter((id) => !eager.includes(id)),
+      [],
+      'chunks dispatched through the task queue instead of eagerly',
+    );
   } finally {
     await migrator.close();
   }

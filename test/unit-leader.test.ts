@@ -261,6 +261,34 @@ void test('RateLimiter: a held bucket gives up a wait at once when its signal ab
   await assert.rejects(l.take(AbortSignal.abort()), WaitAbortedError);
 });
 
+void test('RateLimiter: a token on hand is served at once, but never ahead of a caller already waiting, and the rate still binds', async () => {
+  // Unlimited: every take is served at once, with or without a signal; an aborted signal is still refused.
+  const open = new RateLimiter(0);
+  const signal = new AbortController().signal;
+  for (let i = 0; i < 1000; i++) await open.take(signal);
+  assert.equal(open.waiting, 0);
+  await assert.rejects(open.take(AbortSignal.abort()), WaitAbortedError);
+
+  // 10/s, burst 2: two at once, the third waits ~100 ms; a fourth taken while the third waits is served after it.
+  const l = new RateLimiter(10, { burst: 2 });
+  await l.take();
+  await l.take();
+  const order: number[] = [];
+  const t0 = performance.now();
+  const third = l.take(signal).then(() => order.push(3));
+  const fourth = l.take().then(() => order.push(4));
+  await Promise.all([third, fourth]);
+  const took = performance.now() - t0;
+  assert.deepEqual(order, [3, 4], 'served in the order taken');
+  assert.ok(took >= 150, `two tokens beyond the burst at 10/s came after ${took.toFixed(0)} ms, not ~200`);
+  // Paused: a token on hand waits for the pause.
+  const p = new RateLimiter(0);
+  p.pause(100);
+  const t1 = performance.now();
+  await p.take();
+  assert.ok(performance.now() - t1 >= 80, 'a paused bucket serves nothing before the pause ends');
+});
+
 void test('RateLimiter: hold shuts the bucket until setQps opens it; the burst follows the rate', async () => {
   const l = new RateLimiter(1000);
   l.hold();

@@ -11,6 +11,7 @@ import * as path from 'node:path';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { freePort, portOpen } from './ports';
 import { ensureTools } from './tools';
+import { devServerDynamicConfigArgs } from './temporal-dynamic-config';
 
 export interface LocalTemporal {
   address: string;
@@ -37,6 +38,7 @@ export async function startLocalTemporal(log: (line: string) => void): Promise<L
       '--namespace=default',
       '--log-level=warn',
       ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
+      ...devServerDynamicConfigArgs(),
     ],
     { stdio: ['ignore', 'ignore', 'pipe'] },
   );

@@ -52,6 +52,7 @@ import {
   type TemporalServerRecord,
 } from './temporal-server';
 import { ensureCa, ensureServingCert } from './tls';
+import { devServerDynamicConfigArgs } from './temporal-dynamic-config';
 import { ensureTools, expectedToolPaths, kubeBinaries, kubeToolName, kubeVersions, type ToolName, type ToolPaths } from './tools';
 
 export interface ProcessRecord {
@@ -736,6 +737,7 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
         '--namespace=default',
         '--log-level=warn',
         ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
+        ...devServerDynamicConfigArgs(),
         ...t.extraArgs,
       ],
       t.log,

@@ -32,6 +32,7 @@ import { packageRoot } from '../config/build-info';
 import { Connection } from '@temporalio/client';
 import { msToTs } from '@temporalio/common/lib/time';
 import YAML from 'yaml';
+import { EAGER_ACTIVITIES, TRANSFER_POLL_RPS, TRANSFER_POLL_RPS_VALUE } from './temporal-dynamic-config';
 import versions from '../../tools/versions.json';
 import { registerSearchAttributes } from '../client/setup';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
@@ -56,10 +57,13 @@ export const POSTGRES_MAJOR = 15;
  *     executions.workflow_id): a longer ID is refused by the frontend with a clear error, not by the database.
  *   system.forceSearchAttributesCacheRefreshOnRead: search attributes registered a moment ago (svm setup) are
  *     usable at once, not after the cache's refresh; a local setup's choice.
+ *   system.enableActivityEagerExecution, history.transferProcessorMaxPollRPS: src/dev/temporal-dynamic-config.ts.
  */
 export const SERVER_DYNAMIC_CONFIG: Readonly<Record<string, Array<{ value: unknown; constraints: Record<string, never> }>>> = {
   'limit.maxIDLength': [{ value: 255, constraints: {} }],
   'system.forceSearchAttributesCacheRefreshOnRead': [{ value: true, constraints: {} }],
+  [EAGER_ACTIVITIES]: [{ value: true, constraints: {} }],
+  [TRANSFER_POLL_RPS]: [{ value: TRANSFER_POLL_RPS_VALUE, constraints: {} }],
 };
 
 /** The two databases and their schema directories (under schema/postgresql/v12 of the server module). */

@@ -150,6 +150,11 @@ export function limitHeapGrowth(percent: number): void {
   gc();
 }
 
+/** Activity task polls the worker keeps open (see Worker.create below): two, and always a slot left free. */
+export function activityPolls(slots: number): number {
+  return Math.max(1, Math.min(2, slots - 1));
+}
+
 /** The worker's memory budget, reported on /metrics. */
 function memoryBudget(bytes: number, metrics: MigratorMetrics | undefined): MemoryBudget {
   metrics?.memoryBudget.set(bytes);
@@ -240,6 +245,12 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       managedFieldsAs: settings.managedFieldsAs,
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
+    // Two activity polls, not one per slot (the SDK's default, up to 10): a poll holds a slot while it waits, and
+    // a server with eager activity dispatch (system.enableActivityEagerExecution) hands an activity to the worker
+    // that completed the workflow task only when that worker has a slot free. With every slot held by a poll it
+    // never does, and each step of a migration waits for the server's dispatch instead (docs/benchmarks.md:
+    // about 45 ms a step, twice per activity with the workflow task).
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: activityPolls(settings.maxConcurrentChunks * 2) },
     // A handful of workflows run at once: a small cache and few workflow task slots (and so pollers)
     // instead of the SDK's defaults sized for thousands (docs/benchmarks.md: peak RSS).
     maxCachedWorkflows: settings.maxCachedWorkflows,
