@@ -95,7 +95,8 @@ void test(`a CRD with ${COUNT} objects is migrated from v1 to v2, etcd confirms,
     const scheduledAt = new Map<string, number>();
     const eager: string[] = [];
     const chunks: string[] = [];
-    const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
+    const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) =>
+      Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
     for (const e of events) {
       const id = String(e.eventId);
       if (e.activityTaskScheduledEventAttributes) {

@@ -26,5 +26,10 @@ export const TRANSFER_POLL_RPS_VALUE = 1000;
 
 /** The dev server's flags for the same dynamic config as far as it differs from the dev server's own defaults. */
 export function devServerDynamicConfigArgs(): string[] {
-  return ['--dynamic-config-value', `${EAGER_ACTIVITIES}=true`, '--dynamic-config-value', `${TRANSFER_POLL_RPS}=${TRANSFER_POLL_RPS_VALUE}`];
+  return [
+    '--dynamic-config-value',
+    `${EAGER_ACTIVITIES}=true`,
+    '--dynamic-config-value',
+    `${TRANSFER_POLL_RPS}=${TRANSFER_POLL_RPS_VALUE}`,
+  ];
 }
