@@ -19,6 +19,7 @@ import {
   type Agreement,
   type ServerView,
 } from '../kube/agreement';
+import { ListAhead, listAheadEnabled } from '../kube/list-ahead';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
 import { getCrd, markCrdMigrationFailed, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
@@ -133,6 +134,7 @@ export function createActivities(deps: ActivityDeps) {
     : undefined;
 
   const apiservers = deps.apiservers ?? kubernetesEndpoints(kube);
+  const listAhead = listAheadEnabled() ? new ListAhead(kube) : undefined;
 
   /** Discovery of the resource's group version, as one API server serves it. */
   const resourceList = async (server: KubeClient, ref: ResourceRef, timeoutMs?: number) =>
@@ -173,8 +175,9 @@ export function createActivities(deps: ActivityDeps) {
         return agreementFromStorageVersion(sv, liveIdentities(leases, now), liveProcesses(leases, now));
       }
     }
-    const found = await apiservers.find();
-    const [crd, viaList, endpoints] = await Promise.all([
+    // The CRD and our own address's discovery are read while the API servers are found, each server asked once they are.
+    const servers = apiservers.find();
+    const [crd, viaList, [found, endpoints]] = await Promise.all([
       // A deleted CRD is a resource no longer served (below), not a failure to retry forever.
       ref.custom
         ? getCrd(kube, ref).catch((err: unknown) => {
@@ -186,7 +189,7 @@ export function createActivities(deps: ActivityDeps) {
         if (err instanceof KubeError && err.kind === 'notFound') return [];
         throw err; // our own address must answer: the activity retries
       }),
-      Promise.all(found.endpoints.map((e) => askEndpoint(e.id, e.kube, ref))),
+      servers.then(async (f) => [f, await Promise.all(f.endpoints.map((e) => askEndpoint(e.id, e.kube, ref)))] as const),
     ]);
     const own = viaList.find((r) => r.name === ref.resource);
     const answer = agreementFromEndpoints({
@@ -224,7 +227,10 @@ export function createActivities(deps: ActivityDeps) {
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
       zero(groupResourceString(input.resource));
-      return migrateChunk({ kube, budget: deps.budget, concurrency: deps.concurrency, memory: deps.memory, limiterFor, observe }, input);
+      return migrateChunk(
+        { kube, budget: deps.budget, concurrency: deps.concurrency, memory: deps.memory, limiterFor, observe, listAhead },
+        input,
+      );
     },
 
     /** Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing. */

@@ -63,6 +63,7 @@ import type { MigrationCounters, ObjectFailure } from '../api/migration';
 import type { KubeClient, ListedObject, ListMeta, RewriteMethod } from '../kube/client';
 import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
+import type { ListAhead } from '../kube/list-ahead';
 import type { MemoryBudget } from '../kube/memory-budget';
 import { sleep, WaitAbortedError, type RateLimiter } from '../kube/rate-limit';
 
@@ -191,6 +192,8 @@ export interface ChunkDeps {
   memory?: MemoryBudget;
   /** Rewrite every object by PUT (measurement only; default: SVM_REWRITE_METHOD, else the empty patch). */
   rewrite?: RewriteMethod;
+  /** The worker's pages listed ahead (src/kube/list-ahead.ts); unset: every chunk lists its own page. */
+  listAhead?: ListAhead;
 }
 
 /** Thrown into the list stream to stop reading it (a fatal update error, or a cancel). */
@@ -400,6 +403,9 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     }
   };
 
+  // This chunk's first listing may take its page from what an earlier chunk listed ahead (the same snapshot); a
+  // listing again (after a 410, a cut-off response, a refused patch) always asks the API server.
+  let firstListing = true;
   /** Lists the page once, feeding the updaters; resolves with the page's metadata when every listed object is done. */
   const listAndUpdate = async (token: string | undefined, resumeAfter: string | undefined): Promise<ListMeta> => {
     keys = [];
@@ -422,7 +428,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         content && hb.contentLimited
           ? Math.max(1, Math.min(options.chunkSize, options.contentLimit ?? options.chunkSize))
           : options.chunkSize;
-      meta = await deps.kube.listEach(resource, { limit, continueToken: token, content }, async (obj, bytes) => {
+      const onItem = async (obj: ListedObject, bytes: number): Promise<void> => {
         if (stopping()) throw new StopListing();
         const i = keys.length;
         keys.push(keyOf(obj));
@@ -451,7 +457,17 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
         // wait for an updater (the updaters are never starved: held stays below the buffer
         // plus one object per updater).
         while (held > bufferBytes && queue.length > 0 && !stopping()) await changed();
-      });
+      };
+      const ahead = firstListing && !content && token !== undefined ? await deps.listAhead?.take(resource, token, limit) : undefined;
+      firstListing = false;
+      if (ahead) {
+        for (const { obj, bytes } of ahead.items) await onItem(obj, bytes);
+        meta = ahead.meta;
+      } else {
+        meta = await deps.kube.listEach(resource, { limit, continueToken: token, content }, onItem);
+      }
+      // The page is read whole: list the next one while its objects are updated (metadata only; the next chunk takes it).
+      if (!content && meta.continueToken && !stopping()) deps.listAhead?.start(resource, meta.continueToken, limit);
     } catch (err) {
       listErr = err;
     }
