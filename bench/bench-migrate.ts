@@ -61,6 +61,7 @@ import { planeCpu, planeCpuPer1000, treeCpuSeconds } from './lib/proc';
 import { compiledEmptyWorker, emptyWorkerPeakRss } from './lib/empty-worker';
 import { compiledRawLoop, rawLoop, rawLoopInChild } from './lib/raw-loop';
 import { spawnWorker, waitForHealthz } from './lib/worker-process';
+import { freePort } from '../src/dev/ports';
 
 const { values } = parseArgs({
   options: {
@@ -317,7 +318,8 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
     `migration workflow: storage v1 -> v2, \`svm worker\` (${workerBin}) in a child process, budget ${BUDGET}, adaptive concurrency ${ADAPTIVE ? 'on' : 'off'}`,
   );
   const taskQueue = `bench-${Date.now().toString(36)}`;
-  const metricsPort = 20000 + Math.floor(Math.random() * 20000);
+  // A port free now (a random one could be in use: once the worker could not listen, EADDRINUSE).
+  const metricsPort = await freePort();
   const worker = spawnWorker(workerBin, env, taskQueue, {
     SVM_QPS: QPS_SETTING,
     SVM_ADAPTIVE_CONCURRENCY: String(ADAPTIVE),

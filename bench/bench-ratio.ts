@@ -38,6 +38,7 @@ import { spawnWorker, waitForHealthz } from './lib/worker-process';
 import { roundNumbers, roundOptions } from './lib/args';
 import { compiledWorkerTree } from './lib/worker-tree';
 import { median } from './lib/stats';
+import { freePort } from '../src/dev/ports';
 
 const { values } = parseArgs({
   options: {
@@ -216,7 +217,8 @@ async function migrateWithFreshWorker(
   warmUp?: () => Promise<void>,
 ): Promise<{ seconds: number; workerStartSeconds: number; workerCpuSeconds: number; plane0: PlaneCpu; plane1: PlaneCpu }> {
   const taskQueue = `ratio-${Date.now().toString(36)}`;
-  const metricsPort = 20000 + Math.floor(Math.random() * 20000);
+  // A port free now (a random one could be in use: once the worker could not listen, EADDRINUSE).
+  const metricsPort = await freePort();
   const worker = spawnWorker(bin, env, taskQueue, {
     SVM_QPS: '0',
     SVM_ADAPTIVE_CONCURRENCY: 'false',

@@ -36,7 +36,7 @@ function pagedKube(n: number, opts: { failOnce?: string[] } = {}) {
     ): Promise<ListMeta> {
       seen.lists.push({ token: o.continueToken, limit: o.limit, content: o.content === true });
       await new Promise((r) => setTimeout(r, 1)); // an answer takes a while, as a real one does
-      if (o.continueToken !== undefined && failing.delete(o.continueToken)) throw new KubeError('serverError', 'HTTP 500', 500);
+      if (o.continueToken !== undefined && failing.delete(o.continueToken)) throw new KubeError('unavailable', 'HTTP 500', 500);
       const from = o.continueToken === undefined ? 0 : Number(o.continueToken.slice('after-'.length));
       const to = Math.min(n, from + o.limit);
       for (let i = from; i < to; i++) {
