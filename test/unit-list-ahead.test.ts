@@ -145,6 +145,12 @@ void test('a page listed ahead longer ago than its time to live is not used; nor
   now = 1500;
   assert.equal(await ahead.take(ref, 'after-100', 100), undefined);
   assert.equal(seen.lists.length, 1, 'it was listed ahead, and dropped');
+  // Dropped by its timer too, with no chunk asking again.
+  const idle = new ListAhead(kube, { ttlMs: 50 });
+  idle.start(ref, 'after-100', 100);
+  assert.equal(idle.size, 1);
+  await new Promise((r) => setTimeout(r, 120));
+  assert.equal(idle.size, 0, 'expired without a take');
 
   const put = pagedKube(300);
   const ahead2 = new ListAhead(put.kube);

@@ -47,14 +47,20 @@ export class ListAhead {
     const page = this.kube.listEach(ref, { limit, continueToken }, (obj, bytes) => {
       items.push({ obj, bytes });
     });
-    this.pages.set(key, {
+    const entry = {
       // A failure is the chunk's to meet when it lists the page itself.
       page: page.then(
         (meta) => ({ items, meta }),
         () => undefined,
       ),
       at: this.now(),
-    });
+    };
+    this.pages.set(key, entry);
+    // Dropped once expired even if no chunk comes again (an aborted migration, an idle worker); the timer keeps no
+    // process alive.
+    setTimeout(() => {
+      if (this.pages.get(key) === entry) this.pages.delete(key);
+    }, this.ttlMs).unref();
   }
 
   /** The page listed ahead for this token and limit (undefined when there is none, or it failed); taken once. */
