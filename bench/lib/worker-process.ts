@@ -10,6 +10,10 @@ export function benchNodeArgs(): string[] {
 }
 
 /**
+ * SVM_BENCH_WRAP: a command the measured worker runs under, its words split on spaces (e.g. `heaptrack -o /tmp/ht`,
+ * `strace -f -o /tmp/st`); none by default. With a wrapper the bench's RSS figures are the wrapper's process, not the
+ * worker's: a diagnostic only.
+ *
  * `svm worker --no-bridge` (bin: a compiled tree's bin/svm.js, or the checkout's) against the plane whose env file is
  * `plane` (its one API address through KUBECONFIG, its Temporal), polling taskQueue, logging warnings only; env (the
  * worker's settings, then the image's environment) goes over this process's environment.
@@ -20,7 +24,15 @@ export function spawnWorker(
   taskQueue: string,
   env: Record<string, string | undefined>,
 ): ChildProcess {
-  return spawn(process.execPath, [...benchNodeArgs(), bin, 'worker', '--no-bridge'], {
+  const [command, ...args] = [
+    ...(process.env.SVM_BENCH_WRAP ?? '').split(' ').filter(Boolean),
+    process.execPath,
+    ...benchNodeArgs(),
+    bin,
+    'worker',
+    '--no-bridge',
+  ];
+  return spawn(command!, args, {
     env: {
       ...process.env,
       KUBECONFIG: plane.KUBECONFIG,
