@@ -12,7 +12,8 @@ export function benchNodeArgs(): string[] {
 /**
  * SVM_BENCH_WRAP: a command the measured worker runs under, its words split on spaces (e.g. `heaptrack -o /tmp/ht`,
  * `strace -f -o /tmp/st`); none by default. With a wrapper the bench's RSS figures are the wrapper's process, not the
- * worker's: a diagnostic only.
+ * worker's: a diagnostic only. The wrapper and the worker run in a process group of their own, which the bench's
+ * kill signals as a whole.
  *
  * `svm worker --no-bridge` (bin: a compiled tree's bin/svm.js, or the checkout's) against the plane whose env file is
  * `plane` (its one API address through KUBECONFIG, its Temporal), polling taskQueue, logging warnings only; env (the
@@ -24,15 +25,16 @@ export function spawnWorker(
   taskQueue: string,
   env: Record<string, string | undefined>,
 ): ChildProcess {
+  const wrap = (process.env.SVM_BENCH_WRAP ?? '').split(' ').filter(Boolean);
   const [command, ...args] = [
-    ...(process.env.SVM_BENCH_WRAP ?? '').split(' ').filter(Boolean),
+    ...wrap,
     process.execPath,
     ...benchNodeArgs(),
     bin,
     'worker',
     '--no-bridge',
   ];
-  return spawn(command!, args, {
+  const child = spawn(command!, args, {
     env: {
       ...process.env,
       KUBECONFIG: plane.KUBECONFIG,
@@ -42,7 +44,22 @@ export function spawnWorker(
       ...env,
     },
     stdio: ['ignore', 'ignore', 'inherit'],
+    // A wrapper (heaptrack's script) does not pass a signal on to the worker it started: the benches' kill goes to
+    // the whole group.
+    detached: wrap.length > 0,
   });
+  if (wrap.length > 0) {
+    const killOne = child.kill.bind(child);
+    child.kill = (signal?: NodeJS.Signals | number) => {
+      try {
+        process.kill(-child.pid!, signal ?? 'SIGTERM');
+        return true;
+      } catch {
+        return killOne(signal);
+      }
+    };
+  }
+  return child;
 }
 
 /** Until the worker answers /healthz (it serves it once its Temporal worker is created), or fails if it exits. */
