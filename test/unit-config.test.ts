@@ -53,6 +53,7 @@ void test('loadWorkerSettings: defaults with an empty environment', () => {
   assert.equal(s.maxConcurrentWorkflowTasks, 4);
   assert.equal(s.semiSpaceMiB, 2);
   assert.equal(s.heapGrowingPercent, 10);
+  assert.equal(s.v8OptimizeForSize, true);
   assert.equal(s.bridge, true);
   assert.equal(s.metricsPort, undefined);
 });
@@ -70,6 +71,8 @@ void test('loadWorkerSettings: the workflow cache, workflow task slots and young
   assert.equal(loadWorkerSettings({ SVM_HEAP_GROWING_PERCENT: '50' }).heapGrowingPercent, 50);
   assert.throws(() => loadWorkerSettings({ SVM_HEAP_GROWING_PERCENT: '-5' }), /SVM_HEAP_GROWING_PERCENT/);
   assert.throws(() => loadWorkerSettings({ SVM_HEAP_GROWING_PERCENT: 'lots' }), /SVM_HEAP_GROWING_PERCENT/);
+  assert.equal(loadWorkerSettings({ SVM_V8_OPTIMIZE_FOR_SIZE: 'false' }).v8OptimizeForSize, false);
+  assert.throws(() => loadWorkerSettings({ SVM_V8_OPTIMIZE_FOR_SIZE: 'smaller' }), /SVM_V8_OPTIMIZE_FOR_SIZE/);
 });
 
 void test('loadWorkerSettings: empty-string variables count as unset (defaults apply)', () => {

@@ -186,6 +186,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const t = settings.temporal;
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
   limitYoungGeneration(settings.semiSpaceMiB);
+  if (settings.v8OptimizeForSize) v8.setFlagsFromString('--optimize-for-size');
   limitHeapGrowth(settings.heapGrowingPercent);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
   const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
