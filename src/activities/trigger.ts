@@ -28,6 +28,7 @@ import { abortSignal } from '../contract/definitions';
 import { startOptions } from '../contract/start-options';
 import type { MigrationStatus, ObservedResource, StateSnapshot, TriggerAction } from '../contract/trigger';
 import { UNKNOWN } from '../contract/trigger';
+import { compareStrings } from '../api/order';
 
 export interface TriggerDeps {
   kube: KubeClient;
@@ -194,7 +195,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
         migrations[name] = await migrationStatus(name);
       }
       return {
-        observed: [...byName.values()].sort((a, b) => a.name.localeCompare(b.name)),
+        observed: [...byName.values()].sort((a, b) => compareStrings(a.name, b.name)),
         states,
         migrations,
         discoveryConsistent: verified && digests.size === 1,

@@ -55,6 +55,7 @@ import type { storageVersionTrigger } from '../workflows/trigger';
 import type { TriggerInput } from '../contract/trigger';
 import { MANAGED_FIELDS_WORKFLOW_TYPE, managedFieldsWorkflowId, type ManagedFieldsInput, type ManagedFieldsResult } from '../contract/drop';
 import type { rewriteManagedFields } from '../workflows/rewrite-managed-fields';
+import { compareStrings } from '../api/order';
 
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
@@ -503,7 +504,7 @@ export function migratableResources(discovered: DiscoveredResource[]): Discovere
   const byGroup = new Map([...servedIn].map(([key, served]) => [key, throughVersion(served)!]));
   const byStorage = new Map<string, DiscoveredResource>();
   for (const r of [...byGroup.values()].sort(
-    (a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : a.group.localeCompare(b.group)) || a.name.localeCompare(b.name),
+    (a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : compareStrings(a.group, b.group)) || compareStrings(a.name, b.name),
   )) {
     const key = `${r.name}|${r.storageVersionHash}`;
     if (!byStorage.has(key)) byStorage.set(key, r);

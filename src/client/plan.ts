@@ -44,6 +44,7 @@ import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
 import { notMigratableReason } from '../kube/resolve';
 import { migratableResources } from './index';
 import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from './plan-report';
+import { compareStrings } from '../api/order';
 
 export { DEFAULT_PLAN_QPS, formatDuration, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
 export { storageStateReason };
@@ -103,7 +104,7 @@ export function planVerdict(items: Array<Pick<PlanItem, 'action'>>): { verdict: 
 /** Assembles the plan from its items (pure). */
 export function finishPlan(items: PlanItem[], qps: number, checked: string, notes: string[]): Plan {
   const sorted = [...items].sort((a, b) =>
-    a.action === b.action ? a.resource.localeCompare(b.resource) : a.action === 'blocked' ? -1 : 1,
+    a.action === b.action ? compareStrings(a.resource, b.resource) : a.action === 'blocked' ? -1 : 1,
   );
   const known = sorted.filter((i) => i.objects !== null);
   const objects = known.reduce((n, i) => n + i.objects!, 0);

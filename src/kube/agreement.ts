@@ -35,6 +35,7 @@
 import { createHash } from 'node:crypto';
 import type { StorageVersion, IdentityLease } from '../api/storage-version';
 import type { Agreement, ServerView } from '../contract/agreement';
+import { compareStrings } from '../api/order';
 
 export type { Agreement, ServerView };
 
@@ -123,7 +124,7 @@ export interface EndpointAnswers {
 
 /** Agreement from each API server's own discovery, asked at its endpoint address (see the rules above). */
 export function agreementFromEndpoints(a: EndpointAnswers): Agreement {
-  const eps = [...a.endpoints].sort((x, y) => x.id.localeCompare(y.id));
+  const eps = [...a.endpoints].sort((x, y) => compareStrings(x.id, y.id));
   const answered = eps.filter((e) => e.error === undefined);
   const silent = eps.filter((e) => e.error !== undefined);
   const ids = a.identities ? [...a.identities].sort() : undefined;

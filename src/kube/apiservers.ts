@@ -25,6 +25,7 @@ import { KubeClient } from './client';
 import { isRetryable, KubeError } from './errors';
 import { IDENTITY_LEASES_PATH, listIdentityLeases } from './leases';
 import { parseListAs } from './typed';
+import { compareStrings } from '../api/order';
 
 export { IDENTITY_LEASES_PATH };
 export const ENDPOINTSLICES_PATH = '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices';
@@ -89,7 +90,7 @@ export function endpointAddresses(slices: EndpointSliceAddresses[]): Array<{ add
     byFamily.set(family, found);
   }
   const pick = byFamily.get('IPv4')?.size ? byFamily.get('IPv4')! : (byFamily.get('IPv6') ?? new Map());
-  return [...pick.values()].sort((a, b) => (a.address === b.address ? a.port - b.port : a.address.localeCompare(b.address)));
+  return [...pick.values()].sort((a, b) => (a.address === b.address ? a.port - b.port : compareStrings(a.address, b.address)));
 }
 
 export const endpointId = (address: string, port: number) => `${isIPv6(address) ? `[${address}]` : address}:${port}`;

@@ -39,6 +39,7 @@ import { migrateResource } from './migrate-resource';
 import { MigrationPhase } from '../contract/search-attributes';
 import { startOptions } from '../contract/start-options';
 import { reschedulingActivities, taskStartWait } from './task-start';
+import { compareStrings } from '../api/order';
 
 const FOLLOW_OPTIONS = {
   // A joined migration may run for hours: the activity heartbeats while it follows it.
@@ -121,7 +122,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
 
   const ok = done.every((r) => r.result === 'Succeeded');
   upsertSearchAttributes([{ key: MigrationPhase, value: ok ? 'Succeeded' : 'Failed' }]);
-  return done.sort((a, b) => a.resource.localeCompare(b.resource));
+  return done.sort((a, b) => compareStrings(a.resource, b.resource));
 }
 
 /** One resource: a child migration, or the running one followed to its end. Never throws but for cancellation. */

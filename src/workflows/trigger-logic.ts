@@ -34,6 +34,7 @@ import {
   type TriggerAction,
   type TriggerMemory,
 } from '../contract/trigger';
+import { compareStrings } from '../api/order';
 
 export interface TriggerConfig {
   periodMs: number;
@@ -76,7 +77,7 @@ export function decide(
     for (const e of state?.reporters ?? []) if (now - Date.parse(e.lastHeartbeatTime) < 3 * cfg.periodMs) fresh.set(e.reporterID, e);
     for (const [reporterID, hash] of Object.entries(r.hashes))
       fresh.set(reporterID, { reporterID, currentStorageVersionHash: hash, lastHeartbeatTime: iso(now) });
-    const reporters = [...fresh.values()].sort((a, b) => a.reporterID.localeCompare(b.reporterID));
+    const reporters = [...fresh.values()].sort((a, b) => compareStrings(a.reporterID, b.reporterID));
     const distinct = [...new Set(reporters.map((e) => e.currentStorageVersionHash))];
     const agreedHash = distinct.length === 1 ? distinct[0] : undefined;
 
