@@ -26,14 +26,7 @@ export function spawnWorker(
   env: Record<string, string | undefined>,
 ): ChildProcess {
   const wrap = (process.env.SVM_BENCH_WRAP ?? '').split(' ').filter(Boolean);
-  const [command, ...args] = [
-    ...wrap,
-    process.execPath,
-    ...benchNodeArgs(),
-    bin,
-    'worker',
-    '--no-bridge',
-  ];
+  const [command, ...args] = [...wrap, process.execPath, ...benchNodeArgs(), bin, 'worker', '--no-bridge'];
   const child = spawn(command!, args, {
     env: {
       ...process.env,
