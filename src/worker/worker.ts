@@ -131,6 +131,16 @@ export function limitYoungGeneration(mib: number): void {
 }
 
 /**
+ * V8's --optimize-for-size (SVM_V8_OPTIMIZE_FOR_SIZE), read whenever V8 sets the next full collection's limit: that
+ * limit is at least what is live plus a step of 8 MB, 2 MB with the flag (V8's heap controller, conservative mode);
+ * with ~31 MB live the step decides, not SVM_HEAP_GROWING_PERCENT. On before limitHeapGrowth's collection, so the
+ * limit it sets already follows it; process-wide, so the workflow thread's isolate gets it too.
+ */
+export function optimizeForSize(on: boolean): void {
+  if (on) v8.setFlagsFromString('--optimize-for-size');
+}
+
+/**
  * Keeps the old generation near what is live (SVM_HEAP_GROWING_PERCENT): V8
  * collects again once it has grown by percent over what survived the last
  * full collection, instead of by its own factor (up to 4x on a small heap
@@ -186,7 +196,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const t = settings.temporal;
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
   limitYoungGeneration(settings.semiSpaceMiB);
-  if (settings.v8OptimizeForSize) v8.setFlagsFromString('--optimize-for-size');
+  optimizeForSize(settings.v8OptimizeForSize);
   limitHeapGrowth(settings.heapGrowingPercent);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
   const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
