@@ -51,7 +51,7 @@ function pagedKube(n: number, opts: { failOnce?: string[] } = {}) {
       seen.patched.push(obj.name);
       return String(Number(obj.resourceVersion) + 1000);
     },
-    async noopUpdate(_ref: ResourceRef, obj: ListedObject): Promise<string> {
+    async putAsListed(_ref: ResourceRef, obj: ListedObject): Promise<string> {
       seen.patched.push(obj.name);
       return String(Number(obj.resourceVersion) + 1000);
     },

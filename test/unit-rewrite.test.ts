@@ -55,7 +55,7 @@ function fakeKube(n: number, refuse: { patchStatus?: number; listStatus?: number
       seen.patched.push(obj.name);
       return String(Number(obj.resourceVersion) + 1000);
     },
-    async noopUpdate(_ref: ResourceRef, obj: ListedObject): Promise<string> {
+    async putAsListed(_ref: ResourceRef, obj: ListedObject): Promise<string> {
       assert.ok(obj.raw, `PUT of ${obj.name} without its content`);
       seen.put.push(obj.name);
       return String(Number(obj.resourceVersion) + 1000);

@@ -9,7 +9,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { storageVersionOf } from '../api/custom-resource-definition';
 import type { StorageVersionMigrationStatus } from '../api/migration';
 import type { StatusReport } from '../contract/definitions';
-import { groupResourceString, type ResourceRef } from '../api/resource';
+import { COMMON_VERSIONS, groupResourceString, type ResourceRef } from '../api/resource';
 import {
   agreementFromEndpoints,
   agreementFromStorageVersion,
@@ -25,6 +25,7 @@ import type { KubeClient } from '../kube/client';
 import { getCrd, markCrdMigrationFailed, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
 import { findApiGroup, getResourceList } from '../kube/discovery';
 import { isRetryable, KubeError } from '../kube/errors';
+import { withTimeout } from '../kube/timeout';
 import { listIdentityLeases } from '../kube/leases';
 import { createMigrationObject, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import { adapterFor, sigsApi, standardApi } from '../kube/migration-objects';
@@ -88,16 +89,10 @@ const MIRROR_BUDGET_MS = 40_000;
 class MirrorTimeout extends Error {}
 
 function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([
-    p,
-    new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new MirrorTimeout(`${what}: no answer within ${ms / 1000}s`)), ms))),
-  ]).finally(() => clearTimeout(timer));
+  return withTimeout(p, ms, () => new MirrorTimeout(`${what}: no answer within ${ms / 1000}s`));
 }
 /** An API server asked at its own address answers within this, or counts as not answering. */
 const ENDPOINT_TIMEOUT_MS = 5000;
-/** Versions tried when naming a hash, besides those the group serves. */
-const COMMON_VERSIONS = ['v1', 'v2', 'v1beta1', 'v1beta2', 'v1beta3', 'v1alpha1', 'v1alpha2', 'v1alpha3', 'v2beta1', 'v2beta2'];
 
 export function createActivities(deps: ActivityDeps) {
   const { kube } = deps;

@@ -296,7 +296,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
           if (stopping()) return undefined;
           t0 = performance.now();
           try {
-            const rv = method === 'patch' ? await deps.kube.reencode(resource, obj) : await deps.kube.noopUpdate(resource, obj);
+            const rv = method === 'patch' ? await deps.kube.reencode(resource, obj) : await deps.kube.putAsListed(resource, obj);
             answered = seconds();
             return rv;
           } catch (err) {

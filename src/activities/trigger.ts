@@ -12,6 +12,7 @@ import { groupResourceString } from '../api/resource';
 import type { ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { KubeError } from '../kube/errors';
+import { withTimeout } from '../kube/timeout';
 import { missingReencodeRights } from '../kube/access';
 import { CREATED_BY_ANNOTATION } from './built-in';
 import { standardFinished } from '../api/standard-migration';
@@ -100,13 +101,6 @@ function warnOnce(resource: string, message: string): void {
 
 /** A server asked at its own address answers its whole discovery within this, or does not report this period. */
 const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
-
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
-}
 
 export function createTriggerActivities(deps: TriggerDeps) {
   async function migrationStatus(name: string): Promise<MigrationStatus> {

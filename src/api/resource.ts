@@ -21,6 +21,23 @@ export interface ResourceRef extends GroupResource {
   custom: boolean;
 }
 
+/**
+ * Versions tried when naming a storage version hash, besides those the resource's group serves: a hash names an
+ * encoding version the servers may no longer serve (the one being migrated away from), so discovery alone cannot.
+ */
+export const COMMON_VERSIONS: readonly string[] = [
+  'v1',
+  'v2',
+  'v1beta1',
+  'v1beta2',
+  'v1beta3',
+  'v1alpha1',
+  'v1alpha2',
+  'v1alpha3',
+  'v2beta1',
+  'v2beta2',
+];
+
 /** kubectl-style name: `secrets`, `deployments.apps`, `widgets.example.com`. */
 export function groupResourceString(gr: GroupResource): string {
   return gr.group ? `${gr.resource}.${gr.group}` : gr.resource;

@@ -11,7 +11,7 @@
  * does; the API server reads, re-encodes and writes the object itself, and
  * answers with metadata only. Only for a resource whose server refuses that
  * patch is the page listed whole and each object PUT back exactly as listed
- * (noopUpdate). Either way pages are read as a stream and split into the raw
+ * (putAsListed). Either way pages are read as a stream and split into the raw
  * text of each item as it arrives (listEach), never held whole.
  */
 import * as fs from 'node:fs';
@@ -614,7 +614,7 @@ export class KubeClient {
    * resourceVersion. Returns the resourceVersion after the update (equal to
    * the listed one when the API server found nothing to rewrite).
    */
-  async noopUpdate(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
+  async putAsListed(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
     if (obj.raw === undefined) throw new KubeError('other', `update of ${ref.resource}: the object was listed without its content`);
     const res = await this.request('PUT', objectPath(ref, obj.name, obj.namespace), {
       body: obj.raw,

@@ -39,7 +39,7 @@ export function notMigratableReason(r: DiscoveredResource): string | undefined {
     return `"${r.name}" is a subresource; migrate the resource "${label({ ...r, name: r.name.split('/')[0]! })}" instead`;
   if (!r.storageVersionHash)
     return `${label(r)} is not persisted (discovery gives it no storageVersionHash), so there is nothing to migrate`;
-  // The re-encode is a patch; a PUT where the server refuses it (KubeClient.reencode, noopUpdate).
+  // The re-encode is a patch; a PUT where the server refuses it (KubeClient.reencode, putAsListed).
   const missing = [
     ...(r.verbs.includes('list') ? [] : ['list']),
     ...(r.verbs.includes('patch') || r.verbs.includes('update') ? [] : ['patch (or update)']),

@@ -5,7 +5,7 @@
  * where that API is served (built-in resources), else every API server's
  * own discovery, each asked at its own address (src/kube/apiservers.ts).
  */
-import { groupResourceString } from '../api/resource';
+import { COMMON_VERSIONS, groupResourceString } from '../api/resource';
 import { storageVersionOf, type CustomResourceDefinition } from '../api/custom-resource-definition';
 import { storageVersionName, type StorageVersion } from '../api/storage-version';
 import {
@@ -20,18 +20,10 @@ import type { ApiServers } from './apiservers';
 import type { DiscoveredResource, KubeClient } from './client';
 import { KubeError } from './errors';
 import { listIdentityLeases } from './leases';
+import { withTimeout } from './timeout';
 
 /** An API server asked at its own address answers its whole discovery within this. */
 const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
-/** Versions tried when naming a built-in hash, besides those the group serves. */
-const COMMON_VERSIONS = ['v1', 'v2', 'v1beta1', 'v1beta2', 'v1beta3', 'v1alpha1', 'v1alpha2', 'v1alpha3'];
-
-function withTimeout<T>(p: Promise<T>, ms: number, message: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  return Promise.race([p, new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(message)), ms)))]).finally(() =>
-    clearTimeout(timer),
-  );
-}
 
 /** One API server's own discovery, asked at its own address; error when it did not answer. */
 export interface ServerDiscovery {

@@ -56,6 +56,7 @@ import { MalformedObjectError } from '../kube/typed';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
 import { watchForever } from '../kube/watch';
+import { withTimeout } from '../kube/timeout';
 import {
   abortSignal,
   attachMigrationObjectSignal,
@@ -141,19 +142,6 @@ const RECHECK = 'RECHECK';
 const QUERY_TIMEOUT_MS = 10_000;
 /** How long an answered progress query serves further objects of the same workflow. */
 const PROGRESS_REUSE_MS = 2_000;
-
-/** A query nobody answers (no worker on that task queue) must not hold the bridge: it fails, as a transient error. */
-async function withTimeout<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const timeout = new Promise<never>((_, reject) => {
-    timer = setTimeout(() => reject(new Error(`${what}: no answer within ${ms / 1000}s`)), ms);
-  });
-  try {
-    return await Promise.race([p, timeout]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
 
 /** A resync hands over views already made; watch events are raw objects. */
 const isView = (x: unknown): x is ObjectView => typeof x === 'object' && x !== null && 'ref' in x && 'state' in x;
@@ -290,7 +278,7 @@ export class Bridge {
       progress: withTimeout(
         this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).query(progressQuery),
         QUERY_TIMEOUT_MS,
-        `querying ${workflowId}`,
+        `querying ${workflowId}: no answer within ${QUERY_TIMEOUT_MS / 1000}s`,
       ),
     };
     this.progressQueries.set(workflowId, entry);
