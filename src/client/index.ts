@@ -19,7 +19,7 @@ import {
 import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
-import { groupsNamedBy, InvalidResourceError, notMigratableReason, resolveResource, throughVersion } from '../kube/resolve';
+import { groupsNamedBy, InvalidResourceError, resolveResource } from '../kube/resolve';
 import type { TemporalSettings } from '../config/temporal';
 import {
   explainTemporalConnectError,
@@ -55,10 +55,11 @@ import type { storageVersionTrigger } from '../workflows/trigger';
 import type { TriggerInput } from '../contract/trigger';
 import { MANAGED_FIELDS_WORKFLOW_TYPE, managedFieldsWorkflowId, type ManagedFieldsInput, type ManagedFieldsResult } from '../contract/drop';
 import type { rewriteManagedFields } from '../workflows/rewrite-managed-fields';
-import { compareStrings } from '../api/order';
+import { migratableResources } from './resources';
 
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
+export { migratableResources };
 export { defaultMigrationOptions };
 export type { PlanOptions } from './plan';
 export type { Plan, PlanItem, PlanVerdict, PlanExitCode, PlanSource } from './plan-report';
@@ -484,32 +485,6 @@ export class Migrator {
     }
     return { workflowId, resource, status, phase: progress?.phase, progress, ...(deploymentVersion ? { deploymentVersion } : {}) };
   }
-}
-
-/**
- * Every migratable resource of the cluster, from discovery: built-in, custom
- * and aggregated; top-level, persisted (a storageVersionHash), with list and
- * update; one version per group (throughVersion: the one stored in, else the preferred). Resources that share storage
- * (core events and events.k8s.io events carry the same plural and
- * storageVersionHash) are migrated once, through the core group or the first
- * group found.
- */
-export function migratableResources(discovered: DiscoveredResource[]): DiscoveredResource[] {
-  const servedIn = new Map<string, DiscoveredResource[]>();
-  for (const r of discovered) {
-    if (notMigratableReason(r)) continue;
-    const key = `${r.name}.${r.group}`;
-    servedIn.set(key, [...(servedIn.get(key) ?? []), r]);
-  }
-  const byGroup = new Map([...servedIn].map(([key, served]) => [key, throughVersion(served)!]));
-  const byStorage = new Map<string, DiscoveredResource>();
-  for (const r of [...byGroup.values()].sort(
-    (a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : compareStrings(a.group, b.group)) || compareStrings(a.name, b.name),
-  )) {
-    const key = `${r.name}|${r.storageVersionHash}`;
-    if (!byStorage.has(key)) byStorage.set(key, r);
-  }
-  return [...byStorage.values()];
 }
 
 /** Refuses nonsense before anything is started: the same schema the workflow checks its input with. */

@@ -42,7 +42,7 @@ import { agreementReader } from '../kube/server-agreements';
 import { STORAGE_VERSIONS_PATH } from '../kube/storage-versions';
 import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
 import { notMigratableReason } from '../kube/resolve';
-import { migratableResources } from './index';
+import { migratableResources } from './resources';
 import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from './plan-report';
 import { compareStrings } from '../api/order';
 

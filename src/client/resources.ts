@@ -1,0 +1,30 @@
+/** Which of a cluster's resources a migration of "every resource" covers (`svm migrate --all`, `svm plan`). */
+import type { DiscoveredResource } from '../kube/client';
+import { notMigratableReason, throughVersion } from '../kube/resolve';
+import { compareStrings } from '../api/order';
+
+/**
+ * Every migratable resource of the cluster, from discovery: built-in, custom
+ * and aggregated; top-level, persisted (a storageVersionHash), with list and
+ * update; one version per group (throughVersion: the one stored in, else the preferred). Resources that share storage
+ * (core events and events.k8s.io events carry the same plural and
+ * storageVersionHash) are migrated once, through the core group or the first
+ * group found.
+ */
+export function migratableResources(discovered: DiscoveredResource[]): DiscoveredResource[] {
+  const servedIn = new Map<string, DiscoveredResource[]>();
+  for (const r of discovered) {
+    if (notMigratableReason(r)) continue;
+    const key = `${r.name}.${r.group}`;
+    servedIn.set(key, [...(servedIn.get(key) ?? []), r]);
+  }
+  const byGroup = new Map([...servedIn].map(([key, served]) => [key, throughVersion(served)!]));
+  const byStorage = new Map<string, DiscoveredResource>();
+  for (const r of [...byGroup.values()].sort(
+    (a, b) => (a.group === '' ? -1 : b.group === '' ? 1 : compareStrings(a.group, b.group)) || compareStrings(a.name, b.name),
+  )) {
+    const key = `${r.name}|${r.storageVersionHash}`;
+    if (!byStorage.has(key)) byStorage.set(key, r);
+  }
+  return [...byStorage.values()];
+}
