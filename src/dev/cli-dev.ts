@@ -4,7 +4,6 @@ import { parseIntArg } from '../config/cli-options';
 import {
   defaultDevDir,
   down,
-  isRunning,
   readState,
   restartApiserver,
   setStorageVersionApi,
@@ -13,6 +12,7 @@ import {
   up,
   type TemporalMode,
 } from './plane';
+import { isRunning } from './processes';
 import { kubeToolName, kubeVersions } from './tools';
 
 export function devCommand(): Command {

@@ -19,12 +19,11 @@
  *
  * The same code serves `svm dev up|down`, the test suite and the demo.
  */
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import { generateKeyPairSync, randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as https from 'node:https';
 import * as http from 'node:http';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { packageRoot } from '../config/build-info';
 import YAML from 'yaml';
@@ -40,6 +39,7 @@ import {
   type PlaneNetwork,
 } from './network';
 import { freePort, portOpen } from './ports';
+import { assertPortFree, isRunning, startProcess, stopProcess, waitFor, type ProcessRecord } from './processes';
 import {
   finishTemporalServer,
   newTemporalServerRecord,
@@ -55,12 +55,8 @@ import { ensureCa, ensureServingCert } from './tls';
 import { devServerDynamicConfigArgs } from './temporal-dynamic-config';
 import { ensureTools, expectedToolPaths, kubeBinaries, kubeToolName, kubeVersions, type ToolName, type ToolPaths } from './tools';
 
-export interface ProcessRecord {
-  pid: number;
-  /** The binary the pid must be running: guards against pid reuse. */
-  binary: string;
-  log: string;
-}
+/** The plane's own processes are src/dev/processes.ts's; exported here too, for the tests that check them through the plane. */
+export { isRunning };
 
 export interface ApiserverRecord extends ProcessRecord {
   index: number;
@@ -201,55 +197,6 @@ function writeState(state: PlaneState): void {
   fs.writeFileSync(stateFile(state.dir), JSON.stringify(state, null, 2));
 }
 
-/** True when pid is alive and runs the recorded binary (not a reused pid). */
-export function isRunning(rec: ProcessRecord | undefined): boolean {
-  if (!rec || !rec.pid) return false;
-  try {
-    process.kill(rec.pid, 0);
-  } catch {
-    return false;
-  }
-  try {
-    const exe = fs.readlinkSync(`/proc/${rec.pid}/exe`);
-    return exe === rec.binary || exe === `${rec.binary} (deleted)`;
-  } catch {
-    return false;
-  }
-}
-
-/** Refuses to start a server on a port something else holds (its readiness probe would answer for it). */
-export async function assertPortFree(port: number, what: string, host = '127.0.0.1'): Promise<void> {
-  const free = await new Promise<boolean>((resolve) => {
-    const srv = net.createServer();
-    srv.once('error', () => resolve(false));
-    srv.listen(port, host, () => srv.close(() => resolve(true)));
-  });
-  if (!free)
-    throw new Error(
-      `cannot start ${what}: ${host}:${port} is in use by a process this plane did not record (an orphan of an interrupted run?); stop it (e.g. fuser -k ${port}/tcp) and run 'svm dev up' again`,
-    );
-}
-
-export async function startProcess(binary: string, args: string[], logFile: string, wrap: string[] = []): Promise<number> {
-  const fd = fs.openSync(logFile, 'a');
-  fs.writeSync(fd, `\n=== ${new Date().toISOString()} starting ${[...wrap, binary, ...args].join(' ')}\n`);
-  const [cmd, ...rest] = wrap.length > 0 ? [...wrap, binary, ...args] : [binary, ...args];
-  const child = spawn(cmd!, rest, { detached: true, stdio: ['ignore', fd, fd] });
-  child.unref();
-  fs.closeSync(fd);
-  const pid = child.pid;
-  if (!pid) throw new Error(`could not start ${binary}; see ${logFile}`);
-  // A wrapper (ip netns exec, unshare, sh) execs the binary under the same pid: wait for it.
-  const deadline = Date.now() + 10_000;
-  while (!isRunning({ pid, binary, log: logFile })) {
-    if (Date.now() > deadline || !fs.existsSync(`/proc/${pid}`)) {
-      throw new Error(`${path.basename(binary)} did not start; its log is ${logFile}:\n${tail(logFile, 15)}`);
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  return pid;
-}
-
 /** A GET; https is verified against `ca` (the plane's CA) with the server name `servername`. */
 function request(url: string, opts: { token?: string; ca?: string; servername?: string } = {}): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
@@ -271,37 +218,6 @@ function request(url: string, opts: { token?: string; ca?: string; servername?: 
     req.on('timeout', () => req.destroy(new Error('timeout')));
     req.on('error', reject);
   });
-}
-
-export async function waitFor(what: string, rec: ProcessRecord, ready: () => Promise<boolean>, timeoutMs: number): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  let lastError = '';
-  for (;;) {
-    if (!isRunning(rec)) {
-      throw new Error(`${what} exited during start-up; its log is ${rec.log}:\n${tail(rec.log, 15)}`);
-    }
-    if (
-      await ready().catch((e: unknown) => {
-        lastError = e instanceof Error ? e.message : String(e);
-        return false;
-      })
-    )
-      return;
-    if (Date.now() > deadline) {
-      throw new Error(
-        `${what} was not ready after ${timeoutMs / 1000}s${lastError ? ` (last error: ${lastError})` : ''}; its log is ${rec.log}:\n${tail(rec.log, 15)}`,
-      );
-    }
-    await new Promise((r) => setTimeout(r, 300));
-  }
-}
-
-export function tail(file: string, lines: number): string {
-  try {
-    return fs.readFileSync(file, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
-  } catch {
-    return '(no log)';
-  }
 }
 
 function ensurePki(dir: string): { saKey: string; tokenFile: string; token: string } {
@@ -774,41 +690,6 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   else await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
   writeState(state);
   return { state, envText: writeEnv(state, tools) };
-}
-
-export async function stopProcess(rec: ProcessRecord, graceMs = 10_000): Promise<void> {
-  if (!isRunning(rec)) return;
-  const signal = (sig: NodeJS.Signals) => {
-    try {
-      process.kill(-rec.pid, sig); // its process group (it was started detached)
-    } catch {
-      try {
-        process.kill(rec.pid, sig);
-      } catch {
-        /* already gone */
-      }
-    }
-  };
-  signal('SIGTERM');
-  const deadline = Date.now() + graceMs;
-  while (isRunning(rec) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 100));
-  if (isRunning(rec)) signal('SIGKILL');
-  while (isRunning(rec)) await new Promise((r) => setTimeout(r, 50));
-  // isRunning turns false as soon as the main thread has let go of its memory (/proc/PID/exe goes), while other
-  // threads may still hold its files: its listening socket too. A restart on the same address then failed with
-  // "address already in use" (seen in the suite). Wait until every thread is gone (bounded: a zombie nobody reaps).
-  const gone = Date.now() + 10_000;
-  while (!allThreadsExited(rec.pid) && Date.now() < gone) await new Promise((r) => setTimeout(r, 50));
-}
-
-/** Whether no thread of the process is left but, at most, its zombie (which holds no files). */
-function allThreadsExited(pid: number): boolean {
-  try {
-    if (fs.readdirSync(`/proc/${pid}/task`).length > 1) return false;
-    return /^State:\s+[ZX]/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
-  } catch {
-    return true; // reaped
-  }
 }
 
 /** Stops exactly what `up` started, by recorded pid, and removes the plane's namespaces, veths and bridge. */

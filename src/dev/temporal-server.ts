@@ -36,7 +36,7 @@ import { EAGER_ACTIVITIES, TRANSFER_POLL_RPS, TRANSFER_POLL_RPS_VALUE } from './
 import versions from '../../tools/versions.json';
 import { registerSearchAttributes } from '../client/setup';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
-import { assertPortFree, isRunning, startProcess, stopProcess, tail, waitFor, type ProcessRecord } from './plane';
+import { assertPortFree, isRunning, startProcess, stopProcess, tail, waitFor, type ProcessRecord } from './processes';
 import { portOpen } from './ports';
 import { ensureCa, ensureCert } from './tls';
 import { toolsDir } from './tools';
