@@ -2,7 +2,8 @@
  * The only place that talks HTTP to Kubernetes. Authentication and TLS come
  * from @kubernetes/client-node's KubeConfig (kubeconfig files, in-cluster
  * service accounts, exec plugins); requests go over one keep-alive agent so
- * that a chunk of concurrent no-op updates reuses its connections.
+ * that a chunk of concurrent rewrites reuses its connections. When a request
+ * is sent again is decided in one place, retryDelayMs (retry.ts).
  *
  * A migration never holds an object's content: list
  * pages are asked for as metadata only (PartialObjectMetadataList) and each
@@ -24,8 +25,13 @@ import { packageRoot } from '../config/build-info';
 import { KubeConfig } from './kubeconfig';
 import { APIGroup, APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
 import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
-import { classifyResponse, classifyTransportError, isRetryable, KubeError } from './errors';
+import { classifyResponse, classifyTransportError, KubeError } from './errors';
 import { itemIdentity, RawListSplitter, withTypeMeta } from './raw-list';
+import { sleep } from './rate-limit';
+import { LIST_RETRY, neverHandled, retrying, retryDelayMs, SVM_RETRY, type RetryPolicy } from './retry';
+
+// A KubeClient's retry policy is one of its options: what decides it comes with the client.
+export { neverSent, retryDelayMs, SVM_RETRY, type RetryPolicy } from './retry';
 
 export interface KubeResponse {
   status: number;
@@ -129,78 +135,6 @@ const groupVersions = (g: APIGroup): ServedGroupVersion[] =>
     path: `/apis/${v.groupVersion}`,
   }));
 
-const MAX_THROTTLED_READS = 10;
-const MAX_UNSENT_RETRIES = 4;
-
-/**
- * When a KubeClient sends a request again, in attempts (1: never again).
- * svm's (SVM_RETRY) keeps what the client does within one call short and
- * leaves longer waits to its callers (an activity's retry policy retries
- * every transient kind); the tests' own client (test/helpers/plane.ts) has no
- * such caller, so it retries transient reads too and waits longer for an
- * unsent request, e.g. while haproxy still routes to a server just removed.
- */
-export interface RetryPolicy {
-  /** A request that never reached an API server or none handled (neverHandled), whatever its verb; backoff 250 ms times the attempt. */
-  unsentAttempts: number;
-  /** A GET answered 429, after its Retry-After (at most 10 s). */
-  throttledReadAttempts: number;
-  /** A GET that failed transiently after it was sent (isRetryable: reset, hang-up, timeout, 5xx); backoff as unsent. */
-  transientReadAttempts: number;
-  /** Whether raw() applies the transport part too (svm's raw() callers decide on failures themselves). */
-  retryRaw: boolean;
-}
-
-export const SVM_RETRY: Readonly<RetryPolicy> = {
-  unsentAttempts: MAX_UNSENT_RETRIES,
-  throttledReadAttempts: MAX_THROTTLED_READS,
-  transientReadAttempts: 1,
-  retryRaw: false,
-};
-
-/**
- * The wait before attempt `attempt + 1` of a request that failed with err
- * (a transport error, or a response classified by classifyResponse), or
- * undefined when it is not sent again. Only reads are sent again after they
- * may have reached a server; a write only when it never did.
- */
-export function retryDelayMs(policy: Readonly<RetryPolicy>, method: string, attempt: number, err: KubeError): number | undefined {
-  if (neverHandled(err)) return attempt < policy.unsentAttempts ? 250 * attempt : undefined;
-  if (method !== 'GET') return undefined;
-  if (err.kind === 'throttled') return attempt < policy.throttledReadAttempts ? Math.min(10, err.retryAfterSeconds ?? 1) * 1000 : undefined;
-  if (isRetryable(err.kind)) return attempt < policy.transientReadAttempts ? 250 * attempt : undefined;
-  return undefined;
-}
-
-/**
- * Transport errors after which the request is sent again, whatever its verb:
- * the connection refused or reset before TLS was up (it never reached a
- * server), or a kept-alive connection reset or hung up before any byte of a
- * response (the API server closes a connection idle for 90 s, and a request
- * sent at that moment was not read: Node's documented keep-alive race). In
- * the second case a proxy that cut the connection after forwarding would
- * look the same; every write svm makes is safe to repeat (updates carry
- * their resourceVersion and answer 409, creates answer AlreadyExists).
- */
-export function neverSent(err: KubeError): boolean {
-  return (
-    err.kind === 'network' &&
-    (/^ECONNREFUSED\b/.test(err.message) ||
-      /before secure TLS connection was established/.test(err.message) ||
-      err.info.closedIdleConnection === true)
-  );
-}
-
-/**
- * neverSent, or an API server refused the request in front of every handler (KubeErrorInfo.notHandled): the 503 of
- * a server that has not yet published its StorageVersion objects (the StorageVersion API on, just started, behind a
- * load balancer that routes to it until its /readyz has failed twice) or of one shutting down. Nothing was done, so
- * any verb may be sent again.
- */
-export function neverHandled(err: KubeError): boolean {
-  return neverSent(err) || err.info.notHandled !== undefined;
-}
-
 /**
  * JSON.parse whose failure says nothing of the text: V8's SyntaxError quotes
  * the input ("Unexpected token …, \"<text>\" is not valid JSON"), and the
@@ -223,6 +157,15 @@ function replyResourceVersion(res: KubeResponse, ref: Pick<ResourceRef, 'resourc
   }
 }
 
+/** The error a request's own timer destroys it with: classified 'timeout', as Node's own ETIMEDOUT is. */
+const timedOut = (message: string) => Object.assign(new Error(message), { code: 'ETIMEDOUT' });
+
+/** How a kept-alive socket the server closed as idle fails the request sent on it (before any byte of a response). */
+const closedAsIdle = (e: NodeJS.ErrnoException) => e.code === 'ECONNRESET' || e.code === 'EPIPE' || /socket hang up/.test(e.message);
+
+const succeeded = (status: number) => status >= 200 && status < 300;
+
+/** A response's body, whole. */
 function readBody(res: http.IncomingMessage): Promise<string> {
   return new Promise((resolve, reject) => {
     const chunks: Buffer[] = [];
@@ -306,42 +249,8 @@ export class KubeClient {
         wait = err instanceof KubeError ? retryDelayMs(this.retry, method, attempt, err) : undefined;
         if (wait === undefined) throw err;
       }
-      await new Promise((r) => setTimeout(r, wait));
+      await sleep(wait);
     }
-  }
-
-  /** One attempt of a request (what raw() and request() send; a test double answers here). */
-  protected async send(method: string, path: string, opts: RequestOptions): Promise<KubeResponse> {
-    const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const reqOpts: https.RequestOptions = { method, headers: this.headers(opts) };
-    await this.kubeConfig.applyToHTTPSOptions(reqOpts);
-    reqOpts.agent = this.agent;
-    if (opts.body !== undefined) {
-      (reqOpts.headers as Record<string, string>)['Content-Type'] = opts.contentType ?? 'application/json';
-    }
-    const mod = url.protocol === 'https:' ? https : http;
-    return new Promise<KubeResponse>((resolve, reject) => {
-      let answered = false;
-      const req = mod.request(url, reqOpts, (res) => {
-        answered = true;
-        const chunks: Buffer[] = [];
-        res.on('data', (c: Buffer) => chunks.push(c));
-        res.on('end', () => resolve({ status: res.statusCode ?? 0, headers: res.headers, body: Buffer.concat(chunks).toString('utf8') }));
-        res.on('error', (e) => reject(classifyTransportError(e)));
-      });
-      req.setTimeout(opts.timeoutMs ?? 60_000, () =>
-        req.destroy(Object.assign(new Error(`request timed out after ${opts.timeoutMs ?? 60_000}ms`), { code: 'ETIMEDOUT' })),
-      );
-      req.on('error', (e: NodeJS.ErrnoException) => {
-        const err = classifyTransportError(e);
-        if (!answered && req.reusedSocket && (e.code === 'ECONNRESET' || e.code === 'EPIPE' || /socket hang up/.test(e.message)))
-          err.info.closedIdleConnection = true;
-        reject(err);
-      });
-      if (opts.body !== undefined) req.end(opts.body);
-      else req.end();
-    });
   }
 
   /** A request that must succeed: throws a classified KubeError otherwise. */
@@ -350,20 +259,77 @@ export class KubeClient {
     // before TLS was up: a load balancer still sending to a server that just went away) is safe to send again,
     // whatever its verb; like client-go, a read told to come back later (429 with Retry-After, e.g. "storage is
     // (re)initializing") comes back, a bounded number of times.
-    for (let attempt = 1; ; attempt++) {
-      let err: KubeError;
-      try {
-        const res = await this.send(method, path, opts);
-        if ((res.status >= 200 && res.status < 300) || opts.allow?.includes(res.status)) return res;
-        err = classifyResponse(res.status, res.body, res.headers['retry-after']);
-      } catch (e) {
-        if (!(e instanceof KubeError)) throw e;
-        err = e;
-      }
-      const wait = retryDelayMs(this.retry, method, attempt, err);
-      if (wait === undefined) throw err;
-      await new Promise((r) => setTimeout(r, wait));
-    }
+    return retrying(this.retry, method, async () => {
+      const res = await this.send(method, path, opts);
+      if (succeeded(res.status) || opts.allow?.includes(res.status)) return res;
+      throw classifyResponse(res.status, res.body, res.headers['retry-after']);
+    });
+  }
+
+  /**
+   * What every request shares before it is sent: the URL with its query, svm's headers (and the body's
+   * Content-Type), the kubeconfig's authentication and TLS, the keep-alive agent. Resolves with the function that
+   * sends it; its timeout, errors and body are the caller's.
+   */
+  private async prepare(
+    method: string,
+    path: string,
+    opts: RequestOptions,
+  ): Promise<(onResponse: (res: http.IncomingMessage) => void) => http.ClientRequest> {
+    const url = new URL(this.server + path);
+    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
+    const reqOpts: https.RequestOptions = { method, headers: this.headers(opts) };
+    await this.kubeConfig.applyToHTTPSOptions(reqOpts);
+    reqOpts.agent = this.agent;
+    if (opts.body !== undefined) (reqOpts.headers as Record<string, string>)['Content-Type'] = opts.contentType ?? 'application/json';
+    const transport = url.protocol === 'https:' ? https : http;
+    return (onResponse) => transport.request(url, reqOpts, onResponse);
+  }
+
+  /** One attempt of a request, its response read whole (what raw() and request() send; a test double answers here). */
+  protected async send(method: string, path: string, opts: RequestOptions): Promise<KubeResponse> {
+    const start = await this.prepare(method, path, opts);
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    return new Promise<KubeResponse>((resolve, reject) => {
+      let answered = false;
+      const req = start((res) => {
+        answered = true;
+        readBody(res).then((body) => resolve({ status: res.statusCode ?? 0, headers: res.headers, body }), reject);
+      });
+      req.setTimeout(timeoutMs, () => req.destroy(timedOut(`request timed out after ${timeoutMs}ms`)));
+      req.on('error', (e: NodeJS.ErrnoException) => {
+        const err = classifyTransportError(e);
+        if (!answered && req.reusedSocket && closedAsIdle(e)) err.info.closedIdleConnection = true;
+        reject(err);
+      });
+      if (opts.body !== undefined) req.end(opts.body);
+      else req.end();
+    });
+  }
+
+  /**
+   * One attempt of a request without a body, resolved once the response's headers are in (timeoutMs bounds the
+   * wait for them); the body is the caller's to read (or destroy).
+   */
+  private async open(
+    method: string,
+    path: string,
+    opts: Omit<RequestOptions, 'body' | 'contentType'>,
+  ): Promise<{ req: http.ClientRequest; res: http.IncomingMessage }> {
+    const start = await this.prepare(method, path, opts);
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    return new Promise((resolve, reject) => {
+      const req = start((res) => {
+        clearTimeout(timer);
+        resolve({ req, res });
+      });
+      const timer = setTimeout(() => req.destroy(timedOut(`request timed out after ${timeoutMs}ms`)), timeoutMs);
+      req.on('error', (e) => {
+        clearTimeout(timer);
+        reject(classifyTransportError(e));
+      });
+      req.end();
+    });
   }
 
   async getJson<T = unknown>(path: string, query?: RequestOptions['query']): Promise<T> {
@@ -446,9 +412,9 @@ export class KubeClient {
    * caller's byte budget), not the page. Resolves with the page's metadata
    * once the response is complete and well formed.
    *
-   * Errors before the first byte of the body behave like request(): a 410
-   * throws KubeError('gone') with the inconsistent continue token, a 429 with
-   * Retry-After is retried a bounded number of times. A response cut
+   * Errors before the first byte of the body are classified as request()
+   * classifies them: a 410 throws KubeError('gone') with the inconsistent
+   * continue token; only a 429 is sent again (LIST_RETRY). A response cut
    * mid-stream throws a retryable KubeError (the items handed out so far were
    * complete and stay valid). timeoutMs bounds each wait for the API server
    * (headers, then each chunk), never the time onItem takes.
@@ -458,139 +424,35 @@ export class KubeClient {
     opts: { limit: number; continueToken?: string; timeoutMs?: number; content?: boolean; managedFields?: boolean },
     onItem: (obj: ListedObject, bytes: number) => void | Promise<void>,
   ): Promise<ListMeta> {
-    const path = collectionPath(ref);
-    const timeoutMs = opts.timeoutMs ?? 120_000;
-    const apiVersion = apiVersionOf(ref);
-    const content = opts.content === true;
-    for (let attempt = 1; ; attempt++) {
-      const { req, res } = await this.open('GET', path, {
+    const list: ListReading = {
+      ref,
+      apiVersion: apiVersionOf(ref),
+      content: opts.content === true,
+      managedFields: opts.managedFields === true,
+      timeoutMs: opts.timeoutMs ?? 120_000,
+    };
+    const { req, res } = await retrying(LIST_RETRY, 'GET', async () => {
+      const opened = await this.open('GET', collectionPath(ref), {
         query: { limit: opts.limit, continue: opts.continueToken },
-        timeoutMs,
-        accept: content ? 'application/json' : METADATA_ONLY_LIST_ACCEPT,
+        timeoutMs: list.timeoutMs,
+        accept: list.content ? 'application/json' : METADATA_ONLY_LIST_ACCEPT,
       });
-      const status = res.statusCode ?? 0;
-      if (status < 200 || status >= 300) {
-        const body = await readBody(res);
-        const err = classifyResponse(status, body, res.headers['retry-after']);
-        if (err.kind === 'throttled' && attempt < MAX_THROTTLED_READS) {
-          await new Promise((r) => setTimeout(r, Math.min(10, err.retryAfterSeconds ?? 1) * 1000));
-          continue;
-        }
-        throw err;
-      }
-      // An idle timer that runs only while we wait for the API server, never while onItem holds the stream.
-      let timer: NodeJS.Timeout | undefined;
-      const arm = () => {
-        timer = setTimeout(
-          () => req.destroy(Object.assign(new Error(`list response stalled for ${timeoutMs}ms`), { code: 'ETIMEDOUT' })),
-          timeoutMs,
-        );
-      };
-      const splitter = new RawListSplitter();
-      let items = 0;
-      let bytes = 0;
-      try {
-        const chunks = res[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-        for (;;) {
-          arm();
-          let next: IteratorResult<Buffer>;
-          try {
-            next = await chunks.next();
-          } catch (e) {
-            throw classifyTransportError(e as Error);
-          } finally {
-            clearTimeout(timer);
-          }
-          if (next.done) break;
-          let completed: Buffer[];
-          try {
-            completed = splitter.push(next.value);
-          } catch (e) {
-            throw new KubeError('other', `list of ${ref.resource}: ${(e as Error).message}`);
-          }
-          for (const item of completed) {
-            const raw = item.toString('utf8');
-            let id: ReturnType<typeof itemIdentity>;
-            try {
-              id = itemIdentity(raw);
-            } catch (e) {
-              throw new KubeError('other', `list of ${ref.resource}: item ${items}: ${(e as Error).message}`);
-            }
-            const m = id.metadata;
-            if (!m?.name || m.resourceVersion === undefined)
-              throw new KubeError('other', `list of ${ref.resource}: item ${items} has no name or resourceVersion`);
-            items++;
-            bytes += item.length;
-            const listed: ListedObject = { namespace: m.namespace || undefined, name: m.name, resourceVersion: m.resourceVersion };
-            if (content) listed.raw = withTypeMeta(raw, apiVersion, ref.kind, id);
-            if (opts.managedFields)
-              listed.managedFields = (m.managedFields ?? []).map((f) => ({ manager: f.manager, apiVersion: f.apiVersion }));
-            await onItem(listed, item.length);
-          }
-        }
-        try {
-          splitter.end();
-        } catch (e) {
-          // Ended early: the connection closed without an error (a server cut it off).
-          throw new KubeError('network', `list of ${ref.resource} was cut off after ${items} items: ${(e as Error).message}`);
-        }
-      } finally {
-        if (!res.complete) req.destroy();
-      }
-      const kindText = splitter.fields.get('kind');
-      if (!content && kindText !== undefined && kindText !== '"PartialObjectMetadataList"')
-        throw new KubeError(
-          'other',
-          `list of ${ref.resource}: the server answered ${kindText.slice(0, 80)} where metadata only was asked for`,
-        );
-      const metaText = splitter.fields.get('metadata');
-      const meta = metaText
-        ? parseJson<{ continue?: string; remainingItemCount?: number; resourceVersion?: string }>(metaText, `list of ${ref.resource}`)
-        : {};
-      return {
-        continueToken: meta.continue || undefined,
-        remainingItemCount: meta.remainingItemCount,
-        resourceVersion: meta.resourceVersion,
-        items,
-        bytes,
-      };
-    }
-  }
-
-  /** Sends a request and resolves with the response once its headers are in; the body is the caller's to read (or destroy). */
-  private async open(method: string, path: string, opts: RequestOptions): Promise<{ req: http.ClientRequest; res: http.IncomingMessage }> {
-    const url = new URL(this.server + path);
-    for (const [k, v] of Object.entries(opts.query ?? {})) if (v !== undefined && v !== '') url.searchParams.set(k, String(v));
-    const reqOpts: https.RequestOptions = { method, headers: this.headers(opts) };
-    await this.kubeConfig.applyToHTTPSOptions(reqOpts);
-    reqOpts.agent = this.agent;
-    const mod = url.protocol === 'https:' ? https : http;
-    const timeoutMs = opts.timeoutMs ?? 60_000;
-    return new Promise((resolve, reject) => {
-      const req = mod.request(url, reqOpts, (res) => {
-        clearTimeout(timer);
-        resolve({ req, res });
-      });
-      const timer = setTimeout(
-        () => req.destroy(Object.assign(new Error(`request timed out after ${timeoutMs}ms`), { code: 'ETIMEDOUT' })),
-        timeoutMs,
-      );
-      req.on('error', (e) => {
-        clearTimeout(timer);
-        reject(classifyTransportError(e));
-      });
-      req.end();
+      const status = opened.res.statusCode ?? 0;
+      if (succeeded(status)) return opened;
+      throw classifyResponse(status, await readBody(opened.res), opened.res.headers['retry-after']);
     });
+    return readListStream(req, res, list, onItem);
   }
 
   /**
-   * The re-encode, as the GA built-in sends it: a JSON merge patch holding
-   * only apiVersion, kind and metadata.resourceVersion. It sets no field, so
-   * the object (managedFields included) stays as it was; the API server
-   * re-encodes it in the storage version, and writes nothing when the stored
-   * bytes are already current. A changed resourceVersion (a concurrent write,
-   * a deleted and recreated object) is a 409. The reply is asked for as
-   * metadata only. Returns the resourceVersion after it.
+   * The re-encode: the empty merge patch, as the GA built-in sends it (a JSON
+   * merge patch of apiVersion, kind and metadata.resourceVersion, nothing
+   * else). It sets no field, so the object (managedFields included) stays as
+   * it was; the API server re-encodes it in the storage version, and writes
+   * nothing when the stored bytes are already current. A changed
+   * resourceVersion (a concurrent write, a deleted and recreated object) is a
+   * 409. The reply is asked for as metadata only. Returns the resourceVersion
+   * after it. Where a server refuses this patch, putAsListed is the rewrite.
    */
   async reencode(
     ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
@@ -609,10 +471,11 @@ export class KubeClient {
   }
 
   /**
-   * The rewrite where a server refuses the patch (some aggregated APIs): PUT
-   * the object exactly as listed (a list with content), with its
-   * resourceVersion. Returns the resourceVersion after the update (equal to
-   * the listed one when the API server found nothing to rewrite).
+   * The PUT exactly as listed: the object's text from a list with content,
+   * with its resourceVersion, sent back byte for byte. Used only where a
+   * server refuses the empty patch of reencode (some aggregated APIs).
+   * Returns the resourceVersion after the update (the listed one when the API
+   * server found nothing to rewrite).
    */
   async putAsListed(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
     if (obj.raw === undefined) throw new KubeError('other', `update of ${ref.resource}: the object was listed without its content`);
@@ -636,4 +499,109 @@ export class KubeClient {
       contentType: 'application/merge-patch+json',
     });
   }
+}
+
+/** What reading a list response needs to know of the list asked for. */
+interface ListReading {
+  ref: Pick<ResourceRef, 'resource' | 'kind'>;
+  apiVersion: string;
+  /** Listed with content: each object's text is kept (ListedObject.raw); otherwise the page must be metadata only. */
+  content: boolean;
+  managedFields: boolean;
+  /** Bounds each wait for the next chunk. */
+  timeoutMs: number;
+}
+
+/**
+ * The body of a 2xx list response, read as it arrives: each item handed to onItem once complete (the stream is not
+ * read further until the promise it returns settles), then the page's metadata once the response ended complete.
+ */
+async function readListStream(
+  req: http.ClientRequest,
+  res: http.IncomingMessage,
+  list: ListReading,
+  onItem: (obj: ListedObject, bytes: number) => void | Promise<void>,
+): Promise<ListMeta> {
+  const splitter = new RawListSplitter();
+  let items = 0;
+  let bytes = 0;
+  try {
+    const chunks = res[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
+    for (;;) {
+      const next = await nextChunk(chunks, req, list.timeoutMs);
+      if (next.done) break;
+      for (const item of splitChunk(splitter, next.value, list.ref)) {
+        const listed = listedObject(item, items, list);
+        items++;
+        bytes += item.length;
+        await onItem(listed, item.length);
+      }
+    }
+    endList(splitter, list.ref, items);
+  } finally {
+    if (!res.complete) req.destroy();
+  }
+  return { ...listMetaOf(splitter, list), items, bytes };
+}
+
+/** The next chunk of the response, under an idle timer that runs only while we wait for the API server (never while onItem holds the stream). */
+async function nextChunk(chunks: AsyncIterator<Buffer>, req: http.ClientRequest, timeoutMs: number): Promise<IteratorResult<Buffer>> {
+  const timer = setTimeout(() => req.destroy(timedOut(`list response stalled for ${timeoutMs}ms`)), timeoutMs);
+  try {
+    return await chunks.next();
+  } catch (e) {
+    throw classifyTransportError(e as Error);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** The items a chunk completes; a malformed response is a KubeError. */
+function splitChunk(splitter: RawListSplitter, chunk: Buffer, ref: Pick<ResourceRef, 'resource'>): Buffer[] {
+  try {
+    return splitter.push(chunk);
+  } catch (e) {
+    throw new KubeError('other', `list of ${ref.resource}: ${(e as Error).message}`);
+  }
+}
+
+/** Checks that the response ended where a complete list ends. */
+function endList(splitter: RawListSplitter, ref: Pick<ResourceRef, 'resource'>, items: number): void {
+  try {
+    splitter.end();
+  } catch (e) {
+    // Ended early: the connection closed without an error (a server cut it off).
+    throw new KubeError('network', `list of ${ref.resource} was cut off after ${items} items: ${(e as Error).message}`);
+  }
+}
+
+/** Item `index` of the page as a ListedObject: its identity and version, its text only when listed with content. */
+function listedObject(item: Buffer, index: number, list: ListReading): ListedObject {
+  const raw = item.toString('utf8');
+  let id: ReturnType<typeof itemIdentity>;
+  try {
+    id = itemIdentity(raw);
+  } catch (e) {
+    throw new KubeError('other', `list of ${list.ref.resource}: item ${index}: ${(e as Error).message}`);
+  }
+  const m = id.metadata;
+  if (!m?.name || m.resourceVersion === undefined)
+    throw new KubeError('other', `list of ${list.ref.resource}: item ${index} has no name or resourceVersion`);
+  const listed: ListedObject = { namespace: m.namespace || undefined, name: m.name, resourceVersion: m.resourceVersion };
+  if (list.content) listed.raw = withTypeMeta(raw, list.apiVersion, list.ref.kind, id);
+  if (list.managedFields) listed.managedFields = (m.managedFields ?? []).map((f) => ({ manager: f.manager, apiVersion: f.apiVersion }));
+  return listed;
+}
+
+/** The page's own fields (its kind checked when metadata only was asked for), from the list's top-level text. */
+function listMetaOf(splitter: RawListSplitter, list: ListReading): Omit<ListMeta, 'items' | 'bytes'> {
+  const resource = list.ref.resource;
+  const kindText = splitter.fields.get('kind');
+  if (!list.content && kindText !== undefined && kindText !== '"PartialObjectMetadataList"')
+    throw new KubeError('other', `list of ${resource}: the server answered ${kindText.slice(0, 80)} where metadata only was asked for`);
+  const metaText = splitter.fields.get('metadata');
+  const meta = metaText
+    ? parseJson<{ continue?: string; remainingItemCount?: number; resourceVersion?: string }>(metaText, `list of ${resource}`)
+    : {};
+  return { continueToken: meta.continue || undefined, remainingItemCount: meta.remainingItemCount, resourceVersion: meta.resourceVersion };
 }
