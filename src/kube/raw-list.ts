@@ -1,6 +1,7 @@
 /**
- * Splits a list response into the exact text of each item, so that a no-op
- * update sends back the object byte for byte as the API server listed it.
+ * Splits a list response into the exact text of each item, so that the PUT
+ * as listed (KubeClient.putAsListed) sends the object back byte for byte as
+ * the API server listed it.
  * (JSON.parse + JSON.stringify would round integers above 2^53 in custom
  * resources and reorder nothing else, but "exactly as listed" is the rule.)
  *
@@ -13,9 +14,17 @@
 
 const QUOTE = 0x22;
 const BACKSLASH = 0x5c;
+const OPEN_BRACE = 0x7b;
+const CLOSE_BRACE = 0x7d;
+const OPEN_BRACKET = 0x5b;
+const CLOSE_BRACKET = 0x5d;
+const COMMA = 0x2c;
+const COLON = 0x3a;
+/** The first byte of null, the one value besides an array that "items" may hold. */
+const NULL_FIRST_BYTE = 0x6e;
 const isWs = (b: number) => b === 0x20 || b === 0x0a || b === 0x0d || b === 0x09;
 /** Bytes that end a bare value (number, true, false, null). */
-const endsScalar = (b: number) => b === 0x2c || b === 0x7d || b === 0x5d || isWs(b);
+const endsScalar = (b: number) => b === COMMA || b === CLOSE_BRACE || b === CLOSE_BRACKET || isWs(b);
 
 type Phase =
   | 'start' // before the top-level '{'
@@ -57,78 +66,83 @@ export class RawListSplitter {
   push(chunk: Buffer): Buffer[] {
     const out: Buffer[] = [];
     let i = 0;
-    const n = chunk.length;
-    while (i < n) {
-      if (this.cap) {
-        const end = this.scan(chunk, i);
-        if (end < 0) {
-          this.append(chunk.subarray(i));
-          i = n;
-          break;
-        }
-        this.append(chunk.subarray(i, end));
-        i = end;
-        this.finishCapture(out);
-        continue;
-      }
-      const b = chunk[i]!;
-      if (isWs(b)) {
-        i++;
-        continue;
-      }
-      switch (this.phase) {
-        case 'start':
-          if (b !== 0x7b) throw new Error('list response is not a JSON object');
-          this.phase = 'key';
-          i++;
-          break;
-        case 'key':
-          if (b === 0x7d) {
-            this.phase = 'done';
-            i++;
-          } else if (b === QUOTE) this.begin(chunk, i, 'key');
-          else throw this.malformed(i);
-          break;
-        case 'colon':
-          if (b !== 0x3a) throw this.malformed(i);
-          this.phase = 'value';
-          i++;
-          break;
-        case 'value':
-          if (this.key === 'items' && b === 0x5b) {
-            if (this.sawItems) throw new Error('malformed list response: "items" appears twice');
-            this.sawItems = true;
-            this.phase = 'itemOrClose';
-            i++;
-          } else {
-            if (this.key === 'items' && b !== 0x6e) throw new Error('"items" is not an array');
-            this.begin(chunk, i, 'field');
-          }
-          break;
-        case 'afterValue':
-          if (b === 0x2c) this.phase = 'key';
-          else if (b === 0x7d) this.phase = 'done';
-          else throw this.malformed(i);
-          i++;
-          break;
-        case 'itemOrClose':
-          if (b === 0x5d) {
-            this.phase = 'afterValue';
-            i++;
-          } else this.begin(chunk, i, 'item');
-          break;
-        case 'afterItem':
-          if (b === 0x2c) this.phase = 'itemOrClose';
-          else if (b === 0x5d) this.phase = 'afterValue';
-          else throw this.malformed(i);
-          i++;
-          break;
-        case 'done':
-          throw this.malformed(i);
-      }
+    while (i < chunk.length) {
+      if (this.cap) i = this.captureOn(chunk, i, out);
+      else if (isWs(chunk[i]!)) i++;
+      else i = this.structural(chunk, i);
     }
-    this.offset += n;
+    this.offset += chunk.length;
     return out;
+  }
+
+  /** Takes the value being captured on from chunk[i]; returns the index after what it took (the chunk's end when the value goes on). */
+  private captureOn(chunk: Buffer, i: number, out: Buffer[]): number {
+    const end = this.scan(chunk, i);
+    if (end < 0) {
+      this.append(chunk.subarray(i));
+      return chunk.length;
+    }
+    this.append(chunk.subarray(i, end));
+    this.finishCapture(out);
+    return end;
+  }
+
+  /** Reads the byte at chunk[i] between values (not whitespace) in the current phase; returns the index to go on from. */
+  private structural(chunk: Buffer, i: number): number {
+    const b = chunk[i]!;
+    switch (this.phase) {
+      case 'start':
+        if (b !== OPEN_BRACE) throw new Error('list response is not a JSON object');
+        this.phase = 'key';
+        return i + 1;
+      case 'key':
+        if (b === CLOSE_BRACE) {
+          this.phase = 'done';
+          return i + 1;
+        }
+        if (b !== QUOTE) throw this.malformed(i);
+        this.begin(chunk, i, 'key');
+        return i;
+      case 'colon':
+        if (b !== COLON) throw this.malformed(i);
+        this.phase = 'value';
+        return i + 1;
+      case 'value':
+        return this.topLevelValue(chunk, i);
+      case 'afterValue':
+        if (b === COMMA) this.phase = 'key';
+        else if (b === CLOSE_BRACE) this.phase = 'done';
+        else throw this.malformed(i);
+        return i + 1;
+      case 'itemOrClose':
+        if (b !== CLOSE_BRACKET) {
+          this.begin(chunk, i, 'item');
+          return i;
+        }
+        this.phase = 'afterValue';
+        return i + 1;
+      case 'afterItem':
+        if (b === COMMA) this.phase = 'itemOrClose';
+        else if (b === CLOSE_BRACKET) this.phase = 'afterValue';
+        else throw this.malformed(i);
+        return i + 1;
+      case 'done':
+        throw this.malformed(i);
+    }
+  }
+
+  /** The value of a top-level field at chunk[i]: the "items" array is entered (each item is captured on its own), any other value captured whole. */
+  private topLevelValue(chunk: Buffer, i: number): number {
+    const b = chunk[i]!;
+    if (this.key === 'items' && b === OPEN_BRACKET) {
+      if (this.sawItems) throw new Error('malformed list response: "items" appears twice');
+      this.sawItems = true;
+      this.phase = 'itemOrClose';
+      return i + 1;
+    }
+    if (this.key === 'items' && b !== NULL_FIRST_BYTE) throw new Error('"items" is not an array');
+    this.begin(chunk, i, 'field');
+    return i;
   }
 
   /** Checks that the response ended where a complete list ends. */
@@ -146,7 +160,7 @@ export class RawListSplitter {
 
   private begin(chunk: Buffer, i: number, what: 'key' | 'field' | 'item'): void {
     const b = chunk[i]!;
-    const kind = b === QUOTE ? 'string' : b === 0x7b || b === 0x5b ? 'container' : 'scalar';
+    const kind = b === QUOTE ? 'string' : b === OPEN_BRACE || b === OPEN_BRACKET ? 'container' : 'scalar';
     if (kind === 'scalar' && endsScalar(b)) throw this.malformed(i);
     this.cap = { kind, pieces: [], bytes: 0, depth: 0, inString: false, escape: false };
     this.capFor = what;
@@ -196,8 +210,8 @@ export class RawListSplitter {
       }
       const b = chunk[i]!;
       if (b === QUOTE) c.inString = true;
-      else if (b === 0x7b || b === 0x5b) c.depth++;
-      else if (b === 0x7d || b === 0x5d) {
+      else if (b === OPEN_BRACE || b === OPEN_BRACKET) c.depth++;
+      else if (b === CLOSE_BRACE || b === CLOSE_BRACKET) {
         c.depth--;
         if (c.depth === 0) return i + 1;
       }
