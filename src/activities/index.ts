@@ -6,34 +6,23 @@
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
-import { storageVersionOf } from '../api/custom-resource-definition';
 import type { StorageVersionMigrationStatus } from '../api/migration';
 import type { StatusReport } from '../contract/definitions';
-import { COMMON_VERSIONS, groupResourceString, type ResourceRef } from '../api/resource';
-import {
-  agreementFromEndpoints,
-  agreementFromStorageVersion,
-  liveIdentities,
-  liveProcesses,
-  versionNamer,
-  type Agreement,
-  type ServerView,
-} from '../kube/agreement';
+import { groupResourceString, type ResourceRef } from '../api/resource';
+import type { Agreement } from '../kube/agreement';
 import { ListAhead, listAheadEnabled } from '../kube/list-ahead';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
-import { getCrd, markCrdMigrationFailed, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
-import { findApiGroup, getResourceList } from '../kube/discovery';
+import { markCrdMigrationFailed, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
 import { isRetryable, KubeError } from '../kube/errors';
 import { withTimeout } from '../kube/timeout';
-import { listIdentityLeases } from '../kube/leases';
 import { createMigrationObject, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
-import { adapterFor, sigsApi, standardApi } from '../kube/migration-objects';
+import { adapterFor, sigsApi, standardApi, type MigrationObjectApi } from '../kube/migration-objects';
+import { discoveryHash, readAgreement, type CrdAgreement } from '../kube/server-agreements';
 import { createBuiltInActivities } from './built-in';
 import { createResolveActivities } from './resolve';
 import { RateLimiter } from '../kube/rate-limit';
 import { refineStorageState } from '../kube/storage-states';
-import { findStorageVersion } from '../kube/storage-versions';
 import type { MigratorMetrics } from '../worker/metrics';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import type { MemoryBudget } from '../kube/memory-budget';
@@ -71,46 +60,46 @@ export interface ActivityDeps {
 }
 
 export type { Agreement };
-/** An agreement on a custom resource also carries the CRD's generation when it was read. */
-type CrdAgreement = Agreement & { crdGeneration?: number };
 
 /** Where they live now (src/kube/migrations.ts); exported here too, for the code and tests that import them from here. */
 export { svmPath, WORKFLOW_ID_ANNOTATION };
-/** Writes of one StorageVersionMigration status tried before the mirror gives up (the migration goes on). */
-const MIRROR_ATTEMPTS = 4;
-/**
- * A status write that does not answer is given up after this (and counted as a failed attempt), and all of one
- * report's writes within MIRROR_BUDGET_MS: a hanging API server must never make the activity outlive its
- * start-to-close timeout, whose retries would end the migration Failed for the sake of its mirror.
- */
-const MIRROR_WRITE_TIMEOUT_MS = 10_000;
-const MIRROR_BUDGET_MS = 40_000;
-
-class MirrorTimeout extends Error {}
-
-function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
-  return withTimeout(p, ms, () => new MirrorTimeout(`${what}: no answer within ${ms / 1000}s`));
-}
-/** An API server asked at its own address answers within this, or counts as not answering. */
-const ENDPOINT_TIMEOUT_MS = 5000;
 
 export function createActivities(deps: ActivityDeps) {
   const { kube } = deps;
-  const limiters = new Map<string, RateLimiter>();
-  // A migration's own qps ceiling, whole on whichever replica runs its chunk: it runs one chunk at a time.
-  const limiterFor = (resource: string, qps: number): RateLimiter | undefined => {
-    if (!(qps > 0)) return undefined;
-    let l = limiters.get(resource);
-    if (!l) limiters.set(resource, (l = new RateLimiter(qps)));
-    l.setQps(qps);
-    return l;
+  const apiservers = deps.apiservers ?? kubernetesEndpoints(kube);
+  const metrics = resourceMetrics(deps.metrics);
+  /** Do all API servers agree on the resource's encoding version? A read: it changes nothing (src/kube/server-agreements.ts). */
+  const agreement = (ref: ResourceRef) => readAgreement(kube, apiservers, ref);
+  return {
+    ...createTriggerActivities({
+      kube,
+      apiservers,
+      temporal: deps.temporal,
+      triggerApi: deps.triggerApi,
+      standardMigrations: deps.standardMigrations,
+    }),
+    ...createFollowActivities(deps.temporal),
+    ...createResolveActivities(kube),
+    ...createDropActivities({ kube, apiservers, temporal: deps.temporal }),
+    ...createManagedFieldsActivities({ kube, managedFieldsAs: deps.managedFieldsAs }),
+    ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
+    ...createChunkActivities(deps, metrics),
+    ...createAgreementActivities(kube, agreement),
+    ...createMirrorActivities(deps, metrics),
   };
+}
 
-  const m = deps.metrics;
-  // Prometheus takes a counter series' first sample as its baseline: a series first scraped at 1 (a migration's
-  // first Failed, the first denied object) never shows in increase() or rate(), and the dashboard and alerts
-  // would miss it. So every series of a resource starts at 0 on this replica when it first reports the
-  // migration's status (at its start) or runs one of its chunks.
+export type Activities = ReturnType<typeof createActivities>;
+
+// ------------------------------------------------------------------ metrics
+
+/**
+ * The worker's series of each resource (src/worker/metrics.ts). Note: Prometheus takes a counter series' first
+ * sample as its baseline: a series first scraped at 1 (a migration's first Failed, the first denied object) never
+ * shows in increase() or rate(), and the dashboard and alerts would miss it. So every series of a resource starts
+ * at 0 on this replica when it first reports the migration's status (at its start) or runs one of its chunks.
+ */
+function resourceMetrics(m: MigratorMetrics | undefined) {
   const zeroed = new Set<string>();
   const zero = (resource: string) => {
     if (!m || zeroed.has(resource)) return;
@@ -127,109 +116,58 @@ export function createActivities(deps: ActivityDeps) {
         if (rewritten) m.rewritten.inc({ resource });
       }
     : undefined;
-
-  const apiservers = deps.apiservers ?? kubernetesEndpoints(kube);
-  const listAhead = listAheadEnabled() ? new ListAhead(kube) : undefined;
-
-  /** Discovery of the resource's group version, as one API server serves it. */
-  const resourceList = async (server: KubeClient, ref: ResourceRef, timeoutMs?: number) =>
-    (await getResourceList(server, ref, { timeoutMs })).resources;
-
-  /** The storageVersionHash one API server serves for the resource in its own discovery. */
-  async function discoveryHash(server: KubeClient, ref: ResourceRef): Promise<string | undefined> {
-    return (await resourceList(server, ref)).find((r) => r.name === ref.resource)?.storageVersionHash;
-  }
-
-  /** One API server asked at its own address: its hash, "does not serve it" (404), or why it did not answer. */
-  async function askEndpoint(id: string, server: KubeClient, ref: ResourceRef): Promise<ServerView> {
-    try {
-      const list = await resourceList(server, ref, ENDPOINT_TIMEOUT_MS);
-      return { id, value: list.find((r) => r.name === ref.resource)?.storageVersionHash };
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'notFound') return { id }; // answered: it does not serve the group version
-      return { id, error: err instanceof Error ? err.message : String(err) };
-    }
-  }
-
-  /** Readable names for hashes: every version the group serves (through our address) and the usual ones. */
-  async function namer(ref: ResourceRef, kind: string | undefined): Promise<((hash: string) => string | undefined) | undefined> {
-    if (!kind) return undefined;
-    const versions = new Set([ref.version, ...COMMON_VERSIONS]);
-    if (ref.group) for (const v of (await findApiGroup(kube, ref.group))?.versions ?? []) versions.add(v.version);
-    return versionNamer(ref.group, kind, versions);
-  }
-
-  /** Do all API servers agree on the resource's encoding version? A read: it changes nothing (see src/kube/agreement.ts). */
-  async function agreement(ref: ResourceRef): Promise<CrdAgreement> {
-    if (!ref.custom) {
-      // Undefined: the StorageVersion API is not served (its default: alpha, off), or not for this resource: ask each server.
-      const sv = await findStorageVersion(kube, ref);
-      if (sv) {
-        const leases = await listIdentityLeases(kube);
-        const now = Date.now();
-        return agreementFromStorageVersion(sv, liveIdentities(leases, now), liveProcesses(leases, now));
-      }
-    }
-    // The CRD and our own address's discovery are read while the API servers are found, each server asked once they are.
-    const servers = apiservers.find();
-    const [crd, viaList, [found, endpoints]] = await Promise.all([
-      // A deleted CRD is a resource no longer served (below), not a failure to retry forever.
-      ref.custom
-        ? getCrd(kube, ref).catch((err: unknown) => {
-            if (err instanceof KubeError && err.kind === 'notFound') return undefined;
-            throw err;
-          })
-        : Promise.resolve(undefined),
-      resourceList(kube, ref).catch((err: unknown) => {
-        if (err instanceof KubeError && err.kind === 'notFound') return [];
-        throw err; // our own address must answer: the activity retries
-      }),
-      servers.then(async (f) => [f, await Promise.all(f.endpoints.map((e) => askEndpoint(e.id, e.kube, ref)))] as const),
-    ]);
-    const own = viaList.find((r) => r.name === ref.resource);
-    const answer = agreementFromEndpoints({
-      resource: groupResourceString(ref),
-      endpoints,
-      endpointsNote: found.endpointsNote,
-      identities: found.identities,
-      processes: found.processes,
-      via: { id: kube.server, value: own?.storageVersionHash },
-      crd: crd ? { storageVersion: storageVersionOf(crd), generation: crd.metadata.generation } : undefined,
-      versionOf: ref.custom ? undefined : await namer(ref, own?.kind),
-    });
-    // Not served at this version through our own address: the workflow resolves the resource again.
-    const served = own === undefined || (ref.custom && !crd) ? { ...answer, notServed: true } : answer;
-    // The CRD's generation when this answer was read: a pass records it at its start (the built-in's protocol).
-    return crd?.metadata.generation !== undefined ? { ...served, crdGeneration: crd.metadata.generation } : served;
-  }
-
-  const objectApis = { sigs: sigsApi(kube), standard: standardApi(kube) };
-
   return {
-    ...createTriggerActivities({
-      kube,
-      apiservers,
-      temporal: deps.temporal,
-      triggerApi: deps.triggerApi,
-      standardMigrations: deps.standardMigrations,
-    }),
-    ...createFollowActivities(deps.temporal),
-    ...createResolveActivities(kube),
-    ...createDropActivities({ kube, apiservers, temporal: deps.temporal }),
-    ...createManagedFieldsActivities({ kube, managedFieldsAs: deps.managedFieldsAs }),
-    ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
+    zero,
+    observe,
+    /** A status reported: a migration's end counted by its result. */
+    phase(resource: string, phase: StorageVersionMigrationStatus['phase']) {
+      zero(resource);
+      if (m && (phase === 'Succeeded' || phase === 'Failed' || phase === 'Aborted')) m.migrations.inc({ resource, result: phase });
+    },
+    /** A status reported: whether the migration waits for agreement, and when it last reported. */
+    reported(resource: string, phase: StorageVersionMigrationStatus['phase']) {
+      if (m) m.waiting.set({ resource }, phase === 'WaitingForAgreement' ? 1 : 0);
+      m?.statusReported.set({ resource }, Date.now() / 1000);
+    },
+    mirrorFailed: () => m?.mirrorFailures.inc(),
+  };
+}
 
+type ResourceMetrics = ReturnType<typeof resourceMetrics>;
+
+// ------------------------------------------------------------------- chunks
+
+/** The migration's pass, one page at a time (src/activities/migrate-chunk.ts). */
+function createChunkActivities(deps: ActivityDeps, metrics: ResourceMetrics) {
+  const limiters = new Map<string, RateLimiter>();
+  // A migration's own qps ceiling, whole on whichever replica runs its chunk: it runs one chunk at a time.
+  const limiterFor = (resource: string, qps: number): RateLimiter | undefined => {
+    if (!(qps > 0)) return undefined;
+    let l = limiters.get(resource);
+    if (!l) limiters.set(resource, (l = new RateLimiter(qps)));
+    l.setQps(qps);
+    return l;
+  };
+  const listAhead = listAheadEnabled() ? new ListAhead(deps.kube) : undefined;
+  const { kube, budget, concurrency, memory } = deps;
+  return {
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
-      zero(groupResourceString(input.resource));
-      return migrateChunk(
-        { kube, budget: deps.budget, concurrency: deps.concurrency, memory: deps.memory, limiterFor, observe, listAhead },
-        input,
-      );
+      metrics.zero(groupResourceString(input.resource));
+      return migrateChunk({ kube, budget, concurrency, memory, limiterFor, observe: metrics.observe, listAhead }, input);
     },
+  };
+}
 
-    /** Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing. */
-    /** The agreement, with when it was read: the workflow decides by this reading, not its own clock (Agreement.at). */
+// ---------------------------------------------------------------- agreement
+
+/** The agreement the workflow waits for and checks, and the effect of a pass made under it. */
+function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRef) => Promise<CrdAgreement>) {
+  return {
+    /**
+     * Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing.
+     * With when it was read: the workflow decides by this reading, not its own clock (Agreement.at).
+     */
     agreement: async (ref: ResourceRef): Promise<Agreement> => ({ ...(await agreement(ref)), at: Date.now() }),
 
     /**
@@ -251,19 +189,57 @@ export function createActivities(deps: ActivityDeps) {
       const hash = now.hash ?? (await discoveryHash(kube, ref));
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
       if (!ref.custom) return {};
-      const generation = (agreed as CrdAgreement).crdGeneration;
-      if (generation === undefined) {
-        // An agreement from before crdGeneration was recorded (a history of an older svm): its token holds the generation.
-        const storedVersions = [agreed.encodingVersion!];
-        await setCrdStoredVersions(kube, ref, storedVersions);
-        return { storedVersions };
-      }
-      const done = await pruneStoredVersions(kube, ref, { generation, storageVersion: agreed.encodingVersion! }, 'svm');
-      if (!done.pruned)
-        throw ApplicationFailure.nonRetryable(`storedVersions of ${groupResourceString(ref)} not pruned: ${done.why}`, 'AgreementChanged');
-      return { storedVersions: done.storedVersions };
+      return { storedVersions: await pruneToAgreed(kube, ref, agreed) };
     },
+  };
+}
 
+/** A custom resource's status.storedVersions reduced to the agreed storage version, under the CRD generation agreed on. */
+async function pruneToAgreed(kube: KubeClient, ref: ResourceRef, agreed: CrdAgreement): Promise<string[]> {
+  const generation = agreed.crdGeneration;
+  if (generation === undefined) {
+    // An agreement from before crdGeneration was recorded (a history of an older svm): its token holds the generation.
+    const storedVersions = [agreed.encodingVersion!];
+    await setCrdStoredVersions(kube, ref, storedVersions);
+    return storedVersions;
+  }
+  const done = await pruneStoredVersions(kube, ref, { generation, storageVersion: agreed.encodingVersion! }, 'svm');
+  if (!done.pruned)
+    throw ApplicationFailure.nonRetryable(`storedVersions of ${groupResourceString(ref)} not pruned: ${done.why}`, 'AgreementChanged');
+  return done.storedVersions;
+}
+
+// ------------------------------------------------------------------- mirror
+
+/** Writes of one StorageVersionMigration status tried before the mirror gives up (the migration goes on). */
+const MIRROR_ATTEMPTS = 4;
+/**
+ * A status write that does not answer is given up after this (and counted as a failed attempt), and all of one
+ * report's writes within MIRROR_BUDGET_MS: a hanging API server must never make the activity outlive its
+ * start-to-close timeout, whose retries would end the migration Failed for the sake of its mirror.
+ */
+const MIRROR_WRITE_TIMEOUT_MS = 10_000;
+const MIRROR_BUDGET_MS = 40_000;
+
+class MirrorTimeout extends Error {}
+
+function within<T>(p: Promise<T>, ms: number, what: string): Promise<T> {
+  return withTimeout(p, ms, () => new MirrorTimeout(`${what}: no answer within ${ms / 1000}s`));
+}
+
+/** How one report writes: the objects' APIs, its bounds, and what to count when a write is given up. */
+interface MirrorWrites {
+  apis: { sigs: MigrationObjectApi; standard: MigrationObjectApi };
+  writeTimeoutMs: number;
+  budgetMs: number;
+  failed: () => void;
+}
+
+/** The kubectl mirror: a migration's StorageVersionMigration objects and their status (rule 16: never the record). */
+function createMirrorActivities(deps: ActivityDeps, metrics: ResourceMetrics) {
+  const { kube } = deps;
+  const apis = { sigs: sigsApi(kube), standard: standardApi(kube) };
+  return {
     /**
      * Creates the StorageVersionMigration object kubectl users see, unless one
      * exists. Returns undefined when the CRD is not installed: the migration
@@ -281,67 +257,79 @@ export function createActivities(deps: ActivityDeps) {
 
     /** Mirrors a migration's status to its StorageVersionMigration objects (missing ones are skipped). */
     async reportStatus(names: string[], status: StorageVersionMigrationStatus, resource: string): Promise<StatusReport> {
-      const gone: string[] = [];
-      zero(resource);
-      if (m && (status.phase === 'Succeeded' || status.phase === 'Failed' || status.phase === 'Aborted'))
-        m.migrations.inc({ resource, result: status.phase });
+      const writeTimeoutMs = deps.mirror?.writeTimeoutMs ?? MIRROR_WRITE_TIMEOUT_MS;
+      metrics.phase(resource, status.phase);
       // A custom resource's failed pass: its CRD's StorageMigrating condition says so, as the built-in's does.
-      if (status.phase === 'Failed' && resource.includes('.')) {
-        const marking = markCrdMigrationFailed(kube, resource, 'svm');
-        marking.catch(() => undefined);
-        await within(marking, deps.mirror?.writeTimeoutMs ?? MIRROR_WRITE_TIMEOUT_MS, `marking CRD ${resource} failed`).catch(
-          (err: unknown) =>
-            Context.current().log.warn('could not mark the CRD migration failed', {
-              resource,
-              err: err instanceof Error ? err.message : String(err),
-            }),
-        );
-      }
-      if (m) m.waiting.set({ resource }, status.phase === 'WaitingForAgreement' ? 1 : 0);
-      m?.statusReported.set({ resource }, Date.now() / 1000);
-      // Each object in its own API's status (src/worker/migration-objects.ts): a plain name is a
-      // migration.k8s.io/v1alpha1 object, storagemigration.k8s.io/<name> a standard one.
+      if (status.phase === 'Failed' && resource.includes('.')) await markCrdFailed(kube, resource, writeTimeoutMs);
+      metrics.reported(resource, status.phase);
       const budgetMs = deps.mirror?.budgetMs ?? MIRROR_BUDGET_MS;
-      const deadline = Date.now() + budgetMs;
-      for (const entry of names) {
-        const { api, name } = adapterFor(entry, objectApis);
-        for (let attempt = 1; ; attempt++) {
-          try {
-            const left = deadline - Date.now();
-            if (left <= 0) throw new MirrorTimeout(`the status writes of this report took over ${budgetMs / 1000}s`);
-            const write = api.write(name, status);
-            write.catch(() => undefined); // given up on by within(): its own request timeout ends it
-            await within(write, Math.min(deps.mirror?.writeTimeoutMs ?? MIRROR_WRITE_TIMEOUT_MS, left), `writing the status of ${name}`);
-            break;
-          } catch (err) {
-            if (err instanceof KubeError && err.kind === 'notFound') {
-              Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });
-              gone.push(entry);
-              break;
-            }
-            const transient = !(err instanceof KubeError) || isRetryable(err.kind) || err.kind === 'conflict';
-            if (transient && attempt < MIRROR_ATTEMPTS && Date.now() + attempt * 1000 < deadline) {
-              await new Promise((r) => setTimeout(r, attempt * 1000));
-              continue;
-            }
-            // The mirror is not the migration: a status that cannot be written never fails one. The next
-            // status write tries again, and the bridge writes the workflow's result once it closes.
-            Context.current().log.warn(
-              'could not write the StorageVersionMigration status; the migration goes on, the status is repaired later',
-              {
-                name,
-                phase: status.phase,
-                err: err instanceof Error ? err.message : String(err),
-              },
-            );
-            m?.mirrorFailures.inc();
-            break;
-          }
-        }
-      }
-      return { gone };
+      return { gone: await writeStatuses(names, status, { apis, writeTimeoutMs, budgetMs, failed: metrics.mirrorFailed }) };
     },
   };
 }
 
-export type Activities = ReturnType<typeof createActivities>;
+/** The CRD's StorageMigrating condition set to failed, within writeTimeoutMs; a mirror: a failure is logged, never thrown. */
+async function markCrdFailed(kube: KubeClient, resource: string, writeTimeoutMs: number): Promise<void> {
+  const marking = markCrdMigrationFailed(kube, resource, 'svm');
+  marking.catch(() => undefined);
+  await within(marking, writeTimeoutMs, `marking CRD ${resource} failed`).catch((err: unknown) =>
+    Context.current().log.warn('could not mark the CRD migration failed', {
+      resource,
+      err: err instanceof Error ? err.message : String(err),
+    }),
+  );
+}
+
+/**
+ * The status written to each object in its own API (src/kube/migration-objects.ts: a plain name is a
+ * migration.k8s.io/v1alpha1 object, storagemigration.k8s.io/<name> a standard one), all within the report's
+ * budget. Returns the objects that are gone.
+ */
+async function writeStatuses(entries: string[], status: StorageVersionMigrationStatus, mirror: MirrorWrites): Promise<string[]> {
+  const gone: string[] = [];
+  const deadline = Date.now() + mirror.budgetMs;
+  for (const entry of entries) if ((await writeStatus(entry, status, deadline, mirror)) === 'gone') gone.push(entry);
+  return gone;
+}
+
+/** One object's status, tried up to MIRROR_ATTEMPTS times before the report's deadline. */
+async function writeStatus(
+  entry: string,
+  status: StorageVersionMigrationStatus,
+  deadline: number,
+  mirror: MirrorWrites,
+): Promise<'written' | 'gone' | 'givenUp'> {
+  const { api, name } = adapterFor(entry, mirror.apis);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      const left = deadline - Date.now();
+      if (left <= 0) throw new MirrorTimeout(`the status writes of this report took over ${mirror.budgetMs / 1000}s`);
+      const write = api.write(name, status);
+      write.catch(() => undefined); // given up on by within(): its own request timeout ends it
+      await within(write, Math.min(mirror.writeTimeoutMs, left), `writing the status of ${name}`);
+      return 'written';
+    } catch (err) {
+      if (err instanceof KubeError && err.kind === 'notFound') {
+        Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });
+        return 'gone';
+      }
+      const transient = !(err instanceof KubeError) || isRetryable(err.kind) || err.kind === 'conflict';
+      if (transient && attempt < MIRROR_ATTEMPTS && Date.now() + attempt * 1000 < deadline) {
+        await new Promise((r) => setTimeout(r, attempt * 1000));
+        continue;
+      }
+      // The mirror is not the migration: a status that cannot be written never fails one. The next
+      // status write tries again, and the bridge writes the workflow's result once it closes.
+      Context.current().log.warn(
+        'could not write the StorageVersionMigration status; the migration goes on, the status is repaired later',
+        {
+          name,
+          phase: status.phase,
+          err: err instanceof Error ? err.message : String(err),
+        },
+      );
+      mirror.failed();
+      return 'givenUp';
+    }
+  }
+}

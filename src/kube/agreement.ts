@@ -1,7 +1,7 @@
 /**
  * Do all API servers agree on the storage (encoding) version of a resource?
- * Pure rules; the I/O that feeds them is in src/activities/index.ts and
- * src/kube/apiservers.ts.
+ * Pure rules; the I/O that feeds them is in src/kube/server-agreements.ts
+ * (for the agreement activity and `svm plan` alike) and src/kube/apiservers.ts.
  *
  * - Built-in resources, where the StorageVersion API is served: every live API
  *   server (an identity lease that has not expired) must have an entry, and all
