@@ -42,7 +42,6 @@ import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@tempor
 import { ApplicationFailure, CancelledFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
 import {
-  CONTINUE_TOKEN_REFUSED,
   CONTINUE_TOKEN_REFUSED_MESSAGE,
   TAKEOVER_MESSAGE,
   type MigrationPhase,
@@ -66,6 +65,21 @@ import {
   type MigrationResult,
 } from '../contract/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
+import { migrationStatus } from '../contract/migration-status';
+import {
+  ABORTED,
+  CONTINUE_TOKEN_REFUSED,
+  FAILED,
+  INVALID_RESOURCE,
+  WORKFLOW_ANNOTATION_REFUSED,
+  WORKFLOW_CANCELLED,
+  WORKFLOW_CLOSED,
+  WORKFLOW_COMPLETED,
+  WORKFLOW_FAILED,
+  WORKFLOW_NOT_FOUND,
+  WORKFLOW_TERMINATED,
+  WORKFLOW_TIMED_OUT,
+} from '../contract/reasons';
 import { startOptions } from '../contract/start-options';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
 
@@ -92,15 +106,13 @@ export interface BridgeOptions {
  */
 export const BUILT_IN_QUIET_MS = 10 * 60_000;
 
-type Obj = ObjectView;
-
 /** The reason given for a closed workflow's status, per Temporal status. */
 const CLOSED: Record<string, { verb: string; reason: string }> = {
-  TERMINATED: { verb: 'was terminated', reason: 'WorkflowTerminated' },
-  TIMED_OUT: { verb: 'timed out', reason: 'WorkflowTimedOut' },
-  CANCELLED: { verb: 'was cancelled', reason: 'WorkflowCancelled' },
-  FAILED: { verb: 'failed', reason: 'WorkflowFailed' },
-  COMPLETED: { verb: 'completed', reason: 'WorkflowCompleted' },
+  TERMINATED: { verb: 'was terminated', reason: WORKFLOW_TERMINATED },
+  TIMED_OUT: { verb: 'timed out', reason: WORKFLOW_TIMED_OUT },
+  CANCELLED: { verb: 'was cancelled', reason: WORKFLOW_CANCELLED },
+  FAILED: { verb: 'failed', reason: WORKFLOW_FAILED },
+  COMPLETED: { verb: 'completed', reason: WORKFLOW_COMPLETED },
 };
 
 /** Errors that say nothing about the object: retry later, write nothing. */
@@ -121,20 +133,19 @@ function follows(obj: ObjectView, workflowId: string): boolean {
   return migrationWorkflowId({ group: obj.resource.group ?? '', resource: obj.resource.resource }) === workflowId;
 }
 
-/** A running migration's status as the workflow would write it. */
-function statusOf(p: MigrationProgress, workflowId: string): StorageVersionMigrationStatus {
-  return {
-    phase: p.phase,
-    workflowId,
-    progress: { ...p.counters, ...(p.remainingEstimate !== undefined ? { remainingEstimate: p.remainingEstimate } : {}) },
-    failures: p.failures,
-    startTime: new Date(p.startedAt).toISOString(),
-  };
-}
-
 function followerMessage(p: MigrationProgress): string {
   const note = `status copied by svm's bridge: the migration workflow mirrors its status into its first ${MAX_MIGRATION_OBJECTS} StorageVersionMigrations`;
   return p.message ? `${p.message} (${note})` : note;
+}
+
+/** Why a workflow closed without a result, from its failure. */
+function closedCause(err: WorkflowFailedError): string {
+  const cause = err.cause;
+  if (cause instanceof TerminatedFailure) return `reason: ${cause.message}`;
+  if (cause instanceof TimeoutFailure) return 'its execution timeout passed';
+  if (cause instanceof CancelledFailure) return 'cancelled by request';
+  if (cause instanceof ApplicationFailure) return cause.message;
+  return errText(cause ?? err);
 }
 
 /** A re-look at one object that checks everything (resync, re-list, a deferred check). */
@@ -156,9 +167,9 @@ export class Bridge {
   /** Own mode: when another controller was last seen acting on a standard object, and on which. */
   private builtInSeen: { at: number; name: string; writers: string[] } | undefined;
   /** New standard objects already left to the built-in (uid), so the log says it once. */
-  private readonly left = new Set<string>();
+  private readonly objectsLeftToBuiltIn = new Set<string>();
   /** Objects whose status the bridge copies (more than the workflow lists), by workflow: looked at again when it ends. */
-  private readonly followers = new Map<string, Map<string, Obj>>();
+  private readonly followers = new Map<string, Map<string, ObjectView>>();
   /** The progress query in flight or last answered, by workflow (progressOf). */
   private readonly progressQueries = new Map<string, { progress: Promise<MigrationProgress>; answeredAt?: number; failedAt?: number }>();
   readonly api: MigrationObjectApi;
@@ -174,7 +185,7 @@ export class Bridge {
   }
 
   /** The object as it is now; undefined when it is gone, or does not match the schema (left alone, like a malformed event). */
-  private async fresh(name: string): Promise<Obj | undefined> {
+  private async currentObject(name: string): Promise<ObjectView | undefined> {
     try {
       return await this.api.find(name);
     } catch (err) {
@@ -196,7 +207,7 @@ export class Bridge {
 
   /** Handles one watch event (or a resync of one object). Throws only on transient errors. */
   async handle(type: string, raw: unknown): Promise<void> {
-    let event: Obj;
+    let event: ObjectView;
     try {
       event = isView(raw) ? raw : this.api.view(raw);
     } catch (err) {
@@ -230,7 +241,7 @@ export class Bridge {
     // Updates the workflow writes (every chunk) are not looked at one by one: the resync looks at those.
     if (type !== RECHECK && event.workflowId && event.statusFromWorkflow && event.otherWriters.length === 0) return;
     // Decide on the object as it is now, not as this (possibly old) event saw it.
-    const obj = await this.fresh(name);
+    const obj = await this.currentObject(name);
     if (!obj) return;
     const state = obj.state;
     if (state === 'finished') return;
@@ -297,7 +308,7 @@ export class Bridge {
   }
 
   /** Another controller writes the status of this object: said once per object, and counted. */
-  private reportShared(obj: Obj, what?: string): void {
+  private reportShared(obj: ObjectView, what?: string): void {
     const key = obj.uid ?? obj.name;
     if (this.reported.has(key)) return;
     this.reported.add(key);
@@ -310,10 +321,10 @@ export class Bridge {
   }
 
   /** Own mode, the built-in seen acting: a new object is not taken (writes nothing to it), said once per object. */
-  private leaveToBuiltIn(obj: Obj, seen: { at: number; name: string; writers: string[] }): void {
+  private leaveToBuiltIn(obj: ObjectView, seen: { at: number; name: string; writers: string[] }): void {
     const key = obj.uid ?? obj.name;
-    if (this.left.has(key)) return;
-    this.left.add(key);
+    if (this.objectsLeftToBuiltIn.has(key)) return;
+    this.objectsLeftToBuiltIn.add(key);
     this.opts.onLeftToBuiltIn?.(obj.name);
     this.log.error(
       { name: obj.name, seenOn: seen.name, writers: seen.writers, seenAt: new Date(seen.at).toISOString() },
@@ -322,7 +333,7 @@ export class Bridge {
   }
 
   /** Starts (or joins) the resource's migration for obj, then annotates obj. */
-  private async attach(obj: Obj, takeover: boolean): Promise<void> {
+  private async attach(obj: ObjectView, takeover: boolean): Promise<void> {
     const name = obj.name;
     let ref: ResourceRef;
     try {
@@ -331,7 +342,7 @@ export class Bridge {
     } catch (err) {
       if (!(err instanceof InvalidResourceError)) throw err;
       this.log.warn({ name, message: err.message }, 'StorageVersionMigration refused');
-      await this.writeTerminal(name, 'Failed', err.message, 'InvalidResource');
+      await this.writeTerminal(name, 'Failed', err.message, INVALID_RESOURCE);
       return;
     }
     if (this.api.kind === 'standard') {
@@ -370,96 +381,92 @@ export class Bridge {
    * it list the object? Repairs the status of one whose workflow closed,
    * refuses one the workflow does not know (its creator set the annotation).
    */
-  private async checkAttached(obj: Obj, workflowId: string): Promise<void> {
+  private async checkAttached(obj: ObjectView, workflowId: string): Promise<void> {
     const name = obj.name;
-    const key = obj.uid ?? name;
-    const handle = this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId);
     let status: string;
     try {
-      status = (await handle.describe()).status.name; // the latest run: a continued-as-new chain is RUNNING
+      // The latest run's: a continued-as-new chain is RUNNING.
+      status = (await this.opts.client.workflow.getHandle(workflowId).describe()).status.name;
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
       const message = obj.statusFromWorkflow
         ? `its migration workflow ${workflowId} no longer exists in Temporal (past the namespace's retention, or the Temporal server lost it) and never recorded a result here`
         : `the annotation ${WORKFLOW_ID_ANNOTATION} names a workflow that does not exist (${workflowId}); only svm sets it: create the StorageVersionMigration without it`;
       this.log.warn({ name, workflowId }, message);
-      await this.writeTerminal(name, 'Failed', message, obj.statusFromWorkflow ? 'WorkflowNotFound' : 'WorkflowAnnotationRefused');
+      await this.writeTerminal(name, 'Failed', message, obj.statusFromWorkflow ? WORKFLOW_NOT_FOUND : WORKFLOW_ANNOTATION_REFUSED);
       return;
     }
+    if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') return this.checkRunning(obj, workflowId);
+    return this.repairClosed(obj, workflowId, status);
+  }
 
-    if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') {
-      const progress = await this.progressOf(workflowId, PROGRESS_REUSE_MS);
-      if (progress.migrationObjects.includes(obj.ref)) {
-        this.unlisted.delete(key);
-        return;
-      }
-      if (follows(obj, workflowId)) {
-        // One of more objects than the workflow lists (MAX_MIGRATION_OBJECTS): its status is copied here.
-        this.unlisted.delete(key);
-        const mine = this.followers.get(workflowId) ?? new Map<string, Obj>();
-        this.followers.set(workflowId, mine.set(key, obj));
-        const reason = progress.phase === 'Failed' || progress.phase === 'Aborted' ? progress.phase : undefined;
-        await this.api.write(name, { ...statusOf(progress, workflowId), message: followerMessage(progress) }, reason);
-        return;
-      }
-      if (obj.statusFromWorkflow === workflowId) {
-        // Its workflow wrote here before, so it listed it: that run closed without a result, and the one going now is another.
-        const message = `an earlier run of the migration workflow ${workflowId} ended without recording a result here; the run going now does not include this object`;
-        this.log.warn({ name, workflowId }, `repairing the status of a StorageVersionMigration: ${message}`);
-        await this.writeTerminal(name, 'Failed', message, 'WorkflowClosed');
-        return;
-      }
-      // The workflow's own objects are created annotated and listed a moment later: give it time.
-      const first = this.unlisted.get(key) ?? Date.now();
-      this.unlisted.set(key, first);
-      const grace = (this.opts.unlistedGraceSeconds ?? 10) * 1000;
-      if (Date.now() - first < grace) {
-        setTimeout(() => this.enqueue(RECHECK, obj), Math.min(grace, 3000)).unref();
-        return;
-      }
+  /** checkAttached, its workflow running: listed, a follower (its status copied here), an earlier run's, or refused. */
+  private async checkRunning(obj: ObjectView, workflowId: string): Promise<void> {
+    const name = obj.name;
+    const key = obj.uid ?? name;
+    const progress = await this.progressOf(workflowId, PROGRESS_REUSE_MS);
+    if (progress.migrationObjects.includes(obj.ref)) {
       this.unlisted.delete(key);
-      const message = `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} does not list it); only svm sets it. Create the StorageVersionMigration without the annotation`;
-      this.log.warn({ name, workflowId }, 'StorageVersionMigration refused: workflow-id annotation set by its creator');
-      await this.writeTerminal(name, 'Failed', message, 'WorkflowAnnotationRefused');
       return;
     }
+    if (follows(obj, workflowId)) {
+      // One of more objects than the workflow lists (MAX_MIGRATION_OBJECTS): its status is copied here.
+      this.unlisted.delete(key);
+      const mine = this.followers.get(workflowId) ?? new Map<string, ObjectView>();
+      this.followers.set(workflowId, mine.set(key, obj));
+      const reason = progress.phase === 'Failed' ? FAILED : progress.phase === 'Aborted' ? ABORTED : undefined;
+      await this.api.write(name, { ...migrationStatus(progress, workflowId), message: followerMessage(progress) }, reason);
+      return;
+    }
+    if (obj.statusFromWorkflow === workflowId) {
+      // Its workflow wrote here before, so it listed it: that run closed without a result, and the one going now is another.
+      const message = `an earlier run of the migration workflow ${workflowId} ended without recording a result here; the run going now does not include this object`;
+      this.log.warn({ name, workflowId }, `repairing the status of a StorageVersionMigration: ${message}`);
+      await this.writeTerminal(name, 'Failed', message, WORKFLOW_CLOSED);
+      return;
+    }
+    // The workflow's own objects are created annotated and listed a moment later: give it time.
+    const first = this.unlisted.get(key) ?? Date.now();
+    this.unlisted.set(key, first);
+    const grace = (this.opts.unlistedGraceSeconds ?? 10) * 1000;
+    if (Date.now() - first < grace) {
+      setTimeout(() => this.enqueue(RECHECK, obj), Math.min(grace, 3000)).unref();
+      return;
+    }
+    this.unlisted.delete(key);
+    const message = `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} does not list it); only svm sets it. Create the StorageVersionMigration without the annotation`;
+    this.log.warn({ name, workflowId }, 'StorageVersionMigration refused: workflow-id annotation set by its creator');
+    await this.writeTerminal(name, 'Failed', message, WORKFLOW_ANNOTATION_REFUSED);
+  }
 
-    // Closed. Its last act is to write a terminal status; read the object again, after the describe.
-    const now = await this.fresh(name);
+  /** checkAttached, its workflow closed (`status`): its last act is to write a terminal status; where it did not land, write it. */
+  private async repairClosed(obj: ObjectView, workflowId: string, status: string): Promise<void> {
+    const name = obj.name;
+    // Read the object again, after the describe.
+    const now = await this.currentObject(name);
     if (!now || now.state === 'finished') return;
-    const closed = CLOSED[status] ?? { verb: `closed (${status})`, reason: 'WorkflowClosed' };
+    const closed = CLOSED[status] ?? { verb: `closed (${status})`, reason: WORKFLOW_CLOSED };
     let phase: MigrationPhase = 'Failed';
     let reason = closed.reason;
     let message: string;
     let extra: Partial<StorageVersionMigrationStatus> = {};
     try {
-      const result: MigrationResult = await handle.result();
+      const result: MigrationResult = await this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).result();
       if (!result.migrationObjects.includes(obj.ref) && !follows(obj, workflowId)) {
         message = obj.statusFromWorkflow
           ? `an earlier run of the migration workflow ${workflowId} ended without recording a result here; its latest run (${result.phase}) did not include this object`
           : `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} completed without it); only svm sets it. Create the StorageVersionMigration without the annotation`;
-        reason = obj.statusFromWorkflow ? 'WorkflowClosed' : 'WorkflowAnnotationRefused';
+        reason = obj.statusFromWorkflow ? WORKFLOW_CLOSED : WORKFLOW_ANNOTATION_REFUSED;
       } else {
         // The workflow finished but its last status write did not land here: write its result.
         phase = result.phase;
-        reason = result.phase === 'Aborted' ? 'Aborted' : 'Failed';
+        reason = result.phase === 'Aborted' ? ABORTED : FAILED;
         message = result.message ?? `the migration ${result.phase === 'Succeeded' ? 'succeeded' : 'ended ' + result.phase}`;
         extra = { progress: { ...result.counters }, failures: result.failures, workflowId };
       }
     } catch (err) {
       if (!(err instanceof WorkflowFailedError)) throw err;
-      const cause = err.cause;
-      const why =
-        cause instanceof TerminatedFailure
-          ? `reason: ${cause.message}`
-          : cause instanceof TimeoutFailure
-            ? 'its execution timeout passed'
-            : cause instanceof CancelledFailure
-              ? 'cancelled by request'
-              : cause instanceof ApplicationFailure
-                ? cause.message
-                : errText(cause ?? err);
-      message = `the migration workflow ${workflowId} ${closed.verb} (${why}) without recording a result`;
+      message = `the migration workflow ${workflowId} ${closed.verb} (${closedCause(err)}) without recording a result`;
     }
     this.log.warn({ name, workflowId, status, phase }, `repairing the status of a StorageVersionMigration: ${message}`);
     await this.writeTerminal(name, phase, message, reason, extra);
@@ -471,7 +478,7 @@ export class Bridge {
    * no other object the workflow lists still exists (someone else may be
    * waiting on the same migration).
    */
-  private async deleted(obj: Obj): Promise<void> {
+  private async deleted(obj: ObjectView): Promise<void> {
     const name = obj.name;
     const workflowId = obj.workflowId;
     this.unlisted.delete(obj.uid ?? name);
