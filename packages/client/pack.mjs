@@ -18,7 +18,7 @@
 // Fails, so that nothing is packed, when packages/client/package.json does not fit what is bundled (manifestProblems).
 /* global process, console */
 import { execFileSync } from 'node:child_process';
-import { copyFileSync, cpSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { builtinModules, createRequire } from 'node:module';
 import * as path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -103,7 +103,8 @@ async function bundle(esbuild, entry, out, dependencies, kubeBundle) {
 function buildDist() {
   execFileSync(process.execPath, [path.join(root, 'scripts', 'prepack.mjs')], { cwd: root, stdio: 'inherit' });
   const kubeBundle = path.join(root, 'dist', `kube-client-node-${installed('@kubernetes/client-node').version}.js`);
-  readFileSync(kubeBundle); // fails when scripts/transpile.mjs could not build it
+  if (!existsSync(kubeBundle))
+    throw new Error(`no ${path.relative(root, kubeBundle)}: scripts/transpile.mjs did not build the KubeConfig bundle`);
   return kubeBundle;
 }
 
