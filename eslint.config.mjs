@@ -6,6 +6,11 @@ import tseslint from 'typescript-eslint';
 import { builtinModules } from 'node:module';
 
 const nodeBuiltins = [...builtinModules, ...builtinModules.map((m) => `node:${m}`)];
+/**
+ * The import patterns of layers (folders of src): any module in one and its index. Note: the index is matched by
+ * its relative path ('../client'), never by '**' + '/client', which would match '@temporalio/client' too.
+ */
+const layers = (...names) => names.flatMap((name) => [`../${name}`, `../../${name}`, `**/${name}/**`]);
 
 export default tseslint.config(
   { ignores: ['dist/**', 'node_modules/**', '.svm-dev/**', 'bin/**', 'eslint.config.mjs'] },
@@ -22,12 +27,13 @@ export default tseslint.config(
       '@typescript-eslint/no-unused-vars': ['error', { argsIgnorePattern: '^_', varsIgnorePattern: '^_' }],
     },
   },
-  // The layers' arrows (docs/architecture.md): api <- kube <- activities <- worker; api <- config <- client, worker;
-  // api <- contract (what workflows, activities and clients exchange) <- workflows, activities, client, worker;
-  // workflows import only api and the contract; the client imports the contract (and api, kube, config; workflow code
-  // as types only); activities import no workflow module; nothing in src imports src/dev (the top: the plane, the
-  // fixtures) except src/dev itself (the `svm` command
-  // is composed outside src, in cli/svm.ts); nothing in src imports the tests, and bench does not either.
+  // The layers' arrows (the table 'What each layer may import' in docs/architecture.md says them layer by layer):
+  // api <- kube <- activities <- worker; api <- config <- client, worker (kube takes only build-info from config);
+  // api <- contract (what workflows, activities and clients exchange) <- kube, workflows, activities, client, worker;
+  // workflows import only api and the contract (other layers as types only); the client imports api, kube, config and
+  // the contract (workflow code as types only); activities import no workflow module; nothing in src imports src/dev
+  // (the top: the plane, the fixtures) except src/dev itself (the `svm` command is composed outside src, in
+  // cli/svm.ts); nothing in src imports the tests, and bench does not either.
   // A file gets one 'no-restricted-imports' (a later block replaces an earlier one), so each block lists all of its rules.
   // The default for any file in src (a folder without a block of its own below included); the layers' blocks replace it.
   {
@@ -38,7 +44,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/dev', '**/dev/**'],
+              group: layers('dev'),
               message: 'Nothing in src imports src/dev but src/dev itself (the svm command is composed in cli/svm.ts).',
             },
             { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
@@ -55,19 +61,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: [
-                '**/kube',
-                '**/kube/**',
-                '**/activities',
-                '**/activities/**',
-                '**/worker/**',
-                '**/client/**',
-                '**/workflows/**',
-                '**/contract',
-                '**/contract/**',
-                '**/dev/**',
-                '**/test/**',
-              ],
+              group: [...layers('kube', 'activities', 'worker', 'client', 'workflows', 'contract', 'config', 'dev'), '**/test/**'],
               message: 'src/api is the bottom layer: schemas and pure names only.',
             },
           ],
@@ -83,8 +77,13 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/workflows/**', '**/dev/**', '**/test/**'],
+              group: [...layers('activities', 'worker', 'client', 'workflows', 'dev'), '**/test/**'],
               message: "src/kube talks to Kubernetes for the layers above it; it imports only src/api (and the contract's types).",
+            },
+            {
+              // Note: '**/config/**', not layers('config'): a folder matched whole cannot have one of its files let through.
+              group: ['**/config/**', '!**/config/build-info'],
+              message: "src/kube takes only svm's version from src/config (build-info.ts, for its User-Agent); settings are passed in.",
             },
           ],
         },
@@ -99,16 +98,16 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: ['**/client/**', '**/dev/**', '**/test/**'],
+              group: [...layers('client', 'dev'), '**/test/**'],
               message: 'Activities sit below the client and never use the dev plane or tests.',
             },
             {
-              group: ['**/worker/**'],
+              group: layers('worker'),
               allowTypeImports: true,
               message: 'Activities are given what the worker has (dependency injection): types only.',
             },
             {
-              group: ['**/workflows', '**/workflows/**'],
+              group: layers('workflows'),
               message: 'Activities import the contract (src/contract), never a workflow module.',
             },
           ],
@@ -127,20 +126,7 @@ export default tseslint.config(
           paths: nodeBuiltins.map((name) => ({ name, message: 'The contract is bundled into workflows: no Node built-ins.' })),
           patterns: [
             {
-              group: [
-                '**/kube',
-                '**/kube/**',
-                '**/activities',
-                '**/activities/**',
-                '**/worker/**',
-                '**/client/**',
-                '**/workflows',
-                '**/workflows/**',
-                '**/config',
-                '**/config/**',
-                '**/dev/**',
-                '**/test/**',
-              ],
+              group: [...layers('kube', 'activities', 'worker', 'client', 'workflows', 'config', 'dev'), '**/test/**'],
               message: 'src/contract sits below workflows, activities and clients: it imports only src/api.',
             },
           ],
@@ -157,21 +143,7 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: [
-                '**/kube',
-                '**/kube/**',
-                '**/activities',
-                '**/activities/**',
-                '**/worker/**',
-                '../worker',
-                '**/client/**',
-                '../client',
-                '**/workflows',
-                '**/workflows/**',
-                '**/dev',
-                '**/dev/**',
-                '**/test/**',
-              ],
+              group: [...layers('kube', 'activities', 'worker', 'client', 'workflows', 'contract', 'dev'), '**/test/**'],
               message: 'src/config is shared by the client and the worker: it imports only src/api.',
             },
           ],
@@ -187,27 +159,20 @@ export default tseslint.config(
       'no-restricted-imports': [
         'error',
         {
-          paths: [
-            {
-              name: '../workflows',
-              allowTypeImports: true,
-              message: 'The client imports workflow definitions; workflow code as types only (start workflows by name).',
-            },
-          ],
           patterns: [
             {
-              group: ['**/worker/**', '../worker', '**/activities', '**/activities/**'],
+              group: layers('worker', 'activities'),
               message: 'The client does not import the worker or activities (shared settings: src/config; commands: cli/svm.ts).',
             },
             {
-              group: ['**/dev', '**/dev/**'],
+              group: layers('dev'),
               message: 'Nothing in src imports src/dev but src/dev itself (the svm command is composed in cli/svm.ts).',
             },
             { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
             {
-              group: ['**/workflows/migrate-resource', '**/workflows/index'],
+              group: layers('workflows'),
               allowTypeImports: true,
-              message: 'The client imports workflow definitions; workflow code as types only (start workflows by name).',
+              message: 'The client starts workflows by name: workflow code as types only (the contract holds the rest).',
             },
           ],
         },
@@ -221,9 +186,9 @@ export default tseslint.config(
         'error',
         {
           patterns: [
-            { group: ['**/client/**', '../client'], message: 'The worker does not import the client (shared settings: src/config).' },
+            { group: layers('client'), message: 'The worker does not import the client (shared settings: src/config).' },
             {
-              group: ['**/dev', '**/dev/**'],
+              group: layers('dev'),
               message: 'Nothing in src imports src/dev but src/dev itself: have it passed in by the composition root (cli/svm.ts).',
             },
             { group: ['**/test/**', '../test', '../../test'], message: 'Nothing in src imports the tests.' },
@@ -266,10 +231,10 @@ export default tseslint.config(
             { name: '@temporalio/client', message: 'Workflows do not import client code.' },
           ],
           patterns: [
-            { group: ['**/kube', '**/kube/**'], message: 'Workflow code may not import the kube layer.' },
-            { group: ['**/dev', '**/dev/**', '**/test/**'], message: 'Nothing in src imports src/dev or the tests.' },
+            { group: layers('kube'), message: 'Workflow code may not import the kube layer.' },
+            { group: [...layers('dev'), '**/test/**'], message: 'Nothing in src imports src/dev or the tests.' },
             {
-              group: ['**/activities', '**/activities/**', '**/worker/**', '**/client/**', '**/config', '**/config/**'],
+              group: layers('activities', 'worker', 'client', 'config'),
               allowTypeImports: true,
               message: 'Workflows import activity/worker code as types only (import type).',
             },
