@@ -11,6 +11,9 @@ import { createLogger, createMigratorWorker } from '../../src/worker/worker';
 import type pino from 'pino';
 import { uniq, type TestPlane } from './plane';
 
+/** The bounded waits live in test/helpers/waits.ts; the tests import them from here, beside withWorker. */
+export { eventually, migrationResult } from './waits';
+
 export async function withWorker<T>(
   plane: TestPlane,
   fn: (m: Migrator, taskQueue: string) => Promise<T>,
@@ -23,17 +26,6 @@ export async function withWorker<T>(
     return await w.runUntil(() => fn(m, taskQueue));
   } finally {
     await m.close();
-  }
-}
-
-/** Polls until check() is truthy (bounded). */
-export async function eventually<T>(what: string, check: () => Promise<T | undefined | false>, timeoutMs = 60_000): Promise<T> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const v = await check().catch(() => undefined);
-    if (v) return v;
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 200));
   }
 }
 

@@ -11,7 +11,7 @@ import type { StandardCondition } from '../../src/api/standard-migration';
 import { findStandardMigration, listStandardMigrations, standardVersion } from '../../src/kube/standard-migrations';
 import { getCrd } from '../../src/kube/crds';
 import { applyCrd, createObjects, testCrd } from './crd';
-import { eventually } from './migrate';
+import { eventually } from './waits';
 import { uniq, type TestPlane } from './plane';
 import { denyUpdatesOf } from './webhook';
 
@@ -91,6 +91,7 @@ export async function parityOutcomes(
         return terminal(o) ? o : undefined;
       },
       timeoutMs,
+      async () => `its conditions ${JSON.stringify((await findStandardMigration(p.kube, name))?.status?.conditions ?? 'none')}`,
     );
     const until = Date.now() + SETTLE_MS;
     let o = done;

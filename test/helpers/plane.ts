@@ -14,6 +14,7 @@ import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type Pla
 import { KubeClient, type RetryPolicy } from '../../src/kube/client';
 import { loadTemporalSettings, temporalConnectionOptions, type TemporalSettings } from '../../src/config/temporal';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
+import { ANSWER_WITHIN_MS, askState, reportWhenEnded, workflowState } from './waits';
 
 export interface TestPlane {
   dir: string;
@@ -68,7 +69,7 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
   const settings = { ...loadTemporalSettings(env), address: env.TEMPORAL_ADDRESS! };
   const connection = await Connection.connect(temporalConnectionOptions(settings));
   const client = new Client({ connection, namespace: env.TEMPORAL_NAMESPACE });
-  return {
+  const plane: TestPlane = {
     dir,
     env,
     get state() {
@@ -110,11 +111,51 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
       return { ...base, ...overrides, temporal: { ...base.temporal, ...overrides.temporal } };
     },
     async close() {
+      unreport();
       kube.close();
       for (const k of clients) k.close();
       await connection.close();
     },
   };
+  const unreport = reportWhenEnded(() => planeReport(plane));
+  return plane;
+}
+
+/**
+ * What a file ended from outside says of a plane (test/helpers/waits.ts): how the API address, each API server and
+ * etcd answer, and what each workflow still running shows of itself (at most 10).
+ */
+async function planeReport(p: TestPlane): Promise<string[]> {
+  const readyz = async (k: KubeClient) => {
+    const t = Date.now();
+    return `HTTP ${(await k.raw('GET', '/readyz', { timeoutMs: ANSWER_WITHIN_MS })).status} in ${Date.now() - t} ms`;
+  };
+  const health = async () => {
+    const res = await fetch(`${p.etcd.replace(/\/$/, '')}/health`, { signal: AbortSignal.timeout(ANSWER_WITHIN_MS) });
+    return `HTTP ${res.status} ${(await res.text()).trim()}`;
+  };
+  const [workflows, ...servers] = await Promise.all([
+    runningWorkflows(p),
+    askState(`the API (${p.kube.server}) /readyz`, () => readyz(p.kube)),
+    ...p.apiserverUrls.map((url, i) => askState(`API server ${i} (${url}) /readyz`, () => readyz(p.kubeOf(i)))),
+    askState(`etcd (${p.etcd}) /health`, health),
+  ]);
+  return [`plane ${p.dir}:`, ...[...servers, ...workflows].map((l) => `  ${l}`)];
+}
+
+/** The plane's running workflows (at most 10), each with what it shows of itself. */
+async function runningWorkflows(p: TestPlane): Promise<string[]> {
+  const client = p.temporal.client;
+  const ids: string[] = [];
+  const listed = await askState(`Temporal (${p.temporal.address}) running workflows`, async () => {
+    for await (const w of client.workflow.list({ query: `ExecutionStatus = 'Running'` })) {
+      ids.push(w.workflowId);
+      if (ids.length === 10) return '10 or more';
+    }
+    return String(ids.length);
+  });
+  const states = await Promise.all(ids.map(async (id) => `  ${id}: ${await workflowState(client.workflow.getHandle(id))}`));
+  return [listed, ...states];
 }
 
 /** A unique suffix for names in one test. */

@@ -13,7 +13,7 @@ import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { TestCrd } from './crd';
-import { eventually } from './migrate';
+import { eventually } from './waits';
 import { uniq, type TestPlane } from './plane';
 
 export interface DenyingWebhook {
@@ -216,10 +216,18 @@ async function registerWebhook(
     await probe.before?.();
     for (let i = 0; i < plane.state.apiservers.length; i++) {
       const k = plane.kubeOf(i);
-      await eventually(`the webhook ${webhook.name} on API server ${i}`, async () => {
-        const obj = await k.getJson<Record<string, unknown>>(probe.path);
-        return probe.enforced((await k.raw('PUT', probe.path, { body: JSON.stringify(obj) })).status);
-      });
+      let answered = 'no PUT answered yet';
+      await eventually(
+        `the webhook ${webhook.name} on API server ${i}`,
+        async () => {
+          const obj = await k.getJson<Record<string, unknown>>(probe.path);
+          const res = await k.raw('PUT', probe.path, { body: JSON.stringify(obj) });
+          answered = `the probe's PUT answered HTTP ${res.status}`; // not its body: the probe may be a Secret
+          return probe.enforced(res.status);
+        },
+        60_000,
+        () => answered,
+      );
     }
     return remove;
   } catch (err) {
