@@ -6,7 +6,9 @@
 # it, and takes it down. With file arguments, only those run, and only the
 # servers the plane starts are built up front (the others when a test first
 # needs them). Point SVM_DEV_DIR at a running plane (`svm dev up --dir DIR`)
-# to reuse it; it is then left running.
+# to reuse it; it is then left running. Each file has a bound
+# (SVM_TEST_FILE_TIMEOUT seconds, an hour by default), past which it is ended,
+# saying what it was waiting on; each file's time is printed as it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -32,13 +34,22 @@ npx tsc -p tsconfig.json --noEmit
 npm run --silent lint
 
 echo "== local control plane"
-owndir= sdir= bpid=
+owndir= sdir= bpid= file_pid= watchdog=
 cleanup() {
+  stop_file
   if [[ -n "${bpid:-}" ]]; then kill "$bpid" 2>/dev/null || true; wait "$bpid" 2>/dev/null || true; fi
   if [[ -n "$sdir" ]]; then node bin/svm.js dev down --dir "$sdir" >/dev/null 2>&1 || true; rm -rf "$sdir"; fi
   if [[ -n "$owndir" ]]; then node bin/svm.js dev down --dir "$owndir" || true; fi
 }
+# The test file running has a session of its own (run_bounded), which an interrupt does not reach: it is ended here,
+# and its watchdog with it.
+stop_file() {
+  if [[ -n ${watchdog:-} ]]; then kill "$watchdog" 2>/dev/null || true; fi
+  if [[ -n ${file_pid:-} ]]; then kill -KILL -- "-$file_pid" 2>/dev/null || true; fi
+}
 trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
 if [[ -n "${SVM_DEV_DIR:-}" ]]; then
   dir=$SVM_DEV_DIR
 else
@@ -99,17 +110,80 @@ done
 # Each file also writes TAP to a file of its own: the failures are listed once more at the very end, where a CI log
 # that keeps only its tail still shows them, with the time each file took.
 taps=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-tap.XXXXXX")
+# Every file has a bound, SVM_TEST_FILE_TIMEOUT seconds (default an hour: the trigger's file, the slowest, once took 22
+# minutes in CI). A file past it is ended (end_file): its test process says what it was waiting on and how its
+# servers answer (test/helpers/waits.ts), node's runner reports the file failed, and this says which file and when.
+file_timeout=${SVM_TEST_FILE_TIMEOUT:-3600}
+[[ $file_timeout =~ ^[1-9][0-9]*$ ]] || { echo "SVM_TEST_FILE_TIMEOUT must be a whole number of seconds, not '$file_timeout'" >&2; exit 2; }
+# Each file's time as it ends, beside files included (their output comes at the end): on this script's own stdout.
+exec 3>&1
+children_of() { # children_of PID: the processes whose parent is PID, from /proc (ps may not be installed)
+  local stat line fields
+  for stat in /proc/[0-9]*/stat; do
+    { read -r line <"$stat"; } 2>/dev/null || continue
+    read -ra fields <<<"${line##*) }" # after the command's name, which may hold spaces: state, ppid, ...
+    if [[ ${fields[1]} == "$1" ]]; then
+      stat=${stat#/proc/}
+      echo "${stat%/stat}"
+    fi
+  done
+}
+end_file() { # end_file PID: ends the file whose runner is PID: SIGTERM to its test process, then its whole group 30 s later
+  local kids i
+  kids=$(children_of "$1")
+  if [[ -n $kids ]]; then kill -TERM $kids 2>/dev/null || true; fi # unquoted: one PID a word
+  for ((i = 0; i < 30; i++)); do
+    kill -0 "$1" 2>/dev/null || break
+    sleep 1
+  done
+  kill -KILL -- "-$1" 2>/dev/null || true # the runner if it is still there, and what the test left (worker processes)
+}
+watch_file() { # watch_file PID MARK: past $file_timeout s, marks MARK and ends the file whose runner is PID
+  local sleeper=
+  trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
+  sleep "$file_timeout" &
+  sleeper=$!
+  wait "$sleeper"
+  trap '' TERM # ending the file now: run_bounded waits for it
+  : >"$2"
+  end_file "$1"
+}
+run_bounded() { # run_bounded TAP FILE: node's runner on FILE, in a session of its own, for $file_timeout s at most
+  local rc=0
+  # Note: setsid makes node the leader of a new session and process group (its PID theirs) without a fork: a
+  # background command of a shell without job control is no group leader. end_file signals that group.
+  setsid node --import tsx --test \
+    --test-reporter=spec --test-reporter-destination=stdout \
+    --test-reporter=tap --test-reporter-destination="$1" "$2" 3>&- &
+  file_pid=$!
+  watch_file "$file_pid" "$1.ended" >/dev/null 2>&1 3>&- &
+  watchdog=$!
+  wait "$file_pid" || rc=$?
+  kill "$watchdog" 2>/dev/null || true
+  wait "$watchdog" 2>/dev/null || true
+  file_pid= watchdog=
+  return $rc
+}
 run_files() { # run_files RUN FILE...: one file after another, each in a node of its own
-  local run=$1 f s i=0 frc rc=0
+  local run=$1 f s i=0 frc rc=0 tap took outcome note
   shift
   for f in "$@"; do
     i=$((i + 1))
     s=$SECONDS
     frc=0
-    node --import tsx --test \
-      --test-reporter=spec --test-reporter-destination=stdout \
-      --test-reporter=tap --test-reporter-destination="$taps/$run-$(printf %02d $i)-$(basename "$f" .test.ts).tap" "$f" || frc=$?
-    echo "$((SECONDS - s)) $run $f$([[ $frc -ne 0 ]] && echo ' (failed)')" >>"$taps/times"
+    tap="$taps/$run-$(printf %02d $i)-$(basename "$f" .test.ts).tap"
+    run_bounded "$tap" "$f" || frc=$?
+    took=$((SECONDS - s))
+    outcome=passed
+    if [[ -e $tap.ended ]]; then
+      outcome="ended past its bound of $file_timeout s"
+    elif [[ $frc -ne 0 ]]; then
+      outcome=failed
+    fi
+    note=
+    [[ $outcome != passed ]] && note=" ($outcome)"
+    echo "$took $run $f$note" >>"$taps/times"
+    echo "-- $f: $took s, $outcome ($run run)" >&3
     [[ $frc -ne 0 ]] && rc=$frc
   done
   return $rc
@@ -119,6 +193,8 @@ if [[ ${#beside[@]} -gt 0 ]]; then
   blog=$(mktemp "${TMPDIR:-/tmp}/svm-test-beside.XXXXXX")
   echo "(beside the others: ${beside[*]}; output at the end)"
   (
+    trap 'stop_file; exit 143' TERM
+    trap 'stop_file; exit 130' INT
     bstart=$SECONDS
     brc=0
     run_files beside "${beside[@]}" || brc=$?
@@ -142,6 +218,10 @@ if [[ -n $bpid ]]; then
 fi
 echo "== time per file (seconds, run, file)"
 sort -rn "$taps/times" 2>/dev/null | head -n 30 || true
+if grep -q 'ended past its bound' "$taps/times" 2>/dev/null; then
+  echo "== files ended past their bound (SVM_TEST_FILE_TIMEOUT=$file_timeout s): what each waited on is in its output"
+  grep 'ended past its bound' "$taps/times"
+fi
 node scripts/tap-summary.mjs "$taps"/*.tap || true
 rm -rf "$taps"
 echo "(the whole suite took $SECONDS s)"
