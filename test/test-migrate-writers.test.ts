@@ -6,9 +6,10 @@
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { readStoredObjects } from '../src/dev/etcd-truth';
+import { beforeMigration } from '../src/dev/migration-judge';
 import { installCrds } from '../src/client/cli-migrate';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { eventually, withWorker } from './helpers/migrate';
+import { eventually, migrationResult, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { denyUpdatesOf } from './helpers/webhook';
 
@@ -26,6 +27,9 @@ void test('concurrent writers win, deleted objects never come back, nothing is l
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', COUNT, { namespace: ns });
   await applyCrd(plane.kube, crd, 'v2');
+  const prefix = `/registry/${crd.group}/${crd.plural}/${ns}/`;
+  const before = await beforeMigration(plane.etcd, prefix);
+  assert.equal(before.objects.size, COUNT);
   const url = (i: number) => `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/w-${String(i).padStart(6, '0')}`;
 
   const lastWrite = new Map<number, number>();
@@ -61,13 +65,14 @@ void test('concurrent writers win, deleted objects never come back, nothing is l
     await eventually('the migration to pass half way', async () => (await h.progress()).counters.chunks >= 7);
     stop = true;
     await Promise.all(writers);
-    return h.wait();
+    return migrationResult(h);
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.ok(deleted.size > 10 && lastWrite.size > 10, `too few concurrent writes (${deleted.size} deletes, ${lastWrite.size} updates)`);
 
-  const stored = await readStoredObjects(plane.etcd, `/registry/${crd.group}/${crd.plural}/${ns}/`);
-  const byIndex = new Map(stored.map((o) => [Number(o.key.split('/w-')[1]), o.object]));
+  const stored = await readStoredObjects(plane.etcd, prefix);
+  const index = (key: string) => Number(key.split('/w-')[1]);
+  const byIndex = new Map(stored.map((o) => [index(o.key), o.object]));
   assert.equal(stored.length, COUNT - deleted.size, 'objects were lost or resurrected');
   for (const i of deleted) assert.ok(!byIndex.has(i), `deleted object ${i} came back`);
   for (const [i, n] of lastWrite) {
@@ -75,8 +80,26 @@ void test('concurrent writers win, deleted objects never come back, nothing is l
     assert.equal((byIndex.get(i)!.spec as { writer?: number }).writer, n, `object ${i} lost the writer's update`);
   }
   for (const o of stored) assert.equal(o.object.apiVersion, `${crd.group}/v2`, `${o.key} is not at v2`);
+
+  // The counters against etcd. The writers began after the first page, so the pass lists (from its first page's
+  // snapshot) every key etcd held before: each is counted once, as migrated, or as a conflict (409: a writer changed
+  // it after the list) or not found (404: a writer deleted it), and only an object a writer touched can be either.
   const c = result.counters;
-  assert.equal(c.migrated + c.conflicts + c.notFound, COUNT - (COUNT - c.migrated - c.conflicts - c.notFound), 'counters do not add up');
+  const json = JSON.stringify(c);
+  assert.equal(c.failed, 0, json);
+  assert.equal(c.migrated + c.conflicts + c.notFound, before.objects.size, `every key stored before counted once: ${json}`);
+  assert.ok(c.notFound <= deleted.size, `${c.notFound} not found, ${deleted.size} deleted: ${json}`);
+  const touched = new Set([...lastWrite.keys(), ...deleted]).size;
+  assert.ok(
+    c.conflicts + c.notFound <= touched,
+    `${c.conflicts + c.notFound} conflicts and not found, ${touched} objects written or deleted: ${json}`,
+  );
+  // An object no writer touched was rewritten by the migrator alone: etcd wrote it after the migration began, and it is
+  // among the migrated. Every object was at v1 when listed, so every update that succeeded re-encoded it.
+  const untouched = stored.filter((o) => !lastWrite.has(index(o.key)));
+  for (const o of untouched) assert.ok(o.modRevision > before.revision, `${o.key} was not rewritten by the migration`);
+  assert.ok(c.migrated >= untouched.length, `${untouched.length} objects only the migrator wrote, ${c.migrated} migrated: ${json}`);
+  assert.equal(c.rewritten, c.migrated, `every successful update re-encoded an object stored at v1: ${json}`);
   process.stderr.write(
     `writers: ${lastWrite.size} updated, ${deleted.size} deleted; migration: migrated ${c.migrated}, conflicts ${c.conflicts}, notFound ${c.notFound}\n`,
   );
@@ -92,7 +115,7 @@ void test('a webhook that denies some updates: they are reported by name and rea
   const unwebhook = await denyUpdatesOf(plane, crd, ns);
   try {
     const started = Date.now();
-    const result = await withWorker(plane, async (m) => (await m.start(crd.name, { chunkSize: 100 })).wait());
+    const result = await withWorker(plane, async (m) => migrationResult(await m.start(crd.name, { chunkSize: 100 })));
     assert.equal(result.phase, 'Failed');
     assert.equal(result.counters.failed, 5);
     assert.equal(result.counters.migrated, 300);
