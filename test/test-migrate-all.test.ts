@@ -5,19 +5,18 @@
  * joins it and prints the summary.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn } from 'node:child_process';
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { migratableResources } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
+import { bounded } from './helpers/waits';
 import { MIGRATE_ALL_WORKFLOW_ID, type MigrateAllRow } from '../src/contract/definitions';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
-const run = promisify(execFile);
 let plane: TestPlane;
 before(async () => {
   plane = await testPlane();
@@ -25,6 +24,19 @@ before(async () => {
   await endLeftovers(plane); // --all joins running migrations of every resource, and a running initializer
 });
 after(async () => plane?.close());
+
+/** `svm migrate --all --parallel 4` as a process of its own, its output gathered as it comes. */
+function migrateAll(env: NodeJS.ProcessEnv): { child: ChildProcess; out: { stdout: string; stderr: string }; exited: Promise<number> } {
+  const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'migrate', '--all', '--parallel', '4'], {
+    env,
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  const out = { stdout: '', stderr: '' };
+  child.stdout!.on('data', (b: Buffer) => (out.stdout += b.toString('utf8')));
+  child.stderr!.on('data', (b: Buffer) => (out.stderr += b.toString('utf8')));
+  const exited = new Promise<number>((r) => child.once('exit', (code, signal) => r(code ?? (signal ? 128 : 0))));
+  return { child, out, exited };
+}
 
 void test('svm migrate --all migrates every resource once, with a correct summary', async () => {
   const crd = testCrd(`${uniq('all')}.svm.test`);
@@ -39,47 +51,79 @@ void test('svm migrate --all migrates every resource once, with a correct summar
   let firstRun: string | undefined;
   const out = await withWorker(
     plane,
-    async (_m, taskQueue) => {
+    async (m, taskQueue) => {
       const env = {
         ...process.env,
         KUBECONFIG: plane.env.KUBECONFIG,
         TEMPORAL_ADDRESS: plane.temporal.address,
         TEMPORAL_TASK_QUEUE: taskQueue,
       };
-      const svm = path.join(__dirname, '..', 'bin', 'svm.js');
-      // The first client goes away once the workflow has started and a migration has ended.
-      const first = spawn(process.execPath, [svm, 'migrate', '--all', '--parallel', '4'], { env, stdio: ['ignore', 'ignore', 'pipe'] });
-      let said = '';
-      first.stderr!.on('data', (b: Buffer) => (said += b.toString('utf8')));
-      await eventually('the first client to start the workflow and see a migration end', async () => /Succeeded /.test(said), 300_000);
-      assert.match(
-        said,
-        new RegExp(`migrating ${expected.length} resources as workflow ${MIGRATE_ALL_WORKFLOW_ID}; it goes on if this command stops`),
-      );
-      first.kill('SIGKILL');
-      await new Promise((r) => first.once('exit', r));
-      firstRun = (await plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID).describe()).runId;
-      // The same command again: it joins the running workflow (or, had it ended meanwhile, starts a second one).
-      const r = await run(process.execPath, [svm, 'migrate', '--all', '--parallel', '4'], {
-        env,
-        maxBuffer: 10 * 1024 * 1024,
-        timeout: 600_000,
-      }).catch((e: { code: number; stdout: string; stderr: string }) => e);
-      return r as { stdout: string; stderr: string; code?: number };
+      // The CRD's migration, started first and paused: the run the first client starts joins it (a resource whose
+      // migration is running is followed, not started twice), and cannot end until it is resumed, after the second
+      // client has joined that run.
+      const held = await m.start(crd.name);
+      await held.steer('pause');
+      let resumed = false;
+      const clients: Array<ReturnType<typeof migrateAll>> = [];
+      const client = () => {
+        const c = migrateAll(env);
+        clients.push(c);
+        return c;
+      };
+      const stderrSoFar = (c: ReturnType<typeof migrateAll>) => () => `its stderr so far: ${c.out.stderr.slice(-1000)}`;
+      try {
+        // The first client goes away once the workflow has started and a migration has ended.
+        const first = client();
+        await eventually(
+          'the first client to start the workflow and see a migration end',
+          async () => /Succeeded /.test(first.out.stderr),
+          300_000,
+          stderrSoFar(first),
+        );
+        assert.match(
+          first.out.stderr,
+          new RegExp(`migrating ${expected.length} resources as workflow ${MIGRATE_ALL_WORKFLOW_ID}; it goes on if this command stops`),
+        );
+        first.child.kill('SIGKILL');
+        await first.exited;
+        const running = await plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID).describe();
+        assert.equal(running.status.name, 'RUNNING', 'the run goes on without the client that started it');
+        firstRun = running.runId;
+        // The same command again: it joins the running workflow.
+        const second = client();
+        await eventually(
+          'the second client to join the running workflow',
+          async () => /joined the migration of several resources already running/.test(second.out.stderr),
+          120_000,
+          stderrSoFar(second),
+        );
+        await held.steer('resume');
+        resumed = true;
+        const code = await bounded('the second client to print the summary', second.exited, 600_000, stderrSoFar(second));
+        return { ...second.out, code };
+      } finally {
+        for (const c of clients) c.child.kill('SIGKILL');
+        if (!resumed) await held.workflow.terminate('test-migrate-all ended before it resumed it').catch(() => undefined);
+      }
     },
     { settings: { maxConcurrentChunks: 8 } },
   );
-  // The run the first client started went on without it, to the end, every resource Succeeded.
+  // The run the first client started went on without it, to the end, every resource Succeeded; the second client
+  // followed that run and started none.
   const firstRows = (await plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID, firstRun).result()) as MigrateAllRow[];
   assert.equal(firstRows.length, expected.length);
   assert.deepEqual(
     firstRows.filter((r) => r.result !== 'Succeeded').map((r) => `${r.resource}: ${r.message}`),
     [],
   );
-  if (!/joined the migration of several resources already running/.test(out.stderr))
-    process.stderr.write('note: the first run had ended before the second client started; it ran a second pass\n');
+  assert.equal((await plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID).describe()).runId, firstRun, 'no second run');
+  assert.doesNotMatch(out.stderr, /resources as workflow .*; it goes on if this command stops/, 'the second client started no workflow');
+  assert.ok(
+    firstRows.find((r) => r.resource === crd.name)?.joined,
+    `the run joined the CRD's running migration: ${JSON.stringify(firstRows.find((r) => r.resource === crd.name))}`,
+  );
   process.stderr.write(`summary: ${out.stdout.trim().split('\n').pop()}\n`);
-  assert.equal(out.code ?? 0, 0, `svm migrate --all failed:\n${out.stdout}\n${out.stderr.slice(-2000)}`);
+  assert.equal(out.code, 0, `svm migrate --all failed:\n${out.stdout}\n${out.stderr.slice(-2000)}`);
 
   const rows = out.stdout
     .split('\n')
