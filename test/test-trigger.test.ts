@@ -14,11 +14,11 @@ import { after, afterEach, before, beforeEach, test } from 'node:test';
 import { storageStatePath } from '../src/activities/trigger';
 import type { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
-import { storedVersions } from '../src/dev/etcd-truth';
+import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDisagreeing, DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
-import { endLeftovers, eventually, withWorker } from './helpers/migrate';
+import { endLeftovers, eventually, migrationResult, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const run = promisify(execFile);
@@ -87,6 +87,22 @@ async function discoveryHash(index: number, group: string, version: string, reso
   return list.resources.find((r) => r.name === resource)!.storageVersionHash!;
 }
 
+/** The StorageState's status for a message: what a wait on it saw last. */
+const stateNow = (name: string) => async () => `the StorageState's status ${JSON.stringify((await state(name)) ?? 'absent')}`;
+
+/**
+ * etcd is the judge of "nothing migrates": across `ms`, no key under prefix is written, created or deleted (each
+ * key's modRevision unchanged), whatever the migrator says of itself.
+ */
+async function assertNothingWritten(prefix: string, ms: number, why: string): Promise<void> {
+  const revisions = async () => new Map((await readStoredObjects(plane.etcd, prefix)).map((o) => [o.key, o.modRevision]));
+  const before = await revisions();
+  await new Promise((r) => setTimeout(r, ms));
+  const after = await revisions();
+  const written = [...new Set([...before.keys(), ...after.keys()])].filter((k) => before.get(k) !== after.get(k));
+  assert.deepEqual(written.slice(0, 10), [], `${why}: ${written.length} keys written in ${ms / 1000} s`);
+}
+
 async function startTrigger(m: Migrator, periodSeconds: number, stalenessSeconds?: number) {
   await m.startTrigger({ periodSeconds, stalenessSeconds, maxBackoffSeconds: 10 });
 }
@@ -101,8 +117,8 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
     async (m) => {
       await startTrigger(m, 2);
       // Created as Unknown, migrated once, settled on the v1 hash.
-      await eventually('the StorageState to be created', async () => (await state(crd.name)) !== undefined, 60_000);
-      const settledV1 = await eventually('settled on v1', settled(crd.name, h1), 360_000);
+      await eventually('the StorageState to be created', async () => (await state(crd.name)) !== undefined, 60_000, stateNow(crd.name));
+      const settledV1 = await eventually('settled on v1', settled(crd.name, h1), 360_000, stateNow(crd.name));
       // One entry per API server, each found in the kubernetes EndpointSlice and named by its own address
       // (the worker has only the load-balanced kubeconfig); every one answered: discovery consistent.
       assert.deepEqual(
@@ -123,6 +139,7 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
           return s?.currentStorageVersionHash === h2 && s;
         },
         60_000,
+        stateNow(crd.name),
       );
       // Either caught before the migration refined it, or already refined: never without h2.
       assert.ok(
@@ -130,9 +147,9 @@ void test('a CRD storage version switched while the trigger runs: StorageState l
         `persisted ${JSON.stringify(changed.persistedStorageVersionHashes)} lacks ${h2}`,
       );
       await snapshot('storage switched to v2', crd.name);
-      await eventually('settled on v2', settled(crd.name, h2), 360_000);
+      await eventually('settled on v2', settled(crd.name, h2), 360_000, stateNow(crd.name));
       await snapshot('migrated by the trigger', crd.name);
-      const last = await (await m.handle(crd.name)).wait();
+      const last = await migrationResult(await m.handle(crd.name));
       assert.equal(last.phase, 'Succeeded');
       await m.stopTrigger();
     },
@@ -151,7 +168,7 @@ void test('the trigger stopped past its staleness bound while a storage version 
     plane,
     async (m) => {
       await startTrigger(m, 2, 6);
-      await eventually('settled on v1', settled(crd.name), 360_000);
+      await eventually('settled on v1', settled(crd.name), 360_000, stateNow(crd.name));
       await snapshot('settled, trigger about to stop', crd.name);
       await m.stopTrigger();
       await applyCrd(plane.kube, crd, 'v2'); // missed by the trigger
@@ -173,9 +190,9 @@ void test('the trigger stopped past its staleness bound while a storage version 
       );
       await snapshot('trigger back after the staleness bound', crd.name);
       const h2 = await discoveryHash(0, crd.group, 'v2', crd.plural);
-      await eventually('settled on v2', settled(crd.name, h2), 360_000);
+      await eventually('settled on v2', settled(crd.name, h2), 360_000, stateNow(crd.name));
       await snapshot('migrated after the reset', crd.name);
-      await (await m.handle(crd.name)).wait();
+      await migrationResult(await m.handle(crd.name));
       await m.stopTrigger();
     },
     { settings: { maxConcurrentChunks: 8 } },
@@ -189,13 +206,6 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
   const name = DISAGREEING.name;
   const OLD = OLD_ENCODING_FLAGS;
   const create = (index: number, prefix: string, count: number) => createDisagreeing(plane.kubeOf(index), prefix, count);
-  const migrationRunning = async () =>
-    (
-      await plane.temporal.client.workflow
-        .getHandle(`migrate/${name}`)
-        .describe()
-        .catch(() => undefined)
-    )?.status.name === 'RUNNING';
   const tag = uniq('wt');
   const hV1 = await discoveryHash(0, DISAGREEING.group, 'v1', DISAGREEING.resource);
 
@@ -206,7 +216,7 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       const started = Date.now();
       await startTrigger(m, 2);
       // 0. both servers encode v1 (an earlier test's state is reset first: that trigger was away)
-      await eventually('settled on v1', settled(name, hV1, started), 360_000);
+      await eventually('settled on v1', settled(name, hV1, started), 360_000, stateNow(name));
       await snapshot('0. both servers encode v1', name);
 
       // 1. server 1 moves to v1beta1: hashes diverge, persisted gains its hash, nothing migrates
@@ -221,20 +231,23 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
           return new Set(s?.currentStorageVersionHashes?.map((e) => e.currentStorageVersionHash)).size === 2 && s;
         },
         60_000,
+        stateNow(name),
       );
       assert.equal(diverged.currentStorageVersionHash, hV1, 'current moves only on agreement');
       assert.deepEqual([...diverged.persistedStorageVersionHashes!].sort(), [hB2, hV1].sort());
-      for (let i = 0; i < 3; i++) {
-        assert.equal(await migrationRunning(), false, 'no migration while the hashes differ');
-        await new Promise((r) => setTimeout(r, 2000));
-      }
+      await assertNothingWritten(DISAGREEING.prefix, 6000, 'no migration while the hashes differ');
       await snapshot('1. server 1 moved to v1beta1 (diverged)', name);
 
       // 2. server 0 follows: agreement on v1beta1, current moves, the trigger migrates, persisted refined
       await restartApiserver(plane.dir, 0, OLD, () => undefined);
-      await eventually('current = v1beta1 hash', async () => (await state(name))?.currentStorageVersionHash === hB2, 180_000);
+      await eventually(
+        'current = v1beta1 hash',
+        async () => (await state(name))?.currentStorageVersionHash === hB2,
+        180_000,
+        stateNow(name),
+      );
       await snapshot('2. server 0 followed (agree on v1beta1)', name);
-      await eventually('settled on v1beta1', settled(name, hB2), 360_000);
+      await eventually('settled on v1beta1', settled(name, hB2), 360_000, stateNow(name));
       assert.deepEqual(Object.keys((await storedVersions(plane.etcd, DISAGREEING.prefix)).byApiVersion), [DISAGREEING.oldApiVersion]);
       await snapshot('2b. migrated to v1beta1', name);
 
@@ -249,16 +262,17 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
           return s?.persistedStorageVersionHashes?.includes(hV1) && s;
         },
         60_000,
+        stateNow(name),
       );
       assert.equal(rolledBack.currentStorageVersionHash, hB2);
-      assert.equal(await migrationRunning(), false, 'no migration while the hashes differ');
+      await assertNothingWritten(DISAGREEING.prefix, 6000, 'no migration while the hashes differ');
       await snapshot('3. server 1 rolled back (diverged)', name);
 
       // 4. forward again: agreement on v1beta1; the v1 objects written meanwhile are migrated
       await restartApiserver(plane.dir, 1, OLD, () => undefined);
-      await eventually('settled on v1beta1 again', settled(name, hB2), 360_000);
+      await eventually('settled on v1beta1 again', settled(name, hB2), 360_000, stateNow(name));
       await snapshot('4. forward again, migrated', name);
-      await (await m.handle(name)).wait();
+      await migrationResult(await m.handle(name));
       await m.stopTrigger();
     },
     { settings: { maxConcurrentChunks: 8 } },
