@@ -57,7 +57,7 @@ import type { DiscoveredResource, KubeClient } from './client';
 import { CRDS_PATH } from './crds';
 import { KubeError } from './errors';
 import { countManagedFieldsAt, type ManagedFieldsCount } from './managed-fields';
-
+import { sleep } from './rate-limit';
 import { STORAGE_VERSIONS_PATH } from './storage-versions';
 import { listAllIfServed, MalformedObjectError, parseAs } from './typed';
 import { agreementReader } from './server-agreements';
@@ -210,7 +210,7 @@ export function requestsCheck(
 /** The storageVersion check from an agreement (pure). storageApiVersion: the agreed version as <group>/<version>, when named. */
 export function storageVersionCheck(gv: string, a: Agreement, storageApiVersion: string | undefined): DropCheck {
   if (!a.agreed)
-    return { check: 'storageVersion', verdict: 'NotYet', reason: `${a.reason ?? 'the API servers do not agree on its storage version'}` };
+    return { check: 'storageVersion', verdict: 'NotYet', reason: a.reason ?? 'the API servers do not agree on its storage version' };
   if (!storageApiVersion)
     return {
       check: 'storageVersion',
@@ -235,10 +235,13 @@ export function managedFieldsCheck(gv: string, version: string, count: ManagedFi
       verdict: 'Ready',
       reason: `none of ${plural(count.objects, 'object')} has a managedFields entry at ${gv}`,
     };
+  const rename = resource ? ` or svm managed-fields ${resource} --from ${gv} renames them` : '';
   return {
     check: 'managedFields',
     verdict: 'NotYet',
-    reason: `${count.naming} of ${plural(count.objects, 'object')} have managedFields entries at ${gv} (managers: ${count.managers.join(', ')}): server-side apply on them fails once ${version} is no longer served, until each manager applies at another version${resource ? ` or svm managed-fields ${resource} --from ${gv} renames them` : ''}`,
+    reason:
+      `${count.naming} of ${plural(count.objects, 'object')} have managedFields entries at ${gv} (managers: ${count.managers.join(', ')}): ` +
+      `server-side apply on them fails once ${version} is no longer served, until each manager applies at another version${rename}`,
   };
 }
 
@@ -250,260 +253,36 @@ const NOT_SERVED_GROUP = (group: string) => `no API group ${group} is served and
  * resource's metadata at another version. Only GETs.
  */
 export async function checkDrop(kube: KubeClient, groupVersion: string, opts: DropCheckOptions = {}): Promise<DropReport> {
-  const refusal = groupVersionRefusal(groupVersion);
-  if (refusal) throw new DropInputError(refusal);
-  const windowSeconds = opts.requestsWindowSeconds ?? DEFAULT_REQUESTS_WINDOW_SECONDS;
-  if (!Number.isInteger(windowSeconds) || windowSeconds < 0 || windowSeconds > 3600)
-    throw new DropInputError(`the requests window must be a whole number of seconds from 0 to 3600, got ${windowSeconds}`);
-  const [group, version] = [groupVersion.slice(0, groupVersion.indexOf('/')), groupVersion.slice(groupVersion.indexOf('/') + 1)];
+  const target = dropTarget(groupVersion, opts.requestsWindowSeconds);
   const now = opts.now ?? Date.now;
-  const sleep = opts.sleep ?? ((ms: number) => new Promise<void>((r) => setTimeout(r, ms)));
-  const heartbeat = opts.heartbeat ?? (() => undefined);
   const notes: string[] = [];
   const ownSource = opts.apiservers ? undefined : kubernetesEndpoints(kube);
-  const source = opts.apiservers ?? ownSource!;
   try {
-    const [discovered, crdList, stateList, storageVersions, found] = await Promise.all([
-      kube.discover(),
-      listAllIfServed(kube, CRDS_PATH, 'CustomResourceDefinition'),
-      listAllIfServed(kube, storageStatePath(), 'StorageState'),
-      listAllIfServed(kube, STORAGE_VERSIONS_PATH, 'StorageVersion').then((l) =>
-        l?.map((v) => parseAs(StorageVersion, v, { kind: 'StorageVersion' })),
-      ),
-      source.find(),
-    ]);
-    const crds = (crdList ?? []).map((c) => parseAs(CustomResourceDefinition, c, { kind: 'CustomResourceDefinition' }));
-    const states: StorageState[] = [];
-    for (const [i, raw] of (stateList ?? []).entries()) {
-      try {
-        states.push(parseAs(StorageState, raw, { kind: 'StorageState', name: `(list item ${i})` }));
-      } catch (err) {
-        if (!(err instanceof MalformedObjectError)) throw err;
-        notes.push(`skipped: ${err.message}`);
-      }
-    }
-    if (!stateList) notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed)');
-
-    const agreementOf = await agreementReader(kube, { discovered, crds, storageVersions, found, now });
-    // What is served at the version; the CRDs of the group that still name it (served or not); and every built-in
-    // resource of the group, served at the version or not: a release may store a version it no longer serves by
-    // default, and objects written before an upgrade stay in the old version in etcd until a migration (their
-    // StorageState says so; without one, nothing does).
-    const stateOf = (name: string) =>
-      states.find((s) => {
-        const gr = s.spec?.resource;
-        return gr ? (gr.group ?? '') === group && gr.resource === name : s.metadata.name === groupResourceString({ group, resource: name });
-      });
-    const names = new Set(discovered.filter((r) => r.group === group && r.version === version && !r.name.includes('/')).map((r) => r.name));
-    const crdOf = new Map(crds.filter((c) => c.spec.group === group).map((c) => [c.spec.names.plural, c]));
-    for (const [plural, c] of crdOf) if (c.spec.versions.some((v) => v.name === version)) names.add(plural);
-    for (const r of discovered)
-      if (r.group === group && r.preferred && r.storageVersionHash && !r.name.includes('/') && !crdOf.has(r.name)) names.add(r.name);
-    if (names.size === 0) {
-      if (!discovered.some((r) => r.group === group) && crdOf.size === 0) throw new DropInputError(NOT_SERVED_GROUP(group));
-      notes.push(`nothing is served or stored at ${groupVersion} and no CustomResourceDefinition names it: there is nothing left to drop`);
-    }
+    const reading = await readGroup(kube, opts.apiservers ?? ownSource!, target.group, now, notes);
+    const names = resourcesToCheck(reading, target, notes);
 
     // The request counters' first reading; the window runs while the objects are listed.
-    const firstReading = windowSeconds > 0 && names.size > 0 ? await readEach(found) : [];
-    const windowStart = now();
-
+    const firstReading = target.windowSeconds > 0 && names.length > 0 ? await readEach(reading.found) : [];
+    const windowEnd = now() + target.windowSeconds * 1000;
     let checked = '';
-    const resources: DropResource[] = [];
-    for (const name of [...names].sort()) {
-      const key = groupResourceString({ group, resource: name });
-      const crd = crdOf.get(name);
-      const entries = discovered.filter((r) => r.group === group && r.name === name);
-      const at = entries.find((r) => r.version === version);
-      // Listed (metadata only) and judged through another version: a request at the version itself would count as a client of it.
-      const other: DiscoveredResource | undefined =
-        entries.find((r) => r.version !== version && r.preferred) ?? entries.find((r) => r.version !== version);
-      const viaEntry = other ?? at;
-      const checks: DropCheck[] = [];
-      let storageVersion: string | undefined;
-      let agreement: Agreement | undefined;
-
-      // storageVersion
-      if (!viaEntry) {
-        checks.push({ check: 'storageVersion', verdict: 'Unknown', reason: `no version of ${key} is served` });
-      } else {
-        agreement = agreementOf(viaEntry);
-        if (agreement.source === 'discovery' || !checked) checked = agreement.checked;
-        const named = crd
-          ? agreement.agreed && agreement.encodingVersion
-            ? `${group}/${agreement.encodingVersion}`
-            : undefined
-          : agreement.encodingVersion && agreement.encodingVersion !== agreement.hash
-            ? agreement.encodingVersion.includes('/')
-              ? agreement.encodingVersion
-              : `${group}/${agreement.encodingVersion}`
-            : undefined;
-        storageVersion = named;
-        checks.push(storageVersionCheck(groupVersion, agreement, named));
-      }
-
-      // storedVersions (a CRD)
-      const stored = crd?.status?.storedVersions ?? [];
-      const storedCheck: DropCheck | undefined = crd
-        ? stored.includes(version)
-          ? {
-              check: 'storedVersions',
-              verdict: 'NotYet',
-              reason: `status.storedVersions [${stored.join(', ')}] still names ${version}: objects may be stored at ${version} until a whole pass under agreement prunes it (svm migrate ${key})`,
-            }
-          : { check: 'storedVersions', verdict: 'Ready', reason: `status.storedVersions [${stored.join(', ')}] no longer names ${version}` }
-        : undefined;
-
-      // migration: the StorageState, or a CRD's storedVersions; the workflow
-      const st = stateOf(name);
-      let migration: DropCheck;
-      if (storageVersion === groupVersion) {
-        migration = {
-          check: 'migration',
-          verdict: 'NotYet',
-          reason: `the storage version has not left ${version}: no migration can move objects off it yet`,
-        };
-      } else if (st) {
-        const persisted = st.status?.persistedStorageVersionHashes ?? ['Unknown'];
-        const served = agreement?.agreed ? (agreement.hash ?? viaEntry?.storageVersionHash) : undefined;
-        const whole = served !== undefined && persisted.length === 1 && persisted[0] === served;
-        migration = whole
-          ? {
-              check: 'migration',
-              verdict: 'Ready',
-              reason: `StorageState ${st.metadata.name}: objects persisted only in ${served}${storageVersion ? ` (${storageVersion})` : ''}, recorded after a whole pass under agreement`,
-            }
-          : {
-              check: 'migration',
-              verdict: 'NotYet',
-              reason: `${storageStateReason(persisted, st.status?.currentStorageVersionHash, served) ?? `StorageState persistedStorageVersionHashes [${persisted.join(', ')}]`}: no whole pass since the storage version left ${version} is on record (svm migrate ${key})`,
-            };
-      } else if (crd && storedCheck) {
-        migration = {
-          check: 'migration',
-          verdict: storedCheck.verdict,
-          reason:
-            storedCheck.verdict === 'Ready'
-              ? `no StorageState; status.storedVersions is the record (svm prunes it only after a whole pass under agreement) and no longer names ${version}`
-              : `no StorageState; status.storedVersions still names ${version}: no whole pass under agreement is on record`,
-        };
-      } else {
-        migration = {
-          check: 'migration',
-          verdict: 'Unknown',
-          reason: `no StorageState records whether objects are still stored at ${version} (\`svm trigger start\` keeps them; a successful migration refines them)`,
-        };
-      }
-      if (opts.migrationOf) {
-        const id = migrationWorkflowId({ group, resource: name });
-        let rec: MigrationRecord | undefined;
-        try {
-          rec = await opts.migrationOf(id);
-        } catch (err) {
-          migration.reason += `; its migration workflow ${id} could not be described: ${why(err)}`;
-        }
-        if (rec?.status === 'RUNNING') {
-          migration.verdict = 'NotYet';
-          migration.reason += `; its migration workflow ${id} is running`;
-        } else if (rec) {
-          migration.reason += `; its last migration workflow ${id} ended ${rec.phase ?? rec.status}${rec.closeTime ? ` at ${rec.closeTime}` : ''}`;
-        } else migration.reason += `; no migration workflow ${id} in Temporal`;
-      }
-      checks.push(migration);
-      if (storedCheck) checks.push(storedCheck);
-
-      // managedFields: every object's metadata, listed at another version
-      let objects: number | null = null;
-      let naming: number | null = null;
-      let managers: string[] | undefined;
-      if (!other) {
-        checks.push({
-          check: 'managedFields',
-          verdict: 'Unknown',
-          reason: `no other version of ${key} is served to list it through (a list at ${version} would itself be a request at it)`,
-        });
-      } else {
-        try {
-          const count = await countManagedFieldsAt(
-            kube,
-            { group, version: other.version, resource: name, kind: other.kind },
-            groupVersion,
-            (n) => heartbeat(`${key}: ${n} objects listed`),
-          );
-          objects = count.objects;
-          naming = count.naming;
-          if (count.managers.length > 0) managers = count.managers;
-          checks.push(managedFieldsCheck(groupVersion, version, count, key));
-        } catch (err) {
-          if (!(err instanceof KubeError)) throw err;
-          checks.push({ check: 'managedFields', verdict: 'Unknown', reason: `could not list ${key} (metadata only): ${why(err)}` });
-        }
-      }
-
-      // conversionWebhook (a CRD): informational
-      if (crd) {
-        const conversion = (crd.spec as { conversion?: { strategy?: string; webhook?: { clientConfig?: WebhookClientConfig } } })
-          .conversion;
-        checks.push(
-          conversion?.strategy === 'Webhook'
-            ? {
-                check: 'conversionWebhook',
-                verdict: 'Ready',
-                reason: `converted by the webhook at ${webhookWhere(conversion.webhook?.clientConfig)}: it has to keep converting ${version} until ${version} is removed from the CRD; remove it there first, then from the webhook`,
-              }
-            : { check: 'conversionWebhook', verdict: 'Ready', reason: 'no conversion webhook (strategy None)' },
-        );
-      }
-
-      resources.push({
-        resource: key,
-        ...(at?.kind || other?.kind ? { kind: at?.kind ?? other?.kind } : {}),
-        custom: crd !== undefined,
-        verdict: 'Ready',
-        ...(storageVersion ? { storageVersion } : {}),
-        objects,
-        managedFieldsNaming: naming,
-        ...(managers ? { managers } : {}),
-        requests: [],
-        checks,
-      });
+    const findings: ResourceFindings[] = [];
+    for (const name of names) {
+      const f = await checkResource(kube, reading, target, name, opts);
+      // The report names one sentence of what was checked: the last agreement read from discovery, else the first.
+      if (f.agreement && (f.agreement.source === 'discovery' || !checked)) checked = f.agreement.checked;
+      findings.push(f);
     }
 
     // The request counters' second reading, once the window has passed.
-    if (names.size > 0) {
-      const wait = windowStart + windowSeconds * 1000 - now();
-      for (let left = wait; left > 0; left -= 5000) {
-        heartbeat(`watching request counters: ${Math.ceil(left / 1000)}s left`);
-        await sleep(Math.min(left, 5000));
-      }
-      const lastReading = await readEach(found);
-      for (const r of resources) {
-        const name = r.resource.slice(0, r.resource.indexOf('.'));
-        const gvr = { group, version, resource: name };
-        r.requests = lastReading.map((last) =>
-          serverRequests(
-            last.id,
-            gvr,
-            firstReading.find((f) => f.id === last.id),
-            last,
-            windowSeconds,
-          ),
-        );
-        r.checks.splice(
-          r.checks.findIndex((c) => c.check === 'managedFields') + 1,
-          0,
-          requestsCheck(groupVersion, r.requests, windowSeconds, found),
-        );
-        r.verdict = combineVerdicts(r.checks.map((c) => c.verdict));
-      }
-    }
+    const lastReading = names.length > 0 ? await readAfterWindow(reading.found, windowEnd, now, opts) : [];
+    const resources = findings.map((f) => dropResource(f, target, reading.found, { first: firstReading, last: lastReading }));
     const verdict: DropVerdict = combineVerdicts(resources.map((r) => r.verdict));
     return {
       groupVersion,
       verdict,
       exitCode: dropExitCode(verdict),
       resources,
-      requestsWindowSeconds: windowSeconds,
+      requestsWindowSeconds: target.windowSeconds,
       checked: checked || 'nothing',
       notes,
       at: new Date(now()).toISOString(),
@@ -511,6 +290,366 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
   } finally {
     ownSource?.close();
   }
+}
+
+/** The group version asked about, and the requests window. */
+interface DropTarget {
+  groupVersion: string;
+  group: string;
+  version: string;
+  windowSeconds: number;
+}
+
+/** The input checked (a refusal throws DropInputError before anything is read) and split. */
+function dropTarget(groupVersion: string, requestsWindowSeconds: number | undefined): DropTarget {
+  const refusal = groupVersionRefusal(groupVersion);
+  if (refusal) throw new DropInputError(refusal);
+  const windowSeconds = requestsWindowSeconds ?? DEFAULT_REQUESTS_WINDOW_SECONDS;
+  if (!Number.isInteger(windowSeconds) || windowSeconds < 0 || windowSeconds > 3600)
+    throw new DropInputError(`the requests window must be a whole number of seconds from 0 to 3600, got ${windowSeconds}`);
+  const slash = groupVersion.indexOf('/');
+  return { groupVersion, group: groupVersion.slice(0, slash), version: groupVersion.slice(slash + 1), windowSeconds };
+}
+
+/** What the check reads once for the whole group. */
+interface GroupReading {
+  discovered: DiscoveredResource[];
+  /** The group's CustomResourceDefinitions, by plural. */
+  crdOf: Map<string, CustomResourceDefinition>;
+  /** The StorageState of one of the group's resources (its plural). */
+  stateOf: (resource: string) => StorageState | undefined;
+  found: ApiServers;
+  agreementOf: (r: DiscoveredResource) => Agreement;
+}
+
+/** Discovery, CRDs, StorageStates, StorageVersions and the API servers, read at once; then the agreement reader over them. */
+async function readGroup(
+  kube: KubeClient,
+  source: ApiServerSource,
+  group: string,
+  now: () => number,
+  notes: string[],
+): Promise<GroupReading> {
+  const [discovered, crdList, stateList, storageVersions, found] = await Promise.all([
+    kube.discover(),
+    listAllIfServed(kube, CRDS_PATH, 'CustomResourceDefinition'),
+    listAllIfServed(kube, storageStatePath(), 'StorageState'),
+    listAllIfServed(kube, STORAGE_VERSIONS_PATH, 'StorageVersion').then((l) =>
+      l?.map((v) => parseAs(StorageVersion, v, { kind: 'StorageVersion' })),
+    ),
+    source.find(),
+  ]);
+  const crds = (crdList ?? []).map((c) => parseAs(CustomResourceDefinition, c, { kind: 'CustomResourceDefinition' }));
+  const states = storageStates(stateList, notes);
+  const agreementOf = await agreementReader(kube, { discovered, crds, storageVersions, found, now });
+  const stateOf = (name: string) =>
+    states.find((s) => {
+      const gr = s.spec?.resource;
+      return gr ? (gr.group ?? '') === group && gr.resource === name : s.metadata.name === groupResourceString({ group, resource: name });
+    });
+  const crdOf = new Map(crds.filter((c) => c.spec.group === group).map((c) => [c.spec.names.plural, c]));
+  return { discovered, crdOf, stateOf, found, agreementOf };
+}
+
+/** The StorageStates that parse; a malformed one is skipped, and each skip said in notes, as are StorageStates not served. */
+function storageStates(list: unknown[] | undefined, notes: string[]): StorageState[] {
+  const states: StorageState[] = [];
+  for (const [i, raw] of (list ?? []).entries()) {
+    try {
+      states.push(parseAs(StorageState, raw, { kind: 'StorageState', name: `(list item ${i})` }));
+    } catch (err) {
+      if (!(err instanceof MalformedObjectError)) throw err;
+      notes.push(`skipped: ${err.message}`);
+    }
+  }
+  if (!list) notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed)');
+  return states;
+}
+
+/**
+ * The resources to check, by plural, sorted: what is served at the version; the CRDs of the group that still name
+ * it (served or not); and every built-in resource of the group, served at the version or not: a release may store
+ * a version it no longer serves by default, and objects written before an upgrade stay in the old version in etcd
+ * until a migration (their StorageState says so; without one, nothing does). None: a note, or a DropInputError when
+ * the group is neither served nor named by a CRD.
+ */
+function resourcesToCheck(g: GroupReading, { groupVersion, group, version }: DropTarget, notes: string[]): string[] {
+  const topLevel = g.discovered.filter((r) => r.group === group && !r.name.includes('/'));
+  const names = new Set(topLevel.filter((r) => r.version === version).map((r) => r.name));
+  for (const [plural, c] of g.crdOf) if (c.spec.versions.some((v) => v.name === version)) names.add(plural);
+  for (const r of topLevel) if (r.preferred && r.storageVersionHash && !g.crdOf.has(r.name)) names.add(r.name);
+  if (names.size === 0) {
+    if (!g.discovered.some((r) => r.group === group) && g.crdOf.size === 0) throw new DropInputError(NOT_SERVED_GROUP(group));
+    notes.push(`nothing is served or stored at ${groupVersion} and no CustomResourceDefinition names it: there is nothing left to drop`);
+  }
+  return [...names].sort();
+}
+
+/** One resource's findings: every check but requests (read once the window has passed), and what the resource reports. */
+interface ResourceFindings {
+  name: string;
+  key: string;
+  kind?: string;
+  crd?: CustomResourceDefinition;
+  storageVersion?: string;
+  /** The agreement the storageVersion check read, when a version of the resource is served. */
+  agreement?: Agreement;
+  /** storageVersion, migration, storedVersions (a CRD), managedFields: the checks before requests. */
+  checks: DropCheck[];
+  managedFields: ManagedFieldsFinding;
+}
+
+/**
+ * Every check of one resource but requests. Each is judged through another version of the resource than the one to
+ * drop where one is served (listed metadata only: a request at the version itself would count as a client of it).
+ */
+async function checkResource(
+  kube: KubeClient,
+  g: GroupReading,
+  target: DropTarget,
+  name: string,
+  opts: DropCheckOptions,
+): Promise<ResourceFindings> {
+  const { group, version, groupVersion } = target;
+  const key = groupResourceString({ group, resource: name });
+  const crd = g.crdOf.get(name);
+  const entries = g.discovered.filter((r) => r.group === group && r.name === name);
+  const at = entries.find((r) => r.version === version);
+  const other = entries.find((r) => r.version !== version && r.preferred) ?? entries.find((r) => r.version !== version);
+  const viaEntry = other ?? at;
+  const agreement = viaEntry && g.agreementOf(viaEntry);
+  const storageVersion = agreement && storageApiVersion(agreement, group, crd !== undefined);
+  const storedCheck = crd && storedVersionsCheck(crd, version, key);
+  const servedHash = agreement?.agreed ? (agreement.hash ?? viaEntry?.storageVersionHash) : undefined;
+  let migration = migrationCheck(target, key, { storageVersion, state: g.stateOf(name), servedHash, storedCheck });
+  if (opts.migrationOf)
+    migration = await withMigrationWorkflow(migration, migrationWorkflowId({ group, resource: name }), opts.migrationOf);
+  const managedFields = await managedFieldsFinding(kube, target, name, key, other, opts.heartbeat ?? (() => undefined));
+  const storageVersionFinding: DropCheck = agreement
+    ? storageVersionCheck(groupVersion, agreement, storageVersion)
+    : { check: 'storageVersion', verdict: 'Unknown', reason: `no version of ${key} is served` };
+  return {
+    name,
+    key,
+    kind: at?.kind || other?.kind,
+    crd,
+    storageVersion,
+    agreement,
+    checks: [storageVersionFinding, migration, ...(storedCheck ? [storedCheck] : []), managedFields.check],
+    managedFields,
+  };
+}
+
+/**
+ * The agreed storage version as <group>/<version>, where the agreement names one: a CRD's agreed encodingVersion
+ * (a version of its group), a built-in resource's encodingVersion unless that is only the discovery hash (a
+ * StorageVersion's carries its group).
+ */
+function storageApiVersion(a: Agreement, group: string, custom: boolean): string | undefined {
+  if (custom) return a.agreed && a.encodingVersion ? `${group}/${a.encodingVersion}` : undefined;
+  if (!a.encodingVersion || a.encodingVersion === a.hash) return undefined;
+  return a.encodingVersion.includes('/') ? a.encodingVersion : `${group}/${a.encodingVersion}`;
+}
+
+/** The storedVersions check of a CRD: its status.storedVersions no longer names the version. */
+function storedVersionsCheck(crd: CustomResourceDefinition, version: string, key: string): DropCheck {
+  const storedVersions = crd.status?.storedVersions ?? [];
+  const stored = `status.storedVersions [${storedVersions.join(', ')}]`;
+  if (!storedVersions.includes(version))
+    return { check: 'storedVersions', verdict: 'Ready', reason: `${stored} no longer names ${version}` };
+  return {
+    check: 'storedVersions',
+    verdict: 'NotYet',
+    reason: `${stored} still names ${version}: objects may be stored at ${version} until a whole pass under agreement prunes it (svm migrate ${key})`,
+  };
+}
+
+/**
+ * The migration check from the record of a whole pass: the resource's StorageState, or else a CRD's storedVersions
+ * (its storedVersions check); before its migration workflow is asked.
+ */
+function migrationCheck(
+  { groupVersion, version }: DropTarget,
+  key: string,
+  m: { storageVersion?: string; state?: StorageState; servedHash?: string; storedCheck?: DropCheck },
+): DropCheck {
+  if (m.storageVersion === groupVersion)
+    return {
+      check: 'migration',
+      verdict: 'NotYet',
+      reason: `the storage version has not left ${version}: no migration can move objects off it yet`,
+    };
+  if (m.state) return storageStateMigrationCheck(m.state, m.servedHash, m.storageVersion, version, key);
+  if (m.storedCheck)
+    return {
+      check: 'migration',
+      verdict: m.storedCheck.verdict,
+      reason:
+        m.storedCheck.verdict === 'Ready'
+          ? `no StorageState; status.storedVersions is the record (svm prunes it only after a whole pass under agreement) and no longer names ${version}`
+          : `no StorageState; status.storedVersions still names ${version}: no whole pass under agreement is on record`,
+    };
+  return {
+    check: 'migration',
+    verdict: 'Unknown',
+    reason: `no StorageState records whether objects are still stored at ${version} (\`svm trigger start\` keeps them; a successful migration refines them)`,
+  };
+}
+
+/** Ready when the StorageState holds only the hash the API servers agree on (written after a whole pass under agreement). */
+function storageStateMigrationCheck(
+  st: StorageState,
+  servedHash: string | undefined,
+  storageVersion: string | undefined,
+  version: string,
+  key: string,
+): DropCheck {
+  const persisted = st.status?.persistedStorageVersionHashes ?? ['Unknown'];
+  if (servedHash !== undefined && persisted.length === 1 && persisted[0] === servedHash) {
+    const named = storageVersion ? ` (${storageVersion})` : '';
+    return {
+      check: 'migration',
+      verdict: 'Ready',
+      reason: `StorageState ${st.metadata.name}: objects persisted only in ${servedHash}${named}, recorded after a whole pass under agreement`,
+    };
+  }
+  const state =
+    storageStateReason(persisted, st.status?.currentStorageVersionHash, servedHash) ??
+    `StorageState persistedStorageVersionHashes [${persisted.join(', ')}]`;
+  return {
+    check: 'migration',
+    verdict: 'NotYet',
+    reason: `${state}: no whole pass since the storage version left ${version} is on record (svm migrate ${key})`,
+  };
+}
+
+/** The migration check with the resource's migration workflow, as Temporal describes it: one still running is NotYet. */
+async function withMigrationWorkflow(
+  migration: DropCheck,
+  id: string,
+  migrationOf: NonNullable<DropCheckOptions['migrationOf']>,
+): Promise<DropCheck> {
+  let reason = migration.reason;
+  let rec: MigrationRecord | undefined;
+  try {
+    rec = await migrationOf(id);
+  } catch (err) {
+    reason += `; its migration workflow ${id} could not be described: ${why(err)}`;
+  }
+  if (rec?.status === 'RUNNING') return { ...migration, verdict: 'NotYet', reason: `${reason}; its migration workflow ${id} is running` };
+  if (rec) {
+    const ended = `${rec.phase ?? rec.status}${rec.closeTime ? ` at ${rec.closeTime}` : ''}`;
+    return { ...migration, reason: `${reason}; its last migration workflow ${id} ended ${ended}` };
+  }
+  return { ...migration, reason: `${reason}; no migration workflow ${id} in Temporal` };
+}
+
+/** The managedFields check, and the counts the resource reports (null where the objects could not be listed). */
+interface ManagedFieldsFinding {
+  check: DropCheck;
+  objects: number | null;
+  naming: number | null;
+  managers?: string[];
+}
+
+/** Every object's metadata, listed through `other` (another version than the one to drop), counted by its managedFields. */
+async function managedFieldsFinding(
+  kube: KubeClient,
+  { group, version, groupVersion }: DropTarget,
+  name: string,
+  key: string,
+  other: DiscoveredResource | undefined,
+  heartbeat: (what: string) => void,
+): Promise<ManagedFieldsFinding> {
+  const unknown = (reason: string): ManagedFieldsFinding => ({
+    check: { check: 'managedFields', verdict: 'Unknown', reason },
+    objects: null,
+    naming: null,
+  });
+  if (!other)
+    return unknown(`no other version of ${key} is served to list it through (a list at ${version} would itself be a request at it)`);
+  try {
+    const count = await countManagedFieldsAt(kube, { group, version: other.version, resource: name, kind: other.kind }, groupVersion, (n) =>
+      heartbeat(`${key}: ${n} objects listed`),
+    );
+    return {
+      check: managedFieldsCheck(groupVersion, version, count, key),
+      objects: count.objects,
+      naming: count.naming,
+      ...(count.managers.length > 0 ? { managers: count.managers } : {}),
+    };
+  } catch (err) {
+    if (!(err instanceof KubeError)) throw err;
+    return unknown(`could not list ${key} (metadata only): ${why(err)}`);
+  }
+}
+
+/** The conversionWebhook check of a CRD (informational: always Ready). */
+function conversionWebhookCheck(crd: CustomResourceDefinition, version: string): DropCheck {
+  const conversion = (crd.spec as { conversion?: { strategy?: string; webhook?: { clientConfig?: WebhookClientConfig } } }).conversion;
+  if (conversion?.strategy !== 'Webhook')
+    return { check: 'conversionWebhook', verdict: 'Ready', reason: 'no conversion webhook (strategy None)' };
+  return {
+    check: 'conversionWebhook',
+    verdict: 'Ready',
+    reason:
+      `converted by the webhook at ${webhookWhere(conversion.webhook?.clientConfig)}: it has to keep converting ${version} ` +
+      `until ${version} is removed from the CRD; remove it there first, then from the webhook`,
+  };
+}
+
+/** Every server's /metrics once windowEnd has passed: waits for it, heartbeating every 5 s with the seconds left. */
+async function readAfterWindow(
+  found: ApiServers,
+  windowEnd: number,
+  now: () => number,
+  opts: Pick<DropCheckOptions, 'sleep' | 'heartbeat'>,
+): Promise<MetricsReading[]> {
+  const heartbeat = opts.heartbeat ?? (() => undefined);
+  for (let left = windowEnd - now(); left > 0; left -= 5000) {
+    heartbeat(`watching request counters: ${Math.ceil(left / 1000)}s left`);
+    await (opts.sleep ?? sleep)(Math.min(left, 5000));
+  }
+  return readEach(found);
+}
+
+/**
+ * The resource as the report has it: its checks with requests (each server's figures from the two readings) after
+ * managedFields, and their verdict together.
+ */
+function dropResource(
+  f: ResourceFindings,
+  { groupVersion, group, version, windowSeconds }: DropTarget,
+  found: ApiServers,
+  readings: { first: MetricsReading[]; last: MetricsReading[] },
+): DropResource {
+  const gvr = { group, version, resource: f.name };
+  const requests = readings.last.map((last) =>
+    serverRequests(
+      last.id,
+      gvr,
+      readings.first.find((r) => r.id === last.id),
+      last,
+      windowSeconds,
+    ),
+  );
+  const checks = [
+    ...f.checks,
+    requestsCheck(groupVersion, requests, windowSeconds, found),
+    ...(f.crd ? [conversionWebhookCheck(f.crd, version)] : []),
+  ];
+  return {
+    resource: f.key,
+    ...(f.kind ? { kind: f.kind } : {}),
+    custom: f.crd !== undefined,
+    verdict: combineVerdicts(checks.map((c) => c.verdict)),
+    ...(f.storageVersion ? { storageVersion: f.storageVersion } : {}),
+    objects: f.managedFields.objects,
+    managedFieldsNaming: f.managedFields.naming,
+    ...(f.managedFields.managers ? { managers: f.managedFields.managers } : {}),
+    requests,
+    checks,
+  };
 }
 
 interface WebhookClientConfig {
