@@ -481,22 +481,65 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
 
   const prev = readState(dir);
   const running = prev !== undefined && anyRunning(prev);
-  let shape: PlaneShape;
-  let shapeReason: string;
-  if (running) {
-    ({ shape, shapeReason } = prev);
-    if (opts.loopback && shape === 'cluster')
-      throw new Error(`the plane in ${dir} is up in the cluster shape; 'svm dev down --dir ${dir}' first to bring it up as loopback`);
-  } else {
-    ({ shape, reason: shapeReason } = decideShape(opts, log));
+  const { shape, shapeReason } = choosePlaneShape(dir, prev, running, opts, log);
+  const state: PlaneState = prev ?? (await newPlaneState({ dir, adminToken: pki.token, shape, shapeReason, caFile: ca.cert }, tools));
+  state.dir = dir;
+  state.adminToken = pki.token;
+  state.caFile = ca.cert;
+  state.shape = shape;
+  state.shapeReason = shapeReason;
+  await applyTemporalOptions(state, opts, running);
+  const svChanged = applyKubeOptions(state, opts, running, count);
+  ensureTools(toolsToStart(state, opts, count, svChanged), log);
+  addApiservers(state, count, tools);
+  placeNetwork(state, log);
+  await placeApiservers(state);
+  writeState(state);
+  log(shapeLine(state));
+
+  if (!isRunning(state.etcd)) await startEtcd(state, tools, log);
+  if (state.temporalMode === 'server') await startTemporalServer(state.temporal, state.temporalServer!, log, () => writeState(state));
+  else if (!isRunning(state.temporal)) await startTemporalDevServer(state, tools, log);
+  const caPem = fs.readFileSync(state.caFile);
+  await startApiservers(state, svChanged, caPem, log);
+  await serveApi(state, caPem, log);
+
+  if (state.temporalMode === 'server') await finishTemporalServer(state.temporal, state.temporalServer!, log);
+  else await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
+  writeState(state);
+  return { state, envText: writeEnv(state, tools) };
+}
+
+/** The shape of a running plane stays (a loopback one cannot be asked of a running cluster); a stopped one is decided anew. */
+function choosePlaneShape(
+  dir: string,
+  prev: PlaneState | undefined,
+  running: boolean,
+  opts: UpOptions,
+  log: (l: string) => void,
+): { shape: PlaneShape; shapeReason: string } {
+  if (!running || !prev) {
+    const { shape, reason } = decideShape(opts, log);
+    return { shape, shapeReason: reason };
   }
-  const state: PlaneState = prev ?? {
+  if (opts.loopback && prev.shape === 'cluster')
+    throw new Error(`the plane in ${dir} is up in the cluster shape; 'svm dev down --dir ${dir}' first to bring it up as loopback`);
+  return { shape: prev.shape, shapeReason: prev.shapeReason };
+}
+
+/** A plane's first state: nothing started, etcd's and the Temporal dev server's ports chosen. */
+async function newPlaneState(
+  given: Pick<PlaneState, 'dir' | 'adminToken' | 'shape' | 'shapeReason' | 'caFile'>,
+  tools: ToolPaths,
+): Promise<PlaneState> {
+  const { dir } = given;
+  return {
     dir,
-    adminToken: pki.token,
-    shape,
-    shapeReason,
+    adminToken: given.adminToken,
+    shape: given.shape,
+    shapeReason: given.shapeReason,
     storageVersionApi: false,
-    caFile: ca.cert,
+    caFile: given.caFile,
     apiUrl: '',
     etcd: { pid: 0, binary: tools.etcd, log: path.join(dir, 'etcd.log'), clientPort: await freePort(), peerPort: await freePort() },
     apiservers: [],
@@ -509,11 +552,11 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
       extraArgs: [],
     },
   };
-  state.dir = dir;
-  state.adminToken = pki.token;
-  state.caFile = ca.cert;
-  state.shape = shape;
-  state.shapeReason = shapeReason;
+}
+
+/** The Temporal options of this `up` (its server, its flags, mTLS); a change of server or of mTLS is refused while it runs. */
+async function applyTemporalOptions(state: PlaneState, opts: UpOptions, running: boolean): Promise<void> {
+  const { dir } = state;
   if (opts.temporalArgs) state.temporal.extraArgs = opts.temporalArgs;
   if (opts.temporal && opts.temporal !== (state.temporalMode ?? 'dev')) {
     if (running)
@@ -540,6 +583,14 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     if (state.temporalServer && !opts.temporalTls) delete state.temporalServer.tls;
   }
   if (state.temporalServer && (opts.temporalTls || state.temporalServer.tls)) state.temporalServer.tls = ensureTemporalTls(dir);
+}
+
+/**
+ * The Kubernetes options of this `up` (the release, the StorageVersion API, fewer servers); another release or
+ * fewer servers are refused while the plane runs. Returns whether the StorageVersion API changes (its servers restart).
+ */
+function applyKubeOptions(state: PlaneState, opts: UpOptions, running: boolean, count: number): boolean {
+  const { dir } = state;
   if (opts.kubeVersion) {
     kubeBinaries(opts.kubeVersion); // refuses a release that is not built here
     if (running && (state.kubeVersion ?? kubeVersions().current) !== opts.kubeVersion)
@@ -558,18 +609,27 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
       );
     state.apiservers = state.apiservers.slice(0, count);
   }
-  const newServers = count - state.apiservers.length;
-  // What this `up` starts, built first (once, all in one go, before anything starts): etcd, the Temporal CLI
-  // for the dev server (temporal-server builds its own), the kube-apiserver of each release it starts.
+  return svChanged;
+}
+
+/**
+ * What this `up` starts, to be built first (once, all in one go, before anything starts): etcd, the Temporal CLI
+ * for the dev server (temporal-server builds its own), the kube-apiserver of each release it starts.
+ */
+function toolsToStart(state: PlaneState, opts: UpOptions, count: number, svChanged: boolean): ToolName[] {
   const needed: ToolName[] = [...(opts.tools ?? [])];
   if (!isRunning(state.etcd)) needed.push('etcd');
   if (state.temporalMode === 'dev' && !isRunning(state.temporal)) needed.push('temporal-cli');
   for (const a of state.apiservers)
     if (svChanged || !isRunning(a)) needed.push(kubeToolName('kube-apiserver', a.version ?? state.kubeVersion ?? kubeVersions().current));
-  if (newServers > 0) needed.push(kubeToolName('kube-apiserver', state.kubeVersion ?? kubeVersions().current));
-  ensureTools(needed, log);
+  if (count > state.apiservers.length) needed.push(kubeToolName('kube-apiserver', state.kubeVersion ?? kubeVersions().current));
+  return needed;
+}
+
+/** The records of the servers this `up` adds, up to count (placed by placeApiservers). */
+function addApiservers(state: PlaneState, count: number, tools: ToolPaths): void {
   for (let i = state.apiservers.length; i < count; i++) {
-    const base = path.join(dir, `apiserver-${i}`);
+    const base = path.join(state.dir, `apiserver-${i}`);
     fs.mkdirSync(base, { recursive: true });
     state.apiservers.push({
       index: i,
@@ -584,84 +644,91 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
       extraArgs: [],
     });
   }
-  if (shape === 'cluster') {
+}
+
+/** The cluster shape's bridge, claimed and recorded; in the loopback shape, what a cluster-shaped run left removed. */
+function placeNetwork(state: PlaneState, log: (l: string) => void): void {
+  if (state.shape === 'cluster') {
     if (state.network) ensureBridge(state.network);
     else state.network = allocateNetwork();
     writeState(state); // the bridge is claimed: `down` must find it even if `up` fails from here
-  } else {
-    if (state.network && process.getuid?.() === 0 && commandPath('ip')) {
-      const removed = removeNetwork(state.network); // left by a cluster-shaped run of this plane
-      if (removed.length > 0) log(`removed ${removed.join(', ')}`);
-    }
-    delete state.network;
-    delete state.loadBalancer;
+    return;
   }
-  await placeApiservers(state);
-  writeState(state);
-  log(
-    shape === 'cluster'
-      ? `plane shape: cluster (${shapeReason}); bridge ${state.network!.bridge} ${state.network!.gateway}/24, StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}`
-      : `plane shape: loopback, NOT like a cluster (${shapeReason}): servers on 127.0.0.1 with their own ports, no 'kubernetes' endpoints, no load balancer; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}`,
+  if (state.network && process.getuid?.() === 0 && commandPath('ip')) {
+    const removed = removeNetwork(state.network); // left by a cluster-shaped run of this plane
+    if (removed.length > 0) log(`removed ${removed.join(', ')}`);
+  }
+  delete state.network;
+  delete state.loadBalancer;
+}
+
+/** What `up` says of the plane's shape: the loopback shape says how it is not like a cluster. */
+function shapeLine(state: PlaneState): string {
+  const sv = `StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}`;
+  return state.shape === 'cluster'
+    ? `plane shape: cluster (${state.shapeReason}); bridge ${state.network!.bridge} ${state.network!.gateway}/24, ${sv}`
+    : `plane shape: loopback, NOT like a cluster (${state.shapeReason}): servers on 127.0.0.1 with their own ports, no 'kubernetes' endpoints, no load balancer; ${sv}`;
+}
+
+/** etcd on 127.0.0.1 (and, in the cluster shape, the bridge's address the servers reach it at), until healthy. */
+async function startEtcd(state: PlaneState, tools: ToolPaths, log: (l: string) => void): Promise<void> {
+  const e = state.etcd;
+  const hosts = state.shape === 'cluster' ? ['127.0.0.1', state.network!.gateway] : ['127.0.0.1'];
+  log(`starting etcd on ${hosts.map((h) => `${h}:${e.clientPort}`).join(' and ')}`);
+  await assertPortFree(e.clientPort, 'etcd');
+  const peer = `http://127.0.0.1:${e.peerPort}`;
+  const client = `http://127.0.0.1:${e.clientPort}`;
+  e.binary = tools.etcd;
+  e.pid = await startProcess(
+    tools.etcd,
+    [
+      '--name=svm',
+      `--data-dir=${path.join(state.dir, 'etcd-data')}`,
+      `--listen-client-urls=${hosts.map((h) => `http://${h}:${e.clientPort}`).join(',')}`,
+      `--advertise-client-urls=${client}`,
+      `--listen-peer-urls=${peer}`,
+      `--initial-advertise-peer-urls=${peer}`,
+      `--initial-cluster=svm=${peer}`,
+      '--unsafe-no-fsync',
+      // 8 GiB (etcd's suggested maximum) instead of the 2 GiB default: a 10^6-object bench writes
+      // every object three times between the API servers' 5-minute compactions.
+      '--quota-backend-bytes=8589934592',
+      '--log-level=warn',
+    ],
+    e.log,
   );
+  writeState(state);
+  await waitFor('etcd', e, async () => JSON.parse((await request(`${client}/health`)).body).health === 'true', 30_000);
+}
 
-  if (!isRunning(state.etcd)) {
-    const e = state.etcd;
-    const hosts = shape === 'cluster' ? ['127.0.0.1', state.network!.gateway] : ['127.0.0.1'];
-    log(`starting etcd on ${hosts.map((h) => `${h}:${e.clientPort}`).join(' and ')}`);
-    await assertPortFree(e.clientPort, 'etcd');
-    const peer = `http://127.0.0.1:${e.peerPort}`;
-    const client = `http://127.0.0.1:${e.clientPort}`;
-    e.binary = tools.etcd;
-    e.pid = await startProcess(
-      tools.etcd,
-      [
-        '--name=svm',
-        `--data-dir=${path.join(dir, 'etcd-data')}`,
-        `--listen-client-urls=${hosts.map((h) => `http://${h}:${e.clientPort}`).join(',')}`,
-        `--advertise-client-urls=${client}`,
-        `--listen-peer-urls=${peer}`,
-        `--initial-advertise-peer-urls=${peer}`,
-        `--initial-cluster=svm=${peer}`,
-        '--unsafe-no-fsync',
-        // 8 GiB (etcd's suggested maximum) instead of the 2 GiB default: a 10^6-object bench writes
-        // every object three times between the API servers' 5-minute compactions.
-        '--quota-backend-bytes=8589934592',
-        '--log-level=warn',
-      ],
-      e.log,
-    );
-    writeState(state);
-    await waitFor('etcd', e, async () => JSON.parse((await request(`${client}/health`)).body).health === 'true', 30_000);
-  }
+/** The Temporal dev server on SQLite with svm's search attributes; `up` waits for it last. */
+async function startTemporalDevServer(state: PlaneState, tools: ToolPaths, log: (l: string) => void): Promise<void> {
+  const t = state.temporal;
+  log(`starting the Temporal dev server on 127.0.0.1:${t.port} (UI http://127.0.0.1:${t.uiPort})`);
+  await assertPortFree(t.port, 'the Temporal dev server');
+  t.binary = tools.temporal;
+  t.pid = await startProcess(
+    tools.temporal,
+    [
+      'server',
+      'start-dev',
+      '--ip=127.0.0.1',
+      `--port=${t.port}`,
+      `--ui-port=${t.uiPort}`,
+      `--db-filename=${path.join(state.dir, 'temporal.sqlite')}`,
+      '--namespace=default',
+      '--log-level=warn',
+      ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
+      ...devServerDynamicConfigArgs(),
+      ...t.extraArgs,
+    ],
+    t.log,
+  );
+  writeState(state);
+}
 
-  if (state.temporalMode === 'server') {
-    await startTemporalServer(state.temporal, state.temporalServer!, log, () => writeState(state));
-  } else if (!isRunning(state.temporal)) {
-    const t = state.temporal;
-    log(`starting the Temporal dev server on 127.0.0.1:${t.port} (UI http://127.0.0.1:${t.uiPort})`);
-    await assertPortFree(t.port, 'the Temporal dev server');
-    t.binary = tools.temporal;
-    t.pid = await startProcess(
-      tools.temporal,
-      [
-        'server',
-        'start-dev',
-        '--ip=127.0.0.1',
-        `--port=${t.port}`,
-        `--ui-port=${t.uiPort}`,
-        `--db-filename=${path.join(dir, 'temporal.sqlite')}`,
-        '--namespace=default',
-        '--log-level=warn',
-        ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
-        ...devServerDynamicConfigArgs(),
-        ...t.extraArgs,
-      ],
-      t.log,
-    );
-    writeState(state);
-  }
-
-  const caPem = fs.readFileSync(state.caFile);
+/** Each server's kubeconfig written, and the servers not running started (all restarted when the StorageVersion API changes). */
+async function startApiservers(state: PlaneState, svChanged: boolean, caPem: Buffer, log: (l: string) => void): Promise<void> {
   for (const a of state.apiservers) {
     fs.writeFileSync(a.kubeconfig, kubeconfigYaml(a.url, state.adminToken, `svm-apiserver-${a.index}`, caPem), { mode: 0o600 });
     if (isRunning(a) && svChanged) {
@@ -673,23 +740,21 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
       await startApiserverProcess(state, a, log);
     }
   }
+}
 
-  if (shape === 'cluster') {
+/** The plane's one API address (haproxy in the cluster shape, server 0 in the loopback one) and DIR/kubeconfig for it. */
+async function serveApi(state: PlaneState, caPem: Buffer, log: (l: string) => void): Promise<void> {
+  if (state.shape === 'cluster') {
     await ensureLoadBalancer(state, log);
     state.apiUrl = `https://127.0.0.1:${state.loadBalancer!.port}`;
   } else {
     state.apiUrl = state.apiservers[0]!.url;
   }
   fs.writeFileSync(
-    path.join(dir, 'kubeconfig'),
-    kubeconfigYaml(state.apiUrl, state.adminToken, shape === 'cluster' ? 'svm-dev' : 'svm-apiserver-0', caPem),
+    path.join(state.dir, 'kubeconfig'),
+    kubeconfigYaml(state.apiUrl, state.adminToken, state.shape === 'cluster' ? 'svm-dev' : 'svm-apiserver-0', caPem),
     { mode: 0o600 },
   );
-
-  if (state.temporalMode === 'server') await finishTemporalServer(state.temporal, state.temporalServer!, log);
-  else await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
-  writeState(state);
-  return { state, envText: writeEnv(state, tools) };
 }
 
 /** Stops exactly what `up` started, by recorded pid, and removes the plane's namespaces, veths and bridge. */
