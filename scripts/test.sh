@@ -122,7 +122,7 @@ children_of() { # children_of PID: the processes whose parent is PID, from /proc
   for stat in /proc/[0-9]*/stat; do
     { read -r line <"$stat"; } 2>/dev/null || continue
     read -ra fields <<<"${line##*) }" # after the command's name, which may hold spaces: state, ppid, ...
-    if [[ ${fields[1]} == "$1" ]]; then
+    if [[ ${fields[1]:-} == "$1" ]]; then
       stat=${stat#/proc/}
       echo "${stat%/stat}"
     fi
@@ -130,7 +130,7 @@ children_of() { # children_of PID: the processes whose parent is PID, from /proc
 }
 end_file() { # end_file PID: ends the file whose runner is PID: SIGTERM to its test process, then its whole group 30 s later
   local kids i
-  kids=$(children_of "$1")
+  kids=$(children_of "$1" || true)
   if [[ -n $kids ]]; then kill -TERM $kids 2>/dev/null || true; fi # unquoted: one PID a word
   for ((i = 0; i < 30; i++)); do
     kill -0 "$1" 2>/dev/null || break
@@ -143,7 +143,7 @@ watch_file() { # watch_file PID MARK: past $file_timeout s, marks MARK and ends 
   trap 'kill "$sleeper" 2>/dev/null; exit 0' TERM
   sleep "$file_timeout" &
   sleeper=$!
-  wait "$sleeper"
+  wait "$sleeper" || exit 0 # only a bound that passed ends the file
   trap '' TERM # ending the file now: run_bounded waits for it
   : >"$2"
   end_file "$1"
