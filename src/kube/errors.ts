@@ -227,8 +227,7 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   const serverMessage = str(parsed?.message) ?? '';
   const rawReason = str(parsed?.reason);
   const reason = rawReason && STATUS_REASONS.has(rawReason) ? rawReason : undefined;
-  const retryAfterText = Array.isArray(retryAfterHeader) ? retryAfterHeader[0] : retryAfterHeader;
-  const retryAfter = retryAfterText && /^\d+$/.test(retryAfterText) ? Number(retryAfterText) : undefined;
+  const retryAfter = retryAfterSeconds(retryAfterHeader);
   const head = `HTTP ${status}${(reason ?? CODE_NAMES[status]) ? ` ${reason ?? CODE_NAMES[status]}` : ''}`;
   const at = (s?: string) => (s ? `${head}: ${s}` : head);
 
@@ -247,63 +246,86 @@ export function classifyResponse(status: number, body: string, retryAfterHeader?
   const details: StatusDetails | undefined =
     d && typeof d === 'object' ? { name: str(d.name), group: str(d.group), kind: str(d.kind) } : undefined;
   const info: KubeErrorInfo = { reason, details };
-
-  let detail: string | undefined;
-  const policy = POLICY_DENIAL.exec(serverMessage);
   const rbac = RBAC_DENIAL.exec(serverMessage);
-  const webhookCall = WEBHOOK_CALL_FAILED.exec(serverMessage);
-  const conversion = status >= 500 ? CONVERSION_FAILED.exec(serverMessage) : null;
+  const detail = describeStatus(status, { serverMessage, body, isStatus, rbac: rbac !== null, causes: d?.causes }, info);
+
+  let message = rbac ? `${head} (RBAC: cannot ${rbac[1]})` : at(detail);
+  if (status === 429) message += ` (retry after ${retryAfter ?? 1}s)`;
+  else if (retryAfter !== undefined) message += ` (Retry-After ${retryAfter}s)`;
+
+  const retry = status === 429 ? (retryAfter ?? 1) : status >= 500 ? retryAfter : undefined;
+  const continueToken = status === 410 ? str(parsed?.metadata?.continue) : undefined;
+  return new KubeError(kindOf(status, isStatus, rawReason), message, status, retry, continueToken, info);
+}
+
+/** The Retry-After header's seconds (its HTTP-date form is not read). */
+function retryAfterSeconds(header: string | string[] | undefined): number | undefined {
+  const text = Array.isArray(header) ? header[0] : header;
+  return text && /^\d+$/.test(text) ? Number(text) : undefined;
+}
+
+/**
+ * What the message says after its head, from the server's fixed texts only, and what info learns from them
+ * (conversionFailed, notHandled, resourceNotServed); undefined: the head alone. An RBAC refusal has its own message.
+ */
+function describeStatus(
+  status: number,
+  s: { serverMessage: string; body: string; isStatus: boolean; rbac: boolean; causes: unknown },
+  info: KubeErrorInfo,
+): string | undefined {
+  let detail: string | undefined;
+  const policy = POLICY_DENIAL.exec(s.serverMessage);
+  const webhookCall = WEBHOOK_CALL_FAILED.exec(s.serverMessage);
+  const conversion = status >= 500 ? CONVERSION_FAILED.exec(s.serverMessage) : null;
   if (policy) detail = `ValidatingAdmissionPolicy "${policy[1]}"${policy[2] ? ` (binding "${policy[2]}")` : ''} denied the request`;
-  else if (rbac) detail = undefined;
+  else if (s.rbac) detail = undefined;
   else if (webhookCall) detail = `calling admission webhook "${webhookCall[1]}" failed`;
   else if (conversion) {
     detail = `the conversion webhook for ${conversion[1]} failed`;
     info.conversionFailed = conversion[1];
-  } else if (status === 503 && STORAGE_VERSIONS_PENDING.test(serverMessage)) {
+  } else if (status === 503 && STORAGE_VERSIONS_PENDING.test(s.serverMessage)) {
     detail = 'the API server has not yet published its storage versions (it refuses writes until then; this one was not handled)';
     info.notHandled = 'storageVersionsPending';
-  } else if (status === 503 && serverMessage === SHUTTING_DOWN) {
+  } else if (status === 503 && s.serverMessage === SHUTTING_DOWN) {
     detail = 'the API server is shutting down (this request was not handled)';
     info.notHandled = 'shuttingDown';
-  } else if (status === 422 || status === 400) detail = describeCauses(d?.causes);
-  if (!isStatus && body.trim() !== '') detail = 'the response is not a Kubernetes Status';
-  if (status === 404 && (isStatus ? serverMessage === NOT_SERVED_STATUS : body.trim() === NOT_SERVED_TEXT)) {
+  } else if (status === 422 || status === 400) detail = describeCauses(s.causes);
+  if (!s.isStatus && s.body.trim() !== '') detail = 'the response is not a Kubernetes Status';
+  if (status === 404 && (s.isStatus ? s.serverMessage === NOT_SERVED_STATUS : s.body.trim() === NOT_SERVED_TEXT)) {
     detail = 'the requested resource is not served';
     info.resourceNotServed = true;
   }
+  return detail;
+}
 
-  let message = at(detail);
-  if (rbac) message = `${head} (RBAC: cannot ${rbac[1]})`;
-  if (status === 429) message += ` (retry after ${retryAfter ?? 1}s)`;
-  else if (retryAfter !== undefined) message += ` (Retry-After ${retryAfter}s)`;
-
-  const k = (kind: KubeErrorKind, retry?: number, token?: string) => new KubeError(kind, message, status, retry, token, info);
+/** The kind an HTTP status (and for a 5xx, its Status reason) decides. */
+function kindOf(status: number, isStatus: boolean, rawReason: string | undefined): KubeErrorKind {
   switch (status) {
     case 400:
       // A 400 that is not a Status never reached the API: Go's HTTP server (or a proxy in front)
       // refused a malformed request, e.g. one cut short on a broken connection. Retry it like one.
-      return isStatus ? k('badRequest') : k('network');
+      return isStatus ? 'badRequest' : 'network';
     case 401:
-      return k('unauthorized');
+      return 'unauthorized';
     case 403:
-      return k('forbidden');
+      return 'forbidden';
     case 404:
-      return k('notFound');
+      return 'notFound';
     case 405:
-      return k('methodNotAllowed');
+      return 'methodNotAllowed';
     case 409:
-      return k('conflict');
+      return 'conflict';
     case 410:
-      return k('gone', undefined, str(parsed?.metadata?.continue));
+      return 'gone';
     case 422:
-      return k('invalid');
+      return 'invalid';
     case 429:
-      return k('throttled', retryAfter ?? 1);
+      return 'throttled';
     case 504:
-      return k('timeout', retryAfter);
+      return 'timeout';
     default:
-      if (status >= 500) return k(rawReason === 'Timeout' ? 'timeout' : 'unavailable', retryAfter);
-      return k('other');
+      if (status >= 500) return rawReason === 'Timeout' ? 'timeout' : 'unavailable';
+      return 'other';
   }
 }
 
