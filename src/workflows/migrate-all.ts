@@ -38,6 +38,7 @@ import {
 import { migrateResource } from './migrate-resource';
 import { MigrationPhase } from '../contract/search-attributes';
 import { startOptions } from '../contract/start-options';
+import { rootMessage } from './failures';
 import { reschedulingActivities, taskStartWait } from './task-start';
 import { compareStrings } from '../api/order';
 
@@ -48,12 +49,6 @@ const FOLLOW_OPTIONS = {
   retry: { initialInterval: '2s', maximumInterval: '1 minute' },
 } as const;
 type Follow = FollowActivities['followMigration'];
-
-function rootMessage(err: unknown): string {
-  let e: unknown = err;
-  while (e instanceof Error && 'cause' in e && e.cause instanceof Error) e = e.cause;
-  return e instanceof Error ? e.message : String(e);
-}
 
 /** The progress a failed migration carries in its failure (MigrationFailed details), or just its message. */
 function failedProgress(err: ChildWorkflowFailure): Pick<MigrationResult, 'phase' | 'counters' | 'message'> {

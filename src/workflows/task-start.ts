@@ -22,6 +22,7 @@
  */
 import { log, patched, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
 import { defaultMigrationOptions } from '../contract/definitions';
+import { causeOfKind } from './failures';
 
 /** The first wait for a worker to start a task, when a workflow has no option for it (a migration's default). */
 export const DEFAULT_TASK_START_SECONDS = defaultMigrationOptions.taskStartTimeoutSeconds;
@@ -38,10 +39,7 @@ export function taskStartWait(seconds: number = DEFAULT_TASK_START_SECONDS): num
 
 /** An activity's failure because no worker started its task within the schedule-to-start timeout. */
 export function neverStarted(err: unknown): boolean {
-  for (let e = err as { cause?: unknown } | undefined; e; e = e.cause as typeof e) {
-    if (e instanceof TimeoutFailure) return e.timeoutType === 'SCHEDULE_TO_START';
-  }
-  return false;
+  return causeOfKind(err, TimeoutFailure)?.timeoutType === 'SCHEDULE_TO_START';
 }
 
 type Callable<A> = { [K in keyof A]: A[K] };
