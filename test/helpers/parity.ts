@@ -58,6 +58,38 @@ function normalize(conditions: StandardCondition[] | undefined, crdCondition?: S
  */
 export const DOCUMENTED_DIFFERENCES: Array<{ case: Case | '*'; key: string; why: string }> = [];
 
+type StandardObject = Awaited<ReturnType<typeof findStandardMigration>>;
+const terminal = (o: StandardObject) =>
+  o?.status?.conditions?.some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True') ?? false;
+const running = (o: StandardObject) => o?.status?.conditions?.some((c) => c.type === 'Running' && c.status === 'True') ?? false;
+
+/** How long a verdict is given to settle (finishedAndSettled). */
+const SETTLE_MS = 30_000;
+
+/**
+ * The standard object `name` once finished (within timeoutMs), and settled: the built-in writes Succeeded (or Failed)
+ * first, and its migration runner turns Running to False (and cleans the CRD's condition) in a later write; read
+ * both, or what stands SETTLE_MS after the verdict.
+ */
+async function finishedAndSettled(p: TestPlane, what: string, name: string, timeoutMs: number): Promise<NonNullable<StandardObject>> {
+  const done = await eventually(
+    `${what} finished`,
+    async () => {
+      const o = await findStandardMigration(p.kube, name);
+      return terminal(o) ? o : undefined;
+    },
+    timeoutMs,
+    async () => `its conditions ${JSON.stringify((await findStandardMigration(p.kube, name))?.status?.conditions ?? 'none')}`,
+  );
+  const until = Date.now() + SETTLE_MS;
+  let o = done;
+  while (running(o) && Date.now() < until) {
+    await new Promise((r) => setTimeout(r, 500));
+    o = (await findStandardMigration(p.kube, name)) ?? o;
+  }
+  return o;
+}
+
 /** Runs the three cases with the migrator `run` provides; returns what each left. */
 export async function parityOutcomes(
   p: TestPlane,
@@ -76,31 +108,7 @@ export async function parityOutcomes(
         spec: { resource: gr },
       }),
     });
-  const terminal = (o: Awaited<ReturnType<typeof findStandardMigration>>) =>
-    o?.status?.conditions?.some((c) => (c.type === 'Succeeded' || c.type === 'Failed') && c.status === 'True') ?? false;
-  const running = (o: Awaited<ReturnType<typeof findStandardMigration>>) =>
-    o?.status?.conditions?.some((c) => c.type === 'Running' && c.status === 'True') ?? false;
-  // Finished, and settled: the built-in writes Succeeded (or Failed) first, and its migration runner turns Running to
-  // False (and cleans the CRD's condition) in a later write; read both, or what stands SETTLE_MS after the verdict.
-  const SETTLE_MS = 30_000;
-  const finished = async (name: string, timeoutMs: number) => {
-    const done = await eventually(
-      `${label}: ${name} finished`,
-      async () => {
-        const o = await findStandardMigration(p.kube, name);
-        return terminal(o) ? o : undefined;
-      },
-      timeoutMs,
-      async () => `its conditions ${JSON.stringify((await findStandardMigration(p.kube, name))?.status?.conditions ?? 'none')}`,
-    );
-    const until = Date.now() + SETTLE_MS;
-    let o = done;
-    while (running(o) && Date.now() < until) {
-      await new Promise((r) => setTimeout(r, 500));
-      o = (await findStandardMigration(p.kube, name)) ?? o;
-    }
-    return o!;
-  };
+  const finished = (name: string, timeoutMs: number) => finishedAndSettled(p, `${label}: ${name}`, name, timeoutMs);
   const ns = uniq('parity');
   const ok = testCrd(`${uniq('pok')}.svm.test`);
   await applyCrd(p.kube, ok, 'v1');
