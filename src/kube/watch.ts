@@ -8,6 +8,7 @@
  */
 import { Watch } from './kubeconfig';
 import type { KubeClient } from './client';
+import { sleep } from './rate-limit';
 
 export interface WatchHandlers {
   onList(items: unknown[]): void;
@@ -40,41 +41,22 @@ export function watchForever(
     if (throttled(err)) pause = THROTTLED_PAUSE_MS;
     else handlers.onError(err);
   };
+  const started = (c: AbortController) => {
+    controller = c;
+    if (stopped) c.abort();
+  };
   const loop = async () => {
     while (!stopped) {
       pause = PAUSE_MS;
       try {
         const list = await kube.getJson<{ metadata: { resourceVersion: string }; items: unknown[] }>(path, query);
         handlers.onList(list.items);
-        await new Promise<void>((resolve) => {
-          void new Watch(kube.kubeConfig)
-            .watch(
-              path,
-              { ...query, resourceVersion: list.metadata.resourceVersion, allowWatchBookmarks: true },
-              (type, obj) => {
-                if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') handlers.onEvent(type, obj);
-              },
-              (err: unknown) => {
-                // A watch ends normally now and then (timeouts); an error (e.g. 403) is reported.
-                if (err && !(err instanceof Error && err.name === 'AbortError')) report(err);
-                resolve();
-              },
-            )
-            .then(
-              (c) => {
-                controller = c;
-                if (stopped) c.abort();
-              },
-              (err: unknown) => {
-                report(err);
-                resolve();
-              },
-            );
-        });
+        const from = { ...query, resourceVersion: list.metadata.resourceVersion, allowWatchBookmarks: true };
+        await watchUntilEnd(kube, path, from, handlers, { report, started });
       } catch (err) {
         report(err);
       }
-      if (!stopped) await new Promise((r) => setTimeout(r, pause));
+      if (!stopped) await sleep(pause);
     }
   };
   void loop();
@@ -84,4 +66,33 @@ export function watchForever(
       controller?.abort();
     },
   };
+}
+
+/** One watch: resolves once it ends, normally (now and then: timeouts) or with an error, which is reported. */
+function watchUntilEnd(
+  kube: KubeClient,
+  path: string,
+  query: Record<string, string | boolean>,
+  handlers: WatchHandlers,
+  on: { report(err: unknown): void; started(c: AbortController): void },
+): Promise<void> {
+  return new Promise<void>((resolve) => {
+    void new Watch(kube.kubeConfig)
+      .watch(
+        path,
+        query,
+        (type, obj) => {
+          if (type === 'ADDED' || type === 'MODIFIED' || type === 'DELETED') handlers.onEvent(type, obj);
+        },
+        (err: unknown) => {
+          // A watch ends normally now and then (timeouts); an error (e.g. 403) is reported.
+          if (err && !(err instanceof Error && err.name === 'AbortError')) on.report(err);
+          resolve();
+        },
+      )
+      .then(on.started, (err: unknown) => {
+        on.report(err);
+        resolve();
+      });
+  });
 }
