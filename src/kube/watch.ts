@@ -16,7 +16,10 @@ export interface WatchHandlers {
   onError(err: unknown): void;
 }
 
-/** The pause before watching again after an error, and after a 429 (longer: the server asked for less). */
+/**
+ * The pause before watching again after an error, and after a 429 (longer: the server asked for less). Note: the
+ * loop's own pace, not a retry that gives up (retryDelayMs): the list is a request(), sent again as that decides.
+ */
 const PAUSE_MS = 1000;
 const THROTTLED_PAUSE_MS = 5000;
 
