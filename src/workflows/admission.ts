@@ -55,6 +55,7 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
     if (wrongId !== undefined && patched(WORKFLOW_ID_PATCH)) return resolution.refuse('InvalidInput', wrongId, { writeStatus: false });
     return resolution.admit(input, input.resource);
   }
+  // The minimal start: the resource as named, resolved in an activity.
   let resolved: ResourceRef;
   try {
     resolved = await activities.resolveMigrationResource({
@@ -67,7 +68,7 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
   const wrongId = wrongWorkflowId(resolved);
   if (wrongId === undefined) return resolution.admit(input, resolved);
   if (patched(WORKFLOW_ID_PATCH)) return resolution.refuse('InvalidInput', wrongId, { writeStatus: false });
-  return resolution.refuse('InvalidResource', wrongId);
+  return resolution.refuse('InvalidResource', wrongId); // as histories from before the patch ran
 }
 
 /** Undefined when this workflow's ID is the one of its resource; else the refusal. */

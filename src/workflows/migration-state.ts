@@ -121,7 +121,10 @@ export class MigrationState {
   recheck = false;
   /** The scope of the chunk in flight, which an abort cancels. */
   chunkScope?: CancellationScope;
-  /** What this run does that histories from before did not: each a patch, asked once per run, in this order. */
+  /**
+   * What this run does that histories from before did not, each behind a patch. Note: asked once per run, at its
+   * start and in this order (each patched() is a marker in history).
+   */
   readonly patches = {
     /** Before sparse progress attributes, they were written after every chunk: those histories replay as they ran. */
     sparseAttributes: patched('progress-search-attribute-every-10-chunks'),
