@@ -84,7 +84,7 @@ export interface ListedObject {
   namespace?: string;
   name: string;
   resourceVersion: string;
-  /** The object as listed, with apiVersion and kind: the body of a PUT rewrite. Only in a list with content. */
+  /** The object as listed, with apiVersion and kind: the body of putAsListed. Only in a list with content. */
   raw?: string;
   /** Who wrote it at which apiVersion (metadata.managedFields without fieldsV1). Only in a list asked with `managedFields`. */
   managedFields?: Array<{ manager?: string; apiVersion?: string }>;
