@@ -7,13 +7,17 @@ import { execFileSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 
-const PACKAGE_NAME = 'temporal-storage-version-migrator';
+/** svm's package, and the typed client's package (packages/client) whose bundle holds this module too. */
+const PACKAGE_NAMES = new Set(['temporal-storage-version-migrator', 'temporal-storage-version-migrator-client']);
 
-/** The directory holding svm's package.json: up from this file (src/config, or dist/src/config once compiled). */
+/**
+ * The directory holding svm's package.json: up from this file (src/config, dist/src/config once compiled, or
+ * the client package's dist/ where this module is bundled).
+ */
 export function packageRoot(from: string = __dirname): string {
   for (let dir = from; ; dir = path.dirname(dir)) {
     const p = path.join(dir, 'package.json');
-    if (fs.existsSync(p) && (JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: string }).name === PACKAGE_NAME) return dir;
+    if (fs.existsSync(p) && PACKAGE_NAMES.has((JSON.parse(fs.readFileSync(p, 'utf8')) as { name?: string }).name ?? '')) return dir;
     if (path.dirname(dir) === dir) throw new Error("svm's package.json not found");
   }
 }
