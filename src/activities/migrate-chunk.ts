@@ -41,8 +41,10 @@
  *                  so throttling (API Priority and Fairness) slows a migration but never fails it
  *   5xx/timeout/reset   retried with backoff, at most 8 attempts per object
  *   403/422/400/webhook denial   a per-object failure with its reason; the rest goes on
+ *   405/415 on the patch   the server refuses the empty patch: the page is listed again with content and PUT (above)
  *   anything else  the migration cannot go on: a non-retryable failure with the reason
- * A 410 on the continue token resumes from the inconsistent token in the error
+ * Each row is one Outcome of the rewrite (outcomeOf, chunk/rewrite-one.ts). A
+ * 410 on the continue token resumes from the inconsistent token in the error
  * body, and restarts the list only when there is none.
  *
  * Reasons recorded per object and failure messages are KubeError messages,
@@ -54,18 +56,28 @@
  * retry resumes there and skips them. The chunk heartbeats every second while
  * it lives, progress or not: a chunk whose updates all wait on 429s is slow,
  * not dead, and must not be timed out and run twice at once.
+ *
+ * The parts, in src/activities/chunk: the page loop (page-loop.ts: list, and
+ * list again), the updater pool between the list stream and the updaters
+ * (updater-pool.ts: the list buffer, the memory budget), the rewrite of one
+ * object (rewrite-one.ts: the policy above), the watermark and the heartbeat
+ * (watermark.ts), and what stops a chunk (stop.ts: a cancel, an update's error).
  */
-import { setMaxListeners } from 'node:events';
 import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activity';
 import { groupResourceString, type ResourceRef } from '../api/resource';
-import { zeroCounters } from '../api/counters';
 import type { MigrationCounters, ObjectFailure } from '../api/migration';
-import type { KubeClient, ListedObject, ListMeta, RewriteMethod } from '../kube/client';
-import { isPerObjectFailure, isRetryable, KubeError } from '../kube/errors';
+import type { KubeClient, ListMeta, RewriteMethod } from '../kube/client';
+import { isRetryable, KubeError } from '../kube/errors';
 import type { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import type { ListAhead } from '../kube/list-ahead';
 import type { MemoryBudget } from '../kube/memory-budget';
-import { sleep, WaitAbortedError, type RateLimiter } from '../kube/rate-limit';
+import type { RateLimiter } from '../kube/rate-limit';
+import { PageLoop } from './chunk/page-loop';
+import { ChunkStop } from './chunk/stop';
+import { Watermark } from './chunk/watermark';
+
+export { isObjectNotFound, refusesPatch } from './chunk/rewrite-one';
+export { MAX_FAILURES_KEPT } from './chunk/watermark';
 
 export interface ChunkOptions {
   chunkSize: number;
@@ -115,23 +127,6 @@ export interface ChunkResult {
   contentLimited?: true;
 }
 
-interface ChunkHeartbeat {
-  /** Key (namespace/name) up to which every object of the page is finished: a re-list resumes after it. */
-  lastKey?: string;
-  /** Keys after lastKey whose objects are finished too (and counted): a re-list skips them. */
-  doneAfter?: string[];
-  counters: MigrationCounters;
-  failures: ObjectFailure[];
-  tokenResumed: boolean;
-  listRestarted: boolean;
-  /** Set once this chunk found the empty patch refused: a retry lists with content and PUTs. */
-  rewrite?: 'put';
-  /** Set once this chunk listed its page with content cut to options.contentLimit: every listing of it (a retry's too) is. */
-  contentLimited?: boolean;
-}
-
-export const MAX_FAILURES_KEPT = 50;
-const MAX_OBJECT_ATTEMPTS = 8;
 export const DEFAULT_LIST_BUFFER_BYTES = 32 * 1024 * 1024;
 
 /** The list buffer: deps, else SVM_LIST_BUFFER_BYTES, else 32 MiB. */
@@ -151,30 +146,8 @@ function forcedRewrite(deps: Pick<ChunkDeps, 'rewrite'>): RewriteMethod | undefi
   return process.env.SVM_REWRITE_METHOD === 'put' ? 'put' : undefined;
 }
 
-const keyOf = (o: ListedObject) => `${o.namespace ?? ''}/${o.name}`;
-
 /** The failure type of a chunk whose resource is not served (any more): the workflow starts the pass over. */
 export const RESOURCE_GONE = 'ResourceGone';
-
-/**
- * A 404 on the PUT of obj means "this object is deleted" only when the Status
- * says so: details.name is the object's name and details.group/kind are this
- * resource (the API server puts the resource's plural in `kind`). A 404
- * without them ("the server could not find the requested resource") is the
- * resource itself gone.
- */
-export function isObjectNotFound(
-  e: KubeError,
-  resource: Pick<ResourceRef, 'group' | 'resource' | 'kind'>,
-  obj: Pick<ListedObject, 'name'>,
-): boolean {
-  if (e.kind !== 'notFound' || e.info.resourceNotServed) return false;
-  const d = e.info.details;
-  if (!d || d.name !== obj.name) return false;
-  if ((d.group ?? '') !== resource.group) return false;
-  const kind = (d.kind ?? '').toLowerCase();
-  return kind === resource.resource.toLowerCase() || kind === resource.kind.toLowerCase();
-}
 
 export interface ChunkDeps {
   kube: KubeClient;
@@ -196,381 +169,55 @@ export interface ChunkDeps {
   listAhead?: ListAhead;
 }
 
-/** Thrown into the list stream to stop reading it (a fatal update error, or a cancel). */
-class StopListing extends Error {}
-
-/** The server refuses the empty merge patch or the metadata-only list: this resource is rewritten by PUT. */
-class PatchRefused extends Error {}
-
-/**
- * 405 MethodNotAllowed or 415 UnsupportedMediaType on the patch, 406
- * NotAcceptable on the metadata-only list: the server cannot do the built-in's
- * rewrite for this resource (some aggregated APIs), so the chunk falls back to
- * the PUT. Never a 403 (RBAC) or a denial: those are failures as before.
- */
-export function refusesPatch(e: KubeError, on: 'patch' | 'list'): boolean {
-  return on === 'patch' ? e.status === 405 || e.status === 415 : e.status === 406;
-}
-
 export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<ChunkResult> {
   const ctx = Context.current();
-  const { resource, options } = input;
+  const { resource } = input;
   const name = groupResourceString(resource);
-  // A retry of this activity goes on from its heartbeat; a chunk stopped by a pause, from where the workflow says.
-  const resumed = ctx.info.heartbeatDetails as ChunkHeartbeat | undefined;
-  const hb: ChunkHeartbeat = resumed ?? {
-    counters: zeroCounters(),
-    failures: [],
-    tokenResumed: false,
-    listRestarted: false,
-    ...(input.resume?.afterKey !== undefined ? { lastKey: input.resume.afterKey } : {}),
-  };
-  // Finished objects after the watermark (hb.lastKey), counted (here or before the pause): never updated or counted again.
-  const doneAfter = new Set<string>(resumed ? (resumed.doneAfter ?? []) : (input.resume?.doneAfter ?? []));
-
-  let method: RewriteMethod = hb.rewrite ?? input.rewrite ?? forcedRewrite(deps) ?? 'patch';
-  const limiter = deps.limiterFor(name, options.qps);
-  const bufferBytes = listBufferBytes(deps);
-  let fatal: unknown;
-  let lastBeat = 0;
-  const stopping = () => fatal !== undefined || ctx.cancellationSignal.aborted;
-  // Fires on a cancel or on this chunk's first fatal error: ends a wait for the worker's memory budget, which
-  // must never outlast the chunk (the bytes its queue holds are given back only once its listing has ended).
-  let stopped = new AbortController();
-  // Every updater waiting for the budget listens on these: as many listeners as the concurrency, not a leak.
-  setMaxListeners(0, ctx.cancellationSignal, stopped.signal);
-  const onCancel = () => stopped.abort();
-  ctx.cancellationSignal.addEventListener('abort', onCancel);
-  const failWith = (err: unknown) => {
-    fatal ??= err;
-    stopped.abort();
-  };
-
-  // Per listing of the page: the key of every object seen, which are finished, and the watermark.
-  let keys: string[] = [];
-  let finished: boolean[] = [];
-  let doneIdx = 0; // every object below doneIdx is finished
-  const beat = (force = false) => {
-    while (doneIdx < finished.length && finished[doneIdx]) doneIdx++;
-    if (doneIdx > 0) hb.lastKey = keys[doneIdx - 1];
-    const now = Date.now();
-    if (force || now - lastBeat > 1000) {
-      lastBeat = now;
-      for (const k of doneAfter) if (hb.lastKey !== undefined && k <= hb.lastKey) doneAfter.delete(k);
-      // A snapshot: counters, watermark and done keys of one moment, whenever the SDK sends it.
-      ctx.heartbeat({
-        ...hb,
-        counters: { ...hb.counters },
-        failures: [...hb.failures],
-        doneAfter: [...doneAfter],
-      } satisfies ChunkHeartbeat);
-    }
-  };
+  const triedMs = () => Date.now() - ctx.info.scheduledTimestampMs;
+  const watermark = Watermark.resume(ctx, input.resume);
+  const stop = new ChunkStop(ctx.cancellationSignal);
   // Alive is not the same as progressing: beat while updates wait out 429s and backoffs.
-  const keepAlive = setInterval(() => beat(), 1000);
-
-  /** Updates one object; settle() marks it finished in the same step that counts it (a heartbeat never sees one without the other). */
-  const updateOne = async (obj: ListedObject, settle: () => void): Promise<void> => {
-    // A 429 is the server asking to wait, not a failure: it never uses up an attempt, however long it lasts
-    // (the chunk stays alive by its heartbeat, and a cancel or a fatal error elsewhere still stops it).
-    for (let attempt = 1, throttled = 0; ;) {
-      if (stopping()) return;
-      let t0 = performance.now();
-      const seconds = () => (performance.now() - t0) / 1000;
-      /**
-       * One PUT under the worker's adaptive concurrency and the budgets (undefined: stopped while waiting for them);
-       * the limit learns from answers the server processed.
-       */
-      const put = async (): Promise<string | undefined> => {
-        await deps.concurrency?.acquire();
-        let answered: number | undefined;
-        try {
-          // Cancellable: a pause or an abort ends the wait at once, even while the budget is held shut.
-          try {
-            await deps.budget.take(ctx.cancellationSignal);
-            if (limiter) await limiter.take(ctx.cancellationSignal);
-          } catch (err) {
-            if (err instanceof WaitAbortedError) return undefined;
-            throw err;
-          }
-          if (stopping()) return undefined;
-          t0 = performance.now();
-          try {
-            const rv = method === 'patch' ? await deps.kube.reencode(resource, obj) : await deps.kube.putAsListed(resource, obj);
-            answered = seconds();
-            return rv;
-          } catch (err) {
-            if (err instanceof KubeError && err.kind === 'conflict') answered = seconds();
-            throw err;
-          }
-        } finally {
-          deps.concurrency?.release(answered, obj.raw?.length);
-        }
-      };
-      try {
-        const rv = await put();
-        if (rv === undefined) return;
-        hb.counters.migrated++;
-        if (rv !== obj.resourceVersion) hb.counters.rewritten++;
-        settle();
-        deps.observe?.(name, 'migrated', seconds(), rv !== obj.resourceVersion);
-        return;
-      } catch (err) {
-        const e =
-          err instanceof KubeError ? err : new KubeError('other', err instanceof Error ? `${err.name}: ${err.message}` : String(err));
-        if (method === 'patch' && refusesPatch(e, 'patch')) throw new PatchRefused(e.message);
-        if (e.kind === 'conflict') {
-          hb.counters.conflicts++;
-          settle();
-          deps.observe?.(name, 'conflict', seconds(), false);
-          return;
-        }
-        if (e.kind === 'notFound') {
-          if (!isObjectNotFound(e, resource, obj)) throw e; // the resource is gone: toFailure makes it ResourceGone
-          hb.counters.notFound++;
-          settle();
-          deps.observe?.(name, 'notFound', seconds(), false);
-          return;
-        }
-        if (isPerObjectFailure(e.kind)) {
-          hb.counters.failed++;
-          deps.observe?.(name, 'failed', seconds(), false);
-          if (hb.failures.length < MAX_FAILURES_KEPT) hb.failures.push({ namespace: obj.namespace, name: obj.name, reason: e.message });
-          settle();
-          return;
-        }
-        if (e.kind === 'throttled') {
-          const backoff = Math.min(10_000, 200 * 2 ** Math.min(throttled++, 6));
-          const wait = Math.max(backoff, (e.retryAfterSeconds ?? 0) * 1000);
-          deps.budget.pause(wait);
-          deps.concurrency?.throttled(); // fewer in flight once the pause ends
-          await sleep(wait);
-          continue;
-        }
-        if (isRetryable(e.kind) && attempt < MAX_OBJECT_ATTEMPTS) {
-          const backoff = Math.min(10_000, 200 * 2 ** (attempt - 1));
-          const wait = e.retryAfterSeconds !== undefined ? Math.max(backoff, e.retryAfterSeconds * 1000) : backoff;
-          attempt++;
-          await sleep(wait);
-          continue;
-        }
-        throw e;
-      }
+  const keepAlive = setInterval(() => watermark.beat(), 1000);
+  try {
+    const method = watermark.progress.rewrite ?? input.rewrite ?? forcedRewrite(deps) ?? 'patch';
+    const page = new PageLoop(deps, input, { watermark, stop, log: ctx.log, method, bufferBytes: listBufferBytes(deps) });
+    const meta = await page.listUntilDone().catch((err: unknown) => {
+      throw failureOf(err, `listing ${name}`, resource, triedMs());
+    });
+    watermark.beat(true);
+    const result = resultOf(watermark, meta, page.method);
+    if (ctx.cancellationSignal.aborted) {
+      // What was done before the cancel still counts: it travels in the failure's details.
+      throw new CancelledFailure(`chunk of ${name} cancelled after ${watermark.position} of ${result.listed} objects`, [
+        { ...result, continueToken: undefined, resume: watermark.resumePoint },
+      ]);
     }
-  };
-
-  // -- the objects between the list stream and the updaters, bounded by bytes
-  interface Job {
-    i: number;
-    obj: ListedObject;
-    bytes: number;
+    if (stop.updateError !== undefined) throw failureOf(stop.updateError, `updating ${name}`, resource, triedMs());
+    return result;
+  } finally {
+    clearInterval(keepAlive);
+    stop.dispose();
   }
-  const queue: Job[] = [];
-  let held = 0; // bytes of objects queued or being updated
-  let listingDone = false;
-  // Whoever waits (the list stream for room, idle updaters for work) waits for the next change, then looks again.
-  let waiters: Array<() => void> = [];
-  const signal = () => {
-    const w = waiters;
-    waiters = [];
-    for (const f of w) f();
-  };
-  const changed = () => new Promise<void>((r) => waiters.push(r));
-  ctx.cancellationSignal.addEventListener('abort', signal);
+}
 
-  const updater = async (): Promise<void> => {
-    for (;;) {
-      if (stopping()) return;
-      const job = queue.shift();
-      if (!job) {
-        if (listingDone) return;
-        await changed();
-        continue;
-      }
-      try {
-        await updateOne(job.obj, () => {
-          finished[job.i] = true;
-          doneAfter.add(keys[job.i]!);
-        });
-        beat();
-      } catch (err) {
-        failWith(err);
-      } finally {
-        held -= job.bytes;
-        deps.memory?.release(job.bytes);
-        signal();
-      }
-    }
-  };
-
-  // This chunk's first listing may take its page from what an earlier chunk listed ahead (the same snapshot); a
-  // listing again (after a 410, a cut-off response, a refused patch) always asks the API server.
-  let firstListing = true;
-  /** Lists the page once, feeding the updaters; resolves with the page's metadata when every listed object is done. */
-  const listAndUpdate = async (token: string | undefined, resumeAfter: string | undefined): Promise<ListMeta> => {
-    keys = [];
-    finished = [];
-    doneIdx = 0;
-    listingDone = false;
-    let skipping = resumeAfter !== undefined;
-    // More updaters than `concurrency` would be waiting anyway: each is started by the object that needs it.
-    const updaters: Array<Promise<void>> = [];
-    let listErr: unknown;
-    let meta: ListMeta | undefined;
-    try {
-      const content = method === 'put';
-      // A first page listed with content is cut to its content limit when nothing of it is finished yet (after a
-      // refused patch, nothing was), and so is every later listing of it, a retry's included (the heartbeat says so).
-      // Once something is finished under the full limit the page keeps it: what a shorter page left out would be
-      // listed, and counted, again by the next chunk.
-      if (content && options.contentLimit !== undefined && hb.lastKey === undefined && doneAfter.size === 0) hb.contentLimited = true;
-      const limit =
-        content && hb.contentLimited
-          ? Math.max(1, Math.min(options.chunkSize, options.contentLimit ?? options.chunkSize))
-          : options.chunkSize;
-      const onItem = async (obj: ListedObject, bytes: number): Promise<void> => {
-        if (stopping()) throw new StopListing();
-        const i = keys.length;
-        keys.push(keyOf(obj));
-        // Skip what a previous attempt (or listing) of this chunk finished.
-        if ((skipping && keyOf(obj) <= resumeAfter!) || doneAfter.has(keyOf(obj))) {
-          finished.push(true);
-          return;
-        }
-        skipping = false;
-        finished.push(false);
-        // The worker's memory budget, in turn with every other chunk of the process: the list is not read further
-        // until this object's bytes are granted (a stop gives the wait up; the object is then not finished).
-        if (deps.memory) {
-          try {
-            await deps.memory.acquire(bytes, stopped.signal);
-          } catch (err) {
-            if (err instanceof WaitAbortedError) throw new StopListing();
-            throw err;
-          }
-        }
-        held += bytes;
-        queue.push({ i, obj, bytes });
-        if (updaters.length < options.concurrency) updaters.push(updater());
-        signal();
-        // Backpressure: read no further while the objects held exceed the buffer and some
-        // wait for an updater (the updaters are never starved: held stays below the buffer
-        // plus one object per updater).
-        while (held > bufferBytes && queue.length > 0 && !stopping()) await changed();
-      };
-      const ahead = firstListing && !content && token !== undefined ? await deps.listAhead?.take(resource, token, limit) : undefined;
-      firstListing = false;
-      if (ahead) {
-        for (const { obj, bytes } of ahead.items) await onItem(obj, bytes);
-        meta = ahead.meta;
-      } else {
-        meta = await deps.kube.listEach(resource, { limit, continueToken: token, content }, onItem);
-      }
-      // The page is read whole: list the next one while its objects are updated (metadata only; the next chunk takes it).
-      if (!content && meta.continueToken && !stopping()) deps.listAhead?.start(resource, meta.continueToken, limit);
-    } catch (err) {
-      listErr = err;
-    }
-    listingDone = true;
-    signal(); // idle updaters see the end
-    await Promise.all(updaters);
-    for (const job of queue) {
-      // left by a stop
-      held -= job.bytes;
-      deps.memory?.release(job.bytes);
-    }
-    queue.length = 0;
-    if (listErr !== undefined && !(listErr instanceof StopListing)) throw listErr;
-    return meta ?? { items: keys.length, bytes: 0 };
-  };
-
-  // -- list the page (again, after a 410 or a cut-off stream) until every object of it is done
-  let continueToken = input.continueToken;
-  let resumeAfter = hb.lastKey;
-  let meta: ListMeta | undefined;
-  for (;;) {
-    try {
-      meta = await listAndUpdate(continueToken, resumeAfter);
-      if (!(fatal instanceof PatchRefused)) break;
-      throw fatal;
-    } catch (err) {
-      if (method === 'patch' && (err instanceof PatchRefused || (err instanceof KubeError && refusesPatch(err, 'list')))) {
-        // The server cannot do the built-in's rewrite here: list the page again with content and PUT, after what is finished.
-        ctx.log.warn('the server refuses the empty merge patch or the metadata-only list; rewriting by PUT as listed', {
-          resource: name,
-          reason: err.message,
-        });
-        method = 'put';
-        hb.rewrite = 'put';
-        fatal = undefined;
-        stopped = new AbortController();
-        setMaxListeners(0, stopped.signal);
-        beat(true);
-        resumeAfter = hb.lastKey;
-        continue;
-      }
-      if (err instanceof KubeError && err.kind === 'gone' && continueToken !== undefined) {
-        if (err.continueToken) {
-          ctx.log.warn('continue token expired; resuming from the inconsistent continue token', { resource: name });
-          continueToken = err.continueToken;
-          hb.tokenResumed = true;
-        } else {
-          ctx.log.warn('continue token expired and no inconsistent token was given; restarting the list', { resource: name });
-          continueToken = undefined;
-          hb.listRestarted = true;
-        }
-        continue;
-      }
-      // A response cut off mid-page (the API server's request timeout while we held it back):
-      // list the page again and resume after the watermark, as long as this listing got further.
-      beat(true);
-      if (fatal !== undefined) break; // an update's error says more than the stream it stopped
-      if (
-        err instanceof KubeError &&
-        isRetryable(err.kind) &&
-        !ctx.cancellationSignal.aborted &&
-        hb.lastKey !== undefined &&
-        hb.lastKey !== resumeAfter
-      ) {
-        ctx.log.warn('list response cut off mid-page; listing the page again after the last finished object', {
-          resource: name,
-          kind: err.kind,
-        });
-        resumeAfter = hb.lastKey;
-        continue;
-      }
-      clearInterval(keepAlive);
-      ctx.cancellationSignal.removeEventListener('abort', onCancel);
-      throw unreadable(err, `listing ${name}`, Date.now() - ctx.info.scheduledTimestampMs) ?? toFailure(err, `listing ${name}`, resource);
-    }
-  }
-  clearInterval(keepAlive);
-  ctx.cancellationSignal.removeEventListener('abort', signal);
-  ctx.cancellationSignal.removeEventListener('abort', onCancel);
-  beat(true);
-  const listed = meta?.items ?? keys.length;
-
-  const result: ChunkResult = {
-    counters: { ...hb.counters, chunks: 1, listRestarts: hb.listRestarted ? 1 : 0, tokenResumes: hb.tokenResumed ? 1 : 0 },
-    failures: hb.failures,
+/** What the chunk counted (the heartbeat's counters, as a chunk's), and where the list goes on. */
+function resultOf(watermark: Watermark, meta: ListMeta | undefined, method: RewriteMethod): ChunkResult {
+  const { counters, failures, listRestarted, tokenResumed, contentLimited } = watermark.progress;
+  return {
+    counters: { ...counters, chunks: 1, listRestarts: listRestarted ? 1 : 0, tokenResumes: tokenResumed ? 1 : 0 },
+    failures,
     continueToken: meta?.continueToken,
     remainingItemCount: meta?.remainingItemCount,
-    listed,
+    listed: meta?.items ?? watermark.seen,
     ...(meta?.bytes ? { listedBytes: meta.bytes } : {}),
     ...(method === 'put' ? { rewrite: 'put' as const } : {}),
-    ...(hb.contentLimited ? { contentLimited: true as const } : {}),
+    ...(contentLimited ? { contentLimited: true as const } : {}),
   };
-  if (ctx.cancellationSignal.aborted) {
-    // What was done before the cancel still counts: it travels in the failure's details.
-    throw new CancelledFailure(`chunk of ${name} cancelled after ${doneIdx} of ${listed} objects`, [
-      { ...result, continueToken: undefined, resume: { afterKey: hb.lastKey, doneAfter: [...doneAfter] } },
-    ]);
-  }
-  if (fatal !== undefined)
-    throw (
-      unreadable(fatal, `updating ${name}`, Date.now() - ctx.info.scheduledTimestampMs) ?? toFailure(fatal, `updating ${name}`, resource)
-    );
-  return result;
+}
+
+/** The failure a chunk ends with for err (a list's or an update's, says `doing`). */
+function failureOf(err: unknown, doing: string, resource: ResourceRef, triedMs: number): Error {
+  return unreadable(err, doing, triedMs) ?? toFailure(err, doing, resource);
 }
 
 /** How long the API servers may fail to convert a resource's objects before its migration fails, naming it (the built-in's bound). */
