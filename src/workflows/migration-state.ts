@@ -27,6 +27,7 @@ import { groupResourceString, type ResourceRef } from '../api/resource';
 import {
   defaultMigrationOptions,
   MAX_MIGRATION_OBJECTS,
+  objectsHandled,
   type CarriedState,
   type MigrationOptions,
   type MigrationProgress,
@@ -161,7 +162,7 @@ export class MigrationState {
 
   progress(): MigrationProgress {
     const c = this.carried.counters;
-    const processed = c.migrated + c.conflicts + c.notFound + c.failed;
+    const processed = objectsHandled(c);
     const seconds = Math.max(0.001, (Date.now() - this.carried.startedAt) / 1000);
     return {
       resource: this.name,
