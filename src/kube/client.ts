@@ -309,7 +309,8 @@ export class KubeClient {
 
   /**
    * One attempt of a request without a body, resolved once the response's headers are in (timeoutMs bounds the
-   * wait for them); the body is the caller's to read (or destroy).
+   * wait for them); the body is the caller's to read (or destroy). Note: a timer until the headers, not the socket's
+   * idle timeout that send() sets: the caller may hold the body's stream far longer than any wait for the server.
    */
   private async open(
     method: string,

@@ -68,8 +68,8 @@ export function retryDelayMs(policy: Readonly<RetryPolicy>, method: string, atte
 }
 
 /**
- * Runs attempt (1, 2, ...) until it resolves; after one that fails with a KubeError, waits as retryDelayMs decides
- * and runs the next, or throws that error when it decides no more. Any other error is thrown as it is.
+ * Runs attempt until it resolves; after one that fails with a KubeError, waits as retryDelayMs decides and runs it
+ * again, or throws that error when it decides no more. Any other error is thrown as it is.
  */
 export async function retrying<T>(policy: Readonly<RetryPolicy>, method: string, attempt: () => Promise<T>): Promise<T> {
   for (let n = 1; ; n++) {
