@@ -29,6 +29,7 @@ import {
   MAX_MIGRATION_OBJECTS,
   objectsHandled,
   type CarriedState,
+  type MigrateResourceInput,
   type MigrationOptions,
   type MigrationProgress,
   type MigrationResult,
@@ -39,7 +40,6 @@ import {
 import { isTerminalPhase, migrationStatus } from '../contract/migration-status';
 import { MigrationMigrated, MigrationPhase as PhaseAttr } from '../contract/search-attributes';
 import { rootMessage } from './failures';
-import type { migrateResource } from './migrate-resource';
 import { shortActivities, type ShortActivities } from './migration-activities';
 
 export type FinalPhase = 'Succeeded' | 'Failed' | 'Aborted';
@@ -351,7 +351,8 @@ export class MigrationState {
   async continueAsNew(carried: CarriedState): Promise<never> {
     await this.waitForBackgroundWrites();
     await condition(allHandlersFinished);
-    return continueAsNew<typeof migrateResource>({
+    // Note: typed by the workflow's signature, not `typeof migrateResource`: the workflow imports this state.
+    return continueAsNew<(input: MigrateResourceInput) => Promise<MigrationResult>>({
       resource: this.ref,
       // Not the defaults filled in: an option added later (taskStartTimeoutSeconds) would make the next run's
       // input invalid to a worker of an earlier version (the options are strict), during a rollout or a rollback.

@@ -7,7 +7,7 @@ import type { Context } from '@temporalio/activity';
 import { groupResourceString } from '../../api/resource';
 import type { ListedObject, ListMeta, RewriteMethod } from '../../kube/client';
 import { isRetryable, KubeError } from '../../kube/errors';
-import type { ChunkDeps, ChunkInput, ChunkOptions } from '../migrate-chunk';
+import type { ChunkDeps, ChunkInput, ChunkOptions } from './types';
 import { ObjectRewriter, PatchRefused, refusesPatch } from './rewrite-one';
 import { StopListing, type ChunkStop } from './stop';
 import { UpdaterPool } from './updater-pool';

@@ -8,7 +8,7 @@ import type { Context } from '@temporalio/activity';
 import { zeroCounters } from '../../api/counters';
 import type { MigrationCounters, ObjectFailure } from '../../api/migration';
 import type { ListedObject } from '../../kube/client';
-import type { ChunkResume } from '../migrate-chunk';
+import type { ChunkResume } from './types';
 import type { FinalOutcome } from './rewrite-one';
 
 /** The heartbeat's details. Note: read back by retries on workers of other versions: add fields, never change one. */
