@@ -664,7 +664,21 @@ for (const who of ['svm', 'built-in'] as const) {
       }
       assert.equal(brokenNow.size, brokenBefore.length, 'no key of the broken resource came or went');
       const brokenStored = (await getCrd(p.kube, { group: broken.group, resource: broken.plural })).status?.storedVersions ?? [];
-      assert.ok(brokenStored.includes('v1'), `v1 stays in the broken CRD's storedVersions: ${JSON.stringify(brokenStored)}`);
+      row("the broken CRD's storedVersions at the end (its 5 objects still v1 in etcd)", who, JSON.stringify(brokenStored));
+      if (who === 'built-in' && b.done === 'Failed') {
+        // Note: the built-in (k8s.io/kubernetes v1.37.2, pkg/controller/storageversionmigrator/migrationrunner.go,
+        // finishCRDMigration) prunes storedVersions to the storage version when a migration ends, Failed included, as
+        // long as the CRD's generation is the one it started on: a version whose objects are still in etcd (all 5,
+        // checked above) leaves storedVersions, and the version could then be removed. Asserted so that a release
+        // that fixes it is noticed; svm keeps it (below).
+        assert.deepEqual(
+          brokenStored,
+          ['v2'],
+          `the built-in prunes storedVersions after its failed migration: ${JSON.stringify(brokenStored)}`,
+        );
+      } else {
+        assert.ok(brokenStored.includes('v1'), `v1 stays in the broken CRD's storedVersions: ${JSON.stringify(brokenStored)}`);
+      }
       if (h.done === 'Succeeded') assert.equal(healthyV2, 20, `the healthy resource Succeeded: every object in v2 in etcd`);
       if (who === 'svm') {
         assert.equal(h.done, 'Succeeded', `the healthy resource is migrated: ${h.message}`);

@@ -14,7 +14,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { bounded } from './helpers/waits';
-import { MIGRATE_ALL_WORKFLOW_ID, type MigrateAllRow } from '../src/contract/definitions';
+import { MIGRATE_ALL_WORKFLOW_ID, migrateAllProgressQuery, type MigrateAllRow } from '../src/contract/definitions';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
@@ -97,6 +97,15 @@ void test('svm migrate --all migrates every resource once, with a correct summar
           120_000,
           stderrSoFar(second),
         );
+        // Resumed only once the run follows it: its turn comes late among the resources (a CRD sorts after the
+        // built-ins), and a migration resumed and ended before then would be started again, not joined.
+        const run = plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID);
+        const follows = async () =>
+          ((await run.describe()).raw.pendingActivities ?? []).some((a) => a.activityType?.name === 'followMigration');
+        await eventually(`the run to follow the paused migration of ${crd.name}`, follows, 300_000, async () => {
+          const p = await run.query(migrateAllProgressQuery).catch(() => undefined);
+          return p ? `${p.done.length} of ${p.total} done, running: ${p.running.join(', ')}` : 'no progress answered';
+        });
         await held.steer('resume');
         resumed = true;
         const code = await bounded('the second client to print the summary', second.exited, 600_000, stderrSoFar(second));
