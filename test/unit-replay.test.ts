@@ -81,6 +81,18 @@ void test('there are recorded histories of every kind of ending', () => {
     // The managedFields rewrite's (test/test-plan.test.ts): every entry rewritten, nothing left.
     'mf-a-rewrite-of-every-entry',
     'mf-nothing-left-to-rewrite',
+    // The deferring mode's (delegateToBuiltIn, recorded from the code of 2026-12-01 before its split into phases): a
+    // success, agreement broken or moved, failures, no controller acting, the object deleted, continue-as-new while
+    // waiting and while the built-in runs, an abort, signals, a bad input.
+    'deleg-success',
+    'deleg-broke',
+    'deleg-moved',
+    'deleg-failed-maxpasses',
+    'deleg-no-action',
+    'deleg-gone',
+    'deleg-continue-as-new-running',
+    'deleg-abort-running',
+    'deleg-invalid-input',
   ])
     assert.ok(
       fixtures.some((f) => f.startsWith(k)),
