@@ -21,7 +21,7 @@ npm run --silent build:workflows
 npm run --silent build:kube
 
 echo "== tools (built once, cached outside the repository)"
-# Every server the suite uses, before the first test (a cold machine: about 30 minutes on 2 cores). Built beside the
+# Every server the suite uses, before the first test (a cold machine: about 50 minutes on 2 shared cores, docs/development.md). Built beside the
 # tests instead (at nice 19), they took CPU the tests needed: on 2 busy cores the suite ran longer, not shorter.
 if [[ $# -eq 0 ]]; then
   bash scripts/tools.sh all >/dev/null

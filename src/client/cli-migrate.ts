@@ -1,16 +1,19 @@
 /**
- * `svm migrate|status|abort|pause|resume|trigger|setup|crds`: the CLI over the programmatic API.
+ * `svm migrate|status|abort|pause|resume|trigger|setup|crds|managed-fields`: the CLI over the programmatic API.
  * Their descriptions are registered in ./cli.ts. What an action needs beyond
  * parsing its flags (the Temporal client, the Kubernetes client, zod schemas,
  * yaml, the progress bar) is required in the action, so that `svm status
  * --help` loads none of it and `svm status` only what talking to Temporal
  * needs.
+ *
+ * The file reads top to bottom: the commands by name, then each command (its
+ * flags and help, then its action), then what several of them share.
  */
 import { Command, Option } from 'commander';
 import type { SingleBar } from 'cli-progress';
 import { kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
 import type { KubeClient } from '../kube/client';
-import type { MigrateAllRow, MigrationProgress, MigrationResult, Migrator } from './index';
+import type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, MigrationSummary, Migrator } from './index';
 
 // Typed lazy requires (see above).
 /* eslint-disable @typescript-eslint/no-require-imports */
@@ -19,41 +22,38 @@ const temporalConfig = () => require('../config/temporal') as typeof import('../
 const crdManifests = () => require('../api/crds') as typeof import('../api/crds');
 const standardMigration = () => require('../api/standard-migration') as typeof import('../api/standard-migration');
 const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
+const definitions = () => require('../contract/definitions') as typeof import('../contract/definitions');
 /* eslint-enable @typescript-eslint/no-require-imports */
-
-async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
-  const t = temporalConfig().loadTemporalSettings(process.env);
-  if (!t.address)
-    throw new Error(
-      'TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile; `svm dev up` prints one',
-    );
-  const m = await client().Migrator.connect({ temporal: { ...t, address: t.address }, kubeconfig });
-  try {
-    return await fn(m);
-  } finally {
-    await m.close();
-  }
-}
-
-const line = (p: MigrationProgress) => {
-  const c = p.counters;
-  return `${p.resource}: ${p.phase} migrated=${c.migrated} rewritten=${c.rewritten} conflicts=${c.conflicts} notFound=${c.notFound} failed=${c.failed} chunks=${c.chunks}${p.remainingEstimate !== undefined ? ` remaining~${p.remainingEstimate}` : ''} rate=${p.objectsPerSecond}/s`;
-};
-
-/** The StorageVersionMigration objects that mirror a migration, named with their group (both APIs may be installed). */
-const objectsLine = (p: MigrationProgress) =>
-  p.migrationObjects.length ? `  kubectl get ${p.migrationObjects.map(standardMigration().kubectlName).join(' ')}\n` : '';
-
-function printResult(r: MigrationResult): void {
-  process.stdout.write(line(r) + '\n');
-  if (r.message) process.stdout.write(r.message + '\n');
-  process.stdout.write(objectsLine(r));
-  for (const f of r.failures) process.stdout.write(`  failed: ${f.namespace ? f.namespace + '/' : ''}${f.name}: ${f.reason}\n`);
-}
 
 /** The client's commands by name; the `svm` program (cli/svm.ts) puts them in order among the others, with their descriptions (./cli.ts). */
 export function migrateCommands() {
-  const migrate = withExamples(new Command('migrate'), [
+  return {
+    migrate: migrateCommand(),
+    status: statusCommand(),
+    managedFields: managedFieldsCommand(),
+    abort: signalCommand('abort'),
+    pause: signalCommand('pause'),
+    resume: signalCommand('resume'),
+    trigger: triggerCommand(),
+    setup: setupCommand(),
+    crds: crdsCommand(),
+  };
+}
+
+// ------------------------------------------------------------ svm migrate
+
+interface MigrateFlags {
+  all?: boolean;
+  parallel?: number;
+  wait?: boolean;
+  chunkSize?: number;
+  concurrency?: number;
+  qps?: number;
+  kubeconfig?: string;
+}
+
+function migrateCommand(): Command {
+  return withExamples(new Command('migrate'), [
     'svm migrate secrets --wait                      # one resource, with a progress bar',
     'svm migrate widgets.example.com --qps 50        # at most 50 updates/s for this one',
     'svm migrate deployments.apps configmaps --parallel 2',
@@ -67,80 +67,125 @@ export function migrateCommands() {
     .option('--concurrency <n>', 'no-op updates in flight per chunk', parseIntArg('--concurrency', 1, 256))
     .option('--qps <n>', 'ceiling of updates per second for this migration (0: the worker budget only)', parseIntArg('--qps', 0, 100_000))
     .addOption(kubeconfigOption())
-    .action(
-      async (
-        resources: string[],
-        o: {
-          all?: boolean;
-          parallel?: number;
-          wait?: boolean;
-          chunkSize?: number;
-          concurrency?: number;
-          qps?: number;
-          kubeconfig?: string;
-        },
-      ) => {
-        if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
-        if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
-        if (o.all || resources.length > 1) {
-          await withMigrator(o.kubeconfig, async (m) => {
-            const rows = await m.migrateAll({
-              parallelism: o.parallel,
-              ...(o.all ? {} : { resources }),
-              options: { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps },
-              onStart: (st) =>
-                process.stderr.write(
-                  st.joined
-                    ? `joined the migration of several resources already running (workflow ${st.workflowId}); following it\n`
-                    : `migrating ${st.resources} resources as workflow ${st.workflowId}; it goes on if this command stops (run it again to follow it)\n`,
-                ),
-              onDone: (r) =>
-                process.stderr.write(
-                  `${r.result.padEnd(9)} ${r.resource} (${r.objects} objects, ${(r.durationMs / 1000).toFixed(1)}s${r.joined ? ', joined the migration already running' : ''})\n`,
-                ),
-            });
-            process.stdout.write(summaryTable(rows));
-            const bad = rows.filter((r) => r.result !== 'Succeeded');
-            if (bad.length > 0) {
-              for (const r of bad) process.stdout.write(`${r.resource}: ${r.message ?? r.result}\n`);
-              process.exitCode = 1;
-            }
-          });
-          return;
-        }
-        const resource = resources[0];
-        await withMigrator(o.kubeconfig, async (m) => {
-          if (!resource) return;
-          const h = await m.start(resource, { chunkSize: o.chunkSize, concurrency: o.concurrency, qps: o.qps });
-          process.stderr.write(`migration of ${resource} is workflow ${h.workflowId}\n`);
-          if (!o.wait) return;
-          let bar: SingleBar | undefined;
-          const tty = process.stderr.isTTY && !process.env.CI;
-          const result = await h.wait((p) => {
-            if (tty) {
-              const done = p.counters.migrated + p.counters.conflicts + p.counters.notFound + p.counters.failed;
-              const total = done + (p.remainingEstimate ?? (p.continueTokenPresent ? done : 0));
-              if (!bar) {
-                // eslint-disable-next-line @typescript-eslint/no-require-imports
-                const { SingleBar, Presets } = require('cli-progress') as typeof import('cli-progress');
-                bar = new SingleBar(
-                  { format: `${p.resource} [{bar}] {value}/{total} {phase} {rate}/s`, stream: process.stderr },
-                  Presets.shades_classic,
-                );
-              }
-              if (!bar.isActive) bar.start(Math.max(total, 1), done, { phase: p.phase, rate: p.objectsPerSecond });
-              bar.setTotal(Math.max(total, done, 1));
-              bar.update(done, { phase: p.phase, rate: p.objectsPerSecond });
-            } else process.stderr.write(line(p) + '\n');
-          });
-          bar?.stop();
-          printResult(result);
-          if (result.phase !== 'Succeeded') process.exitCode = 1;
-        });
-      },
-    );
+    .action(async (resources: string[], o: MigrateFlags) => {
+      if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
+      if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
+      if (o.all || resources.length > 1) {
+        await withMigrator(o.kubeconfig, (m) => migrateSeveral(m, o.all ? undefined : resources, o));
+        return;
+      }
+      const resource = resources[0];
+      // Note: an empty argument (`svm migrate ''`) connects and starts nothing, as it always has.
+      await withMigrator(o.kubeconfig, async (m) => {
+        if (resource) await migrateOne(m, resource, o);
+      });
+    });
+}
 
-  const status = withExamples(new Command('status'), [
+/** The migration options the flags give (each unset one: the workflow's default). */
+const migrationOptions = (o: MigrateFlags): Partial<MigrationOptions> => ({
+  chunkSize: o.chunkSize,
+  concurrency: o.concurrency,
+  qps: o.qps,
+});
+
+/** `--all` (resources undefined) or several resources: one durable workflow, a line per resource as it ends, then a summary (exit 1 unless all succeeded). */
+async function migrateSeveral(m: Migrator, resources: string[] | undefined, o: MigrateFlags): Promise<void> {
+  const rows = await m.migrateAll({
+    parallelism: o.parallel,
+    ...(resources ? { resources } : {}),
+    options: migrationOptions(o),
+    onStart: (st) =>
+      process.stderr.write(
+        st.joined
+          ? `joined the migration of several resources already running (workflow ${st.workflowId}); following it\n`
+          : `migrating ${st.resources} resources as workflow ${st.workflowId}; it goes on if this command stops (run it again to follow it)\n`,
+      ),
+    onDone: (r) =>
+      process.stderr.write(
+        `${r.result.padEnd(9)} ${r.resource} (${r.objects} objects, ${(r.durationMs / 1000).toFixed(1)}s${r.joined ? ', joined the migration already running' : ''})\n`,
+      ),
+  });
+  process.stdout.write(summaryTable(rows));
+  const bad = rows.filter((r) => r.result !== 'Succeeded');
+  if (bad.length === 0) return;
+  for (const r of bad) process.stdout.write(`${r.resource}: ${r.message ?? r.result}\n`);
+  process.exitCode = 1;
+}
+
+/** One resource: starts (or joins) its migration; with --wait, shows its progress and its result (exit 1 unless Succeeded). */
+async function migrateOne(m: Migrator, resource: string, o: MigrateFlags): Promise<void> {
+  const h = await m.start(resource, migrationOptions(o));
+  process.stderr.write(`migration of ${resource} is workflow ${h.workflowId}\n`);
+  if (!o.wait) return;
+  const display = progressDisplay();
+  const result = await h.wait(display.show);
+  display.stop();
+  printResult(result);
+  if (result.phase !== 'Succeeded') process.exitCode = 1;
+}
+
+/** What `--wait` shows of each progress: a bar on a terminal, a line per look elsewhere (a pipe, CI). */
+function progressDisplay(): { show(p: MigrationProgress): void; stop(): void } {
+  const tty = process.stderr.isTTY && !process.env.CI;
+  let bar: SingleBar | undefined;
+  return {
+    show: (p) => {
+      if (!tty) {
+        process.stderr.write(line(p) + '\n');
+        return;
+      }
+      bar ??= progressBar(p.resource);
+      showOnBar(bar, p);
+    },
+    stop: () => bar?.stop(),
+  };
+}
+
+function progressBar(resource: string): SingleBar {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { SingleBar, Presets } = require('cli-progress') as typeof import('cli-progress');
+  return new SingleBar({ format: `${resource} [{bar}] {value}/{total} {phase} {rate}/s`, stream: process.stderr }, Presets.shades_classic);
+}
+
+/**
+ * The objects handled so far against a total that is a guess: the remaining estimate where there is one, else as
+ * many again while a continue token says more pages follow.
+ */
+function showOnBar(bar: SingleBar, p: MigrationProgress): void {
+  const done = definitions().objectsHandled(p.counters);
+  const total = done + (p.remainingEstimate ?? (p.continueTokenPresent ? done : 0));
+  const payload = { phase: p.phase, rate: p.objectsPerSecond };
+  if (!bar.isActive) bar.start(Math.max(total, 1), done, payload);
+  bar.setTotal(Math.max(total, done, 1));
+  bar.update(done, payload);
+}
+
+function printResult(r: MigrationResult): void {
+  process.stdout.write(line(r) + '\n');
+  if (r.message) process.stdout.write(r.message + '\n');
+  process.stdout.write(objectsLine(r));
+  for (const f of r.failures) process.stdout.write(`  failed: ${f.namespace ? f.namespace + '/' : ''}${f.name}: ${f.reason}\n`);
+}
+
+export function summaryTable(rows: MigrateAllRow[]): string {
+  const header = ['RESOURCE', 'OBJECTS', 'RESULT', 'DURATION'];
+  const cells = rows.map((r) => [r.resource, String(r.objects), r.result, `${(r.durationMs / 1000).toFixed(1)}s`]);
+  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
+  const row = (c: string[]) =>
+    c
+      .map((x, i) => x.padEnd(widths[i]!))
+      .join('  ')
+      .trimEnd() + '\n';
+  const total = rows.reduce((n, r) => n + r.objects, 0);
+  const ok = rows.filter((r) => r.result === 'Succeeded').length;
+  return row(header) + cells.map(row).join('') + `${rows.length} resources, ${total} objects, ${ok} succeeded, ${rows.length - ok} not\n`;
+}
+
+// ------------------------------------------------------------ svm status
+
+function statusCommand(): Command {
+  return withExamples(new Command('status'), [
     'svm status                     # every migration',
     'svm status widgets.example.com',
     'svm status -o json             # for tools',
@@ -156,44 +201,60 @@ export function migrateCommands() {
           return;
         }
         if (list.length === 0) process.stdout.write(resource ? `no migration of ${resource}\n` : 'no migrations\n');
-        for (const s of list) {
-          // Which Worker Deployment Version runs it (ran it), when versioned workers do (docs/deploy.md, "Upgrading svm").
-          const on = s.deploymentVersion
-            ? ` on ${s.deploymentVersion.deploymentName}.${s.deploymentVersion.buildId}${s.deploymentVersion.behavior ? ` (${s.deploymentVersion.behavior})` : ''}`
-            : '';
-          process.stdout.write(
-            s.progress ? `${line(s.progress)} [${s.status}${on}]\n${objectsLine(s.progress)}` : `${s.resource}: ${s.status}${on}\n`,
-          );
-        }
+        for (const s of list) process.stdout.write(statusText(s));
       });
     });
+}
 
-  const signalCommand = (name: 'abort' | 'pause' | 'resume') => {
-    const cmd = withExamples(new Command(name).argument('<resource>').addOption(kubeconfigOption()), [
-      name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`,
-    ]);
-    if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
-    cmd.option(
-      '--answer-within <seconds>',
-      'how long to wait for the migration to acknowledge it; without an answer (no worker running it) it is sent as a signal, taken once a worker runs the migration',
-      parseIntArg('--answer-within', 1, 3600),
-      30,
-    );
-    return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string; answerWithin: number }) => {
-      await withMigrator(o.kubeconfig, async (m) => {
-        const h = await m.handle(resource);
-        // An update, not a signal: the migration acknowledges it, or refuses it with its reason (exit 1).
-        const r = await h.steer(name, { reason: o.reason, answerWithinSeconds: o.answerWithin });
-        const what = name === 'abort' ? `abort (${r?.abortRequested ?? o.reason ?? 'aborted by request'})` : name;
-        process.stderr.write(
-          r
-            ? `${h.workflowId}: ${what} acknowledged at ${r.counters.migrated} objects migrated (phase ${r.phase})\n`
-            : `${h.workflowId}: no worker answered within ${o.answerWithin}s; ${what} sent as a signal instead, taken once a worker runs the migration\n`,
-        );
-      });
-    });
-  };
+/** One migration's lines: its progress where it has one, its status, and which Worker Deployment Version runs it. */
+function statusText(s: MigrationSummary): string {
+  // Which Worker Deployment Version runs it (ran it), when versioned workers do (docs/deploy.md, "Upgrading svm").
+  const on = s.deploymentVersion
+    ? ` on ${s.deploymentVersion.deploymentName}.${s.deploymentVersion.buildId}${s.deploymentVersion.behavior ? ` (${s.deploymentVersion.behavior})` : ''}`
+    : '';
+  return s.progress ? `${line(s.progress)} [${s.status}${on}]\n${objectsLine(s.progress)}` : `${s.resource}: ${s.status}${on}\n`;
+}
 
+// ------------------------------------------------------------ svm abort|pause|resume
+
+type SteerName = 'abort' | 'pause' | 'resume';
+
+function signalCommand(name: SteerName): Command {
+  const cmd = withExamples(new Command(name).argument('<resource>').addOption(kubeconfigOption()), [
+    name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`,
+  ]);
+  if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
+  cmd.option(
+    '--answer-within <seconds>',
+    'how long to wait for the migration to acknowledge it; without an answer (no worker running it) it is sent as a signal, taken once a worker runs the migration',
+    parseIntArg('--answer-within', 1, 3600),
+    30,
+  );
+  return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string; answerWithin: number }) => {
+    await withMigrator(o.kubeconfig, (m) => steer(m, name, resource, o));
+  });
+}
+
+/** An update, not a signal: the migration acknowledges it, or refuses it with its reason (exit 1). */
+async function steer(
+  m: Migrator,
+  name: 'abort' | 'pause' | 'resume',
+  resource: string,
+  o: { reason?: string; answerWithin: number },
+): Promise<void> {
+  const h = await m.handle(resource);
+  const r = await h.steer(name, { reason: o.reason, answerWithinSeconds: o.answerWithin });
+  const what = name === 'abort' ? `abort (${r?.abortRequested ?? o.reason ?? 'aborted by request'})` : name;
+  process.stderr.write(
+    r
+      ? `${h.workflowId}: ${what} acknowledged at ${r.counters.migrated} objects migrated (phase ${r.phase})\n`
+      : `${h.workflowId}: no worker answered within ${o.answerWithin}s; ${what} sent as a signal instead, taken once a worker runs the migration\n`,
+  );
+}
+
+// ------------------------------------------------------------ svm trigger start|stop
+
+function triggerCommand(): Command {
   const trigger = withExamples(new Command('trigger'), ['svm trigger start --period 300', 'svm trigger stop']);
   trigger
     .command('start')
@@ -221,30 +282,42 @@ export function migrateCommands() {
       await withMigrator(o.kubeconfig, (m) => m.stopTrigger());
       process.stderr.write('trigger stopped\n');
     });
+  return trigger;
+}
 
-  const setup = withExamples(new Command('setup'), ['TEMPORAL_ADDRESS=temporal:7233 TEMPORAL_NAMESPACE=default svm setup']).action(
-    async () => {
-      const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } = temporalConfig();
-      /* eslint-disable @typescript-eslint/no-require-imports */
-      const { Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
-      const { registerSearchAttributes } = require('./setup') as typeof import('./setup');
-      /* eslint-enable @typescript-eslint/no-require-imports */
-      const t = loadTemporalSettings(process.env);
-      if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
-      const target = { ...t, address: t.address };
-      const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
-        throw await explainTemporalConnectError(e, target);
-      });
-      try {
-        const r = await registerSearchAttributes(connection, t.namespace);
-        if (r.added.length > 0) process.stdout.write(`registered on namespace ${t.namespace}: ${r.added.join(', ')}\n`);
-        if (r.present.length > 0) process.stdout.write(`already present on namespace ${t.namespace}: ${r.present.join(', ')}\n`);
-      } finally {
-        await connection.close();
-      }
-    },
+// ------------------------------------------------------------ svm setup
+
+function setupCommand(): Command {
+  return withExamples(new Command('setup'), ['TEMPORAL_ADDRESS=temporal:7233 TEMPORAL_NAMESPACE=default svm setup']).action(
+    registerOnNamespace,
   );
+}
 
+/** Registers svm's search attributes on the namespace of the Temporal settings, saying which were added and which were there. */
+async function registerOnNamespace(): Promise<void> {
+  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } = temporalConfig();
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  const { registerSearchAttributes } = require('./setup') as typeof import('./setup');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const t = loadTemporalSettings(process.env);
+  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
+  const target = { ...t, address: t.address };
+  const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+    throw await explainTemporalConnectError(e, target);
+  });
+  try {
+    const r = await registerSearchAttributes(connection, t.namespace);
+    if (r.added.length > 0) process.stdout.write(`registered on namespace ${t.namespace}: ${r.added.join(', ')}\n`);
+    if (r.present.length > 0) process.stdout.write(`already present on namespace ${t.namespace}: ${r.present.join(', ')}\n`);
+  } finally {
+    await connection.close();
+  }
+}
+
+// ------------------------------------------------------------ svm crds print|install
+
+function crdsCommand(): Command {
   const crds = withExamples(new Command('crds'), ['svm crds install', 'svm crds print > crds.yaml']);
   crds
     .command('print')
@@ -267,88 +340,7 @@ export function migrateCommands() {
       }
       process.stderr.write('installed storageversionmigrations.migration.k8s.io and storagestates.migration.k8s.io\n');
     });
-
-  const managedFields = withExamples(new Command('managed-fields'), [
-    'svm managed-fields widgets.example.com --from example.com/v1          # before v1 leaves the CRD',
-    'svm managed-fields mutatingadmissionpolicies --from admissionregistration.k8s.io/v1beta1 -o json',
-  ])
-    .argument('<resource>', 'the resource, as for svm migrate')
-    .requiredOption('--from <group/version>', 'the API version whose managedFields entries are rewritten')
-    .option('--to <version>', "the version they name instead (default: a CRD's storage version, or the group's preferred version)")
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .addOption(kubeconfigOption())
-    .allowExcessArguments(false)
-    // A bad or missing flag is a refusal (2), never "some remain" (1).
-    .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
-    .addHelpText(
-      'after',
-      `
-Server-side apply fails on an object whose managedFields name an API version
-that is no longer served. This rewrites each such entry's apiVersion to a
-served version (the same fields, owned by the same managers), through the
-worker, as an identity of its own that may change nothing else (its fence:
-deploy/managed-fields.yaml). Off by default: turn it on with that file (or
-the chart's managedFields.rewrite=true), and grant that identity each
-resource with \`svm grant <resource> --managed-fields | kubectl apply -f -\`.
-No object's content is read or written. \`svm plan --drop\` says which
-resources need it.
-
-Exit codes: 0 no entry names the version any more; 1 some still do (changed
-while the rewrite ran: run it again); 2 refused (not turned on or granted,
-bad input) or an error.
-`,
-    )
-    .action(async (resource: string, o: { from: string; to?: string; output: 'text' | 'json'; kubeconfig?: string }) => {
-      try {
-        /* eslint-disable @typescript-eslint/no-require-imports */
-        const { ManagedFieldsInputSchema } = require('../contract/drop') as typeof import('../contract/drop');
-        const { explainInput } = require('../contract/definitions') as typeof import('../contract/definitions');
-        /* eslint-enable @typescript-eslint/no-require-imports */
-        // Refused before anything is started.
-        const input = ManagedFieldsInputSchema.safeParse({ resource, from: o.from, ...(o.to ? { to: o.to } : {}) });
-        if (!input.success) throw new Error(explainInput(input.error));
-        const r = await withMigrator(o.kubeconfig, (m) => m.rewriteManagedFields(input.data));
-        process.stdout.write(
-          o.output === 'json'
-            ? JSON.stringify(r, null, 2) + '\n'
-            : `${r.resource}: ${r.entries} managedFields entries of ${r.rewritten} objects rewritten from ${r.from} to ${r.to}; ${r.objects} objects listed, ${r.changedMeanwhile} changed meanwhile, ${r.gone} gone; ${r.remaining} still name ${r.from}\n`,
-        );
-        process.exitCode = r.remaining === 0 ? 0 : 1;
-      } catch (err) {
-        // The workflow's failure wraps the activity's, which wraps the reason.
-        let root: unknown = err;
-        while (root instanceof Error && root.cause instanceof Error) root = root.cause;
-        const why = root instanceof Error ? root.message : String(root);
-        process.stderr.write(`svm managed-fields: ${why}\n`);
-        process.exitCode = 2;
-      }
-    });
-
-  return {
-    migrate,
-    status,
-    managedFields,
-    abort: signalCommand('abort'),
-    pause: signalCommand('pause'),
-    resume: signalCommand('resume'),
-    trigger,
-    setup,
-    crds,
-  };
-}
-
-export function summaryTable(rows: MigrateAllRow[]): string {
-  const header = ['RESOURCE', 'OBJECTS', 'RESULT', 'DURATION'];
-  const cells = rows.map((r) => [r.resource, String(r.objects), r.result, `${(r.durationMs / 1000).toFixed(1)}s`]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const line = (c: string[]) =>
-    c
-      .map((x, i) => x.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd() + '\n';
-  const total = rows.reduce((n, r) => n + r.objects, 0);
-  const ok = rows.filter((r) => r.result === 'Succeeded').length;
-  return line(header) + cells.map(line).join('') + `${rows.length} resources, ${total} objects, ${ok} succeeded, ${rows.length - ok} not\n`;
+  return crds;
 }
 
 /** Server-side applies the CRDs and waits until they are established. */
@@ -371,4 +363,105 @@ export async function installCrds(kube: KubeClient): Promise<void> {
       await new Promise((r) => setTimeout(r, 100));
     }
   }
+}
+
+// ------------------------------------------------------------ svm managed-fields
+
+interface ManagedFieldsFlags {
+  from: string;
+  to?: string;
+  output: 'text' | 'json';
+  kubeconfig?: string;
+}
+
+function managedFieldsCommand(): Command {
+  return (
+    withExamples(new Command('managed-fields'), [
+      'svm managed-fields widgets.example.com --from example.com/v1          # before v1 leaves the CRD',
+      'svm managed-fields mutatingadmissionpolicies --from admissionregistration.k8s.io/v1beta1 -o json',
+    ])
+      .argument('<resource>', 'the resource, as for svm migrate')
+      .requiredOption('--from <group/version>', 'the API version whose managedFields entries are rewritten')
+      .option('--to <version>', "the version they name instead (default: a CRD's storage version, or the group's preferred version)")
+      .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+      .addOption(kubeconfigOption())
+      .allowExcessArguments(false)
+      // A bad or missing flag is a refusal (2), never "some remain" (1).
+      .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))
+      .addHelpText(
+        'after',
+        `
+Server-side apply fails on an object whose managedFields name an API version
+that is no longer served. This rewrites each such entry's apiVersion to a
+served version (the same fields, owned by the same managers), through the
+worker, as an identity of its own that may change nothing else (its fence:
+deploy/managed-fields.yaml). Off by default: turn it on with that file (or
+the chart's managedFields.rewrite=true), and grant that identity each
+resource with \`svm grant <resource> --managed-fields | kubectl apply -f -\`.
+No object's content is read or written. \`svm plan --drop\` says which
+resources need it.
+
+Exit codes: 0 no entry names the version any more; 1 some still do (changed
+while the rewrite ran: run it again); 2 refused (not turned on or granted,
+bad input) or an error.
+`,
+      )
+      .action(async (resource: string, o: ManagedFieldsFlags) => {
+        try {
+          await rewriteManagedFields(resource, o);
+        } catch (err) {
+          process.stderr.write(`svm managed-fields: ${rootReason(err)}\n`);
+          process.exitCode = 2;
+        }
+      })
+  );
+}
+
+/** Refuses bad input before anything is started, then runs the rewrite and reports it; exit 0 when no entry names --from any more, else 1. */
+async function rewriteManagedFields(resource: string, o: ManagedFieldsFlags): Promise<void> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { ManagedFieldsInputSchema } = require('../contract/drop') as typeof import('../contract/drop');
+  const input = ManagedFieldsInputSchema.safeParse({ resource, from: o.from, ...(o.to ? { to: o.to } : {}) });
+  if (!input.success) throw new Error(definitions().explainInput(input.error));
+  const r = await withMigrator(o.kubeconfig, (m) => m.rewriteManagedFields(input.data));
+  process.stdout.write(
+    o.output === 'json'
+      ? JSON.stringify(r, null, 2) + '\n'
+      : `${r.resource}: ${r.entries} managedFields entries of ${r.rewritten} objects rewritten from ${r.from} to ${r.to}; ${r.objects} objects listed, ${r.changedMeanwhile} changed meanwhile, ${r.gone} gone; ${r.remaining} still name ${r.from}\n`,
+  );
+  process.exitCode = r.remaining === 0 ? 0 : 1;
+}
+
+/** The message at the root of err's causes: the workflow's failure wraps the activity's, which wraps the reason. */
+function rootReason(err: unknown): string {
+  let root: unknown = err;
+  while (root instanceof Error && root.cause instanceof Error) root = root.cause;
+  return root instanceof Error ? root.message : String(root);
+}
+
+// ------------------------------------------------------------ shared by the commands
+
+async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
+  const t = temporalConfig().loadTemporalSettings(process.env);
+  if (!t.address)
+    throw new Error(
+      'TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile; `svm dev up` prints one',
+    );
+  const m = await client().Migrator.connect({ temporal: { ...t, address: t.address }, kubeconfig });
+  try {
+    return await fn(m);
+  } finally {
+    await m.close();
+  }
+}
+
+/** One line of a migration's progress: its phase, counters, estimate and rate. */
+function line(p: MigrationProgress): string {
+  const c = p.counters;
+  return `${p.resource}: ${p.phase} migrated=${c.migrated} rewritten=${c.rewritten} conflicts=${c.conflicts} notFound=${c.notFound} failed=${c.failed} chunks=${c.chunks}${p.remainingEstimate !== undefined ? ` remaining~${p.remainingEstimate}` : ''} rate=${p.objectsPerSecond}/s`;
+}
+
+/** The StorageVersionMigration objects that mirror a migration, named with their group (both APIs may be installed). */
+function objectsLine(p: MigrationProgress): string {
+  return p.migrationObjects.length ? `  kubectl get ${p.migrationObjects.map(standardMigration().kubectlName).join(' ')}\n` : '';
 }

@@ -16,6 +16,12 @@
  *      so, instead of waiting for ever.
  *
  * Deterministic: every read is an activity, time is waited with condition().
+ * The workflow's loop holds every await (the activities, the sleeps, the wait
+ * for handlers before continue-as-new); its phases' decisions, messages and
+ * state changes are synchronous methods of Delegation, its state. Note: keep
+ * them synchronous: an await added between an activity's answer and the next
+ * command could order one workflow task's commands differently from the
+ * histories already recorded.
  */
 import {
   allHandlersFinished,
@@ -31,6 +37,7 @@ import {
 } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Activities, Agreement } from '../activities';
+import type { BuiltInView } from '../activities/built-in';
 import { zeroCounters } from '../api/counters';
 import type { MigrationPhase } from '../api/migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
@@ -92,185 +99,287 @@ export type DelegateInput = Omit<z.infer<typeof DelegateInputSchema>, 'carried'>
   carried?: Omit<NonNullable<z.infer<typeof DelegateInputSchema>['carried']>, 'agreement'> & { agreement?: Agreement };
 };
 
+/** What continue-as-new carries to the next run. */
+type Carried = NonNullable<DelegateInput['carried']>;
+
 /** Looks per run before continue-as-new (each look is a few events). */
 const MAX_LOOKS_PER_RUN = 300;
 
-export async function delegateToBuiltIn(raw: DelegateInput): Promise<MigrationResult> {
-  const parsed = DelegateInputSchema.safeParse(raw);
-  if (!parsed.success) {
-    throw ApplicationFailure.create({
-      type: 'InvalidInput',
-      message: `invalid input: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')}`,
-      nonRetryable: true,
-    });
-  }
-  const input = raw;
+export async function delegateToBuiltIn(input: DelegateInput): Promise<MigrationResult> {
+  admit(input);
   // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = reschedulingActivities<Activities>(
     ACTIVITY_OPTIONS,
     taskStartWait(),
   );
-  const ref: ResourceRef = input.resource;
-  const name = groupResourceString(ref);
-  const poll = `${input.pollSeconds ?? 15} seconds`;
-  const unverifiedSeconds = input.unverifiedAgreementSeconds ?? 120;
-  const maxPasses = input.maxPasses ?? 3;
-  const noActionSeconds = input.noActionSeconds ?? 300;
-  const c = input.carried;
-  const s = {
-    passes: c?.passes ?? 0,
-    objects: c?.objects ?? [],
-    current: c?.current,
-    createdAt: c?.createdAt,
-    agreement: c?.agreement,
-    startedAt: c?.startedAt ?? Date.now(),
-    message: c?.message,
-    broken: c?.broken,
-    phase: (c?.current ? 'Running' : 'Pending') as MigrationPhase,
-  };
-  let aborted: string | undefined;
-  let recheck = false;
-  // Arguments as the contract publishes them (HandlerArgSchemas): an invalid one is logged (its reason, never its
-  // value) and the signal ignored, as migrateResource does.
-  const valid = (signal: string, schema: z.ZodType, arg: unknown): boolean => {
-    const refusal = argumentRefusal(signal, schema, arg);
-    if (refusal === undefined || !patched('signal-arguments-validated')) return true;
-    log.warn(`${refusal}; the signal is ignored`, { resource: name });
-    return false;
-  };
-  setHandler(abortSignal, (arg) => {
-    if (valid('abort', HandlerArgSchemas.abort, arg)) aborted = abortReason(arg) ?? 'abort requested';
-  });
-  setHandler(agreementChangedSignal, (arg) => {
-    if (valid('agreementChanged', HandlerArgSchemas.agreementChanged, arg)) recheck = true;
-  });
-  const progress = (): MigrationProgress => ({
-    resource: name,
-    phase: s.phase,
-    counters: zeroCounters(),
-    failures: [],
-    continueTokenPresent: false,
-    objectsPerSecond: 0,
-    startedAt: s.startedAt,
-    runs: s.passes,
-    restarts: Math.max(0, s.passes - 1),
-    message: s.message,
-    migrationObjects: s.objects.map(standardRef),
-  });
-  setHandler(progressQuery, progress);
-  const show = (phase: MigrationPhase, message: string) => {
-    if (phase !== s.phase) upsertSearchAttributes([{ key: PhaseAttr, value: phase }]);
-    s.phase = phase;
-    s.message = message;
-    log.info('delegated migration', { resource: name, phase, message });
-  };
-  if (!c) {
-    upsertSearchAttributes([
-      { key: MigrationResource, value: name },
-      { key: MigrationGroup, value: ref.group || 'core' },
-      { key: PhaseAttr, value: 'Pending' },
-    ]);
-  }
-  const finish = (phase: 'Succeeded' | 'Aborted', message: string): MigrationResult => {
-    show(phase, message);
-    return progress();
-  };
-  const fail = (message: string): never => {
-    show('Failed', message);
-    throw ApplicationFailure.create({ type: 'MigrationFailed', message, nonRetryable: true, details: [progress()] });
-  };
-  const sleep = async () => {
-    recheck = false;
-    await condition(() => recheck || aborted !== undefined, poll);
-  };
-
-  let unverified: { token: string; since: number } | undefined;
+  const d = new Delegation(input);
+  d.listen();
+  if (!input.carried) d.announce();
   for (let looks = 0; ; looks++) {
-    if (aborted) return finish('Aborted', `aborted: ${aborted}; the built-in migrator is not stopped by svm (it has no abort)`);
+    if (d.aborted) return d.finish('Aborted', `aborted: ${d.aborted}; the built-in migrator is not stopped by svm (it has no abort)`);
     if (looks >= MAX_LOOKS_PER_RUN || workflowInfo().continueAsNewSuggested) {
       await condition(allHandlersFinished);
-      const { phase: _phase, ...carried } = s;
-      return continueAsNew<typeof delegateToBuiltIn>({ ...input, carried });
+      return continueAsNew<typeof delegateToBuiltIn>({ ...input, carried: d.carried });
     }
-    const a = await agreement(ref);
-    if (!s.current) {
+    const a = await agreement(d.ref);
+    const current = d.carried.current;
+    if (!current) {
       // 1. Agreement first: the built-in would migrate into whichever version the server it reaches encodes.
-      let accept = a.agreed && a.verified !== false;
-      if (a.agreed && a.verified === false) {
-        const at = a.at ?? Date.now();
-        if (unverified?.token !== a.token) unverified = { token: a.token, since: at };
-        accept = (at - unverified.since) / 1000 >= unverifiedSeconds;
+      if (!d.accepts(a)) d.waitForAgreement(a);
+      else {
+        const objectName = d.nextObjectName();
+        await createBuiltInMigration(d.ref, objectName, workflowInfo().workflowId);
+        d.created(objectName, a);
       }
-      if (!accept) {
-        show('WaitingForAgreement', a.agreed ? `waiting for agreement: ${a.checked}` : `waiting for agreement: ${a.reason}`);
-        await sleep();
-        continue;
-      }
-      if (s.passes >= maxPasses)
-        return fail(`${s.passes} built-in migrations of ${name} did not give a success under one agreement; ${s.message ?? ''}`);
-      const objectName = `svm-${name.replace(/[^a-z0-9-]+/g, '-').slice(0, 200)}-${uuid4().slice(0, 8)}`;
-      await createBuiltInMigration(ref, objectName, workflowInfo().workflowId);
-      s.passes++;
-      s.current = objectName;
-      s.createdAt = Date.now();
-      s.objects = [...s.objects, objectName].slice(-100);
-      s.agreement = a;
-      show('Running', `created ${objectName} for the built-in migrator under agreement on ${a.encodingVersion} (${a.checked})`);
-      await sleep();
+      await d.sleep();
       continue;
     }
     // 2. Follow the built-in, and the agreement beside it.
-    const broke =
-      !a.agreed || a.token !== s.agreement!.token
-        ? a.agreed
-          ? `the agreement moved (${a.checked})`
-          : `agreement broke: ${a.reason}`
-        : undefined;
-    const b = await builtInMigrationState(s.current);
+    const broke = agreementBreak(a, d.carried.agreement!);
+    const b = await builtInMigrationState(current);
     if (b.state === 'gone')
-      return finish('Aborted', `the StorageVersionMigration ${s.current} was deleted before the built-in finished it`);
+      return d.finish('Aborted', `the StorageVersionMigration ${current} was deleted before the built-in finished it`);
     // Once broken, a pass stays broken: a server that went back and forth wrote old encodings meanwhile.
-    s.broken ??= broke;
+    d.carried.broken ??= broke;
     // 4. Nobody acts on it: say so and end, rather than wait for a controller that does not run.
-    if (
-      b.state === 'pending' &&
-      s.createdAt !== undefined &&
-      (Date.now() - s.createdAt) / 1000 >= noActionSeconds &&
-      patched('delegate-no-action-bound')
-    )
-      return fail(
-        `no controller has acted on StorageVersionMigration ${s.current} ${noActionSeconds}s after svm created it: the built-in migrator does not seem to run (kube-controller-manager --controllers=...,storage-version-migrator-controller); the object is left as it is. Start it, or run svm with SVM_STANDARD_MIGRATIONS=own and SVM_TRIGGER_API=svm`,
-      );
+    if (d.noControllerActs(b)) return d.fail(d.noControllerMessage());
     if (b.state === 'pending' || b.state === 'running') {
-      show(
-        'Running',
-        s.broken
-          ? `agreement did not hold while the built-in runs ${s.current} (${s.broken}): a new migration follows when it ends`
-          : `the built-in migrator ${b.state === 'pending' ? 'has not started' : 'runs'} ${s.current}${b.message ? `: ${b.message}` : ''}`,
-      );
-      await sleep();
+      d.showFollowing(b);
+      await d.sleep();
       continue;
     }
     // 3. The built-in ended.
-    let why: string;
-    if (b.state === 'failed') why = `the built-in migrator failed ${s.current} (${b.message ?? 'no reason given'})`;
-    else if (s.broken) why = `agreement did not hold until the built-in's success on ${s.current} (${s.broken})`;
-    else {
+    let why = d.whyNoSuccess(b);
+    if (why === undefined) {
       try {
-        await recordAgreedHash(ref, s.agreement!);
-        return finish(
-          'Succeeded',
-          `the built-in migrator migrated ${name} (${s.current}) and the API servers agreed on ${s.agreement!.encodingVersion} from its creation to its success: ${s.agreement!.checked}`,
-        );
+        await recordAgreedHash(d.ref, d.carried.agreement!);
+        return d.succeeded();
       } catch (err) {
-        why = `the agreement could not be confirmed at the end of ${s.current} (${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)})`;
+        why = `the agreement could not be confirmed at the end of ${current} (${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)})`;
       }
     }
-    log.warn('delegated migration: another pass', { resource: name, why });
+    d.anotherPass(why);
+  }
+}
+
+/** Refuses an input that does not parse (InvalidInput, not retried) before anything is read or created. */
+function admit(raw: DelegateInput): void {
+  const parsed = DelegateInputSchema.safeParse(raw);
+  if (parsed.success) return;
+  throw ApplicationFailure.create({
+    type: 'InvalidInput',
+    message: `invalid input: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')}`,
+    nonRetryable: true,
+  });
+}
+
+/** Why the agreement no longer holds as it did when the current object was created; undefined while it does. */
+function agreementBreak(a: Agreement, atCreation: Agreement): string | undefined {
+  if (a.agreed && a.token === atCreation.token) return undefined;
+  return a.agreed ? `the agreement moved (${a.checked})` : `agreement broke: ${a.reason}`;
+}
+
+/**
+ * The state of one run of delegateToBuiltIn, what it shows and how it ends. Each message is one method: abort,
+ * agreementChanged (listen()) and the progress query (progress()). What continue-as-new carries is `carried`.
+ */
+class Delegation {
+  readonly ref: ResourceRef;
+  readonly name: string;
+  readonly carried: Carried;
+  phase: MigrationPhase;
+  /** Why an abort was asked for; undefined until one is. */
+  aborted?: string;
+  /** The agreement watcher said it may have changed: the sleep ends early. */
+  private recheck = false;
+  /** An agreement svm cannot verify per API server, and since when it has held (its token unchanged). */
+  private unverified?: { token: string; since: number };
+  private readonly poll: string;
+  private readonly unverifiedSeconds: number;
+  private readonly maxPasses: number;
+  private readonly noActionSeconds: number;
+
+  constructor(input: DelegateInput) {
+    this.ref = input.resource;
+    this.name = groupResourceString(this.ref);
+    this.poll = `${input.pollSeconds ?? 15} seconds`;
+    this.unverifiedSeconds = input.unverifiedAgreementSeconds ?? 120;
+    this.maxPasses = input.maxPasses ?? 3;
+    this.noActionSeconds = input.noActionSeconds ?? 300;
+    const c = input.carried;
+    this.carried = {
+      passes: c?.passes ?? 0,
+      objects: c?.objects ?? [],
+      current: c?.current,
+      createdAt: c?.createdAt,
+      agreement: c?.agreement,
+      startedAt: c?.startedAt ?? Date.now(),
+      message: c?.message,
+      broken: c?.broken,
+    };
+    this.phase = c?.current ? 'Running' : 'Pending';
+  }
+
+  // ------------------------------------------------------------ messages
+
+  listen(): void {
+    setHandler(abortSignal, (arg) => {
+      if (this.valid('abort', HandlerArgSchemas.abort, arg)) this.aborted = abortReason(arg) ?? 'abort requested';
+    });
+    setHandler(agreementChangedSignal, (arg) => {
+      if (this.valid('agreementChanged', HandlerArgSchemas.agreementChanged, arg)) this.recheck = true;
+    });
+    setHandler(progressQuery, () => this.progress());
+  }
+
+  /**
+   * Arguments as the contract publishes them (HandlerArgSchemas): an invalid one is logged (its reason, never its
+   * value) and the signal ignored, as migrateResource does.
+   */
+  private valid(signal: string, schema: z.ZodType, arg: unknown): boolean {
+    const refusal = argumentRefusal(signal, schema, arg);
+    if (refusal === undefined || !patched('signal-arguments-validated')) return true;
+    log.warn(`${refusal}; the signal is ignored`, { resource: this.name });
+    return false;
+  }
+
+  progress(): MigrationProgress {
+    const s = this.carried;
+    return {
+      resource: this.name,
+      phase: this.phase,
+      counters: zeroCounters(),
+      failures: [],
+      continueTokenPresent: false,
+      objectsPerSecond: 0,
+      startedAt: s.startedAt,
+      runs: s.passes,
+      restarts: Math.max(0, s.passes - 1),
+      message: s.message,
+      migrationObjects: s.objects.map(standardRef),
+    };
+  }
+
+  /** Waits a poll, or less when the agreement may have changed or an abort came. */
+  async sleep(): Promise<void> {
+    this.recheck = false;
+    await condition(() => this.recheck || this.aborted !== undefined, this.poll);
+  }
+
+  // ------------------------------------------------------------ 1. agreement, then an object for the built-in
+
+  /** Whether to create an object under this agreement: agreed, and verified per API server or unverified for long enough. */
+  accepts(a: Agreement): boolean {
+    if (!a.agreed) return false;
+    if (a.verified !== false) return true;
+    const at = a.at ?? Date.now();
+    if (this.unverified?.token !== a.token) this.unverified = { token: a.token, since: at };
+    return (at - this.unverified.since) / 1000 >= this.unverifiedSeconds;
+  }
+
+  waitForAgreement(a: Agreement): void {
+    this.show('WaitingForAgreement', a.agreed ? `waiting for agreement: ${a.checked}` : `waiting for agreement: ${a.reason}`);
+  }
+
+  /** The name of the next pass's object; the end, Failed, once maxPasses objects gave no success. */
+  nextObjectName(): string {
+    const s = this.carried;
+    if (s.passes >= this.maxPasses)
+      return this.fail(`${s.passes} built-in migrations of ${this.name} did not give a success under one agreement; ${s.message ?? ''}`);
+    return `svm-${this.name.replace(/[^a-z0-9-]+/g, '-').slice(0, 200)}-${uuid4().slice(0, 8)}`;
+  }
+
+  created(objectName: string, a: Agreement): void {
+    const s = this.carried;
+    s.passes++;
+    s.current = objectName;
+    s.createdAt = Date.now();
+    s.objects = [...s.objects, objectName].slice(-100);
+    s.agreement = a;
+    this.show('Running', `created ${objectName} for the built-in migrator under agreement on ${a.encodingVersion} (${a.checked})`);
+  }
+
+  // ------------------------------------------------------------ 2. following the built-in
+
+  /** No controller has written any status to the current object within noActionSeconds of its creation. */
+  noControllerActs(b: BuiltInView): boolean {
+    return (
+      b.state === 'pending' &&
+      this.carried.createdAt !== undefined &&
+      (Date.now() - this.carried.createdAt) / 1000 >= this.noActionSeconds &&
+      patched('delegate-no-action-bound')
+    );
+  }
+
+  noControllerMessage(): string {
+    return `no controller has acted on StorageVersionMigration ${this.carried.current} ${this.noActionSeconds}s after svm created it: the built-in migrator does not seem to run (kube-controller-manager --controllers=...,storage-version-migrator-controller); the object is left as it is. Start it, or run svm with SVM_STANDARD_MIGRATIONS=own and SVM_TRIGGER_API=svm`;
+  }
+
+  /** Shows the built-in at work (pending or running), or that this pass will not count. */
+  showFollowing(b: BuiltInView): void {
+    const s = this.carried;
+    this.show(
+      'Running',
+      s.broken
+        ? `agreement did not hold while the built-in runs ${s.current} (${s.broken}): a new migration follows when it ends`
+        : `the built-in migrator ${b.state === 'pending' ? 'has not started' : 'runs'} ${s.current}${b.message ? `: ${b.message}` : ''}`,
+    );
+  }
+
+  // ------------------------------------------------------------ 3. the built-in ended
+
+  /** Why the built-in's end is no success to record (it failed, or the agreement broke meanwhile); undefined when it may be. */
+  whyNoSuccess(b: BuiltInView): string | undefined {
+    const s = this.carried;
+    if (b.state === 'failed') return `the built-in migrator failed ${s.current} (${b.message ?? 'no reason given'})`;
+    if (s.broken) return `agreement did not hold until the built-in's success on ${s.current} (${s.broken})`;
+    return undefined;
+  }
+
+  succeeded(): MigrationResult {
+    const s = this.carried;
+    return this.finish(
+      'Succeeded',
+      `the built-in migrator migrated ${this.name} (${s.current}) and the API servers agreed on ${s.agreement!.encodingVersion} from its creation to its success: ${s.agreement!.checked}`,
+    );
+  }
+
+  /** This pass does not count: the next look waits for agreement, then creates a new object (a new whole pass). */
+  anotherPass(why: string): void {
+    log.warn('delegated migration: another pass', { resource: this.name, why });
+    const s = this.carried;
     s.current = undefined;
     s.createdAt = undefined;
     s.agreement = undefined;
     s.broken = undefined;
-    show('WaitingForAgreement', `${why}; a new migration is created once the API servers agree`);
+    this.show('WaitingForAgreement', `${why}; a new migration is created once the API servers agree`);
+  }
+
+  // ------------------------------------------------------------ what it shows, how it ends
+
+  /** The search attributes written once, by the first run. */
+  announce(): void {
+    upsertSearchAttributes([
+      { key: MigrationResource, value: this.name },
+      { key: MigrationGroup, value: this.ref.group || 'core' },
+      { key: PhaseAttr, value: 'Pending' },
+    ]);
+  }
+
+  show(phase: MigrationPhase, message: string): void {
+    if (phase !== this.phase) upsertSearchAttributes([{ key: PhaseAttr, value: phase }]);
+    this.phase = phase;
+    this.carried.message = message;
+    log.info('delegated migration', { resource: this.name, phase, message });
+  }
+
+  finish(phase: 'Succeeded' | 'Aborted', message: string): MigrationResult {
+    this.show(phase, message);
+    return this.progress();
+  }
+
+  fail(message: string): never {
+    this.show('Failed', message);
+    throw ApplicationFailure.create({ type: 'MigrationFailed', message, nonRetryable: true, details: [this.progress()] });
   }
 }
