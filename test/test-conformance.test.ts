@@ -32,7 +32,14 @@
  * - The audit check, from the API servers' audit logs: every request of the
  *   migrator's identity on a migrated resource is a read or a re-encode
  *   answered 200 or 409 (404 for an object deleted meanwhile), about one
- *   write per object, and no write anywhere else but its own objects.
+ *   write per object, and no write anywhere else but its own objects. svm's
+ *   own requests are audited with their bodies and replies (RequestResponse):
+ *   every list and every patch of svm's is answered with metadata only, and
+ *   each patch carries nothing but the listed resourceVersion; by the PUT path
+ *   (the one that reads content, forced here with SVM_REWRITE_METHOD=put) its
+ *   lists are answered whole and its PUTs with metadata only. Note: an audit
+ *   event holds no request headers, so the Accept svm sent shows as what the
+ *   API server answered (it logs the reply as converted for the client).
  *
  * A plane of this file's own: its API servers restart with an encryption
  * configuration and an audit policy, which the shared plane must not carry.
@@ -75,6 +82,7 @@ const isBuiltIn = (e: AuditEvent) => (e.userAgent ?? '').includes(BUILTIN_AGENT)
 const SECRETS = 60;
 const CHAOS_OBJECTS = 50;
 const CONCURRENT = 10;
+const PUT_OBJECTS = 20;
 const quiet = () => undefined;
 
 let dir: string;
@@ -126,6 +134,10 @@ interface AuditEvent {
   userAgent?: string;
   objectRef?: { resource?: string; apiGroup?: string; subresource?: string; namespace?: string; name?: string };
   responseStatus?: { code?: number };
+  /** Only at RequestResponse (svm's own requests): a patch's body as sent. */
+  requestObject?: Record<string, unknown>;
+  /** Only at RequestResponse: the reply as the client got it (PartialObjectMetadata where metadata only was asked for). */
+  responseObject?: { kind?: string };
 }
 
 /** The audit events of one migrator since the given byte offsets of each server's log. */
@@ -146,13 +158,17 @@ function auditOf(whose: (e: AuditEvent) => boolean, from: number[]): AuditEvent[
 }
 const auditMark = (): number[] => [0, 1].map((i) => (existsSync(auditLog(i)) ? readFileSync(auditLog(i)).length : 0));
 
+/** The events of requests on one resource. */
+const onResource = (events: AuditEvent[], resource: { group: string; resource: string }): AuditEvent[] =>
+  events.filter((e) => (e.objectRef?.apiGroup ?? '') === resource.group && e.objectRef?.resource === resource.resource);
+
 /** The audit check of one run on one resource: its requests on it, and its writes anywhere. */
 function auditCheck(
   events: AuditEvent[],
   resource: { group: string; resource: string },
   ownWrites: (e: AuditEvent) => boolean,
 ): { requests: number; writes: number; codes: Record<string, number>; elsewhere: string[] } {
-  const on = events.filter((e) => (e.objectRef?.apiGroup ?? '') === resource.group && e.objectRef?.resource === resource.resource);
+  const on = onResource(events, resource);
   const codes: Record<string, number> = {};
   for (const e of on) codes[`${e.verb} ${e.responseStatus?.code}`] = (codes[`${e.verb} ${e.responseStatus?.code}`] ?? 0) + 1;
   const bad = on.filter((e) => {
@@ -172,6 +188,36 @@ function auditCheck(
     .filter((e) => !['get', 'list', 'watch'].includes(e.verb ?? '') && !on.includes(e) && !ownWrites(e))
     .map((e) => `${e.verb} ${e.requestURI} ${e.responseStatus?.code}`);
   return { requests: on.length, writes, codes, elsewhere };
+}
+
+/** What svm's requests on one resource were answered with: `<verb> <kind of the reply>`, counted (svm's events only). */
+function repliesOf(events: AuditEvent[], resource: { group: string; resource: string }): Record<string, number> {
+  const out: Record<string, number> = {};
+  for (const e of onResource(events, resource)) {
+    const key = `${e.verb} ${e.responseObject?.kind ?? '(no reply logged)'}`;
+    out[key] = (out[key] ?? 0) + 1;
+  }
+  return out;
+}
+
+/** The metadata-only check of svm's requests on one resource: every reply metadata only (or a Status), every patch empty. */
+function metadataOnlyCheck(events: AuditEvent[], resource: { group: string; resource: string }): void {
+  const replies = repliesOf(events, resource);
+  const allowed = ['list PartialObjectMetadataList', 'patch PartialObjectMetadata', 'patch Status'];
+  assert.deepEqual(
+    Object.keys(replies).filter((k) => !allowed.includes(k)),
+    [],
+    `every list and patch of svm's on ${resource.resource} answered with metadata only: ${JSON.stringify(replies)}`,
+  );
+  const notEmpty = onResource(events, resource)
+    .filter((e) => e.verb === 'patch')
+    .map((e) => e.requestObject ?? {})
+    .filter((b) => {
+      const { apiVersion, kind, metadata, ...rest } = b;
+      const m = (metadata ?? {}) as Record<string, unknown>;
+      return !apiVersion || !kind || Object.keys(rest).length > 0 || Object.keys(m).join() !== 'resourceVersion';
+    });
+  assert.deepEqual(notEmpty, [], 'every patch carries apiVersion, kind and the listed resourceVersion, nothing else');
 }
 
 /** svm's own objects: its migrations and StorageStates (and status), its Leases, CRD status (storedVersions), self reviews. */
@@ -335,7 +381,12 @@ before(async () => {
       apiVersion: 'audit.k8s.io/v1',
       kind: 'Policy',
       omitStages: ['RequestReceived'],
-      rules: [{ level: 'None', users: ['system:apiserver'] }, { level: 'Metadata' }],
+      rules: [
+        { level: 'None', users: ['system:apiserver'] },
+        // svm's own requests with their bodies and replies: what it asked for shows in what it was answered.
+        { level: 'RequestResponse', users: [SVM_USER], omitManagedFields: true },
+        { level: 'Metadata' },
+      ],
     }),
   );
   writeEncryption(['key1']);
@@ -436,8 +487,10 @@ for (const who of ['svm', 'built-in'] as const) {
       assert.deepEqual(moved, [], 'the second migration changed no resourceVersion');
       // The audit log is written as requests complete: give the last ones a moment.
       await new Promise((r) => setTimeout(r, 2000));
-      const a = auditCheck(auditOf(whose, mark), { group: '', resource: 'secrets' }, who === 'svm' ? svmOwnWrite : builtInOwnWrite);
+      const events = auditOf(whose, mark);
+      const a = auditCheck(events, { group: '', resource: 'secrets' }, who === 'svm' ? svmOwnWrite : builtInOwnWrite);
       assert.deepEqual(a.elsewhere, [], `${who} writes nothing but the Secrets and its own objects`);
+      if (who === 'svm') metadataOnlyCheck(events, { group: '', resource: 'secrets' });
       // About one write per object over both passes (the second re-encodes too: nothing changes in etcd).
       assert.ok(a.writes >= total && a.writes <= 2 * total * 1.1, `${a.writes} re-encodes for ${total} Secrets over two passes`);
       row(
@@ -542,12 +595,10 @@ for (const who of ['svm', 'built-in'] as const) {
         assert.equal(now.cr3, rv.cr3, 'cr3 (already in v2) not rewritten');
         assert.equal(now.cr4, rv.cr4, 'cr4 (already in v2) not rewritten');
         await new Promise((r) => setTimeout(r, 2000));
-        const a = auditCheck(
-          auditOf(whose, mark),
-          { group: crd.group, resource: crd.plural },
-          who === 'svm' ? svmOwnWrite : builtInOwnWrite,
-        );
+        const events = auditOf(whose, mark);
+        const a = auditCheck(events, { group: crd.group, resource: crd.plural }, who === 'svm' ? svmOwnWrite : builtInOwnWrite);
         assert.deepEqual(a.elsewhere, [], `${who} writes nothing but the resource and its own objects`);
+        if (who === 'svm') metadataOnlyCheck(events, { group: crd.group, resource: crd.plural });
         row(
           'a CRD moved v1 -> v2 through a conversion webhook under churn; then v1 unserved, the webhook stopped',
           who,
@@ -697,6 +748,56 @@ for (const who of ['svm', 'built-in'] as const) {
     });
   });
 }
+
+/** The grant of list and patch, with `update` besides: what svm's PUT needs, which no grant of svm's holds (docs/security.md). */
+const grantWithUpdate = async (crd: TestCrd) =>
+  serverSideApply(
+    p.kube,
+    YAML.parseAllDocuments(grantManifests({ group: crd.group, resource: crd.plural, custom: true }))
+      .map((d) => d.toJS() as Manifest)
+      .map((m) =>
+        m.kind === 'ClusterRole'
+          ? { ...m, rules: [{ apiGroups: [crd.group], resources: [crd.plural], verbs: ['list', 'patch', 'update'] }] }
+          : m,
+      ),
+  );
+
+void test('svm by the PUT path (SVM_REWRITE_METHOD=put, as where a server refuses the patch): the audit log shows the one path that reads content, its lists answered whole, its PUTs with metadata only, no patch', async () => {
+  const crd = testCrd(`${uniq('put')}.svm.test`);
+  const ns = uniq('put');
+  await applyCrd(p.kube, crd, 'v1');
+  await createObjects(p.kube, crd, 'v1', PUT_OBJECTS, { namespace: ns });
+  await applyCrd(p.kube, crd, 'v2');
+  await grantWithUpdate(crd);
+  const mark = auditMark();
+  const previous = process.env.SVM_REWRITE_METHOD;
+  process.env.SVM_REWRITE_METHOD = 'put';
+  try {
+    await withMigrator('svm', async () => {
+      const { outcomes } = await migrate([uniq('svm-put')], { group: crd.group, resource: crd.plural });
+      assert.deepEqual(Object.values(outcomes), ['Succeeded'], JSON.stringify(outcomes));
+    });
+  } finally {
+    if (previous === undefined) delete process.env.SVM_REWRITE_METHOD;
+    else process.env.SVM_REWRITE_METHOD = previous;
+  }
+  const notV2 = Object.entries(await storedAt(crd)).filter(([, v]) => v !== `${crd.group}/v2`);
+  assert.deepEqual(notV2, [], 'every object stored in v2');
+  await new Promise((r) => setTimeout(r, 2000));
+  const replies = repliesOf(auditOf(isSvm, mark), { group: crd.group, resource: crd.plural });
+  // The metadata-only list in a namespace no object can be in: the resource's resourceVersion for the status.
+  const allowed = [`list ${crd.kind}List`, 'list PartialObjectMetadataList', 'update PartialObjectMetadata', 'update Status'];
+  assert.deepEqual(
+    Object.keys(replies).filter((k) => !allowed.includes(k)),
+    [],
+    `svm's requests by the PUT path: ${JSON.stringify(replies)}`,
+  );
+  assert.ok((replies[`list ${crd.kind}List`] ?? 0) > 0, `its pages listed with content: ${JSON.stringify(replies)}`);
+  assert.ok(
+    (replies['update PartialObjectMetadata'] ?? 0) >= PUT_OBJECTS,
+    `each object PUT, answered with metadata only: ${JSON.stringify(replies)}`,
+  );
+});
 
 void test('status parity with the real built-in (v1): a success, a webhook denial, a missing resource, and the CRD StorageMigrating condition; differences only where documented', async () => {
   const svm = await parityOutcomes(p, 'svm', (fn) => withMigrator('svm', fn), grantFor);

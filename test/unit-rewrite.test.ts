@@ -79,7 +79,7 @@ void test('by default: one metadata-only list, an empty patch per object, no con
   assert.equal(r.rewrite, undefined);
 });
 
-for (const status of [405, 415]) {
+for (const status of [405, 406, 415]) {
   void test(`a patch refused with ${status} after 5 objects: the page is listed again with content and PUT after them, each counted once`, async () => {
     const { kube, seen } = fakeKube(20, { patchStatus: status, patchAfter: 5 });
     const r = await run(kube);

@@ -8,10 +8,11 @@
  * metadata only and each object gets an empty JSON merge patch carrying its
  * resourceVersion (KubeClient.reencode), so no object's content, no Secret
  * value, ever enters the worker. A server that refuses the patch (405 or 415:
- * some aggregated APIs) or the metadata-only list (406) makes this chunk list
- * the page again with content and PUT each object back exactly as listed,
- * going on after what is finished; the result says so (rewrite: 'put') and the
- * workflow keeps the PUT for the rest of the pass and says it in the status.
+ * some aggregated APIs), its metadata-only reply or the metadata-only list
+ * (406) makes this chunk list the page again with content and PUT each object
+ * back exactly as listed, going on after what is finished; the result says so
+ * (rewrite: 'put') and the workflow keeps the PUT for the rest of the pass and
+ * says it in the status.
  *
  * Memory is bounded by bytes, not by the page: the page is read as a stream
  * and each object goes to the updaters as soon as its text is complete. While
@@ -41,7 +42,7 @@
  *                  so throttling (API Priority and Fairness) slows a migration but never fails it
  *   5xx/timeout/reset   retried with backoff, at most 8 attempts per object
  *   403/422/400/webhook denial   a per-object failure with its reason; the rest goes on
- *   405/415 on the patch   the server refuses the empty patch: the page is listed again with content and PUT (above)
+ *   405/406/415 on the patch   the server refuses the empty patch: the page is listed again with content and PUT (above)
  *   anything else  the migration cannot go on: a non-retryable failure with the reason
  * Each row is one Outcome of the rewrite (outcomeOf, chunk/rewrite-one.ts). A
  * 410 on the continue token resumes from the inconsistent token in the error
@@ -93,6 +94,14 @@ export function listBufferBytes(deps: Pick<ChunkDeps, 'listBufferBytes'>): numbe
 function forcedRewrite(deps: Pick<ChunkDeps, 'rewrite'>): RewriteMethod | undefined {
   if (deps.rewrite) return deps.rewrite;
   return process.env.SVM_REWRITE_METHOD === 'put' ? 'put' : undefined;
+}
+
+/** At a worker's start: a warning when SVM_REWRITE_METHOD=put makes it read every object's content. */
+export function warnIfRewriteForced(log: { warn(msg: string): void }): void {
+  if (forcedRewrite({}) !== 'put') return;
+  log.warn(
+    "SVM_REWRITE_METHOD=put: every migration lists each resource with its objects' content (Secrets included) and rewrites by PUT; a setting of the memory benchmark, never for a cluster",
+  );
 }
 
 /** The failure type of a chunk whose resource is not served (any more): the workflow starts the pass over. */

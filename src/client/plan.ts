@@ -33,7 +33,7 @@ import { StorageVersion } from '../api/storage-version';
 import type { Agreement } from '../kube/agreement';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient, KubeResponse } from '../kube/client';
-import { METADATA_LIST_ACCEPT, parseJson } from '../kube/client';
+import { METADATA_ONLY_LIST_ACCEPT, parseJson } from '../kube/client';
 import { CRDS_PATH } from '../kube/crds';
 import { needsGrant } from './grant';
 import { KubeError } from '../kube/errors';
@@ -295,16 +295,21 @@ function nameToGroupResource(name: string): { group: string; resource: string } 
   return dot < 0 ? { group: '', resource: name } : { group: name.slice(dot + 1), resource: name.slice(0, dot) };
 }
 
-async function countObjects(kube: KubeClient, r: DiscoveredResource): Promise<{ objects: number | null; note?: string }> {
-  // Metadata only: the one object listed comes without its content (a Secret's data is never read).
+/**
+ * The objects of r from one list of limit 1, asked for as metadata only: the one object listed comes without its
+ * content (a Secret's data is never read). A server that cannot answer so (406) is not asked for the objects whole:
+ * the count is unknown.
+ */
+export async function countObjects(kube: KubeClient, r: DiscoveredResource): Promise<{ objects: number | null; note?: string }> {
   let res: KubeResponse;
   try {
     res = await kube.request('GET', collectionPath({ group: r.group, version: r.version, resource: r.name }), {
       query: { limit: 1 },
-      accept: METADATA_LIST_ACCEPT,
+      accept: METADATA_ONLY_LIST_ACCEPT,
     });
   } catch (err) {
     if (!(err instanceof KubeError)) throw err;
+    if (err.status === 406) return { objects: null, note: 'the server refuses a metadata-only list' };
     return { objects: null, note: `counting failed: ${err.message}` };
   }
   // Only the list's metadata and the number of items are read from the page.

@@ -10,10 +10,14 @@
  * object is re-encoded by an empty JSON merge patch that carries nothing but
  * apiVersion, kind and its resourceVersion (reencode), as the GA built-in
  * does; the API server reads, re-encodes and writes the object itself, and
- * answers with metadata only. Only for a resource whose server refuses that
- * patch is the page listed whole and each object PUT back exactly as listed
- * (putAsListed). Either way pages are read as a stream and split into the raw
- * text of each item as it arrives (listEach), never held whole.
+ * answers with metadata only. Every list and every reply svm asks for is
+ * metadata only, and a server that cannot answer so refuses it (406): no
+ * request falls back to asking for content. The one path that reads content
+ * is the PUT: only for a resource whose server refuses that patch is the page
+ * listed whole and each object PUT back exactly as listed (putAsListed), and
+ * the migration's status says so. Either way pages are read as a stream and
+ * split into the raw text of each item as it arrives (listEach), never held
+ * whole.
  */
 import * as fs from 'node:fs';
 import { existsSync } from 'node:fs';
@@ -50,18 +54,17 @@ export interface RequestOptions {
   allow?: readonly number[];
 }
 
-/**
- * Lists answered with metadata only (PartialObjectMetadataList), falling back
- * to the full list where the server cannot: for counting objects without
- * reading any object's content (Secrets included).
- */
-export const METADATA_LIST_ACCEPT = 'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io,application/json';
-
 /** A list answered with metadata only, or 406: never the objects' content. */
 export const METADATA_ONLY_LIST_ACCEPT = 'application/json;as=PartialObjectMetadataList;v=v1;g=meta.k8s.io';
-/** One object answered with metadata only (the reply of a re-encode: never the object's content). */
+/** One object answered with metadata only, or 406 (the reply of a re-encode: never the object's content). */
 export const METADATA_ONLY_ACCEPT =
   'application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io,application/json;as=PartialObjectMetadata;v=v1beta1;g=meta.k8s.io';
+/**
+ * The reply of the PUT as listed: metadata only where the server can, else the object. Note: the PUT's body is
+ * that object, listed with content; a server that cannot answer with metadata only (the 406 that sends a migration
+ * to the PUT) answers with what svm has just sent, nothing it did not hold.
+ */
+const PUT_REPLY_ACCEPT = `${METADATA_ONLY_ACCEPT},application/json`;
 
 /** The field manager of svm's writes (an empty patch sets no field, so it never appears in managedFields). */
 export const FIELD_MANAGER = 'svm';
@@ -148,13 +151,24 @@ export function parseJson<T>(text: string, what: string): T {
   }
 }
 
-/** The resourceVersion of a write's reply; only the metadata is parsed (a server that ignored the metadata-only Accept sends the object, which stays one string). */
-function replyResourceVersion(res: KubeResponse, ref: Pick<ResourceRef, 'resource'>): string {
+/**
+ * The resourceVersion of a write's reply; only the metadata is parsed (an object in the reply stays one string).
+ * With `metadataOnly`, a reply that is not PartialObjectMetadata (a server that ignored the Accept) is refused: the
+ * worker does not go on reading objects it did not ask for.
+ */
+function replyResourceVersion(res: KubeResponse, ref: Pick<ResourceRef, 'resource'>, metadataOnly: boolean): string {
+  let id: ReturnType<typeof itemIdentity>;
   try {
-    return itemIdentity(res.body).metadata?.resourceVersion ?? '';
+    id = itemIdentity(res.body);
   } catch {
     throw new KubeError('other', `update of ${ref.resource}: the response is not valid JSON (${res.body.length} bytes)`);
   }
+  if (metadataOnly && id.kind !== undefined && id.kind !== 'PartialObjectMetadata')
+    throw new KubeError(
+      'other',
+      `update of ${ref.resource}: the server answered ${id.kind.slice(0, 80)} where metadata only was asked for`,
+    );
+  return id.metadata?.resourceVersion ?? '';
 }
 
 /** The error a request's own timer destroys it with: classified 'timeout', as Node's own ETIMEDOUT is. */
@@ -452,7 +466,10 @@ export class KubeClient {
    * it was; the API server re-encodes it in the storage version, and writes
    * nothing when the stored bytes are already current. A changed
    * resourceVersion (a concurrent write, a deleted and recreated object) is a
-   * 409. The reply is asked for as metadata only. Returns the resourceVersion
+   * 409. The reply is asked for as metadata only: a server that cannot
+   * answer so refuses the patch with 406 (before it applies it: the reply's
+   * media type is negotiated first, k8s.io/apiserver handlers/patch.go), and
+   * is never asked again for the object whole. Returns the resourceVersion
    * after it. Where a server refuses this patch, putAsListed is the rewrite.
    */
   async reencode(
@@ -468,25 +485,26 @@ export class KubeClient {
       accept: METADATA_ONLY_ACCEPT,
       query: { fieldManager: FIELD_MANAGER },
     });
-    return replyResourceVersion(res, ref);
+    return replyResourceVersion(res, ref, true);
   }
 
   /**
    * The PUT exactly as listed: the object's text from a list with content,
    * with its resourceVersion, sent back byte for byte. Used only where a
-   * server refuses the empty patch of reencode (some aggregated APIs).
-   * Returns the resourceVersion after the update (the listed one when the API
-   * server found nothing to rewrite).
+   * server refuses the empty patch of reencode (some aggregated APIs): the
+   * one path of a migration that reads objects' content. Returns the
+   * resourceVersion after the update (the listed one when the API server
+   * found nothing to rewrite).
    */
   async putAsListed(ref: Pick<ResourceRef, 'group' | 'version' | 'resource'>, obj: ListedObject, timeoutMs = 30_000): Promise<string> {
     if (obj.raw === undefined) throw new KubeError('other', `update of ${ref.resource}: the object was listed without its content`);
     const res = await this.request('PUT', objectPath(ref, obj.name, obj.namespace), {
       body: obj.raw,
       timeoutMs,
-      accept: METADATA_ONLY_ACCEPT,
+      accept: PUT_REPLY_ACCEPT,
       query: { fieldManager: FIELD_MANAGER },
     });
-    return replyResourceVersion(res, ref);
+    return replyResourceVersion(res, ref, false);
   }
 
   /**

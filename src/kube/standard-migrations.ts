@@ -142,10 +142,12 @@ export const NO_NAMESPACE = '@svm:no-such-namespace!';
  * The resource's current list resourceVersion: the built-in's status.resourceVersion (objects at or below it are
  * migrated). Read without any object's content: a namespaced resource is listed in NO_NAMESPACE, and the list asks
  * for metadata only (a CRD whose conversion webhook is down serves no content, and a Secret's is none of svm's
- * business). A server that cannot answer with metadata only (406: some aggregated APIs) is asked for its plain list.
- * Undefined when the API servers cannot convert the one object a cluster-scoped resource's list holds (its CRD's
- * conversion webhook fails): the status is written without it, and the migration goes on to fail naming the webhook
- * (a retry would fail the same way for as long as the webhook is down, and leave the object without any status).
+ * business). Undefined, and the status is written without it, when:
+ * - the server cannot answer with metadata only (406: some aggregated APIs). Note: it is not asked for its plain
+ *   list instead: that would be the one object of a cluster-scoped resource, content and all.
+ * - the API servers cannot convert the one object a cluster-scoped resource's list holds (its CRD's conversion
+ *   webhook fails): the migration goes on to fail naming the webhook (a retry would fail the same way for as long
+ *   as the webhook is down, and leave the object without any status).
  */
 export async function latestResourceVersion(
   kube: KubeClient,
@@ -154,10 +156,9 @@ export async function latestResourceVersion(
   const path = collectionPath(ref, ref.namespaced ? NO_NAMESPACE : undefined);
   let res: KubeResponse;
   try {
-    res = await kube.request('GET', path, { query: { limit: 1 }, accept: METADATA_ONLY_LIST_ACCEPT, allow: [406] });
-    if (res.status === 406) res = await kube.request('GET', path, { query: { limit: 1 } });
+    res = await kube.request('GET', path, { query: { limit: 1 }, accept: METADATA_ONLY_LIST_ACCEPT });
   } catch (err) {
-    if (err instanceof KubeError && err.info.conversionFailed) return undefined;
+    if (err instanceof KubeError && (err.status === 406 || err.info.conversionFailed)) return undefined;
     throw err;
   }
   const list = parseJson<{ metadata?: { resourceVersion?: string } }>(res.body, `GET ${path}`);

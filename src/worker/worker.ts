@@ -11,6 +11,7 @@ import { Client } from '@temporalio/client';
 import { DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry } from '@temporalio/worker';
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
+import { warnIfRewriteForced } from '../activities/migrate-chunk';
 import { freePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
 import { KubeClient } from '../kube/client';
@@ -203,6 +204,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
     throw await explainTemporalConnectError(e, { ...t, address: t.address! });
   });
+  warnIfRewriteForced(log);
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);

@@ -27,7 +27,7 @@ export type Outcome =
   | { kind: 'failed'; failure: ObjectFailure; seconds: number } // 403/422/400/webhook denial
   | { kind: 'throttled'; waitMs: number } // 429
   | { kind: 'retry'; waitMs: number } // 5xx/timeout/reset, below MAX_OBJECT_ATTEMPTS
-  | { kind: 'patchRefused'; error: KubeError } // 405/415 on the empty patch
+  | { kind: 'patchRefused'; error: KubeError } // 405/406/415 on the empty patch
   | { kind: 'fatal'; error: KubeError }; // other 404, a 5xx at the last attempt, anything else
 
 export type FinalOutcome = Extract<Outcome, { kind: 'migrated' | 'conflict' | 'notFound' | 'failed' }>;
@@ -87,13 +87,19 @@ export function isObjectNotFound(
 }
 
 /**
- * 405 MethodNotAllowed or 415 UnsupportedMediaType on the patch, 406
- * NotAcceptable on the metadata-only list: the server cannot do the built-in's
- * rewrite for this resource (some aggregated APIs), so the chunk falls back to
- * the PUT. Never a 403 (RBAC) or a denial: those are failures as before.
+ * 405 MethodNotAllowed or 415 UnsupportedMediaType on the patch, or 406
+ * NotAcceptable on the patch's metadata-only reply or on the metadata-only
+ * list: the server cannot do the built-in's rewrite for this resource (some
+ * aggregated APIs), so the chunk falls back to the PUT, the one path that
+ * says it reads content. Never a 403 (RBAC) or a denial: those are failures
+ * as before.
+ * Note: a 406 on the patch is the same refusal as a 406 on the list, a server
+ * that cannot answer with metadata only; asking it again for the object whole
+ * would read content on a path that says it reads none.
  */
 export function refusesPatch(e: KubeError, on: 'patch' | 'list'): boolean {
-  return on === 'patch' ? e.status === 405 || e.status === 415 : e.status === 406;
+  if (e.status === 406) return true;
+  return on === 'patch' && (e.status === 405 || e.status === 415);
 }
 
 export interface RewriteDeps {
