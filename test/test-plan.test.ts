@@ -48,7 +48,8 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, stopApiserver } from '../src/dev/plane';
 import { KubeClient } from '../src/kube/client';
-import { applyCrd, createObjects, ensureNamespace, parallel, testCrd, type TestCrd } from './helpers/crd';
+import { applyCrd, createObjects, deleteCrd, ensureNamespace, parallel, testCrd, type TestCrd } from './helpers/crd';
+import { startConversionWebhook, webhookHost } from './helpers/webhook';
 import { DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -558,6 +559,58 @@ void test('svm plan --drop: a bad group version or flag is refused before anythi
   const r = await svm(['plan', '--drop', 'nowhere.svm.test/v1'], { KUBECONFIG: readerKubeconfig });
   assert.equal(r.code, 2, r.stderr);
   assert.match(r.stderr, /^svm plan: no API group nowhere\.svm\.test is served and no CustomResourceDefinition names it\n$/);
+});
+
+void test('svm plan --drop: a version its group never had (a typo) is unknown (exit 2), no resource, the note saying what the group serves', async () => {
+  const c = testCrd(`${uniq('drop-typo')}.svm.test`);
+  await applyCrd(plane.kube, c, 'v2');
+  const { report, run } = await dropJson(`${c.group}/v1beta1`, ['--requests-window', '0']);
+  assert.deepEqual([run.code, report.verdict, report.exitCode, report.resources], [2, 'Unknown', 2, []]);
+  assert.deepEqual(report.notes, [
+    `nothing serves ${c.group}/v1beta1 and no CustomResourceDefinition names v1beta1: ${c.group} serves v1 (widgets), v2 (widgets). ` +
+      'There is nothing to check: a version already removed from every CRD has nothing left to drop, a misspelt one was never checked',
+  ]);
+});
+
+void test('svm plan --drop: a conversion webhook that is down is not yet (exit 1), named with the conversion that failed', async () => {
+  const hook = await startConversionWebhook(webhookHost(plane));
+  const c = testCrd(`${uniq('drop-hook')}.svm.test`);
+  const ns = uniq('drop-hook');
+  const conversion = { url: hook.url, caBundle: hook.caBundle };
+  try {
+    // Objects stored at v1, then v2 the storage version and the webhook gone: none of them can be converted.
+    await applyCrd(plane.kube, c, 'v1', { conversion });
+    await createObjects(plane.kube, c, 'v1', 5, { namespace: ns });
+    await applyCrd(plane.kube, c, 'v2', { conversion });
+    await hook.close();
+    // Its storage built again on every API server with the webhook down (test-conformance.test.ts: the caches
+    // otherwise hold what they decoded while it was up).
+    await plane.kube.request('PATCH', `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${c.name}`, {
+      body: JSON.stringify({ spec: { conversion: { webhook: { clientConfig: { url: `${hook.url}/gone` } } } } }),
+      contentType: 'application/merge-patch+json',
+    });
+    const report = await eventually(
+      'the drop check to see the conversion webhook fail',
+      async () => {
+        const { report: r } = await dropJson(`${c.group}/v1`, ['--requests-window', '0']);
+        return verdicts(r, c.name).conversionWebhook === 'NotYet' ? r : undefined;
+      },
+      90_000,
+    );
+    assert.deepEqual([report.verdict, report.exitCode], ['NotYet', 1]);
+    const group = c.group.replace(/\./g, '\\.');
+    assert.match(
+      reasonOf(report, c.name, 'conversionWebhook'),
+      new RegExp(
+        `^converted by the webhook at .+, which fails: a metadata-only list at ${group}/v2 failed \\(.*the conversion webhook for ${group}/v1, Kind=Widget failed\\); `,
+      ),
+    );
+  } finally {
+    // Conversion None again (the versions differ only in apiVersion), so the CRD's objects can be deleted with it.
+    await hook.close().catch(() => undefined);
+    await applyCrd(plane.kube, c, 'v2');
+    await deleteCrd(plane.kube, c);
+  }
 });
 
 void test('what the managedFields check guards against: v1 removed while managedFields name it, server-side apply fails; svm managed-fields, off until turned on, renames them as its own fenced identity and apply works again', async () => {

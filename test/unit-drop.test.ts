@@ -6,7 +6,10 @@
 import assert from 'node:assert/strict';
 import YAML from 'yaml';
 import { managedFieldsGrantManifests } from '../src/client/grant';
-import type { KubeClient } from '../src/kube/client';
+import type { DiscoveredResource, KubeClient, ListedObject } from '../src/kube/client';
+import type { ApiServerSource } from '../src/kube/apiservers';
+import { storageVersionHashOf } from '../src/kube/agreement';
+import { classifyResponse } from '../src/kube/errors';
 import { rewriteManagedFieldsAt } from '../src/kube/managed-fields';
 import { test } from 'node:test';
 import { dropTable } from '../src/client/drop-report';
@@ -20,7 +23,7 @@ import {
 } from '../src/contract/drop';
 import type { Agreement } from '../src/kube/agreement';
 import { requestCounts } from '../src/kube/apiserver-metrics';
-import { managedFieldsCheck, requestsCheck, serverRequests, storageVersionCheck } from '../src/kube/drop-check';
+import { checkDrop, managedFieldsCheck, requestsCheck, serverRequests, storageVersionCheck } from '../src/kube/drop-check';
 
 void test('a group version is <group>/<version>; anything else is refused with the reason', () => {
   for (const ok of ['example.com/v1', 'admissionregistration.k8s.io/v1beta1', 'batch/v2alpha1'])
@@ -161,6 +164,7 @@ void test('the table: one line per resource with its verdict, each check under i
       '  not yet  managedFields   30 of 30 objects ...',
       '',
       'agreement checked: 2 of 2 API servers',
+      'requests window: 30s: a client that calls less often than every 30s is not seen (--requests-window; 0 counts every request since each API server started)',
       'ex.com/v1: not yet (1 resource(s): 1 not yet) (exit 1)',
       '',
     ].join('\n'),
@@ -230,5 +234,340 @@ void test('svm grant --managed-fields: patch on exactly the resource for the rew
   assert.match(
     managedFieldsGrantManifests({ group: 'admissionregistration.k8s.io', resource: 'mutatingadmissionpolicies' }),
     /Admission policies cannot\n# guard admissionregistration\.k8s\.io/,
+  );
+});
+
+// ------------------------------------------------------------ checkDrop over a faked cluster
+
+/** A cluster as the check reads it: discovery, CRDs, StorageStates, the APIService, the objects, lists refused by version. */
+interface FakeCluster {
+  discovered: DiscoveredResource[];
+  crds?: object[];
+  states?: object[];
+  /** The APIServices listed; a number: the status their list is refused with. */
+  apiServices?: object[] | number;
+  objects?: ListedObject[];
+  refuse?: Record<string, { status: number; body: string }>;
+}
+
+/**
+ * A KubeClient answering the check's reads from a FakeCluster, one API server at a:6443 (its own address and
+ * identity lease), and every list the check asked (version and limit).
+ */
+function fakeCluster(c: FakeCluster) {
+  const lists: Array<{ version: string; limit: number }> = [];
+  const answer = (status: number, body: unknown) => ({ status, headers: {}, body: JSON.stringify(body) });
+  const route = (path: string) => {
+    if (path === '/apis/apiextensions.k8s.io/v1/customresourcedefinitions') return answer(200, { items: c.crds ?? [] });
+    if (path === '/apis/migration.k8s.io/v1alpha1/storagestates') return answer(200, { items: c.states ?? [] });
+    if (path === '/apis/apiregistration.k8s.io/v1/apiservices')
+      return typeof c.apiServices === 'number'
+        ? answer(c.apiServices, {
+            kind: 'Status',
+            code: c.apiServices,
+            reason: 'Forbidden',
+            message: 'apiservices.apiregistration.k8s.io is forbidden: User "u" cannot list resource "apiservices"',
+          })
+        : answer(200, { items: c.apiServices ?? [] });
+    if (path === '/metrics') return { status: 200, headers: {}, body: '' };
+    return answer(404, { kind: 'Status', code: 404, reason: 'NotFound' });
+  };
+  const kube = {
+    server: 'https://via:6443',
+    discover: async () => c.discovered,
+    request: async (_method: string, path: string, o: { allow?: number[] } = {}) => {
+      const res = route(path);
+      if (res.status < 300 || o.allow?.includes(res.status)) return res;
+      throw classifyResponse(res.status, res.body);
+    },
+    listEach: async (ref: { version: string }, o: { limit: number }, onItem: (obj: ListedObject, bytes: number) => void) => {
+      lists.push({ version: ref.version, limit: o.limit });
+      const refused = c.refuse?.[ref.version];
+      if (refused) throw classifyResponse(refused.status, refused.body);
+      for (const obj of c.objects ?? []) onItem(obj, 0);
+      return { items: c.objects?.length ?? 0, bytes: 0 };
+    },
+  } as unknown as KubeClient;
+  const apiservers: ApiServerSource = {
+    find: async () => ({ via: kube, endpoints: [{ id: 'a:6443', kube }], identities: ['a'], processes: ['a=1'] }),
+    close: () => undefined,
+  };
+  const check = (gv: string, requestsWindowSeconds = 30) =>
+    checkDrop(kube, gv, { apiservers, requestsWindowSeconds, sleep: async () => undefined });
+  return { check, lists };
+}
+
+/** A discovery entry: served at `version`, its storage version's hash (`stored`) as discovery gives it at every version. */
+const served = (
+  group: string,
+  version: string,
+  name: string,
+  kind: string,
+  o: { stored: string; preferred?: boolean },
+): DiscoveredResource => ({
+  name,
+  kind,
+  namespaced: true,
+  verbs: ['list', 'patch'],
+  group,
+  version,
+  preferred: o.preferred ?? false,
+  storageVersionHash: storageVersionHashOf(group, o.stored, kind),
+});
+
+/** A StorageState recording a whole pass: objects persisted only in the storage version's hash. */
+const migratedState = (group: string, resource: string, hash: string) => ({
+  apiVersion: 'migration.k8s.io/v1alpha1',
+  kind: 'StorageState',
+  metadata: { name: `${resource}.${group}` },
+  spec: { resource: { group, resource } },
+  status: { persistedStorageVersionHashes: [hash], currentStorageVersionHash: hash },
+});
+
+/** A CRD of ex.com's widgets at these versions (the last one stored), with storedVersions and a conversion. */
+const widgetsCrd = (versions: Array<{ name: string; served?: boolean }>, o: { storedVersions: string[]; webhookUrl?: string }) => ({
+  metadata: { name: 'widgets.ex.com', generation: 3 },
+  spec: {
+    group: 'ex.com',
+    names: { plural: 'widgets', kind: 'Widget' },
+    versions: versions.map((v, i) => ({ name: v.name, served: v.served ?? true, storage: i === versions.length - 1 })),
+    ...(o.webhookUrl ? { conversion: { strategy: 'Webhook', webhook: { clientConfig: { url: o.webhookUrl } } } } : {}),
+  },
+  status: { storedVersions: o.storedVersions },
+});
+
+const checkOf = (report: DropReport, resource: string, check: string) =>
+  report.resources.find((r) => r.resource === resource)?.checks.find((c) => c.check === check);
+
+void test('a version nothing serves and no CRD names: unknown (exit 2), no resource, the note says what the group serves', async () => {
+  const { check, lists } = fakeCluster({
+    discovered: [served('ex.com', 'v2', 'widgets', 'Widget', { stored: 'v2', preferred: true })],
+    crds: [widgetsCrd([{ name: 'v2' }], { storedVersions: ['v2'] })],
+  });
+  const report = await check('ex.com/v1beta1');
+  assert.deepEqual([report.verdict, report.exitCode, report.resources], ['Unknown', 2, []]);
+  assert.deepEqual(report.notes, [
+    'nothing serves ex.com/v1beta1 and no CustomResourceDefinition names v1beta1: ex.com serves v2 (widgets). There is nothing to check: ' +
+      'a version already removed from every CRD has nothing left to drop, a misspelt one was never checked',
+  ]);
+  assert.deepEqual(lists, [], 'nothing listed');
+  assert.ok(DropReportSchema.safeParse(report).success);
+  assert.match(dropTable(report), /\nex\.com\/v1beta1: unknown \(exit 2\)\n$/);
+  // A group nothing serves at all is refused, as before.
+  await assert.rejects(
+    check('nowhere.ex.com/v1'),
+    /^DropInputError: no API group nowhere\.ex\.com is served and no CustomResourceDefinition names it$/,
+  );
+});
+
+void test('a CRD version with served: false is still checked: no client can use it there', async () => {
+  const { check, lists } = fakeCluster({
+    discovered: [served('ex.com', 'v2', 'widgets', 'Widget', { stored: 'v2', preferred: true })],
+    crds: [widgetsCrd([{ name: 'v1', served: false }, { name: 'v2' }], { storedVersions: ['v2'] })],
+    objects: [{ name: 'a', namespace: 'ns', resourceVersion: '1', managedFields: [{ manager: 'm', apiVersion: 'ex.com/v2' }] }],
+  });
+  const report = await check('ex.com/v1');
+  assert.deepEqual([report.verdict, report.exitCode], ['Ready', 0]);
+  assert.deepEqual(checkOf(report, 'widgets.ex.com', 'requests'), {
+    check: 'requests',
+    verdict: 'Ready',
+    reason: 'discovery does not list widgets.ex.com at ex.com/v1 (its CRD does not serve it): no client can use it there',
+  });
+  assert.ok(
+    lists.every((l) => l.version !== 'v1'),
+    'no list at the version to drop',
+  );
+});
+
+const FLOW = 'flowcontrol.apiserver.k8s.io';
+const flowSchemas = (versions: string[]) =>
+  versions.map((v, i) => served(FLOW, v, 'flowschemas', 'FlowSchema', { stored: 'v1', preferred: i === 0 }));
+
+void test('a built-in version nothing serves, while the resource is served at another than its storage version: unknown (a misspelling of that one?)', async () => {
+  const { check } = fakeCluster({
+    discovered: flowSchemas(['v1', 'v1beta3']),
+    states: [migratedState(FLOW, 'flowschemas', storageVersionHashOf(FLOW, 'v1', 'FlowSchema'))],
+  });
+  const report = await check(`${FLOW}/v1beta4`);
+  assert.deepEqual([report.verdict, report.exitCode], ['Unknown', 2]);
+  const r = report.resources.find((x) => x.resource === `flowschemas.${FLOW}`)!;
+  assert.deepEqual(
+    r.checks.filter((c) => c.verdict !== 'Ready').map((c) => c.check),
+    ['requests'],
+  );
+  assert.equal(
+    checkOf(report, `flowschemas.${FLOW}`, 'requests')!.reason,
+    `discovery does not list flowschemas.${FLOW} at ${FLOW}/v1beta4 but at ${FLOW}/v1beta3, not its storage version ${FLOW}/v1: ` +
+      `if ${FLOW}/v1beta4 misspells one of those, its clients were not counted (check that version instead)`,
+  );
+  assert.deepEqual(report.notes, [`nothing serves ${FLOW}/v1beta4: ${FLOW} serves v1 (flowschemas), v1beta3 (flowschemas)`]);
+});
+
+void test('a built-in version no longer served, its objects migrated and the resource served only at its storage version: ready (the upgrade case)', async () => {
+  const AR = 'admissionregistration.k8s.io';
+  const hash = storageVersionHashOf(AR, 'v1', 'MutatingAdmissionPolicy');
+  const { check } = fakeCluster({
+    discovered: [served(AR, 'v1', 'mutatingadmissionpolicies', 'MutatingAdmissionPolicy', { stored: 'v1', preferred: true })],
+    states: [migratedState(AR, 'mutatingadmissionpolicies', hash)],
+  });
+  const report = await check(`${AR}/v1beta1`);
+  assert.deepEqual([report.verdict, report.exitCode], ['Ready', 0], JSON.stringify(report.resources[0]?.checks));
+  assert.equal(
+    checkOf(report, `mutatingadmissionpolicies.${AR}`, 'requests')!.reason,
+    `discovery does not list mutatingadmissionpolicies.${AR} at ${AR}/v1beta1, only at ${AR}/v1 (its storage version ${AR}/v1): ` +
+      `no client can use ${AR}/v1beta1 for it`,
+  );
+  assert.deepEqual(report.notes, [`nothing serves ${AR}/v1beta1: ${AR} serves v1 (mutatingadmissionpolicies)`]);
+  assert.equal(report.resources[0]!.requests.length, 1, 'the counters are still read');
+
+  // Before the upgrade: stored at v1beta1, served only at v1. Not yet for its storage version; no client at v1beta1.
+  const before = await fakeCluster({
+    discovered: [served(AR, 'v1', 'mutatingadmissionpolicies', 'MutatingAdmissionPolicy', { stored: 'v1beta1', preferred: true })],
+  }).check(`${AR}/v1beta1`);
+  assert.deepEqual([before.verdict, before.exitCode], ['NotYet', 1]);
+  assert.equal(checkOf(before, `mutatingadmissionpolicies.${AR}`, 'storageVersion')!.verdict, 'NotYet');
+  assert.deepEqual(checkOf(before, `mutatingadmissionpolicies.${AR}`, 'requests'), {
+    check: 'requests',
+    verdict: 'Ready',
+    reason:
+      `discovery does not list mutatingadmissionpolicies.${AR} at ${AR}/v1beta1, its storage version (it is served at ${AR}/v1): ` +
+      'no client can use it there',
+  });
+});
+
+void test('an aggregated API: its requests are unknown, and why (kube-apiserver does not count what it proxies); so where its APIService cannot be read', async () => {
+  const W = 'wardle.example.com';
+  const discovered = ['v1beta1', 'v1'].map((v) => served(W, v, 'flunders', 'Flunder', { stored: 'v1', preferred: v === 'v1' }));
+  const states = [migratedState(W, 'flunders', storageVersionHashOf(W, 'v1', 'Flunder'))];
+  const apiService = (name: string, service: object | null) => ({ metadata: { name }, spec: { service } });
+  const aggregated = await fakeCluster({
+    discovered,
+    states,
+    apiServices: [apiService(`v1beta1.${W}`, { namespace: 'wardle', name: 'api' })],
+  }).check(`${W}/v1beta1`);
+  assert.deepEqual([aggregated.verdict, aggregated.exitCode], ['Unknown', 2]);
+  assert.deepEqual(checkOf(aggregated, `flunders.${W}`, 'requests'), {
+    check: 'requests',
+    verdict: 'Unknown',
+    reason:
+      `${W}/v1beta1 is served by the aggregated API wardle/api: kube-apiserver does not count the requests it proxies to an aggregated ` +
+      "API, so its /metrics cannot show who still uses it (the aggregated API's own metrics or logs can)",
+  });
+  assert.deepEqual(aggregated.resources[0]!.requests, [
+    {
+      server: 'a:6443',
+      verdict: 'Unknown',
+      requestsInWindow: null,
+      requestsSinceStart: null,
+      open: null,
+      reason: 'kube-apiserver does not count the requests it proxies to an aggregated API',
+    },
+  ]);
+  const unreadable = await fakeCluster({ discovered, states, apiServices: 403 }).check(`${W}/v1beta1`);
+  assert.deepEqual([unreadable.verdict, unreadable.exitCode], ['Unknown', 2]);
+  assert.match(
+    checkOf(unreadable, `flunders.${W}`, 'requests')!.reason,
+    new RegExp(`^whether an aggregated API serves ${W}/v1beta1 is unknown \\(APIService v1beta1\\.${W} could not be listed: forbidden`),
+  );
+  // Its discovery not answering (kube-apiserver then leaves the version out of discovery): still served, still not counted.
+  const down = await fakeCluster({
+    discovered: discovered.filter((r) => r.version === 'v1'),
+    states,
+    apiServices: [apiService(`v1beta1.${W}`, { namespace: 'wardle', name: 'api' })],
+  }).check(`${W}/v1beta1`);
+  assert.deepEqual([down.verdict, down.exitCode], ['Unknown', 2]);
+  assert.match(
+    checkOf(down, `flunders.${W}`, 'requests')!.reason,
+    new RegExp(`^${W}/v1beta1 is served by the aggregated API wardle/api: `),
+  );
+  assert.deepEqual(down.notes, [
+    `discovery lists nothing at ${W}/v1beta1, whose APIService names the aggregated API wardle/api: its discovery did not answer (${W} serves v1 (flunders))`,
+  ]);
+  // Served by kube-apiserver itself (an APIService without a service): counted, and ready.
+  const local = await fakeCluster({ discovered, states, apiServices: [apiService(`v1beta1.${W}`, null)] }).check(`${W}/v1beta1`);
+  assert.deepEqual([local.verdict, local.exitCode], ['Ready', 0], JSON.stringify(local.resources[0]?.checks));
+});
+
+const CONVERSION_FAILED_BODY = JSON.stringify({
+  kind: 'Status',
+  code: 500,
+  reason: 'InternalError',
+  message:
+    'conversion webhook for ex.com/v1, Kind=Widget failed: Post "https://hook.example:8443/convert?timeout=30s": dial tcp: connection refused',
+});
+
+void test('a conversion webhook that fails the lists at the other served versions: not yet (exit 1), naming it; none is asked at the version to drop', async () => {
+  const crd = widgetsCrd([{ name: 'v1' }, { name: 'v2' }], { storedVersions: ['v2'], webhookUrl: 'https://hook.example:8443/convert' });
+  const discovered = ['v1', 'v2'].map((v) => served('ex.com', v, 'widgets', 'Widget', { stored: 'v2', preferred: v === 'v2' }));
+  const broken = fakeCluster({ discovered, crds: [crd], refuse: { v2: { status: 500, body: CONVERSION_FAILED_BODY } } });
+  const report = await broken.check('ex.com/v1');
+  assert.deepEqual([report.verdict, report.exitCode], ['NotYet', 1]);
+  assert.deepEqual(checkOf(report, 'widgets.ex.com', 'conversionWebhook'), {
+    check: 'conversionWebhook',
+    verdict: 'NotYet',
+    reason:
+      'converted by the webhook at hook.example:8443/convert, which fails: a metadata-only list at ex.com/v2 failed ' +
+      '(HTTP 500 InternalError: the conversion webhook for ex.com/v1, Kind=Widget failed); until it converts again, objects stored at ' +
+      'another version cannot be read or migrated, and it has to keep converting v1 until v1 is removed from the CRD; remove it there ' +
+      'first, then from the webhook',
+  });
+  // The managedFields list at v2 was the probe: one list, not at v1.
+  assert.deepEqual(broken.lists, [{ version: 'v2', limit: 500 }]);
+
+  // Working, with a third version: its one-object list converts what is stored at v2.
+  const three = widgetsCrd([{ name: 'v1' }, { name: 'v3' }, { name: 'v2' }], {
+    storedVersions: ['v2'],
+    webhookUrl: 'https://hook.example:8443/convert',
+  });
+  const working = fakeCluster({ discovered, crds: [three] });
+  const ready = await working.check('ex.com/v1');
+  assert.deepEqual([ready.verdict, ready.exitCode], ['Ready', 0], JSON.stringify(ready.resources[0]?.checks));
+  assert.equal(
+    checkOf(ready, 'widgets.ex.com', 'conversionWebhook')!.reason,
+    'converted by the webhook at hook.example:8443/convert; metadata-only lists at ex.com/v3, ex.com/v2 answered (each converts what is ' +
+      'stored at another version; none is asked at v1, which would count as a client of it): it has to keep converting v1 until v1 is ' +
+      'removed from the CRD; remove it there first, then from the webhook',
+  );
+  assert.deepEqual(working.lists, [
+    { version: 'v2', limit: 500 },
+    { version: 'v3', limit: 1 },
+  ]);
+  // A list refused for another reason: the webhook could not be probed.
+  const forbidden = JSON.stringify({
+    kind: 'Status',
+    code: 403,
+    reason: 'Forbidden',
+    message: 'widgets.ex.com is forbidden: User "u" cannot list resource "widgets"',
+  });
+  const unprobed = await fakeCluster({ discovered, crds: [three], refuse: { v3: { status: 403, body: forbidden } } }).check('ex.com/v1');
+  assert.deepEqual([unprobed.verdict, unprobed.exitCode], ['Unknown', 2]);
+  assert.match(
+    checkOf(unprobed, 'widgets.ex.com', 'conversionWebhook')!.reason,
+    /^converted by the webhook at hook\.example:8443\/convert, which could not be probed: a metadata-only list at ex\.com\/v3 failed \(forbidden/,
+  );
+});
+
+void test('the requests window is stated with a ready verdict: a client that calls less often is not seen', async () => {
+  const discovered = ['v1', 'v2'].map((v) => served('ex.com', v, 'widgets', 'Widget', { stored: 'v2', preferred: v === 'v2' }));
+  const cluster = fakeCluster({ discovered, crds: [widgetsCrd([{ name: 'v1' }, { name: 'v2' }], { storedVersions: ['v2'] })] });
+  const report = await cluster.check('ex.com/v1', 30);
+  assert.deepEqual([report.verdict, report.exitCode, report.requestsWindowSeconds], ['Ready', 0, 30]);
+  assert.equal(
+    checkOf(report, 'widgets.ex.com', 'requests')!.reason,
+    'no client used ex.com/v1 in the last 30s: a:6443: 0 requests in 30s, 0 since the server started; a client that calls less often ' +
+      'than every 30s is not seen (--requests-window; 0 counts every request since each API server started)',
+  );
+  assert.match(
+    dropTable(report),
+    /\nrequests window: 30s: a client that calls less often than every 30s is not seen \(--requests-window; 0 counts every request since each API server started\)\nex\.com\/v1: ready/,
+  );
+  const sinceStart = await cluster.check('ex.com/v1', 0);
+  assert.match(
+    checkOf(sinceStart, 'widgets.ex.com', 'requests')!.reason,
+    /^no client used ex\.com\/v1 since the servers started: a:6443: 0 requests since it started; a client that has not called since each API server started is not seen$/,
+  );
+  assert.match(
+    dropTable(sinceStart),
+    /\nrequests window: 0 \(every request since each API server started\): a client that has not called since each API server started is not seen\n/,
   );
 });

@@ -31,11 +31,16 @@ the API servers agree on, a whole pass on record (StorageState, or a CRD's
 storedVersions; the migration workflow when TEMPORAL_ADDRESS is set), the
 CRD's storedVersions, objects whose managedFields name the version (a
 metadata-only list), requests at the version on each API server during
---requests-window (its /metrics; unknown where that may not be read), and a
-CRD's conversion webhook. Read-only as well. Exit codes with --drop:
+--requests-window (its /metrics; a client that calls less often is not seen;
+unknown where that may not be read, or an aggregated API serves the
+version), and a CRD's conversion webhook (probed by metadata-only lists at
+its other served versions). A version nothing serves is checked no less:
+with no resource to check it is unknown, and a note says what the group
+serves. Read-only as well. Exit codes with --drop:
   0  ready: the version can be removed
   1  not yet (see the reasons)
-  2  unknown (something could not be checked), or an error
+  2  unknown (something could not be checked, or nothing to check), or an
+     error
 
 Examples:
   svm plan                      # a table

@@ -1,9 +1,14 @@
 /**
  * The drop check's readable form (`svm plan --drop`): per resource one line
  * with its verdict, then each check's verdict and reason; at the end the
- * verdict with its exit code. Types only from the contract: no zod, no client.
+ * requests window with what it cannot see and the verdict with its exit
+ * code. From the contract only (its types, the window's sentence): no client.
  */
-import type { DropReport, DropVerdict } from '../contract/drop';
+import { unseenClients, type DropReport, type DropVerdict } from '../contract/drop';
+
+/** The requests window with what it cannot see. */
+const windowText = (seconds: number) =>
+  `${seconds > 0 ? `${seconds}s` : '0 (every request since each API server started)'}: ${unseenClients(seconds)}`;
 
 export const dropVerdictText = (v: DropVerdict): string => (v === 'Ready' ? 'ready' : v === 'NotYet' ? 'not yet' : 'unknown');
 
@@ -32,6 +37,7 @@ export function dropTable(report: DropReport): string {
   if (report.resources.length > 0) out.push('');
   for (const n of report.notes) out.push(`note: ${n}`);
   out.push(`agreement checked: ${report.checked}`);
+  if (report.resources.length > 0) out.push(`requests window: ${windowText(report.requestsWindowSeconds)}`);
   const counts = (['Ready', 'NotYet', 'Unknown'] as const)
     .map((v) => [v, report.resources.filter((r) => r.verdict === v).length] as const)
     .filter(([, n]) => n > 0)

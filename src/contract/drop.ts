@@ -15,6 +15,13 @@ export const dropCheckWorkflowId = (groupVersion: string) => `drop-check/${group
 /** How long request counters are watched by default: a client that requests the version in this window is seen. */
 export const DEFAULT_REQUESTS_WINDOW_SECONDS = 30;
 
+/** What a requests window cannot see, said with every verdict that rests on it: the clients that call less often. */
+export function unseenClients(windowSeconds: number): string {
+  return windowSeconds > 0
+    ? `a client that calls less often than every ${windowSeconds}s is not seen (--requests-window; 0 counts every request since each API server started)`
+    : 'a client that has not called since each API server started is not seen';
+}
+
 const GROUP = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
 const VERSION = /^v[1-9][0-9]*((alpha|beta)[1-9][0-9]*)?$/;
 
@@ -96,12 +103,18 @@ export type DropResource = z.infer<typeof DropResourceSchema>;
 export const DropReportSchema = z
   .object({
     groupVersion: z.string(),
-    verdict: DropVerdict.describe('Ready when every resource is; NotYet when any is not; Unknown otherwise'),
+    verdict: DropVerdict.describe(
+      'Ready when every resource is; NotYet when any is not; Unknown otherwise, and when there is no resource to check (the notes say what the group serves)',
+    ),
     exitCode: z
       .union([z.literal(0), z.literal(1), z.literal(2)])
       .describe('0 Ready, 1 NotYet, 2 Unknown (the CLI also exits 2 on an error)'),
     resources: z.array(DropResourceSchema),
-    requestsWindowSeconds: z.number(),
+    requestsWindowSeconds: z
+      .number()
+      .describe(
+        "how long each API server's request counters were watched: a client that calls less often than that is not seen; 0: every request since each server started was counted",
+      ),
     checked: z.string().describe('what agreement was checked over, as a sentence'),
     notes: z.array(z.string()),
     at: z.string().describe('when the check ended (RFC 3339)'),

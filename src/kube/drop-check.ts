@@ -25,16 +25,28 @@
  *   requests           no API server served a request at the version during
  *                      the window, and none is open now (each server's own
  *                      /metrics; Unknown where it may not be read, or where
- *                      the servers cannot be asked one by one);
- *   conversionWebhook  a CRD's conversion webhook, named: it has to keep
- *                      converting the version until the CRD no longer names
- *                      it (informational, never blocks).
+ *                      the servers cannot be asked one by one). A client that
+ *                      calls less often than the window is not seen, and the
+ *                      reason says so. Unknown where an aggregated API serves
+ *                      the version (kube-apiserver does not count the
+ *                      requests it proxies). A resource discovery does not
+ *                      list at the version has no client there; Unknown where
+ *                      it is served at a version other than its storage
+ *                      version (a version nothing serves may be a misspelling
+ *                      of that one);
+ *   conversionWebhook  a CRD's conversion webhook, probed by metadata-only
+ *                      lists at its served versions but the one to drop
+ *                      (NotYet when it fails them): it has to keep converting
+ *                      the version until the CRD no longer names it.
  *
  * A resource is NotYet if any check is, else Unknown if any is, else Ready;
- * the report likewise over its resources. Exit code 0 Ready, 1 NotYet, 2
- * Unknown (the CLI also exits 2 on an error).
+ * the report likewise over its resources, and Unknown when there is none (a
+ * version nothing serves and no CRD names: a misspelt one, or one already
+ * removed; the notes say what the group serves). Exit code 0 Ready, 1 NotYet,
+ * 2 Unknown (the CLI also exits 2 on an error).
  */
 import type { Client } from '@temporalio/client';
+import { z } from 'zod';
 import { CustomResourceDefinition } from '../api/custom-resource-definition';
 import { StorageState } from '../api/migration';
 import { groupResourceString, migrationWorkflowId } from '../api/resource';
@@ -49,6 +61,7 @@ import {
   type DropResource,
   type DropServerRequests,
   type DropVerdict,
+  unseenClients,
 } from '../contract/drop';
 import type { Agreement } from './agreement';
 import { kubernetesEndpoints, type ApiServers, type ApiServerSource } from './apiservers';
@@ -120,6 +133,16 @@ async function readEach(found: ApiServers): Promise<MetricsReading[]> {
   );
 }
 
+/** One server's request figures, unknown for the reason given. */
+const unknownRequests = (server: string, reason: string): DropServerRequests => ({
+  server,
+  verdict: 'Unknown',
+  requestsInWindow: null,
+  requestsSinceStart: null,
+  open: null,
+  reason,
+});
+
 /** One server's request figures for one resource at the version (pure). */
 export function serverRequests(
   id: string,
@@ -128,14 +151,7 @@ export function serverRequests(
   last: MetricsReading,
   windowSeconds: number,
 ): DropServerRequests {
-  const unknown = (reason: string): DropServerRequests => ({
-    server: id,
-    verdict: 'Unknown',
-    requestsInWindow: null,
-    requestsSinceStart: null,
-    open: null,
-    reason,
-  });
+  const unknown = (reason: string) => unknownRequests(id, reason);
   if (last.text === undefined) return unknown(last.error ?? 'no answer');
   const end = requestCounts(last.text, gvr);
   const deprecated = end.deprecatedRemovedRelease !== undefined ? { deprecatedRemovedRelease: end.deprecatedRemovedRelease } : {};
@@ -204,7 +220,8 @@ export function requestsCheck(
       : verdict === 'Ready'
         ? `no client used ${gv} ${windowSeconds > 0 ? `in the last ${windowSeconds}s` : 'since the servers started'}`
         : `requests at ${gv} could not be counted on every API server`;
-  return { check: 'requests', verdict, reason: `${lead}: ${[...described, ...notes].join('; ')}` };
+  const unseen = verdict === 'Ready' ? [unseenClients(windowSeconds)] : [];
+  return { check: 'requests', verdict, reason: `${lead}: ${[...described, ...notes, ...unseen].join('; ')}` };
 }
 
 /** The storageVersion check from an agreement (pure). storageApiVersion: the agreed version as <group>/<version>, when named. */
@@ -258,8 +275,10 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
   const notes: string[] = [];
   const ownSource = opts.apiservers ? undefined : kubernetesEndpoints(kube);
   try {
-    const reading = await readGroup(kube, opts.apiservers ?? ownSource!, target.group, now, notes);
-    const names = resourcesToCheck(reading, target, notes);
+    const reading = await readGroup(kube, opts.apiservers ?? ownSource!, target, now, notes);
+    const names = resourcesToCheck(reading, target);
+    const unserved = unservedNote(reading, target, names.length);
+    if (unserved) notes.push(unserved);
 
     // The request counters' first reading; the window runs while the objects are listed.
     const firstReading = target.windowSeconds > 0 && names.length > 0 ? await readEach(reading.found) : [];
@@ -275,8 +294,9 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
 
     // The request counters' second reading, once the window has passed.
     const lastReading = names.length > 0 ? await readAfterWindow(reading.found, windowEnd, now, opts) : [];
-    const resources = findings.map((f) => dropResource(f, target, reading.found, { first: firstReading, last: lastReading }));
-    const verdict: DropVerdict = combineVerdicts(resources.map((r) => r.verdict));
+    const resources = findings.map((f) => dropResource(f, target, reading, { first: firstReading, last: lastReading }));
+    // Note: no resource to check is not Ready: a misspelt version has none (the notes say what the group serves).
+    const verdict: DropVerdict = resources.length > 0 ? combineVerdicts(resources.map((r) => r.verdict)) : 'Unknown';
     return {
       groupVersion,
       verdict,
@@ -320,17 +340,20 @@ interface GroupReading {
   stateOf: (resource: string) => StorageState | undefined;
   found: ApiServers;
   agreementOf: (r: DiscoveredResource) => Agreement;
+  /** Whether an aggregated API serves the group version. */
+  aggregation: Aggregation;
 }
 
 /** Discovery, CRDs, StorageStates, StorageVersions and the API servers, read at once; then the agreement reader over them. */
 async function readGroup(
   kube: KubeClient,
   source: ApiServerSource,
-  group: string,
+  target: DropTarget,
   now: () => number,
   notes: string[],
 ): Promise<GroupReading> {
-  const [discovered, crdList, stateList, storageVersions, found] = await Promise.all([
+  const { group } = target;
+  const [discovered, crdList, stateList, storageVersions, found, aggregation] = await Promise.all([
     kube.discover(),
     listAllIfServed(kube, CRDS_PATH, 'CustomResourceDefinition'),
     listAllIfServed(kube, storageStatePath(), 'StorageState'),
@@ -338,6 +361,7 @@ async function readGroup(
       l?.map((v) => parseAs(StorageVersion, v, { kind: 'StorageVersion' })),
     ),
     source.find(),
+    aggregationOf(kube, target),
   ]);
   const crds = (crdList ?? []).map((c) => parseAs(CustomResourceDefinition, c, { kind: 'CustomResourceDefinition' }));
   const states = storageStates(stateList, notes);
@@ -348,7 +372,42 @@ async function readGroup(
       return gr ? (gr.group ?? '') === group && gr.resource === name : s.metadata.name === groupResourceString({ group, resource: name });
     });
   const crdOf = new Map(crds.filter((c) => c.spec.group === group).map((c) => [c.spec.names.plural, c]));
-  return { discovered, crdOf, stateOf, found, agreementOf };
+  return { discovered, crdOf, stateOf, found, agreementOf, aggregation };
+}
+
+const APISERVICES_PATH = '/apis/apiregistration.k8s.io/v1/apiservices';
+
+/** The parts of an apiregistration.k8s.io/v1 APIService read here: its spec.service, set where an aggregated API serves it. */
+const ApiService = z
+  .object({
+    metadata: z.object({ name: z.string() }).loose(),
+    spec: z
+      .object({ service: z.object({ namespace: z.string().optional(), name: z.string().optional() }).loose().nullish() })
+      .loose()
+      .optional(),
+  })
+  .loose();
+
+/** Whether kube-apiserver serves a group version itself or proxies it to an aggregated API. */
+interface Aggregation {
+  /** The APIService's service (namespace/name), where an aggregated API serves the group version. */
+  service?: string;
+  /** Why that could not be read. */
+  unreadable?: string;
+}
+
+/** The group version's APIService (named <version>.<group>), listed by name: the worker may list APIServices, not get them. */
+async function aggregationOf(kube: KubeClient, { group, version }: DropTarget): Promise<Aggregation> {
+  const name = `${version}.${group}`;
+  try {
+    const items = await listAllIfServed(kube, APISERVICES_PATH, 'APIService', { fieldSelector: `metadata.name=${name}` });
+    const service = (items ?? []).map((i) => parseAs(ApiService, i, { kind: 'APIService' })).find((a) => a.metadata.name === name)
+      ?.spec?.service;
+    return service ? { service: `${service.namespace ?? '?'}/${service.name ?? '?'}` } : {};
+  } catch (err) {
+    if (!(err instanceof KubeError) && !(err instanceof MalformedObjectError)) throw err;
+    return { unreadable: `APIService ${name} could not be listed: ${why(err)}` };
+  }
 }
 
 /** The StorageStates that parse; a malformed one is skipped, and each skip said in notes, as are StorageStates not served. */
@@ -370,19 +429,42 @@ function storageStates(list: unknown[] | undefined, notes: string[]): StorageSta
  * The resources to check, by plural, sorted: what is served at the version; the CRDs of the group that still name
  * it (served or not); and every built-in resource of the group, served at the version or not: a release may store
  * a version it no longer serves by default, and objects written before an upgrade stay in the old version in etcd
- * until a migration (their StorageState says so; without one, nothing does). None: a note, or a DropInputError when
- * the group is neither served nor named by a CRD.
+ * until a migration (their StorageState says so; without one, nothing does). A DropInputError when the group is
+ * neither served nor named by a CRD.
  */
-function resourcesToCheck(g: GroupReading, { groupVersion, group, version }: DropTarget, notes: string[]): string[] {
-  const topLevel = g.discovered.filter((r) => r.group === group && !r.name.includes('/'));
+function resourcesToCheck(g: GroupReading, { group, version }: DropTarget): string[] {
+  const topLevel = topLevelOf(g, group);
   const names = new Set(topLevel.filter((r) => r.version === version).map((r) => r.name));
   for (const [plural, c] of g.crdOf) if (c.spec.versions.some((v) => v.name === version)) names.add(plural);
   for (const r of topLevel) if (r.preferred && r.storageVersionHash && !g.crdOf.has(r.name)) names.add(r.name);
-  if (names.size === 0) {
-    if (!g.discovered.some((r) => r.group === group) && g.crdOf.size === 0) throw new DropInputError(NOT_SERVED_GROUP(group));
-    notes.push(`nothing is served or stored at ${groupVersion} and no CustomResourceDefinition names it: there is nothing left to drop`);
-  }
+  if (names.size === 0 && !g.discovered.some((r) => r.group === group) && g.crdOf.size === 0)
+    throw new DropInputError(NOT_SERVED_GROUP(group));
   return [...names].sort();
+}
+
+/** The group's top-level resources in discovery (no subresources), one entry per version serving each. */
+const topLevelOf = (g: GroupReading, group: string) => g.discovered.filter((r) => r.group === group && !r.name.includes('/'));
+
+/**
+ * The note of a group version no resource is served at: what the group serves instead, and with no resource to check
+ * at all (no CRD names the version, no built-in resource may be stored in it), why the report is Unknown.
+ */
+function unservedNote(g: GroupReading, { groupVersion, group, version }: DropTarget, resources: number): string | undefined {
+  const topLevel = topLevelOf(g, group);
+  if (topLevel.some((r) => r.version === version)) return undefined;
+  const byVersion = new Map<string, string[]>();
+  for (const r of topLevel) (byVersion.get(r.version) ?? byVersion.set(r.version, []).get(r.version)!).push(r.name);
+  const served =
+    byVersion.size > 0
+      ? `${group} serves ${[...byVersion].map(([v, names]) => `${v} (${names.sort().join(', ')})`).join(', ')}`
+      : `${group} serves no resource`;
+  if (g.aggregation.service)
+    return `discovery lists nothing at ${groupVersion}, whose APIService names the aggregated API ${g.aggregation.service}: its discovery did not answer (${served})`;
+  if (resources > 0) return `nothing serves ${groupVersion}: ${served}`;
+  return (
+    `nothing serves ${groupVersion} and no CustomResourceDefinition names ${version}: ${served}. There is nothing to ` +
+    'check: a version already removed from every CRD has nothing left to drop, a misspelt one was never checked'
+  );
 }
 
 /** One resource's findings: every check but requests (read once the window has passed), and what the resource reports. */
@@ -394,8 +476,14 @@ interface ResourceFindings {
   storageVersion?: string;
   /** The agreement the storageVersion check read, when a version of the resource is served. */
   agreement?: Agreement;
+  /** Discovery lists the resource at the version to drop. */
+  servedAt: boolean;
+  /** The versions discovery lists the resource at. */
+  servedVersions: string[];
   /** storageVersion, migration, storedVersions (a CRD), managedFields: the checks before requests. */
   checks: DropCheck[];
+  /** A CRD's conversionWebhook check, after requests. */
+  conversion?: DropCheck;
   managedFields: ManagedFieldsFinding;
 }
 
@@ -435,7 +523,10 @@ async function checkResource(
     crd,
     storageVersion,
     agreement,
+    servedAt: at !== undefined,
+    servedVersions: entries.map((r) => r.version).sort(),
     checks: [storageVersionFinding, migration, ...(storedCheck ? [storedCheck] : []), managedFields.check],
+    ...(crd ? { conversion: await conversionWebhookFinding(kube, target, crd, managedFields) } : {}),
     managedFields,
   };
 }
@@ -550,6 +641,9 @@ interface ManagedFieldsFinding {
   objects: number | null;
   naming: number | null;
   managers?: string[];
+  /** The version the objects were listed at, and the list's error: a conversion webhook's probe too. */
+  listedAt?: string;
+  listError?: KubeError;
 }
 
 /** Every object's metadata, listed through `other` (another version than the one to drop), counted by its managedFields. */
@@ -577,24 +671,93 @@ async function managedFieldsFinding(
       objects: count.objects,
       naming: count.naming,
       ...(count.managers.length > 0 ? { managers: count.managers } : {}),
+      listedAt: other.version,
     };
   } catch (err) {
     if (!(err instanceof KubeError)) throw err;
-    return unknown(`could not list ${key} (metadata only): ${why(err)}`);
+    return { ...unknown(`could not list ${key} (metadata only): ${why(err)}`), listedAt: other.version, listError: err };
   }
 }
 
-/** The conversionWebhook check of a CRD (informational: always Ready). */
-function conversionWebhookCheck(crd: CustomResourceDefinition, version: string): DropCheck {
+/** A CRD's conversion webhook client config, where its strategy is Webhook. */
+function conversionWebhookOf(crd: CustomResourceDefinition): WebhookClientConfig | undefined {
   const conversion = (crd.spec as { conversion?: { strategy?: string; webhook?: { clientConfig?: WebhookClientConfig } } }).conversion;
-  if (conversion?.strategy !== 'Webhook')
-    return { check: 'conversionWebhook', verdict: 'Ready', reason: 'no conversion webhook (strategy None)' };
+  return conversion?.strategy === 'Webhook' ? (conversion.webhook?.clientConfig ?? {}) : undefined;
+}
+
+/** One metadata-only list that probed a conversion webhook: the version it was asked at, and its error. */
+interface ConversionProbe {
+  version: string;
+  error?: KubeError;
+}
+
+/**
+ * The conversionWebhook check of a CRD, from lists at each of its served versions but the one to drop: the
+ * managedFields list (every object) where it read that version, else a list of one object, metadata only.
+ *
+ * Note: a list converts only the objects stored at another version than the one it asks for, and may be served
+ * from a watch cache filled while the webhook worked; no list is asked at the version to drop (it would count as a
+ * client of it). So a working answer is what clients see now, not a proof the webhook converts every object.
+ */
+async function conversionWebhookFinding(
+  kube: KubeClient,
+  { group, version }: DropTarget,
+  crd: CustomResourceDefinition,
+  listed: ManagedFieldsFinding,
+): Promise<DropCheck> {
+  if (!conversionWebhookOf(crd)) return conversionWebhookCheck(crd, version, []);
+  const ref = { group, resource: crd.spec.names.plural, kind: crd.spec.names.kind };
+  const versions = crd.spec.versions.filter((v) => v.served && v.name !== version).map((v) => v.name);
+  const probes = await Promise.all(
+    versions.map(async (v): Promise<ConversionProbe> => {
+      if (v === listed.listedAt) return { version: v, ...(listed.listError ? { error: listed.listError } : {}) };
+      try {
+        await kube.listEach({ ...ref, version: v }, { limit: 1 }, () => undefined);
+        return { version: v };
+      } catch (err) {
+        if (!(err instanceof KubeError)) throw err;
+        return { version: v, error: err };
+      }
+    }),
+  );
+  return conversionWebhookCheck(crd, version, probes);
+}
+
+/** The conversionWebhook check from the probes (pure): NotYet where a list failed to convert, Unknown where one failed otherwise. */
+function conversionWebhookCheck(crd: CustomResourceDefinition, version: string, probes: ConversionProbe[]): DropCheck {
+  const webhook = conversionWebhookOf(crd);
+  if (!webhook) return { check: 'conversionWebhook', verdict: 'Ready', reason: 'no conversion webhook (strategy None)' };
+  const at = (p: ConversionProbe) => `${crd.spec.group}/${p.version}`;
+  const converted = `converted by the webhook at ${webhookWhere(webhook)}`;
+  const keep = `it has to keep converting ${version} until ${version} is removed from the CRD; remove it there first, then from the webhook`;
+  const failed = probes.find((p) => p.error?.info.conversionFailed);
+  if (failed)
+    return {
+      check: 'conversionWebhook',
+      verdict: 'NotYet',
+      reason:
+        `${converted}, which fails: a metadata-only list at ${at(failed)} failed (${failed.error!.message}); until it converts ` +
+        `again, objects stored at another version cannot be read or migrated, and ${keep}`,
+    };
+  const unprobed = probes.find((p) => p.error);
+  if (unprobed)
+    return {
+      check: 'conversionWebhook',
+      verdict: 'Unknown',
+      reason: `${converted}, which could not be probed: a metadata-only list at ${at(unprobed)} failed (${why(unprobed.error)})`,
+    };
+  if (probes.length === 0)
+    return {
+      check: 'conversionWebhook',
+      verdict: 'Unknown',
+      reason: `${converted}, which could not be probed: no version but ${version} is served (a list at ${version} would itself be a request at it)`,
+    };
   return {
     check: 'conversionWebhook',
     verdict: 'Ready',
     reason:
-      `converted by the webhook at ${webhookWhere(conversion.webhook?.clientConfig)}: it has to keep converting ${version} ` +
-      `until ${version} is removed from the CRD; remove it there first, then from the webhook`,
+      `${converted}; metadata-only lists at ${probes.map(at).join(', ')} answered (each converts what is stored at another version; ` +
+      `none is asked at ${version}, which would count as a client of it): ${keep}`,
   };
 }
 
@@ -619,25 +782,12 @@ async function readAfterWindow(
  */
 function dropResource(
   f: ResourceFindings,
-  { groupVersion, group, version, windowSeconds }: DropTarget,
-  found: ApiServers,
+  target: DropTarget,
+  g: Pick<GroupReading, 'found' | 'aggregation'>,
   readings: { first: MetricsReading[]; last: MetricsReading[] },
 ): DropResource {
-  const gvr = { group, version, resource: f.name };
-  const requests = readings.last.map((last) =>
-    serverRequests(
-      last.id,
-      gvr,
-      readings.first.find((r) => r.id === last.id),
-      last,
-      windowSeconds,
-    ),
-  );
-  const checks = [
-    ...f.checks,
-    requestsCheck(groupVersion, requests, windowSeconds, found),
-    ...(f.crd ? [conversionWebhookCheck(f.crd, version)] : []),
-  ];
+  const { requests, check } = requestsFinding(f, target, g, readings);
+  const checks = [...f.checks, check, ...(f.conversion ? [f.conversion] : [])];
   return {
     resource: f.key,
     ...(f.kind ? { kind: f.kind } : {}),
@@ -649,6 +799,96 @@ function dropResource(
     ...(f.managedFields.managers ? { managers: f.managedFields.managers } : {}),
     requests,
     checks,
+  };
+}
+
+/**
+ * The requests check of one resource and each server's figures: counted from the two readings, unless an
+ * aggregated API serves the version (kube-apiserver does not count what it proxies) or discovery does not list the
+ * resource at it.
+ */
+function requestsFinding(
+  f: ResourceFindings,
+  { groupVersion, group, version, windowSeconds }: DropTarget,
+  { found, aggregation }: Pick<GroupReading, 'found' | 'aggregation'>,
+  readings: { first: MetricsReading[]; last: MetricsReading[] },
+): { requests: DropServerRequests[]; check: DropCheck } {
+  // Note: an aggregated API whose discovery does not answer serves the version all the same.
+  const proxied = proxiedRequestsCheck(groupVersion, f.servedAt ? aggregation : { service: aggregation.service });
+  if (proxied)
+    return {
+      requests: readings.last.map((r) =>
+        unknownRequests(r.id, 'kube-apiserver does not count the requests it proxies to an aggregated API'),
+      ),
+      check: proxied,
+    };
+  const gvr = { group, version, resource: f.name };
+  const requests = readings.last.map((last) =>
+    serverRequests(
+      last.id,
+      gvr,
+      readings.first.find((r) => r.id === last.id),
+      last,
+      windowSeconds,
+    ),
+  );
+  const counted = requestsCheck(groupVersion, requests, windowSeconds, found);
+  return { requests, check: f.servedAt ? counted : unservedRequestsCheck(groupVersion, f, counted) };
+}
+
+/**
+ * The requests check of a group version an aggregated API serves, or may serve (its APIService unread): Unknown,
+ * since kube-apiserver counts none of the requests it proxies; undefined where kube-apiserver serves it itself (pure).
+ */
+function proxiedRequestsCheck(gv: string, a: Aggregation): DropCheck | undefined {
+  const why = 'kube-apiserver does not count the requests it proxies to an aggregated API, so its /metrics cannot show who still uses';
+  if (a.service)
+    return {
+      check: 'requests',
+      verdict: 'Unknown',
+      reason: `${gv} is served by the aggregated API ${a.service}: ${why} it (the aggregated API's own metrics or logs can)`,
+    };
+  if (a.unreadable)
+    return {
+      check: 'requests',
+      verdict: 'Unknown',
+      reason: `whether an aggregated API serves ${gv} is unknown (${a.unreadable}): ${why} such a version`,
+    };
+  return undefined;
+}
+
+/**
+ * The requests check of a resource discovery does not list at the version (a built-in resource stored there before an
+ * upgrade, a CRD version with served: false, a storage version no longer served): no client can use it there. Unknown
+ * where a built-in resource neither served nor stored at the version is served at a version other than its storage
+ * version: the version asked may misspell that one, whose clients were not counted. A check the counters made NotYet
+ * or Unknown is kept (pure).
+ */
+function unservedRequestsCheck(
+  gv: string,
+  f: Pick<ResourceFindings, 'key' | 'crd' | 'storageVersion' | 'servedVersions'>,
+  counted: DropCheck,
+): DropCheck {
+  if (counted.verdict !== 'Ready') return counted;
+  const group = gv.slice(0, gv.indexOf('/'));
+  const served = f.servedVersions.map((v) => `${group}/${v}`);
+  const lead = `discovery does not list ${f.key} at ${gv}`;
+  if (f.crd) return { ...counted, reason: `${lead} (its CRD does not serve it): no client can use it there` };
+  if (f.storageVersion === gv)
+    return { ...counted, reason: `${lead}, its storage version (it is served at ${served.join(', ')}): no client can use it there` };
+  const others = served.filter((v) => v !== f.storageVersion);
+  const storage = f.storageVersion ? `its storage version ${f.storageVersion}` : 'its storage version, which is unknown';
+  if (others.length > 0)
+    return {
+      check: 'requests',
+      verdict: 'Unknown',
+      reason:
+        `${lead} but at ${others.join(', ')}, not ${storage}: if ${gv} misspells one of those, its clients were not ` +
+        'counted (check that version instead)',
+    };
+  return {
+    ...counted,
+    reason: `${lead}, only at ${served.join(', ') || 'no version'} (${storage}): no client can use ${gv} for it`,
   };
 }
 
