@@ -149,6 +149,7 @@ void test('helm lint passes: default values, the hook Job in each mode, TLS and 
       '--set',
       'versioning.buildId=b-42',
     ],
+    ['--set', 'staticFence.enabled=true'],
   ]) {
     const { stdout } = await helm(['lint', '--strict', CHART, ...set]);
     assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/, `${set.join(' ')}\n${stdout}`);
@@ -194,6 +195,38 @@ void test('with default values the chart renders exactly the objects of deploy/ 
     [{ name: 'SVM_MANAGED_FIELDS_AS', value: 'system:serviceaccount:svm-system:svm-managed-fields' }],
   );
   assert.ok(!env(defaults.find((o) => o.kind === 'Deployment')!).some((e) => e.name === 'SVM_MANAGED_FIELDS_AS'));
+});
+
+void test("the fence and its manifest-loaded copy (staticFence.enabled) name the release's ServiceAccount, whatever its namespace and prefix", async () => {
+  for (const [namespace, namePrefix] of [
+    ['svm-system', 'svm'],
+    ['tenant-a', 'acme'],
+  ] as const) {
+    const rendered = await template(['-n', namespace, '--set', `namePrefix=${namePrefix}`, '--set', 'staticFence.enabled=true']);
+    const account = rendered.find((o) => o.kind === 'ServiceAccount' && o.metadata.name === `${namePrefix}-migrator`);
+    assert.equal(account?.metadata.namespace, namespace);
+    const fenceName = `${namePrefix}-worker-no-op-only`;
+    const api = rendered.filter((o) => o.kind.startsWith('ValidatingAdmissionPolicy') && o.metadata.name === fenceName);
+    assert.equal(api.length, 2);
+    const policy = api.find((o) => o.kind === 'ValidatingAdmissionPolicy') as unknown as {
+      spec: { matchConditions: Array<{ expression: string }>; variables: Array<{ name: string; expression: string }> };
+    };
+    assert.deepEqual(
+      policy.spec.matchConditions.map((c) => c.expression),
+      [`request.userInfo.username == 'system:serviceaccount:${namespace}:${namePrefix}-migrator'`],
+    );
+    assert.match(policy.spec.variables.find((v) => v.name === 'lease')!.expression, new RegExp(`request\\.namespace == '${namespace}'`));
+    // The ConfigMap holds the same policy and binding under the manifest-only suffix, and deploy/'s AdmissionConfiguration.
+    const configMap = rendered.find((o) => o.kind === 'ConfigMap' && o.metadata.name === `${namePrefix}-static-fence`);
+    assert.equal(configMap?.metadata.namespace, namespace);
+    const data = (configMap as unknown as { data: Record<string, string> }).data;
+    const staticFence = objects(data[`${fenceName}.yaml`]!);
+    assert.deepEqual(staticFence, JSON.parse(JSON.stringify(api).replaceAll(`"${fenceName}"`, `"${fenceName}.static.k8s.io"`)));
+    assert.deepEqual(objects(data['admission-configuration.yaml']!), readManifests('static-fence/admission-configuration.yaml'));
+    if (namespace === 'svm-system') assert.deepEqual(staticFence, readManifests('static-fence/svm-worker-no-op-only.yaml'));
+  }
+  // Off by default: deploy/ has no such ConfigMap.
+  assert.ok(!(await template(['-n', 'svm-system'])).some((o) => o.kind === 'ConfigMap'));
 });
 
 void test('the pre-upgrade hook Job renders the command asked for, with the worker Temporal settings, and only when enabled', async () => {
@@ -451,6 +484,7 @@ void test('helm template, hook Job included, passes the API server (server-side 
       'rbac.migratableResources[0].resources={configmaps,secrets}',
       'preUpgradeJob.enabled=true',
       'preUpgradeJob.command=plan',
+      'staticFence.enabled=true',
     ].flatMap((v) => ['--set', v]),
     '--set-string',
     'extraEnv[0].value=8',

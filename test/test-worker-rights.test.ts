@@ -5,10 +5,13 @@
  * the Helm chart's rendering on the previous one, each on a plane of that
  * release), every attempt to change, create, delete, reach through a
  * subresource or proxy, or switch the fence off is refused (403), and the
- * object's resourceVersion shows nothing was written; the re-encode of each
+ * object's resourceVersion shows nothing was written (a refused create: no
+ * object); a create right granted later is fenced too, and so is every write
+ * of svm's own kinds but the ones the worker makes; the re-encode of each
  * kind (the empty merge patch svm sends) still passes and writes nothing when
- * the object is already current; the default rights cover every built-in
- * stored resource the fence can see and none it cannot.
+ * the object is already current, and the worker's own Lease and Event
+ * creates pass; the default rights cover every built-in stored resource the
+ * fence can see and none it cannot.
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
@@ -18,11 +21,13 @@ import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { after, test } from 'node:test';
 import YAML from 'yaml';
+import { installCrds } from '../src/client/cli-migrate';
 import { grantManifests, UNFENCED_GROUPS } from '../src/client/grant';
 import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
 import { down, restartApiserver, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { KubeClient } from '../src/kube/client';
+import { standardVersion } from '../src/kube/standard-migrations';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -103,6 +108,8 @@ interface Attempt {
   by: 'RBAC' | 'fence';
   /** An object (admin's path) whose resourceVersion must not move. */
   guards?: string;
+  /** The object (admin's path) a refused create would have made: it must not exist after. */
+  creates?: string;
 }
 
 interface Row {
@@ -202,6 +209,64 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
     const fenceBinding = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${POLICY}`;
     const fencePolicy = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies/${POLICY}`;
     const lease = `/apis/coordination.k8s.io/v1/namespaces/${ns}/leases/leader`;
+    // svm's own records (the CRDs of migration.k8s.io), and the standard API where the release serves it.
+    await installCrds(admin);
+    const standard = await standardVersion(admin, true);
+    // A create right someone grants the worker later (a binding of its own, or one to its groups): fenced all the same.
+    await post(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/roles`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'Role',
+      metadata: { name: 'create' },
+      rules: [{ apiGroups: [''], resources: ['configmaps', 'secrets'], verbs: ['create'] }],
+    });
+    await post(`/apis/rbac.authorization.k8s.io/v1/namespaces/${ns}/rolebindings`, {
+      apiVersion: 'rbac.authorization.k8s.io/v1',
+      kind: 'RoleBinding',
+      metadata: { name: 'create' },
+      roleRef: { apiGroup: 'rbac.authorization.k8s.io', kind: 'Role', name: 'create' },
+      subjects: [{ kind: 'ServiceAccount', name: SA_NAME, namespace: SA_NAMESPACE }],
+    });
+    await eventually('the create right to be in force', () => canI(sa, { verb: 'create', resource: 'configmaps', namespace: ns }), 30_000);
+    // In the worker's namespace, where its Role lets it create, update and delete Leases: one named as a budget
+    // member's (no member label: no worker counts it) and one of another name.
+    const leases = `/apis/coordination.k8s.io/v1/namespaces/${SA_NAMESPACE}/leases`;
+    const member = uniq('svm-worker-attack');
+    const other = uniq('other');
+    for (const name of [member, other]) {
+      await post(leases, {
+        apiVersion: 'coordination.k8s.io/v1',
+        kind: 'Lease',
+        metadata: { name },
+        spec: { holderIdentity: 'replica-a', leaseDurationSeconds: 15 },
+      });
+      cleanup.push(() => admin.raw('DELETE', `${leases}/${name}`));
+    }
+    const absent = {
+      configMap: uniq('new'),
+      secret: uniq('new'),
+      lease: uniq('lease'),
+      memberLease: uniq('svm-worker-day'),
+      storageState: uniq('state'),
+      migration: uniq('svm'),
+      builtIn: uniq('kcm'),
+      event: uniq('event'),
+    };
+    const svms = '/apis/migration.k8s.io/v1alpha1/storageversionmigrations';
+    const storageStates = '/apis/migration.k8s.io/v1alpha1/storagestates';
+    const standardSvms = standard ? `/apis/storagemigration.k8s.io/${standard}/storageversionmigrations` : undefined;
+    const events = '/api/v1/namespaces/default/events';
+    // Should a refused create go through after all, it is not left behind.
+    for (const p of [
+      `${base}/configmaps/${absent.configMap}`,
+      `${base}/secrets/${absent.secret}`,
+      `${leases}/${absent.lease}`,
+      `${leases}/${absent.memberLease}`,
+      `${storageStates}/${absent.storageState}`,
+      `${svms}/${absent.migration}`,
+      ...(standardSvms ? [`${standardSvms}/${absent.builtIn}`] : []),
+      `${events}/${absent.event}`,
+    ])
+      cleanup.push(() => admin.raw('DELETE', p));
 
     // The fence takes effect a moment after it is created: wait until it denies (a ConfigMap of its own as the probe).
     await post(`${base}/configmaps`, { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'probe' }, data: { k: 'v' } });
@@ -457,11 +522,125 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
       },
       // Other verbs.
       {
-        what: 'create a ConfigMap',
+        what: 'create a ConfigMap (no create right)',
+        method: 'POST',
+        path: `/api/v1/namespaces/${SA_NAMESPACE}/configmaps`,
+        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: absent.configMap } },
+        by: 'RBAC',
+        creates: `/api/v1/namespaces/${SA_NAMESPACE}/configmaps/${absent.configMap}`,
+      },
+      // Creates: a right granted later, and svm's own kinds in any shape but the worker's.
+      {
+        what: 'create a ConfigMap (a create right granted)',
         method: 'POST',
         path: `${base}/configmaps`,
-        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'new' } },
-        by: 'RBAC',
+        body: { apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: absent.configMap }, data: { k: 'v' } },
+        by: 'fence',
+        creates: `${base}/configmaps/${absent.configMap}`,
+      },
+      {
+        what: 'create a Secret (a create right granted)',
+        method: 'POST',
+        path: `${base}/secrets`,
+        body: { apiVersion: 'v1', kind: 'Secret', metadata: { name: absent.secret }, stringData: { password: 'mine' } },
+        by: 'fence',
+        creates: `${base}/secrets/${absent.secret}`,
+      },
+      {
+        what: `create a Lease of another name in ${SA_NAMESPACE}`,
+        method: 'POST',
+        path: leases,
+        body: { apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name: absent.lease }, spec: { leaseDurationSeconds: 15 } },
+        by: 'fence',
+        creates: `${leases}/${absent.lease}`,
+      },
+      {
+        what: "create a budget member's Lease for a day",
+        method: 'POST',
+        path: leases,
+        body: {
+          apiVersion: 'coordination.k8s.io/v1',
+          kind: 'Lease',
+          metadata: { name: absent.memberLease },
+          spec: { holderIdentity: 'attacker', leaseDurationSeconds: 86_400 },
+        },
+        by: 'fence',
+        creates: `${leases}/${absent.memberLease}`,
+      },
+      {
+        what: "hold a budget member's Lease for a day",
+        method: 'PATCH',
+        path: `${leases}/${member}`,
+        body: { spec: { holderIdentity: 'attacker', leaseDurationSeconds: 86_400 } },
+        contentType: MERGE,
+        by: 'fence',
+      },
+      {
+        what: `delete a Lease in ${SA_NAMESPACE} that is not a budget member's`,
+        method: 'DELETE',
+        path: `${leases}/${other}`,
+        by: 'fence',
+      },
+      {
+        what: 'create a StorageState not named for its resource',
+        method: 'POST',
+        path: storageStates,
+        body: {
+          apiVersion: 'migration.k8s.io/v1alpha1',
+          kind: 'StorageState',
+          metadata: { name: absent.storageState },
+          spec: { resource: { group: '', resource: 'secrets' } },
+        },
+        by: 'fence',
+        creates: `${storageStates}/${absent.storageState}`,
+      },
+      {
+        what: "create a StorageVersionMigration (svm's API) without svm's workflow-id",
+        method: 'POST',
+        path: svms,
+        body: {
+          apiVersion: 'migration.k8s.io/v1alpha1',
+          kind: 'StorageVersionMigration',
+          metadata: { name: absent.migration },
+          spec: { resource: { group: '', version: 'v1', resource: 'secrets' } },
+        },
+        by: 'fence',
+        creates: `${svms}/${absent.migration}`,
+      },
+      // The standard API where it is served (1.37; 1.36's v1beta1 is off by default).
+      ...(standardSvms
+        ? [
+            {
+              what: 'create a standard StorageVersionMigration as the built-in delegation does not',
+              method: 'POST',
+              path: standardSvms,
+              body: {
+                apiVersion: `storagemigration.k8s.io/${standard}`,
+                kind: 'StorageVersionMigration',
+                metadata: { name: absent.builtIn },
+                spec: { resource: { group: '', resource: 'secrets' } },
+              },
+              by: 'fence' as const,
+              creates: `${standardSvms}/${absent.builtIn}`,
+            },
+          ]
+        : []),
+      {
+        what: 'create an Event in default about anything but a StorageVersionMigration',
+        method: 'POST',
+        path: events,
+        body: {
+          apiVersion: 'v1',
+          kind: 'Event',
+          metadata: { name: absent.event, namespace: 'default' },
+          involvedObject: { apiVersion: 'v1', kind: 'Node', name: node },
+          reason: 'NodeNotReady',
+          message: 'forged',
+          type: 'Warning',
+          source: { component: 'kubelet' },
+        },
+        by: 'fence',
+        creates: `${events}/${absent.event}`,
       },
       { what: 'delete a Secret', method: 'DELETE', path: `${base}/secrets/s`, by: 'RBAC', guards: `${base}/secrets/s` },
       {
@@ -492,7 +671,9 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
       assert.equal(res.status, 403, `${release}: ${a.what}: ${a.method} ${a.path} answered ${res.status} ${res.body.slice(0, 300)}`);
       assert.equal(by, a.by, `${release}: ${a.what}: refused by ${by}, expected ${a.by}`);
       if (guarded) assert.equal(await rv(guarded), before, `${release}: ${a.what}: ${guarded} was written`);
+      if (a.creates) assert.equal((await admin.raw('GET', a.creates)).status, 404, `${release}: ${a.what}: ${a.creates} was created`);
     }
+    rows.push(...(await ownCreates(sa, admin, release, leases)));
 
     // The re-encode (svm's empty merge patch with the listed resourceVersion) of each kind passes, and writes
     // nothing where the object is already in the storage version (its resourceVersion does not move).
@@ -616,6 +797,44 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
   }
 }
 
+/**
+ * The creates the worker makes pass the fence: a budget member's Lease (and its delete), and an Event in default
+ * about a StorageVersionMigration (the deferring mode's word that no controller acts on one).
+ */
+async function ownCreates(sa: KubeClient, admin: KubeClient, release: string, leases: string): Promise<Row[]> {
+  const member = uniq('svm-worker-own');
+  const created = await sa.raw('POST', leases, {
+    body: JSON.stringify({
+      apiVersion: 'coordination.k8s.io/v1',
+      kind: 'Lease',
+      metadata: { name: member },
+      spec: { holderIdentity: 'replica-b', leaseDurationSeconds: 15 },
+    }),
+  });
+  assert.equal(created.status, 201, `${release}: the worker's own member Lease: ${created.status} ${created.body.slice(0, 300)}`);
+  const deleted = await sa.raw('DELETE', `${leases}/${member}`);
+  assert.equal(deleted.status, 200, `${release}: deleting its member Lease: ${deleted.status} ${deleted.body.slice(0, 300)}`);
+  const eventName = uniq('svm-event');
+  const event = await sa.raw('POST', '/api/v1/namespaces/default/events', {
+    body: JSON.stringify({
+      apiVersion: 'v1',
+      kind: 'Event',
+      metadata: { name: eventName, namespace: 'default' },
+      involvedObject: { apiVersion: 'storagemigration.k8s.io/v1', kind: 'StorageVersionMigration', name: uniq('svm') },
+      reason: 'NoControllerActing',
+      message: 'no controller has acted on it (test-worker-rights)',
+      type: 'Warning',
+      source: { component: 'svm' },
+    }),
+  });
+  assert.equal(event.status, 201, `${release}: an Event about a StorageVersionMigration: ${event.status} ${event.body.slice(0, 300)}`);
+  await admin.raw('DELETE', `/api/v1/namespaces/default/events/${eventName}`);
+  return [
+    { what: "create and delete a budget member's Lease (15 s)", status: 201, by: 'admitted' },
+    { what: 'create an Event in default about a StorageVersionMigration', status: 201, by: 'admitted' },
+  ];
+}
+
 function print(release: string, rows: Row[]): void {
   process.stdout.write(`\n${release}: the worker's token against the shipped manifests\n`);
   for (const r of rows) process.stdout.write(`  ${String(r.status).padEnd(4)} ${r.by.padEnd(9)} ${r.what}\n`);
@@ -684,6 +903,15 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
       60_000,
     );
     assert.equal(await rv(), before, 'the ConfigMap was written');
+    // Creates too: a Lease of another name where the worker's Role lets it create Leases.
+    const leases = `/apis/coordination.k8s.io/v1/namespaces/${SA_NAMESPACE}/leases`;
+    const name = uniq('lease');
+    const created = await sa.raw('POST', leases, {
+      body: JSON.stringify({ apiVersion: 'coordination.k8s.io/v1', kind: 'Lease', metadata: { name }, spec: { leaseDurationSeconds: 15 } }),
+    });
+    assert.equal(created.status, 403, `a Lease create with the API fence deleted: ${created.status} ${created.body.slice(0, 200)}`);
+    assert.ok(created.body.includes(`${POLICY}.static.k8s.io`), created.body.slice(0, 300));
+    assert.equal((await admin.raw('GET', `${leases}/${name}`)).status, 404);
     // The re-encode still passes.
     assert.equal(
       await sa.reencode(
