@@ -518,7 +518,10 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
   assert.equal(ready.verdict, 'Ready', JSON.stringify(ready, null, 2));
   assert.deepEqual(new Set(Object.values(verdicts(ready, c.name))), new Set(['Ready']));
   assert.match(reasonOf(ready, c.name, 'requests'), /^no client used .* in the last 3s: /);
-  const table = await svm(['plan', '--drop', gv, '--requests-window', '1'], { KUBECONFIG: readerKubeconfig });
+  const table = await svm(['plan', '--drop', gv, '--requests-window', '1'], {
+    KUBECONFIG: readerKubeconfig,
+    TEMPORAL_ADDRESS: plane.temporal.address,
+  });
   assert.equal(table.code, 0, table.stdout + table.stderr);
   console.log(`$ svm plan --drop ${gv} --requests-window 1   # migrated, applied at v2\n${table.stdout}`);
   assert.match(table.stdout, new RegExp(`^${c.name.replace(/\./g, '\\.')} +ready +${c.group.replace(/\./g, '\\.')}/v2 +${N} +0$`, 'm'));

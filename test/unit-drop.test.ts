@@ -23,7 +23,7 @@ import {
 } from '../src/contract/drop';
 import type { Agreement } from '../src/kube/agreement';
 import { requestCounts } from '../src/kube/apiserver-metrics';
-import { checkDrop, managedFieldsCheck, requestsCheck, serverRequests, storageVersionCheck } from '../src/kube/drop-check';
+import { checkDrop, managedFieldsCheck, requestsCheck, serverRequests, storageVersionCheck, type MigrationRecord } from '../src/kube/drop-check';
 
 void test('a group version is <group>/<version>; anything else is refused with the reason', () => {
   for (const ok of ['example.com/v1', 'admissionregistration.k8s.io/v1beta1', 'batch/v2alpha1'])
@@ -248,7 +248,26 @@ interface FakeCluster {
   apiServices?: object[] | number;
   objects?: ListedObject[];
   refuse?: Record<string, { status: number; body: string }>;
+  /**
+   * The migration workflows in Temporal, by resource (plural.group): 'holds' is a Succeeded run whose record's
+   * agreement is the one the check reads now (the default for every resource), 'none' no workflow at all.
+   */
+  records?: Record<string, 'holds' | 'none' | MigrationRecord>;
+  /** No Temporal client at hand. */
+  noTemporal?: boolean;
 }
+
+/** The fake's agreement token for a resource whose storage version hashes to `hash` (its CRD's storage and generation). */
+const fakeToken = (hash: string, crd = '') => `discovery:crd=${crd}:ids=a=1:eps=a:6443=${hash}:via=${hash}`;
+
+/** A Succeeded run of migrate/<key> with the record of a pass by svm under the agreement token. */
+const succeededRecord = (key: string, token: string, o: { verified?: boolean } = {}): MigrationRecord => ({
+  workflowId: `migrate/${key}`,
+  status: 'COMPLETED',
+  phase: 'Succeeded',
+  closeTime: '2026-12-02T00:00:00.000Z',
+  record: { by: 'svm', encodingVersion: 'v2', verified: o.verified ?? true, checked: '1 of 1 API server by their discovery', token },
+});
 
 /**
  * A KubeClient answering the check's reads from a FakeCluster, one API server at a:6443 (its own address and
@@ -292,8 +311,24 @@ function fakeCluster(c: FakeCluster) {
     find: async () => ({ via: kube, endpoints: [{ id: 'a:6443', kube }], identities: ['a'], processes: ['a=1'] }),
     close: () => undefined,
   };
+  /** migrate/<plural.group>: as c.records says, by default a record that holds now. */
+  const migrationOf = async (workflowId: string): Promise<MigrationRecord | undefined> => {
+    const key = workflowId.slice('migrate/'.length);
+    const given = c.records?.[key] ?? 'holds';
+    if (given === 'none') return undefined;
+    if (given !== 'holds') return given;
+    const entry = c.discovered.find((r) => `${r.name}.${r.group}` === key && r.preferred) ?? c.discovered.find((r) => `${r.name}.${r.group}` === key);
+    const crd = (c.crds as Array<ReturnType<typeof widgetsCrd>> | undefined)?.find((x) => `${x.spec.names.plural}.${x.spec.group}` === key);
+    const storage = crd?.spec.versions.find((v) => v.storage)?.name;
+    return succeededRecord(key, fakeToken(entry?.storageVersionHash ?? '-', crd ? `${storage}@${crd.metadata.generation}` : ''));
+  };
   const check = (gv: string, requestsWindowSeconds = 30) =>
-    checkDrop(kube, gv, { apiservers, requestsWindowSeconds, sleep: async () => undefined });
+    checkDrop(kube, gv, {
+      apiservers,
+      requestsWindowSeconds,
+      sleep: async () => undefined,
+      ...(c.noTemporal ? {} : { migrationOf }),
+    });
   return { check, lists };
 }
 
@@ -569,5 +604,70 @@ void test('the requests window is stated with a ready verdict: a client that cal
   assert.match(
     dropTable(sinceStart),
     /\nrequests window: 0 \(every request since each API server started\): a client that has not called since each API server started is not seen\n/,
+  );
+});
+
+void test('the migration check rests on the record in Temporal: a mirror the worker token can write never makes it ready, and is named where it disagrees', async () => {
+  const AR = 'admissionregistration.k8s.io';
+  const MAP = `mutatingadmissionpolicies.${AR}`;
+  const hash = storageVersionHashOf(AR, 'v1', 'MutatingAdmissionPolicy');
+  const discoveredMap = [served(AR, 'v1', 'mutatingadmissionpolicies', 'MutatingAdmissionPolicy', { stored: 'v1', preferred: true })];
+  const forgedState = [migratedState(AR, 'mutatingadmissionpolicies', hash)];
+  const mapCheck = async (c: Omit<FakeCluster, 'discovered'>) => {
+    const report = await fakeCluster({ discovered: discoveredMap, ...c }).check(`${AR}/v1beta1`);
+    return { report, migration: checkOf(report, MAP, 'migration')! };
+  };
+
+  // A StorageState marked migrated, no workflow in Temporal (forged by the token, or past retention): unknown.
+  const forged = await mapCheck({ states: forgedState, records: { [MAP]: 'none' } });
+  assert.deepEqual([forged.report.verdict, forged.report.exitCode, forged.migration.verdict], ['Unknown', 2, 'Unknown']);
+  assert.equal(
+    forged.migration.reason,
+    `Temporal holds no migration workflow migrate/${MAP}: never migrated by svm, migrated by another migrator, or past the namespace's retention; ` +
+      `StorageState ${MAP} says objects are persisted only in ${hash} (${AR}/v1), but that mirror is the worker's token's to write: without the record it does not count`,
+  );
+  // No Temporal client at hand: unknown, saying what to set.
+  const noClient = await mapCheck({ states: forgedState, noTemporal: true });
+  assert.equal(noClient.migration.verdict, 'Unknown');
+  assert.match(noClient.migration.reason, new RegExp(`^the record of a whole pass is the migration workflow migrate/${MAP} in Temporal, and no Temporal client is at hand \\(set TEMPORAL_ADDRESS\\)`));
+  // The record of a pass under an agreement that no longer holds (an API server restarted since: a rollback and roll-forward).
+  const stale = await mapCheck({ states: forgedState, records: { [MAP]: succeededRecord(MAP, fakeToken(hash).replace('a=1', 'a=0')) } });
+  assert.deepEqual([stale.report.verdict, stale.migration.verdict], ['NotYet', 'NotYet']);
+  assert.match(stale.migration.reason, /under an agreement that no longer holds: an API server restarted or the storage version moved since/);
+  // Succeeded in a result with no record (an older svm), running, failed, unverified.
+  const old = { ...succeededRecord(MAP, fakeToken(hash)), record: undefined };
+  const noRecord = await mapCheck({ states: forgedState, records: { [MAP]: old } });
+  assert.equal(noRecord.migration.verdict, 'Unknown');
+  assert.match(noRecord.migration.reason, /without a record of its pass \(an svm from before records were kept\)/);
+  const running = await mapCheck({ records: { [MAP]: { workflowId: `migrate/${MAP}`, status: 'RUNNING' } } });
+  assert.deepEqual([running.migration.verdict, running.migration.reason.startsWith(`its migration workflow migrate/${MAP} is running`)], ['NotYet', true]);
+  const failed = await mapCheck({ records: { [MAP]: { workflowId: `migrate/${MAP}`, status: 'FAILED', closeTime: '2026-12-02T00:00:00.000Z' } } });
+  assert.equal(failed.migration.verdict, 'NotYet');
+  assert.match(failed.migration.reason, /ended FAILED at 2026-12-02T00:00:00\.000Z: no whole pass is on record/);
+  const unverified = await mapCheck({ records: { [MAP]: succeededRecord(MAP, fakeToken(hash), { verified: false }) } });
+  assert.equal(unverified.migration.verdict, 'Unknown');
+  assert.match(unverified.migration.reason, /its agreement was not verified per API server/);
+  // The record holds, the StorageState says otherwise: ready, the mirror named.
+  const reset = [{ ...forgedState[0]!, status: { persistedStorageVersionHashes: ['Unknown'], currentStorageVersionHash: hash } }];
+  const holds = await mapCheck({ states: reset });
+  assert.deepEqual([holds.report.verdict, holds.migration.verdict], ['Ready', 'Ready']);
+  assert.match(holds.migration.reason, /a whole pass by svm to v2, under the agreement that holds now/);
+  assert.match(holds.migration.reason, /; the mirror disagrees: StorageState persistedStorageVersionHashes \[Unknown\]: objects may be stored in any version/);
+  // No record, and a mirror that says not migrated: believed (a forged one only holds the drop back).
+  const never = await mapCheck({ states: reset, records: { [MAP]: 'none' } });
+  assert.equal(never.migration.verdict, 'NotYet');
+
+  // A CRD whose storedVersions the token pruned with nothing migrated: storedVersions reads ready, the migration unknown.
+  const discovered = ['v1', 'v2'].map((v) => served('ex.com', v, 'widgets', 'Widget', { stored: 'v2', preferred: v === 'v2' }));
+  const pruned = await fakeCluster({
+    discovered,
+    crds: [widgetsCrd([{ name: 'v1' }, { name: 'v2' }], { storedVersions: ['v2'] })],
+    records: { 'widgets.ex.com': 'none' },
+  }).check('ex.com/v1');
+  assert.deepEqual([pruned.verdict, pruned.exitCode], ['Unknown', 2]);
+  assert.equal(checkOf(pruned, 'widgets.ex.com', 'storedVersions')!.verdict, 'Ready');
+  assert.match(
+    checkOf(pruned, 'widgets.ex.com', 'migration')!.reason,
+    /; status\.storedVersions no longer names v1, but that mirror is the worker's token's to write: without the record it does not count$/,
   );
 });

@@ -68,13 +68,15 @@ export function createBuiltInActivities(deps: {
      * hash. The CRD's storedVersions are the built-in's to prune (with its
      * generation check): svm does not race it on a CRD.
      */
-    async recordAgreedHash(ref: ResourceRef, agreed: Agreement): Promise<void> {
+    /** Refines the StorageState under the agreement; returns the hash it recorded. */
+    async recordAgreedHash(ref: ResourceRef, agreed: Agreement): Promise<{ hash?: string }> {
       const now = await deps.agreement(ref);
       if (!now.agreed || now.token !== agreed.token || now.encodingVersion !== agreed.encodingVersion) {
         throw ApplicationFailure.nonRetryable(`the agreement on ${groupResourceString(ref)} changed`, 'AgreementChanged');
       }
       const hash = now.hash ?? (await deps.discoveryHash(ref));
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
+      return hash ? { hash } : {};
     },
   };
 }

@@ -178,7 +178,8 @@ function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRe
      * one), and for a custom resource reduces the CRD's status.storedVersions
      * to the agreed storage version, so the old version can be removed.
      */
-    async recordMigrated(ref: ResourceRef, agreed: Agreement): Promise<{ storedVersions?: string[] }> {
+    /** Refines the StorageState (and a CRD's storedVersions) under the agreement; returns the hash it recorded. */
+    async recordMigrated(ref: ResourceRef, agreed: Agreement): Promise<{ storedVersions?: string[]; hash?: string }> {
       const now = await agreement(ref);
       if (!agreed.agreed || !now.agreed || now.token !== agreed.token || now.encodingVersion !== agreed.encodingVersion) {
         throw ApplicationFailure.nonRetryable(
@@ -188,8 +189,9 @@ function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRe
       }
       const hash = now.hash ?? (await discoveryHash(kube, ref));
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
-      if (!ref.custom) return {};
-      return { storedVersions: await pruneToAgreed(kube, ref, agreed) };
+      const recorded = hash ? { hash } : {};
+      if (!ref.custom) return recorded;
+      return { storedVersions: await pruneToAgreed(kube, ref, agreed), ...recorded };
     },
   };
 }

@@ -8,6 +8,7 @@
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
 import type { Agreement } from './agreement';
+import type { PassRecord } from './pass-record';
 import type { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
 
 const whole = (name: string, min: number, max: number) => {
@@ -222,10 +223,13 @@ export interface MigrationProgress {
   runs: number;
   restarts: number;
   message?: string;
+  /** On a Succeeded result only: the record of the whole pass a verdict rests on (contract/pass-record.ts). */
+  record?: PassRecord;
   migrationObjects: string[];
 }
 
 export type MigrationResult = MigrationProgress;
+export type { PassRecord } from './pass-record';
 
 /**
  * The argument of each signal and update, as the workflow checks it and contract/v<N>/ publishes it: one JSON

@@ -10,6 +10,7 @@ export { startOptions } from './start-options';
 export * as searchAttributes from './search-attributes';
 export { contractSchemas, ProgressSchema, StartInputSchema, SteerResultSchema } from './json-schema';
 export type { Agreement, ServerView } from './agreement';
+export type { PassRecord } from './pass-record';
 export type { TriggerInput } from './trigger';
 export { groupResourceString, migrationWorkflowId, type GroupResource, type ResourceRef } from '../api/resource';
 export type { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';

@@ -33,6 +33,19 @@ export const ProgressSchema = z
     runs: z.number().int(),
     restarts: z.number().int().describe('times the whole pass started over (the agreement moved)'),
     message: z.string().optional(),
+    record: z
+      .object({
+        by: z.enum(['svm', 'built-in']).describe('who rewrote the objects: svm, or the built-in migrator on svm\'s object'),
+        object: z.string().optional().describe('the built-in\'s StorageVersionMigration, when by is built-in'),
+        encodingVersion: z.string().describe('the version the API servers agreed to encode in, from start to end'),
+        storageVersionHash: z.string().optional().describe('discovery\'s storageVersionHash of that encoding'),
+        verified: z.boolean().describe('every API server asked at its own address'),
+        checked: z.string().describe('what was checked'),
+        token: z.string().describe('the agreement token at the final check: any API server restart since changes it'),
+        at: z.number().optional().describe('when the final agreement was read, milliseconds since the epoch'),
+      })
+      .optional()
+      .describe('on a Succeeded result only: the record of the whole pass that verdicts rest on'),
     migrationObjects: z
       .array(z.string())
       .describe('StorageVersionMigration objects that mirror it: a name, or storagemigration.k8s.io/<name>'),

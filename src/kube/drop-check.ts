@@ -12,11 +12,15 @@
  *                      not the one to drop (the worker's agreement rules,
  *                      each server asked at its own address);
  *   migration          a whole pass under that agreement is on record: the
- *                      StorageState (kept by `svm trigger`, refined by a
- *                      successful migration) holds only the agreed hash; for
- *                      a CRD without one, storedVersions is the record; the
- *                      resource's migration workflow is not running (when a
- *                      Temporal client is at hand, its last outcome is named);
+ *                      resource's migration workflow in Temporal (which the
+ *                      worker's token cannot write) ended Succeeded with the
+ *                      record of its pass, under an agreement whose token is
+ *                      the agreement's now (no API server restarted since, the
+ *                      storage version unmoved). Unknown without a Temporal
+ *                      client, without a workflow (another migrator, retention)
+ *                      or without a record in its result. The StorageState and
+ *                      a CRD's storedVersions are mirrors the token can write:
+ *                      named where they disagree, never counted;
  *   storedVersions     a CRD's status.storedVersions no longer names it;
  *   managedFields      no object has a managedFields entry at the version:
  *                      server-side apply on such an object fails once the
@@ -63,7 +67,7 @@ import { readGroup, resourcesToCheck, unservedNote } from './drop-group';
 import { managedFieldsFinding } from './drop-managed-fields';
 import { readAfterWindow, readEach, requestsFinding, type MetricsReading } from './drop-requests';
 import { DropInputError, type DropCheckOptions, type DropTarget, type GroupReading, type ResourceFindings } from './drop-shared';
-import { migrationCheck, storageApiVersion, storageVersionCheck, storedVersionsCheck, withMigrationWorkflow } from './drop-storage';
+import { lookUpRecord, migrationCheck, storageApiVersion, storageVersionCheck, storedVersionsCheck } from './drop-storage';
 
 export { DropInputError, type DropCheckOptions, type MigrationRecord } from './drop-shared';
 export { requestsCheck, serverRequests } from './drop-requests';
@@ -151,9 +155,8 @@ async function checkResource(
   const storageVersion = agreement && storageApiVersion(agreement, group, crd !== undefined);
   const storedCheck = crd && storedVersionsCheck(crd, version, key);
   const servedHash = agreement?.agreed ? (agreement.hash ?? viaEntry?.storageVersionHash) : undefined;
-  let migration = migrationCheck(target, key, { storageVersion, state: g.stateOf(name), servedHash, storedCheck });
-  if (opts.migrationOf)
-    migration = await withMigrationWorkflow(migration, migrationWorkflowId({ group, resource: name }), opts.migrationOf);
+  const lookup = await lookUpRecord(migrationWorkflowId({ group, resource: name }), opts.migrationOf);
+  const migration = migrationCheck(target, key, { storageVersion, state: g.stateOf(name), servedHash, storedCheck, agreement }, lookup);
   const managedFields = await managedFieldsFinding(kube, target, name, key, other, opts.heartbeat ?? (() => undefined));
   const storageVersionFinding: DropCheck = agreement
     ? storageVersionCheck(groupVersion, agreement, storageVersion)

@@ -2,6 +2,7 @@
  * What the drop check's modules (drop-check.ts and drop-*.ts) share: its input and options, what it reads once for
  * the group and finds per resource, and the phrasings its reasons share.
  */
+import type { PassRecord } from '../contract/pass-record';
 import type { CustomResourceDefinition } from '../api/custom-resource-definition';
 import type { StorageState } from '../api/migration';
 import type { DropCheck } from '../contract/drop';
@@ -22,6 +23,8 @@ export interface MigrationRecord {
   status: string;
   /** The result's phase, for a completed run. */
   phase?: string;
+  /** A Succeeded result's record of its whole pass (absent in results from before svm wrote one). */
+  record?: PassRecord;
   closeTime?: string;
 }
 

@@ -7,6 +7,7 @@ import type { CustomResourceDefinition } from '../api/custom-resource-definition
 import type { StorageState } from '../api/migration';
 import type { DropCheck } from '../contract/drop';
 import type { Agreement } from './agreement';
+import type { PassRecord } from '../contract/pass-record';
 import { why, type DropCheckOptions, type DropTarget, type MigrationRecord } from './drop-shared';
 import { storageStateReason } from './storage-states';
 
@@ -54,14 +55,27 @@ export function storedVersionsCheck(crd: CustomResourceDefinition, version: stri
   };
 }
 
+/** What Temporal answered for the resource's migration workflow: its last run, or why there is none to read. */
+export type RecordLookup = { found: MigrationRecord } | { missing: string };
+
+/** What the Kubernetes objects say of the migration: mirrors of the record, which the worker's token can write. */
+interface Mirror {
+  says: 'migrated' | 'not migrated' | 'nothing';
+  what: string;
+}
+
 /**
- * The migration check from the record of a whole pass: the resource's StorageState, or else a CRD's storedVersions
- * (its storedVersions check); before its migration workflow is asked.
+ * The migration check. Its verdict rests on the record alone: the resource's migration workflow in Temporal, whose
+ * Succeeded result names the whole pass and the agreement it held under (contract/pass-record.ts). Ready only when
+ * that agreement's token is the agreement's now: an API server restarted since (a rollback and roll-forward) or a
+ * storage version that moved changes it. The StorageState and a CRD's storedVersions are mirrors: named where they
+ * disagree with the record, never counted (the worker's token can write them).
  */
 export function migrationCheck(
   { groupVersion, version }: DropTarget,
   key: string,
-  m: { storageVersion?: string; state?: StorageState; servedHash?: string; storedCheck?: DropCheck },
+  m: { storageVersion?: string; state?: StorageState; servedHash?: string; storedCheck?: DropCheck; agreement?: Agreement },
+  lookup: RecordLookup,
 ): DropCheck {
   if (m.storageVersion === groupVersion)
     return {
@@ -69,69 +83,91 @@ export function migrationCheck(
       verdict: 'NotYet',
       reason: `the storage version has not left ${version}: no migration can move objects off it yet`,
     };
-  if (m.state) return storageStateMigrationCheck(m.state, m.servedHash, m.storageVersion, version, key);
+  const mirror = mirrorOf(m, version);
+  const judged = judgeRecord(lookup, m.agreement, key);
+  let reason = judged.reason;
+  // A mirror saying "not migrated" is believed without a record (a forged one only holds the drop back).
+  const verdict = judged.verdict === 'Unknown' && mirror.says === 'not migrated' ? 'NotYet' : judged.verdict;
+  if (judged.verdict === 'Ready' && mirror.says === 'not migrated')
+    reason += `; the mirror disagrees: ${mirror.what} (the record decides; the mirror is the worker's to write)`;
+  else if (judged.verdict !== 'Ready' && mirror.says === 'migrated')
+    reason += `; ${mirror.what}, but that mirror is the worker's token's to write: without the record it does not count`;
+  else if (judged.verdict !== 'Ready' && mirror.says === 'not migrated') reason += `; ${mirror.what}`;
+  return { check: 'migration', verdict, reason };
+}
+
+/** The record's verdict: Ready on a whole pass under the agreement that holds now, else NotYet or Unknown and why. */
+function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: string): Omit<DropCheck, 'check'> {
+  if ('missing' in lookup) return { verdict: 'Unknown', reason: lookup.missing };
+  const rec = lookup.found;
+  const id = rec.workflowId;
+  if (rec.status === 'RUNNING') return { verdict: 'NotYet', reason: `its migration workflow ${id} is running` };
+  const ended = `${rec.phase ?? rec.status}${rec.closeTime ? ` at ${rec.closeTime}` : ''}`;
+  if (rec.phase !== 'Succeeded')
+    return { verdict: 'NotYet', reason: `its last migration workflow ${id} ended ${ended}: no whole pass is on record (svm migrate ${key})` };
+  const p = rec.record;
+  if (!p)
+    return {
+      verdict: 'Unknown',
+      reason: `its last migration workflow ${id} ended ${ended} without a record of its pass (an svm from before records were kept): migrate again to record one (svm migrate ${key})`,
+    };
+  const by = p.by === 'built-in' ? `the built-in migrator${p.object ? ` (${p.object})` : ''}` : 'svm';
+  if (!p.verified)
+    return {
+      verdict: 'Unknown',
+      reason: `its last migration workflow ${id} ended ${ended}, but its agreement was not verified per API server (${p.checked})`,
+    };
+  if (!now?.agreed || now.token !== p.token)
+    return {
+      verdict: 'NotYet',
+      reason: `its last whole pass (${id}, by ${by}, ended ${ended}) was under an agreement that no longer holds: an API server restarted or the storage version moved since, and objects may have been written in another encoding meanwhile (svm migrate ${key})`,
+    };
+  return {
+    verdict: 'Ready',
+    reason: `its last migration workflow ${id} ended ${ended}: a whole pass by ${by} to ${p.encodingVersion}, under the agreement that holds now (${p.checked})`,
+  };
+}
+
+/** What the StorageState, or else a CRD's storedVersions, says of the migration. */
+function mirrorOf(m: { state?: StorageState; servedHash?: string; storageVersion?: string; storedCheck?: DropCheck }, version: string): Mirror {
+  if (m.state) {
+    const persisted = m.state.status?.persistedStorageVersionHashes ?? ['Unknown'];
+    const name = `StorageState ${m.state.metadata.name}`;
+    if (m.servedHash !== undefined && persisted.length === 1 && persisted[0] === m.servedHash)
+      return { says: 'migrated', what: `${name} says objects are persisted only in ${m.servedHash}${m.storageVersion ? ` (${m.storageVersion})` : ''}` };
+    const state =
+      storageStateReason(persisted, m.state.status?.currentStorageVersionHash, m.servedHash) ??
+      `${name} persistedStorageVersionHashes [${persisted.join(', ')}]`;
+    return { says: 'not migrated', what: state };
+  }
   if (m.storedCheck)
-    return {
-      check: 'migration',
-      verdict: m.storedCheck.verdict,
-      reason:
-        m.storedCheck.verdict === 'Ready'
-          ? `no StorageState; status.storedVersions is the record (svm prunes it only after a whole pass under agreement) and no longer names ${version}`
-          : `no StorageState; status.storedVersions still names ${version}: no whole pass under agreement is on record`,
-    };
-  return {
-    check: 'migration',
-    verdict: 'Unknown',
-    reason: `no StorageState records whether objects are still stored at ${version} (\`svm trigger start\` keeps them; a successful migration refines them)`,
-  };
+    return m.storedCheck.verdict === 'Ready'
+      ? { says: 'migrated', what: `status.storedVersions no longer names ${version}` }
+      : { says: 'not migrated', what: `status.storedVersions still names ${version}` };
+  return { says: 'nothing', what: '' };
 }
 
-/** Ready when the StorageState holds only the hash the API servers agree on (written after a whole pass under agreement). */
-function storageStateMigrationCheck(
-  st: StorageState,
-  servedHash: string | undefined,
-  storageVersion: string | undefined,
-  version: string,
-  key: string,
-): DropCheck {
-  const persisted = st.status?.persistedStorageVersionHashes ?? ['Unknown'];
-  if (servedHash !== undefined && persisted.length === 1 && persisted[0] === servedHash) {
-    const named = storageVersion ? ` (${storageVersion})` : '';
-    return {
-      check: 'migration',
-      verdict: 'Ready',
-      reason: `StorageState ${st.metadata.name}: objects persisted only in ${servedHash}${named}, recorded after a whole pass under agreement`,
-    };
-  }
-  const state =
-    storageStateReason(persisted, st.status?.currentStorageVersionHash, servedHash) ??
-    `StorageState persistedStorageVersionHashes [${persisted.join(', ')}]`;
-  return {
-    check: 'migration',
-    verdict: 'NotYet',
-    reason: `${state}: no whole pass since the storage version left ${version} is on record (svm migrate ${key})`,
-  };
-}
-
-/** The migration check with the resource's migration workflow, as Temporal describes it: one still running is NotYet. */
-export async function withMigrationWorkflow(
-  migration: DropCheck,
+/**
+ * The resource's last migration workflow as Temporal describes it, or why there is none to read: no Temporal
+ * client at hand, none in Temporal, or Temporal did not answer.
+ */
+export async function lookUpRecord(
   id: string,
-  migrationOf: NonNullable<DropCheckOptions['migrationOf']>,
-): Promise<DropCheck> {
-  let reason = migration.reason;
-  let rec: MigrationRecord | undefined;
+  migrationOf: DropCheckOptions['migrationOf'],
+): Promise<RecordLookup> {
+  if (!migrationOf)
+    return {
+      missing: `the record of a whole pass is the migration workflow ${id} in Temporal, and no Temporal client is at hand (set TEMPORAL_ADDRESS)`,
+    };
   try {
-    rec = await migrationOf(id);
+    const found = await migrationOf(id);
+    if (found) return { found };
+    return {
+      missing: `Temporal holds no migration workflow ${id}: never migrated by svm, migrated by another migrator, or past the namespace's retention`,
+    };
   } catch (err) {
-    reason += `; its migration workflow ${id} could not be described: ${why(err)}`;
+    return { missing: `its migration workflow ${id} could not be described: ${why(err)}` };
   }
-  if (rec?.status === 'RUNNING') return { ...migration, verdict: 'NotYet', reason: `${reason}; its migration workflow ${id} is running` };
-  if (rec) {
-    const ended = `${rec.phase ?? rec.status}${rec.closeTime ? ` at ${rec.closeTime}` : ''}`;
-    return { ...migration, reason: `${reason}; its last migration workflow ${id} ended ${ended}` };
-  }
-  return { ...migration, reason: `${reason}; no migration workflow ${id} in Temporal` };
 }
 
 /**
@@ -149,8 +185,13 @@ export function migrationRecords(client: Client): (workflowId: string) => Promis
       throw err;
     }
     const status = d.status.name;
-    let phase: string | undefined;
-    if (status === 'COMPLETED') phase = ((await handle.result()) as { phase?: string } | undefined)?.phase;
-    return { workflowId, status, ...(phase ? { phase } : {}), ...(d.closeTime ? { closeTime: d.closeTime.toISOString() } : {}) };
+    const result = status === 'COMPLETED' ? ((await handle.result()) as { phase?: string; record?: PassRecord } | undefined) : undefined;
+    return {
+      workflowId,
+      status,
+      ...(result?.phase ? { phase: result.phase } : {}),
+      ...(result?.phase === 'Succeeded' && result.record ? { record: result.record } : {}),
+      ...(d.closeTime ? { closeTime: d.closeTime.toISOString() } : {}),
+    };
   };
 }

@@ -53,6 +53,7 @@ import {
   type MigrationProgress,
   type MigrationResult,
 } from '../contract/definitions';
+import { passRecord, type PassRecord } from '../contract/pass-record';
 import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
 import { reschedulingActivities, taskStartWait } from './task-start';
 
@@ -152,8 +153,8 @@ export async function delegateToBuiltIn(input: DelegateInput): Promise<Migration
     let why = d.whyNoSuccess(b);
     if (why === undefined) {
       try {
-        await recordAgreedHash(d.ref, d.carried.agreement!);
-        return d.succeeded();
+        const recorded = await recordAgreedHash(d.ref, d.carried.agreement!);
+        return d.succeeded(recorded?.hash);
       } catch (err) {
         why = `the agreement could not be confirmed at the end of ${current} (${err instanceof Error ? (err.cause instanceof Error ? err.cause.message : err.message) : String(err)})`;
       }
@@ -192,6 +193,8 @@ class Delegation {
   aborted?: string;
   /** The agreement watcher said it may have changed: the sleep ends early. */
   private recheck = false;
+  /** Set on success: the record of the built-in's pass under agreement. */
+  private record?: PassRecord;
   /** An agreement svm cannot verify per API server, and since when it has held (its token unchanged). */
   private unverified?: { token: string; since: number };
   private readonly poll: string;
@@ -256,6 +259,7 @@ class Delegation {
       runs: s.passes,
       restarts: Math.max(0, s.passes - 1),
       message: s.message,
+      ...(this.record ? { record: this.record } : {}),
       migrationObjects: s.objects.map(standardRef),
     };
   }
@@ -336,8 +340,10 @@ class Delegation {
     return undefined;
   }
 
-  succeeded(): MigrationResult {
+  /** hash: what the StorageState was refined to (undefined in histories from before it was returned). */
+  succeeded(hash?: string): MigrationResult {
     const s = this.carried;
+    this.record = passRecord(s.agreement!, 'built-in', { storageVersionHash: hash, object: s.current });
     return this.finish(
       'Succeeded',
       `the built-in migrator migrated ${this.name} (${s.current}) and the API servers agreed on ${s.agreement!.encodingVersion} from its creation to its success: ${s.agreement!.checked}`,

@@ -61,6 +61,7 @@ import {
   type MigrateResourceInput,
   type MigrationResult,
 } from '../contract/definitions';
+import { passRecord } from '../contract/pass-record';
 import { MigrationGroup, MigrationResource } from '../contract/search-attributes';
 import { admitInput, refuseArgument, validSignal } from './admission';
 import { cancelledChunkResult, failureType, rootMessage } from './failures';
@@ -466,8 +467,9 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
     await migration.publish('Running');
   }
   migration.recordingSuccess = true;
+  let recorded: { hash?: string } | undefined;
   try {
-    await migration.activities.recordMigrated(migration.ref, migration.carried.agreement!);
+    recorded = await migration.activities.recordMigrated(migration.ref, migration.carried.agreement!);
   } catch (err) {
     migration.recordingSuccess = false;
     if (failureType(err) === 'AgreementChanged')
@@ -480,5 +482,9 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
   const agreed = a.verified
     ? `the API servers agreed from start to end: ${a.checked}`
     : `agreement not verified per API server: ${a.checked}`;
-  return migration.finish('Succeeded', `migrated every object of ${migration.name} to ${a.encodingVersion} in one whole pass; ${agreed}`);
+  return migration.finish(
+    'Succeeded',
+    `migrated every object of ${migration.name} to ${a.encodingVersion} in one whole pass; ${agreed}`,
+    passRecord(a, 'svm', { storageVersionHash: recorded?.hash }),
+  );
 }

@@ -38,6 +38,7 @@ import {
   type SteerResult,
 } from '../contract/definitions';
 import { isTerminalPhase, migrationStatus } from '../contract/migration-status';
+import type { PassRecord } from '../contract/pass-record';
 import { MigrationMigrated, MigrationPhase as PhaseAttr } from '../contract/search-attributes';
 import { rootMessage } from './failures';
 import { shortActivities, type ShortActivities } from './migration-activities';
@@ -118,6 +119,8 @@ export class MigrationState {
   paused = false;
   /** The verdict is recording the success: a pause or an abort can no longer apply, and is refused. */
   recordingSuccess = false;
+  /** Set on success: the record of the whole pass (the result carries it). */
+  private record?: PassRecord;
   /** The watcher says agreement may have changed. */
   recheck = false;
   /** The scope of the chunk in flight, which an abort cancels. */
@@ -176,6 +179,7 @@ export class MigrationState {
       runs: this.carried.runs,
       restarts: this.carried.restarts,
       message: this.carried.message,
+      ...(this.record ? { record: this.record } : {}),
       migrationObjects: this.objects.list(),
     };
   }
@@ -331,8 +335,9 @@ export class MigrationState {
   // ------------------------------------------------------------ how a run ends
 
   /** Writes the final status (even while the workflow is being cancelled) and returns or throws the result. */
-  async finish(final: FinalPhase, message: string): Promise<MigrationResult> {
+  async finish(final: FinalPhase, message: string, record?: PassRecord): Promise<MigrationResult> {
     this.carried.message = message;
+    if (final === 'Succeeded') this.record = record;
     await CancellationScope.nonCancellable(async () => {
       // A background write that failed does not keep the final status from being written.
       await this.waitForBackgroundWrites().catch((err: unknown) =>
