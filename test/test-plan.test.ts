@@ -922,3 +922,88 @@ void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount s
     assert.equal(res.status, 403, `${method} ${p}: ${res.status} ${res.body.slice(0, 200)}`);
   }
 });
+
+void test('svm plan --drop: records the worker token can forge do not count: storedVersions pruned and a StorageState marked migrated by the token, nothing migrated, is not ready (etcd holds every object at v1); after a real migration the record makes the migration ready', async () => {
+  const c = testCrd(`${uniq('forged')}.svm.test`);
+  const ns = uniq('forged');
+  const gv = `${c.group}/v1`;
+  const N = 12;
+  await applyCrd(plane.kube, c, 'v1');
+  await createObjects(plane.kube, c, 'v1', N, { namespace: ns });
+  await applyCrd(plane.kube, c, 'v2');
+  // The worker's token, as deploy/ grants it, with `svm grant` for this resource.
+  await serverSideApply(plane.kube, readManifests('rbac.yaml'));
+  const g = await svm(['grant', c.name], { KUBECONFIG: plane.env.KUBECONFIG! });
+  assert.equal(g.code, 0, g.stderr);
+  const granted = YAML.parseAllDocuments(g.stdout).map((d) => d.toJS() as Manifest);
+  await serverSideApply(plane.kube, granted);
+  const workerKubeconfig = writeTokenKubeconfig(
+    plane.kube.server,
+    await serviceAccountToken(plane.kube, NS, 'svm-migrator'),
+    'svm-migrator-forger',
+  );
+  const token = KubeClient.fromKubeconfig(workerKubeconfig);
+  const statePath = `/apis/migration.k8s.io/v1alpha1/storagestates/${c.name}`;
+  try {
+    // Forged with nothing migrated: storedVersions pruned to the storage version, a StorageState saying "only the
+    // current hash". Both writes are the token's to make.
+    await setCrdStoredVersions(token, { group: c.group, resource: c.plural }, ['v2']);
+    const hash = (
+      await plane.kube.getJson<{ resources: Array<{ name: string; storageVersionHash?: string }> }>(`/apis/${c.group}/v2`)
+    ).resources.find((r) => r.name === c.plural)!.storageVersionHash!;
+    await token.request('POST', '/apis/migration.k8s.io/v1alpha1/storagestates', {
+      body: JSON.stringify({
+        apiVersion: 'migration.k8s.io/v1alpha1',
+        kind: 'StorageState',
+        metadata: { name: c.name },
+        spec: { resource: { group: c.group, resource: c.plural } },
+      }),
+    });
+    await token.patchStatus(statePath, { persistedStorageVersionHashes: [hash], currentStorageVersionHash: hash });
+    assert.deepEqual(
+      (await storedVersions(plane.etcd, { group: c.group, resource: c.plural, custom: true })).byApiVersion,
+      { [gv]: N },
+      'etcd: every object still at v1',
+    );
+
+    const forged = (await dropJson(gv, ['--requests-window', '0'], { TEMPORAL_ADDRESS: plane.temporal.address })).report;
+    assert.notEqual(forged.verdict, 'Ready', JSON.stringify(forged, null, 2));
+    assert.equal(verdicts(forged, c.name).storedVersions, 'Ready', 'the pruned mirror reads ready on its own');
+    assert.equal(verdicts(forged, c.name).migration, 'Unknown');
+    assert.equal(
+      reasonOf(forged, c.name, 'migration'),
+      `Temporal holds no migration workflow migrate/${c.name}: never migrated by svm, migrated by another migrator, or past the namespace's retention; ` +
+        `StorageState ${c.name} says objects are persisted only in ${hash} (${c.group}/v2), but that mirror is the worker's token's to write: without the record it does not count`,
+    );
+    console.log(`[forged] ${forged.verdict} (exit ${forged.exitCode}): ${reasonOf(forged, c.name, 'migration')}`);
+
+    // A real migration: its record makes the migration check ready, and etcd agrees.
+    const result = await withWorker(plane, async (m) => (await m.start(c.name)).wait());
+    assert.equal(result.phase, 'Succeeded', result.message);
+    assert.equal(result.record?.by, 'svm');
+    assert.equal(result.record?.encodingVersion, 'v2');
+    assert.equal(result.record?.storageVersionHash, hash);
+    assert.deepEqual((await storedVersions(plane.etcd, { group: c.group, resource: c.plural, custom: true })).byApiVersion, {
+      [`${c.group}/v2`]: N,
+    });
+    const real = (await dropJson(gv, ['--requests-window', '0'], { TEMPORAL_ADDRESS: plane.temporal.address })).report;
+    assert.equal(verdicts(real, c.name).migration, 'Ready', reasonOf(real, c.name, 'migration'));
+    assert.match(
+      reasonOf(real, c.name, 'migration'),
+      new RegExp(
+        `^its last migration workflow migrate/${c.name.replace(/\./g, '\\.')} ended Succeeded at .*: a whole pass by svm to v2, under the agreement that holds now`,
+      ),
+    );
+    // Without a Temporal client the record cannot be read: not ready, saying why.
+    const blind = (await dropJson(gv, ['--requests-window', '0'])).report;
+    assert.equal(verdicts(blind, c.name).migration, 'Unknown');
+    assert.match(reasonOf(blind, c.name, 'migration'), /no Temporal client is at hand \(set TEMPORAL_ADDRESS\)/);
+  } finally {
+    token.close();
+    removeTokenKubeconfig(workerKubeconfig);
+    await deleteManifests(plane.kube, granted).catch(() => undefined);
+    await plane.kube.raw('DELETE', statePath);
+    await deleteCrd(plane.kube, c).catch(() => undefined);
+    await plane.kube.raw('DELETE', `/api/v1/namespaces/${ns}`);
+  }
+});

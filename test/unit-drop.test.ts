@@ -23,7 +23,14 @@ import {
 } from '../src/contract/drop';
 import type { Agreement } from '../src/kube/agreement';
 import { requestCounts } from '../src/kube/apiserver-metrics';
-import { checkDrop, managedFieldsCheck, requestsCheck, serverRequests, storageVersionCheck, type MigrationRecord } from '../src/kube/drop-check';
+import {
+  checkDrop,
+  managedFieldsCheck,
+  requestsCheck,
+  serverRequests,
+  storageVersionCheck,
+  type MigrationRecord,
+} from '../src/kube/drop-check';
 
 void test('a group version is <group>/<version>; anything else is refused with the reason', () => {
   for (const ok of ['example.com/v1', 'admissionregistration.k8s.io/v1beta1', 'batch/v2alpha1'])
@@ -317,7 +324,8 @@ function fakeCluster(c: FakeCluster) {
     const given = c.records?.[key] ?? 'holds';
     if (given === 'none') return undefined;
     if (given !== 'holds') return given;
-    const entry = c.discovered.find((r) => `${r.name}.${r.group}` === key && r.preferred) ?? c.discovered.find((r) => `${r.name}.${r.group}` === key);
+    const entry =
+      c.discovered.find((r) => `${r.name}.${r.group}` === key && r.preferred) ?? c.discovered.find((r) => `${r.name}.${r.group}` === key);
     const crd = (c.crds as Array<ReturnType<typeof widgetsCrd>> | undefined)?.find((x) => `${x.spec.names.plural}.${x.spec.group}` === key);
     const storage = crd?.spec.versions.find((v) => v.storage)?.name;
     return succeededRecord(key, fakeToken(entry?.storageVersionHash ?? '-', crd ? `${storage}@${crd.metadata.generation}` : ''));
@@ -629,19 +637,32 @@ void test('the migration check rests on the record in Temporal: a mirror the wor
   // No Temporal client at hand: unknown, saying what to set.
   const noClient = await mapCheck({ states: forgedState, noTemporal: true });
   assert.equal(noClient.migration.verdict, 'Unknown');
-  assert.match(noClient.migration.reason, new RegExp(`^the record of a whole pass is the migration workflow migrate/${MAP} in Temporal, and no Temporal client is at hand \\(set TEMPORAL_ADDRESS\\)`));
+  assert.match(
+    noClient.migration.reason,
+    new RegExp(
+      `^the record of a whole pass is the migration workflow migrate/${MAP} in Temporal, and no Temporal client is at hand \\(set TEMPORAL_ADDRESS\\)`,
+    ),
+  );
   // The record of a pass under an agreement that no longer holds (an API server restarted since: a rollback and roll-forward).
   const stale = await mapCheck({ states: forgedState, records: { [MAP]: succeededRecord(MAP, fakeToken(hash).replace('a=1', 'a=0')) } });
   assert.deepEqual([stale.report.verdict, stale.migration.verdict], ['NotYet', 'NotYet']);
-  assert.match(stale.migration.reason, /under an agreement that no longer holds: an API server restarted or the storage version moved since/);
+  assert.match(
+    stale.migration.reason,
+    /under an agreement that no longer holds: an API server restarted or the storage version moved since/,
+  );
   // Succeeded in a result with no record (an older svm), running, failed, unverified.
   const old = { ...succeededRecord(MAP, fakeToken(hash)), record: undefined };
   const noRecord = await mapCheck({ states: forgedState, records: { [MAP]: old } });
   assert.equal(noRecord.migration.verdict, 'Unknown');
   assert.match(noRecord.migration.reason, /without a record of its pass \(an svm from before records were kept\)/);
   const running = await mapCheck({ records: { [MAP]: { workflowId: `migrate/${MAP}`, status: 'RUNNING' } } });
-  assert.deepEqual([running.migration.verdict, running.migration.reason.startsWith(`its migration workflow migrate/${MAP} is running`)], ['NotYet', true]);
-  const failed = await mapCheck({ records: { [MAP]: { workflowId: `migrate/${MAP}`, status: 'FAILED', closeTime: '2026-12-02T00:00:00.000Z' } } });
+  assert.deepEqual(
+    [running.migration.verdict, running.migration.reason.startsWith(`its migration workflow migrate/${MAP} is running`)],
+    ['NotYet', true],
+  );
+  const failed = await mapCheck({
+    records: { [MAP]: { workflowId: `migrate/${MAP}`, status: 'FAILED', closeTime: '2026-12-02T00:00:00.000Z' } },
+  });
   assert.equal(failed.migration.verdict, 'NotYet');
   assert.match(failed.migration.reason, /ended FAILED at 2026-12-02T00:00:00\.000Z: no whole pass is on record/);
   const unverified = await mapCheck({ records: { [MAP]: succeededRecord(MAP, fakeToken(hash), { verified: false }) } });
@@ -652,7 +673,10 @@ void test('the migration check rests on the record in Temporal: a mirror the wor
   const holds = await mapCheck({ states: reset });
   assert.deepEqual([holds.report.verdict, holds.migration.verdict], ['Ready', 'Ready']);
   assert.match(holds.migration.reason, /a whole pass by svm to v2, under the agreement that holds now/);
-  assert.match(holds.migration.reason, /; the mirror disagrees: StorageState persistedStorageVersionHashes \[Unknown\]: objects may be stored in any version/);
+  assert.match(
+    holds.migration.reason,
+    /; the mirror disagrees: StorageState persistedStorageVersionHashes \[Unknown\]: objects may be stored in any version/,
+  );
   // No record, and a mirror that says not migrated: believed (a forged one only holds the drop back).
   const never = await mapCheck({ states: reset, records: { [MAP]: 'none' } });
   assert.equal(never.migration.verdict, 'NotYet');

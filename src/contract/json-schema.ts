@@ -35,10 +35,10 @@ export const ProgressSchema = z
     message: z.string().optional(),
     record: z
       .object({
-        by: z.enum(['svm', 'built-in']).describe('who rewrote the objects: svm, or the built-in migrator on svm\'s object'),
-        object: z.string().optional().describe('the built-in\'s StorageVersionMigration, when by is built-in'),
+        by: z.enum(['svm', 'built-in']).describe("who rewrote the objects: svm, or the built-in migrator on svm's object"),
+        object: z.string().optional().describe("the built-in's StorageVersionMigration, when by is built-in"),
         encodingVersion: z.string().describe('the version the API servers agreed to encode in, from start to end'),
-        storageVersionHash: z.string().optional().describe('discovery\'s storageVersionHash of that encoding'),
+        storageVersionHash: z.string().optional().describe("discovery's storageVersionHash of that encoding"),
         verified: z.boolean().describe('every API server asked at its own address'),
         checked: z.string().describe('what was checked'),
         token: z.string().describe('the agreement token at the final check: any API server restart since changes it'),

@@ -29,7 +29,11 @@ export interface PassRecord {
 }
 
 /** The record of a pass that succeeded under `agreement`, its final reading. */
-export function passRecord(agreement: Agreement, by: PassRecord['by'], extra: { storageVersionHash?: string; object?: string } = {}): PassRecord {
+export function passRecord(
+  agreement: Agreement,
+  by: PassRecord['by'],
+  extra: { storageVersionHash?: string; object?: string } = {},
+): PassRecord {
   const hash = extra.storageVersionHash ?? agreement.hash;
   return {
     by,

@@ -104,7 +104,10 @@ function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: stri
   if (rec.status === 'RUNNING') return { verdict: 'NotYet', reason: `its migration workflow ${id} is running` };
   const ended = `${rec.phase ?? rec.status}${rec.closeTime ? ` at ${rec.closeTime}` : ''}`;
   if (rec.phase !== 'Succeeded')
-    return { verdict: 'NotYet', reason: `its last migration workflow ${id} ended ${ended}: no whole pass is on record (svm migrate ${key})` };
+    return {
+      verdict: 'NotYet',
+      reason: `its last migration workflow ${id} ended ${ended}: no whole pass is on record (svm migrate ${key})`,
+    };
   const p = rec.record;
   if (!p)
     return {
@@ -129,12 +132,18 @@ function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: stri
 }
 
 /** What the StorageState, or else a CRD's storedVersions, says of the migration. */
-function mirrorOf(m: { state?: StorageState; servedHash?: string; storageVersion?: string; storedCheck?: DropCheck }, version: string): Mirror {
+function mirrorOf(
+  m: { state?: StorageState; servedHash?: string; storageVersion?: string; storedCheck?: DropCheck },
+  version: string,
+): Mirror {
   if (m.state) {
     const persisted = m.state.status?.persistedStorageVersionHashes ?? ['Unknown'];
     const name = `StorageState ${m.state.metadata.name}`;
     if (m.servedHash !== undefined && persisted.length === 1 && persisted[0] === m.servedHash)
-      return { says: 'migrated', what: `${name} says objects are persisted only in ${m.servedHash}${m.storageVersion ? ` (${m.storageVersion})` : ''}` };
+      return {
+        says: 'migrated',
+        what: `${name} says objects are persisted only in ${m.servedHash}${m.storageVersion ? ` (${m.storageVersion})` : ''}`,
+      };
     const state =
       storageStateReason(persisted, m.state.status?.currentStorageVersionHash, m.servedHash) ??
       `${name} persistedStorageVersionHashes [${persisted.join(', ')}]`;
@@ -151,10 +160,7 @@ function mirrorOf(m: { state?: StorageState; servedHash?: string; storageVersion
  * The resource's last migration workflow as Temporal describes it, or why there is none to read: no Temporal
  * client at hand, none in Temporal, or Temporal did not answer.
  */
-export async function lookUpRecord(
-  id: string,
-  migrationOf: DropCheckOptions['migrationOf'],
-): Promise<RecordLookup> {
+export async function lookUpRecord(id: string, migrationOf: DropCheckOptions['migrationOf']): Promise<RecordLookup> {
   if (!migrationOf)
     return {
       missing: `the record of a whole pass is the migration workflow ${id} in Temporal, and no Temporal client is at hand (set TEMPORAL_ADDRESS)`,
