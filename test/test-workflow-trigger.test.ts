@@ -19,7 +19,7 @@ import type { Observation } from '../src/activities/trigger';
 import { recordHistories, recording } from './helpers/histories';
 import { workflowTestEnv } from './helpers/workflow-env';
 import { pollNowSignal, storageVersionTrigger, type TriggerInput } from '../src/workflows/trigger';
-import { UNKNOWN, type MigrationStatus, type ReporterEntry, type StateSnapshot, type TriggerAction } from '../src/contract/trigger';
+import { UNKNOWN, type MigrationStatus, type RecordedPass, type ReporterEntry, type StateSnapshot, type TriggerAction } from '../src/contract/trigger';
 import { eventually } from './helpers/migrate';
 
 // A period's history is about eighteen events: Temporal suggests continue-as-new after every second period,
@@ -51,6 +51,8 @@ class World {
   discovery: Record<string, Record<string, string>> = {};
   states: Record<string, State> = {};
   migrations: Record<string, MigrationStatus> = {};
+  /** name -> the hash a Succeeded migration's result records (the record in Temporal). */
+  recorded: Record<string, string> = {};
   /** Changes the world before observation n (the first is 0). */
   script: (n: number) => void = () => undefined;
   /** Observations that fail (as if their retries ran out), and periods whose apply fails. */
@@ -74,16 +76,25 @@ class World {
     };
   }
 
+  /** A pass of an earlier migration on record in Temporal (its Succeeded result names the hash). */
+  migrated(name: string, hash: string): void {
+    this.migrations[name] = 'succeeded';
+    this.recorded[name] = hash;
+  }
+
   /** A migration ends; a successful one refines persisted to [current] as refineStorageState does. */
   finish(name: string, status: 'succeeded' | 'failed'): void {
     this.migrations[name] = status;
     const st = this.states[name];
-    if (status === 'succeeded' && st?.current) this.states[name] = { ...st, rv: st.rv + 1, persisted: [st.current] };
+    if (status === 'succeeded' && st?.current) {
+      this.states[name] = { ...st, rv: st.rv + 1, persisted: [st.current] };
+      this.recorded[name] = st.current;
+    }
   }
 
   activities() {
     return {
-      observeStorage: async (): Promise<Observation> => {
+      observeStorage: async (known?: Record<string, string>): Promise<Observation> => {
         const n = this.observations++;
         this.script(n);
         if (this.failObserve.has(n)) {
@@ -101,12 +112,16 @@ class World {
             reporters: st.reporters.map((e) => ({ ...e })),
           };
         }
-        // As the real activity: migrations are looked up only where the state is not settled.
+        // As the real activity: migrations are looked up only where the state is not settled, or (given what the
+        // trigger knows is on record) settled at a hash it does not know on record.
         const migrations: Record<string, MigrationStatus> = {};
+        const recorded: Record<string, RecordedPass> = {};
         for (const name of Object.keys(this.discovery)) {
           const st = states[name];
-          if (st && st.persisted.length === 1 && st.persisted[0] === st.current) continue;
+          if (st && st.persisted.length === 1 && st.persisted[0] === st.current && (!known || known[name] === st.current)) continue;
           migrations[name] = this.migrations[name] ?? 'none';
+          const hash = this.recorded[name];
+          if (migrations[name] === 'succeeded' && hash) recorded[name] = { hash };
         }
         return {
           observed: Object.entries(this.discovery)
@@ -119,6 +134,7 @@ class World {
             .sort((a, b) => a.name.localeCompare(b.name)),
           states,
           migrations,
+          ...(known ? { recorded } : {}),
           discoveryConsistent: Object.values(this.discovery).every((h) => new Set(Object.values(h)).size === 1),
           reporters,
           checked: `${reporters.length} of ${reporters.length} API servers (test double)`,
@@ -308,6 +324,7 @@ void test('API servers diverge during a rolling upgrade: nothing starts while th
   const w = new World();
   w.discovery[W] = { a: 'v1', b: 'v1', c: 'v1' };
   w.state(W, ['v1'], 'v1', Date.now(), { a: 'v1', b: 'v1', c: 'v1' });
+  w.migrated(W, 'v1');
   const servers: Record<number, Record<string, string>> = {
     1: { a: 'v2', b: 'v1', c: 'v1' },
     2: { a: 'v2', b: 'v2', c: 'v1' },
@@ -391,6 +408,8 @@ void test('the trigger away past its staleness bound: persisted is reset to Unkn
   w.discovery[G] = { a: 'h1' };
   w.state(W, ['h1'], 'h1', now - 300_000, { a: 'h1' }); // a trigger wrote this five minutes ago, then went away
   w.state(G, ['h1'], 'h1', now - 1_000, { a: 'h1' });
+  w.migrated(W, 'h1');
+  w.migrated(G, 'h1');
   w.script = (n) => {
     if (n === 3 && w.migrations[W] === 'running') w.finish(W, 'succeeded');
   };
@@ -495,4 +514,24 @@ void test('continue-as-new carries the memory: a failing migration backs off 2 t
   );
   assert.equal(carried.memory?.backoff[W]?.failures, 1);
   assert.equal(new Set(w.periods.map((p) => p.runId)).size > 1, true);
+});
+
+void test('a StorageState settled at the current hash with no pass on record (forged by the worker token, or older than the record): migrated once, then settled by its record', async () => {
+  const w = new World();
+  w.discovery[W] = { a: 'h1', b: 'h1' };
+  w.state(W, ['h1'], 'h1', Date.now(), { a: 'h1', b: 'h1' });
+  w.script = (n) => {
+    if (n === 3 && w.migrations[W] === 'running') w.finish(W, 'succeeded');
+  };
+  await run(w, { periodSeconds: 1 }, () => w.applied(5));
+  const first = w.action(0, W);
+  assert.equal(first.mirrorWithoutRecord, true);
+  assert.match(first.note ?? '', /no whole pass at h1 is on record in Temporal: the mirror alone does not count/);
+  assert.deepEqual(first.write.persisted, ['h1'], 'the mirror is left as it is');
+  assert.deepEqual(w.starts(W), [1], 'one migration, a stable period after the hashes were first seen');
+  for (const n of [4, 5]) {
+    const a = w.action(n, W);
+    assert.equal(a.mirrorWithoutRecord, undefined, `period ${n}: the pass is on record`);
+    assert.equal(a.startMigration, undefined);
+  }
 });

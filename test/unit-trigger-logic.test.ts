@@ -193,3 +193,34 @@ void test('a settled resource clears its backoff', () => {
   );
   assert.equal(d.memory.backoff[W], undefined);
 });
+
+void test('by the record: a StorageState settled at current with no pass on record migrates; a recorded pass, remembered past retention, or a legacy result does not', () => {
+  const rcfg = { ...cfg, recordDecides: true };
+  const stable = { ...empty(), consensus: { [W]: { hash: 'h1', since: T0 - P } } };
+  // Forged, or past retention with a trigger that never saw the pass: the mirror alone does not count.
+  const forged = decide(res({ a: 'h1' }), state(['h1'], 'h1'), { [W]: 'none' }, stable, rcfg, T0, true, {});
+  const a = forged.actions[0]!;
+  assert.equal(a.startMigration, true);
+  assert.equal(a.mirrorWithoutRecord, true);
+  assert.match(a.note ?? '', /the StorageState says objects are persisted only in h1, but no whole pass at h1 is on record in Temporal/);
+  assert.deepEqual(a.write.persisted, ['h1'], 'the mirror itself is left as it is');
+  // The pass on record (its result names h1): settled, and remembered.
+  const recorded = decide(res({ a: 'h1' }), state(['h1'], 'h1'), { [W]: 'succeeded' }, stable, rcfg, T0, true, { [W]: { hash: 'h1' } });
+  assert.equal(recorded.actions[0]!.startMigration, undefined);
+  assert.equal(recorded.actions[0]!.mirrorWithoutRecord, undefined);
+  assert.deepEqual(recorded.memory.recorded, { [W]: 'h1' });
+  // Later, the workflow gone past retention (nothing observed): the trigger's memory still counts.
+  const later = decide(res({ a: 'h1' }), state(['h1'], 'h1'), {}, recorded.memory, rcfg, T0 + P, true, {});
+  assert.equal(later.actions[0]!.startMigration, undefined);
+  assert.deepEqual(later.memory.recorded, { [W]: 'h1' });
+  // A pass on record at another hash does not count for this one.
+  const other = decide(res({ a: 'h1' }), state(['h1'], 'h1'), { [W]: 'succeeded' }, stable, rcfg, T0, true, { [W]: { hash: 'h0' } });
+  assert.equal(other.actions[0]!.startMigration, true);
+  // A Succeeded result of an svm that kept no record: the StorageState is believed, as before.
+  const legacy = decide(res({ a: 'h1' }), state(['h1'], 'h1'), { [W]: 'succeeded' }, stable, rcfg, T0, true, { [W]: { legacy: true } });
+  assert.equal(legacy.actions[0]!.startMigration, undefined);
+  // Without recordDecides (histories from before the patch): the StorageState alone, as they ran.
+  const before = decide(res({ a: 'h1' }), state(['h1'], 'h1'), {}, stable, cfg, T0, true);
+  assert.equal(before.actions[0]!.startMigration, undefined);
+  assert.equal(before.memory.recorded, undefined);
+});

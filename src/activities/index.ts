@@ -77,6 +77,7 @@ export function createActivities(deps: ActivityDeps) {
       temporal: deps.temporal,
       triggerApi: deps.triggerApi,
       standardMigrations: deps.standardMigrations,
+      mirrorWithoutRecord: deps.metrics && ((resource, without) => deps.metrics!.mirrorsWithoutRecord.set({ resource }, without ? 1 : 0)),
     }),
     ...createFollowActivities(deps.temporal),
     ...createResolveActivities(kube),

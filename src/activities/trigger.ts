@@ -27,7 +27,8 @@ import {
 } from '../kube/storage-states';
 import { abortSignal } from '../contract/definitions';
 import { startOptions } from '../contract/start-options';
-import type { MigrationStatus, ObservedResource, StateSnapshot, TriggerAction } from '../contract/trigger';
+import type { MigrationStatus, ObservedResource, RecordedPass, StateSnapshot, TriggerAction } from '../contract/trigger';
+import type { PassRecord } from '../contract/pass-record';
 import { UNKNOWN } from '../contract/trigger';
 import { compareStrings } from '../api/order';
 
@@ -44,12 +45,16 @@ export interface TriggerDeps {
    * tooling, for the built-in) is waited for: never two migrations of one resource. Default defer.
    */
   standardMigrations?: 'defer' | 'own' | 'off';
+  /** Told per resource each applied period whether its StorageState says migrated with no pass on record (a metric). */
+  mirrorWithoutRecord?: (resource: string, without: boolean) => void;
 }
 
 export interface Observation {
   observed: ObservedResource[];
   states: Record<string, StateSnapshot>;
   migrations: Record<string, MigrationStatus>;
+  /** The last whole pass on record in Temporal, for the resources looked up (those not already known at their hash). */
+  recorded?: Record<string, RecordedPass>;
   /**
    * Every API server answered at its own address (as many addresses as live
    * identity leases) and all serve the same discovery document
@@ -103,25 +108,32 @@ function warnOnce(resource: string, message: string): void {
 const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
 
 export function createTriggerActivities(deps: TriggerDeps) {
-  async function migrationStatus(name: string): Promise<MigrationStatus> {
-    if (!deps.temporal) return 'none';
+  /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
+  async function migrationStatus(name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
+    if (!deps.temporal) return { status: 'none' };
     const handle = deps.temporal.client.workflow.getHandle(`migrate/${name}`);
     try {
       const d = await handle.describe();
-      if (d.status.name === 'RUNNING') return 'running';
+      if (d.status.name === 'RUNNING') return { status: 'running' };
       if (d.status.name === 'COMPLETED') {
-        const r = (await handle.result()) as { phase?: string };
-        return r.phase === 'Succeeded' ? 'succeeded' : 'aborted';
+        const r = (await handle.result()) as { phase?: string; record?: PassRecord };
+        if (r.phase !== 'Succeeded') return { status: 'aborted' };
+        if (!r.record) return { status: 'succeeded', recorded: { legacy: true } };
+        return { status: 'succeeded', ...(r.record.storageVersionHash ? { recorded: { hash: r.record.storageVersionHash } } : {}) };
       }
-      return 'failed';
+      return { status: 'failed' };
     } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return 'none';
+      if (err instanceof WorkflowNotFoundError) return { status: 'none' };
       throw err;
     }
   }
 
   return {
-    async observeStorage(): Promise<Observation> {
+    /**
+     * known: the hash of the last whole pass on record of each resource, as the trigger remembers it (given by a
+     * trigger that decides by the record: a settled StorageState is then looked up in Temporal unless known there).
+     */
+    async observeStorage(known?: Record<string, string>): Promise<Observation> {
       const byName = new Map<string, ObservedResource>();
       const digests = new Set<string>();
       const reporters: string[] = [];
@@ -181,17 +193,23 @@ export function createTriggerActivities(deps: TriggerDeps) {
           reporters: i.status?.currentStorageVersionHashes ?? [],
         };
       }
-      // Only migrations that may matter: where a state is not settled.
+      // Only migrations that may matter: where a state is not settled, or settled at a hash with no pass on record yet
+      // (the StorageState is a mirror the worker's token can write: the trigger asks Temporal).
       const migrations: Record<string, MigrationStatus> = {};
+      const recorded: Record<string, RecordedPass> = {};
       for (const name of byName.keys()) {
         const st = states[name];
-        if (st && st.persisted.length === 1 && st.persisted[0] === st.current) continue;
-        migrations[name] = await migrationStatus(name);
+        const settled = st !== undefined && st.persisted.length === 1 && st.persisted[0] === st.current;
+        if (settled && (!known || known[name] === st.current)) continue;
+        const m = await migrationStatus(name);
+        migrations[name] = m.status;
+        if (m.recorded) recorded[name] = m.recorded;
       }
       return {
         observed: [...byName.values()].sort((a, b) => compareStrings(a.name, b.name)),
         states,
         migrations,
+        ...(known ? { recorded } : {}),
         discoveryConsistent: verified && digests.size === 1,
         reporters: reporters.sort(),
         checked,
@@ -233,6 +251,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
       const stopped: string[] = [];
       let written = 0;
       for (const a of actions) {
+        deps.mirrorWithoutRecord?.(a.name, a.mirrorWithoutRecord === true);
         if (a.stopMigration && deps.temporal) {
           const handle = deps.temporal.client.workflow.getHandle(`migrate/${a.name}`);
           // No waiting for it to close: a new one starts only in a later period, once this one is closed.

@@ -31,6 +31,13 @@ export interface StateSnapshot {
 
 export type MigrationStatus = 'none' | 'running' | 'succeeded' | 'failed' | 'aborted';
 
+/**
+ * What Temporal records of a resource's last successful pass: the storageVersionHash its result's record names
+ * (contract/pass-record.ts), or `legacy` for a Succeeded result from an svm that wrote no record (its StorageState
+ * is then believed, as before).
+ */
+export type RecordedPass = { hash: string } | { legacy: true };
+
 export interface StorageStateWrite {
   create: boolean;
   /** Precondition: the version the decision was made on. */
@@ -51,6 +58,8 @@ export interface TriggerAction {
   startMigration?: boolean;
   /** Why, for logs and the workflow's details. */
   note?: string;
+  /** The StorageState says migrated but no whole pass at its hash is on record in Temporal (the mirror does not count). */
+  mirrorWithoutRecord?: boolean;
 }
 
 export interface TriggerMemory {
@@ -64,6 +73,11 @@ export interface TriggerMemory {
   consensus: Record<string, { hash: string; since: number }>;
   /** name -> failed attempts and when the next may start (ms). */
   backoff: Record<string, { failures: number; notBefore: number }>;
+  /**
+   * name -> the storageVersionHash of the last whole pass on record (a Succeeded migration's result): kept here, so
+   * a record past Temporal's retention still counts while this trigger runs.
+   */
+  recorded?: Record<string, string>;
 }
 
 /** The start input of the trigger workflow (storageVersionTrigger). */

@@ -28,6 +28,8 @@ export interface MigratorMetrics {
   unattended: Gauge;
   /** Standard objects svm (own mode) left alone because it saw the built-in migrator act. */
   leftToBuiltIn: Counter;
+  /** Per resource: its StorageState says migrated with no whole pass on record in Temporal (the trigger; 1 or 0). */
+  mirrorsWithoutRecord: Gauge;
   /** Updates this worker keeps in flight at most now (src/kube/adaptive-concurrency.ts); unset without it. */
   concurrencyLimit: Gauge;
   /** When this worker last wrote a migration's status (unix seconds): with several replicas, the latest one holds its phase. */
@@ -104,6 +106,12 @@ export function createMetrics(): MigratorMetrics {
     unattended: new Gauge({
       name: 'svm_standard_migrations_unattended',
       help: 'storagemigration.k8s.io objects no controller has acted on within the bound after their creation (svm defers them to a built-in migrator that does not seem to run)',
+      registers: [registry],
+    }),
+    mirrorsWithoutRecord: new Gauge({
+      name: 'svm_storage_state_without_record',
+      help: 'per resource, 1 while its StorageState says migrated but no whole pass at that hash is on record in Temporal (a mirror the worker token can write: the trigger migrates it rather than believe it)',
+      labelNames: ['resource'],
       registers: [registry],
     }),
     leftToBuiltIn: new Counter({

@@ -23,7 +23,11 @@
  *   agreed on current for at least one period, no migration runs, and a
  *   failed one is not retried before its backoff ends;
  * - a successful migration refines persisted to [current] (done by the
- *   migration itself, so it happens at once).
+ *   migration itself, so it happens at once);
+ * - with recordDecides, a StorageState settled at current counts only when a
+ *   whole pass at current is on record in Temporal (the resource's last
+ *   Succeeded result, or remembered by the trigger): the StorageState is a
+ *   mirror the worker's token can write, so without the record it migrates.
  */
 import {
   UNKNOWN,
@@ -33,6 +37,7 @@ import {
   type ObservedResource,
   type TriggerAction,
   type TriggerMemory,
+  type RecordedPass,
 } from '../contract/trigger';
 import { compareStrings } from '../api/order';
 
@@ -47,6 +52,11 @@ export interface TriggerConfig {
   blindGapIsAbsence?: boolean;
   /** Longest wait between attempts of a failing migration. */
   maxBackoffMs: number;
+  /**
+   * Whether "migrated" needs the record in Temporal (a Succeeded result naming the current hash), not the StorageState
+   * alone. The workflow turns it on with a patch (histories from before it replay as they ran).
+   */
+  recordDecides?: boolean;
 }
 
 const iso = (ms: number) => new Date(ms).toISOString();
@@ -59,9 +69,14 @@ export function decide(
   cfg: TriggerConfig,
   now: number,
   discoveryConsistent: boolean,
+  recorded: Record<string, RecordedPass> = {},
 ): { actions: TriggerAction[]; memory: TriggerMemory } {
   const since = memory.since ?? now;
   const next: TriggerMemory = { since, consensus: {}, backoff: { ...memory.backoff } };
+  if (cfg.recordDecides) {
+    next.recorded = { ...memory.recorded };
+    for (const [name, seen] of Object.entries(recorded)) if ('hash' in seen) next.recorded[name] = seen.hash;
+  }
   if (cfg.blindGapIsAbsence) next.lastApplied = now;
   const blind =
     cfg.blindGapIsAbsence === true &&
@@ -123,7 +138,11 @@ export function decide(
       const failures = (memory.backoff[r.name]?.failures ?? 0) + 1;
       next.backoff[r.name] = { failures, notBefore: now + Math.min(cfg.maxBackoffMs, cfg.periodMs * 2 ** failures) };
     }
-    const needed = current !== undefined && !(persisted.length === 1 && persisted[0] === current);
+    const settled = current !== undefined && persisted.length === 1 && persisted[0] === current;
+    const mirrorWithoutRecord = cfg.recordDecides === true && settled && !onRecord(r.name, current, recorded[r.name], next);
+    if (mirrorWithoutRecord)
+      notes.push(`the StorageState says objects are persisted only in ${current}, but no whole pass at ${current} is on record in Temporal: the mirror alone does not count`);
+    const needed = current !== undefined && (!settled || mirrorWithoutRecord);
     if (!needed) delete next.backoff[r.name];
     const backoff = next.backoff[r.name];
     const waitingOut = backoff !== undefined && now < backoff.notBefore;
@@ -147,7 +166,18 @@ export function decide(
       ...(stop ? { stopMigration: stop } : {}),
       ...(start ? { startMigration: true } : {}),
       ...(notes.length > 0 ? { note: notes.join('; ') } : {}),
+      ...(mirrorWithoutRecord ? { mirrorWithoutRecord: true } : {}),
     });
   }
   return { actions, memory: next };
+}
+
+/**
+ * Whether a whole pass at `hash` is on record: the resource's last Succeeded result names it, or the trigger remembers
+ * one (both in next.recorded), or that result is from an svm that kept no record (its StorageState is believed, as
+ * before).
+ */
+function onRecord(name: string, hash: string | undefined, seen: RecordedPass | undefined, next: TriggerMemory): boolean {
+  if (seen && 'legacy' in seen) return true;
+  return hash !== undefined && next.recorded?.[name] === hash;
 }

@@ -37,7 +37,12 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
   setHandler(pollNowSignal, () => void (pollNow = true));
   const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
   // Patched: a trigger that ran but applied no period for longer than the staleness bound was away too.
-  const decideCfg = { ...cfg, blindGapIsAbsence: patched('trigger-blind-gap-is-absence') };
+  // Patched: "migrated" needs a whole pass on record in Temporal, not the StorageState alone (the worker's token can write it).
+  const decideCfg = {
+    ...cfg,
+    blindGapIsAbsence: patched('trigger-blind-gap-is-absence'),
+    recordDecides: patched('trigger-migrated-from-record'),
+  };
   // Patched: a task no worker starts in time (one the server lost) fails its period instead of holding the trigger
   // for ever; the next period observes again (an apply is never scheduled again late, with stale decisions).
   const wait = taskStartWait();
@@ -51,9 +56,9 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
       // A pollNow that arrives from here on asks for the next period at once (it is not lost).
       // Patched: histories recorded before this change reset it after the period, and must replay so.
       if (keepsPollNow) pollNow = false;
-      const o = await observeStorage();
+      const o = decideCfg.recordDecides ? await observeStorage(memory.recorded ?? {}) : await observeStorage();
       // Decided by the observation's own time, recorded in history (Observation.at); older histories had none.
-      const decided = decide(o.observed, o.states, o.migrations, memory, decideCfg, o.at ?? Date.now(), o.discoveryConsistent);
+      const decided = decide(o.observed, o.states, o.migrations, memory, decideCfg, o.at ?? Date.now(), o.discoveryConsistent, o.recorded);
       const applied = await applyTriggerActions(decided.actions);
       // Only a period whose decisions were applied counts (a start lost with a failed apply is not a failure of that migration).
       memory = decided.memory;
