@@ -19,7 +19,14 @@ import type { Observation } from '../src/activities/trigger';
 import { recordHistories, recording } from './helpers/histories';
 import { workflowTestEnv } from './helpers/workflow-env';
 import { pollNowSignal, storageVersionTrigger, type TriggerInput } from '../src/workflows/trigger';
-import { UNKNOWN, type MigrationStatus, type RecordedPass, type ReporterEntry, type StateSnapshot, type TriggerAction } from '../src/contract/trigger';
+import {
+  UNKNOWN,
+  type MigrationStatus,
+  type RecordedPass,
+  type ReporterEntry,
+  type StateSnapshot,
+  type TriggerAction,
+} from '../src/contract/trigger';
 import { eventually } from './helpers/migrate';
 
 // A period's history is about eighteen events: Temporal suggests continue-as-new after every second period,

@@ -141,7 +141,9 @@ export function decide(
     const settled = current !== undefined && persisted.length === 1 && persisted[0] === current;
     const mirrorWithoutRecord = cfg.recordDecides === true && settled && !onRecord(r.name, current, recorded[r.name], next);
     if (mirrorWithoutRecord)
-      notes.push(`the StorageState says objects are persisted only in ${current}, but no whole pass at ${current} is on record in Temporal: the mirror alone does not count`);
+      notes.push(
+        `the StorageState says objects are persisted only in ${current}, but no whole pass at ${current} is on record in Temporal: the mirror alone does not count`,
+      );
     const needed = current !== undefined && (!settled || mirrorWithoutRecord);
     if (!needed) delete next.backoff[r.name];
     const backoff = next.backoff[r.name];
