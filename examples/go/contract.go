@@ -73,7 +73,21 @@ type Progress struct {
 	Runs                 int64           `json:"runs"`
 	Restarts             int64           `json:"restarts"`
 	Message              string          `json:"message,omitempty"`
+	Record               *PassRecord     `json:"record,omitempty"`
 	MigrationObjects     []string        `json:"migrationObjects"`
+}
+
+// PassRecord is the record property of contract/v1/result.schema.json: on a
+// Succeeded result, the whole pass a verdict rests on.
+type PassRecord struct {
+	By                 string   `json:"by"`
+	Object             string   `json:"object,omitempty"`
+	EncodingVersion    string   `json:"encodingVersion"`
+	StorageVersionHash string   `json:"storageVersionHash,omitempty"`
+	Verified           bool     `json:"verified"`
+	Checked            string   `json:"checked"`
+	Token              string   `json:"token"`
+	At                 *float64 `json:"at,omitempty"`
 }
 
 // SteerResult is contract/v1/update-steer-result.schema.json: the answer of
