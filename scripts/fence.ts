@@ -94,7 +94,8 @@ const EXPLANATION = `# RBAC grants the worker \`patch\` on what it migrates, whi
 #     - its Leases in its namespace, ${LEADER_LEASE} and ${MEMBER_LEASE_PREFIX}*: created,
 #       renewed, a member's deleted, none held for more than ${MAX_LEASE_SECONDS} s;
 #     - the status of its records (StorageVersionMigrations of both APIs,
-#       StorageStates);
+#       StorageStates), but for the standard objects it created for the
+#       built-in migrator: their status is the built-in's to write;
 #     - on a StorageVersionMigration, the annotation
 #       ${WORKFLOW_ID_ANNOTATION} (the bridge) and nothing else;
 #     - the creates it makes, with no finalizers and no owners: a
@@ -209,6 +210,14 @@ const VALIDATIONS = `  validations:
         (variables.unowned && (variables.lease || variables.createdStorageState || variables.createdMigrationObject || variables.createdEvent))
       messageExpression: >-
         'svm creates only its Leases, its records and its Events: a create of ' + request.resource.resource + ' ' + variables.name + ' by its worker is denied'
+      reason: Forbidden
+    # The status of a standard StorageVersionMigration svm created for the built-in migrator is the built-in's to write:
+    # svm's record of a delegated pass rests on it, so the worker's token may not write it.
+    - expression: >-
+        !(request.operation == 'UPDATE' && variables.recordStatus && request.resource.group == '${STANDARD_GROUP}' &&
+          has(oldObject.metadata.annotations) && '${CREATED_BY_ANNOTATION}' in oldObject.metadata.annotations)
+      messageExpression: >-
+        'the status of ' + variables.name + ', a StorageVersionMigration svm created for the built-in migrator, is for the built-in migrator to write, not for its worker'
       reason: Forbidden
     - expression: "request.operation != 'UPDATE' || variables.subresource != '' || variables.lease || object == oldObject || variables.attached"
       messageExpression: >-

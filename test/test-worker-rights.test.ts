@@ -28,6 +28,7 @@ import { down, restartApiserver, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { KubeClient } from '../src/kube/client';
 import { standardVersion } from '../src/kube/standard-migrations';
+import { CREATED_BY_ANNOTATION } from '../src/activities/built-in';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -674,6 +675,7 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
       if (a.creates) assert.equal((await admin.raw('GET', a.creates)).status, 404, `${release}: ${a.what}: ${a.creates} was created`);
     }
     rows.push(...(await ownCreates(sa, admin, release, leases)));
+    if (standardSvms) rows.push(await delegatedStatusForgery(sa, admin, standardSvms, standard!, release, cleanup));
 
     // The re-encode (svm's empty merge patch with the listed resourceVersion) of each kind passes, and writes
     // nothing where the object is already in the storage version (its resourceVersion does not move).
@@ -795,6 +797,58 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
     removeTokenKubeconfig(kubeconfig);
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
   }
+}
+
+/**
+ * The deferring mode's record of a pass by the built-in rests on the built-in's status of the standard object svm
+ * created for it: the worker's token may not write that status (Succeeded set by hand would be a forged record).
+ */
+async function delegatedStatusForgery(
+  sa: KubeClient,
+  admin: KubeClient,
+  standardSvms: string,
+  standard: string,
+  release: string,
+  cleanup: Array<() => Promise<unknown>>,
+): Promise<Row> {
+  const name = uniq('svm-forge');
+  const made = await admin.raw('POST', standardSvms, {
+    body: JSON.stringify({
+      apiVersion: `storagemigration.k8s.io/${standard}`,
+      kind: 'StorageVersionMigration',
+      metadata: { name, annotations: { [CREATED_BY_ANNOTATION]: 'migrate/things.nowhere.svm.test' } },
+      spec: { resource: { group: 'nowhere.svm.test', resource: 'things' } },
+    }),
+  });
+  assert.equal(made.status, 201, made.body);
+  cleanup.push(() => admin.raw('DELETE', `${standardSvms}/${name}`));
+  const forged = await sa.raw('PATCH', `${standardSvms}/${name}/status`, {
+    body: JSON.stringify({
+      status: {
+        conditions: [
+          {
+            type: 'Succeeded',
+            status: 'True',
+            reason: 'Forged',
+            message: 'by the worker token',
+            lastTransitionTime: new Date().toISOString(),
+          },
+        ],
+      },
+    }),
+    contentType: 'application/merge-patch+json',
+    timeoutMs: 10_000,
+  });
+  assert.equal(forged.status, 403, `${release}: Succeeded on svm's object for the built-in: ${forged.status} ${forged.body.slice(0, 300)}`);
+  assert.match(forged.body, /ValidatingAdmissionPolicy 'svm-worker-no-op-only/);
+  assert.match(forged.body, /a StorageVersionMigration svm created for the built-in migrator, is for the built-in migrator to write/);
+  const after = await admin.getJson<{ status?: { conditions?: Array<{ reason?: string }> } }>(`${standardSvms}/${name}`);
+  assert.ok(!(after.status?.conditions ?? []).some((c) => c.reason === 'Forged'), `${release}: the forged condition was written`);
+  return {
+    what: 'set Succeeded on a standard StorageVersionMigration svm created for the built-in (the record of a delegated pass)',
+    status: 403,
+    by: 'fence',
+  };
 }
 
 /**

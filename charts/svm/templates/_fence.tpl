@@ -24,7 +24,8 @@ too: edit that, not this file (test/unit-static-fence.test.ts fails when it diff
 #     - its Leases in its namespace, svm-leader and svm-worker-*: created,
 #       renewed, a member's deleted, none held for more than 15 s;
 #     - the status of its records (StorageVersionMigrations of both APIs,
-#       StorageStates);
+#       StorageStates), but for the standard objects it created for the
+#       built-in migrator: their status is the built-in's to write;
 #     - on a StorageVersionMigration, the annotation
 #       migration.k8s.io/workflow-id (the bridge) and nothing else;
 #     - the creates it makes, with no finalizers and no owners: a
@@ -139,6 +140,14 @@ spec:
         (variables.unowned && (variables.lease || variables.createdStorageState || variables.createdMigrationObject || variables.createdEvent))
       messageExpression: >-
         'svm creates only its Leases, its records and its Events: a create of ' + request.resource.resource + ' ' + variables.name + ' by its worker is denied'
+      reason: Forbidden
+    # The status of a standard StorageVersionMigration svm created for the built-in migrator is the built-in's to write:
+    # svm's record of a delegated pass rests on it, so the worker's token may not write it.
+    - expression: >-
+        !(request.operation == 'UPDATE' && variables.recordStatus && request.resource.group == 'storagemigration.k8s.io' &&
+          has(oldObject.metadata.annotations) && 'migration.k8s.io/created-by-workflow' in oldObject.metadata.annotations)
+      messageExpression: >-
+        'the status of ' + variables.name + ', a StorageVersionMigration svm created for the built-in migrator, is for the built-in migrator to write, not for its worker'
       reason: Forbidden
     - expression: "request.operation != 'UPDATE' || variables.subresource != '' || variables.lease || object == oldObject || variables.attached"
       messageExpression: >-
