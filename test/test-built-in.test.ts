@@ -18,6 +18,7 @@ import { getCrd } from '../src/kube/crds';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { deleteBuiltInObjects } from './helpers/parity';
 import { WORKFLOW_ID_ANNOTATION } from '../src/kube/migrations';
+import { LEFT_TO_BUILT_IN_REASON } from '../src/worker/bridge';
 import { resolveResource } from '../src/kube/resolve';
 import { startOptions } from '../src/contract/start-options';
 import type { delegateToBuiltIn } from '../src/workflows/delegate-to-built-in';
@@ -139,6 +140,20 @@ void test('own while the built-in still runs: svm reports the standard object an
         60_000,
       );
       process.stderr.write(`[built-in] svm on a new object once the built-in acted: ${left.msg.slice(0, 160)}\n`);
+      if (/^not taking/.test(left.msg)) {
+        // Said on the object too, where `kubectl describe` shows it, with when svm takes it.
+        const event = await eventually('an Event on the object left to the built-in', async () => {
+          const events = await plane.kube.getJson<{
+            items: Array<{ reason?: string; message?: string; involvedObject: { name?: string } }>;
+          }>('/api/v1/namespaces/default/events', { fieldSelector: `involvedObject.name=${next}` });
+          return events.items.find((e) => e.reason === LEFT_TO_BUILT_IN_REASON);
+        });
+        assert.match(
+          event.message ?? '',
+          /^svm leaves this object to the built-in migrator, which acted on StorageVersionMigration .* at .*: svm \(SVM_STANDARD_MIGRATIONS=own\) takes no new object while another controller acts, and takes this one after \d{4}-\d\d-\d\dT.* if no controller has started it by then$/,
+        );
+        process.stderr.write(`[built-in] the Event on ${next}: ${event.message}\n`);
+      }
       const obj = await findStandardMigration(plane.kube, next);
       // (Its creation here is svm's too: the test's client names itself svm. Its status is what svm would write.)
       assert.ok(

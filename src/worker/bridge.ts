@@ -82,6 +82,7 @@ import {
 } from '../contract/reasons';
 import { startOptions } from '../contract/start-options';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
+import { postEvent } from './unattended';
 
 export interface BridgeOptions {
   kube: KubeClient;
@@ -98,7 +99,12 @@ export interface BridgeOptions {
   onSharedObject?: (name: string, writers: string[]) => void;
   /** Called for each new standard object left alone because the built-in migrator was seen acting (own mode). */
   onLeftToBuiltIn?: (name: string) => void;
+  /** Where the Events about objects left to the built-in go: default (cluster-scoped objects' Events live there). */
+  eventNamespace?: string;
 }
+
+/** The reason of the Event on a standard object svm leaves to the built-in migrator (own mode). */
+export const LEFT_TO_BUILT_IN_REASON = 'LeftToBuiltIn';
 
 /**
  * Own mode: once another controller (the built-in migrator) is seen to have written a standard object's status,
@@ -326,6 +332,20 @@ export class Bridge {
     if (this.objectsLeftToBuiltIn.has(key)) return;
     this.objectsLeftToBuiltIn.add(key);
     this.opts.onLeftToBuiltIn?.(obj.name);
+    // On the object too, where `kubectl describe` shows it, with when svm takes it if nobody has by then.
+    const takenAt = new Date(seen.at + BUILT_IN_QUIET_MS).toISOString();
+    const said =
+      `svm leaves this object to the built-in migrator, which acted on StorageVersionMigration ${seen.name} at ${new Date(seen.at).toISOString()}: ` +
+      `svm (SVM_STANDARD_MIGRATIONS=own) takes no new object while another controller acts, and takes this one after ${takenAt} if no controller has started it by then`;
+    void postEvent(
+      this.opts.kube,
+      this.opts.eventNamespace ?? 'default',
+      { metadata: { name: obj.name, uid: obj.uid } },
+      said,
+      LEFT_TO_BUILT_IN_REASON,
+    ).catch((err: unknown) =>
+      this.log.warn({ name: obj.name, err: err instanceof Error ? err.message : String(err) }, 'could not record the Event'),
+    );
     this.log.error(
       { name: obj.name, seenOn: seen.name, writers: seen.writers, seenAt: new Date(seen.at).toISOString() },
       `not taking StorageVersionMigration ${obj.name}: another controller (${seen.writers.join(', ') || 'unknown'}) acted on StorageVersionMigration ${seen.name} ${Math.round((Date.now() - seen.at) / 1000)}s ago, so the built-in migrator runs in this cluster and svm (SVM_STANDARD_MIGRATIONS=own) leaves new objects to it until it has not been seen for ${BUILT_IN_QUIET_MS / 60_000} minutes; turn it off (kube-controller-manager --controllers=...,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,

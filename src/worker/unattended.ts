@@ -52,7 +52,14 @@ export function unattendedMessage(o: StandardMigration, afterSeconds: number): s
   );
 }
 
-async function postEvent(kube: KubeClient, namespace: string, o: StandardMigration, message: string): Promise<void> {
+/** An Event about a standard StorageVersionMigration (`kubectl describe` shows it), in namespace (default: cluster-scoped). */
+export async function postEvent(
+  kube: KubeClient,
+  namespace: string,
+  o: { metadata: { name: string; uid?: string } },
+  message: string,
+  reason = UNATTENDED_REASON,
+): Promise<void> {
   const version = (await standardVersion(kube)) ?? 'v1';
   const now = new Date().toISOString();
   const body = {
@@ -65,7 +72,7 @@ async function postEvent(kube: KubeClient, namespace: string, o: StandardMigrati
       name: o.metadata.name,
       ...(o.metadata.uid ? { uid: o.metadata.uid } : {}),
     },
-    reason: UNATTENDED_REASON,
+    reason,
     message,
     type: 'Warning',
     source: { component: 'svm' },
