@@ -16,6 +16,8 @@ import {
   agreementFromStorageVersion,
   liveIdentities,
   liveProcesses,
+  holdsSince,
+  tokenChange,
   storageVersionHashOf,
   versionNamer,
   type EndpointAnswers,
@@ -991,4 +993,34 @@ void test('tokens name server processes: a restart of one server (same lease, ne
   assert.equal(d(before).agreed, d(restarted).agreed);
   assert.notEqual(d(before).token, d(restarted).token);
   assert.equal(d(before).token, d([...before].reverse()).token);
+});
+
+void test('holdsSince: a pass recorded under one agreement still holds with servers gone since, not with a restart, a new server or a new answer; tokenChange says what moved', () => {
+  const procs = (ls: IdentityLease[]) => ({ identities: [...liveIdentities(ls, NOW)], processes: liveProcesses(ls, NOW) });
+  const two = [heldBy(A, 'u1'), heldBy(B, 'u2')];
+  const d = (over: Partial<EndpointAnswers>) => agreementFromEndpoints(answers({ ...procs(two), ...over })).token;
+  const then = d({});
+  assert.equal(holdsSince(then, then), true);
+  // B gone since (its lease expired, its address no longer listed): A wrote as it did.
+  assert.equal(holdsSince(then, d({ ...procs([heldBy(A, 'u1')]), endpoints: [ep(E1, H1)] })), true);
+  // B restarted (new holderIdentity), a third server, a server answering another hash, no addresses: no longer.
+  assert.equal(holdsSince(then, d(procs([heldBy(A, 'u1'), heldBy(B, 'u3')]))), false);
+  assert.equal(holdsSince(then, d({ endpoints: [ep(E1, H1), ep(E2, H1), ep(E3, H1)] })), false);
+  assert.equal(holdsSince(then, d({ endpoints: [ep(E1, H1), ep(E2, H2)] })), false);
+  assert.equal(holdsSince(then, d({ via: ep(VIA, H2) })), false);
+  assert.equal(holdsSince(then, d({ endpoints: [] })), false);
+  assert.equal(
+    holdsSince(then, agreementFromEndpoints(answers({ ...procs(two), crd: { storageVersion: 'v2', generation: 4 } })).token),
+    false,
+  );
+  assert.equal(
+    tokenChange(then, d(procs([heldBy(A, 'u1'), heldBy(B, 'u3')]))),
+    `the API server processes (a restart changes them): ${A}=${A}_u1,${B}=${B}_u2 -> ${A}=${A}_u1,${B}=${B}_u3`,
+  );
+  // The StorageVersion form: its object's resourceVersion moves when a gone server's entry is collected.
+  const s = (rv: string, ls: IdentityLease[]) =>
+    agreementFromStorageVersion(sv(DC, rv, entriesAB), liveIdentities(ls, NOW), liveProcesses(ls, NOW)).token;
+  assert.equal(holdsSince(s('200', two), s('201', two)), true);
+  assert.equal(holdsSince(s('200', two), s('201', [heldBy(A, 'u1'), heldBy(B, 'u3')])), false);
+  assert.equal(holdsSince(s('200', two), then), false, 'another form');
 });

@@ -648,7 +648,7 @@ void test('the migration check rests on the record in Temporal: a mirror the wor
   assert.deepEqual([stale.report.verdict, stale.migration.verdict], ['NotYet', 'NotYet']);
   assert.match(
     stale.migration.reason,
-    /under an agreement that no longer holds: an API server restarted or the storage version moved since/,
+    /under an agreement that no longer holds \(the API server processes \(a restart changes them\): a=0 -> a=1\): an API server restarted or the storage version moved since/,
   );
   // Succeeded in a result with no record (an older svm), running, failed, unverified.
   const old = { ...succeededRecord(MAP, fakeToken(hash)), record: undefined };

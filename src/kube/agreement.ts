@@ -190,3 +190,55 @@ export function versionNamer(group: string, kind: string, versions: Iterable<str
   for (const v of versions) byHash.set(storageVersionHashOf(group, v, kind), group ? `${group}/${v}` : v);
   return (hash) => byHash.get(hash);
 }
+
+/** The parts of an agreement token (its two forms, above), for saying what changed between two readings. */
+function tokenParts(token: string): Record<string, string> | undefined {
+  const d = /^discovery:crd=(.*?):ids=(.*?):eps=(.*?):via=(.*)$/.exec(token);
+  if (d) return { source: 'discovery', crd: d[1]!, processes: d[2]!, servers: d[3]!, via: d[4]! };
+  const s = /^sv:([^:]*):(.*)$/.exec(token);
+  if (s) return { source: 'StorageVersion', storageVersion: s[1]!, processes: s[2]! };
+  return undefined;
+}
+
+const PART_NAMES: Record<string, string> = {
+  source: 'where agreement is read',
+  crd: "the CRD's storage version and generation",
+  processes: 'the API server processes (a restart changes them)',
+  servers: 'what each API server serves',
+  via: 'what the worker’s own address serves',
+  storageVersion: 'the StorageVersion object',
+};
+
+/** What differs between two agreement tokens, as a phrase: "the API server processes (...): a=1 -> a=2", say. */
+export function tokenChange(before: string, after: string): string {
+  if (before === after) return 'nothing';
+  const b = tokenParts(before);
+  const a = tokenParts(after);
+  if (!b || !a || b.source !== a.source) return `${PART_NAMES.source}: ${b?.source ?? '?'} -> ${a?.source ?? '?'}`;
+  return Object.keys(b)
+    .filter((k) => b[k] !== a[k])
+    .map((k) => `${PART_NAMES[k] ?? k}: ${b[k] || '-'} -> ${a[k] || '-'}`)
+    .join('; ');
+}
+
+/**
+ * Whether an agreement read now still holds the one a pass was recorded under (its token then): nothing added or
+ * changed since, only servers gone. The same CRD storage and the same answer through the worker's address; every
+ * server process now was one then (a restart, which gives a process a new identity, is not), and every server's
+ * answer now was its answer then. A server gone since (its identity lease expired, its address no longer listed)
+ * wrote nothing after it went. The StorageVersion form compares the processes alone: its object's resourceVersion
+ * moves when a gone server's entry is collected, and the agreed version itself is compared by the caller.
+ */
+export function holdsSince(recorded: string, now: string): boolean {
+  if (recorded === now) return true;
+  const r = tokenParts(recorded);
+  const n = tokenParts(now);
+  if (!r || !n || r.source !== n.source) return false;
+  const subset = (a: string, b: string) => {
+    const had = new Set(b.split(','));
+    return a.split(',').every((x) => had.has(x));
+  };
+  if (!subset(n.processes!, r.processes!) || n.processes === '?' || n.processes === '') return false;
+  if (n.source === 'StorageVersion') return true;
+  return n.crd === r.crd && n.via === r.via && n.servers !== '' && subset(n.servers!, r.servers!);
+}

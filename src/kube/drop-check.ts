@@ -14,8 +14,8 @@
  *   migration          a whole pass under that agreement is on record: the
  *                      resource's migration workflow in Temporal (which the
  *                      worker's token cannot write) ended Succeeded with the
- *                      record of its pass, under an agreement whose token is
- *                      the agreement's now (no API server restarted since, the
+ *                      record of its pass, under an agreement that still
+ *                      holds (no API server restarted or added since, the
  *                      storage version unmoved). Unknown without a Temporal
  *                      client, without a workflow (another migrator, retention)
  *                      or without a record in its result. The StorageState and

@@ -6,7 +6,7 @@ import type { Client } from '@temporalio/client';
 import type { CustomResourceDefinition } from '../api/custom-resource-definition';
 import type { StorageState } from '../api/migration';
 import type { DropCheck } from '../contract/drop';
-import type { Agreement } from './agreement';
+import { holdsSince, tokenChange, type Agreement } from './agreement';
 import type { PassRecord } from '../contract/pass-record';
 import { why, type DropCheckOptions, type DropTarget, type MigrationRecord } from './drop-shared';
 import { storageStateReason } from './storage-states';
@@ -67,8 +67,8 @@ interface Mirror {
 /**
  * The migration check. Its verdict rests on the record alone: the resource's migration workflow in Temporal, whose
  * Succeeded result names the whole pass and the agreement it held under (contract/pass-record.ts). Ready only when
- * that agreement's token is the agreement's now: an API server restarted since (a rollback and roll-forward) or a
- * storage version that moved changes it. The StorageState and a CRD's storedVersions are mirrors: named where they
+ * that agreement still holds now (holdsSince): an API server restarted since (a rollback and roll-forward), one
+ * added, or a storage version that moved, does not; a server gone since does. The StorageState and a CRD's storedVersions are mirrors: named where they
  * disagree with the record, never counted (the worker's token can write them).
  */
 export function migrationCheck(
@@ -120,10 +120,12 @@ function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: stri
       verdict: 'Unknown',
       reason: `its last migration workflow ${id} ended ${ended}, but its agreement was not verified per API server (${p.checked})`,
     };
-  if (!now?.agreed || now.token !== p.token)
+  // Discovery's form holds each server's hash; the StorageVersion form leaves the agreed version to be compared here.
+  const sameVersion = now?.source !== 'StorageVersion' || now.encodingVersion === p.encodingVersion;
+  if (!now?.agreed || !sameVersion || !holdsSince(p.token, now.token))
     return {
       verdict: 'NotYet',
-      reason: `its last whole pass (${id}, by ${by}, ended ${ended}) was under an agreement that no longer holds: an API server restarted or the storage version moved since, and objects may have been written in another encoding meanwhile (svm migrate ${key})`,
+      reason: `its last whole pass (${id}, by ${by}, ended ${ended}) was under an agreement that no longer holds (${now?.agreed ? tokenChange(p.token, now.token) : 'no agreement now'}): an API server restarted or the storage version moved since, and objects may have been written in another encoding meanwhile (svm migrate ${key})`,
     };
   return {
     verdict: 'Ready',
