@@ -281,7 +281,10 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
     p,
     kubeconfig,
     async (m) => {
-      await m.startTrigger({ periodSeconds: 2, maxBackoffSeconds: 10 });
+      // A period long enough that a server's entry outlives its restart (entries last three periods): with 2 s, a
+      // server restarting gracefully (its lease and endpoint deleted) was absent long enough for a migration to run and
+      // succeed without it, whose record the drop check then rightly refuses (a server added since the pass).
+      await m.startTrigger({ periodSeconds: 10, maxBackoffSeconds: 10 });
       await eventually(
         'the trigger recorded the first hashes',
         async () => (await p.kube.raw('GET', storageStatePath(crd.name))).status === 200,

@@ -668,15 +668,18 @@ void test('the migration check rests on the record in Temporal: a mirror the wor
   const unverified = await mapCheck({ records: { [MAP]: succeededRecord(MAP, fakeToken(hash), { verified: false }) } });
   assert.equal(unverified.migration.verdict, 'Unknown');
   assert.match(unverified.migration.reason, /its agreement was not verified per API server/);
-  // The record holds, the StorageState says otherwise: ready, the mirror named.
+  // The record holds, the StorageState says otherwise: the mirror is believed (and named).
   const reset = [{ ...forgedState[0]!, status: { persistedStorageVersionHashes: ['Unknown'], currentStorageVersionHash: hash } }];
   const holds = await mapCheck({ states: reset });
-  assert.deepEqual([holds.report.verdict, holds.migration.verdict], ['Ready', 'Ready']);
+  assert.deepEqual([holds.report.verdict, holds.migration.verdict], ['NotYet', 'NotYet'], 'a mirror saying "not migrated" holds it back');
   assert.match(holds.migration.reason, /a whole pass by svm to v2, under the agreement that holds now/);
   assert.match(
     holds.migration.reason,
-    /; the mirror disagrees: StorageState persistedStorageVersionHashes \[Unknown\]: objects may be stored in any version/,
+    /; but the mirror disagrees: StorageState persistedStorageVersionHashes \[Unknown\]: objects may be stored in any version \(believed: it only holds the drop back\)$/,
   );
+  // No StorageState at all: the record alone.
+  const alone = await mapCheck({});
+  assert.deepEqual([alone.report.verdict, alone.migration.verdict], ['Ready', 'Ready']);
   // No record, and a mirror that says not migrated: believed (a forged one only holds the drop back).
   const never = await mapCheck({ states: reset, records: { [MAP]: 'none' } });
   assert.equal(never.migration.verdict, 'NotYet');

@@ -20,7 +20,8 @@
  *                      client, without a workflow (another migrator, retention)
  *                      or without a record in its result. The StorageState and
  *                      a CRD's storedVersions are mirrors the token can write:
- *                      named where they disagree, never counted;
+ *                      "migrated" never counts without the record, "not
+ *                      migrated" holds the verdict back, each named;
  *   storedVersions     a CRD's status.storedVersions no longer names it;
  *   managedFields      no object has a managedFields entry at the version:
  *                      server-side apply on such an object fails once the

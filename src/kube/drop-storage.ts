@@ -68,8 +68,9 @@ interface Mirror {
  * The migration check. Its verdict rests on the record alone: the resource's migration workflow in Temporal, whose
  * Succeeded result names the whole pass and the agreement it held under (contract/pass-record.ts). Ready only when
  * that agreement still holds now (holdsSince): an API server restarted since (a rollback and roll-forward), one
- * added, or a storage version that moved, does not; a server gone since does. The StorageState and a CRD's storedVersions are mirrors: named where they
- * disagree with the record, never counted (the worker's token can write them).
+ * added, or a storage version that moved, does not; a server gone since does. The StorageState and a CRD's
+ * storedVersions are mirrors the worker's token can write: one saying "migrated" never counts without the record;
+ * one saying "not migrated" holds the verdict back, record or not (named either way).
  */
 export function migrationCheck(
   { groupVersion, version }: DropTarget,
@@ -86,10 +87,11 @@ export function migrationCheck(
   const mirror = mirrorOf(m, version);
   const judged = judgeRecord(lookup, m.agreement, key);
   let reason = judged.reason;
-  // A mirror saying "not migrated" is believed without a record (a forged one only holds the drop back).
-  const verdict = judged.verdict === 'Unknown' && mirror.says === 'not migrated' ? 'NotYet' : judged.verdict;
+  // A mirror saying "not migrated" is believed, record or not: a forged one only holds the drop back, and a true one
+  // knows what the record cannot (a hash the trigger saw served after the pass, by a server that restarted since).
+  const verdict = mirror.says === 'not migrated' && judged.verdict !== 'NotYet' ? 'NotYet' : judged.verdict;
   if (judged.verdict === 'Ready' && mirror.says === 'not migrated')
-    reason += `; the mirror disagrees: ${mirror.what} (the record decides; the mirror is the worker's to write)`;
+    reason += `; but the mirror disagrees: ${mirror.what} (believed: it only holds the drop back)`;
   else if (judged.verdict !== 'Ready' && mirror.says === 'migrated')
     reason += `; ${mirror.what}, but that mirror is the worker's token's to write: without the record it does not count`;
   else if (judged.verdict !== 'Ready' && mirror.says === 'not migrated') reason += `; ${mirror.what}`;
