@@ -118,8 +118,10 @@ export function createTriggerActivities(deps: TriggerDeps) {
       if (d.status.name === 'COMPLETED') {
         const r = (await handle.result()) as { phase?: string; record?: PassRecord };
         if (r.phase !== 'Succeeded') return { status: 'aborted' };
-        if (!r.record) return { status: 'succeeded', recorded: { legacy: true } };
-        return { status: 'succeeded', ...(r.record.storageVersionHash ? { recorded: { hash: r.record.storageVersionHash } } : {}) };
+        // A result with no record (an older svm), or a record naming no hash (none was read), cannot be matched to
+        // a hash: the StorageState is believed, as before (never a migration started again every period for it).
+        if (!r.record?.storageVersionHash) return { status: 'succeeded', recorded: { legacy: true } };
+        return { status: 'succeeded', recorded: { hash: r.record.storageVersionHash } };
       }
       return { status: 'failed' };
     } catch (err) {

@@ -33,8 +33,8 @@ export type MigrationStatus = 'none' | 'running' | 'succeeded' | 'failed' | 'abo
 
 /**
  * What Temporal records of a resource's last successful pass: the storageVersionHash its result's record names
- * (contract/pass-record.ts), or `legacy` for a Succeeded result from an svm that wrote no record (its StorageState
- * is then believed, as before).
+ * (contract/pass-record.ts), or `legacy` for a Succeeded result from an svm that wrote no record, or whose record
+ * names no hash (its StorageState is then believed, as before).
  */
 export type RecordedPass = { hash: string } | { legacy: true };
 
