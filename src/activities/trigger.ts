@@ -28,7 +28,7 @@ import {
 import { abortSignal } from '../contract/definitions';
 import { startOptions } from '../contract/start-options';
 import type { MigrationStatus, ObservedResource, RecordedPass, StateSnapshot, TriggerAction } from '../contract/trigger';
-import type { PassRecord } from '../contract/pass-record';
+import { migrationRecords } from '../kube/drop-storage';
 import { UNKNOWN } from '../contract/trigger';
 import { compareStrings } from '../api/order';
 
@@ -109,25 +109,17 @@ const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
 
 export function createTriggerActivities(deps: TriggerDeps) {
   /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
+  const recordOf = deps.temporal ? migrationRecords(deps.temporal.client) : undefined;
   async function migrationStatus(name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
-    if (!deps.temporal) return { status: 'none' };
-    const handle = deps.temporal.client.workflow.getHandle(`migrate/${name}`);
-    try {
-      const d = await handle.describe();
-      if (d.status.name === 'RUNNING') return { status: 'running' };
-      if (d.status.name === 'COMPLETED') {
-        const r = (await handle.result()) as { phase?: string; record?: PassRecord };
-        if (r.phase !== 'Succeeded') return { status: 'aborted' };
-        // A result with no record (an older svm), or a record naming no hash (none was read), cannot be matched to
-        // a hash: the StorageState is believed, as before (never a migration started again every period for it).
-        if (!r.record?.storageVersionHash) return { status: 'succeeded', recorded: { legacy: true } };
-        return { status: 'succeeded', recorded: { hash: r.record.storageVersionHash } };
-      }
-      return { status: 'failed' };
-    } catch (err) {
-      if (err instanceof WorkflowNotFoundError) return { status: 'none' };
-      throw err;
-    }
+    const r = await recordOf?.(`migrate/${name}`);
+    if (!r) return { status: 'none' };
+    if (r.status === 'RUNNING') return { status: 'running' };
+    if (r.status !== 'COMPLETED') return { status: 'failed' };
+    if (r.phase !== 'Succeeded') return { status: 'aborted' };
+    // A result with no record (an older svm), or a record naming no hash (none was read), cannot be matched to a
+    // hash: the StorageState is believed, as before (never a migration started again every period for it).
+    if (!r.record?.storageVersionHash) return { status: 'succeeded', recorded: { legacy: true } };
+    return { status: 'succeeded', recorded: { hash: r.record.storageVersionHash } };
   }
 
   return {
