@@ -24,6 +24,17 @@ export const EAGER_ACTIVITIES = 'system.enableActivityEagerExecution';
 export const TRANSFER_POLL_RPS = 'history.transferProcessorMaxPollRPS';
 export const TRANSFER_POLL_RPS_VALUE = 1000;
 
+/**
+ * The dev server turns this on (the CLI's defaults, temporalcli/commands.server.go), temporal-server leaves it off:
+ * every workflow start then reads its namespace from SQLite, and a read that fails or takes over 3 s is answered
+ * "Namespace default is not found" (go.temporal.io/server common/namespace/nsregistry/registry.go,
+ * getNamespaceByNamePersistence). On a loaded machine one start in a CI run got that answer. svm's search
+ * attributes are in the dev server's namespace from its first start (--search-attribute), so nothing needs the
+ * forced read; a namespace whose search attributes `svm setup` adds later sees them within the namespace cache's
+ * refresh (2 s), as on temporal-server.
+ */
+export const FORCE_SEARCH_ATTRIBUTE_READ = 'system.forceSearchAttributesCacheRefreshOnRead';
+
 /** The dev server's flags for the same dynamic config as far as it differs from the dev server's own defaults. */
 export function devServerDynamicConfigArgs(): string[] {
   return [
@@ -31,5 +42,7 @@ export function devServerDynamicConfigArgs(): string[] {
     `${EAGER_ACTIVITIES}=true`,
     '--dynamic-config-value',
     `${TRANSFER_POLL_RPS}=${TRANSFER_POLL_RPS_VALUE}`,
+    '--dynamic-config-value',
+    `${FORCE_SEARCH_ATTRIBUTE_READ}=false`,
   ];
 }
