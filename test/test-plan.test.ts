@@ -98,8 +98,8 @@ function svm(args: string[], env: Record<string, string>, timeoutMs = 180_000): 
 }
 
 /** `svm plan -o json` as the read-only ServiceAccount. */
-async function planJson(extra: string[] = []): Promise<{ plan: Plan; run: Run }> {
-  const run = await svm(['plan', '-o', 'json', ...extra], { KUBECONFIG: readerKubeconfig });
+async function planJson(extra: string[] = [], env: Record<string, string> = {}): Promise<{ plan: Plan; run: Run }> {
+  const run = await svm(['plan', '-o', 'json', ...extra], { KUBECONFIG: readerKubeconfig, ...env });
   assert.ok([0, 1, 2].includes(run.code), `svm plan exited ${run.code}: ${run.stderr}`);
   const plan = JSON.parse(run.stdout) as Plan;
   // The exit code is the plan's, and it follows from what is listed.
@@ -923,7 +923,7 @@ void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount s
   }
 });
 
-void test('svm plan --drop: records the worker token can forge do not count: storedVersions pruned and a StorageState marked migrated by the token, nothing migrated, is not ready (etcd holds every object at v1); after a real migration the record makes the migration ready', async () => {
+void test('svm plan and --drop: records the worker token can forge do not count: storedVersions pruned and a StorageState marked migrated by the token, nothing migrated, is listed and not ready (etcd holds every object at v1); after a real migration the record makes the migration ready', async () => {
   const c = testCrd(`${uniq('forged')}.svm.test`);
   const ns = uniq('forged');
   const gv = `${c.group}/v1`;
@@ -976,6 +976,29 @@ void test('svm plan --drop: records the worker token can forge do not count: sto
         `StorageState ${c.name} says objects are persisted only in ${hash} (${c.group}/v2), but that mirror is the worker's token's to write: without the record it does not count`,
     );
     console.log(`[forged] ${forged.verdict} (exit ${forged.exitCode}): ${reasonOf(forged, c.name, 'migration')}`);
+    // svm plan: the forged StorageState is listed from the record's absence; without Temporal it is believed, and a
+    // note says so.
+    const withRecords = (await planJson([], { TEMPORAL_ADDRESS: plane.temporal.address })).plan;
+    const listed = withRecords.items.find((i) => i.resource === c.name);
+    assert.deepEqual(listed && { sources: listed.sources, action: listed.action, objects: listed.objects, reasons: listed.reasons }, {
+      sources: ['noRecord'],
+      action: 'migrate',
+      objects: N,
+      reasons: [
+        `StorageState says every object is stored in ${hash}, but no whole pass at it is on record: Temporal holds no migration workflow migrate/${c.name}: never migrated by svm, migrated by another migrator, or past the namespace's retention`,
+      ],
+    });
+    const believed = (await planJson()).plan;
+    assert.equal(
+      believed.items.find((i) => i.resource === c.name),
+      undefined,
+    );
+    assert.ok(
+      believed.notes.some((n) =>
+        /StorageState\(s\) saying every object is stored in the served version were believed: .*\(set TEMPORAL_ADDRESS\)$/.test(n),
+      ),
+      believed.notes.join('\n'),
+    );
 
     // A real migration: its record makes the migration check ready, and etcd agrees.
     const result = await withWorker(plane, async (m) => (await m.start(c.name)).wait());
@@ -987,6 +1010,12 @@ void test('svm plan --drop: records the worker token can forge do not count: sto
       [`${c.group}/v2`]: N,
     });
     const real = (await dropJson(gv, ['--requests-window', '0'], { TEMPORAL_ADDRESS: plane.temporal.address })).report;
+    const planned = (await planJson([], { TEMPORAL_ADDRESS: plane.temporal.address })).plan;
+    assert.equal(
+      planned.items.find((i) => i.resource === c.name),
+      undefined,
+      JSON.stringify(planned.items, null, 2),
+    );
     assert.equal(verdicts(real, c.name).migration, 'Ready', reasonOf(real, c.name, 'migration'));
     assert.match(
       reasonOf(real, c.name, 'migration'),

@@ -13,6 +13,8 @@ import {
   type CrdInfo,
   type PlanItem,
 } from '../src/client/plan';
+import { unbackedReason } from '../src/kube/drop-storage';
+import type { PassRecord } from '../src/contract/pass-record';
 
 const crd = (storage: string, storedVersions?: string[]): CrdInfo => ({
   metadata: { name: 'widgets.example.com' },
@@ -50,6 +52,23 @@ void test('a StorageState asks for a migration unless its persisted hashes are e
   assert.match(storageStateReason(['H1'], 'H2', undefined)!, /now serve H2/);
   assert.equal(storageStateReason(['H2'], 'H2', 'H2'), undefined);
   assert.equal(storageStateReason(['H2'], undefined, undefined), undefined);
+});
+
+void test('a settled StorageState counts only on a Succeeded pass at its hash in Temporal, or a result from before records', () => {
+  const id = 'migrate/widgets.example.com';
+  const record = (hash?: string) => ({ ...(hash ? { storageVersionHash: hash } : {}) }) as PassRecord;
+  const found = (status: string, phase?: string, rec?: PassRecord) => ({
+    found: { workflowId: id, status, ...(phase ? { phase } : {}), ...(rec ? { record: rec } : {}) },
+  });
+  assert.equal(unbackedReason(found('COMPLETED', 'Succeeded', record('H2')), 'H2'), undefined);
+  // From an svm that kept no record, or a record that read no hash: believed, as the trigger believes it.
+  assert.equal(unbackedReason(found('COMPLETED', 'Succeeded'), 'H2'), undefined);
+  assert.equal(unbackedReason(found('COMPLETED', 'Succeeded', record()), 'H2'), undefined);
+  assert.equal(unbackedReason(found('COMPLETED', 'Succeeded', record('H1')), 'H2'), `its last whole pass on record (${id}) was at H1`);
+  assert.equal(unbackedReason(found('RUNNING'), 'H2'), `its migration workflow ${id} is running`);
+  assert.equal(unbackedReason(found('COMPLETED', 'Aborted'), 'H2'), `its last migration workflow ${id} ended Aborted`);
+  assert.equal(unbackedReason(found('TERMINATED'), 'H2'), `its last migration workflow ${id} ended TERMINATED`);
+  assert.equal(unbackedReason({ missing: 'Temporal holds none' }, 'H2'), 'Temporal holds none');
 });
 
 void test('counts come from the first page: exact when complete, items + remainingItemCount, unknown without it', () => {

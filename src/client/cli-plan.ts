@@ -85,6 +85,7 @@ export function planCommand(): Command {
           return;
         }
         let kube: KubeClient | undefined;
+        let closeTemporal: (() => Promise<void>) | undefined;
         try {
           // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
           /* eslint-disable @typescript-eslint/no-require-imports */
@@ -92,7 +93,9 @@ export function planCommand(): Command {
           const { makePlan } = require('./plan') as typeof import('./plan');
           /* eslint-enable @typescript-eslint/no-require-imports */
           kube = KubeClient.fromKubeconfig(o.kubeconfig);
-          const plan = await makePlan(kube, { qps: o.qps });
+          const records = await readRecords();
+          closeTemporal = records.close;
+          const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf });
           process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
           process.exitCode = plan.exitCode;
         } catch (err) {
@@ -100,6 +103,7 @@ export function planCommand(): Command {
           process.exitCode = PLAN_ERROR_EXIT_CODE;
         } finally {
           kube?.close();
+          await closeTemporal?.();
         }
       })
   );
@@ -118,28 +122,12 @@ async function dropAction(o: { output: 'text' | 'json'; kubeconfig?: string; dro
     const refusal = groupVersionRefusal(o.drop);
     if (refusal) throw new Error(`--drop: ${refusal}`);
     const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
-    const { checkDrop, migrationRecords } = require('../kube/drop-check') as typeof import('../kube/drop-check');
+    const { checkDrop } = require('../kube/drop-check') as typeof import('../kube/drop-check');
     const { dropTable } = require('./drop-report') as typeof import('./drop-report');
     kube = KubeClient.fromKubeconfig(o.kubeconfig);
-    let migrationOf: DropCheckOptions['migrationOf'];
-    if (process.env.TEMPORAL_ADDRESS) {
-      // The migration workflows are read where Temporal is configured; without it the check needs Kubernetes only.
-      const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
-        require('../config/temporal') as typeof import('../config/temporal');
-      const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
-      const t = loadTemporalSettings(process.env);
-      const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS };
-      try {
-        const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
-          throw await explainTemporalConnectError(e, target);
-        });
-        closeTemporal = () => connection.close();
-        migrationOf = migrationRecords(new Client({ connection, namespace: t.namespace }));
-      } catch (err) {
-        // The migration workflows add to the answer; the check stands on Kubernetes alone.
-        process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
-      }
-    }
+    const records = await readRecords();
+    closeTemporal = records.close;
+    const migrationOf = records.migrationOf;
     /* eslint-enable @typescript-eslint/no-require-imports */
     const report = await checkDrop(kube, o.drop, { requestsWindowSeconds: o.requestsWindow, migrationOf });
     process.stdout.write(o.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : dropTable(report));
@@ -150,5 +138,30 @@ async function dropAction(o: { output: 'text' | 'json'; kubeconfig?: string; dro
   } finally {
     kube?.close();
     await closeTemporal?.();
+  }
+}
+
+/**
+ * The migration workflows in Temporal, where TEMPORAL_ADDRESS is set: the records a plan and a drop check rest on.
+ * Without it, or when Temporal cannot be reached (said on stderr), both stand on Kubernetes alone and say so.
+ */
+async function readRecords(): Promise<{ migrationOf?: DropCheckOptions['migrationOf']; close?: () => Promise<void> }> {
+  if (!process.env.TEMPORAL_ADDRESS) return {};
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
+    require('../config/temporal') as typeof import('../config/temporal');
+  const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  const { migrationRecords } = require('../kube/drop-storage') as typeof import('../kube/drop-storage');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const t = loadTemporalSettings(process.env);
+  const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS };
+  try {
+    const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+      throw await explainTemporalConnectError(e, target);
+    });
+    return { migrationOf: migrationRecords(new Client({ connection, namespace: t.namespace })), close: () => connection.close() };
+  } catch (err) {
+    process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
+    return {};
   }
 }

@@ -70,6 +70,7 @@ export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan-report
 /* eslint-disable @typescript-eslint/no-require-imports */
 const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
 const planner = () => require('./plan') as typeof import('./plan');
+const records = () => require('../kube/drop-storage') as typeof import('../kube/drop-storage');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 export interface MigratorOptions {
@@ -283,12 +284,13 @@ export class Migrator {
   /**
    * What must be migrated before the next upgrade step can go on: CRDs with
    * old storedVersions, StorageStates with old or unknown hashes, resources
-   * whose API servers disagree; each with its object count and an estimate at
+   * whose API servers disagree, StorageStates saying migrated that no whole pass in Temporal backs; each with its object count and an estimate at
    * opts.qps (default 100). plan.exitCode: 0 nothing, 1 needed, 2 blocked.
    * A read: nothing is written (src/client/plan.ts).
    */
   plan(opts: PlanOptions = {}): Promise<Plan> {
-    return planner().makePlan(this.kube, opts);
+    // A settled StorageState counts only on the migration's record, read through this client's Temporal.
+    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client), ...opts });
   }
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */

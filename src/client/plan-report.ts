@@ -12,7 +12,8 @@ export type PlanExitCode = 0 | 1 | 2;
 /** The CLI's exit code when the plan could not be made (e.g. the API cannot be reached). */
 export const PLAN_ERROR_EXIT_CODE = 3;
 
-export type PlanSource = 'storedVersions' | 'storageState' | 'disagreement';
+/** noRecord: a StorageState says migrated, but Temporal holds no whole pass at its hash (the mirror does not count). */
+export type PlanSource = 'storedVersions' | 'storageState' | 'noRecord' | 'disagreement';
 
 export interface PlanItem {
   /** kubectl-style: widgets.example.com, secrets, deployments.apps. */
@@ -91,7 +92,9 @@ export function planTable(plan: Plan): string {
             ? `storedVersions [${(i.storedVersions ?? []).join(',')}], storage ${i.storageVersion ?? '-'}`
             : s === 'storageState'
               ? `StorageState [${(i.persistedStorageVersionHashes ?? []).join(',')}]`
-              : 'servers disagree',
+              : s === 'noRecord'
+                ? `StorageState [${(i.persistedStorageVersionHashes ?? []).join(',')}], no pass on record`
+                : 'servers disagree',
         )
         .join('; '),
     ]);

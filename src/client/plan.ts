@@ -26,7 +26,7 @@
  * Verdict and exit code: 0 nothing to migrate, 1 migrations needed (all can
  * run now), 2 something blocks. The CLI uses 3 for an error.
  */
-import { groupResourceString, collectionPath } from '../api/resource';
+import { groupResourceString, collectionPath, migrationWorkflowId } from '../api/resource';
 import { StorageState } from '../api/migration';
 import { CustomResourceDefinition } from '../api/custom-resource-definition';
 import { StorageVersion } from '../api/storage-version';
@@ -42,6 +42,8 @@ import { agreementReader } from '../kube/server-agreements';
 import { STORAGE_VERSIONS_PATH } from '../kube/storage-versions';
 import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
 import { notMigratableReason } from '../kube/resolve';
+import { lookUpRecord, unbackedReason } from '../kube/drop-storage';
+import type { DropCheckOptions } from '../kube/drop-shared';
 import { migratableResources } from './resources';
 import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from './plan-report';
 import { compareStrings } from '../api/order';
@@ -55,6 +57,12 @@ export interface PlanOptions {
   qps?: number;
   /** Where the API servers are found; default: the `kubernetes` EndpointSlice and identity leases, as the worker does. */
   apiservers?: ApiServerSource;
+  /**
+   * The resources' migration workflows in Temporal (migrationRecords over a client): a StorageState saying every
+   * object is stored in the served hash counts only where a whole pass at that hash is on record there, since the
+   * worker's token can write StorageStates. Without it, such StorageStates are believed, and a note says so.
+   */
+  migrationOf?: DropCheckOptions['migrationOf'];
   now?: () => number;
 }
 
@@ -212,6 +220,7 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
     }
 
     // 2. StorageStates that say objects may be stored in another version.
+    const settled: SettledState[] = [];
     for (const [i, raw] of (states ?? []).entries()) {
       let st: StorageState;
       try {
@@ -236,12 +245,19 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
         st.status?.currentStorageVersionHash,
         a?.agreed ? a.hash : undefined,
       );
-      if (!reason) continue;
+      if (!reason) {
+        if (st.status?.persistedStorageVersionHashes?.length === 1)
+          settled.push({ group, resource: gr.resource, hash: st.status.persistedStorageVersionHashes[0]! });
+        continue;
+      }
       const c = candidate(group, gr.resource);
       c.sources.push('storageState');
       c.persistedStorageVersionHashes = st.status?.persistedStorageVersionHashes ?? [UNKNOWN_HASH];
       c.reasons.push(reason);
     }
+
+    // 2b. StorageStates saying every object is stored in the served hash: mirrors, believed only on the record.
+    await checkSettledStates(settled, opts.migrationOf, notes, (s) => candidate(s.group, s.resource));
 
     // 3. Resources whose API servers disagree.
     for (const [key, a] of agreements) {
@@ -286,6 +302,45 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
     return finishPlan(items, qps, checked || 'no migratable resources', notes);
   } finally {
     ownSource?.close();
+  }
+}
+
+interface SettledState {
+  group: string;
+  resource: string;
+  hash: string;
+}
+
+/**
+ * Lists each settled StorageState whose migration workflow in Temporal holds no whole pass at its hash (a forged
+ * mirror, or one another migrator kept): the trigger migrates such a resource once too. Without Temporal, a note.
+ */
+async function checkSettledStates(
+  settled: SettledState[],
+  migrationOf: PlanOptions['migrationOf'],
+  notes: string[],
+  candidate: (s: SettledState) => Candidate,
+): Promise<void> {
+  if (settled.length === 0) return;
+  if (!migrationOf) {
+    notes.push(
+      `${settled.length} StorageState(s) saying every object is stored in the served version were believed: the migration records in Temporal were not read (set TEMPORAL_ADDRESS)`,
+    );
+    return;
+  }
+  const lookups = await Promise.all(
+    settled.map(async (s) => ({
+      s,
+      lookup: await lookUpRecord(migrationWorkflowId({ group: s.group, resource: s.resource }), migrationOf),
+    })),
+  );
+  for (const { s, lookup } of lookups) {
+    const why = unbackedReason(lookup, s.hash);
+    if (why === undefined) continue;
+    const c = candidate(s);
+    c.sources.push('noRecord');
+    c.persistedStorageVersionHashes = [s.hash];
+    c.reasons.push(`StorageState says every object is stored in ${s.hash}, but no whole pass at it is on record: ${why}`);
   }
 }
 

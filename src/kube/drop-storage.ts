@@ -181,6 +181,20 @@ export async function lookUpRecord(id: string, migrationOf: DropCheckOptions['mi
 }
 
 /**
+ * Why the record does not back a StorageState that says every object is stored at `hash`, or undefined when it
+ * does: the resource's last run Succeeded with a pass at that hash, or with a result from an svm that kept no record
+ * (believed, as the trigger believes it). `svm plan` lists a resource whose StorageState is backed by nothing.
+ */
+export function unbackedReason(lookup: RecordLookup, hash: string): string | undefined {
+  if ('missing' in lookup) return lookup.missing;
+  const { workflowId, status, phase, record } = lookup.found;
+  if (status === 'RUNNING') return `its migration workflow ${workflowId} is running`;
+  if (phase !== 'Succeeded') return `its last migration workflow ${workflowId} ended ${phase ?? status}`;
+  const recorded = record?.storageVersionHash;
+  return recorded === undefined || recorded === hash ? undefined : `its last whole pass on record (${workflowId}) was at ${recorded}`;
+}
+
+/**
  * MigrationRecords from a Temporal client the caller holds (the worker's, or the CLI's with TEMPORAL_ADDRESS):
  * the workflow's description, and its result's phase when it completed. Only the migration's own summary is read.
  */
