@@ -1005,6 +1005,8 @@ void test('holdsSince: a pass recorded under one agreement still holds with serv
   assert.equal(holdsSince(then, d({ ...procs([heldBy(A, 'u1')]), endpoints: [ep(E1, H1)] })), true);
   // B restarted (new holderIdentity), a third server, a server answering another hash, no addresses: no longer.
   assert.equal(holdsSince(then, d(procs([heldBy(A, 'u1'), heldBy(B, 'u3')]))), false);
+  // B restarted and listed again, its new identity lease not yet written: its process is unknown, so no longer.
+  assert.equal(holdsSince(then, d(procs([heldBy(A, 'u1')]))), false);
   assert.equal(holdsSince(then, d({ endpoints: [ep(E1, H1), ep(E2, H1), ep(E3, H1)] })), false);
   assert.equal(holdsSince(then, d({ endpoints: [ep(E1, H1), ep(E2, H2)] })), false);
   assert.equal(holdsSince(then, d({ via: ep(VIA, H2) })), false);

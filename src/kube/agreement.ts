@@ -225,8 +225,9 @@ export function tokenChange(before: string, after: string): string {
  * Whether an agreement read now still holds the one a pass was recorded under (its token then): nothing added or
  * changed since, only servers gone. The same CRD storage and the same answer through the worker's address; every
  * server process now was one then (a restart, which gives a process a new identity, is not), and every server's
- * answer now was its answer then. A server gone since (its identity lease expired, its address no longer listed)
- * wrote nothing after it went. The StorageVersion form compares the processes alone: its object's resourceVersion
+ * answer now was its answer then, and each server listed now has a live process (a server restarted is listed
+ * before its new identity lease is written). A server gone since (its identity lease expired, its address no
+ * longer listed) wrote nothing after it went. The StorageVersion form compares the processes alone: its object's resourceVersion
  * moves when a gone server's entry is collected, and the agreed version itself is compared by the caller.
  */
 export function holdsSince(recorded: string, now: string): boolean {
@@ -240,5 +241,8 @@ export function holdsSince(recorded: string, now: string): boolean {
   };
   if (!subset(n.processes!, r.processes!) || n.processes === '?' || n.processes === '') return false;
   if (n.source === 'StorageVersion') return true;
+  // Fewer live processes than listed servers: one answers whose process has no identity lease yet (a server just
+  // restarted and ready before its lease is written), so it may be a process the pass never saw.
+  if (n.processes!.split(',').length < n.servers!.split(',').length) return false;
   return n.crd === r.crd && n.via === r.via && n.servers !== '' && subset(n.servers!, r.servers!);
 }
