@@ -26,7 +26,10 @@
  * check before and after: "not yet" on the previous release (the mutating
  * admission policies and bindings are stored as v1beta1), "ready" for them
  * once upgraded and migrated (the group's resources the worker was not
- * granted stay "not yet": no StorageState records a pass over them).
+ * granted stay "not yet": no StorageState records a pass over them). Then,
+ * svm stopped, API server 1 is rolled back and forward: "not yet" again
+ * (the record's agreement no longer holds, whatever the StorageStates say),
+ * "ready" after a migration, and every object reads and applies at v1.
  *
  * Judged in etcd, both runs: every object of each changed resource holds the
  * version discovery now names as its storage version (the one its
@@ -251,6 +254,8 @@ after(() => {
 });
 
 let changed: string[] = [];
+/** The admission policies whose v1beta1 the 1.36 -> 1.37 upgrade lets go: the drop check's subjects. */
+const MAP = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'].map((r) => `${r}.admissionregistration.k8s.io`);
 
 void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while the API servers disagree, migrates every changed resource once they agree; etcd clean`, async () => {
   const s = await setUp();
@@ -316,7 +321,6 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       );
 
       // Can v1beta1 of the admission policies be dropped? Not on the previous release: it is their storage version.
-      const MAP = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'].map((r) => `${r}.admissionregistration.k8s.io`);
       const dropBefore = await checkDrop(p.kube, 'admissionregistration.k8s.io/v1beta1', {
         requestsWindowSeconds: 0,
         migrationOf: migrationRecords(p.temporal.client),
@@ -446,9 +450,88 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       });
     },
     { settings: { maxConcurrentChunks: 8, bridge: true, standardMigrations: 'own' } },
-  ).finally(() => removeTokenKubeconfig(kubeconfig));
+  )
+    .then(() => rollbackWhileStopped(p, dir, kubeconfig))
+    .finally(() => removeTokenKubeconfig(kubeconfig));
   await p.close();
 });
+
+/** The identity leases of the API servers, as `<name>=<holderIdentity>`. */
+async function holders(p: TestPlane): Promise<string[]> {
+  const leases = await p.kube.getJson<{ items: Array<{ metadata: { name: string }; spec: { holderIdentity?: string } }> }>(
+    '/apis/coordination.k8s.io/v1/namespaces/kube-system/leases',
+    { labelSelector: 'apiserver.kubernetes.io/identity=kube-apiserver' },
+  );
+  return leases.items.map((l) => `${l.metadata.name}=${l.spec.holderIdentity}`).sort();
+}
+
+/**
+ * svm stopped (no worker, no trigger), API server 1 rolled back to the previous release and forward again: the
+ * StorageStates still say migrated, but the record's agreement no longer holds (server 1 is another process), so
+ * the admission policies' v1beta1 is not ready; a migration records a new pass and it is ready again; and every
+ * object then reads and applies at v1.
+ */
+async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: string): Promise<void> {
+  const drop = () =>
+    checkDrop(p.kube, 'admissionregistration.k8s.io/v1beta1', {
+      requestsWindowSeconds: 2,
+      migrationOf: migrationRecords(p.temporal.client),
+    });
+  const migrationOf = (report: Awaited<ReturnType<typeof drop>>, name: string) =>
+    report.resources.find((r) => r.resource === name)?.checks.find((c) => c.check === 'migration');
+  const before = await holders(p);
+  await restartApiserver(dir, 1, [], quiet, { version: previous });
+  await restartApiserver(dir, 1, [], quiet, { version: current });
+  // Judged once server 1 is back in view: listed and holding its identity lease again, as another process.
+  await eventually(
+    'server 1 listed and holding a new identity lease',
+    async () => {
+      const now = await holders(p);
+      const listed = await p.kube.getJson<{ items: Array<{ endpoints?: Array<{ addresses: string[] }> }> }>(
+        '/apis/discovery.k8s.io/v1/namespaces/default/endpointslices',
+        { labelSelector: 'kubernetes.io/service-name=kubernetes' },
+      );
+      const addresses = listed.items.flatMap((e) => e.endpoints ?? []).flatMap((e) => e.addresses);
+      return now.length === before.length && now.join() !== before.join() && addresses.length === 2;
+    },
+    120_000,
+  );
+  const rolled = await drop();
+  console.log(`svm plan --drop admissionregistration.k8s.io/v1beta1 after a rollback and roll-forward, svm stopped:\n${dropTable(rolled)}`);
+  for (const name of MAP) {
+    const m = migrationOf(rolled, name);
+    assert.equal(m?.verdict, 'NotYet', `${name}: ${JSON.stringify(m)}`);
+    assert.match(m.reason, /under an agreement that no longer holds \(the API server processes/);
+    assert.match(m.reason, /says objects are persisted only in .*, but that mirror is the worker's token's to write/);
+  }
+  // svm again: a migration of each records a pass under the agreement of now.
+  await withWorkerAs(p, kubeconfig, async (m) => {
+    for (const name of MAP) {
+      const result = await (await m.start(name)).wait();
+      assert.equal(result.phase, 'Succeeded', `${name}: ${result.message}`);
+    }
+  });
+  const again = await drop();
+  for (const name of MAP) assert.equal(migrationOf(again, name)?.verdict, 'Ready', `${name}: ${JSON.stringify(migrationOf(again, name))}`);
+  // Every object reads at v1 and applies (server-side, as its own manager) at v1.
+  for (const name of MAP) {
+    const resource = name.split('.')[0]!;
+    const path = `/apis/admissionregistration.k8s.io/v1/${resource}`;
+    const list = await p.kube.getJson<{ items: Array<{ apiVersion?: string; kind?: string; metadata: { name: string }; spec: unknown }> }>(
+      path,
+    );
+    assert.ok(list.items.length > 0, `${name}: objects to read`);
+    for (const o of list.items) {
+      const kind = resource === 'mutatingadmissionpolicies' ? 'MutatingAdmissionPolicy' : 'MutatingAdmissionPolicyBinding';
+      const res = await p.kube.raw('PATCH', `${path}/${o.metadata.name}`, {
+        query: { fieldManager: 'svm-test-readback', force: 'true' },
+        body: JSON.stringify({ apiVersion: 'admissionregistration.k8s.io/v1', kind, metadata: { name: o.metadata.name }, spec: o.spec }),
+        contentType: 'application/apply-patch+yaml',
+      });
+      assert.equal(res.status, 200, `${name} ${o.metadata.name}: apply at v1 answered ${res.status} ${res.body}`);
+    }
+  }
+}
 
 void test(`the built-in migrator alone through the same upgrade: one storagemigration.k8s.io/v1 object per changed resource after the upgrade`, async () => {
   assert.ok(changed.length > 0, 'the svm run found the changed resources');
