@@ -608,7 +608,7 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
         by: 'fence',
         creates: `${svms}/${absent.migration}`,
       },
-      // The standard API where it is served (1.37; 1.36's v1beta1 is off by default).
+      // The standard API where it is served (1.37's v1; 1.36's v1beta1, off by default, is switched on for this test).
       ...(standardSvms
         ? [
             {
@@ -905,6 +905,14 @@ void test(`${kubeVersions().current}, deploy/ through kustomize: every attempt b
 
 void test(`${kubeVersions().previous}, the Helm chart's defaults: every attempt beyond a re-encode is refused and writes nothing; each re-encode passes`, async () => {
   await up({ dir: previousDir, apiservers: 1, kubeVersion: kubeVersions().previous, storageVersionApi: false, log: quiet });
+  // The standard API served as a 1.36 cluster serves it once its migrator is on (storagemigration.k8s.io/v1beta1),
+  // so that the rows about it (a create, the status of svm's objects for the built-in) are tried here too.
+  await restartApiserver(
+    previousDir,
+    0,
+    ['--feature-gates=StorageVersionMigrator=true', '--runtime-config=storagemigration.k8s.io/v1beta1=true'],
+    quiet,
+  );
   const plane = await testPlane({ dir: previousDir });
   try {
     print(kubeVersions().previous, await attackTable(plane, kubeVersions().previous, await charted()));
