@@ -40,6 +40,7 @@ import {
   writeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
+import { migrationResult } from './helpers/waits';
 
 const FLOWCONTROL = '/apis/flowcontrol.apiserver.k8s.io/v1';
 const LEVEL = 'svm-migrator';
@@ -178,7 +179,7 @@ void test('a deliberately tiny priority level: 429s arrive, the migration slows,
   const result = await withWorkerAs(
     plane,
     kubeconfig,
-    async (m) => (await m.start(`${crd.plural}.${crd.group}`, { chunkSize: 100, concurrency: 16 })).wait(),
+    async (m) => migrationResult(await m.start(`${crd.plural}.${crd.group}`, { chunkSize: 100, concurrency: 16 })),
     // Unlimited by svm's own budget, and 16 updates in flight from the start: only the API server holds it back.
     // (Adaptive concurrency starts at one in flight and grows while answers stay fast: the suite once migrated all
     // 200 objects within 3 seats per server, and nothing was refused.)

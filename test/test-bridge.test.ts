@@ -20,6 +20,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 let plane: TestPlane;
@@ -62,7 +63,7 @@ void test('kubectl create starts the migration and kubectl wait --for=condition=
         '--timeout=90s',
       ]);
       assert.match(wait.stdout, /condition met/);
-      await (await m.handle(crd.name)).wait(); // let the workflow close before its worker goes
+      await migrationResult(await m.handle(crd.name)); // let the workflow close before its worker goes
     },
     { settings: { bridge: true } },
   );
@@ -129,7 +130,7 @@ void test('deleting the StorageVersionMigration aborts its migration', async () 
             0) >= 50,
       );
       await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', name]);
-      return h.wait();
+      return migrationResult(h);
     },
     { settings: { bridge: true, qps: 100 } },
   );
@@ -240,7 +241,7 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
           '--timeout=90s',
         ]);
         assert.match(wait.stdout, /condition met/);
-        await (await m.handle(crd.name)).wait();
+        await migrationResult(await m.handle(crd.name));
       },
       { settings: { bridge: true } },
     );
@@ -358,7 +359,7 @@ void test("the workflow-id annotation does not let a creator abort someone else'
 
       // Deleting the last one does.
       await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', second]);
-      return h.wait();
+      return migrationResult(h);
     },
     { settings: { bridge: true, qps: 20 } },
   );
@@ -401,7 +402,7 @@ void test('more StorageVersionMigrations for one resource than its workflow list
       assert.equal(new Set(p.migrationObjects).size, p.migrationObjects.length, 'each once');
       assert.equal(names.filter((n) => !p.migrationObjects.includes(n)).length, 10, 'the others follow');
       await h.resume();
-      return h.wait();
+      return migrationResult(h);
     },
     { settings: { bridge: true, qps: 50 } },
   );

@@ -21,6 +21,7 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { busiestWindow, putSampler } from './helpers/puts';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -123,7 +124,7 @@ void test('Lease writes denied from the start: the worker holds, and an abort st
         await h.abort('the Lease API is down');
         // Bounded: a chunk stuck waiting for a held budget would never end (what this test guards against).
         const result = await Promise.race([
-          h.wait(),
+          migrationResult(h),
           new Promise<never>((_, reject) => setTimeout(() => reject(new Error('the abort did not end the migration in 30 s')), 30_000)),
         ]);
         assert.equal(result.phase, 'Aborted', result.message);
@@ -169,7 +170,7 @@ void test('Lease writes denied mid-run: the fallback share keeps the migration g
         outage.to = Date.now();
         outage.migratedTo = (await h.progress()).counters.migrated;
         await allowLeaseWrites();
-        return h.wait();
+        return migrationResult(h);
       },
       { settings: { qps: QPS, kubeNamespace: NAMESPACE }, logTo: log.stream },
     );

@@ -27,6 +27,7 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDisagreeing, DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const OLD = OLD_ENCODING_FLAGS;
 const DEVICECLASSES = DISAGREEING.name;
@@ -131,7 +132,7 @@ function scenarios(sv: boolean): void {
       assert.match(svm.status.message, /disagree/);
 
       await restartInPlace(1, []);
-      return h.wait();
+      return migrationResult(h);
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
@@ -168,7 +169,7 @@ function scenarios(sv: boolean): void {
       await createDisagreeing(plane.kubeOf(1), `${tag}-late`, 30);
       assert.ok(((await disagreeingVersions())[DISAGREEING.oldApiVersion] ?? 0) >= 30);
       await restartInPlace(1, []);
-      return h.wait();
+      return migrationResult(h);
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.ok(result.restarts >= 1);
@@ -248,7 +249,7 @@ function scenarios(sv: boolean): void {
             else await new Promise((r) => setTimeout(r, 100));
           }
         })();
-        const r = await h.wait();
+        const r = await migrationResult(h);
         ended = true;
         await watch;
         assert.ok(waiting, `the migration never waited for the vanished server whose address was still listed (it ended: ${r.message})`);
@@ -260,7 +261,7 @@ function scenarios(sv: boolean): void {
       const waiting = await eventually('WaitingForAgreement', phaseIs(h, 'WaitingForAgreement'));
       assert.match(waiting.message ?? '', /disagree/);
       await deleteLease();
-      return h.wait();
+      return migrationResult(h);
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     process.stderr.write(`[ha ${sv ? 'sv-on' : 'sv-off'}] result: ${result.message}\n`);
@@ -294,7 +295,7 @@ function scenarios(sv: boolean): void {
       await eventually('a few chunks', async () => (await h.progress()).counters.chunks >= 2);
       await applyCrd(plane.kube, crd, 'v1'); // storage moves back to v1
       await eventually('a restart', async () => (await h.progress()).restarts >= 1);
-      return h.wait();
+      return migrationResult(h);
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.match(

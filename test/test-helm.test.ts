@@ -42,6 +42,7 @@ import {
   writeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(__dirname, '..');
@@ -652,7 +653,7 @@ void test('a worker with exactly the installed ServiceAccount rights and Deploym
     // The probes' endpoint answers.
     const health = await fetch(`http://127.0.0.1:${port}/healthz`);
     assert.equal(health.status, 200);
-    return (await m.start(crd.name, { chunkSize: 50 })).wait();
+    return migrationResult(await m.start(crd.name, { chunkSize: 50 }));
   });
   const migrateMs = Date.now() - t0;
   assert.equal(result.phase, 'Succeeded', `${result.message}\n${warnings.join('')}`);

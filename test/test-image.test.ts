@@ -28,6 +28,7 @@ import { freePort } from '../src/worker/free-port';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const root = path.join(__dirname, '..');
 const IMAGE = 'localhost/svm-image-test:latest';
@@ -173,7 +174,7 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
     const health = await fetch(`http://127.0.0.1:${metricsPort}/healthz`);
     assert.equal(health.status, 200);
 
-    const result = await (await m.start(crd.name)).wait();
+    const result = await migrationResult(await m.start(crd.name));
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.equal(result.counters.migrated, count);
 

@@ -43,6 +43,7 @@ import { applyCrd, deleteCrd, ensureNamespace, parallel, testCrd, type TestCrd }
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { readManifests } from './helpers/rbac-identity';
+import { migrationResult } from './helpers/waits';
 
 // A plane of its own (one API server), taken down afterwards: 1200 objects of ~900 KiB grow etcd and the API
 // servers' watch caches by gigabytes, which the suite's shared plane would otherwise carry into every later test.
@@ -202,7 +203,7 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once on on
     try {
       const handles = await Promise.all(crds.map((c) => migrator.start(c.name)));
       results = await Promise.race([
-        Promise.all(handles.map((h) => h.wait())),
+        Promise.all(handles.map((h) => migrationResult(h))),
         exited.then((code) => {
           throw new Error(`the worker exited (code ${code}) during the migrations; see ${logFile}`);
         }),

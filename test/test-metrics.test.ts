@@ -22,6 +22,7 @@ import { createLogger, createMigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -55,7 +56,7 @@ void test('the metrics endpoint counts what etcd shows, and carries the Temporal
         const n = sample(text, 'svm_objects_total', { resource: crd.name, outcome: 'migrated' });
         return n !== undefined && n > 0 && n < COUNT && text;
       });
-      const result = await h.wait();
+      const result = await migrationResult(h);
       assert.equal(result.phase, 'Succeeded');
       return { during, end: await (await fetch(url)).text() };
     },

@@ -15,6 +15,7 @@ import { compactEtcd, storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { chunksOfPass, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 let plane: TestPlane;
@@ -115,7 +116,7 @@ void test('starting twice joins the running migration; pause, progress, resume a
     await h1.resume();
     await eventually('progress after resume', async () => (await h1.progress()).counters.migrated > paused.counters.migrated);
     await h1.abort('test says stop');
-    const result = await h1.wait();
+    const result = await migrationResult(h1);
     assert.equal(result.phase, 'Aborted');
     assert.match(result.message ?? '', /test says stop/);
     assert.ok(result.counters.migrated < 600, 'abort came too late to test anything');
@@ -153,7 +154,7 @@ void test('svm pause, resume and abort: acknowledged by the migration, or refuse
     const abort = await svm(['abort', crd.name, '--reason', 'the CLI says stop']);
     assert.equal(abort.code, 0, abort.stderr);
     assert.match(abort.stderr, /: abort \(the CLI says stop\) acknowledged at \d+ objects migrated/);
-    const result = await h.wait();
+    const result = await migrationResult(h);
     assert.equal(result.phase, 'Aborted', result.message);
     assert.match(result.message ?? '', /the CLI says stop/);
     assert.ok(result.counters.migrated < 600, 'the abort came too late to test anything');
@@ -226,7 +227,7 @@ void test('a pause stops the chunk in flight; resume finishes that page from whe
     assert.equal(await v2(), atPause, 'objects were rewritten in etcd while paused');
     assert.equal((await h.progress()).counters.migrated, paused.counters.migrated);
     await h.resume();
-    const result = await h.wait();
+    const result = await migrationResult(h);
     assert.equal(result.phase, 'Succeeded');
     assert.equal(result.counters.migrated + result.counters.conflicts, 300, 'each object counted once');
   });
@@ -241,7 +242,7 @@ void test('a long list continues-as-new and progress is continuous across runs',
   await createObjects(plane.kube, crd, 'v1', 1000, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
   const result = await withWorker(plane, async (m) =>
-    (await m.start(crd.name, { chunkSize: 20, concurrency: 8, maxChunksPerRun: 15 })).wait(),
+    migrationResult(await m.start(crd.name, { chunkSize: 20, concurrency: 8, maxChunksPerRun: 15 })),
   );
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.ok(result.runs >= 4, `expected several runs, got ${result.runs}`);
@@ -272,7 +273,7 @@ void test('an expired continue token resumes from the inconsistent token, not fr
     });
     await compactEtcd(plane.etcd);
     await h.resume();
-    return h.wait();
+    return migrationResult(h);
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.equal(result.counters.tokenResumes, 1, 'the expired token was not resumed');

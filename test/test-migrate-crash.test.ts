@@ -13,6 +13,7 @@ import { restartApiserver, restartTemporal, stopApiserver } from '../src/dev/pla
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually, startWorkerProcess, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -60,7 +61,7 @@ void test('the worker is SIGKILLed three times mid-migration: the migration comp
       // A restart is the new process starting (tsx here), the dead one's sticky task and chunk timing out: give it room.
       await eventually('progress after restart', async () => (await chunksDone(h)) > before, 240_000);
     }
-    const result = await h.wait();
+    const result = await migrationResult(h);
     assert.equal(result.phase, 'Succeeded', result.message);
     const c = result.counters;
     assert.ok(c.migrated + c.conflicts >= COUNT, `only ${c.migrated} + ${c.conflicts} of ${COUNT} accounted for`);
@@ -84,7 +85,7 @@ void test('the Temporal dev server is restarted mid-migration: the migration com
       'the migration to end',
       async () => {
         const d = await h.workflow.describe();
-        return d.status.name !== 'RUNNING' && h.wait();
+        return d.status.name !== 'RUNNING' && migrationResult(h);
       },
       240_000,
     );
@@ -102,7 +103,7 @@ void test('the API server the worker talks to is killed and restarted mid-migrat
     await stopApiserver(plane.dir, 0, { kill: true });
     await new Promise((r) => setTimeout(r, 3000));
     await restartApiserver(plane.dir, 0, undefined, () => undefined);
-    return h.wait();
+    return migrationResult(h);
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   await assertAllAtV2(crd, COUNT);

@@ -13,6 +13,7 @@ import { createMigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { chunksOfPass } from './helpers/migrate';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -51,7 +52,7 @@ void test(`a CRD with ${COUNT} objects is migrated from v1 to v2, etcd confirms,
     let history: Awaited<ReturnType<MigrationHandle['workflow']['fetchHistory']>> | undefined;
     const result = await w.runUntil(async () => {
       const h = await migrator.start(crd.name, { chunkSize: 500, concurrency: 8 });
-      const r = await h.wait();
+      const r = await migrationResult(h);
       history = await h.workflow.fetchHistory();
       return r;
     });

@@ -19,6 +19,7 @@ import { readStoredObjects } from '../src/dev/etcd-truth';
 import { ensureNamespace, parallel } from './helpers/crd';
 import { chunkActivities, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 after(async () => plane?.close());
@@ -61,7 +62,7 @@ async function migrateSecrets(env: Record<string, string>) {
   try {
     [result, chunks] = await withWorker(plane, async (m) => {
       const h = await m.start('secrets', { chunkSize: 500, concurrency: 4, pageBytes: PAGE_BYTES });
-      const r = await h.wait();
+      const r = await migrationResult(h);
       return [r, await chunkActivities(plane.temporal.client, h.workflowId)] as const;
     });
   } finally {

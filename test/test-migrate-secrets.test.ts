@@ -10,6 +10,7 @@ import { readStoredObjects } from '../src/dev/etcd-truth';
 import { ensureNamespace, parallel } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -43,7 +44,7 @@ void test(`${COUNT} Secrets are migrated and no secret value appears in workflow
     plane,
     async (m) => {
       const h = await m.start('secrets', { chunkSize: 250, concurrency: 8 });
-      const result = await h.wait();
+      const result = await migrationResult(h);
       const history = await h.workflow.fetchHistory();
       return { result, history };
     },

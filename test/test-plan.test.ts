@@ -64,6 +64,7 @@ import {
   writeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
+import { migrationResult } from './helpers/waits';
 
 const ROOT = path.resolve(__dirname, '..');
 const SVM = path.join(ROOT, 'bin', 'svm.js');
@@ -211,7 +212,7 @@ void test('svm plan lists a CRD left at two stored versions with its count, not 
       3,
       'Migrator.plan() sees the same, at its own qps',
     );
-    return (await m.start(resourceOf(left))).wait();
+    return migrationResult(await m.start(resourceOf(left)));
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.deepEqual((await storedVersions(plane.etcd, { group: left.group, resource: left.plural, custom: true })).byApiVersion, {
@@ -460,7 +461,7 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
   // Migrated (a worker), then the check as a workflow: storedVersions and the migration are ready; the objects'
   // managedFields still name v1.
   const migrated = await withWorker(plane, async (m, taskQueue) => {
-    const result = await (await m.start(c.name)).wait();
+    const result = await migrationResult(await m.start(c.name));
     assert.equal(result.phase, 'Succeeded', result.message);
     // A bad input is refused before anything is read.
     const badId = uniq('drop-bad');
@@ -1001,7 +1002,7 @@ void test('svm plan and --drop: records the worker token can forge do not count:
     );
 
     // A real migration: its record makes the migration check ready, and etcd agrees.
-    const result = await withWorker(plane, async (m) => (await m.start(c.name)).wait());
+    const result = await withWorker(plane, async (m) => migrationResult(await m.start(c.name)));
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.equal(result.record?.by, 'svm');
     assert.equal(result.record?.encodingVersion, 'v2');

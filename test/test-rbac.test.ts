@@ -38,6 +38,7 @@ import {
   writeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 const SA_NAMESPACE = 'svm-system';
@@ -377,7 +378,7 @@ void test('a whole migration runs as svm-migrator: Secrets by default; a CRD v1 
         120_000,
       );
       const viaBridge = await m.handle(`clusterroles.${RBAC}`);
-      const all = await Promise.all([...handles, viaBridge].map(async (h) => [h.resource.resource, await h.wait()] as const));
+      const all = await Promise.all([...handles, viaBridge].map(async (h) => [h.resource.resource, await migrationResult(h)] as const));
       return Object.fromEntries(all) as Record<string, MigrationResult>;
     },
     { settings: { bridge: true }, logTo: sink },
@@ -560,14 +561,14 @@ void test('a resource outside the rights (a custom resource without its grant) f
   await createObjects(plane.kube, crd, 'v1', 20, { namespace: ns });
   await applyCrd(plane.kube, crd, 'v2');
   const quietLog = { logTo: new Writable({ write: (_c, _e, cb) => cb() }) };
-  const refusedRun = await withWorkerAs(plane, kubeconfig, async (m) => (await m.start(crd.name)).wait(), quietLog);
+  const refusedRun = await withWorkerAs(plane, kubeconfig, async (m) => migrationResult(await m.start(crd.name)), quietLog);
   assert.equal(refusedRun.phase, 'Failed');
   assert.equal(refusedRun.message, `migration of ${crd.name} stopped: listing ${crd.name}: HTTP 403 Forbidden (RBAC: cannot list)`);
 
   const ungrant = await grant([{ group: crd.group, resource: crd.plural, custom: true }]);
   try {
     await eventually('the grant to be in force', () => canI(sa, { verb: 'patch', group: crd.group, resource: crd.plural }));
-    const granted = await withWorkerAs(plane, kubeconfig, async (m) => (await m.start(crd.name)).wait(), quietLog);
+    const granted = await withWorkerAs(plane, kubeconfig, async (m) => migrationResult(await m.start(crd.name)), quietLog);
     assert.equal(granted.phase, 'Succeeded', granted.message);
     assert.equal(granted.counters.rewritten, 20);
   } finally {

@@ -19,6 +19,7 @@ import { ensureNamespace, parallel } from './helpers/crd';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { denySecretsEchoingValues } from './helpers/webhook';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -84,7 +85,7 @@ void test('a webhook that echoes Secret values in its denials: reasons keep the 
       plane,
       async (m) => {
         const h = await m.start('secrets', { chunkSize: 100, concurrency: 4 });
-        return { result: await h.wait(), workflowId: h.workflowId };
+        return { result: await migrationResult(h), workflowId: h.workflowId };
       },
       { logTo: sink },
     );

@@ -27,6 +27,7 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { busiestWindow, putSampler } from './helpers/puts';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -174,10 +175,10 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     await createMigrationObject(second, crd.group, crd.plural);
     await eventually('the second StorageVersionMigration to be attached', async () => attached(second).length > 0, 120_000);
 
-    const result = await h.wait();
+    const result = await migrationResult(h);
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.equal(result.counters.notFound + result.counters.failed, 0);
-    for (const oh of otherHandles) assert.equal((await oh.wait()).phase, 'Succeeded');
+    for (const oh of otherHandles) assert.equal((await migrationResult(oh)).phase, 'Succeeded');
     for (const name of [first, second]) {
       await eventually(`StorageVersionMigration ${name} to say Succeeded`, async () => {
         const o = JSON.parse(await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name, '-o', 'json'])) as {
@@ -189,7 +190,9 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     // One migration alone on the two survivors: the replica running its chunk has the demand and so most of the
     // budget (20 - 2.5 = 17.5/s once counted), where an even split would hold it to 10/s.
     loneRun.from = Date.now();
-    const loneResult = await (await m.start(lone.name, { chunkSize: 200, concurrency: CONCURRENCY, heartbeatTimeoutSeconds: 5 })).wait();
+    const loneResult = await migrationResult(
+      await m.start(lone.name, { chunkSize: 200, concurrency: CONCURRENCY, heartbeatTimeoutSeconds: 5 }),
+    );
     loneRun.to = Date.now();
     assert.equal(loneResult.phase, 'Succeeded', loneResult.message);
 
@@ -276,7 +279,7 @@ void test("budget membership is per process: three replicas whose identities sha
     const handles = await Promise.all(
       crds.map((c) => m.start(c.name, { chunkSize: 100, concurrency: CONCURRENCY, heartbeatTimeoutSeconds: 5 })),
     );
-    for (const h of handles) assert.equal((await h.wait()).phase, 'Succeeded');
+    for (const h of handles) assert.equal((await migrationResult(h)).phase, 'Succeeded');
     // Three members, three leases: every replica counted three.
     for (const r of replicas)
       assert.ok(

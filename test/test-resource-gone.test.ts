@@ -24,6 +24,7 @@ import { RateLimiter } from '../src/kube/rate-limit';
 import { applyCrd, createObjects, deleteCrd, ensureNamespace, testCrd, type TestCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -302,10 +303,10 @@ void test('a version withdrawn while its migration waits for agreement: the migr
           90_000,
         );
         process.stderr.write(`[withdrawn] ${said.phase}: ${said.message}\n`);
-        const goneResult = await g.wait();
+        const goneResult = await migrationResult(g);
         await restartApiserver(plane.dir, 1, undefined, () => undefined);
         back = true;
-        return [await h.wait(), goneResult] as const;
+        return [await migrationResult(h), goneResult] as const;
       } finally {
         if (!back) await restartApiserver(plane.dir, 1, undefined, () => undefined).catch(() => undefined);
       }

@@ -21,6 +21,7 @@ import { createMigratorWorker } from '../src/worker/worker';
 import { createDisagreeing, DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -92,7 +93,7 @@ void test('a rollback and roll-forward of one API server between two checks: tha
     const second = await createMigratorWorker(plane.workerSettings(taskQueue));
     const result = await second.runUntil(async () => {
       await h.resume();
-      return h.wait();
+      return migrationResult(h);
     });
     process.stderr.write(`[restart-window] ${result.phase} after ${result.restarts} restart(s): ${result.message}\n`);
     assert.equal(result.phase, 'Succeeded', result.message);

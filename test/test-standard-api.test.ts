@@ -22,6 +22,7 @@ import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import pino from 'pino';
 import { lookForUnattended, UNATTENDED_REASON } from '../src/worker/unattended';
 import { createMetrics } from '../src/worker/metrics';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 let plane: TestPlane;
@@ -66,7 +67,7 @@ void test('own: a standard StorageVersionMigration created with kubectl is migra
       assert.match(wait.stdout, /condition met/);
       const h = await m.handle(crd.name);
       workflowId = h.workflowId;
-      await h.wait();
+      await migrationResult(h);
     },
     { settings: { bridge: true, standardMigrations: 'own' } },
   );

@@ -24,6 +24,7 @@ import { findStandardMigration, standardVersion } from '../src/kube/standard-mig
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { testPlane, uniq } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 const quiet = () => undefined;
@@ -71,7 +72,7 @@ void test(`${kubeVersions().previous}: a storagemigration.k8s.io/v1beta1 object 
           '--timeout=120s',
         ]);
         assert.match(wait.stdout, /condition met/);
-        await (await m.handle(crd.name)).wait();
+        await migrationResult(await m.handle(crd.name));
       },
       { settings: { bridge: true, standardMigrations: 'own' } },
     );

@@ -15,6 +15,7 @@ import { getCrd } from '../src/kube/crds';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -110,7 +111,7 @@ void test('a status mirror that cannot be written does not fail a finished migra
           await plane.temporal.client.workflow.getHandle(h.workflowId).describe();
           return h;
         });
-        const result = await handle.wait();
+        const result = await migrationResult(handle);
         assert.equal(result.phase, 'Succeeded', result.message);
         assert.ok(result.migrationObjects.includes(name));
         // The pass was whole and recorded although no status could be written.

@@ -27,6 +27,7 @@ import { postgresQuery } from '../src/dev/temporal-server';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually, startWorkerProcess, withWorker } from './helpers/migrate';
 import { serverPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -93,7 +94,7 @@ async function outcome(h: MigrationHandle): Promise<MigrationResult> {
     'the migration to end',
     async () => {
       const d = await h.workflow.describe();
-      return d.status.name !== 'RUNNING' && h.wait();
+      return d.status.name !== 'RUNNING' && migrationResult(h);
     },
     300_000,
   );
@@ -127,7 +128,7 @@ void test('a long list continues-as-new while the worker is SIGKILLed before and
       // A restart is a new process, the dead one's sticky task and its chunk timing out: room for that.
       await eventually('progress after the restart', async () => (await chunksDone(h)) > at.counters.chunks, 240_000);
     }
-    const result = await h.wait();
+    const result = await migrationResult(h);
     process.stderr.write(`  SIGKILLed the worker at ${kills.join(' and ')}; ${result.runs} runs\n`);
     assert.ok(result.runs >= 3, `the long list continued as new only ${result.runs - 1} time(s)`);
     await judge(s, result, h.workflowId);

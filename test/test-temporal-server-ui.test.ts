@@ -22,6 +22,7 @@ import { withWorker } from './helpers/migrate';
 import { serverPlane, uniq, type TestPlane } from './helpers/plane';
 import { cellText, configureColumns, listUrl, rows, showList, WAIT } from './helpers/ui-list';
 import { denyUpdatesOf } from './helpers/webhook';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -53,9 +54,9 @@ void test(
 
     try {
       await withWorker(plane, async (m) => {
-        const okResult = await (await m.start(ok.name, { chunkSize: 50 })).wait();
+        const okResult = await migrationResult(await m.start(ok.name, { chunkSize: 50 }));
         assert.equal(okResult.phase, 'Succeeded', okResult.message);
-        const badResult = await (await m.start(bad.name, { chunkSize: 50 })).wait();
+        const badResult = await migrationResult(await m.start(bad.name, { chunkSize: 50 }));
         assert.equal(badResult.phase, 'Failed');
         assert.equal(badResult.counters.failed, DENIED);
       });

@@ -20,6 +20,7 @@ import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { serverPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane | undefined;
 
@@ -103,7 +104,7 @@ void test('a CRD is migrated through temporal-server on PostgreSQL: etcd confirm
   const started = Date.now();
   const { result, workflowId } = await withWorker(p(), async (m) => {
     const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4 });
-    return { result: await h.wait(), workflowId: h.workflowId };
+    return { result: await migrationResult(h), workflowId: h.workflowId };
   });
   process.stderr.write(`  migration of ${COUNT} objects on temporal-server/PostgreSQL: ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
   assert.equal(result.phase, 'Succeeded', result.message);

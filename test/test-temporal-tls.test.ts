@@ -28,6 +28,7 @@ import { loadWorkerSettings } from '../src/worker/config';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 const quiet = () => undefined;
@@ -122,7 +123,7 @@ void test('a CRD is migrated over mTLS (worker and client with the env file’s 
     const h = await m.start(crd.name, { chunkSize: 50, concurrency: 4 });
     migrationId = h.workflowId;
     migratedResource = crd.name;
-    return h.wait();
+    return migrationResult(h);
   });
   process.stderr.write(`  migration of ${COUNT} objects over mTLS: ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
   assert.equal(result.phase, 'Succeeded', result.message);

@@ -23,6 +23,7 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { denyUpdatesOf } from './helpers/webhook';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -58,10 +59,10 @@ void test(
     let browser: TestBrowser | undefined;
     try {
       await withWorker(plane, async (m) => {
-        const okResult = await (await m.start(ok.name, { chunkSize: 50 })).wait();
+        const okResult = await migrationResult(await m.start(ok.name, { chunkSize: 50 }));
         assert.equal(okResult.phase, 'Succeeded', okResult.message);
         assert.equal(okResult.counters.migrated, OK_OBJECTS);
-        const badResult = await (await m.start(bad.name, { chunkSize: 50 })).wait();
+        const badResult = await migrationResult(await m.start(bad.name, { chunkSize: 50 }));
         assert.equal(badResult.phase, 'Failed');
         assert.equal(badResult.counters.failed, DENIED);
 

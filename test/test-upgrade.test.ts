@@ -67,6 +67,7 @@ import {
   type Manifest,
 } from './helpers/rbac-identity';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const { current, previous } = kubeVersions();
 const quiet = () => undefined;
@@ -507,7 +508,7 @@ async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: strin
   // svm again: a migration of each records a pass under the agreement of now.
   await withWorkerAs(p, kubeconfig, async (m) => {
     for (const name of MAP) {
-      const result = await (await m.start(name)).wait();
+      const result = await migrationResult(await m.start(name));
       assert.equal(result.phase, 'Succeeded', `${name}: ${result.message}`);
     }
   });

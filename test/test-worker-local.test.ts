@@ -11,6 +11,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { portOpen } from '../src/dev/ports';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
 before(async () => {
@@ -52,7 +53,7 @@ void test('svm worker without TEMPORAL_ADDRESS runs its own Temporal dev server,
     assert.match(stderr, new RegExp(`data ${env.XDG_STATE_HOME}/svm/temporal\\.sqlite`));
     const m = await Migrator.connect({ temporal: { address }, kubeconfig: plane.env.KUBECONFIG });
     try {
-      const result = await (await m.start(crd.name)).wait();
+      const result = await migrationResult(await m.start(crd.name));
       assert.equal(result.phase, 'Succeeded', result.message);
     } finally {
       await m.close();

@@ -30,6 +30,7 @@ import { defaultBuildId, describeDeployment } from '../src/worker/versioning';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 let plane: TestPlane | undefined;
@@ -162,7 +163,7 @@ void test('migrations started on version N finish on N+1 after N+1 becomes Curre
     process.stderr.write(`  N stopped after ${secs()}s\n`);
 
     for (const h of handles) {
-      const result = await h.wait();
+      const result = await migrationResult(h);
       assert.equal(result.phase, 'Succeeded', `${h.workflowId}: ${result.message}`);
       assert.equal(result.counters.migrated + result.counters.conflicts, COUNT, `${h.workflowId} accounts for every object`);
       assert.equal(result.counters.failed, 0);
