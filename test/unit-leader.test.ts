@@ -242,13 +242,11 @@ void test('RateLimiter: a held bucket gives up a wait at once when its signal ab
   const l = new RateLimiter(1000, { burst: 1 });
   l.hold();
   const cancelled = new AbortController();
-  const t0 = performance.now();
   const first = l.take(cancelled.signal);
   const second = l.take(); // behind the first, no signal
   setTimeout(() => cancelled.abort(), 50);
+  // The bucket stays held throughout: only giving the wait up can end it.
   await assert.rejects(first, WaitAbortedError);
-  const waited = performance.now() - t0;
-  assert.ok(waited < 500, `gave up after ${waited.toFixed(0)} ms`);
   // The second caller still waits for the hold to end, then gets its token: the abandoned turn took none.
   let served = false;
   void second.then(() => (served = true));

@@ -13,6 +13,7 @@ import { createActivities } from '../src/activities';
 import { RateLimiter } from '../src/kube/rate-limit';
 import { createMetrics } from '../src/worker/metrics';
 import { fakeApi } from './helpers/fake-api';
+import { bounded } from './helpers/waits';
 
 void test('a status write that never answers is given up within the budget; the report returns and counts the failure', async () => {
   const hanging: http.ServerResponse[] = [];
@@ -28,17 +29,20 @@ void test('a status write that never answers is given up within the budget; the 
   try {
     const metrics = createMetrics();
     const acts = createActivities({ kube: api.kube, budget: new RateLimiter(0), metrics, mirror: { writeTimeoutMs: 300, budgetMs: 1500 } });
-    const started = performance.now();
-    const report: { gone: string[] } = await new MockActivityEnvironment().run(
-      acts.reportStatus,
-      ['first', 'second', 'third'],
-      { phase: 'Running' as const, message: 'running' },
-      'widgets.svm.test',
+    // The writes never answer: only the mirror's own budget (1.5 s here) can end the report. The test's bound is
+    // the activity's start-to-close (a minute), past which the report is reported as waited for, not given up.
+    const report: { gone: string[] } = await bounded(
+      'the status report to give up writes that never answer',
+      new MockActivityEnvironment().run(
+        acts.reportStatus,
+        ['first', 'second', 'third'],
+        { phase: 'Running' as const, message: 'running' },
+        'widgets.svm.test',
+      ),
+      60_000,
+      () => `${patches} writes sent`,
     );
-    const seconds = (performance.now() - started) / 1000;
     assert.deepEqual(report.gone, []);
-    // Given up, not waited for: well within the 1-minute start-to-close of the activity (the bound is 1.5 s here).
-    assert.ok(seconds < 10, `the report took ${seconds.toFixed(1)} s`);
     assert.ok(patches >= 2, `the first object's write was tried again before the budget ran out (${patches} writes)`);
     const failures = (await metrics.registry.getSingleMetric('svm_status_mirror_failures_total')?.get())?.values[0]?.value;
     // Once the budget is spent the others are given up without a try: each object is counted once.

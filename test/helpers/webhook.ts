@@ -241,13 +241,17 @@ async function registerWebhook(
  * objects in namespace ns, and waits until every API server enforces it
  * (a deny-000000 object must exist). Returns its removal.
  */
-export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string): Promise<() => Promise<void>> {
+export async function denyUpdatesOf(
+  plane: TestPlane,
+  crd: TestCrd,
+  ns: string,
+): Promise<(() => Promise<void>) & { readonly denied: number }> {
   const hook = await startDenyingWebhook(
     webhookHost(plane),
     (name) => name.startsWith('deny-'),
     'objects named deny-* are frozen by policy',
   );
-  return registerWebhook(
+  const remove = await registerWebhook(
     plane,
     hook,
     {
@@ -258,6 +262,8 @@ export async function denyUpdatesOf(plane: TestPlane, crd: TestCrd, ns: string):
     },
     { path: `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}/deny-000000`, enforced: (status) => status === 403 || status === 400 },
   );
+  // The removal, which also tells how many updates the webhook has denied so far (its own probes included).
+  return Object.defineProperty(remove, 'denied', { get: () => hook.denied }) as typeof remove & { readonly denied: number };
 }
 
 /**
