@@ -26,7 +26,6 @@ import { execFileSync, spawnSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
-import * as net from 'node:net';
 import * as path from 'node:path';
 import { packageRoot } from '../config/build-info';
 import { Connection } from '@temporalio/client';
@@ -37,7 +36,7 @@ import versions from '../../tools/versions.json';
 import { registerSearchAttributes } from '../client/setup';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { assertPortFree, isRunning, startProcess, stopProcess, tail, waitFor, type ProcessRecord } from './processes';
-import { portOpen } from './ports';
+import { freePort, portOpen } from './ports';
 import { ensureCa, ensureCert } from './tls';
 import { toolsDir } from './tools';
 
@@ -237,27 +236,15 @@ export function temporalServerTlsConfig(tls: TemporalTlsFiles): Record<string, u
 }
 
 /**
- * A free port on 127.0.0.1 below 32768. temporal-server records each
- * service's membership address in cluster_membership, whose rpc_port is a
- * SMALLINT on PostgreSQL: a port from the kernel's ephemeral range (32768 and
- * up, what freePort() gets) fails with "value out of range for type smallint"
- * and the server exits.
+ * A free port on 127.0.0.1 below 32768: temporal-server records each service's membership address in
+ * cluster_membership, whose rpc_port is a SMALLINT on PostgreSQL (a port of 32768 and up fails with "value out of
+ * range for type smallint" and the server exits). freePort draws below the ephemeral range; this also refuses the
+ * kernel's pick it falls back to.
  */
 export async function smallintPort(taken: Set<number> = new Set()): Promise<number> {
-  for (let i = 0; i < 200; i++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (taken.has(port)) continue;
-    const free = await new Promise<boolean>((resolve) => {
-      const srv = net.createServer();
-      srv.once('error', () => resolve(false));
-      srv.listen(port, '127.0.0.1', () => srv.close(() => resolve(true)));
-    });
-    if (free) {
-      taken.add(port);
-      return port;
-    }
-  }
-  throw new Error('no free port on 127.0.0.1 between 20000 and 32000');
+  const port = await freePort(taken);
+  if (port >= 32_768) throw new Error(`no free port on 127.0.0.1 below 32768 (got ${port})`);
+  return port;
 }
 
 /** A new record; `frontendPort` is for the frontend's gRPC port (below 32768 as well). */
