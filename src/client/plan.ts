@@ -220,41 +220,15 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
     }
 
     // 2. StorageStates that say objects may be stored in another version.
-    const settled: SettledState[] = [];
-    for (const [i, raw] of (states ?? []).entries()) {
-      let st: StorageState;
-      try {
-        st = parseAs(StorageState, raw, { kind: 'StorageState', name: `(list item ${i})` });
-      } catch (err) {
-        // One malformed object does not hide the others; the message names its fields, never a value.
-        if (!(err instanceof MalformedObjectError)) throw err;
-        notes.push(`skipped: ${err.message}`);
-        continue;
-      }
-      const gr = st.spec?.resource ?? nameToGroupResource(st.metadata.name);
-      const group = gr.group ?? '';
-      const key = groupResourceString({ group, resource: gr.resource });
-      const r = byKey.get(key);
-      if (!r && !served(group, gr.resource)) {
-        notes.push(`StorageState ${st.metadata.name} names a resource the API servers do not serve: ignored`);
-        continue;
-      }
-      const a = agreements.get(key);
-      const reason = storageStateReason(
-        st.status?.persistedStorageVersionHashes,
-        st.status?.currentStorageVersionHash,
-        a?.agreed ? a.hash : undefined,
-      );
-      if (!reason) {
-        if (st.status?.persistedStorageVersionHashes?.length === 1)
-          settled.push({ group, resource: gr.resource, hash: st.status.persistedStorageVersionHashes[0]! });
-        continue;
-      }
-      const c = candidate(group, gr.resource);
-      c.sources.push('storageState');
-      c.persistedStorageVersionHashes = st.status?.persistedStorageVersionHashes ?? [UNKNOWN_HASH];
-      c.reasons.push(reason);
-    }
+    const settled = storageStateCandidates(states ?? [], {
+      served: (group, name) => served(group, name) !== undefined,
+      agreedHash: (key) => {
+        const a = agreements.get(key);
+        return a?.agreed ? a.hash : undefined;
+      },
+      notes,
+      candidate,
+    });
 
     // 2b. StorageStates saying every object is stored in the served hash: mirrors, believed only on the record.
     await checkSettledStates(settled, opts.migrationOf, notes, (s) => candidate(s.group, s.resource));
@@ -279,30 +253,91 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
 
     // Counts: one list with limit=1 per listed resource (a read).
     const items = await Promise.all(
-      [...candidates.entries()].map(async ([key, c]): Promise<PlanItem> => {
+      [...candidates.entries()].map(async ([key, c]) => {
         const r = served(c.group, c.name);
-        const count = r ? await countObjects(kube, r) : { objects: null, note: 'not served' };
-        return {
-          resource: key,
-          group: c.group,
-          name: c.name,
-          action: c.blockedBy ? 'blocked' : 'migrate',
-          sources: c.sources,
-          reasons: c.reasons,
-          ...(c.blockedBy ? { blockedBy: c.blockedBy } : {}),
-          ...(c.storedVersions ? { storedVersions: c.storedVersions, storageVersion: c.storageVersion } : {}),
-          ...(c.persistedStorageVersionHashes ? { persistedStorageVersionHashes: c.persistedStorageVersionHashes } : {}),
-          objects: count.objects,
-          ...(count.note ? { objectsNote: count.note } : {}),
-          estimateSeconds: estimateSeconds(count.objects, qps),
-          ...(needsGrant({ group: c.group, custom: crdByResource.has(key) }) ? { needsGrant: true } : {}),
-        };
+        return planItem(key, c, r ? await countObjects(kube, r) : { objects: null, note: 'not served' }, {
+          qps,
+          custom: crdByResource.has(key),
+        });
       }),
     );
     return finishPlan(items, qps, checked || 'no migratable resources', notes);
   } finally {
     ownSource?.close();
   }
+}
+
+/**
+ * Lists each StorageState that says objects may be stored in another version than the agreed one (or in one
+ * nobody knows); answers those saying every object is stored in it (settled: mirrors, checked against the record
+ * next). A malformed one, or one naming a resource nothing serves, is noted and left out.
+ */
+function storageStateCandidates(
+  states: unknown[],
+  on: {
+    served: (group: string, name: string) => boolean;
+    agreedHash: (key: string) => string | undefined;
+    notes: string[];
+    candidate: (group: string, name: string) => Candidate;
+  },
+): SettledState[] {
+  const settled: SettledState[] = [];
+  for (const [i, raw] of states.entries()) {
+    let st: StorageState;
+    try {
+      st = parseAs(StorageState, raw, { kind: 'StorageState', name: `(list item ${i})` });
+    } catch (err) {
+      // One malformed object does not hide the others; the message names its fields, never a value.
+      if (!(err instanceof MalformedObjectError)) throw err;
+      on.notes.push(`skipped: ${err.message}`);
+      continue;
+    }
+    const gr = st.spec?.resource ?? nameToGroupResource(st.metadata.name);
+    const group = gr.group ?? '';
+    if (!on.served(group, gr.resource)) {
+      on.notes.push(`StorageState ${st.metadata.name} names a resource the API servers do not serve: ignored`);
+      continue;
+    }
+    const persisted = st.status?.persistedStorageVersionHashes;
+    const reason = storageStateReason(
+      persisted,
+      st.status?.currentStorageVersionHash,
+      on.agreedHash(groupResourceString({ group, resource: gr.resource })),
+    );
+    if (!reason) {
+      if (persisted?.length === 1) settled.push({ group, resource: gr.resource, hash: persisted[0]! });
+      continue;
+    }
+    const c = on.candidate(group, gr.resource);
+    c.sources.push('storageState');
+    c.persistedStorageVersionHashes = persisted ?? [UNKNOWN_HASH];
+    c.reasons.push(reason);
+  }
+  return settled;
+}
+
+/** A listed resource as the plan reports it, with its count and the estimate at qps. */
+function planItem(
+  key: string,
+  c: Candidate,
+  count: { objects: number | null; note?: string },
+  o: { qps: number; custom: boolean },
+): PlanItem {
+  return {
+    resource: key,
+    group: c.group,
+    name: c.name,
+    action: c.blockedBy ? 'blocked' : 'migrate',
+    sources: c.sources,
+    reasons: c.reasons,
+    ...(c.blockedBy ? { blockedBy: c.blockedBy } : {}),
+    ...(c.storedVersions ? { storedVersions: c.storedVersions, storageVersion: c.storageVersion } : {}),
+    ...(c.persistedStorageVersionHashes ? { persistedStorageVersionHashes: c.persistedStorageVersionHashes } : {}),
+    objects: count.objects,
+    ...(count.note ? { objectsNote: count.note } : {}),
+    estimateSeconds: estimateSeconds(count.objects, o.qps),
+    ...(needsGrant({ group: c.group, custom: o.custom }) ? { needsGrant: true } : {}),
+  };
 }
 
 interface SettledState {
