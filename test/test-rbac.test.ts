@@ -166,6 +166,7 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     'SVM_METRICS_HOST',
     'SVM_METRICS_PORT',
     'SVM_PROMOTE_VERSION',
+    'SVM_REQUIRE_STATIC_FENCE',
     'TEMPORAL_ADDRESS',
     'TEMPORAL_DEPLOYMENT_NAME',
     'TEMPORAL_NAMESPACE',
@@ -177,6 +178,7 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
   assert.equal(env.SVM_PROMOTE_VERSION, 'true');
   assert.equal(env.SVM_METRICS_PORT, '9464');
   assert.equal(env.SVM_METRICS_HOST, '0.0.0.0');
+  assert.equal(env.SVM_REQUIRE_STATIC_FENCE, 'true');
   for (const probe of [c.livenessProbe, c.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/healthz', port: 9464 });
   assert.deepEqual(c.securityContext, {
     runAsNonRoot: true,

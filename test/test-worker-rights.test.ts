@@ -31,15 +31,18 @@ import { standardVersion } from '../src/kube/standard-migrations';
 import { CREATED_BY_ANNOTATION } from '../src/activities/built-in';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
+import { migrationResult } from './helpers/waits';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
   canI,
+  deleteManifests,
   DEPLOY_DIR,
   readManifests,
   removeTokenKubeconfig,
   serverSideApply,
   serviceAccountToken,
   writeTokenKubeconfig,
+  withWorkerAs,
   type Manifest,
 } from './helpers/rbac-identity';
 
@@ -921,7 +924,7 @@ void test(`${kubeVersions().previous}, the Helm chart's defaults: every attempt 
   }
 });
 
-void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/static-fence) holds when the fence made through the API is deleted, and no API request can remove it`, async () => {
+void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/static-fence) holds when the fence made through the API is deleted, and no API request can remove it; admission objects are migrated by the shipped worker only under it`, async () => {
   const plane = await testPlane();
   const admin = plane.kube;
   const fenceDir = mkdtempSync(path.join(tmpdir(), 'svm-static-fence-'));
@@ -936,11 +939,39 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
   const apiBinding = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${POLICY}`;
   let kubeconfig: string | undefined;
   let sa: KubeClient | undefined;
+  const vaps = { group: 'admissionregistration.k8s.io', resource: 'validatingadmissionpolicies', custom: false };
+  const grant = YAML.parseAllDocuments(grantManifests(vaps)).map((d) => d.toJS() as Manifest);
   try {
+    await serverSideApply(admin, rightsOf(await kustomized(plane)));
+    await serverSideApply(admin, grant);
+    kubeconfig = writeTokenKubeconfig(admin.server, await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME), SA_NAME, plane.dir);
+    // The shipped worker (SVM_REQUIRE_STATIC_FENCE=true), granted validatingadmissionpolicies: with only the fence
+    // made through the API, which never guards admission objects, their migration is refused and writes nothing.
+    const vapVersions = async () =>
+      (
+        await admin.getJson<{ items: Array<{ metadata: { name: string; resourceVersion: string } }> }>(
+          '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
+        )
+      ).items.map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`);
+    const migrateVaps = () =>
+      withWorkerAs(
+        plane,
+        kubeconfig!,
+        async (m) => migrationResult(await m.start('validatingadmissionpolicies.admissionregistration.k8s.io')),
+        {
+          settings: { requireStaticFence: true },
+        },
+      );
+    const untouched = await vapVersions();
+    const refused = await migrateVaps();
+    assert.equal(refused.phase, 'Failed', refused.message);
+    assert.match(refused.message ?? '', /migrated only under the fence loaded from a manifest \(SVM_REQUIRE_STATIC_FENCE=true\)/);
+    assert.match(refused.message ?? '', /a change of its labels was admitted \(dry run, HTTP 200\)/);
+    assert.equal(refused.counters.migrated, 0);
+    assert.deepEqual(await vapVersions(), untouched, 'nothing written');
+    console.log(`[static fence] without it: ${refused.phase}: ${refused.message}`);
     for (let i = 0; i < flagsBefore.length; i++)
       await restartApiserver(plane.dir, i, [...flagsBefore[i]!, `--admission-control-config-file=${configFile}`], quiet);
-    await serverSideApply(admin, rightsOf(await kustomized(plane)));
-    kubeconfig = writeTokenKubeconfig(admin.server, await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME), SA_NAME, plane.dir);
     sa = KubeClient.fromKubeconfig(kubeconfig);
     const ns = uniq('static');
     await ensureNamespace(admin, ns);
@@ -995,9 +1026,14 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
       }),
     });
     assert.equal(impostor.status, 422, `a binding with the reserved suffix: ${impostor.status} ${impostor.body.slice(0, 200)}`);
+    // Under the manifest's fence (the API's still deleted), the same migration goes through: every object re-encoded.
+    const done = await migrateVaps();
+    assert.equal(done.phase, 'Succeeded', done.message);
+    assert.ok(done.counters.migrated > 0, JSON.stringify(done.counters));
     await admin.raw('DELETE', `/api/v1/namespaces/${ns}`);
   } finally {
     sa?.close();
+    await deleteManifests(admin, grant).catch(() => undefined);
     removeTokenKubeconfig(kubeconfig);
     await serverSideApply(admin, readManifests('worker-policy.yaml'));
     for (let i = 0; i < flagsBefore.length; i++) await restartApiserver(plane.dir, i, flagsBefore[i]!, quiet);

@@ -57,6 +57,8 @@ export interface ActivityDeps {
   standardMigrations?: 'defer' | 'own' | 'off';
   /** The identity the managedFields rewrite writes as (SVM_MANAGED_FIELDS_AS); unset: that rewrite is refused. */
   managedFieldsAs?: string;
+  /** SVM_REQUIRE_STATIC_FENCE: admission objects only under the manifest-loaded fence (src/kube/static-fence.ts). */
+  requireStaticFence?: boolean;
 }
 
 export type { Agreement };
@@ -150,12 +152,15 @@ function createChunkActivities(deps: ActivityDeps, metrics: ResourceMetrics) {
     return l;
   };
   const listAhead = listAheadEnabled() ? new ListAhead(deps.kube) : undefined;
-  const { kube, budget, concurrency, memory } = deps;
+  const { kube, budget, concurrency, memory, requireStaticFence } = deps;
   return {
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
       metrics.zero(groupResourceString(input.resource));
-      return migrateChunk({ kube, budget, concurrency, memory, limiterFor, observe: metrics.observe, listAhead }, input);
+      return migrateChunk(
+        { kube, budget, concurrency, memory, limiterFor, observe: metrics.observe, listAhead, requireStaticFence },
+        input,
+      );
     },
   };
 }

@@ -68,6 +68,7 @@ import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activ
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { ListMeta, RewriteMethod } from '../kube/client';
 import { isRetryable, KubeError } from '../kube/errors';
+import { needsManifestFence, probeManifestFence } from '../kube/static-fence';
 import { PageLoop } from './chunk/page-loop';
 import { ChunkStop } from './chunk/stop';
 import type { ChunkDeps, ChunkInput, ChunkResult } from './chunk/types';
@@ -117,6 +118,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   // Alive is not the same as progressing: beat while updates wait out 429s and backoffs.
   const keepAlive = setInterval(() => watermark.beat(), 1000);
   try {
+    if (deps.requireStaticFence && needsManifestFence(resource)) await assertManifestFence(deps.kube, resource, name);
     const method = watermark.progress.rewrite ?? input.rewrite ?? forcedRewrite(deps) ?? 'patch';
     const page = new PageLoop(deps, input, { watermark, stop, log: ctx.log, method, bufferBytes: listBufferBytes(deps) });
     const meta = await page.listUntilDone().catch((err: unknown) => {
@@ -136,6 +138,29 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
     clearInterval(keepAlive);
     stop.dispose();
   }
+}
+
+/** The failure type of a chunk of admission objects where the manifest-loaded fence is not in force. */
+export const FENCE_NOT_IN_FORCE = 'FenceNotInForce';
+
+/**
+ * Before a chunk of objects that only the manifest-loaded fence can guard: its dry run, each chunk again (a server
+ * restarted without the fence answers the next one). Not in force: the migration fails before anything is written,
+ * saying why and what to do.
+ */
+async function assertManifestFence(kube: ChunkDeps['kube'], resource: ResourceRef, name: string): Promise<void> {
+  let probe: Awaited<ReturnType<typeof probeManifestFence>>;
+  try {
+    probe = await probeManifestFence(kube, resource);
+  } catch (err) {
+    throw toFailure(err, `probing the manifest-loaded fence for ${name}`, resource);
+  }
+  if ('inForce' in probe && !probe.inForce)
+    throw ApplicationFailure.create({
+      type: FENCE_NOT_IN_FORCE,
+      nonRetryable: true,
+      message: `${name} is migrated only under the fence loaded from a manifest (SVM_REQUIRE_STATIC_FENCE=true): admission policies made through the API do not guard admission objects, so the grant on ${name} would let the worker's token change them. Probed: ${probe.why}. Load deploy/static-fence on every API server (docs/security.md), then migrate again; nothing was written`,
+    });
 }
 
 /** What the chunk counted (the heartbeat's counters, as a chunk's), and where the list goes on. */

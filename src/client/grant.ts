@@ -10,6 +10,7 @@
  */
 import YAML from 'yaml';
 import type { ResourceRef } from '../api/resource';
+import { needsManifestFence } from '../kube/static-fence';
 
 /** Groups whose changes admission policies cannot see, or whose objects grant rights: never in the default rights. */
 export const UNFENCED_GROUPS: readonly string[] = ['admissionregistration.k8s.io', 'rbac.authorization.k8s.io'];
@@ -66,6 +67,12 @@ export function grantManifests(ref: Pick<ResourceRef, 'group' | 'resource' | 'cu
         `# ${ref.group}, so while this grant exists the worker's token could change`,
         `# these objects: delete it as soon as the migration has succeeded:`,
         `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
+        ...(needsManifestFence(ref)
+          ? [
+              `# The shipped worker (SVM_REQUIRE_STATIC_FENCE=true) rewrites them only while the fence loaded`,
+              `# from a manifest (deploy/static-fence, Kubernetes >= 1.37) is in force; it checks by a dry run.`,
+            ]
+          : []),
       ]
     : [`# Lets svm re-encode ${what}: list, and an empty patch fenced to leave each object unchanged.`];
   return roleManifests(ref, { name: n, component: 'grant', verbs: ['list', 'patch'], serviceAccount, head });

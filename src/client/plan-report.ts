@@ -3,6 +3,7 @@
  * plan --help`, the programmatic API's re-exports and the table need, without
  * the Kubernetes client that making a plan needs (./plan.ts).
  */
+import { needsManifestFence } from '../kube/static-fence';
 
 /** The worker's default budget (SVM_QPS): no-op updates per second shared by every migration. */
 export const DEFAULT_PLAN_QPS = 100;
@@ -114,7 +115,10 @@ export function planTable(plan: Plan): string {
       out.push(
         '',
         "outside the shipped worker's rights (docs/security.md); grant each before it is migrated:",
-        ...grants.map((i) => `  svm grant ${i.resource} | kubectl apply -f -`),
+        ...grants.map(
+          (i) =>
+            `  svm grant ${i.resource} | kubectl apply -f -${needsManifestFence(i) ? '   # and the fence loaded from a manifest (deploy/static-fence): the shipped worker rewrites admission objects only under it' : ''}`,
+        ),
       );
     out.push('');
   }

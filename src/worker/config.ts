@@ -110,6 +110,14 @@ export const WorkerSettings = z.object({
    */
   triggerApi: z.enum(['svm', 'standard'], { error: 'must be svm or standard' }).default('svm'),
   /**
+   * Admission objects (admissionregistration.k8s.io), which admission policies made through the API never guard,
+   * are rewritten only while a dry run finds the fence loaded from a manifest (deploy/static-fence, Kubernetes
+   * >= 1.37) in force for this worker; otherwise their migration fails before anything is written, saying so.
+   * deploy/ and the chart set it: their worker is fenced, and a grant on such objects would let its token change
+   * them. Off (the default): as any other resource (a worker of the dev plane, with an administrator's kubeconfig).
+   */
+  requireStaticFence: bool.default(false),
+  /**
    * The ServiceAccount the managedFields rewrite (rewriteManagedFields, `svm managed-fields`) writes as, by
    * impersonation: its username, system:serviceaccount:<namespace>:<name>. Unset (the default): the rewrite is off
    * and refused. deploy/managed-fields.yaml creates that identity, lets the worker impersonate it and fences it.
@@ -155,6 +163,7 @@ export const settingSources: Record<string, string> = {
   watchAgreement: 'SVM_WATCH_AGREEMENT',
   standardMigrations: 'SVM_STANDARD_MIGRATIONS',
   triggerApi: 'SVM_TRIGGER_API',
+  requireStaticFence: 'SVM_REQUIRE_STATIC_FENCE',
   managedFieldsAs: 'SVM_MANAGED_FIELDS_AS',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
@@ -203,6 +212,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
   standardMigrations: env.SVM_STANDARD_MIGRATIONS || undefined,
   triggerApi: env.SVM_TRIGGER_API || undefined,
+  requireStaticFence: env.SVM_REQUIRE_STATIC_FENCE || undefined,
   managedFieldsAs: env.SVM_MANAGED_FIELDS_AS || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
@@ -241,6 +251,7 @@ export function loadWorkerSettings(
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
     standardMigrations: pick(flags.standardMigrations, base.standardMigrations),
     triggerApi: pick(flags.triggerApi, base.triggerApi),
+    requireStaticFence: base.requireStaticFence,
     managedFieldsAs: base.managedFieldsAs,
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),

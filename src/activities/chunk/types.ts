@@ -77,4 +77,9 @@ export interface ChunkDeps {
   rewrite?: RewriteMethod;
   /** The worker's pages listed ahead (src/kube/list-ahead.ts); unset: every chunk lists its own page. */
   listAhead?: ListAhead;
+  /**
+   * SVM_REQUIRE_STATIC_FENCE: rewrite objects that only the manifest-loaded fence can guard (admission objects) only
+   * while a dry run finds it in force (src/kube/static-fence.ts); unset: as any other resource.
+   */
+  requireStaticFence?: boolean;
 }
