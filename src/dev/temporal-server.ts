@@ -716,7 +716,14 @@ export async function finishTemporalServer(
   } finally {
     await connection.close();
   }
-  await waitFor('the Temporal UI server', rec.ui, async () => (await httpStatus(`http://127.0.0.1:${frontend.uiPort}/`)) === 200, 60_000);
+  // Ready when it lists namespaces through the frontend, not when it serves its page: its own connection to the
+  // frontend comes up after that (a test asking it at once got 503).
+  await waitFor(
+    'the Temporal UI server',
+    rec.ui,
+    async () => (await httpStatus(`http://127.0.0.1:${frontend.uiPort}/api/v1/namespaces`)) === 200,
+    60_000,
+  );
 }
 
 /** Stops the UI, the server (`frontend`) and PostgreSQL, in that order. */
