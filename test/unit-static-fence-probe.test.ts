@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { classifyResponse } from '../src/kube/errors';
-import { judgeProbe, needsManifestFence, PROBE_LABEL, probeManifestFence } from '../src/kube/static-fence';
+import { grantManifests } from '../src/client/grant';
+import { judgeProbe, needsManifestFence, PROBE_LABEL, probeManifestFence, servedByAggregatedApi } from '../src/kube/static-fence';
 import { fakeApi } from './helpers/fake-api';
 
 const VAPS = {
@@ -92,4 +93,30 @@ void test('the probe lists one object as metadata, then sends a dry-run change o
   } finally {
     await api.close();
   }
+});
+
+void test('an aggregated API is one whose APIService names a service; svm grant says no fence sees its requests', async () => {
+  const answers: Record<string, [number, unknown]> = {
+    '/apis/apiregistration.k8s.io/v1/apiservices/v1beta1.metrics.example.com': [200, { spec: { service: { name: 'm', namespace: 'x' } } }],
+    '/apis/apiregistration.k8s.io/v1/apiservices/v1.apps': [200, { spec: { service: null } }],
+    '/apis/apiregistration.k8s.io/v1/apiservices/v1.gone.example.com': [404, { kind: 'Status', code: 404 }],
+    '/apis/apiregistration.k8s.io/v1/apiservices/v1.secret.example.com': [403, { kind: 'Status', code: 403 }],
+  };
+  const api = await fakeApi((req, res) => {
+    const [status, body] = answers[req.url!] ?? [500, {}];
+    res.writeHead(status, { 'content-type': 'application/json' }).end(JSON.stringify(body));
+  });
+  try {
+    assert.equal(await servedByAggregatedApi(api.kube, { group: 'metrics.example.com', version: 'v1beta1' }), true);
+    assert.equal(await servedByAggregatedApi(api.kube, { group: 'apps', version: 'v1' }), false);
+    assert.equal(await servedByAggregatedApi(api.kube, { group: 'gone.example.com', version: 'v1' }), false);
+    assert.equal(await servedByAggregatedApi(api.kube, { group: 'secret.example.com', version: 'v1' }), undefined);
+    assert.equal(await servedByAggregatedApi(api.kube, { group: '', version: 'v1' }), false, 'the core group: no request');
+  } finally {
+    await api.close();
+  }
+  const head = grantManifests({ group: 'metrics.example.com', resource: 'widgets', custom: false, aggregated: true });
+  assert.match(head, /^# Lets svm re-encode widgets\.metrics\.example\.com for one migration\. An aggregated API server serves it/);
+  assert.match(head, /kubectl delete clusterrolebinding,clusterrole svm-migrate-widgets\.metrics\.example\.com/);
+  assert.doesNotMatch(grantManifests({ group: 'metrics.example.com', resource: 'widgets', custom: false }), /aggregated/);
 });

@@ -2,6 +2,7 @@
 import { Command, Option } from 'commander';
 import { kubeconfigOption, withExamples } from '../config/cli-options';
 import { resolveResource } from '../kube/resolve';
+import { servedByAggregatedApi } from '../kube/static-fence';
 import { DEFAULT_SERVICE_ACCOUNT, grantManifests, managedFieldsGrantManifests, MANAGED_FIELDS_SERVICE_ACCOUNT, needsGrant } from './grant';
 
 export function grantCommand(): Command {
@@ -31,7 +32,12 @@ export function grantCommand(): Command {
         }
         if (!needsGrant(ref))
           process.stderr.write(`svm grant: ${resource} is in the worker's default rights (deploy/rbac.yaml); printed anyway\n`);
-        process.stdout.write(grantManifests(ref, o.serviceAccount ?? DEFAULT_SERVICE_ACCOUNT));
+        const aggregated = await servedByAggregatedApi(kube, ref);
+        if (aggregated === undefined)
+          process.stderr.write(
+            `svm grant: whether an aggregated API serves ${resource} could not be read (get apiservices): if one does, no fence sees its requests\n`,
+          );
+        process.stdout.write(grantManifests({ ...ref, aggregated: aggregated === true }, o.serviceAccount ?? DEFAULT_SERVICE_ACCOUNT));
       } finally {
         kube.close();
       }

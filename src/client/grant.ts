@@ -58,23 +58,34 @@ function roleManifests(
 const resourceLabel = (ref: Pick<ResourceRef, 'group' | 'resource'>) => `${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
 
 /** A ClusterRole with list + patch on exactly this resource, bound to the worker's ServiceAccount (namespace/name). */
-export function grantManifests(ref: Pick<ResourceRef, 'group' | 'resource' | 'custom'>, serviceAccount = DEFAULT_SERVICE_ACCOUNT): string {
+export function grantManifests(
+  ref: Pick<ResourceRef, 'group' | 'resource' | 'custom'> & { aggregated?: boolean },
+  serviceAccount = DEFAULT_SERVICE_ACCOUNT,
+): string {
   const n = grantName(ref);
   const what = resourceLabel(ref);
-  const head = UNFENCED_GROUPS.includes(ref.group)
+  const head = ref.aggregated
     ? [
-        `# Lets svm re-encode ${what} for one migration. Admission policies cannot guard`,
-        `# ${ref.group}, so while this grant exists the worker's token could change`,
-        `# these objects: delete it as soon as the migration has succeeded:`,
+        `# Lets svm re-encode ${what} for one migration. An aggregated API server serves it: its`,
+        `# requests are proxied past kube-apiserver's admission, so no fence of svm's sees them and`,
+        `# while this grant exists the worker's token could change these objects: delete it as soon`,
+        `# as the migration has succeeded:`,
         `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
-        ...(needsManifestFence(ref)
-          ? [
-              `# The shipped worker (SVM_REQUIRE_STATIC_FENCE=true) rewrites them only while the fence loaded`,
-              `# from a manifest (deploy/static-fence, Kubernetes >= 1.37) is in force; it checks by a dry run.`,
-            ]
-          : []),
       ]
-    : [`# Lets svm re-encode ${what}: list, and an empty patch fenced to leave each object unchanged.`];
+    : UNFENCED_GROUPS.includes(ref.group)
+      ? [
+          `# Lets svm re-encode ${what} for one migration. Admission policies cannot guard`,
+          `# ${ref.group}, so while this grant exists the worker's token could change`,
+          `# these objects: delete it as soon as the migration has succeeded:`,
+          `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
+          ...(needsManifestFence(ref)
+            ? [
+                `# The shipped worker (SVM_REQUIRE_STATIC_FENCE=true) rewrites them only while the fence loaded`,
+                `# from a manifest (deploy/static-fence, Kubernetes >= 1.37) is in force; it checks by a dry run.`,
+              ]
+            : []),
+        ]
+      : [`# Lets svm re-encode ${what}: list, and an empty patch fenced to leave each object unchanged.`];
   return roleManifests(ref, { name: n, component: 'grant', verbs: ['list', 'patch'], serviceAccount, head });
 }
 

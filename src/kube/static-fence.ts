@@ -68,3 +68,17 @@ export async function probeManifestFence(
     throw err;
   }
 }
+
+/**
+ * Whether an aggregated API server (an APIService with a service) serves the resource's group and version: its
+ * requests are proxied past kube-apiserver's admission, so no fence of kube-apiserver's, made through the API or
+ * loaded from a manifest, sees them. Undefined when the APIService cannot be read (no right to get it).
+ */
+export async function servedByAggregatedApi(kube: KubeClient, ref: Pick<ResourceRef, 'group' | 'version'>): Promise<boolean | undefined> {
+  if (!ref.group) return false;
+  const res = await kube.raw('GET', `/apis/apiregistration.k8s.io/v1/apiservices/${ref.version}.${ref.group}`);
+  if (res.status === 404) return false;
+  if (res.status !== 200) return undefined;
+  const service = (JSON.parse(res.body) as { spec?: { service?: unknown } }).spec?.service;
+  return service !== undefined && service !== null;
+}
