@@ -61,3 +61,11 @@ export function collectionPath(r: { group: string; version: string; resource: st
 export function objectPath(r: { group: string; version: string; resource: string }, name: string, namespace?: string): string {
   return `${collectionPath(r, namespace)}/${encodeURIComponent(name)}`;
 }
+
+/**
+ * Whether only the fence loaded from a manifest can guard a fenced worker's writes of this resource: admission
+ * objects, on which kube-apiserver never runs admission policies made through the API (src/kube/static-fence.ts).
+ */
+export function needsManifestFence(ref: Pick<GroupResource, 'group'>): boolean {
+  return ref.group === 'admissionregistration.k8s.io';
+}

@@ -3,7 +3,7 @@
  * plan --help`, the programmatic API's re-exports and the table need, without
  * the Kubernetes client that making a plan needs (./plan.ts).
  */
-import { needsManifestFence } from '../kube/static-fence';
+import { needsManifestFence } from '../api/resource';
 
 /** The worker's default budget (SVM_QPS): no-op updates per second shared by every migration. */
 export const DEFAULT_PLAN_QPS = 100;

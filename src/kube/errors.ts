@@ -70,6 +70,8 @@ export interface KubeErrorInfo {
   resourceNotServed?: boolean;
   /** For webhookDenied: the webhook's name. */
   webhook?: string;
+  /** For a ValidatingAdmissionPolicy's denial: the policy's name. */
+  policy?: string;
   /** A kept-alive connection closed by the server as idle just as this request went out (it was not read). */
   closedIdleConnection?: boolean;
   /** A 5xx because a CRD's conversion webhook failed: the group, version and kind it was asked to convert. */
@@ -277,8 +279,10 @@ function describeStatus(
   const policy = POLICY_DENIAL.exec(s.serverMessage);
   const webhookCall = WEBHOOK_CALL_FAILED.exec(s.serverMessage);
   const conversion = status >= 500 ? CONVERSION_FAILED.exec(s.serverMessage) : null;
-  if (policy) detail = `ValidatingAdmissionPolicy "${policy[1]}"${policy[2] ? ` (binding "${policy[2]}")` : ''} denied the request`;
-  else if (s.rbac) detail = undefined;
+  if (policy) {
+    detail = `ValidatingAdmissionPolicy "${policy[1]}"${policy[2] ? ` (binding "${policy[2]}")` : ''} denied the request`;
+    info.policy = policy[1];
+  } else if (s.rbac) detail = undefined;
   else if (webhookCall) detail = `calling admission webhook "${webhookCall[1]}" failed`;
   else if (conversion) {
     detail = `the conversion webhook for ${conversion[1]} failed`;

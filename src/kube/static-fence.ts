@@ -8,11 +8,10 @@
  * and nothing else would.
  */
 import { objectPath, type ResourceRef } from '../api/resource';
-import type { KubeClient } from './client';
-import { KubeError } from './errors';
 
-/** Groups whose objects only the manifest-loaded fence can guard. */
-export const GUARDED_ONLY_BY_MANIFEST: readonly string[] = ['admissionregistration.k8s.io'];
+export { needsManifestFence } from '../api/resource';
+import { METADATA_ONLY_ACCEPT, type KubeClient } from './client';
+import { KubeError } from './errors';
 
 /** The suffix only policies loaded from manifests may carry (the API refuses it). */
 const STATIC_SUFFIX = '.static.k8s.io';
@@ -26,11 +25,6 @@ export type FenceProbe =
   /** Nothing of the resource to try the change on: nothing to rewrite either. */
   | { nothingToProbe: true };
 
-/** Whether a migration of this resource by a fenced worker needs the manifest-loaded fence. */
-export function needsManifestFence(ref: Pick<ResourceRef, 'group'>): boolean {
-  return GUARDED_ONLY_BY_MANIFEST.includes(ref.group);
-}
-
 /** What the dry run's answer says: refused by a manifest-loaded policy, or admitted (or refused by something else). */
 export function judgeProbe(answer: { status: number } | KubeError): FenceProbe {
   if (!(answer instanceof KubeError)) {
@@ -39,7 +33,7 @@ export function judgeProbe(answer: { status: number } | KubeError): FenceProbe {
       why: `a change of its labels was admitted (dry run, HTTP ${answer.status}): no fence loaded from a manifest refuses it`,
     };
   }
-  const policy = /ValidatingAdmissionPolicy "([^"]+)"/.exec(answer.message)?.[1];
+  const policy = answer.info.policy;
   if (answer.status === 403 && policy?.endsWith(STATIC_SUFFIX)) return { inForce: true, policy };
   return { inForce: false, why: `the dry run was refused, but not by a fence loaded from a manifest: ${answer.message}` };
 }
@@ -59,7 +53,7 @@ export async function probeManifestFence(
     const answer = await kube.request('PATCH', path, {
       query: { dryRun: 'All' },
       contentType: 'application/merge-patch+json',
-      accept: 'application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io',
+      accept: METADATA_ONLY_ACCEPT,
       body: JSON.stringify({ metadata: { labels: { [PROBE_LABEL]: 'dry-run' } } }),
     });
     return judgeProbe(answer);

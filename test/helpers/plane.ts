@@ -99,7 +99,9 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
     etcd: env.ETCD_ENDPOINTS!,
     temporal: { client, connection, address: env.TEMPORAL_ADDRESS!, settings },
     workerSettings(taskQueue, overrides = {}) {
-      // As deploy/deployment.yaml: the API through one address, nothing per server.
+      // As deploy/deployment.yaml: the API through one address, nothing per server. One difference: deploy/ sets
+      // SVM_REQUIRE_STATIC_FENCE=true, left at its default (off) here, because these workers mostly run with the
+      // plane's administrator kubeconfig, which no fence matches; the fenced worker with it on is test-worker-rights'.
       const base = loadWorkerSettings({
         ...Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('TEMPORAL_TLS'))),
         TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
