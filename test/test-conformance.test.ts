@@ -56,6 +56,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { grantManifests } from '../src/client/grant';
 import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
 import { kubernetesEndpoints } from '../src/kube/apiservers';
+import { PROBE_LABEL } from '../src/kube/fence-probe';
 import { getCrd } from '../src/kube/crds';
 import { startConversionWebhook, webhookHost } from './helpers/webhook';
 import { compareOutcomes, deleteBuiltInObjects, parityOutcomes } from './helpers/parity';
@@ -162,6 +163,13 @@ const auditMark = (): number[] => [0, 1].map((i) => (existsSync(auditLog(i)) ? r
 const onResource = (events: AuditEvent[], resource: { group: string; resource: string }): AuditEvent[] =>
   events.filter((e) => (e.objectRef?.apiGroup ?? '') === resource.group && e.objectRef?.resource === resource.resource);
 
+/**
+ * The shipped worker's probe of svm's fence before each chunk (SVM_REQUIRE_FENCE, src/kube/fence-probe.ts): a dry-run
+ * change of one object's labels, which stores nothing and which the fence refuses.
+ */
+const isFenceProbe = (e: AuditEvent): boolean =>
+  e.verb === 'patch' && (e.requestURI ?? '').includes('dryRun=All') && JSON.stringify(e.requestObject ?? {}).includes(PROBE_LABEL);
+
 /** The audit check of one run on one resource: its requests on it, and its writes anywhere. */
 function auditCheck(
   events: AuditEvent[],
@@ -175,25 +183,29 @@ function auditCheck(
     const code = e.responseStatus?.code ?? 0;
     if (e.objectRef?.subresource) return true;
     if (['get', 'list', 'watch'].includes(e.verb ?? '')) return code !== 200;
+    if (isFenceProbe(e)) return code !== 403; // refused by the fence, as the worker requires
     if (e.verb === 'patch') return ![200, 409, 404].includes(code);
     return true; // no update, create, delete on a migrated resource
   });
   assert.deepEqual(
     bad.map((e) => `${e.verb} ${e.requestURI} ${e.responseStatus?.code}`),
     [],
-    'every request on the migrated resource is a read or a re-encode answered 200, 409 or 404',
+    'every request on the migrated resource is a read, a re-encode answered 200, 409 or 404, or a probe the fence refused',
   );
-  const writes = on.filter((e) => e.verb === 'patch').length;
+  const writes = on.filter((e) => e.verb === 'patch' && !isFenceProbe(e)).length;
   const elsewhere = events
     .filter((e) => !['get', 'list', 'watch'].includes(e.verb ?? '') && !on.includes(e) && !ownWrites(e))
     .map((e) => `${e.verb} ${e.requestURI} ${e.responseStatus?.code}`);
   return { requests: on.length, writes, codes, elsewhere };
 }
 
-/** What svm's requests on one resource were answered with: `<verb> <kind of the reply>`, counted (svm's events only). */
+/**
+ * What svm's requests on one resource were answered with: `<verb> <kind of the reply>`, counted (svm's events only),
+ * but for the fence's probes (refused dry runs: metadataOnlyCheck counts them).
+ */
 function repliesOf(events: AuditEvent[], resource: { group: string; resource: string }): Record<string, number> {
   const out: Record<string, number> = {};
-  for (const e of onResource(events, resource)) {
+  for (const e of onResource(events, resource).filter((x) => !isFenceProbe(x))) {
     // An error's reply to a metadata-only request is not audited: kube-apiserver negotiates the error's encoding with
     // the default restrictions, which refuse `as=PartialObjectMetadata`, and then writes the Status raw, past the audit
     // (k8s.io/apiserver responsewriters.WriteObjectNegotiated). Such a reply carries no object.
@@ -215,8 +227,15 @@ function metadataOnlyCheck(events: AuditEvent[], resource: { group: string; reso
     `every list and patch of svm's on ${resource.resource} answered with metadata only: ${JSON.stringify(replies)}`,
   );
   assert.ok((replies['patch PartialObjectMetadata'] ?? 0) > 0, `some of svm's patches answered and audited: ${JSON.stringify(replies)}`);
+  const probes = onResource(events, resource).filter(isFenceProbe);
+  assert.ok(probes.length > 0, "the shipped worker probed svm's fence before its chunks");
+  assert.deepEqual(
+    probes.filter((e) => e.responseStatus?.code !== 403).map((e) => `${e.requestURI} ${e.responseStatus?.code}`),
+    [],
+    'every probe refused by the fence',
+  );
   const notEmpty = onResource(events, resource)
-    .filter((e) => e.verb === 'patch')
+    .filter((e) => e.verb === 'patch' && !isFenceProbe(e))
     .map((e) => e.requestObject ?? {})
     .filter((b) => {
       const { apiVersion, kind, metadata, ...rest } = b;
@@ -447,7 +466,10 @@ async function withMigrator<T>(who: Who, fn: () => Promise<T>): Promise<T> {
     await deleteBuiltInObjects(p);
   }
   kcmRunning = false;
-  return withWorkerAs(p, kubeconfig!, () => fn(), { settings: { bridge: true, standardMigrations: 'own', maxConcurrentChunks: 4 } });
+  return withWorkerAs(p, kubeconfig!, () => fn(), {
+    // As deploy/ (SVM_REQUIRE_FENCE, SVM_REQUIRE_STATIC_FENCE), with the bridge owning the standard API's objects.
+    settings: { bridge: true, standardMigrations: 'own', maxConcurrentChunks: 4, requireFence: true, requireStaticFence: true },
+  });
 }
 
 /** Standard objects left unfinished (a case with no verdict): deleted, so that nothing is left for the next migrator. */

@@ -579,6 +579,7 @@ async function withChartWorker<T>(
     SVM_METRICS_PORT: '9464',
     SVM_METRICS_HOST: '0.0.0.0',
     SVM_REQUIRE_STATIC_FENCE: 'true',
+    SVM_REQUIRE_FENCE: 'true',
     // Worker Versioning (docs/deploy.md, "Upgrading svm"): a version of the release's Worker Deployment, promoting itself.
     // No TEMPORAL_WORKER_BUILD_ID: the build ID is the image's own <version>-<revision>.
     TEMPORAL_DEPLOYMENT_NAME: `${prefix}-worker`,
@@ -593,6 +594,7 @@ async function withChartWorker<T>(
   assert.equal(settings.bridge, true);
   assert.equal(settings.kubeNamespace, ns);
   assert.equal(settings.requireStaticFence, true);
+  assert.equal(settings.requireFence, true);
   assert.deepEqual(settings.versioning, { deploymentName: `${prefix}-worker`, buildId: undefined, promote: true, checkSeconds: 30 });
   const buildId = workerDeploymentOptions(settings.versioning, () => svmBuild())?.version.buildId;
   assert.equal(buildId, defaultBuildId(svmBuild()));

@@ -166,6 +166,7 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
     'SVM_METRICS_HOST',
     'SVM_METRICS_PORT',
     'SVM_PROMOTE_VERSION',
+    'SVM_REQUIRE_FENCE',
     'SVM_REQUIRE_STATIC_FENCE',
     'TEMPORAL_ADDRESS',
     'TEMPORAL_DEPLOYMENT_NAME',
@@ -179,6 +180,7 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
   assert.equal(env.SVM_METRICS_PORT, '9464');
   assert.equal(env.SVM_METRICS_HOST, '0.0.0.0');
   assert.equal(env.SVM_REQUIRE_STATIC_FENCE, 'true');
+  assert.equal(env.SVM_REQUIRE_FENCE, 'true');
   for (const probe of [c.livenessProbe, c.readinessProbe]) assert.deepEqual(probe.httpGet, { path: '/healthz', port: 9464 });
   assert.deepEqual(c.securityContext, {
     runAsNonRoot: true,

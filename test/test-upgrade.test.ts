@@ -450,7 +450,9 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
         line: `svm (trigger, ${changed.length + 1} resources): ${seconds.toFixed(1)} s from the last API server's upgrade to every migration done; etcd after: ${JSON.stringify(etcd)}; a v1 object taken by the worker started on ${previous}`,
       });
     },
-    { settings: { maxConcurrentChunks: 8, bridge: true, standardMigrations: 'own' } },
+    // As deploy/ but SVM_REQUIRE_STATIC_FENCE: the admission policies' migration this upgrade needs runs on servers
+    // that have no manifest-loaded fence (1.36 cannot load one), as docs/security.md says to run it there.
+    { settings: { maxConcurrentChunks: 8, bridge: true, standardMigrations: 'own', requireFence: true } },
   )
     .then(() => rollbackWhileStopped(p, dir, kubeconfig))
     .finally(() => removeTokenKubeconfig(kubeconfig));
@@ -506,12 +508,17 @@ async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: strin
     assert.match(m.reason, /says objects are persisted only in .*, but that mirror is the worker's token's to write/);
   }
   // svm again: a migration of each records a pass under the agreement of now.
-  await withWorkerAs(p, kubeconfig, async (m) => {
-    for (const name of MAP) {
-      const result = await migrationResult(await m.start(name));
-      assert.equal(result.phase, 'Succeeded', `${name}: ${result.message}`);
-    }
-  });
+  await withWorkerAs(
+    p,
+    kubeconfig,
+    async (m) => {
+      for (const name of MAP) {
+        const result = await migrationResult(await m.start(name));
+        assert.equal(result.phase, 'Succeeded', `${name}: ${result.message}`);
+      }
+    },
+    { settings: { requireFence: true } },
+  );
   const again = await drop();
   for (const name of MAP) assert.equal(migrationOf(again, name)?.verdict, 'Ready', `${name}: ${JSON.stringify(migrationOf(again, name))}`);
   // Every object reads at v1 and applies (server-side, as its own manager) at v1.

@@ -924,7 +924,7 @@ void test(`${kubeVersions().previous}, the Helm chart's defaults: every attempt 
   }
 });
 
-void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/static-fence) holds when the fence made through the API is deleted, and no API request can remove it; admission objects are migrated by the shipped worker only under it`, async () => {
+void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/static-fence) holds when the fence made through the API is deleted, and no API request can remove it; the shipped worker migrates admission objects only under it on every server, and any other resource only under one of svm's fences`, async () => {
   const plane = await testPlane();
   const admin = plane.kube;
   const fenceDir = mkdtempSync(path.join(tmpdir(), 'svm-static-fence-'));
@@ -945,23 +945,21 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
     await serverSideApply(admin, rightsOf(await kustomized(plane)));
     await serverSideApply(admin, grant);
     kubeconfig = writeTokenKubeconfig(admin.server, await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME), SA_NAME, plane.dir);
-    // The shipped worker (SVM_REQUIRE_STATIC_FENCE=true), granted validatingadmissionpolicies: with only the fence
-    // made through the API, which never guards admission objects, their migration is refused and writes nothing.
-    const vapVersions = async () =>
-      (
-        await admin.getJson<{ items: Array<{ metadata: { name: string; resourceVersion: string } }> }>(
-          '/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies',
-        )
-      ).items.map((o) => `${o.metadata.name}@${o.metadata.resourceVersion}`);
-    const migrateVaps = () =>
-      withWorkerAs(
-        plane,
-        kubeconfig!,
-        async (m) => migrationResult(await m.start('validatingadmissionpolicies.admissionregistration.k8s.io')),
-        {
-          settings: { requireStaticFence: true },
-        },
-      );
+    sa = KubeClient.fromKubeconfig(kubeconfig);
+    // The shipped worker (SVM_REQUIRE_STATIC_FENCE=true, SVM_REQUIRE_FENCE=true), granted validatingadmissionpolicies:
+    // with only the fence made through the API, which never guards admission objects, their migration is refused and
+    // writes nothing.
+    const versionsOf = async (list: string) =>
+      (await admin.getJson<{ items: Array<{ metadata: { namespace?: string; name: string; resourceVersion: string } }> }>(list)).items
+        .map((o) => `${o.metadata.namespace ?? ''}/${o.metadata.name}@${o.metadata.resourceVersion}`)
+        .sort();
+    const vapVersions = () => versionsOf('/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicies');
+    const configMapVersions = () => versionsOf('/api/v1/configmaps');
+    const migrateAsShipped = (resource: string) =>
+      withWorkerAs(plane, kubeconfig!, async (m) => migrationResult(await m.start(resource)), {
+        settings: { requireStaticFence: true, requireFence: true },
+      });
+    const migrateVaps = () => migrateAsShipped('validatingadmissionpolicies.admissionregistration.k8s.io');
     const untouched = await vapVersions();
     const refused = await migrateVaps();
     assert.equal(refused.phase, 'Failed', refused.message);
@@ -970,17 +968,57 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
     assert.equal(refused.counters.migrated, 0);
     assert.deepEqual(await vapVersions(), untouched, 'nothing written');
     console.log(`[static fence] without it: ${refused.phase}: ${refused.message}`);
-    for (let i = 0; i < flagsBefore.length; i++)
+    // Any other resource goes by the fence made through the API: in force, the migration goes through.
+    const fenced = await migrateAsShipped('configmaps');
+    assert.equal(fenced.phase, 'Succeeded', fenced.message);
+    assert.ok(fenced.counters.migrated > 0, JSON.stringify(fenced.counters));
+    // A cluster administrator (or anyone with the rights) switches the fence made through the API off: with no
+    // fence of svm's in force (as where an aggregated API server serves a resource), the shipped worker refuses it.
+    assert.equal((await admin.raw('DELETE', apiBinding)).status, 200);
+    const someConfigMap = (
+      await admin.getJson<{ items: Array<{ metadata: { namespace: string; name: string } }> }>('/api/v1/configmaps?limit=1')
+    ).items[0]!.metadata;
+    let admitted = 0;
+    await eventually(
+      'every server to admit a dry-run label change of the worker once the API fence is deleted',
+      async () => {
+        const r = await sa!.raw('PATCH', `/api/v1/namespaces/${someConfigMap.namespace}/configmaps/${someConfigMap.name}?dryRun=All`, {
+          body: JSON.stringify({ metadata: { labels: { probe: 'x' } } }),
+          contentType: MERGE,
+        });
+        admitted = r.status === 200 ? admitted + 1 : 0;
+        return admitted >= 6;
+      },
+      60_000,
+    );
+    const configMapsBefore = await configMapVersions();
+    const unfenced = await migrateAsShipped('configmaps');
+    assert.equal(unfenced.phase, 'Failed', unfenced.message);
+    assert.match(unfenced.message ?? '', /migrated only where svm's fence guards the worker's writes \(SVM_REQUIRE_FENCE=true\)/);
+    assert.match(unfenced.message ?? '', /admitted \(dry run, HTTP 200\): svm's fence does not refuse it/);
+    assert.equal(unfenced.counters.migrated, 0);
+    assert.deepEqual(await configMapVersions(), configMapsBefore, 'no ConfigMap written');
+    console.log(`[fence] none in force: ${unfenced.phase}: ${unfenced.message}`);
+    // The manifest's fence is asked of every server: loaded on the first only, the admission objects' migration is
+    // refused, naming the server without it.
+    await restartApiserver(plane.dir, 0, [...flagsBefore[0]!, `--admission-control-config-file=${configFile}`], quiet);
+    if (flagsBefore.length > 1) {
+      const oneOfTwo = await migrateVaps();
+      assert.equal(oneOfTwo.phase, 'Failed', oneOfTwo.message);
+      const [first, second] = plane.state.apiservers.map((a) => `${a.address}:${a.port}`);
+      assert.ok((oneOfTwo.message ?? '').includes(`Probed at ${second}: a change of its labels was admitted`), oneOfTwo.message);
+      assert.ok(!(oneOfTwo.message ?? '').includes(`${first}:`), `the server with the manifest's fence is named: ${oneOfTwo.message}`);
+      assert.deepEqual(await vapVersions(), untouched, 'nothing written');
+      console.log(`[static fence] on one server of ${flagsBefore.length}: ${oneOfTwo.phase}: ${oneOfTwo.message}`);
+    }
+    for (let i = 1; i < flagsBefore.length; i++)
       await restartApiserver(plane.dir, i, [...flagsBefore[i]!, `--admission-control-config-file=${configFile}`], quiet);
-    sa = KubeClient.fromKubeconfig(kubeconfig);
     const ns = uniq('static');
     await ensureNamespace(admin, ns);
     const cm = `/api/v1/namespaces/${ns}/configmaps/c`;
     await admin.request('POST', `/api/v1/namespaces/${ns}/configmaps`, {
       body: JSON.stringify({ apiVersion: 'v1', kind: 'ConfigMap', metadata: { name: 'c' }, data: { k: 'v' } }),
     });
-    // A cluster administrator (or anyone with the rights) switches the fence made through the API off.
-    assert.equal((await admin.raw('DELETE', apiBinding)).status, 200);
     const rv = async () => (await admin.getJson<{ metadata: { resourceVersion: string } }>(cm)).metadata.resourceVersion;
     const before = await rv();
     // Every server denies by the manifest's fence alone (the load balancer spreads the tries over them).
@@ -1030,6 +1068,9 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
     const done = await migrateVaps();
     assert.equal(done.phase, 'Succeeded', done.message);
     assert.ok(done.counters.migrated > 0, JSON.stringify(done.counters));
+    // And any other resource under the manifest's fence alone.
+    const staticOnly = await migrateAsShipped('configmaps');
+    assert.equal(staticOnly.phase, 'Succeeded', staticOnly.message);
     await admin.raw('DELETE', `/api/v1/namespaces/${ns}`);
   } finally {
     sa?.close();

@@ -57,8 +57,10 @@ export interface ActivityDeps {
   standardMigrations?: 'defer' | 'own' | 'off';
   /** The identity the managedFields rewrite writes as (SVM_MANAGED_FIELDS_AS); unset: that rewrite is refused. */
   managedFieldsAs?: string;
-  /** SVM_REQUIRE_STATIC_FENCE: admission objects only under the manifest-loaded fence (src/kube/static-fence.ts). */
+  /** SVM_REQUIRE_STATIC_FENCE: admission objects only under the manifest-loaded fence (src/kube/fence-probe.ts). */
   requireStaticFence?: boolean;
+  /** SVM_REQUIRE_FENCE: every other resource only where svm's fence refuses the worker a change (src/kube/fence-probe.ts). */
+  requireFence?: boolean;
 }
 
 export type { Agreement };
@@ -86,7 +88,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createDropActivities({ kube, apiservers, temporal: deps.temporal }),
     ...createManagedFieldsActivities({ kube, managedFieldsAs: deps.managedFieldsAs }),
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
-    ...createChunkActivities(deps, metrics),
+    ...createChunkActivities({ ...deps, apiservers }, metrics),
     ...createAgreementActivities(kube, agreement),
     ...createMirrorActivities(deps, metrics),
   };
@@ -152,13 +154,24 @@ function createChunkActivities(deps: ActivityDeps, metrics: ResourceMetrics) {
     return l;
   };
   const listAhead = listAheadEnabled() ? new ListAhead(deps.kube) : undefined;
-  const { kube, budget, concurrency, memory, requireStaticFence } = deps;
+  const { kube, budget, concurrency, memory, requireStaticFence, requireFence, apiservers } = deps;
   return {
     /** One page: list, no-op update each object, return counters and the next token. */
     async migrateChunk(input: ChunkInput): Promise<ChunkResult> {
       metrics.zero(groupResourceString(input.resource));
       return migrateChunk(
-        { kube, budget, concurrency, memory, limiterFor, observe: metrics.observe, listAhead, requireStaticFence },
+        {
+          kube,
+          budget,
+          concurrency,
+          memory,
+          limiterFor,
+          observe: metrics.observe,
+          listAhead,
+          requireStaticFence,
+          requireFence,
+          apiservers,
+        },
         input,
       );
     },

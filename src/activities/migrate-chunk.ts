@@ -68,7 +68,7 @@ import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activ
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { ListMeta, RewriteMethod } from '../kube/client';
 import { isRetryable, KubeError } from '../kube/errors';
-import { needsManifestFence, probeManifestFence } from '../kube/static-fence';
+import { needsManifestFence, probeEachServer, probeFence, type FenceKind, type ServerFenceProbe } from '../kube/fence-probe';
 import { PageLoop } from './chunk/page-loop';
 import { ChunkStop } from './chunk/stop';
 import type { ChunkDeps, ChunkInput, ChunkResult } from './chunk/types';
@@ -118,7 +118,8 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   // Alive is not the same as progressing: beat while updates wait out 429s and backoffs.
   const keepAlive = setInterval(() => watermark.beat(), 1000);
   try {
-    if (deps.requireStaticFence && needsManifestFence(resource)) await assertManifestFence(deps.kube, resource, name);
+    const fence = fenceRequired(deps, resource);
+    if (fence) await assertFence(deps, resource, name, fence);
     const method = watermark.progress.rewrite ?? input.rewrite ?? forcedRewrite(deps) ?? 'patch';
     const page = new PageLoop(deps, input, { watermark, stop, log: ctx.log, method, bufferBytes: listBufferBytes(deps) });
     const meta = await page.listUntilDone().catch((err: unknown) => {
@@ -140,27 +141,48 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   }
 }
 
-/** The failure type of a chunk of admission objects where the manifest-loaded fence is not in force. */
+/** The failure type of a chunk whose writes the fence it requires (SVM_REQUIRE_FENCE, SVM_REQUIRE_STATIC_FENCE) would not guard. */
 export const FENCE_NOT_IN_FORCE = 'FenceNotInForce';
 
 /**
- * Before a chunk of objects that only the manifest-loaded fence can guard: its dry run, each chunk again (a server
- * restarted without the fence answers the next one). Not in force: the migration fails before anything is written,
- * saying why and what to do.
+ * Which fence a chunk of the resource needs in force: the manifest-loaded one for admission objects (no policy made
+ * through the API guards them) where SVM_REQUIRE_STATIC_FENCE is on, any of svm's for every other resource where
+ * SVM_REQUIRE_FENCE is on; undefined: none asked.
  */
-async function assertManifestFence(kube: ChunkDeps['kube'], resource: ResourceRef, name: string): Promise<void> {
-  let probe: Awaited<ReturnType<typeof probeManifestFence>>;
+export function fenceRequired(
+  deps: Pick<ChunkDeps, 'requireFence' | 'requireStaticFence'>,
+  resource: Pick<ResourceRef, 'group'>,
+): FenceKind | undefined {
+  if (needsManifestFence(resource)) return deps.requireStaticFence ? 'static' : undefined;
+  return deps.requireFence ? 'svm' : undefined;
+}
+
+/**
+ * Before a chunk: the fence's dry run, each chunk again (a server restarted without the manifest's fence, or an
+ * APIService pointed at an aggregated server, answers the next one); the manifest's at every API server. Not in
+ * force: the migration fails before anything is written, saying why and what to do.
+ */
+async function assertFence(deps: ChunkDeps, resource: ResourceRef, name: string, kind: FenceKind): Promise<void> {
+  let probes: ServerFenceProbe[];
   try {
-    probe = await probeManifestFence(kube, resource);
+    probes =
+      kind === 'static'
+        ? await probeEachServer(deps.apiservers ? await deps.apiservers.find() : { via: deps.kube, endpoints: [] }, resource, kind)
+        : [{ server: deps.kube.server, ...(await probeFence(deps.kube, resource, kind)) }];
   } catch (err) {
-    throw toFailure(err, `probing the manifest-loaded fence for ${name}`, resource);
+    throw toFailure(err, `probing svm's fence for ${name}`, resource);
   }
-  if ('inForce' in probe && !probe.inForce)
-    throw ApplicationFailure.create({
-      type: FENCE_NOT_IN_FORCE,
-      nonRetryable: true,
-      message: `${name} is migrated only under the fence loaded from a manifest (SVM_REQUIRE_STATIC_FENCE=true): admission policies made through the API do not guard admission objects, so the grant on ${name} would let the worker's token change them. Probed: ${probe.why}. Load deploy/static-fence on every API server (docs/security.md), then migrate again; nothing was written`,
-    });
+  const open = probes.filter((p): p is ServerFenceProbe & { inForce: false; why: string } => 'inForce' in p && !p.inForce);
+  if (open.length === 0) return;
+  const probed = open.map((p) => `${kind === 'static' ? `at ${p.server}: ` : ''}${p.why}`).join('; ');
+  throw ApplicationFailure.create({
+    type: FENCE_NOT_IN_FORCE,
+    nonRetryable: true,
+    message:
+      kind === 'static'
+        ? `${name} is migrated only under the fence loaded from a manifest (SVM_REQUIRE_STATIC_FENCE=true): admission policies made through the API do not guard admission objects, so the grant on ${name} would let the worker's token change them. Probed ${probed}. Load deploy/static-fence on every API server (docs/security.md), then migrate again; nothing was written`
+        : `${name} is migrated only where svm's fence guards the worker's writes (SVM_REQUIRE_FENCE=true): elsewhere the grant on ${name} lets the worker's token change its objects. Probed: ${probed}. Where the fence is not installed, apply deploy/worker-policy.yaml (or install the chart) and migrate again; where an aggregated API server serves ${name} (kube-apiserver proxies its requests past its admission), migrate it with a worker under your own credentials (docs/security.md). Nothing was written`,
+  });
 }
 
 /** What the chunk counted (the heartbeat's counters, as a chunk's), and where the list goes on. */

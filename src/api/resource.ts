@@ -64,7 +64,7 @@ export function objectPath(r: { group: string; version: string; resource: string
 
 /**
  * Whether only the fence loaded from a manifest can guard a fenced worker's writes of this resource: admission
- * objects, on which kube-apiserver never runs admission policies made through the API (src/kube/static-fence.ts).
+ * objects, on which kube-apiserver never runs admission policies made through the API (src/kube/fence-probe.ts).
  */
 export function needsManifestFence(ref: Pick<GroupResource, 'group'>): boolean {
   return ref.group === 'admissionregistration.k8s.io';

@@ -2,7 +2,7 @@
 import { Command, Option } from 'commander';
 import { kubeconfigOption, withExamples } from '../config/cli-options';
 import { resolveResource } from '../kube/resolve';
-import { servedByAggregatedApi } from '../kube/static-fence';
+import { servedByAggregatedApi } from '../kube/fence-probe';
 import { DEFAULT_SERVICE_ACCOUNT, grantManifests, managedFieldsGrantManifests, MANAGED_FIELDS_SERVICE_ACCOUNT, needsGrant } from './grant';
 
 export function grantCommand(): Command {

@@ -10,7 +10,7 @@
  */
 import YAML from 'yaml';
 import type { ResourceRef } from '../api/resource';
-import { needsManifestFence } from '../kube/static-fence';
+import { needsManifestFence } from '../kube/fence-probe';
 
 /** Groups whose changes admission policies cannot see, or whose objects grant rights: never in the default rights. */
 export const UNFENCED_GROUPS: readonly string[] = ['admissionregistration.k8s.io', 'rbac.authorization.k8s.io'];
@@ -71,6 +71,9 @@ export function grantManifests(
         `# while this grant exists the worker's token could change these objects: delete it as soon`,
         `# as the migration has succeeded:`,
         `#   kubectl delete clusterrolebinding,clusterrole ${n}`,
+        `# The shipped worker (SVM_REQUIRE_FENCE=true) rewrites them only where a dry run finds svm's`,
+        `# fence refusing its changes (an aggregated server that runs admission policies itself); else`,
+        `# migrate them with a worker under your own credentials (docs/security.md).`,
       ]
     : UNFENCED_GROUPS.includes(ref.group)
       ? [

@@ -118,6 +118,14 @@ export const WorkerSettings = z.object({
    */
   requireStaticFence: bool.default(false),
   /**
+   * Every other resource is rewritten only while a dry run (a change of one object's labels, nothing stored) finds
+   * svm's fence refusing it: made through the API (deploy/worker-policy.yaml) or loaded from a manifest. Where the
+   * fence is not installed, or an aggregated API server serves the resource (kube-apiserver proxies its requests
+   * past its admission), the migration fails before anything is written, saying so. deploy/ and the chart set it.
+   * Off (the default): no probe (a worker with an administrator's kubeconfig, which no fence matches).
+   */
+  requireFence: bool.default(false),
+  /**
    * The ServiceAccount the managedFields rewrite (rewriteManagedFields, `svm managed-fields`) writes as, by
    * impersonation: its username, system:serviceaccount:<namespace>:<name>. Unset (the default): the rewrite is off
    * and refused. deploy/managed-fields.yaml creates that identity, lets the worker impersonate it and fences it.
@@ -164,6 +172,7 @@ export const settingSources: Record<string, string> = {
   standardMigrations: 'SVM_STANDARD_MIGRATIONS',
   triggerApi: 'SVM_TRIGGER_API',
   requireStaticFence: 'SVM_REQUIRE_STATIC_FENCE',
+  requireFence: 'SVM_REQUIRE_FENCE',
   managedFieldsAs: 'SVM_MANAGED_FIELDS_AS',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
@@ -213,6 +222,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   standardMigrations: env.SVM_STANDARD_MIGRATIONS || undefined,
   triggerApi: env.SVM_TRIGGER_API || undefined,
   requireStaticFence: env.SVM_REQUIRE_STATIC_FENCE || undefined,
+  requireFence: env.SVM_REQUIRE_FENCE || undefined,
   managedFieldsAs: env.SVM_MANAGED_FIELDS_AS || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
@@ -252,6 +262,7 @@ export function loadWorkerSettings(
     standardMigrations: pick(flags.standardMigrations, base.standardMigrations),
     triggerApi: pick(flags.triggerApi, base.triggerApi),
     requireStaticFence: base.requireStaticFence,
+    requireFence: base.requireFence,
     managedFieldsAs: base.managedFieldsAs,
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),

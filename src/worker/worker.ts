@@ -257,6 +257,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       standardMigrations: settings.standardMigrations,
       managedFieldsAs: settings.managedFieldsAs,
       requireStaticFence: settings.requireStaticFence,
+      requireFence: settings.requireFence,
     }),
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Two activity polls, not one per slot (the SDK's default, up to 10): a poll holds a slot while it waits, and

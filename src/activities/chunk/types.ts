@@ -6,6 +6,7 @@
 import type { MigrationCounters, ObjectFailure } from '../../api/migration';
 import type { ResourceRef } from '../../api/resource';
 import type { AdaptiveConcurrency } from '../../kube/adaptive-concurrency';
+import type { ApiServerSource } from '../../kube/apiservers';
 import type { KubeClient, RewriteMethod } from '../../kube/client';
 import type { ListAhead } from '../../kube/list-ahead';
 import type { MemoryBudget } from '../../kube/memory-budget';
@@ -78,8 +79,15 @@ export interface ChunkDeps {
   /** The worker's pages listed ahead (src/kube/list-ahead.ts); unset: every chunk lists its own page. */
   listAhead?: ListAhead;
   /**
+   * SVM_REQUIRE_FENCE: rewrite a resource's objects only while a dry run finds svm's fence in force on them
+   * (src/kube/fence-probe.ts); unset: no probe. Admission objects go by requireStaticFence instead.
+   */
+  requireFence?: boolean;
+  /**
    * SVM_REQUIRE_STATIC_FENCE: rewrite objects that only the manifest-loaded fence can guard (admission objects) only
-   * while a dry run finds it in force (src/kube/static-fence.ts); unset: as any other resource.
+   * while a dry run finds it in force at every API server (src/kube/fence-probe.ts); unset: no probe.
    */
   requireStaticFence?: boolean;
+  /** The API servers, each asked at its own address by the manifest-loaded fence's probe; unset: the one address. */
+  apiservers?: ApiServerSource;
 }
