@@ -545,6 +545,54 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
   });
 });
 
+void test("the drop check run by the worker counts a client since the worker's first sample of the counters, past the check's own window, which the CLI's check alone does not see", async () => {
+  const c = testCrd(`${uniq('drop-day')}.svm.test`);
+  const gv = `${c.group}/v1`;
+  await applyCrd(plane.kube, c, 'v1');
+  await applyCrd(plane.kube, c, 'v2');
+  const atV1 = `/apis/${c.group}/v1/${c.plural}`;
+  await withWorker(
+    plane,
+    async (_m, taskQueue) => {
+      const workerCheck = async () =>
+        (await plane.temporal.client.workflow.execute(DROP_CHECK_WORKFLOW_TYPE, {
+          taskQueue,
+          workflowId: uniq('drop-day'),
+          args: [{ groupVersion: gv, requestsWindowSeconds: 1 }],
+        })) as DropReport;
+      // A client lists at v1, then the check watches 1 s: past its own window, the worker's samples (its first
+      // taken when it started) still count the list. Until that first sample is in, the list is asked again.
+      let seen: DropReport | undefined;
+      await eventually(
+        "the worker's check counting the client's list at v1 since its oldest sample",
+        async () => {
+          assert.equal((await plane.kube.raw('GET', atV1)).status, 200);
+          await new Promise((r) => setTimeout(r, 1500));
+          const report = await workerCheck();
+          const figures = report.resources.find((r) => r.resource === c.name)!.requests;
+          if (!figures.some((f) => f.windowSeconds !== undefined && (f.requestsInWindow ?? 0) > 0)) return false;
+          seen = report;
+          return true;
+        },
+        60_000,
+      );
+      assert.equal(verdicts(seen!, c.name).requests, 'NotYet');
+      assert.match(
+        reasonOf(seen!, c.name, 'requests'),
+        /^clients still use .*: \S+: [1-9]\d* requests? in \d+s \(since the worker's oldest sample of it\)/,
+      );
+      // The CLI's own check, with no samples, sees only its own second: the same client is not seen.
+      const own = (await dropJson(gv, ['--requests-window', '1'], { KUBECONFIG: plane.env.KUBECONFIG! })).report;
+      assert.equal(verdicts(own, c.name).requests, 'Ready', reasonOf(own, c.name, 'requests'));
+      assert.match(reasonOf(own, c.name, 'requests'), /in the last 1s: /);
+      console.log(
+        `[drop, the worker's samples] ${reasonOf(seen!, c.name, 'requests')}\n[drop, the CLI's window] ${reasonOf(own, c.name, 'requests')}`,
+      );
+    },
+    { settings: { requestSampleSeconds: 3600 } },
+  );
+});
+
 void test('svm plan --drop: a bad group version or flag is refused before anything is read (exit 2; --requests-window alone: 3)', async () => {
   for (const [args, code, message] of [
     [['--drop', 'v1'], 2, /^svm plan: --drop: "v1" is not <group>\/<version>/],

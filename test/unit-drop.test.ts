@@ -4,6 +4,7 @@
  * check's verdict, how verdicts combine, and the table.
  */
 import assert from 'node:assert/strict';
+import { RequestSamples, requestTotals } from '../src/kube/request-samples';
 import YAML from 'yaml';
 import { managedFieldsGrantManifests } from '../src/client/grant';
 import type { DiscoveredResource, KubeClient, ListedObject } from '../src/kube/client';
@@ -262,6 +263,10 @@ interface FakeCluster {
   records?: Record<string, 'holds' | 'none' | MigrationRecord>;
   /** No Temporal client at hand. */
   noTemporal?: boolean;
+  /** Every server's /metrics text (default: empty). */
+  metrics?: string;
+  /** The worker's samples of the servers' counters (the check run by the worker). */
+  samples?: RequestSamples;
 }
 
 /** The fake's agreement token for a resource whose storage version hashes to `hash` (its CRD's storage and generation). */
@@ -295,7 +300,7 @@ function fakeCluster(c: FakeCluster) {
             message: 'apiservices.apiregistration.k8s.io is forbidden: User "u" cannot list resource "apiservices"',
           })
         : answer(200, { items: c.apiServices ?? [] });
-    if (path === '/metrics') return { status: 200, headers: {}, body: '' };
+    if (path === '/metrics') return { status: 200, headers: {}, body: c.metrics ?? '' };
     return answer(404, { kind: 'Status', code: 404, reason: 'NotFound' });
   };
   const kube = {
@@ -336,6 +341,7 @@ function fakeCluster(c: FakeCluster) {
       requestsWindowSeconds,
       sleep: async () => undefined,
       ...(c.noTemporal ? {} : { migrationOf }),
+      ...(c.samples ? { requestSamples: c.samples } : {}),
     });
   return { check, lists };
 }
@@ -613,6 +619,43 @@ void test('the requests window is stated with a ready verdict: a client that cal
     dropTable(sinceStart),
     /\nrequests window: 0 \(every request since each API server started\): a client that has not called since each API server started is not seen\n/,
   );
+});
+
+void test("the drop check run by the worker: each server's requests counted since the worker's oldest sample of it, up to a day back, the window stated", async () => {
+  const discovered = ['v1', 'v2'].map((v) => served('ex.com', v, 'widgets', 'Widget', { stored: 'v2', preferred: v === 'v2' }));
+  const crds = [widgetsCrd([{ name: 'v1' }, { name: 'v2' }], { storedVersions: ['v2'] })];
+  const quiet = METRICS.replace(/^apiserver_longrunning_requests.*\n/m, '');
+  const hours = (h: number) => Date.now() - h * 3600_000;
+  // A client called twice at v1 in the 20 hours since the sample, none in the check's own 30 s.
+  const samples = new RequestSamples();
+  samples.add('a:6443', hours(20), requestTotals(quiet.replace('} 30\n', '} 28\n')));
+  const called = await fakeCluster({ discovered, crds, metrics: quiet, samples }).check('ex.com/v1', 30);
+  assert.equal(called.verdict, 'NotYet');
+  const figures = called.resources[0]!.requests[0]!;
+  assert.deepEqual([figures.requestsInWindow, figures.windowSeconds], [2, 72000]);
+  assert.match(
+    checkOf(called, 'widgets.ex.com', 'requests')!.reason,
+    /^clients still use ex\.com\/v1: a:6443: 2 requests in 20h00m \(since the worker's oldest sample of it\)/,
+  );
+  // None since: ready, and the window the verdict rests on is the samples' (the table's last lines say so).
+  const none = new RequestSamples();
+  none.add('a:6443', hours(20), requestTotals(quiet));
+  const ready = await fakeCluster({ discovered, crds, metrics: quiet, samples: none }).check('ex.com/v1', 30);
+  assert.equal(ready.verdict, 'Ready');
+  assert.match(checkOf(ready, 'widgets.ex.com', 'requests')!.reason, /^no client used ex\.com\/v1 in the last 20h00m: /);
+  assert.match(
+    dropTable(ready),
+    /\nrequests window: 20h00m \(the worker's samples of each server's counters; 30s watched by the check itself\): a client that calls less often than every 20h00m is not seen \(the worker's samples/,
+  );
+  // A sample newer than the window's start, or none: the check's own window.
+  const fresh = new RequestSamples();
+  fresh.add('a:6443', Date.now() + 60_000, requestTotals(quiet));
+  const own = await fakeCluster({ discovered, crds, metrics: quiet, samples: fresh }).check('ex.com/v1', 30);
+  assert.equal(own.resources[0]!.requests[0]!.windowSeconds, undefined);
+  assert.match(dropTable(own), /\nrequests window: 30s: /);
+  // Window 0 (every request since each server started) is not the samples' business.
+  const sinceStart = await fakeCluster({ discovered, crds, metrics: '', samples: none }).check('ex.com/v1', 0);
+  assert.equal(sinceStart.resources[0]!.requests[0]!.windowSeconds, undefined);
 });
 
 void test('the migration check rests on the record in Temporal: a mirror the worker token can write never makes it ready, and is named where it disagrees', async () => {

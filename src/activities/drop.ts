@@ -13,8 +13,15 @@ import type { DropCheckInput, DropReport } from '../contract/drop';
 import type { ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
 import { checkDrop, DropInputError, migrationRecords } from '../kube/drop-check';
+import type { RequestSamples } from '../kube/request-samples';
 
-export function createDropActivities(deps: { kube: KubeClient; apiservers?: ApiServerSource; temporal?: { client: Client } }) {
+export function createDropActivities(deps: {
+  kube: KubeClient;
+  apiservers?: ApiServerSource;
+  temporal?: { client: Client };
+  /** The worker's samples of the API servers' request counters (SVM_REQUEST_SAMPLE_SECONDS), where it takes them. */
+  requestSamples?: RequestSamples;
+}) {
   return {
     async checkVersionDrop(input: DropCheckInput): Promise<DropReport> {
       try {
@@ -22,6 +29,7 @@ export function createDropActivities(deps: { kube: KubeClient; apiservers?: ApiS
           requestsWindowSeconds: input.requestsWindowSeconds,
           apiservers: deps.apiservers,
           migrationOf: deps.temporal ? migrationRecords(deps.temporal.client) : undefined,
+          requestSamples: deps.requestSamples,
           heartbeat: (what) => Context.current().heartbeat(what),
         });
       } catch (err) {

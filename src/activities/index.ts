@@ -11,6 +11,7 @@ import type { StatusReport } from '../contract/definitions';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { Agreement } from '../kube/agreement';
 import { ListAhead, listAheadEnabled } from '../kube/list-ahead';
+import type { RequestSamples } from '../kube/request-samples';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
 import { markCrdMigrationFailed, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
@@ -57,6 +58,8 @@ export interface ActivityDeps {
   standardMigrations?: 'defer' | 'own' | 'off';
   /** The identity the managedFields rewrite writes as (SVM_MANAGED_FIELDS_AS); unset: that rewrite is refused. */
   managedFieldsAs?: string;
+  /** The worker's samples of the API servers' request counters, for the drop check (SVM_REQUEST_SAMPLE_SECONDS). */
+  requestSamples?: RequestSamples;
   /** SVM_REQUIRE_STATIC_FENCE: admission objects only under the manifest-loaded fence (src/kube/fence-probe.ts). */
   requireStaticFence?: boolean;
   /** SVM_REQUIRE_FENCE: every other resource only where svm's fence refuses the worker a change (src/kube/fence-probe.ts). */
@@ -85,7 +88,7 @@ export function createActivities(deps: ActivityDeps) {
     }),
     ...createFollowActivities(deps.temporal),
     ...createResolveActivities(kube),
-    ...createDropActivities({ kube, apiservers, temporal: deps.temporal }),
+    ...createDropActivities({ kube, apiservers, temporal: deps.temporal, requestSamples: deps.requestSamples }),
     ...createManagedFieldsActivities({ kube, managedFieldsAs: deps.managedFieldsAs }),
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
     ...createChunkActivities({ ...deps, apiservers }, metrics),

@@ -4,11 +4,20 @@
  * requests window with what it cannot see and the verdict with its exit
  * code. From the contract only (its types, the window's sentence): no client.
  */
-import { unseenClients, type DropReport, type DropVerdict } from '../contract/drop';
+import { spanText, unseenClients, type DropReport, type DropVerdict } from '../contract/drop';
 
-/** The requests window with what it cannot see. */
-const windowText = (seconds: number) =>
-  `${seconds > 0 ? `${seconds}s` : '0 (every request since each API server started)'}: ${unseenClients(seconds)}`;
+/**
+ * The requests window with what it cannot see: where the worker's samples reached further back for every server
+ * counted (the check run by the worker), the shortest of their reaches.
+ */
+function windowText(report: DropReport): string {
+  const asked = report.requestsWindowSeconds;
+  if (asked === 0) return `0 (every request since each API server started): ${unseenClients(0)}`;
+  const reach = report.resources.flatMap((r) => r.requests.filter((s) => s.verdict !== 'Unknown').map((s) => s.windowSeconds ?? asked));
+  const shortest = reach.length > 0 ? Math.min(...reach) : asked;
+  if (shortest <= asked) return `${asked}s: ${unseenClients(asked)}`;
+  return `${spanText(shortest)} (the worker's samples of each server's counters; ${asked}s watched by the check itself): ${unseenClients(shortest, true)}`;
+}
 
 export const dropVerdictText = (v: DropVerdict): string => (v === 'Ready' ? 'ready' : v === 'NotYet' ? 'not yet' : 'unknown');
 
@@ -37,7 +46,7 @@ export function dropTable(report: DropReport): string {
   if (report.resources.length > 0) out.push('');
   for (const n of report.notes) out.push(`note: ${n}`);
   out.push(`agreement checked: ${report.checked}`);
-  if (report.resources.length > 0) out.push(`requests window: ${windowText(report.requestsWindowSeconds)}`);
+  if (report.resources.length > 0) out.push(`requests window: ${windowText(report)}`);
   const counts = (['Ready', 'NotYet', 'Unknown'] as const)
     .map((v) => [v, report.resources.filter((r) => r.verdict === v).length] as const)
     .filter(([, n]) => n > 0)

@@ -16,10 +16,19 @@ export const dropCheckWorkflowId = (groupVersion: string) => `drop-check/${group
 export const DEFAULT_REQUESTS_WINDOW_SECONDS = 30;
 
 /** What a requests window cannot see, said with every verdict that rests on it: the clients that call less often. */
-export function unseenClients(windowSeconds: number): string {
-  return windowSeconds > 0
-    ? `a client that calls less often than every ${windowSeconds}s is not seen (--requests-window; 0 counts every request since each API server started)`
-    : 'a client that has not called since each API server started is not seen';
+/** A length of time as the reasons say it: 45s, 12m, 23h05m. */
+export function spanText(seconds: number): string {
+  if (seconds < 120) return `${seconds}s`;
+  if (seconds < 7200) return `${Math.round(seconds / 60)}m`;
+  const m = Math.floor(seconds / 60);
+  return `${Math.floor(m / 60)}h${String(m % 60).padStart(2, '0')}m`;
+}
+
+export function unseenClients(windowSeconds: number, sampled = false): string {
+  if (windowSeconds <= 0) return 'a client that has not called since each API server started is not seen';
+  if (sampled)
+    return `a client that calls less often than every ${spanText(windowSeconds)} is not seen (the worker's samples of each server's counters reach back that far, SVM_REQUEST_SAMPLE_SECONDS)`;
+  return `a client that calls less often than every ${windowSeconds}s is not seen (--requests-window; 0 counts every request since each API server started)`;
 }
 
 const GROUP = /^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$/;
@@ -82,6 +91,12 @@ export const DropServerRequestsSchema = z.object({
   requestsSinceStart: z.number().nullable().describe('requests at the version since the server started; null when unknown'),
   open: z.number().nullable().describe('requests at the version open now (watches); null when unknown'),
   deprecatedRemovedRelease: z.string().optional().describe('set when the server counted it as a deprecated API requested'),
+  windowSeconds: z
+    .number()
+    .optional()
+    .describe(
+      "how far back requestsInWindow reaches for this server when the worker's samples of its counters reach further than requestsWindowSeconds (the check run by the worker, checkVersionDrop)",
+    ),
   reason: z.string().optional().describe('why it is unknown'),
 });
 export type DropServerRequests = z.infer<typeof DropServerRequestsSchema>;

@@ -66,7 +66,7 @@ import type { KubeClient } from './client';
 import { conversionWebhookFinding } from './drop-conversion';
 import { readGroup, resourcesToCheck, unservedNote } from './drop-group';
 import { managedFieldsFinding } from './drop-managed-fields';
-import { readAfterWindow, readEach, requestsFinding, type MetricsReading } from './drop-requests';
+import { readAfterWindow, readEach, requestsFinding, type WindowReadings } from './drop-requests';
 import { DropInputError, type DropCheckOptions, type DropTarget, type GroupReading, type ResourceFindings } from './drop-shared';
 import { lookUpRecord, migrationCheck, storageApiVersion, storageVersionCheck, storedVersionsCheck } from './drop-storage';
 
@@ -92,8 +92,9 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
     if (unserved) notes.push(unserved);
 
     // The request counters' first reading; the window runs while the objects are listed.
+    const windowStart = now();
     const firstReading = target.windowSeconds > 0 && names.length > 0 ? await readEach(reading.found) : [];
-    const windowEnd = now() + target.windowSeconds * 1000;
+    const windowEnd = windowStart + target.windowSeconds * 1000;
     let checked = '';
     const findings: ResourceFindings[] = [];
     for (const name of names) {
@@ -105,7 +106,13 @@ export async function checkDrop(kube: KubeClient, groupVersion: string, opts: Dr
 
     // The request counters' second reading, once the window has passed.
     const lastReading = names.length > 0 ? await readAfterWindow(reading.found, windowEnd, now, opts) : [];
-    const resources = findings.map((f) => dropResource(f, target, reading, { first: firstReading, last: lastReading }));
+    const readings: WindowReadings = {
+      first: firstReading,
+      last: lastReading,
+      lastAt: now(),
+      sampled: opts.requestSamples && ((server) => opts.requestSamples!.oldest(server, windowStart - 1)),
+    };
+    const resources = findings.map((f) => dropResource(f, target, reading, readings));
     // Note: no resource to check is not Ready: a misspelt version has none (the notes say what the group serves).
     const verdict: DropVerdict = resources.length > 0 ? combineVerdicts(resources.map((r) => r.verdict)) : 'Unknown';
     return {
@@ -185,7 +192,7 @@ function dropResource(
   f: ResourceFindings,
   target: DropTarget,
   g: Pick<GroupReading, 'found' | 'aggregation'>,
-  readings: { first: MetricsReading[]; last: MetricsReading[] },
+  readings: WindowReadings,
 ): DropResource {
   const { requests, check } = requestsFinding(f, target, g, readings);
   const checks = [...f.checks, check, ...(f.conversion ? [f.conversion] : [])];

@@ -2,7 +2,7 @@
  * The drop check's requests check: each API server's request counters at the version, read at both ends of the
  * window; Unknown where an aggregated API serves the version, or where discovery does not list the resource at it.
  */
-import { combineVerdicts, unseenClients, type DropCheck, type DropServerRequests } from '../contract/drop';
+import { combineVerdicts, spanText, unseenClients, type DropCheck, type DropServerRequests } from '../contract/drop';
 import type { ApiServers } from './apiservers';
 import { readMetrics, requestCounts } from './apiserver-metrics';
 import {
@@ -16,6 +16,7 @@ import {
 } from './drop-shared';
 import { KubeError } from './errors';
 import { sleep } from './rate-limit';
+import type { CountersSample } from './request-samples';
 
 const SINCE = (n: number) => `${n} since the server started`;
 
@@ -23,6 +24,16 @@ export interface MetricsReading {
   id: string;
   text?: string;
   error?: string;
+}
+
+/** The readings of the window, and where the worker's samples reach further back (checkVersionDrop), its oldest of each server. */
+export interface WindowReadings {
+  first: MetricsReading[];
+  last: MetricsReading[];
+  /** When the last reading was taken (ms). */
+  lastAt?: number;
+  /** A server's oldest sample taken before the window: its count starts there. */
+  sampled?: (server: string) => CountersSample | undefined;
 }
 
 export async function readEach(found: ApiServers): Promise<MetricsReading[]> {
@@ -60,6 +71,7 @@ export function serverRequests(
   first: MetricsReading | undefined,
   last: MetricsReading,
   windowSeconds: number,
+  sampled?: { sample: CountersSample; lastAt: number },
 ): DropServerRequests {
   const unknown = (reason: string) => unknownRequests(id, reason);
   if (last.text === undefined) return unknown(last.error ?? 'no answer');
@@ -75,9 +87,10 @@ export function serverRequests(
       ...deprecated,
     };
   }
-  if (first?.text === undefined) return unknown(first?.error ?? 'not read at the start of the window');
-  const start = requestCounts(first.text, gvr);
-  const inWindow = end.requests - start.requests;
+  // The worker's oldest sample of this server, when it reaches further back than the window's first reading.
+  const start = sampled ? sampled.sample.requests(gvr) : first?.text !== undefined ? requestCounts(first.text, gvr).requests : undefined;
+  if (start === undefined) return unknown(first?.error ?? 'not read at the start of the window');
+  const inWindow = end.requests - start;
   if (inWindow < 0) return unknown('its counters went back during the window (the server restarted)');
   return {
     server: id,
@@ -85,6 +98,7 @@ export function serverRequests(
     requestsInWindow: inWindow,
     requestsSinceStart: end.requests,
     open: end.open,
+    ...(sampled ? { windowSeconds: Math.round((sampled.lastAt - sampled.sample.at) / 1000) } : {}),
     ...deprecated,
   };
 }
@@ -102,11 +116,18 @@ export function requestsCheck(
       verdict: 'Unknown',
       reason: `the API servers could not be asked one by one (${found.endpointsNote ?? 'no address'}): a request at ${gv} to any of them would go unseen`,
     };
-  const span = windowSeconds > 0 ? `in ${windowSeconds}s` : 'since it started';
+  const span = (s: DropServerRequests) =>
+    s.windowSeconds !== undefined
+      ? `in ${spanText(s.windowSeconds)} (since the worker's oldest sample of it)`
+      : windowSeconds > 0
+        ? `in ${windowSeconds}s`
+        : 'since it started';
+  // The shortest window of any server: what the verdict can say for all of them.
+  const shortest = windowSeconds > 0 ? Math.min(...servers.map((s) => s.windowSeconds ?? windowSeconds)) : 0;
   const described = servers.map((s) => {
     if (s.verdict === 'Unknown') return `${s.server}: ${s.reason}`;
     const parts = [
-      windowSeconds > 0 ? `${plural(s.requestsInWindow!, 'request')} ${span}` : `${plural(s.requestsSinceStart!, 'request')} ${span}`,
+      windowSeconds > 0 ? `${plural(s.requestsInWindow!, 'request')} ${span(s)}` : `${plural(s.requestsSinceStart!, 'request')} ${span(s)}`,
       ...(s.open! > 0 ? [`${s.open} open now (watches)`] : []),
       ...(windowSeconds > 0 ? [SINCE(s.requestsSinceStart!)] : []),
       ...(s.deprecatedRemovedRelease !== undefined
@@ -128,9 +149,9 @@ export function requestsCheck(
     verdict === 'NotYet'
       ? `clients still use ${gv}`
       : verdict === 'Ready'
-        ? `no client used ${gv} ${windowSeconds > 0 ? `in the last ${windowSeconds}s` : 'since the servers started'}`
+        ? `no client used ${gv} ${windowSeconds > 0 ? `in the last ${spanText(shortest)}` : 'since the servers started'}`
         : `requests at ${gv} could not be counted on every API server`;
-  const unseen = verdict === 'Ready' ? [unseenClients(windowSeconds)] : [];
+  const unseen = verdict === 'Ready' ? [unseenClients(shortest, shortest > windowSeconds)] : [];
   return { check: 'requests', verdict, reason: `${lead}: ${[...described, ...notes, ...unseen].join('; ')}` };
 }
 
@@ -158,7 +179,7 @@ export function requestsFinding(
   f: ResourceFindings,
   { groupVersion, group, version, windowSeconds }: DropTarget,
   { found, aggregation }: Pick<GroupReading, 'found' | 'aggregation'>,
-  readings: { first: MetricsReading[]; last: MetricsReading[] },
+  readings: WindowReadings,
 ): { requests: DropServerRequests[]; check: DropCheck } {
   // Note: an aggregated API whose discovery does not answer serves the version all the same.
   const proxied = proxiedRequestsCheck(groupVersion, f.servedAt ? aggregation : { service: aggregation.service });
@@ -170,15 +191,17 @@ export function requestsFinding(
       check: proxied,
     };
   const gvr = { group, version, resource: f.name };
-  const requests = readings.last.map((last) =>
-    serverRequests(
+  const requests = readings.last.map((last) => {
+    const sample = windowSeconds > 0 ? readings.sampled?.(last.id) : undefined;
+    return serverRequests(
       last.id,
       gvr,
       readings.first.find((r) => r.id === last.id),
       last,
       windowSeconds,
-    ),
-  );
+      sample && readings.lastAt !== undefined ? { sample, lastAt: readings.lastAt } : undefined,
+    );
+  });
   const counted = requestsCheck(groupVersion, requests, windowSeconds, found);
   return { requests, check: f.servedAt ? counted : unservedRequestsCheck(groupVersion, f, counted) };
 }

@@ -10,6 +10,7 @@ import type { Agreement } from './agreement';
 import type { ApiServers, ApiServerSource } from './apiservers';
 import type { DiscoveredResource } from './client';
 import { KubeError } from './errors';
+import type { RequestSamples } from './request-samples';
 
 /** A refused input (a malformed group version): nothing was read. */
 export class DropInputError extends Error {
@@ -35,6 +36,11 @@ export interface DropCheckOptions {
   apiservers?: ApiServerSource;
   /** The resource's migration workflow, where a Temporal client is at hand (the worker's activity; the CLI with TEMPORAL_ADDRESS). */
   migrationOf?: (workflowId: string) => Promise<MigrationRecord | undefined>;
+  /**
+   * The worker's samples of each server's request counters (src/kube/request-samples.ts): where one is older than the
+   * window's start, that server's count starts there (the check run by the worker: up to a day back).
+   */
+  requestSamples?: Pick<RequestSamples, 'oldest'>;
   /** Called while objects are listed and the window runs (an activity heartbeats). */
   heartbeat?: (what: string) => void;
   now?: () => number;

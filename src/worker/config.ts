@@ -136,6 +136,12 @@ export const WorkerSettings = z.object({
       error: 'must be a ServiceAccount username, system:serviceaccount:<namespace>:<name>',
     })
     .optional(),
+  /**
+   * How often the worker samples every API server's request counters (/metrics), keeping a day of samples: the drop
+   * check it runs (checkVersionDrop) counts each server's requests at a version since its oldest sample, not only in
+   * the check's own window. 0: no samples.
+   */
+  requestSampleSeconds: int(0, 86400).default(3600),
   /** Prometheus /metrics port; unset: no endpoint. */
   metricsPort: int(0, 65535).optional(),
   /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
@@ -174,6 +180,7 @@ export const settingSources: Record<string, string> = {
   requireStaticFence: 'SVM_REQUIRE_STATIC_FENCE',
   requireFence: 'SVM_REQUIRE_FENCE',
   managedFieldsAs: 'SVM_MANAGED_FIELDS_AS',
+  requestSampleSeconds: 'SVM_REQUEST_SAMPLE_SECONDS',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
   kubeNamespace: 'SVM_NAMESPACE',
@@ -224,6 +231,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   requireStaticFence: env.SVM_REQUIRE_STATIC_FENCE || undefined,
   requireFence: env.SVM_REQUIRE_FENCE || undefined,
   managedFieldsAs: env.SVM_MANAGED_FIELDS_AS || undefined,
+  requestSampleSeconds: env.SVM_REQUEST_SAMPLE_SECONDS || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
   kubeNamespace: env.SVM_NAMESPACE || undefined,
@@ -264,6 +272,7 @@ export function loadWorkerSettings(
     requireStaticFence: base.requireStaticFence,
     requireFence: base.requireFence,
     managedFieldsAs: base.managedFieldsAs,
+    requestSampleSeconds: base.requestSampleSeconds,
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),
     kubeNamespace: base.kubeNamespace,

@@ -14,6 +14,7 @@ import { createActivities } from '../activities';
 import { warnIfRewriteForced } from '../activities/migrate-chunk';
 import { freePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
+import { workerRequestSampler } from '../kube/request-samples';
 import { KubeClient } from '../kube/client';
 import { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { RateLimiter } from '../kube/rate-limit';
@@ -208,6 +209,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);
+  // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
+  const sampler = workerRequestSampler(apiservers, settings.requestSampleSeconds, log);
   // SVM_QPS=auto (the default): no fixed rate; the adaptive concurrency below follows the API servers.
   const fixedQps = settings.qps === 'auto' ? 0 : settings.qps;
   // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share. Unlimited
@@ -252,6 +255,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       memory,
       metrics,
       apiservers,
+      requestSamples: sampler.samples,
       temporal: { client, taskQueue: t.taskQueue },
       triggerApi: settings.triggerApi,
       standardMigrations: settings.standardMigrations,
@@ -364,6 +368,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   };
 
   const cleanup = async () => {
+    sampler.stop();
     kube.close();
     apiservers.close();
     await connection.close();
