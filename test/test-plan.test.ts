@@ -581,6 +581,18 @@ void test("the drop check run by the worker counts a client since the worker's f
         reasonOf(seen!, c.name, 'requests'),
         /^clients still use .*: \S+: [1-9]\d* requests? in \d+s \(since the worker's oldest sample of it\)/,
       );
+      // The same from the CLI, run on the worker (--on-worker).
+      const onWorker = await svm(['plan', '--drop', gv, '--on-worker', '--requests-window', '1'], {
+        KUBECONFIG: readerKubeconfig,
+        TEMPORAL_ADDRESS: plane.temporal.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+      });
+      assert.equal(onWorker.code, 1, onWorker.stdout + onWorker.stderr);
+      assert.match(onWorker.stdout, /since the worker's oldest sample of it/);
+      assert.match(
+        onWorker.stdout,
+        /\nrequests window: \d+s \(the worker's samples of each server's counters; 1s watched by the check itself\)/,
+      );
       // The CLI's own check, with no samples, sees only its own second: the same client is not seen.
       const own = (await dropJson(gv, ['--requests-window', '1'], { KUBECONFIG: plane.env.KUBECONFIG! })).report;
       assert.equal(verdicts(own, c.name).requests, 'Ready', reasonOf(own, c.name, 'requests'));

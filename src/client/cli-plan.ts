@@ -1,6 +1,7 @@
 /** `svm plan`: what must be migrated before the next upgrade step can go on (read-only). */
 import { Command, Option, type CommanderError } from 'commander';
 import type { KubeClient } from '../kube/client';
+import type { DropReport } from '../contract/drop';
 import type { DropCheckOptions } from '../kube/drop-check';
 import { kubeconfigOption, parseIntArg } from '../config/cli-options';
 import { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
@@ -36,7 +37,10 @@ unknown where that may not be read, or an aggregated API serves the
 version), and a CRD's conversion webhook (probed by metadata-only lists at
 its other served versions). A version nothing serves is checked no less:
 with no resource to check it is unknown, and a note says what the group
-serves. Read-only as well. Exit codes with --drop:
+serves. Read-only as well. With --on-worker the worker makes the check (the
+checkVersionDrop workflow, through TEMPORAL_ADDRESS and TEMPORAL_TASK_QUEUE),
+with its identity and its samples of each server's request counters, which
+reach up to a day back (SVM_REQUEST_SAMPLE_SECONDS). Exit codes with --drop:
   0  ready: the version can be removed
   1  not yet (see the reasons)
   2  unknown (something could not be checked, or nothing to check), or an
@@ -48,6 +52,7 @@ Examples:
   svm plan --qps 20             # estimates at 20 updates/s
   svm plan --drop example.com/v1                     # can v1 be removed from the CRD?
   svm plan --drop admissionregistration.k8s.io/v1beta1 -o json --requests-window 60
+  svm plan --drop batch/v1beta1 --on-worker          # counted over the worker's day of samples
 `;
 
 export function planCommand(): Command {
@@ -66,6 +71,10 @@ export function planCommand(): Command {
         'instead of the plan: can this API version be removed now? (exit 0 ready, 1 not yet, 2 unknown or error)',
       )
       .option(
+        '--on-worker',
+        'with --drop: run the check on the worker (the checkVersionDrop workflow; TEMPORAL_ADDRESS): its samples of the request counters reach a day back',
+      )
+      .option(
         '--requests-window <seconds>',
         "with --drop: how long each API server's request counters are watched (0: any request since the server started counts)",
         parseIntArg('--requests-window', 0, 3600),
@@ -77,42 +86,57 @@ export function planCommand(): Command {
         const drop = process.argv.some((a) => a === '--drop' || a.startsWith('--drop='));
         process.exit(err.exitCode === 0 ? 0 : drop ? DROP_ERROR_EXIT_CODE : PLAN_ERROR_EXIT_CODE);
       })
-      .action(async (o: { output: 'text' | 'json'; qps: number; kubeconfig?: string; drop?: string; requestsWindow?: number }) => {
-        if (o.drop !== undefined) return dropAction({ ...o, drop: o.drop });
-        if (o.requestsWindow !== undefined) {
-          process.stderr.write('svm plan: --requests-window goes with --drop\n');
-          process.exitCode = PLAN_ERROR_EXIT_CODE;
-          return;
-        }
-        let kube: KubeClient | undefined;
-        let closeTemporal: (() => Promise<void>) | undefined;
-        try {
-          // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
-          /* eslint-disable @typescript-eslint/no-require-imports */
-          const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
-          const { makePlan } = require('./plan') as typeof import('./plan');
-          /* eslint-enable @typescript-eslint/no-require-imports */
-          kube = KubeClient.fromKubeconfig(o.kubeconfig);
-          const records = await readRecords();
-          closeTemporal = records.close;
-          const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf });
-          process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
-          process.exitCode = plan.exitCode;
-        } catch (err) {
-          process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
-          process.exitCode = PLAN_ERROR_EXIT_CODE;
-        } finally {
-          kube?.close();
-          await closeTemporal?.();
-        }
-      })
+      .action(
+        async (o: {
+          output: 'text' | 'json';
+          qps: number;
+          kubeconfig?: string;
+          drop?: string;
+          requestsWindow?: number;
+          onWorker?: boolean;
+        }) => {
+          if (o.drop !== undefined) return dropAction({ ...o, drop: o.drop });
+          if (o.requestsWindow !== undefined || o.onWorker) {
+            process.stderr.write(`svm plan: ${o.onWorker ? '--on-worker' : '--requests-window'} goes with --drop\n`);
+            process.exitCode = PLAN_ERROR_EXIT_CODE;
+            return;
+          }
+          let kube: KubeClient | undefined;
+          let closeTemporal: (() => Promise<void>) | undefined;
+          try {
+            // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
+            /* eslint-disable @typescript-eslint/no-require-imports */
+            const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
+            const { makePlan } = require('./plan') as typeof import('./plan');
+            /* eslint-enable @typescript-eslint/no-require-imports */
+            kube = KubeClient.fromKubeconfig(o.kubeconfig);
+            const records = await readRecords();
+            closeTemporal = records.close;
+            const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf });
+            process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
+            process.exitCode = plan.exitCode;
+          } catch (err) {
+            process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
+            process.exitCode = PLAN_ERROR_EXIT_CODE;
+          } finally {
+            kube?.close();
+            await closeTemporal?.();
+          }
+        },
+      )
   );
 }
 
 /** The exit code of `svm plan --drop` when the check could not be made (the same as Unknown: a gate must not pass). */
 export const DROP_ERROR_EXIT_CODE = 2;
 
-async function dropAction(o: { output: 'text' | 'json'; kubeconfig?: string; drop: string; requestsWindow?: number }): Promise<void> {
+async function dropAction(o: {
+  output: 'text' | 'json';
+  kubeconfig?: string;
+  drop: string;
+  requestsWindow?: number;
+  onWorker?: boolean;
+}): Promise<void> {
   let kube: KubeClient | undefined;
   let closeTemporal: (() => Promise<void>) | undefined;
   try {
@@ -124,12 +148,16 @@ async function dropAction(o: { output: 'text' | 'json'; kubeconfig?: string; dro
     const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
     const { checkDrop } = require('../kube/drop-check') as typeof import('../kube/drop-check');
     const { dropTable } = require('./drop-report') as typeof import('./drop-report');
-    kube = KubeClient.fromKubeconfig(o.kubeconfig);
-    const records = await readRecords();
-    closeTemporal = records.close;
-    const migrationOf = records.migrationOf;
     /* eslint-enable @typescript-eslint/no-require-imports */
-    const report = await checkDrop(kube, o.drop, { requestsWindowSeconds: o.requestsWindow, migrationOf });
+    let report: DropReport;
+    if (o.onWorker) {
+      report = await dropCheckOnWorker(o.drop, o.requestsWindow);
+    } else {
+      kube = KubeClient.fromKubeconfig(o.kubeconfig);
+      const records = await readRecords();
+      closeTemporal = records.close;
+      report = await checkDrop(kube, o.drop, { requestsWindowSeconds: o.requestsWindow, migrationOf: records.migrationOf });
+    }
     process.stdout.write(o.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : dropTable(report));
     process.exitCode = report.exitCode;
   } catch (err) {
@@ -138,6 +166,41 @@ async function dropAction(o: { output: 'text' | 'json'; kubeconfig?: string; dro
   } finally {
     kube?.close();
     await closeTemporal?.();
+  }
+}
+
+/**
+ * The check as the worker makes it (`--on-worker`): the checkVersionDrop workflow on TEMPORAL_TASK_QUEUE, with the
+ * worker's identity and its samples of the request counters; a check of the same version already running is joined.
+ */
+async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: number | undefined): Promise<DropReport> {
+  if (!process.env.TEMPORAL_ADDRESS) throw new Error('--on-worker needs TEMPORAL_ADDRESS (the worker is reached through Temporal)');
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
+    require('../config/temporal') as typeof import('../config/temporal');
+  const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  const { DROP_CHECK_WORKFLOW_TYPE, dropCheckWorkflowId } = require('../contract/drop') as typeof import('../contract/drop');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const t = loadTemporalSettings(process.env);
+  const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS };
+  const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+    throw await explainTemporalConnectError(e, target);
+  });
+  try {
+    const client = new Client({ connection, namespace: t.namespace });
+    const input = requestsWindowSeconds === undefined ? { groupVersion } : { groupVersion, requestsWindowSeconds };
+    return await client.workflow.execute<(i: typeof input) => Promise<DropReport>>(DROP_CHECK_WORKFLOW_TYPE, {
+      taskQueue: t.taskQueue,
+      workflowId: dropCheckWorkflowId(groupVersion),
+      workflowIdConflictPolicy: 'USE_EXISTING',
+      args: [input],
+    });
+  } catch (err) {
+    // A refused input or a failed check: its own message, not the SDK's "Workflow execution failed".
+    const cause = (err as { cause?: unknown }).cause;
+    throw cause instanceof Error ? new Error(`the worker's check failed: ${cause.message}`) : err;
+  } finally {
+    await connection.close();
   }
 }
 
