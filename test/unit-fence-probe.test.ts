@@ -5,7 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
-import { classifyResponse } from '../src/kube/errors';
+import { classifyResponse, KubeError } from '../src/kube/errors';
 import { grantManifests } from '../src/client/grant';
 import { fenceRequired } from '../src/activities/migrate-chunk';
 import {
@@ -148,6 +148,18 @@ void test("the probe lists a few objects as metadata, then sends a dry-run chang
     objects = [];
     assert.deepEqual(await probeFence(api.kube, VAPS, 'static'), { nothingToProbe: true });
     assert.equal(api.seen.length, 3, 'no patch without an object');
+  } finally {
+    await api.close();
+  }
+});
+
+void test('a refusal by RBAC (no patch granted) is not judged: it is thrown, for the chunk to fail as forbidden, saying what to grant', async () => {
+  const api = await recordingApi(
+    () => [{ name: 'p' }],
+    () => [403, RBAC_DENIAL],
+  );
+  try {
+    await assert.rejects(probeFence(api.kube, VAPS, 'svm'), (err: unknown) => err instanceof KubeError && err.kind === 'forbidden');
   } finally {
     await api.close();
   }

@@ -76,7 +76,10 @@ export async function probeTarget(
   return first && { path: objectPath(ref, first.name, first.namespace) };
 }
 
-/** The dry run at one server (or the worker's one address). A throttled or failing server throws; every other answer is judged. */
+/**
+ * The dry run at one server (or the worker's one address). A throttled or failing server throws, and so does a refusal
+ * by RBAC (no `patch` granted: the chunk's own failure says what to grant); every other answer is judged.
+ */
 export async function probeAt(server: KubeClient, target: ProbeTarget, kind: FenceKind): Promise<FenceProbe> {
   try {
     const answer = await server.request('PATCH', target.path, {
@@ -87,7 +90,9 @@ export async function probeAt(server: KubeClient, target: ProbeTarget, kind: Fen
     });
     return judgeProbe(answer, kind);
   } catch (err) {
-    if (err instanceof KubeError && (err.status === 403 || err.status === 422 || err.status === 400)) return judgeProbe(err, kind);
+    const byRbac = err instanceof KubeError && err.status === 403 && err.info.policy === undefined && err.info.webhook === undefined;
+    if (err instanceof KubeError && !byRbac && (err.status === 403 || err.status === 422 || err.status === 400))
+      return judgeProbe(err, kind);
     throw err;
   }
 }
