@@ -579,7 +579,7 @@ void test("the drop check run by the worker counts a client since the worker's f
       assert.equal(verdicts(seen!, c.name).requests, 'NotYet');
       assert.match(
         reasonOf(seen!, c.name, 'requests'),
-        /^clients still use .*: \S+: [1-9]\d* requests? in \d+s \(since the worker's oldest sample of it\)/,
+        /^clients still use [^:]+: .*\b[1-9]\d* requests? in \d+s \(since the worker's oldest sample of it\)/,
       );
       // The same from the CLI, run on the worker (--on-worker).
       const onWorker = await svm(['plan', '--drop', gv, '--on-worker', '--requests-window', '1'], {
