@@ -1,6 +1,7 @@
 /** `svm plan`: what must be migrated before the next upgrade step can go on (read-only). */
 import { Command, Option, type CommanderError } from 'commander';
 import type { KubeClient } from '../kube/client';
+import type { Client } from '@temporalio/client';
 import type { DropReport } from '../contract/drop';
 import type { DropCheckOptions } from '../kube/drop-check';
 import { kubeconfigOption, parseIntArg } from '../config/cli-options';
@@ -55,6 +56,16 @@ Examples:
   svm plan --drop batch/v1beta1 --on-worker          # counted over the worker's day of samples
 `;
 
+/** The flags of `svm plan`. */
+interface PlanFlags {
+  output: 'text' | 'json';
+  qps: number;
+  kubeconfig?: string;
+  drop?: string;
+  requestsWindow?: number;
+  onWorker?: boolean;
+}
+
 export function planCommand(): Command {
   return (
     new Command('plan')
@@ -86,44 +97,35 @@ export function planCommand(): Command {
         const drop = process.argv.some((a) => a === '--drop' || a.startsWith('--drop='));
         process.exit(err.exitCode === 0 ? 0 : drop ? DROP_ERROR_EXIT_CODE : PLAN_ERROR_EXIT_CODE);
       })
-      .action(
-        async (o: {
-          output: 'text' | 'json';
-          qps: number;
-          kubeconfig?: string;
-          drop?: string;
-          requestsWindow?: number;
-          onWorker?: boolean;
-        }) => {
-          if (o.drop !== undefined) return dropAction({ ...o, drop: o.drop });
-          if (o.requestsWindow !== undefined || o.onWorker) {
-            process.stderr.write(`svm plan: ${o.onWorker ? '--on-worker' : '--requests-window'} goes with --drop\n`);
-            process.exitCode = PLAN_ERROR_EXIT_CODE;
-            return;
-          }
-          let kube: KubeClient | undefined;
-          let closeTemporal: (() => Promise<void>) | undefined;
-          try {
-            // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
-            /* eslint-disable @typescript-eslint/no-require-imports */
-            const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
-            const { makePlan } = require('./plan') as typeof import('./plan');
-            /* eslint-enable @typescript-eslint/no-require-imports */
-            kube = KubeClient.fromKubeconfig(o.kubeconfig);
-            const records = await readRecords();
-            closeTemporal = records.close;
-            const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf });
-            process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
-            process.exitCode = plan.exitCode;
-          } catch (err) {
-            process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
-            process.exitCode = PLAN_ERROR_EXIT_CODE;
-          } finally {
-            kube?.close();
-            await closeTemporal?.();
-          }
-        },
-      )
+      .action(async (o: PlanFlags) => {
+        if (o.drop !== undefined) return dropAction({ ...o, drop: o.drop });
+        if (o.requestsWindow !== undefined || o.onWorker) {
+          process.stderr.write(`svm plan: ${o.onWorker ? '--on-worker' : '--requests-window'} goes with --drop\n`);
+          process.exitCode = PLAN_ERROR_EXIT_CODE;
+          return;
+        }
+        let kube: KubeClient | undefined;
+        let closeTemporal: (() => Promise<void>) | undefined;
+        try {
+          // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
+          /* eslint-disable @typescript-eslint/no-require-imports */
+          const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
+          const { makePlan } = require('./plan') as typeof import('./plan');
+          /* eslint-enable @typescript-eslint/no-require-imports */
+          kube = KubeClient.fromKubeconfig(o.kubeconfig);
+          const records = await readRecords();
+          closeTemporal = records.close;
+          const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf });
+          process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
+          process.exitCode = plan.exitCode;
+        } catch (err) {
+          process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.exitCode = PLAN_ERROR_EXIT_CODE;
+        } finally {
+          kube?.close();
+          await closeTemporal?.();
+        }
+      })
   );
 }
 
@@ -169,28 +171,34 @@ async function dropAction(o: {
   }
 }
 
+/** A client of the Temporal of TEMPORAL_ADDRESS (and the other TEMPORAL_* settings), its task queue, and its closing. */
+async function connectTemporal(): Promise<{ client: Client; taskQueue: string; close: () => Promise<void> }> {
+  /* eslint-disable @typescript-eslint/no-require-imports */
+  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
+    require('../config/temporal') as typeof import('../config/temporal');
+  const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  const t = loadTemporalSettings(process.env);
+  const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS ?? '' };
+  const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+    throw await explainTemporalConnectError(e, target);
+  });
+  return { client: new Client({ connection, namespace: t.namespace }), taskQueue: t.taskQueue, close: () => connection.close() };
+}
+
 /**
  * The check as the worker makes it (`--on-worker`): the checkVersionDrop workflow on TEMPORAL_TASK_QUEUE, with the
  * worker's identity and its samples of the request counters; a check of the same version already running is joined.
  */
 async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: number | undefined): Promise<DropReport> {
   if (!process.env.TEMPORAL_ADDRESS) throw new Error('--on-worker needs TEMPORAL_ADDRESS (the worker is reached through Temporal)');
-  /* eslint-disable @typescript-eslint/no-require-imports */
-  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
-    require('../config/temporal') as typeof import('../config/temporal');
-  const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { DROP_CHECK_WORKFLOW_TYPE, dropCheckWorkflowId } = require('../contract/drop') as typeof import('../contract/drop');
-  /* eslint-enable @typescript-eslint/no-require-imports */
-  const t = loadTemporalSettings(process.env);
-  const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS };
-  const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
-    throw await explainTemporalConnectError(e, target);
-  });
+  const temporal = await connectTemporal();
   try {
-    const client = new Client({ connection, namespace: t.namespace });
     const input = requestsWindowSeconds === undefined ? { groupVersion } : { groupVersion, requestsWindowSeconds };
-    return await client.workflow.execute<(i: typeof input) => Promise<DropReport>>(DROP_CHECK_WORKFLOW_TYPE, {
-      taskQueue: t.taskQueue,
+    return await temporal.client.workflow.execute<(i: typeof input) => Promise<DropReport>>(DROP_CHECK_WORKFLOW_TYPE, {
+      taskQueue: temporal.taskQueue,
       workflowId: dropCheckWorkflowId(groupVersion),
       workflowIdConflictPolicy: 'USE_EXISTING',
       args: [input],
@@ -200,7 +208,7 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
     const cause = (err as { cause?: unknown }).cause;
     throw cause instanceof Error ? new Error(`the worker's check failed: ${cause.message}`) : err;
   } finally {
-    await connection.close();
+    await temporal.close();
   }
 }
 
@@ -210,19 +218,11 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
  */
 async function readRecords(): Promise<{ migrationOf?: DropCheckOptions['migrationOf']; close?: () => Promise<void> }> {
   if (!process.env.TEMPORAL_ADDRESS) return {};
-  /* eslint-disable @typescript-eslint/no-require-imports */
-  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
-    require('../config/temporal') as typeof import('../config/temporal');
-  const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { migrationRecords } = require('../kube/drop-storage') as typeof import('../kube/drop-storage');
-  /* eslint-enable @typescript-eslint/no-require-imports */
-  const t = loadTemporalSettings(process.env);
-  const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS };
   try {
-    const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
-      throw await explainTemporalConnectError(e, target);
-    });
-    return { migrationOf: migrationRecords(new Client({ connection, namespace: t.namespace })), close: () => connection.close() };
+    const temporal = await connectTemporal();
+    return { migrationOf: migrationRecords(temporal.client), close: temporal.close };
   } catch (err) {
     process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
     return {};
