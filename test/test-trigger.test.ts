@@ -247,6 +247,26 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
         stateNow(name),
       );
       await snapshot('2. server 0 followed (agree on v1beta1)', name);
+
+      // 2a. The trigger's migration to v1beta1 is running (held by a pause, so that it still runs whatever the
+      // machine's speed) when server 1 rolls back to v1: the hashes diverge, the trigger stops it, and etcd shows
+      // nothing written after; then server 1 goes forward again and the trigger migrates anew.
+      await eventually(
+        'the migration to v1beta1 started by the trigger',
+        async () => (await m.status(name))[0]?.status === 'RUNNING',
+        120_000,
+        stateNow(name),
+      );
+      const running = await m.handle(name);
+      await running.pause();
+      await eventually('the migration paused', async () => (await m.status(name))[0]?.phase === 'Paused', 60_000, stateNow(name));
+      await restartApiserver(plane.dir, 1, [], () => undefined);
+      const stopped = await migrationResult(running);
+      assert.equal(stopped.phase, 'Aborted', `a running migration is stopped when the hashes diverge: ${stopped.message}`);
+      assert.match(stopped.message ?? '', /serve different storage version hashes|agree/i);
+      await assertNothingWritten(DISAGREEING.prefix, 6000, 'nothing migrates once the trigger stopped it');
+      await snapshot('2a. server 1 rolled back while the migration ran (stopped)', name);
+      await restartApiserver(plane.dir, 1, OLD, () => undefined);
       await eventually('settled on v1beta1', settled(name, hB2), 360_000, stateNow(name));
       assert.deepEqual(Object.keys((await storedVersions(plane.etcd, DISAGREEING.prefix)).byApiVersion), [DISAGREEING.oldApiVersion]);
       await snapshot('2b. migrated to v1beta1', name);
@@ -275,7 +295,8 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       await migrationResult(await m.handle(name));
       await m.stopTrigger();
     },
-    { settings: { maxConcurrentChunks: 8 } },
+    // A budget, so that the migration to v1beta1 is still running when step 2a pauses it.
+    { settings: { maxConcurrentChunks: 8, qps: 20 } },
   );
   assert.deepEqual(
     Object.keys((await storedVersions(plane.etcd, DISAGREEING.prefix)).byApiVersion),
