@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { fixedApiServers } from '../src/kube/apiservers';
-import { RequestSamples, requestTotals, startRequestSampler } from '../src/kube/request-samples';
+import { KubeError } from '../src/kube/errors';
+import { readRequestTotals, RequestSamples, requestTotals, startRequestSampler } from '../src/kube/request-samples';
 import { fakeApi } from './helpers/fake-api';
 import { bounded } from './helpers/waits';
 
@@ -90,5 +91,43 @@ void test("the sampler reads every server's /metrics at once and every period; o
     sampler.stop();
     await good.close();
     await refusing.close();
+  }
+});
+
+void test('a /metrics text is read line by line as it arrives: a line cut between chunks is whole, a refusal is a KubeError', async () => {
+  const text = metrics(30);
+  const api = await fakeApi((req, res) => {
+    if (req.url === '/refused') {
+      res
+        .writeHead(403, { 'content-type': 'application/json' })
+        .end(JSON.stringify({ kind: 'Status', code: 403, reason: 'Forbidden', message: 'no' }));
+      return;
+    }
+    res.writeHead(200, { 'content-type': 'text/plain' });
+    // Cut mid-line, in three writes with pauses between them.
+    const cuts = [0, 40, 150, text.length];
+    let i = 0;
+    const next = () => {
+      if (i === cuts.length - 1) return void res.end();
+      res.write(text.slice(cuts[i], cuts[i + 1]));
+      i++;
+      setTimeout(next, 20);
+    };
+    next();
+  });
+  try {
+    const lines: string[] = [];
+    await api.kube.eachLine('/metrics', {}, (l) => lines.push(l));
+    assert.deepEqual(
+      lines,
+      text.split('\n').filter((l, i, all) => i < all.length - 1 || l !== ''),
+    );
+    assert.deepEqual([...(await readRequestTotals(api.kube))], [...requestTotals(text)]);
+    await assert.rejects(
+      api.kube.eachLine('/refused', {}, () => undefined),
+      (err: unknown) => err instanceof KubeError && err.kind === 'forbidden',
+    );
+  } finally {
+    await api.close();
   }
 });

@@ -22,14 +22,20 @@ export interface Sample {
 export function samples(text: string, metric: string): Sample[] {
   const out: Sample[] = [];
   for (const line of text.split('\n')) {
-    if (!line.startsWith(metric)) continue;
-    const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)/.exec(line);
-    if (!m || m[1] !== metric) continue;
-    const labels: Record<string, string> = {};
-    for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
-    out.push({ labels, value: Number(m[3]) });
+    const s = sampleOf(line, metric);
+    if (s) out.push(s);
   }
   return out;
+}
+
+/** One line's sample of the metric; undefined for any other line. */
+export function sampleOf(line: string, metric: string): Sample | undefined {
+  if (!line.startsWith(metric)) return undefined;
+  const m = /^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{(.*)\})? (\S+)/.exec(line);
+  if (!m || m[1] !== metric) return undefined;
+  const labels: Record<string, string> = {};
+  for (const l of (m[2] ?? '').matchAll(/([a-zA-Z_][a-zA-Z0-9_]*)="((?:[^"\\]|\\.)*)"/g)) labels[l[1]!] = l[2]!;
+  return { labels, value: Number(m[3]) };
 }
 
 /** What one server counted for one group version resource (every verb, code and subresource together). */

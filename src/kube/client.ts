@@ -347,6 +347,33 @@ export class KubeClient {
     });
   }
 
+  /**
+   * A text body (a server's /metrics: megabytes, of which a caller keeps a few lines) handed over line by line as it
+   * arrives, never held whole; within timeoutMs in all (default 60 s). A failed status throws a classified KubeError.
+   */
+  async eachLine(path: string, opts: Pick<RequestOptions, 'timeoutMs' | 'accept'>, onLine: (line: string) => void): Promise<void> {
+    const timeoutMs = opts.timeoutMs ?? 60_000;
+    const deadline = Date.now() + timeoutMs;
+    const { req, res } = await this.open('GET', path, opts);
+    const status = res.statusCode ?? 0;
+    if (!succeeded(status)) throw classifyResponse(status, await readBody(res), res.headers['retry-after']);
+    const timer = setTimeout(() => req.destroy(timedOut(`reading ${path} took over ${timeoutMs}ms`)), Math.max(0, deadline - Date.now()));
+    try {
+      res.setEncoding('utf8');
+      let rest = '';
+      for await (const chunk of res as AsyncIterable<string>) {
+        const lines = (rest + chunk).split('\n');
+        rest = lines.pop()!;
+        for (const line of lines) onLine(line);
+      }
+      if (rest) onLine(rest);
+    } catch (err) {
+      throw err instanceof KubeError ? err : classifyTransportError(err as Error);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
   async getJson<T = unknown>(path: string, query?: RequestOptions['query']): Promise<T> {
     return parseJson<T>((await this.request('GET', path, { query })).body, `GET ${path}`);
   }

@@ -10,7 +10,8 @@
  * numbers (about 2 KiB a server).
  */
 import type { ApiServerSource } from './apiservers';
-import { readMetrics, samples } from './apiserver-metrics';
+import { METRICS_PATH, sampleOf } from './apiserver-metrics';
+import type { KubeClient } from './client';
 import { KubeError } from './errors';
 
 export const DAY_MS = 24 * 3600 * 1000;
@@ -24,15 +25,29 @@ export interface CountersSample {
 
 const keyOf = (group: string, version: string, resource: string) => `${group}/${version}/${resource}`;
 
+const METRIC = 'apiserver_request_total';
+
+/** Adds one /metrics line to the totals, if it is a sample of apiserver_request_total. */
+function addLine(totals: Map<string, number>, line: string): void {
+  const s = sampleOf(line, METRIC);
+  if (!s) return;
+  const { group, version, resource } = s.labels;
+  if (version === undefined || resource === undefined) return;
+  const k = keyOf(group ?? '', version, resource);
+  totals.set(k, (totals.get(k) ?? 0) + s.value);
+}
+
 /** apiserver_request_total summed by group, version and resource (every verb, code, scope and subresource together). */
 export function requestTotals(text: string): Map<string, number> {
   const totals = new Map<string, number>();
-  for (const s of samples(text, 'apiserver_request_total')) {
-    const { group, version, resource } = s.labels;
-    if (version === undefined || resource === undefined) continue;
-    const k = keyOf(group ?? '', version, resource);
-    totals.set(k, (totals.get(k) ?? 0) + s.value);
-  }
+  for (const line of text.split('\n')) addLine(totals, line);
+  return totals;
+}
+
+/** One server's totals, read from its /metrics line by line (the text, megabytes, is never held whole). */
+export async function readRequestTotals(server: KubeClient): Promise<Map<string, number>> {
+  const totals = new Map<string, number>();
+  await server.eachLine(METRICS_PATH, { timeoutMs: 20_000, accept: 'text/plain' }, (line) => addLine(totals, line));
   return totals;
 }
 
@@ -101,7 +116,7 @@ export function startRequestSampler(
     await Promise.all(
       found.endpoints.map(async (e) => {
         try {
-          store.add(e.id, now(), requestTotals(await readMetrics(e.kube)));
+          store.add(e.id, now(), await readRequestTotals(e.kube));
         } catch (err) {
           opts.onError?.(e.id, err);
         }
