@@ -2,7 +2,8 @@
  * Memory is bounded per worker, not per chunk: four migrations of large
  * objects at once on ONE worker, started as the shipped Deployment runs it
  * (deploy/deployment.yaml's environment on top of the image's, the code
- * compiled as the image holds it), stay within the Deployment's memory limit.
+ * compiled as the image holds it, as its ServiceAccount under deploy/'s rights
+ * and fence), stay within the Deployment's memory limit.
  *
  * Four CRDs, each with 150 objects of ~900 KiB (675 KiB of random bytes in
  * base64) stored at v1, their storage version switched to v2, then migrated
@@ -42,7 +43,16 @@ import { compiledWorkerTree } from '../bench/lib/worker-tree';
 import { applyCrd, deleteCrd, ensureNamespace, parallel, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
-import { readManifests } from './helpers/rbac-identity';
+import {
+  readManifests,
+  serverSideApply,
+  serviceAccountToken,
+  writeTokenKubeconfig,
+  removeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
+import { grantManifests } from '../src/client/grant';
+import YAML from 'yaml';
 import { migrationResult } from './helpers/waits';
 
 // A plane of its own (one API server), taken down afterwards: 1200 objects of ~900 KiB grow etcd and the API
@@ -116,6 +126,7 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once on on
   const digests = new Map<string, string>(); // crd name -> sha256 of its objects' blob
   let worker: ChildProcess | undefined;
   let built: { bin: string; dispose(): void } | undefined;
+  let kubeconfig: string | undefined;
   try {
     // -- 4 x COUNT objects of ~900 KiB, stored at v1 (not measured; bounded parallelism)
     await ensureNamespace(plane.kube, ns);
@@ -141,7 +152,23 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once on on
     );
     for (const crd of crds) await applyCrd(plane.kube, crd, 'v2');
 
-    // -- one worker, as the Deployment runs it: its container's environment over the image's, compiled code
+    // -- one worker, as the Deployment runs it: its container's environment over the image's, compiled code, as its
+    // ServiceAccount with deploy/'s rights and fence and `svm grant` of each CRD: the fence's whole-object comparison
+    // of each ~900 KiB object is on the path too.
+    await serverSideApply(plane.kube, [
+      ...readManifests('namespace.yaml'),
+      ...readManifests('rbac.yaml'),
+      ...readManifests('worker-policy.yaml'),
+      ...crds.flatMap((c) =>
+        YAML.parseAllDocuments(grantManifests({ group: c.group, resource: c.plural, custom: true })).map((d) => d.toJS() as Manifest),
+      ),
+    ]);
+    kubeconfig = writeTokenKubeconfig(
+      plane.kube.server,
+      await serviceAccountToken(plane.kube, 'svm-system', 'svm-migrator'),
+      'svm-migrator',
+      plane.dir,
+    );
     built = compiledWorkerTree(path.join(__dirname, '..'), (s) => t.diagnostic(s));
     const taskQueue = uniq('tq-mem');
     const metricsPort = await freePort();
@@ -150,9 +177,9 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once on on
       HOME: process.env.HOME ?? '',
       ...imageEnv(),
       ...shipped.env,
-      // The plane instead of the cluster: its API address and its Temporal, a queue of this test's own, and
-      // /metrics on a free loopback port (9464 on 0.0.0.0 in the Pod).
-      KUBECONFIG: plane.env.KUBECONFIG!,
+      // The plane instead of the cluster: its API address (the ServiceAccount's token) and its Temporal, a queue of
+      // this test's own, and /metrics on a free loopback port (9464 on 0.0.0.0 in the Pod).
+      KUBECONFIG: kubeconfig,
       TEMPORAL_ADDRESS: plane.temporal.address,
       TEMPORAL_TASK_QUEUE: taskQueue,
       SVM_METRICS_PORT: String(metricsPort),
@@ -264,6 +291,7 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once on on
       if (worker.exitCode === null) worker.kill('SIGKILL');
     }
     built?.dispose();
+    removeTokenKubeconfig(kubeconfig);
     // Leave the shared plane usable: the CRDs go (their objects with them), then etcd drops the old revisions.
     for (const crd of crds) await deleteCrd(plane.kube, crd).catch(() => undefined);
     for (const crd of crds) {
