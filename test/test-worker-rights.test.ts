@@ -771,6 +771,13 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
       `${release}: pruning storedVersions to the storage version: ${pruned.status} ${pruned.body.slice(0, 300)}`,
     );
     rows.push({ what: 'CRD status.storedVersions pruned to the storage version', status: 200, by: 'admitted' });
+    // Each API server's /metrics, for the drop check's samples: request counts, no object data (the Secret's
+    // password is not in it).
+    const metrics = await sa.raw('GET', '/metrics', { accept: 'text/plain' });
+    assert.equal(metrics.status, 200, `${release}: /metrics answered ${metrics.status}`);
+    assert.match(metrics.body, /^apiserver_request_total\{/m);
+    assert.ok(!metrics.body.includes('hunter2'), `${release}: /metrics holds a Secret's data`);
+    rows.push({ what: 'get /metrics (request counters, no object data)', status: 200, by: 'granted' });
 
     // The default rights: list and patch on every built-in stored resource the fence can see, on none it cannot.
     const discovered = await admin.discover();
