@@ -119,7 +119,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
   const keepAlive = setInterval(() => watermark.beat(), 1000);
   try {
     const fence = fenceRequired(deps, resource);
-    if (fence) await assertFence(deps, resource, name, fence);
+    if (fence) await assertFence(deps, resource, name, fence, triedMs);
     const method = watermark.progress.rewrite ?? input.rewrite ?? forcedRewrite(deps) ?? 'patch';
     const page = new PageLoop(deps, input, { watermark, stop, log: ctx.log, method, bufferBytes: listBufferBytes(deps) });
     const meta = await page.listUntilDone().catch((err: unknown) => {
@@ -162,7 +162,7 @@ export function fenceRequired(
  * APIService pointed at an aggregated server, answers the next one); the manifest's at every API server. Not in
  * force: the migration fails before anything is written, saying why and what to do.
  */
-async function assertFence(deps: ChunkDeps, resource: ResourceRef, name: string, kind: FenceKind): Promise<void> {
+async function assertFence(deps: ChunkDeps, resource: ResourceRef, name: string, kind: FenceKind, triedMs: () => number): Promise<void> {
   let probes: ServerFenceProbe[];
   try {
     probes =
@@ -170,7 +170,8 @@ async function assertFence(deps: ChunkDeps, resource: ResourceRef, name: string,
         ? await probeEachServer(deps.apiservers ? await deps.apiservers.find() : { via: deps.kube, endpoints: [] }, resource, kind)
         : [{ server: deps.kube.server, ...(await probeFence(deps.kube, resource, kind)) }];
   } catch (err) {
-    throw toFailure(err, `probing svm's fence for ${name}`, resource);
+    // As the list's own failure would be: a conversion webhook that stays down fails it, naming the webhook.
+    throw failureOf(err, `probing svm's fence for ${name}`, resource, triedMs());
   }
   const open = probes.filter((p): p is ServerFenceProbe & { inForce: false; why: string } => 'inForce' in p && !p.inForce);
   if (open.length === 0) return;
