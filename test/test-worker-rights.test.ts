@@ -778,6 +778,7 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
     assert.match(metrics.body, /^apiserver_request_total\{/m);
     assert.ok(!metrics.body.includes('hunter2'), `${release}: /metrics holds a Secret's data`);
     rows.push({ what: 'get /metrics (request counters, no object data)', status: 200, by: 'granted' });
+    rows.push(await unfencedMigration(plane, kubeconfig, manifests, release, `${base}/configmaps/c`));
 
     // The default rights: list and patch on every built-in stored resource the fence can see, on none it cannot.
     const discovered = await admin.discover();
@@ -807,6 +808,72 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
     removeTokenKubeconfig(kubeconfig);
     for (const c of cleanup.reverse()) await c().catch(() => undefined);
   }
+}
+
+/**
+ * The shipped worker (SVM_REQUIRE_FENCE) migrates a resource only where a dry run finds svm's fence refusing it: with
+ * the fence's binding deleted (the state of a resource an aggregated API server serves: its requests pass
+ * kube-apiserver's admission), its migration of ConfigMaps fails before any write; with the fence, it succeeds. The
+ * binding is put back, and in force again, before this returns.
+ */
+async function unfencedMigration(
+  plane: TestPlane,
+  kubeconfig: string,
+  manifests: Manifest[],
+  release: string,
+  probe: string,
+): Promise<Row> {
+  const admin = plane.kube;
+  const binding = manifests.find((m) => m.kind === 'ValidatingAdmissionPolicyBinding' && m.metadata.name.endsWith('-worker-no-op-only'))!;
+  const bindingPath = `/apis/admissionregistration.k8s.io/v1/validatingadmissionpolicybindings/${binding.metadata.name}`;
+  const sa = KubeClient.fromKubeconfig(kubeconfig);
+  // Every server (the load balancer spreads the tries) admitting, or refusing, a dry-run change of labels.
+  const everyServer = (what: string, admitted: boolean) => {
+    let inARow = 0;
+    return eventually(
+      what,
+      async () => {
+        const r = await sa.raw('PATCH', `${probe}?dryRun=All`, {
+          body: JSON.stringify({ metadata: { labels: { probe: 'x' } } }),
+          contentType: MERGE,
+        });
+        inARow = (r.status === 200) === admitted ? inARow + 1 : 0;
+        return inARow >= 6;
+      },
+      60_000,
+    );
+  };
+  const migrate = () =>
+    withWorkerAs(plane, kubeconfig, async (m) => migrationResult(await m.start('configmaps')), { settings: { requireFence: true } });
+  const versions = async () =>
+    (
+      await admin.getJson<{ items: Array<{ metadata: { namespace: string; name: string; resourceVersion: string } }> }>(
+        '/api/v1/configmaps',
+      )
+    ).items
+      .map((o) => `${o.metadata.namespace}/${o.metadata.name}@${o.metadata.resourceVersion}`)
+      .sort();
+  try {
+    const fenced = await migrate();
+    assert.equal(fenced.phase, 'Succeeded', `${release}: under the fence: ${fenced.message}`);
+    assert.equal((await admin.raw('DELETE', bindingPath)).status, 200);
+    await everyServer(`${release}: every server to admit the change once the fence's binding is deleted`, true);
+    const before = await versions();
+    const refused = await migrate();
+    assert.equal(refused.phase, 'Failed', `${release}: without a fence: ${refused.message}`);
+    assert.match(refused.message ?? '', /migrated only where svm's fence guards the worker's writes \(SVM_REQUIRE_FENCE=true\)/);
+    assert.equal(refused.counters.migrated, 0);
+    assert.deepEqual(await versions(), before, `${release}: a ConfigMap was written without a fence`);
+  } finally {
+    await serverSideApply(admin, [binding]);
+    await everyServer(`${release}: the fence back in force on every server`, false);
+    sa.close();
+  }
+  return {
+    what: "the shipped worker migrating a resource no fence of svm's guards (its binding deleted): fails, nothing written",
+    status: 0,
+    by: 'the worker',
+  };
 }
 
 /**
