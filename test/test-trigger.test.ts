@@ -296,7 +296,7 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       await m.stopTrigger();
     },
     // A budget, so that the migration to v1beta1 is still running when step 2a pauses it.
-    { settings: { maxConcurrentChunks: 8, qps: 20 } },
+    { settings: { maxConcurrentChunks: 8, qps: 50 } },
   );
   assert.deepEqual(
     Object.keys((await storedVersions(plane.etcd, DISAGREEING.prefix)).byApiVersion),
