@@ -188,7 +188,8 @@ async function connectTemporal(): Promise<{ client: Client; taskQueue: string; c
 
 /**
  * The check as the worker makes it (`--on-worker`): the checkVersionDrop workflow on TEMPORAL_TASK_QUEUE, with the
- * worker's identity and its samples of the request counters; a check of the same version already running is joined.
+ * worker's identity and its samples of the request counters; a check of the same version and window already running
+ * is joined.
  */
 async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: number | undefined): Promise<DropReport> {
   if (!process.env.TEMPORAL_ADDRESS) throw new Error('--on-worker needs TEMPORAL_ADDRESS (the worker is reached through Temporal)');
@@ -199,7 +200,8 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
     const input = requestsWindowSeconds === undefined ? { groupVersion } : { groupVersion, requestsWindowSeconds };
     return await temporal.client.workflow.execute<(i: typeof input) => Promise<DropReport>>(DROP_CHECK_WORKFLOW_TYPE, {
       taskQueue: temporal.taskQueue,
-      workflowId: dropCheckWorkflowId(groupVersion),
+      // A running check of the same version and window is joined; another window is a check of its own.
+      workflowId: `${dropCheckWorkflowId(groupVersion)}/window-${requestsWindowSeconds ?? 'default'}`,
       workflowIdConflictPolicy: 'USE_EXISTING',
       args: [input],
     });
