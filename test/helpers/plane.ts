@@ -100,8 +100,9 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
     temporal: { client, connection, address: env.TEMPORAL_ADDRESS!, settings },
     workerSettings(taskQueue, overrides = {}) {
       // As deploy/deployment.yaml: the API through one address, nothing per server. One difference: deploy/ sets
-      // SVM_REQUIRE_STATIC_FENCE=true, left at its default (off) here, because these workers mostly run with the
-      // plane's administrator kubeconfig, which no fence matches; the fenced worker with it on is test-worker-rights'.
+      // SVM_REQUIRE_FENCE=true and SVM_REQUIRE_STATIC_FENCE=true, left at their default (off) here, because these
+      // workers mostly run with the plane's administrator kubeconfig, which no fence matches; the workers run as the
+      // ServiceAccount (test-worker-rights, test-conformance, test-upgrade, test-memory-budget) turn them on.
       const base = loadWorkerSettings({
         ...Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('TEMPORAL_TLS'))),
         TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
