@@ -194,23 +194,8 @@ export interface MigratorWorker {
   run(): Promise<void>;
 }
 
-export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger()): Promise<MigratorWorker> {
-  const t = settings.temporal;
-  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
-  limitYoungGeneration(settings.semiSpaceMiB);
-  optimizeForSize(settings.v8OptimizeForSize);
-  limitHeapGrowth(settings.heapGrowingPercent);
-  const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
-  const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
-  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
-    throw await explainTemporalConnectError(e, { ...t, address: t.address! });
-  });
-  warnIfRewriteForced(log);
-  const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
-  // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
-  const apiservers = kubernetesEndpoints(kube);
-  // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
-  const sampler = workerRequestSampler(apiservers, settings.requestSampleSeconds, log);
+/** The worker's load controls from its settings: the fixed rate (0 under auto), its budget, adaptive concurrency and memory budget. */
+function loadControls(settings: WorkerSettings, metrics: MigratorMetrics | undefined) {
   // SVM_QPS=auto (the default): no fixed rate; the adaptive concurrency below follows the API servers.
   const fixedQps = settings.qps === 'auto' ? 0 : settings.qps;
   // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share. Unlimited
@@ -230,39 +215,25 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     : undefined;
   // Bytes of listed objects every chunk of every migration in this process holds together (0: none).
   const memory = settings.memoryBudgetBytes > 0 ? memoryBudget(settings.memoryBudgetBytes, metrics) : undefined;
-  let shared: ClusterBudget | undefined;
-  const identity = claimIdentity(settings.identity);
-  // This process's instance: with the identity, it holds the leader and budget leases, so two processes given one
-  // SVM_IDENTITY never both lead, nor share one budget membership.
-  const instance = randomUUID().slice(0, 8);
-  const holder = `${identity}_${instance}`;
-  // The bridge, the agreement watcher and the activities start and signal workflows over the worker's own
-  // connection (the Rust core's), not a second one through grpc-js.
-  const client = new Client({ connection, namespace: t.namespace });
-  // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
-  const deployment = workerDeploymentOptions(settings.versioning, () => svmBuild());
-  const worker = await Worker.create({
+  return { fixedQps, budget, concurrency, memory };
+}
+
+/** The Temporal worker on the settings' task queue, with the activities given, sized for a handful of migrations. */
+async function temporalWorker(
+  connection: NativeConnection,
+  settings: WorkerSettings,
+  activities: ReturnType<typeof createActivities>,
+  deployment: ReturnType<typeof workerDeploymentOptions>,
+): Promise<Worker> {
+  const t = settings.temporal;
+  return Worker.create({
     connection,
     namespace: t.namespace,
     taskQueue: t.taskQueue,
     workerDeploymentOptions: deployment,
     // Prebuilt at build time (npm run build:workflows, the image) when up to date; bundled here otherwise.
     workflowBundle: await workflowBundleOption(),
-    activities: createActivities({
-      kube,
-      budget,
-      concurrency,
-      memory,
-      metrics,
-      apiservers,
-      requestSamples: sampler.samples,
-      temporal: { client, taskQueue: t.taskQueue },
-      triggerApi: settings.triggerApi,
-      standardMigrations: settings.standardMigrations,
-      managedFieldsAs: settings.managedFieldsAs,
-      requireStaticFence: settings.requireStaticFence,
-      requireFence: settings.requireFence,
-    }),
+    activities,
     maxConcurrentActivityTaskExecutions: settings.maxConcurrentChunks * 2,
     // Two activity polls, not one per slot (the SDK's default, up to 10): a poll holds a slot while it waits, and
     // a server with eager activity dispatch (system.enableActivityEagerExecution) hands an activity to the worker
@@ -277,6 +248,57 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     // Cancellation (abort) reaches a chunk through its heartbeats: send them often enough.
     maxHeartbeatThrottleInterval: '2 seconds',
   });
+}
+
+export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger()): Promise<MigratorWorker> {
+  const t = settings.temporal;
+  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
+  limitYoungGeneration(settings.semiSpaceMiB);
+  optimizeForSize(settings.v8OptimizeForSize);
+  limitHeapGrowth(settings.heapGrowingPercent);
+  const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
+  const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
+  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
+    throw await explainTemporalConnectError(e, { ...t, address: t.address! });
+  });
+  warnIfRewriteForced(log);
+  const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
+  // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
+  const apiservers = kubernetesEndpoints(kube);
+  // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
+  const sampler = workerRequestSampler(apiservers, settings.requestSampleSeconds, log);
+  const { fixedQps, budget, concurrency, memory } = loadControls(settings, metrics);
+  let shared: ClusterBudget | undefined;
+  const identity = claimIdentity(settings.identity);
+  // This process's instance: with the identity, it holds the leader and budget leases, so two processes given one
+  // SVM_IDENTITY never both lead, nor share one budget membership.
+  const instance = randomUUID().slice(0, 8);
+  const holder = `${identity}_${instance}`;
+  // The bridge, the agreement watcher and the activities start and signal workflows over the worker's own
+  // connection (the Rust core's), not a second one through grpc-js.
+  const client = new Client({ connection, namespace: t.namespace });
+  // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
+  const deployment = workerDeploymentOptions(settings.versioning, () => svmBuild());
+  const worker = await temporalWorker(
+    connection,
+    settings,
+    createActivities({
+      kube,
+      budget,
+      concurrency,
+      memory,
+      metrics,
+      apiservers,
+      requestSamples: sampler.samples,
+      temporal: { client, taskQueue: t.taskQueue },
+      triggerApi: settings.triggerApi,
+      standardMigrations: settings.standardMigrations,
+      managedFieldsAs: settings.managedFieldsAs,
+      requireStaticFence: settings.requireStaticFence,
+      requireFence: settings.requireFence,
+    }),
+    deployment,
+  );
 
   /**
    * Runs fn with what lives beside the worker: the metrics endpoint, the
