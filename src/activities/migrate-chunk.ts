@@ -68,7 +68,7 @@ import { Context, ApplicationFailure, CancelledFailure } from '@temporalio/activ
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { ListMeta, RewriteMethod } from '../kube/client';
 import { isRetryable, KubeError } from '../kube/errors';
-import { needsManifestFence, probeEachServer, probeFence, type FenceKind, type ServerFenceProbe } from '../kube/fence-probe';
+import { needsManifestFence, probeEachServer, type FenceKind, type ServerFenceProbe } from '../kube/fence-probe';
 import { PageLoop } from './chunk/page-loop';
 import { ChunkStop } from './chunk/stop';
 import type { ChunkDeps, ChunkInput, ChunkResult } from './chunk/types';
@@ -165,10 +165,9 @@ export function fenceRequired(
 async function assertFence(deps: ChunkDeps, resource: ResourceRef, name: string, kind: FenceKind, triedMs: () => number): Promise<void> {
   let probes: ServerFenceProbe[];
   try {
-    probes =
-      kind === 'static'
-        ? await probeEachServer(deps.apiservers ? await deps.apiservers.find() : { via: deps.kube, endpoints: [] }, resource, kind)
-        : [{ server: deps.kube.server, ...(await probeFence(deps.kube, resource, kind)) }];
+    // The manifest's fence at every API server (each loads its own); any of svm's through the one address.
+    const one = { via: deps.kube, endpoints: [{ id: deps.kube.server, kube: deps.kube }] };
+    probes = await probeEachServer(kind === 'static' && deps.apiservers ? await deps.apiservers.find() : one, resource, kind);
   } catch (err) {
     // As the list's own failure would be: a conversion webhook that stays down fails it, naming the webhook.
     throw failureOf(err, `probing svm's fence for ${name}`, resource, triedMs());

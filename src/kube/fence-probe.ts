@@ -26,7 +26,7 @@ const STATIC_SUFFIX = '.static.k8s.io';
 const FENCE_NAME_SUFFIX = '-worker-no-op-only';
 
 /** The label the dry run would set: a change the fence refuses (it admits only writes that change nothing). */
-export const PROBE_LABEL = 'svm.probe/static-fence';
+export const PROBE_LABEL = 'svm.probe/fence';
 
 /** Which fence must refuse the dry run: any of svm's, or the one loaded from a manifest. */
 export type FenceKind = 'svm' | 'static';
@@ -36,11 +36,6 @@ export type FenceProbe =
   | { inForce: false; why: string }
   /** Nothing of the resource to try the change on: nothing to rewrite either. */
   | { nothingToProbe: true };
-
-/** One object to try the change on, and the path of the dry run. */
-export interface ProbeTarget {
-  path: string;
-}
 
 /** Whether a policy is svm's fence: by its name, as made through the API or loaded from a manifest. */
 export function isSvmFence(policy: string, kind: FenceKind): boolean {
@@ -64,25 +59,25 @@ export function judgeProbe(answer: { status: number } | KubeError, kind: FenceKi
 }
 
 /**
- * The object to try the change on: the first a metadata-only list gives, but none of svm's own Leases (the fence lets
- * the worker write those). Undefined when there is none.
+ * The path of the object to try the change on: the first a metadata-only list gives, but none of svm's own Leases
+ * (the fence lets the worker write those). Undefined when there is none.
  */
 export async function probeTarget(
   kube: KubeClient,
   ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
-): Promise<ProbeTarget | undefined> {
+): Promise<string | undefined> {
   const own = (name: string) => ref.group === 'coordination.k8s.io' && ref.resource === 'leases' && name.startsWith('svm-');
   const first = (await kube.listPage(ref, { limit: 5 })).items.find((o) => !own(o.name));
-  return first && { path: objectPath(ref, first.name, first.namespace) };
+  return first && objectPath(ref, first.name, first.namespace);
 }
 
 /**
  * The dry run at one server (or the worker's one address). A throttled or failing server throws, and so does a refusal
  * by RBAC (no `patch` granted: the chunk's own failure says what to grant); every other answer is judged.
  */
-export async function probeAt(server: KubeClient, target: ProbeTarget, kind: FenceKind): Promise<FenceProbe> {
+export async function probeAt(server: KubeClient, path: string, kind: FenceKind): Promise<FenceProbe> {
   try {
-    const answer = await server.request('PATCH', target.path, {
+    const answer = await server.request('PATCH', path, {
       query: { dryRun: 'All' },
       contentType: 'application/merge-patch+json',
       accept: METADATA_ONLY_ACCEPT,
@@ -95,16 +90,6 @@ export async function probeAt(server: KubeClient, target: ProbeTarget, kind: Fen
       return judgeProbe(err, kind);
     throw err;
   }
-}
-
-/** The dry run on the first object of the resource, through the worker's one address. */
-export async function probeFence(
-  kube: KubeClient,
-  ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
-  kind: FenceKind,
-): Promise<FenceProbe> {
-  const target = await probeTarget(kube, ref);
-  return target ? probeAt(kube, target, kind) : { nothingToProbe: true };
 }
 
 /** One server's answer, named by its address. */
@@ -126,6 +111,17 @@ export async function probeEachServer(
       ? found.endpoints
       : [{ id: `${found.via.server} (${found.endpointsNote ?? 'no address listed'})`, kube: found.via }];
   return Promise.all(servers.map(async (s) => ({ server: s.id, ...(await probeAt(s.kube, target, kind)) })));
+}
+
+/** The dry run through the worker's one address alone. */
+export async function probeFence(
+  kube: KubeClient,
+  ref: Pick<ResourceRef, 'group' | 'version' | 'resource' | 'kind'>,
+  kind: FenceKind,
+): Promise<FenceProbe> {
+  const [only] = await probeEachServer({ via: kube, endpoints: [{ id: kube.server, kube }] }, ref, kind);
+  const { server: _server, ...probe } = only!;
+  return probe;
 }
 
 /**
