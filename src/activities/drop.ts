@@ -30,6 +30,7 @@ export function createDropActivities(deps: {
           apiservers: deps.apiservers,
           migrationOf: deps.temporal ? migrationRecords(deps.temporal.client) : undefined,
           requestSamples: deps.requestSamples,
+          ...(input.cluster ? { cluster: input.cluster.name } : {}),
           heartbeat: (what) => Context.current().heartbeat(what),
         });
       } catch (err) {

@@ -3,6 +3,8 @@
  * worker, or whatever a test passes). Each one is a unit of retryable work
  * that returns small results: counters, tokens, hashes. Never object bodies.
  */
+import { clusterUidReader } from '../kube/cluster-uid';
+import { createCampaignStepActivities } from './fleet';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
@@ -51,7 +53,9 @@ export interface ActivityDeps {
    */
   apiservers?: ApiServerSource;
   /** For the trigger: start and stop migrations. */
-  temporal?: { client: Client; taskQueue: string };
+  temporal?: { client: Client; taskQueue: string; cluster?: string };
+  /** The uid of the cluster's kube-system namespace as the API answers now (src/worker/cluster-check.ts). */
+  clusterUid?: () => Promise<string>;
   /** For the trigger: migrate through svm's own workflow (default) or hand over to the built-in migrator. */
   triggerApi?: 'svm' | 'standard';
   /** For the trigger: who acts on storagemigration.k8s.io objects (SVM_STANDARD_MIGRATIONS); default defer. */
@@ -93,6 +97,12 @@ export function createActivities(deps: ActivityDeps) {
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
     ...createChunkActivities({ ...deps, apiservers }, metrics),
     ...createAgreementActivities(kube, agreement),
+    ...createCampaignStepActivities(kube),
+    /** The cluster this worker serves, as its API answers now: what a named workflow records at its start (src/workflows/cluster-context.ts). */
+    async clusterIdentity(): Promise<{ name?: string; uid: string }> {
+      const uid = deps.clusterUid ? await deps.clusterUid() : await clusterUidReader(kube)();
+      return { ...(deps.temporal?.cluster ? { name: deps.temporal.cluster } : {}), uid };
+    },
     ...createMirrorActivities(deps, metrics),
   };
 }

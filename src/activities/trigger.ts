@@ -4,6 +4,7 @@
  * (StorageState writes, stopping and starting migrations). Returns hashes,
  * names and counts only.
  */
+import { idInCluster } from '../api/cluster';
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
@@ -36,7 +37,7 @@ export interface TriggerDeps {
   kube: KubeClient;
   /** Every API server (src/kube/apiservers.ts): each reports its own discovery. */
   apiservers: ApiServerSource;
-  temporal?: { client: Client; taskQueue: string };
+  temporal?: { client: Client; taskQueue: string; cluster?: string };
   /** 'standard': hand each migration to the built-in migrator (delegateToBuiltIn) instead of svm's own pass. */
   triggerApi?: 'svm' | 'standard';
   /**
@@ -111,7 +112,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
   /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
   const recordOf = deps.temporal ? migrationRecords(deps.temporal.client) : undefined;
   async function migrationStatus(name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
-    const r = await recordOf?.(`migrate/${name}`);
+    const r = await recordOf?.(idInCluster(`migrate/${name}`, deps.temporal?.cluster));
     if (!r) return { status: 'none' };
     if (r.status === 'RUNNING') return { status: 'running' };
     if (r.status !== 'COMPLETED') return { status: 'failed' };
@@ -247,7 +248,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
       for (const a of actions) {
         deps.mirrorWithoutRecord?.(a.name, a.mirrorWithoutRecord === true);
         if (a.stopMigration && deps.temporal) {
-          const handle = deps.temporal.client.workflow.getHandle(`migrate/${a.name}`);
+          const handle = deps.temporal.client.workflow.getHandle(idInCluster(`migrate/${a.name}`, deps.temporal.cluster));
           // No waiting for it to close: a new one starts only in a later period, once this one is closed.
           // Closed (or never started): nothing to stop. Anything else is not swallowed: the activity fails and is retried.
           await handle.signal(abortSignal, a.stopMigration).catch((err: unknown) => {
@@ -300,8 +301,8 @@ export function createTriggerActivities(deps: TriggerDeps) {
           }
           // One setting chooses the API: svm's own pass, or the built-in's behind svm's agreement checks (same workflow ID).
           await deps.temporal.client.workflow.start(deps.triggerApi === 'standard' ? 'delegateToBuiltIn' : 'migrateResource', {
-            ...startOptions(ref, deps.temporal.taskQueue),
-            args: [{ resource: ref }],
+            ...startOptions(ref, deps.temporal.taskQueue, deps.temporal.cluster),
+            args: [{ resource: ref, ...(deps.temporal.cluster ? { cluster: { name: deps.temporal.cluster } } : {}) }],
           });
           started.push(a.name);
         }

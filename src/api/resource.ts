@@ -2,6 +2,7 @@
  * Names of resources as the migrator uses them. Pure data and string logic:
  * safe to import from workflow code.
  */
+import { idInCluster } from './cluster';
 
 /** A group and resource (no version): what storage is keyed by. */
 export interface GroupResource {
@@ -43,9 +44,9 @@ export function groupResourceString(gr: GroupResource): string {
   return gr.group ? `${gr.resource}.${gr.group}` : gr.resource;
 }
 
-/** One running migration per resource: the workflow ID is derived from it. */
-export function migrationWorkflowId(gr: GroupResource): string {
-  return `migrate/${groupResourceString(gr)}`;
+/** One running migration per resource (of a cluster, when one is named: src/api/cluster.ts): the workflow ID is derived from it. */
+export function migrationWorkflowId(gr: GroupResource, cluster?: string): string {
+  return idInCluster(`migrate/${groupResourceString(gr)}`, cluster);
 }
 
 export function apiVersionOf(r: { group: string; version: string }): string {

@@ -11,7 +11,7 @@
  */
 import { Command, Option } from 'commander';
 import type { SingleBar } from 'cli-progress';
-import { kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
+import { clusterOption, kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
 import type { KubeClient } from '../kube/client';
 import type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, MigrationSummary, Migrator } from './index';
 
@@ -67,6 +67,7 @@ function migrateCommand(): Command {
     .option('--concurrency <n>', 'no-op updates in flight per chunk', parseIntArg('--concurrency', 1, 256))
     .option('--qps <n>', 'ceiling of updates per second for this migration (0: the worker budget only)', parseIntArg('--qps', 0, 100_000))
     .addOption(kubeconfigOption())
+    .addOption(clusterOption())
     .action(async (resources: string[], o: MigrateFlags) => {
       if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
       if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
@@ -193,6 +194,7 @@ function statusCommand(): Command {
     .argument('[resource]')
     .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
     .addOption(kubeconfigOption())
+    .addOption(clusterOption())
     .action(async (resource: string | undefined, o: { output: string; kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
         const list = await m.status(resource);
@@ -220,7 +222,7 @@ function statusText(s: MigrationSummary): string {
 type SteerName = 'abort' | 'pause' | 'resume';
 
 function signalCommand(name: SteerName): Command {
-  const cmd = withExamples(new Command(name).argument('<resource>').addOption(kubeconfigOption()), [
+  const cmd = withExamples(new Command(name).argument('<resource>').addOption(kubeconfigOption()).addOption(clusterOption()), [
     name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`,
   ]);
   if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
@@ -267,6 +269,7 @@ function triggerCommand(): Command {
       parseIntArg('--staleness', 1, 10 * 86_400),
     )
     .addOption(kubeconfigOption())
+    .addOption(clusterOption())
     .action(async (o: { period: number; staleness?: number; kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, async (m) => {
         const h = await m.startTrigger({ periodSeconds: o.period, stalenessSeconds: o.staleness });
@@ -278,6 +281,7 @@ function triggerCommand(): Command {
     .description('stop it')
     .addHelpText('after', '\nExample:\n  svm trigger stop   # explicit `svm migrate` and StorageVersionMigration objects still work\n')
     .addOption(kubeconfigOption())
+    .addOption(clusterOption())
     .action(async (o: { kubeconfig?: string }) => {
       await withMigrator(o.kubeconfig, (m) => m.stopTrigger());
       process.stderr.write('trigger stopped\n');
@@ -331,6 +335,7 @@ function crdsCommand(): Command {
     .description('create or update the CRDs in the cluster')
     .addHelpText('after', '\nExample:\n  svm crds install --kubeconfig ~/.kube/config\n')
     .addOption(kubeconfigOption())
+    .addOption(clusterOption())
     .action(async (o: { kubeconfig?: string }) => {
       const kube = kubeClient().KubeClient.fromKubeconfig(o.kubeconfig);
       try {
@@ -385,6 +390,7 @@ function managedFieldsCommand(): Command {
       .option('--to <version>', "the version they name instead (default: a CRD's storage version, or the group's preferred version)")
       .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
       .addOption(kubeconfigOption())
+      .addOption(clusterOption())
       .allowExcessArguments(false)
       // A bad or missing flag is a refusal (2), never "some remain" (1).
       .exitOverride((err) => process.exit(err.exitCode === 0 ? 0 : 2))

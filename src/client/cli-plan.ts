@@ -4,7 +4,7 @@ import type { KubeClient } from '../kube/client';
 import type { Client } from '@temporalio/client';
 import type { DropReport } from '../contract/drop';
 import type { DropCheckOptions } from '../kube/drop-check';
-import { kubeconfigOption, parseIntArg } from '../config/cli-options';
+import { clusterOption, kubeconfigOption, parseIntArg } from '../config/cli-options';
 import { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
 
 export const PLAN_HELP = `
@@ -77,6 +77,7 @@ export function planCommand(): Command {
         DEFAULT_PLAN_QPS,
       )
       .addOption(kubeconfigOption())
+      .addOption(clusterOption())
       .option(
         '--drop <group/version>',
         'instead of the plan: can this API version be removed now? (exit 0 ready, 1 not yet, 2 unknown or error)',
@@ -115,7 +116,7 @@ export function planCommand(): Command {
           kube = KubeClient.fromKubeconfig(o.kubeconfig);
           const records = await readRecords();
           closeTemporal = records.close;
-          const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf });
+          const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf, cluster: records.cluster });
           process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
           process.exitCode = plan.exitCode;
         } catch (err) {
@@ -158,7 +159,11 @@ async function dropAction(o: {
       kube = KubeClient.fromKubeconfig(o.kubeconfig);
       const records = await readRecords();
       closeTemporal = records.close;
-      report = await checkDrop(kube, o.drop, { requestsWindowSeconds: o.requestsWindow, migrationOf: records.migrationOf });
+      report = await checkDrop(kube, o.drop, {
+        requestsWindowSeconds: o.requestsWindow,
+        migrationOf: records.migrationOf,
+        cluster: records.cluster,
+      });
     }
     process.stdout.write(o.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : dropTable(report));
     process.exitCode = report.exitCode;
@@ -172,18 +177,25 @@ async function dropAction(o: {
 }
 
 /** A client of the Temporal of TEMPORAL_ADDRESS (and the other TEMPORAL_* settings), its task queue, and its closing. */
-async function connectTemporal(): Promise<{ client: Client; taskQueue: string; close: () => Promise<void> }> {
+async function connectTemporal(): Promise<{ client: Client; taskQueue: string; cluster?: string; close: () => Promise<void> }> {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
     require('../config/temporal') as typeof import('../config/temporal');
   const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  const { clusterTaskQueue } = require('../api/cluster') as typeof import('../api/cluster');
   /* eslint-enable @typescript-eslint/no-require-imports */
   const t = loadTemporalSettings(process.env);
   const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS ?? '' };
   const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
     throw await explainTemporalConnectError(e, target);
   });
-  return { client: new Client({ connection, namespace: t.namespace }), taskQueue: t.taskQueue, close: () => connection.close() };
+  return {
+    client: new Client({ connection, namespace: t.namespace }),
+    // A named cluster's (SVM_CLUSTER, --cluster) own queue: its worker runs the check.
+    taskQueue: clusterTaskQueue(t.taskQueue, t.cluster),
+    ...(t.cluster ? { cluster: t.cluster } : {}),
+    close: () => connection.close(),
+  };
 }
 
 /**
@@ -195,13 +207,19 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
   if (!process.env.TEMPORAL_ADDRESS) throw new Error('--on-worker needs TEMPORAL_ADDRESS (the worker is reached through Temporal)');
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { DROP_CHECK_WORKFLOW_TYPE, dropCheckWorkflowId } = require('../contract/drop') as typeof import('../contract/drop');
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { idInCluster } = require('../api/cluster') as typeof import('../api/cluster');
   const temporal = await connectTemporal();
   try {
-    const input = requestsWindowSeconds === undefined ? { groupVersion } : { groupVersion, requestsWindowSeconds };
+    const input = {
+      groupVersion,
+      ...(requestsWindowSeconds === undefined ? {} : { requestsWindowSeconds }),
+      ...(temporal.cluster ? { cluster: { name: temporal.cluster } } : {}),
+    };
     return await temporal.client.workflow.execute<(i: typeof input) => Promise<DropReport>>(DROP_CHECK_WORKFLOW_TYPE, {
       taskQueue: temporal.taskQueue,
       // A running check of the same version and window is joined; another window is a check of its own.
-      workflowId: `${dropCheckWorkflowId(groupVersion)}/window-${requestsWindowSeconds ?? 'default'}`,
+      workflowId: idInCluster(`${dropCheckWorkflowId(groupVersion)}/window-${requestsWindowSeconds ?? 'default'}`, temporal.cluster),
       workflowIdConflictPolicy: 'USE_EXISTING',
       args: [input],
     });
@@ -218,13 +236,13 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
  * The migration workflows in Temporal, where TEMPORAL_ADDRESS is set: the records a plan and a drop check rest on.
  * Without it, or when Temporal cannot be reached (said on stderr), both stand on Kubernetes alone and say so.
  */
-async function readRecords(): Promise<{ migrationOf?: DropCheckOptions['migrationOf']; close?: () => Promise<void> }> {
+async function readRecords(): Promise<{ migrationOf?: DropCheckOptions['migrationOf']; cluster?: string; close?: () => Promise<void> }> {
   if (!process.env.TEMPORAL_ADDRESS) return {};
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   const { migrationRecords } = require('../kube/drop-storage') as typeof import('../kube/drop-storage');
   try {
     const temporal = await connectTemporal();
-    return { migrationOf: migrationRecords(temporal.client), close: temporal.close };
+    return { migrationOf: migrationRecords(temporal.client), cluster: temporal.cluster, close: temporal.close };
   } catch (err) {
     process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
     return {};

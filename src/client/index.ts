@@ -51,11 +51,15 @@ import type { migrateResource } from '../workflows/migrate-resource';
 import type { Plan } from './plan-report';
 import type { PlanOptions } from './plan';
 import { startOptions } from '../contract/start-options';
+import { clusterTaskQueue, ClusterNameSchema, idInCluster, inClusterText } from '../api/cluster';
+import { CLUSTER_NAME_RULE } from '../api/cluster-name';
+import { MigrationCluster } from '../contract/search-attributes';
+import { TypedSearchAttributes } from '@temporalio/common';
 import type { storageVersionTrigger } from '../workflows/trigger';
 import type { TriggerInput } from '../contract/trigger';
 import { MANAGED_FIELDS_WORKFLOW_TYPE, managedFieldsWorkflowId, type ManagedFieldsInput, type ManagedFieldsResult } from '../contract/drop';
 import type { rewriteManagedFields } from '../workflows/rewrite-managed-fields';
-import { migratableResources } from './resources';
+import { migratableResources } from '../kube/migratable';
 
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
@@ -82,6 +86,12 @@ export interface MigratorOptions {
   temporal?: Partial<TemporalSettings> & { address: string };
   /** Path to a kubeconfig; KUBECONFIG / in-cluster when omitted. */
   kubeconfig?: string;
+  /**
+   * The cluster, when one Temporal namespace serves several (docs/fleet.md): its workflows are started on its task
+   * queue, with its name in their IDs, search attributes and input. Default: temporal.cluster, else SVM_CLUSTER;
+   * none: one cluster, as before.
+   */
+  cluster?: string;
 }
 
 export class MigrationHandle {
@@ -255,9 +265,27 @@ export class Migrator {
   private constructor(
     readonly client: Client,
     private readonly kubeconfig: string | undefined,
+    /** The task queue migrations are started on: the cluster's own when one is named. */
     readonly taskQueue: string,
     private readonly connection: Connection,
+    /** The cluster, when one is named. */
+    readonly cluster?: string,
   ) {}
+
+  /** The ID of one of svm's workflows in this client's cluster (idInCluster). */
+  private id(workflowId: string): string {
+    return idInCluster(workflowId, this.cluster);
+  }
+
+  /** The MigrationCluster search attribute of a workflow started in the cluster, when one is named. */
+  private get clusterAttribute(): { typedSearchAttributes?: TypedSearchAttributes } {
+    return this.cluster ? { typedSearchAttributes: new TypedSearchAttributes([{ key: MigrationCluster, value: this.cluster }]) } : {};
+  }
+
+  /** The input's `cluster` field, when a cluster is named. */
+  private get clusterArg(): { cluster?: { name: string } } {
+    return this.cluster ? { cluster: { name: this.cluster } } : {};
+  }
 
   /** The Kubernetes client, made (from the kubeconfig given to connect) when first needed: status and signals by workflow need none. */
   get kube(): KubeClient {
@@ -273,7 +301,10 @@ export class Migrator {
       throw await explainTemporalConnectError(e, target);
     });
     const client = new Client({ connection, namespace: t.namespace });
-    return new Migrator(client, opts.kubeconfig, t.taskQueue, connection);
+    const cluster = opts.cluster ?? t.cluster;
+    if (cluster !== undefined && !ClusterNameSchema.safeParse(cluster).success)
+      throw new RangeError(`cluster "${cluster}": ${CLUSTER_NAME_RULE}`);
+    return new Migrator(client, opts.kubeconfig, clusterTaskQueue(t.taskQueue, cluster), connection, cluster);
   }
 
   async close(): Promise<void> {
@@ -290,7 +321,7 @@ export class Migrator {
    */
   plan(opts: PlanOptions = {}): Promise<Plan> {
     // A settled StorageState counts only on the migration's record, read through this client's Temporal.
-    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client), ...opts });
+    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client), cluster: this.cluster, ...opts });
   }
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */
@@ -305,8 +336,8 @@ export class Migrator {
     validateOptions(options);
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
     const workflow = await this.client.workflow.start<typeof migrateResource>('migrateResource', {
-      ...startOptions(ref, this.taskQueue),
-      args: [{ resource: ref, options }],
+      ...startOptions(ref, this.taskQueue, this.cluster),
+      args: [{ resource: ref, options, ...this.clusterArg }],
     });
     return new MigrationHandle(ref, workflow);
   }
@@ -372,19 +403,27 @@ export class Migrator {
     for (const n of names) resources.push(await this.resolve(n));
     if (resources.length === 0) throw new InvalidResourceError('no migratable resource to migrate');
     const running = await this.client.workflow
-      .getHandle(MIGRATE_ALL_WORKFLOW_ID)
+      .getHandle(this.id(MIGRATE_ALL_WORKFLOW_ID))
       .describe()
       .then((d) => d.status.name === 'RUNNING')
       .catch(() => false);
     const handle = await this.client.workflow.start<typeof migrateAll>('migrateAll', {
       taskQueue: this.taskQueue,
-      workflowId: MIGRATE_ALL_WORKFLOW_ID,
+      workflowId: this.id(MIGRATE_ALL_WORKFLOW_ID),
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ resources, parallelism, ...(opts.options && Object.keys(opts.options).length ? { options: opts.options } : {}) }],
-      staticSummary: `Storage version migration of ${opts.resources ? `${resources.length} chosen resources` : `every resource (${resources.length})`}`,
+      args: [
+        {
+          resources,
+          parallelism,
+          ...(opts.options && Object.keys(opts.options).length ? { options: opts.options } : {}),
+          ...this.clusterArg,
+        },
+      ],
+      ...this.clusterAttribute,
+      staticSummary: `Storage version migration of ${opts.resources ? `${resources.length} chosen resources` : `every resource (${resources.length})`}${inClusterText(this.cluster)}`,
       staticDetails: `Migrates ${resources.map((r) => groupResourceString(r)).join(', ')}, ${parallelism} at a time, each as its own child migration.`,
     });
-    return { handle, workflowId: MIGRATE_ALL_WORKFLOW_ID, joined: running, resources };
+    return { handle, workflowId: this.id(MIGRATE_ALL_WORKFLOW_ID), joined: running, resources };
   }
 
   /**
@@ -397,10 +436,11 @@ export class Migrator {
       throw new RangeError(`periodSeconds must be a whole number >= 1, got ${input.periodSeconds}`);
     return this.client.workflow.start<typeof storageVersionTrigger>('storageVersionTrigger', {
       taskQueue: this.taskQueue,
-      workflowId: TRIGGER_WORKFLOW_ID,
+      workflowId: this.id(TRIGGER_WORKFLOW_ID),
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [input],
-      staticSummary: 'Storage version trigger',
+      args: [{ ...input, ...this.clusterArg }],
+      ...this.clusterAttribute,
+      staticSummary: `Storage version trigger${inClusterText(this.cluster)}`,
       staticDetails: `Polls every API server's discovery every ${input.periodSeconds}s, keeps StorageState objects, and starts migrations when a storageVersionHash changes.`,
     });
   }
@@ -414,16 +454,17 @@ export class Migrator {
   async rewriteManagedFields(input: ManagedFieldsInput): Promise<ManagedFieldsResult> {
     return this.client.workflow.execute<typeof rewriteManagedFields>(MANAGED_FIELDS_WORKFLOW_TYPE, {
       taskQueue: this.taskQueue,
-      workflowId: managedFieldsWorkflowId(input.resource, input.from),
+      workflowId: this.id(managedFieldsWorkflowId(input.resource, input.from)),
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [input],
+      args: [{ ...input, ...this.clusterArg }],
+      ...this.clusterAttribute,
       staticSummary: `managedFields of ${input.resource}: ${input.from} -> ${input.to ?? 'its storage version'}`,
     });
   }
 
   /** Stops the trigger (it can be started again later; StorageStates older than the staleness bound are then reset). */
   async stopTrigger(): Promise<void> {
-    const h = this.client.workflow.getHandle(TRIGGER_WORKFLOW_ID);
+    const h = this.client.workflow.getHandle(this.id(TRIGGER_WORKFLOW_ID));
     await h.cancel();
     await h.result().catch(() => undefined);
   }
@@ -431,7 +472,7 @@ export class Migrator {
   /** A handle on the latest migration of a resource. */
   async handle(resource: string | ResourceRef): Promise<MigrationHandle> {
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
-    return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(migrationWorkflowId(ref)));
+    return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(migrationWorkflowId(ref, this.cluster)));
   }
 
   /** Status of one resource's latest migration, or of every migration known to Temporal. */
@@ -447,7 +488,10 @@ export class Migrator {
       }
     }
     const out: MigrationSummary[] = [];
-    for await (const w of this.client.workflow.list({ query: `WorkflowType = 'migrateResource'` })) {
+    // A named cluster's migrations only (its search attribute); every one on the namespace otherwise, as before.
+    const query = `WorkflowType = 'migrateResource'${this.cluster ? ` AND ${MigrationCluster.name} = '${this.cluster}'` : ''}`;
+    const prefix = `${this.id('migrate/')}`;
+    for await (const w of this.client.workflow.list({ query })) {
       if (out.some((o) => o.workflowId === w.workflowId)) continue; // older runs of the same resource
       // The latest run: its deployment version (the listing's row may be an older run of the chain).
       const d = await this.client.workflow
@@ -457,7 +501,7 @@ export class Migrator {
       out.push(
         await this.summarize(
           w.workflowId,
-          w.workflowId.replace(/^migrate\//, ''),
+          w.workflowId.startsWith(prefix) ? w.workflowId.slice(prefix.length) : w.workflowId,
           d?.status.name ?? w.status.name,
           d && deploymentVersionOf(d),
         ),

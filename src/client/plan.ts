@@ -44,7 +44,7 @@ import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
 import { notMigratableReason } from '../kube/resolve';
 import { lookUpRecord, unbackedReason } from '../kube/drop-storage';
 import type { DropCheckOptions } from '../kube/drop-shared';
-import { migratableResources } from './resources';
+import { migratableResources } from '../kube/migratable';
 import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from './plan-report';
 import { compareStrings } from '../api/order';
 
@@ -63,6 +63,8 @@ export interface PlanOptions {
    * worker's token can write StorageStates. Without it, such StorageStates are believed, and a note says so.
    */
   migrationOf?: DropCheckOptions['migrationOf'];
+  /** The cluster whose migration workflows migrationOf reads, when one Temporal namespace serves several. */
+  cluster?: string;
   now?: () => number;
 }
 
@@ -231,7 +233,9 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
     });
 
     // 2b. StorageStates saying every object is stored in the served hash: mirrors, believed only on the record.
-    await checkSettledStates(settled, opts.migrationOf, notes, (s) => candidate(s.group, s.resource));
+    await checkSettledStates(settled, opts.migrationOf && { of: opts.migrationOf, cluster: opts.cluster }, notes, (s) =>
+      candidate(s.group, s.resource),
+    );
 
     // 3. Resources whose API servers disagree.
     for (const [key, a] of agreements) {
@@ -352,12 +356,12 @@ interface SettledState {
  */
 async function checkSettledStates(
   settled: SettledState[],
-  migrationOf: PlanOptions['migrationOf'],
+  records: { of: NonNullable<PlanOptions['migrationOf']>; cluster?: string } | undefined,
   notes: string[],
   candidate: (s: SettledState) => Candidate,
 ): Promise<void> {
   if (settled.length === 0) return;
-  if (!migrationOf) {
+  if (!records) {
     notes.push(
       `${settled.length} StorageState(s) saying every object is stored in the served version were believed: the migration records in Temporal were not read (set TEMPORAL_ADDRESS)`,
     );
@@ -366,7 +370,7 @@ async function checkSettledStates(
   const lookups = await Promise.all(
     settled.map(async (s) => ({
       s,
-      lookup: await lookUpRecord(migrationWorkflowId({ group: s.group, resource: s.resource }), migrationOf),
+      lookup: await lookUpRecord(migrationWorkflowId({ group: s.group, resource: s.resource }, records.cluster), records.of),
     })),
   );
   for (const { s, lookup } of lookups) {

@@ -1,5 +1,6 @@
 /** Command-line pieces every `svm` command shares, whichever layer registers the command. */
 import { InvalidArgumentError, Option, type Command } from 'commander';
+import { CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
 
 /** A whole-number argument within [min, max]; commander reports the message and exits 1 otherwise. */
 export function parseIntArg(name: string, min: number, max: number) {
@@ -18,3 +19,18 @@ export function withExamples<C extends Command>(cmd: C, examples: string[]): C {
   cmd.addHelpText('after', `\n${examples.length > 1 ? 'Examples' : 'Example'}:\n${examples.map((e) => `  ${e}`).join('\n')}\n`);
   return cmd;
 }
+
+/**
+ * `--cluster <name>`: the cluster a command works on when one Temporal namespace serves several (docs/fleet.md).
+ * It stands for SVM_CLUSTER, which it sets for the command (every setting is read from there), after checking the
+ * name; unset, SVM_CLUSTER or, without it, the single-cluster IDs and task queue.
+ */
+export const clusterOption = () =>
+  new Option(
+    '--cluster <name>',
+    'the cluster, when one Temporal namespace serves several (default: SVM_CLUSTER; none: one cluster)',
+  ).argParser((value: string): string => {
+    if (!CLUSTER_NAME_PATTERN.test(value)) throw new InvalidArgumentError(`--cluster: ${CLUSTER_NAME_RULE}, got "${value}"`);
+    process.env.SVM_CLUSTER = value;
+    return value;
+  });

@@ -24,6 +24,7 @@ import { isIP } from 'node:net';
 import * as tls from 'node:tls';
 import { z } from 'zod';
 import { explainSettings, SettingsError, settingBool } from './settings';
+import { ClusterNameSchema } from '../api/cluster';
 
 export const TemporalSettings = z.object({
   address: z
@@ -32,6 +33,11 @@ export const TemporalSettings = z.object({
     .optional(),
   namespace: z.string().min(1).default('default'),
   taskQueue: z.string().min(1).default('storage-version-migrator'),
+  /**
+   * The cluster this worker or client works on, when one Temporal namespace serves several (SVM_CLUSTER,
+   * docs/fleet.md): its task queue is taskQueue's cluster queue and its workflow IDs name it. Unset: one cluster.
+   */
+  cluster: ClusterNameSchema.optional(),
   apiKey: z.string().min(1).optional(),
   /** TLS on (true) or off (false); unset: on when any TLS setting or an API key is given (as Temporal's SDKs and CLI do). */
   tls: settingBool.optional(),
@@ -55,6 +61,7 @@ export const temporalSettingSources: Record<string, string> = {
   'temporal.address': 'TEMPORAL_ADDRESS',
   'temporal.namespace': 'TEMPORAL_NAMESPACE',
   'temporal.taskQueue': 'TEMPORAL_TASK_QUEUE',
+  'temporal.cluster': 'SVM_CLUSTER',
   'temporal.apiKey': 'TEMPORAL_API_KEY',
   'temporal.tls': 'TEMPORAL_TLS',
   'temporal.tlsCert': 'TEMPORAL_TLS_CLIENT_CERT_PATH',
@@ -146,6 +153,7 @@ export function temporalFromEnv(env: NodeJS.ProcessEnv) {
     address: p.address,
     namespace: p.namespace,
     taskQueue: env.TEMPORAL_TASK_QUEUE || undefined,
+    cluster: env.SVM_CLUSTER || undefined,
     apiKey: p.apiKey,
     // A TEMPORAL_TLS value svm cannot read reaches the schema as it is, to be refused by name.
     tls: rawTls !== undefined && e.TEMPORAL_TLS === undefined ? rawTls : p.tls === undefined ? undefined : p.tls.disabled !== true,

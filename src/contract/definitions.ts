@@ -7,6 +7,7 @@
  */
 import { defineQuery, defineSignal, defineUpdate } from '@temporalio/workflow';
 import { z } from 'zod';
+import { ClusterRefSchema } from '../api/cluster';
 import type { Agreement } from './agreement';
 import type { PassRecord } from './pass-record';
 import type { MigrationCounters, MigrationPhase, ObjectFailure } from '../api/migration';
@@ -185,6 +186,11 @@ export const MigrateResourceInputSchema = z
     options: MigrationOptionsSchema.partial().optional(),
     /** StorageVersionMigration objects that mirror this migration's status (at most MAX_MIGRATION_OBJECTS). */
     migrationObjects: z.array(z.string().min(1).max(320)).max(MAX_MIGRATION_OBJECTS).optional(),
+    /**
+     * The cluster, when one Temporal namespace serves several (docs/fleet.md): the workflow ID and task queue must
+     * be its (migrationWorkflowId, clusterTaskQueue). Without a uid, the workflow reads it first and records it.
+     */
+    cluster: ClusterRefSchema.optional(),
     carried: CarriedStateSchema.optional(),
   })
   .strict();
@@ -309,6 +315,8 @@ export const MigrateAllInputSchema = z
     /** Migrations running at once; each draws on the workers' shared budget. */
     parallelism: whole('parallelism', 1, 64),
     options: MigrationOptionsSchema.partial().optional(),
+    /** The cluster, when one Temporal namespace serves several: its migrations are started in it. */
+    cluster: ClusterRefSchema.optional(),
   })
   .strict();
 export type MigrateAllInput = z.infer<typeof MigrateAllInputSchema>;

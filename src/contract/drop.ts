@@ -6,6 +6,7 @@
  * same report. Side-effect free, like definitions.ts.
  */
 import { z } from 'zod';
+import { ClusterRefSchema } from '../api/cluster';
 
 /** The workflow type any SDK starts (one argument: DropCheckInput); its result is a DropReport. */
 export const DROP_CHECK_WORKFLOW_TYPE = 'checkVersionDrop';
@@ -66,6 +67,8 @@ export const DropCheckInputSchema = z
       .describe(
         `each API server's request counters are read at the start and again this many seconds later (default ${DEFAULT_REQUESTS_WINDOW_SECONDS}): a request at the version in between is a client still using it; 0: any request since the server started counts`,
       ),
+    /** The cluster, when one Temporal namespace serves several (src/api/cluster.ts). */
+    cluster: ClusterRefSchema.optional(),
   })
   .strict()
   .describe('the input of checkVersionDrop; minimal: {"groupVersion": "example.com/v1"}');
@@ -174,6 +177,8 @@ export const ManagedFieldsInputSchema = z
       .describe(
         "the version they name instead (default: a CRD's storage version, or the preferred version of a built-in resource's group)",
       ),
+    /** The cluster, when one Temporal namespace serves several (src/api/cluster.ts). */
+    cluster: ClusterRefSchema.optional(),
   })
   .strict()
   .describe('the input of rewriteManagedFields; minimal: {"resource": "widgets.example.com", "from": "example.com/v1"}');

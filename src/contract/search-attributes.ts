@@ -9,11 +9,19 @@ export const MigrationResource = defineSearchAttributeKey('MigrationResource', S
 export const MigrationGroup = defineSearchAttributeKey('MigrationGroup', SearchAttributeType.KEYWORD);
 export const MigrationPhase = defineSearchAttributeKey('MigrationPhase', SearchAttributeType.KEYWORD);
 export const MigrationMigrated = defineSearchAttributeKey('MigrationMigrated', SearchAttributeType.INT);
+/** The cluster a workflow belongs to (a named worker's: SVM_CLUSTER); unset on a single-cluster worker's workflows. */
+export const MigrationCluster = defineSearchAttributeKey('MigrationCluster', SearchAttributeType.KEYWORD);
+/** On a cluster's registration (docs/fleet.md): the Kubernetes versions its API servers report, and when its worker last reported. */
+export const MigrationKubeVersions = defineSearchAttributeKey('MigrationKubeVersions', SearchAttributeType.KEYWORD_LIST);
+export const MigrationLastSeen = defineSearchAttributeKey('MigrationLastSeen', SearchAttributeType.DATETIME);
 
 /** Name and CLI type name (as `temporal operator search-attribute create --type` spells it). */
-export const searchAttributeDefinitions: ReadonlyArray<{ name: string; type: 'Keyword' | 'Int' }> = [
+export const searchAttributeDefinitions: ReadonlyArray<{ name: string; type: 'Keyword' | 'Int' | 'KeywordList' | 'Datetime' }> = [
   { name: MigrationResource.name, type: 'Keyword' },
   { name: MigrationGroup.name, type: 'Keyword' },
   { name: MigrationPhase.name, type: 'Keyword' },
   { name: MigrationMigrated.name, type: 'Int' },
+  { name: MigrationCluster.name, type: 'Keyword' },
+  { name: MigrationKubeVersions.name, type: 'KeywordList' },
+  { name: MigrationLastSeen.name, type: 'Datetime' },
 ];

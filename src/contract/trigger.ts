@@ -3,6 +3,8 @@
  * the resources observed, the StorageState read and the write decided.
  * The decisions themselves are in src/workflows/trigger-logic.ts.
  */
+import type { ClusterRef } from '../api/cluster';
+
 export const UNKNOWN = 'Unknown';
 
 export interface ReporterEntry {
@@ -87,5 +89,7 @@ export interface TriggerInput {
   stalenessSeconds?: number;
   /** Longest wait between attempts of a failing migration. Default: one hour. */
   maxBackoffSeconds?: number;
+  /** The cluster, when one Temporal namespace serves several (src/api/cluster.ts): its migrations are started in it. */
+  cluster?: ClusterRef;
   memory?: TriggerMemory;
 }

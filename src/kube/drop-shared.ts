@@ -36,6 +36,8 @@ export interface DropCheckOptions {
   apiservers?: ApiServerSource;
   /** The resource's migration workflow, where a Temporal client is at hand (the worker's activity; the CLI with TEMPORAL_ADDRESS). */
   migrationOf?: (workflowId: string) => Promise<MigrationRecord | undefined>;
+  /** The cluster whose migration workflows migrationOf is asked for, when one Temporal namespace serves several. */
+  cluster?: string;
   /**
    * The worker's samples of each server's request counters (src/kube/request-samples.ts): where one is older than the
    * window's start, that server's count starts there (the check run by the worker: up to a day back).

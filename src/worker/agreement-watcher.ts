@@ -46,6 +46,8 @@ export interface WatcherOptions {
   client: Client;
   log: Logger;
   probeIntervalMs?: number;
+  /** The cluster the worker serves, when one Temporal namespace serves several: the migrations signalled are its. */
+  cluster?: string;
 }
 
 /** Logs a repeated failure once, then at most once per interval with how many were held back. */
@@ -105,7 +107,10 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
         onEvent: (type, obj) => {
           const name = nameOf(obj);
           if (name.includes('.'))
-            void signal(migrationWorkflowId(groupResourceOfStorageVersion(name)), `StorageVersion ${name} ${type.toLowerCase()}`);
+            void signal(
+              migrationWorkflowId(groupResourceOfStorageVersion(name), opts.cluster),
+              `StorageVersion ${name} ${type.toLowerCase()}`,
+            );
         },
         onError: (err) => {
           // Switched off (404): back to probing, quietly.
@@ -143,7 +148,7 @@ export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
     onEvent: (type, obj) => {
       const name = nameOf(obj); // <plural>.<group>: exactly the resource's kubectl name
       const gr = groupResourceOfCrd(name);
-      if (gr) void signal(migrationWorkflowId(gr), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
+      if (gr) void signal(migrationWorkflowId(gr, opts.cluster), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
     },
     onError: crdWarn,
   });

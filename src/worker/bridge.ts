@@ -88,6 +88,8 @@ export interface BridgeOptions {
   kube: KubeClient;
   client: Client;
   taskQueue: string;
+  /** The cluster this bridge's worker serves, when one Temporal namespace serves several: its workflows are started in it. */
+  cluster?: string;
   log: Logger;
   /** How often every object is looked at again (repair, retries); default 30 s. */
   resyncSeconds?: number;
@@ -135,8 +137,8 @@ function isTransient(err: unknown): boolean {
  * follows from the group and resource its spec names, exactly as the bridge accepts them): one of more objects
  * than the workflow lists. Whoever set the annotation, it asks for the status of that resource's migration.
  */
-function follows(obj: ObjectView, workflowId: string): boolean {
-  return migrationWorkflowId({ group: obj.resource.group ?? '', resource: obj.resource.resource }) === workflowId;
+function follows(obj: ObjectView, workflowId: string, cluster: string | undefined): boolean {
+  return migrationWorkflowId({ group: obj.resource.group ?? '', resource: obj.resource.resource }, cluster) === workflowId;
 }
 
 function followerMessage(p: MigrationProgress): string {
@@ -383,8 +385,8 @@ export class Bridge {
     // again (a no-op). The other order could leave an annotated object its
     // workflow does not know, which would be refused as not ours.
     const handle = await this.opts.client.workflow.signalWithStart<typeof migrateResource, [string | { name: string }]>('migrateResource', {
-      ...startOptions(ref, this.opts.taskQueue),
-      args: [{ resource: ref, migrationObjects: [obj.ref] }],
+      ...startOptions(ref, this.opts.taskQueue, this.opts.cluster),
+      args: [{ resource: ref, migrationObjects: [obj.ref], ...(this.opts.cluster ? { cluster: { name: this.opts.cluster } } : {}) }],
       signal: attachMigrationObjectSignal,
       signalArgs: [obj.ref],
     });
@@ -429,7 +431,7 @@ export class Bridge {
       this.unlisted.delete(key);
       return;
     }
-    if (follows(obj, workflowId)) {
+    if (follows(obj, workflowId, this.opts.cluster)) {
       // One of more objects than the workflow lists (MAX_MIGRATION_OBJECTS): its status is copied here.
       this.unlisted.delete(key);
       const mine = this.followers.get(workflowId) ?? new Map<string, ObjectView>();
@@ -472,7 +474,7 @@ export class Bridge {
     let extra: Partial<StorageVersionMigrationStatus> = {};
     try {
       const result: MigrationResult = await this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).result();
-      if (!result.migrationObjects.includes(obj.ref) && !follows(obj, workflowId)) {
+      if (!result.migrationObjects.includes(obj.ref) && !follows(obj, workflowId, this.opts.cluster)) {
         message = obj.statusFromWorkflow
           ? `an earlier run of the migration workflow ${workflowId} ended without recording a result here; its latest run (${result.phase}) did not include this object`
           : `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} completed without it); only svm sets it. Create the StorageVersionMigration without the annotation`;

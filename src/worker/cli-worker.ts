@@ -1,6 +1,6 @@
 /** `svm worker`: the worker process's command, registered on the `svm` program by cli/svm.ts. */
 import { Command } from 'commander';
-import { kubeconfigOption } from '../config/cli-options';
+import { clusterOption, kubeconfigOption } from '../config/cli-options';
 import { loadWorkerSettings } from './config';
 import { createMigratorWorker } from './worker';
 
@@ -31,6 +31,7 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
     .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS)')
     .option('--no-bridge', 'do not watch StorageVersionMigration objects')
     .addOption(kubeconfigOption())
+    .addOption(clusterOption())
     .addHelpText(
       'after',
       [

@@ -14,6 +14,11 @@ import { createActivities } from '../activities';
 import { warnIfRewriteForced } from '../activities/migrate-chunk';
 import { freePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
+import { clusterUidReader } from '../kube/cluster-uid';
+import { clusterTaskQueue, fleetTaskQueue } from '../api/cluster';
+import { createFleetActivities } from '../activities/fleet';
+import { startRegistration } from './registration';
+import { clusterCheck } from './cluster-check';
 import { workerRequestSampler } from '../kube/request-samples';
 import { KubeClient } from '../kube/client';
 import { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
@@ -194,6 +199,18 @@ export interface MigratorWorker {
   run(): Promise<void>;
 }
 
+/** Runs the fleet's worker (if any) while main runs, and shuts it down once main has ended. */
+async function alongside<T>(fleet: Worker | undefined, main: Promise<T>): Promise<T> {
+  if (!fleet) return main;
+  const running = fleet.run();
+  try {
+    return await main;
+  } finally {
+    if (fleet.getState() === 'RUNNING') fleet.shutdown();
+    await running;
+  }
+}
+
 /** The worker's load controls from its settings: the fixed rate (0 under auto), its budget, adaptive concurrency and memory budget. */
 function loadControls(settings: WorkerSettings, metrics: MigratorMetrics | undefined) {
   // SVM_QPS=auto (the default): no fixed rate; the adaptive concurrency below follows the API servers.
@@ -224,12 +241,16 @@ async function temporalWorker(
   settings: WorkerSettings,
   activities: ReturnType<typeof createActivities>,
   deployment: ReturnType<typeof workerDeploymentOptions>,
+  clusterUid: () => Promise<string>,
 ): Promise<Worker> {
   const t = settings.temporal;
   return Worker.create({
     connection,
     namespace: t.namespace,
-    taskQueue: t.taskQueue,
+    // A named cluster's own queue (SVM_CLUSTER); the configured one otherwise.
+    taskQueue: clusterTaskQueue(t.taskQueue, t.cluster),
+    // Every activity checks first that it belongs to the cluster this worker serves, and that the API is that cluster.
+    interceptors: { activity: [clusterCheck(t.cluster, clusterUid)] },
     workerDeploymentOptions: deployment,
     // Prebuilt at build time (npm run build:workflows, the image) when up to date; bundled here otherwise.
     workflowBundle: await workflowBundleOption(),
@@ -250,6 +271,25 @@ async function temporalWorker(
   });
 }
 
+/**
+ * The fleet's worker beside a named cluster's (SVM_FLEET_WORKER): campaigns and registrations on the fleet task
+ * queue, with the one activity that lists registrations. No Kubernetes, no cluster check: they belong to no cluster.
+ */
+async function fleetWorker(connection: NativeConnection, settings: WorkerSettings, client: Client): Promise<Worker> {
+  const t = settings.temporal;
+  return Worker.create({
+    connection,
+    namespace: t.namespace,
+    taskQueue: fleetTaskQueue(t.taskQueue),
+    workflowBundle: await workflowBundleOption(),
+    activities: createFleetActivities({ temporal: { client } }),
+    maxCachedWorkflows: settings.maxCachedWorkflows,
+    maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
+    maxConcurrentActivityTaskExecutions: 2,
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 1 },
+  });
+}
+
 export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger()): Promise<MigratorWorker> {
   const t = settings.temporal;
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
@@ -263,6 +303,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   });
   warnIfRewriteForced(log);
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
+  const clusterUid = clusterUidReader(kube);
+  const taskQueue = clusterTaskQueue(t.taskQueue, t.cluster);
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);
   // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
@@ -290,7 +332,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       metrics,
       apiservers,
       requestSamples: sampler.samples,
-      temporal: { client, taskQueue: t.taskQueue },
+      temporal: { client, taskQueue, cluster: t.cluster },
+      clusterUid,
       triggerApi: settings.triggerApi,
       standardMigrations: settings.standardMigrations,
       managedFieldsAs: settings.managedFieldsAs,
@@ -298,7 +341,9 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       requireFence: settings.requireFence,
     }),
     deployment,
+    clusterUid,
   );
+  const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, client) : undefined;
 
   /**
    * Runs fn with what lives beside the worker: the metrics endpoint, the
@@ -313,6 +358,20 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       fixedQps > 0
         ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: fixedQps, limiter: budget, log, metrics })
         : undefined;
+    // A named cluster reports itself to its registration in Temporal (where campaigns find it).
+    const registration =
+      t.cluster && settings.clusterReportSeconds > 0
+        ? startRegistration({
+            client,
+            baseTaskQueue: t.taskQueue,
+            name: t.cluster,
+            uid: clusterUid,
+            apiservers,
+            svmVersion: svmBuild().version,
+            intervalSeconds: settings.clusterReportSeconds,
+            log,
+          })
+        : undefined;
     let singletons: Array<{ stop(): void }> = [];
     if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
     const leader =
@@ -324,20 +383,21 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             log,
             onStartedLeading() {
               metrics?.leader.set(1);
-              if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue: t.taskQueue, log }));
+              if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue, cluster: t.cluster, log }));
               if (settings.bridge && settings.standardMigrations === 'own')
                 singletons.push(
                   startBridge({
                     kube,
                     client,
-                    taskQueue: t.taskQueue,
+                    taskQueue,
+                    cluster: t.cluster,
                     log,
                     api: standardApi(kube),
                     onSharedObject: () => metrics?.sharedObjects.inc(),
                     onLeftToBuiltIn: () => metrics?.leftToBuiltIn.inc(),
                   }),
                 );
-              if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log }));
+              if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log, cluster: t.cluster }));
               // Deferring standard objects to a built-in that may not run: say so when nobody acts on one.
               if (settings.bridge && settings.standardMigrations !== 'own') singletons.push(startUnattendedWatch({ kube, log, metrics }));
             },
@@ -378,6 +438,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     try {
       return await fn();
     } finally {
+      registration?.stop();
       promoting.abort();
       await promotion;
       await watching;
@@ -402,7 +463,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     metrics,
     async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
       try {
-        return await withServices(() => worker.runUntil(fn));
+        return await withServices(() => alongside(fleet, worker.runUntil(fn)));
       } finally {
         await cleanup();
       }
@@ -410,7 +471,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     async run() {
       log.info(
         {
-          taskQueue: t.taskQueue,
+          taskQueue,
+          ...(t.cluster ? { cluster: t.cluster } : {}),
           namespace: t.namespace,
           address: t.address,
           qps: settings.qps,
@@ -423,7 +485,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
         'worker started',
       );
       try {
-        await withServices(() => worker.run());
+        await withServices(() => alongside(fleet, worker.run()));
       } finally {
         await cleanup();
       }

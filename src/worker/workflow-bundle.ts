@@ -42,10 +42,27 @@ export const workflowsSource = (root = projectRoot()) => path.join(root, 'src', 
  */
 export const SHARED_WORKFLOW_MODULES = ['workflows/preload'] as const;
 
+/**
+ * Modules (under src/) whose `interceptors` every workflow runs with: the cluster header on each activity a
+ * workflow of a named cluster schedules (workflows/cluster-context.ts). Imported by the workflows too, so its
+ * changes make the prebuilt bundle stale like theirs.
+ */
+export const WORKFLOW_INTERCEPTOR_MODULES = ['workflows/cluster-context'] as const;
+
 /** bundleWorkflowCode's options for the workflows at workflowsPath (src/workflows or dist/src/workflows): the same everywhere a bundle is built. */
-export function bundleOptions(workflowsPath: string): { workflowsPath: string; preloadModules: string[]; logger: typeof quiet } {
+export function bundleOptions(workflowsPath: string): {
+  workflowsPath: string;
+  preloadModules: string[];
+  workflowInterceptorModules: string[];
+  logger: typeof quiet;
+} {
   const src = path.resolve(path.dirname(workflowsPath), '..');
-  return { workflowsPath, preloadModules: SHARED_WORKFLOW_MODULES.map((m) => path.join(src, m)), logger: quiet };
+  return {
+    workflowsPath,
+    preloadModules: SHARED_WORKFLOW_MODULES.map((m) => path.join(src, m)),
+    workflowInterceptorModules: WORKFLOW_INTERCEPTOR_MODULES.map((m) => path.join(src, m)),
+    logger: quiet,
+  };
 }
 
 function resolveTs(base: string): string | undefined {
@@ -79,7 +96,9 @@ export function prebuiltBundleProblem(root = projectRoot()): string | undefined 
   const built = statSync(bundle).mtimeMs;
   // The SDK's workflow runtime is bundled too: a changed lockfile may mean a changed SDK.
   const lock = path.join(root, 'package-lock.json');
-  const preloaded = SHARED_WORKFLOW_MODULES.flatMap((m) => workflowSources(path.join(root, 'src', `${m}.ts`)));
+  const preloaded = [...SHARED_WORKFLOW_MODULES, ...WORKFLOW_INTERCEPTOR_MODULES].flatMap((m) =>
+    workflowSources(path.join(root, 'src', `${m}.ts`)),
+  );
   const inputs = [...new Set([...workflowSources(entry), ...preloaded]), ...(existsSync(lock) ? [lock] : [])];
   const newer = inputs.filter((f) => statSync(f).mtimeMs > built);
   return newer.length

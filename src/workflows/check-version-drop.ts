@@ -8,6 +8,7 @@
  */
 import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { enterCluster } from './cluster-context';
 import { explainInput } from '../contract/definitions';
 import { DropCheckInputSchema, type DropCheckInput, type DropReport } from '../contract/drop';
 
@@ -21,5 +22,6 @@ const { checkVersionDrop: check } = proxyActivities<Activities>({
 export async function checkVersionDrop(input: DropCheckInput): Promise<DropReport> {
   const parsed = DropCheckInputSchema.safeParse(input);
   if (!parsed.success) throw ApplicationFailure.create({ type: 'InvalidInput', message: explainInput(parsed.error), nonRetryable: true });
-  return check(parsed.data);
+  const cluster = await enterCluster(parsed.data.cluster);
+  return check(cluster ? { ...parsed.data, cluster } : parsed.data);
 }

@@ -36,6 +36,8 @@ import {
   workflowInfo,
 } from '@temporalio/workflow';
 import { z } from 'zod';
+import { ClusterRefSchema } from '../api/cluster';
+import { enterCluster } from './cluster-context';
 import type { Activities, Agreement } from '../activities';
 import type { BuiltInView } from '../activities/built-in';
 import { zeroCounters } from '../api/counters';
@@ -78,6 +80,8 @@ export const DelegateInputSchema = z
     noActionSeconds: z.number().int().min(30).max(86_400).optional(),
     /** Objects created for the built-in before giving up (a Failed one, or a pass whose agreement broke, takes another). */
     maxPasses: z.number().int().min(1).max(100).optional(),
+    /** The cluster, when one Temporal namespace serves several (src/api/cluster.ts). */
+    cluster: ClusterRefSchema.optional(),
     /** Across continue-as-new only. */
     carried: z
       .object({
@@ -108,6 +112,8 @@ const MAX_LOOKS_PER_RUN = 300;
 
 export async function delegateToBuiltIn(input: DelegateInput): Promise<MigrationResult> {
   admit(input);
+  const cluster = await enterCluster(input.cluster);
+  if (cluster) input = { ...input, cluster };
   // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = reschedulingActivities<Activities>(
     ACTIVITY_OPTIONS,

@@ -41,6 +41,7 @@ import { startOptions } from '../contract/start-options';
 import { rootMessage } from './failures';
 import { reschedulingActivities, taskStartWait } from './task-start';
 import { compareStrings } from '../api/order';
+import { enterCluster } from './cluster-context';
 
 const FOLLOW_OPTIONS = {
   // A joined migration may run for hours: the activity heartbeats while it follows it.
@@ -69,7 +70,9 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
       message: `invalid input: ${explainInput(parsed.error)}`,
       nonRetryable: true,
     });
-  const input = parsed.data as MigrateAllInput;
+  const input = { ...(parsed.data as MigrateAllInput) };
+  const cluster = await enterCluster(input.cluster);
+  if (cluster) input.cluster = cluster;
   // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { followMigration } = reschedulingActivities<FollowActivities>(
     FOLLOW_OPTIONS,
@@ -123,7 +126,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
 /** One resource: a child migration, or the running one followed to its end. Never throws but for cancellation. */
 async function migrateOne(ref: ResourceRef, input: MigrateAllInput, followMigration: Follow): Promise<MigrateAllRow> {
   const name = groupResourceString(ref);
-  const workflowId = migrationWorkflowId(ref);
+  const workflowId = migrationWorkflowId(ref, input.cluster?.name);
   const started = Date.now();
   const row = (result: Pick<MigrationResult, 'phase' | 'counters' | 'message'> | undefined, joined: boolean, error?: string) => ({
     resource: name,
@@ -134,11 +137,11 @@ async function migrateOne(ref: ResourceRef, input: MigrateAllInput, followMigrat
     joined,
     ...(error !== undefined || result?.phase !== 'Succeeded' ? { message: error ?? result?.message } : {}),
   });
-  const { workflowIdConflictPolicy: _joinIsDoneBelow, ...options } = startOptions(ref, workflowInfo().taskQueue);
+  const { workflowIdConflictPolicy: _joinIsDoneBelow, ...options } = startOptions(ref, workflowInfo().taskQueue, input.cluster?.name);
   try {
     const child = await startChild(migrateResource, {
       ...options,
-      args: [{ resource: ref, ...(input.options ? { options: input.options } : {}) }],
+      args: [{ resource: ref, ...(input.options ? { options: input.options } : {}), ...(input.cluster ? { cluster: input.cluster } : {}) }],
       // Cancelling the initializer stops its own migrations (they record Aborted); ending it otherwise leaves nothing behind.
       parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
     });

@@ -8,6 +8,7 @@
  * What travels across continue-as-new is `carried` (CarriedState), the options as given and the
  * StorageVersionMigration objects; the rest lives for one run.
  */
+import type { ClusterRef } from '../api/cluster';
 import {
   allHandlersFinished,
   ApplicationFailure,
@@ -111,6 +112,8 @@ export class MigrationState {
   readonly options: MigrationOptions;
   /** The options as given (what continue-as-new carries: a worker of an older version knows every field of them). */
   private readonly givenOptions: Partial<MigrationOptions> | undefined;
+  /** The cluster (with the uid recorded at the start), when one is named: carried into the next run. */
+  readonly cluster: ClusterRef | undefined;
   readonly carried: CarriedState;
   readonly objects: MigrationObjects;
   phase: MigrationPhase = 'Running';
@@ -154,6 +157,7 @@ export class MigrationState {
     this.name = groupResourceString(this.ref);
     this.options = { ...defaultMigrationOptions, ...input.options };
     this.givenOptions = input.options;
+    this.cluster = input.cluster;
     this.taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
     this.activities = shortActivities(this.taskStartWait);
     this.carried = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
@@ -363,6 +367,7 @@ export class MigrationState {
       // input invalid to a worker of an earlier version (the options are strict), during a rollout or a rollback.
       ...(this.givenOptions ? { options: this.givenOptions } : {}),
       migrationObjects: this.objects.list(),
+      ...(this.cluster ? { cluster: this.cluster } : {}),
       carried,
     });
   }

@@ -8,6 +8,7 @@
  */
 import { ApplicationFailure, proxyActivities } from '@temporalio/workflow';
 import type { Activities } from '../activities';
+import { enterCluster } from './cluster-context';
 import { explainInput } from '../contract/definitions';
 import { ManagedFieldsInputSchema, type ManagedFieldsInput, type ManagedFieldsResult } from '../contract/drop';
 
@@ -21,5 +22,6 @@ const { rewriteManagedFields: rewrite } = proxyActivities<Activities>({
 export async function rewriteManagedFields(input: ManagedFieldsInput): Promise<ManagedFieldsResult> {
   const parsed = ManagedFieldsInputSchema.safeParse(input);
   if (!parsed.success) throw ApplicationFailure.create({ type: 'InvalidInput', message: explainInput(parsed.error), nonRetryable: true });
-  return rewrite(parsed.data);
+  const cluster = await enterCluster(parsed.data.cluster);
+  return rewrite(cluster ? { ...parsed.data, cluster } : parsed.data);
 }

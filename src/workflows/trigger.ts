@@ -9,6 +9,7 @@
  * workflow state and continues as new every few dozen periods.
  */
 import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
+import { enterCluster } from './cluster-context';
 import type { Activities } from '../activities';
 import { decide } from './trigger-logic';
 import { taskStartWait } from './task-start';
@@ -33,6 +34,7 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
     maxBackoffMs: (input.maxBackoffSeconds ?? 3600) * 1000,
   };
   let memory: TriggerMemory = input.memory ?? { consensus: {}, backoff: {} };
+  const cluster = await enterCluster(input.cluster);
   let pollNow = false;
   setHandler(pollNowSignal, () => void (pollNow = true));
   const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
@@ -86,5 +88,5 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
     await condition(() => pollNow, cfg.periodMs);
     if (workflowInfo().continueAsNewSuggested) break;
   }
-  await continueAsNew<typeof storageVersionTrigger>({ ...input, memory });
+  await continueAsNew<typeof storageVersionTrigger>({ ...input, ...(cluster ? { cluster } : {}), memory });
 }

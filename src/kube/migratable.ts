@@ -1,6 +1,6 @@
 /** Which of a cluster's resources a migration of "every resource" covers (`svm migrate --all`, `svm plan`). */
-import type { DiscoveredResource } from '../kube/client';
-import { notMigratableReason, throughVersion } from '../kube/resolve';
+import type { DiscoveredResource } from './client';
+import { notMigratableReason, throughVersion } from './resolve';
 import { compareStrings } from '../api/order';
 
 /**

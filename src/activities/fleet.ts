@@ -1,0 +1,95 @@
+/**
+ * The fleet's activities (docs/fleet.md). On the fleet task queue, with only a Temporal client: which clusters a
+ * campaign names (their registrations). On a cluster's task queue, with its API: which resources a campaign's step
+ * migrates there. Names, uids and resource references only.
+ */
+import { ApplicationFailure } from '@temporalio/common';
+import type { Client } from '@temporalio/client';
+import type { ResourceRef } from '../api/resource';
+import { groupResourceString } from '../api/resource';
+import type { KubeClient } from '../kube/client';
+import { InvalidResourceError, resolveResource } from '../kube/resolve';
+import { migratableResources } from '../kube/migratable';
+import { CLUSTER_REGISTRATION_WORKFLOW_TYPE, clusterRegistrationId } from '../contract/fleet';
+
+export interface CampaignCluster {
+  name: string;
+  /** The uid its registration holds; undefined for a cluster not registered (its step reads it). */
+  uid?: string;
+}
+
+/** A registration's memo, as clusterRegistration writes it. */
+interface RegistrationMemo {
+  uid?: string;
+}
+
+const REGISTRATION_PREFIX = clusterRegistrationId('');
+
+export function createFleetActivities(deps: { temporal?: { client: Client } }) {
+  const client = () => {
+    if (!deps.temporal)
+      throw ApplicationFailure.create({ type: 'NotEnabled', message: 'this worker has no Temporal client', nonRetryable: true });
+    return deps.temporal.client;
+  };
+  return {
+    /**
+     * The campaign's clusters: those named (in order), then those whose registration matches `where` (sorted by
+     * name), each once, with the uid registered. A query Temporal refuses fails the campaign (InvalidInput).
+     */
+    async resolveCampaignClusters(input: { clusters?: string[]; where?: string }): Promise<CampaignCluster[]> {
+      const c = client();
+      const out = new Map<string, CampaignCluster>();
+      for (const name of input.clusters ?? []) {
+        const memo = await c.workflow
+          .getHandle(clusterRegistrationId(name))
+          .describe()
+          .then((d) => d.memo as RegistrationMemo | undefined)
+          .catch(() => undefined);
+        out.set(name, { name, ...(memo?.uid ? { uid: memo.uid } : {}) });
+      }
+      if (input.where) {
+        const found: CampaignCluster[] = [];
+        try {
+          for await (const w of c.workflow.list({ query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND (${input.where})` })) {
+            if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
+            const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
+            const memo = w.memo as RegistrationMemo | undefined;
+            found.push({ name, ...(memo?.uid ? { uid: memo.uid } : {}) });
+          }
+        } catch (err) {
+          throw ApplicationFailure.create({
+            type: 'InvalidInput',
+            message: `the clusters' query was refused: ${err instanceof Error ? err.message : String(err)}`,
+            nonRetryable: true,
+          });
+        }
+        for (const f of found.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) if (!out.has(f.name)) out.set(f.name, f);
+      }
+      return [...out.values()];
+    },
+  };
+}
+
+/** On a cluster's worker: the resources a campaign's step migrates, resolved; those refused, with the reason. */
+export function createCampaignStepActivities(kube: KubeClient) {
+  return {
+    async campaignResources(
+      migrate: 'all' | string[],
+    ): Promise<{ resources: ResourceRef[]; refused: Array<{ resource: string; reason: string }> }> {
+      const discovered = await kube.discover();
+      const names =
+        migrate === 'all' ? migratableResources(discovered).map((r) => groupResourceString({ group: r.group, resource: r.name })) : migrate;
+      const resources: ResourceRef[] = [];
+      const refused: Array<{ resource: string; reason: string }> = [];
+      for (const n of names) {
+        try {
+          resources.push(await resolveResource(kube, n, discovered));
+        } catch (err) {
+          if (!(err instanceof InvalidResourceError)) throw err;
+          refused.push({ resource: n, reason: err.message });
+        }
+      }
+      return { resources, refused };
+    },
+  };
+}

@@ -1,0 +1,157 @@
+/**
+ * The fleet's contract (docs/fleet.md): how clusters are registered in Temporal, and the campaign workflow that
+ * migrates many clusters in waves. Any SDK starts a campaign with the workflow type, the task queue and the input
+ * below (its JSON Schema: contract/v<N>/campaign-input.schema.json) and reads its table with the status query.
+ */
+import { defineQuery, defineSignal } from '@temporalio/workflow';
+import { z } from 'zod';
+import { ClusterNameSchema } from '../api/cluster';
+
+// ------------------------------------------------------------------ the registry
+
+/** One workflow per cluster holds its registration: `svm-cluster/<name>`, on the fleet task queue. */
+export const CLUSTER_REGISTRATION_WORKFLOW_TYPE = 'clusterRegistration';
+export const clusterRegistrationId = (cluster: string) => `svm-cluster/${cluster}`;
+
+/** What a cluster's worker reports of it (on start and every SVM_CLUSTER_REPORT_SECONDS). No object data. */
+export const ClusterReportSchema = z
+  .object({
+    name: ClusterNameSchema,
+    /** The uid of its kube-system namespace: the de-facto cluster ID. */
+    uid: z.string().min(1).max(64),
+    /** Each API server found (address:port) and the Kubernetes version it answers (/version's gitVersion). */
+    servers: z.array(z.object({ server: z.string().max(300), version: z.string().max(100) }).strict()).max(100),
+    /** svm's version on the reporting worker. */
+    svmVersion: z.string().max(100),
+    /** When the worker reported (RFC 3339). */
+    seenAt: z.string().max(40),
+  })
+  .strict();
+export type ClusterReport = z.infer<typeof ClusterReportSchema>;
+
+export const clusterSeenSignal = defineSignal<[ClusterReport]>('clusterSeen');
+export const clusterReportQuery = defineQuery<ClusterReport | undefined>('clusterReport');
+
+/** The Kubernetes versions a report names (distinct, sorted): the registration's MigrationKubeVersions. */
+export function kubeVersionsOf(report: Pick<ClusterReport, 'servers'>): string[] {
+  return [...new Set(report.servers.map((s) => s.version))].sort();
+}
+
+// ------------------------------------------------------------------ campaigns
+
+export const CAMPAIGN_WORKFLOW_TYPE = 'fleetCampaign';
+export const CAMPAIGN_STEP_WORKFLOW_TYPE = 'clusterCampaignStep';
+export const campaignWorkflowId = (name: string) => `svm-campaign/${name}`;
+
+const seconds = (min: number, max: number, what: string) => z.number().int().min(min).max(max).describe(what);
+
+export const CampaignInputSchema = z
+  .object({
+    /** The clusters by name. */
+    clusters: z.array(ClusterNameSchema).max(5000).optional().describe('the clusters, by name'),
+    /** Or the registered clusters a visibility query over their registrations matches, e.g. MigrationKubeVersions = 'v1.37.2'. */
+    where: z
+      .string()
+      .min(1)
+      .max(1000)
+      .optional()
+      .describe("the registered clusters whose registration matches this visibility query, e.g. MigrationKubeVersions = 'v1.37.2'"),
+    /** What to migrate in each: every migratable resource, or the named ones. */
+    migrate: z
+      .union([z.literal('all'), z.array(z.string().min(1).max(320)).min(1).max(2000)])
+      .describe('"all" (every migratable resource) or the resources, as svm migrate names them'),
+    /** Then, where given, the drop-readiness check of this group/version in each cluster. */
+    dropCheck: z
+      .string()
+      .max(320)
+      .optional()
+      .describe('a group/version whose drop readiness is checked in each cluster after its migrations'),
+    dropCheckWindowSeconds: seconds(0, 3600, "the drop check's request window").optional(),
+    /** The cluster that goes first, alone; default: the first that answers. */
+    canary: ClusterNameSchema.optional().describe('the cluster migrated first, alone (default: the first that answers)'),
+    /** Clusters at once after the canary. */
+    parallel: z.number().int().min(1).max(100).default(2).describe('clusters at once after the canary'),
+    /** Migrations at once within each cluster. */
+    parallelism: z
+      .number()
+      .int()
+      .min(1)
+      .max(64)
+      .default(2)
+      .describe("migrations at once within each cluster (its migrateAll's parallelism)"),
+    pauseBetweenWavesSeconds: seconds(0, 7 * 86_400, 'a wait between waves').default(0),
+    /** Stop on the first failure (unset), or once failures exceed this share of the clusters ended. */
+    maxFailureRatio: z
+      .number()
+      .min(0)
+      .max(1)
+      .optional()
+      .describe('stop once failed / ended clusters exceeds this (default: stop on the first failure)'),
+    /** A cluster whose worker takes no task in this long is reported unreachable (and asked again as often). */
+    unreachableAfterSeconds: seconds(5, 3600, 'a cluster whose worker takes no task in this long is unreachable').default(60),
+    /** When the campaign gives up on the clusters not done (reported Unreachable, or Pending if never started). */
+    deadlineSeconds: seconds(60, 30 * 86_400, 'when the campaign stops waiting for clusters').default(86_400),
+  })
+  .strict()
+  .refine((i) => (i.clusters?.length ?? 0) > 0 || i.where !== undefined, { message: 'name the clusters (clusters) or a query (where)' })
+  .describe('the input of fleetCampaign; minimal: {"clusters": ["a", "b"], "migrate": "all"}');
+export type CampaignInput = z.input<typeof CampaignInputSchema>;
+export type CampaignSettings = z.output<typeof CampaignInputSchema>;
+
+export const ClusterPhase = z.enum(['Pending', 'Running', 'Unreachable', 'Succeeded', 'Failed', 'Skipped', 'Aborted']);
+export type ClusterPhase = z.infer<typeof ClusterPhase>;
+
+/** One cluster's line of the campaign's table. */
+export interface CampaignRow {
+  cluster: string;
+  phase: ClusterPhase;
+  /** The wave it ran in (0: the canary); undefined until started. */
+  wave?: number;
+  /** Its worker answered the last probe. */
+  reachable: boolean;
+  /** Resources migrated (Succeeded) of those asked. */
+  resources: { asked: number; succeeded: number };
+  /** Objects handled by its migrations. */
+  objects: number;
+  /** The migrations that did not succeed, and why. */
+  failures: Array<{ resource: string; reason: string }>;
+  /** The drop check's verdict, where asked. */
+  drop?: { groupVersion: string; verdict: string; exitCode: number };
+  /** Why it is as it is, in a sentence (unreachable since, skipped because, failed because). */
+  note?: string;
+  startedAt?: string;
+  endedAt?: string;
+}
+
+export type CampaignPhase = 'Running' | 'Paused' | 'Succeeded' | 'Failed' | 'Stopped' | 'Aborted' | 'DeadlineExceeded';
+
+export interface CampaignStatus {
+  name: string;
+  phase: CampaignPhase;
+  /** The wave running now (0: the canary). */
+  wave: number;
+  rows: CampaignRow[];
+  /** Why it stopped, when it did. */
+  message?: string;
+}
+
+export const campaignStatusQuery = defineQuery<CampaignStatus>('campaignStatus');
+export const campaignPauseSignal = defineSignal<[string?]>('pauseCampaign');
+export const campaignResumeSignal = defineSignal('resumeCampaign');
+export const campaignAbortSignal = defineSignal<[string?]>('abortCampaign');
+
+/** What one cluster's step runs (the child workflow on the cluster's task queue). */
+export interface CampaignStepInput {
+  cluster: { name: string; uid?: string };
+  migrate: 'all' | string[];
+  parallelism: number;
+  dropCheck?: string;
+  dropCheckWindowSeconds?: number;
+}
+
+export interface CampaignStepResult {
+  resources: { asked: number; succeeded: number };
+  objects: number;
+  failures: Array<{ resource: string; reason: string }>;
+  drop?: { groupVersion: string; verdict: string; exitCode: number };
+}

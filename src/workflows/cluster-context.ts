@@ -1,0 +1,54 @@
+/**
+ * The cluster a workflow works on, when one Temporal namespace serves several (src/api/cluster.ts). A workflow of
+ * a named cluster calls enterCluster first; from then on every activity it schedules carries the cluster (name and
+ * the uid recorded at the start) in a header, which the worker checks before it runs the activity
+ * (src/worker/cluster-check.ts). Module state is the workflow run's own (the SDK evaluates this module per run).
+ * A workflow with no cluster (a single-cluster worker's, and every history recorded before clusters) sends no
+ * header and schedules nothing more: its commands are the same as before.
+ */
+import { defaultPayloadConverter } from '@temporalio/common';
+import { proxyActivities, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
+import { CLUSTER_HEADER, type ClusterRef } from '../api/cluster';
+
+let current: ClusterRef | undefined;
+
+interface IdentityActivities {
+  clusterIdentity(): Promise<{ name?: string; uid: string }>;
+}
+
+/**
+ * Enters the workflow's cluster (none: nothing happens). Without a uid, it is read first from the API the cluster's
+ * worker talks to (the clusterIdentity activity, under the name check), and recorded: the result carries it, for
+ * the input of a continue-as-new and of children.
+ */
+export async function enterCluster(cluster: ClusterRef | undefined): Promise<ClusterRef | undefined> {
+  if (!cluster) return undefined;
+  current = { name: cluster.name, ...(cluster.uid ? { uid: cluster.uid } : {}) };
+  if (!cluster.uid) {
+    const { clusterIdentity } = proxyActivities<IdentityActivities>({
+      startToCloseTimeout: '1 minute',
+      retry: { maximumAttempts: 10, maximumInterval: '30s', nonRetryableErrorTypes: ['WrongCluster'] },
+    });
+    const { uid } = await clusterIdentity();
+    current = { name: cluster.name, uid };
+  }
+  return current;
+}
+
+/** The cluster entered, if any. */
+export function currentCluster(): ClusterRef | undefined {
+  return current;
+}
+
+const withCluster = <T extends { headers: Record<string, unknown> }>(input: T): T =>
+  current ? { ...input, headers: { ...input.headers, [CLUSTER_HEADER]: defaultPayloadConverter.toPayload(current) } } : input;
+
+/** Registered in the workflow bundle (bundleOptions' workflowInterceptorModules). */
+export const interceptors: WorkflowInterceptorsFactory = () => ({
+  outbound: [
+    {
+      scheduleActivity: (input, next) => next(withCluster(input)),
+      scheduleLocalActivity: (input, next) => next(withCluster(input)),
+    },
+  ],
+});
