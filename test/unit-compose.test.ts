@@ -361,6 +361,9 @@ void test("compose: the registered search attributes are exactly the migrator's,
     MigrationPhase: 'Keyword',
     MigrationMigrated: 'Int',
     MigrationGroup: 'Keyword',
+    MigrationCluster: 'Keyword',
+    MigrationKubeVersions: 'KeywordList',
+    MigrationLastSeen: 'Datetime',
   };
   assert.deepEqual(registered, expected);
   // ...and the same list the workflows use.

@@ -74,7 +74,10 @@ void test('every workflow type runs AUTO_UPGRADE through the worker default, non
   const types = Object.entries(workflows as Record<string, unknown>).filter(([, v]) => typeof v === 'function');
   assert.deepEqual(types.map(([k]) => k).sort(), [
     'checkVersionDrop',
+    'clusterCampaignStep',
+    'clusterRegistration',
     'delegateToBuiltIn',
+    'fleetCampaign',
     'migrateAll',
     'migrateResource',
     'rewriteManagedFields',

@@ -14,6 +14,15 @@ type StartInput struct {
 	Group            *string           `json:"group,omitempty"`
 	Options          *MigrationOptions `json:"options,omitempty"`
 	MigrationObjects []string          `json:"migrationObjects,omitempty"`
+	// Cluster names the cluster when one Temporal namespace serves several (docs/fleet.md): the workflow ID is then
+	// migrate/<cluster>/<resource> and the task queue <queue>/cluster/<cluster>.
+	Cluster *ClusterRef `json:"cluster,omitempty"`
+}
+
+// ClusterRef is the cluster a workflow works on: its name, and the uid of its kube-system namespace once known.
+type ClusterRef struct {
+	Name string  `json:"name"`
+	UID  *string `json:"uid,omitempty"`
 }
 
 // MigrationOptions is contract/v1/options.schema.json; every field is optional.

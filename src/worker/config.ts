@@ -152,12 +152,6 @@ export const WorkerSettings = z.object({
    * which talk only to Temporal. Any named worker can; at least one must for a campaign to run.
    */
   fleetWorker: bool.default(true),
-  /**
-   * Serve several clusters from one process (a management cluster hosting its fleet's workers): a directory with a
-   * kubeconfig per cluster, each named after it (`<cluster>`, `<cluster>.kubeconfig` or `<cluster>.yaml`). Each
-   * cluster gets its own task queue, activities, load controls and leases, as a worker of its own would.
-   */
-  clustersDir: z.string().min(1).optional(),
   /** Prometheus /metrics port; unset: no endpoint. */
   metricsPort: int(0, 65535).optional(),
   /** Where the metrics endpoint listens (0.0.0.0 in a container so Prometheus can reach it). */
@@ -199,7 +193,6 @@ export const settingSources: Record<string, string> = {
   requestSampleSeconds: 'SVM_REQUEST_SAMPLE_SECONDS',
   clusterReportSeconds: 'SVM_CLUSTER_REPORT_SECONDS',
   fleetWorker: 'SVM_FLEET_WORKER',
-  clustersDir: 'SVM_CLUSTERS_DIR',
   metricsPort: 'SVM_METRICS_PORT',
   metricsHost: 'SVM_METRICS_HOST',
   kubeNamespace: 'SVM_NAMESPACE',
@@ -253,7 +246,6 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   requestSampleSeconds: env.SVM_REQUEST_SAMPLE_SECONDS || undefined,
   clusterReportSeconds: env.SVM_CLUSTER_REPORT_SECONDS || undefined,
   fleetWorker: env.SVM_FLEET_WORKER || undefined,
-  clustersDir: env.SVM_CLUSTERS_DIR || undefined,
   metricsPort: env.SVM_METRICS_PORT || undefined,
   metricsHost: env.SVM_METRICS_HOST || undefined,
   kubeNamespace: env.SVM_NAMESPACE || undefined,
@@ -298,7 +290,6 @@ export function loadWorkerSettings(
     requestSampleSeconds: base.requestSampleSeconds,
     clusterReportSeconds: base.clusterReportSeconds,
     fleetWorker: base.fleetWorker,
-    clustersDir: pick(flags.clustersDir, base.clustersDir),
     metricsPort: pick(flags.metricsPort, base.metricsPort),
     metricsHost: pick(flags.metricsHost, base.metricsHost),
     kubeNamespace: base.kubeNamespace,
@@ -309,11 +300,6 @@ export function loadWorkerSettings(
   if (parsed.data.qps === 'auto' && !parsed.data.adaptiveConcurrency) {
     throw new SettingsError(
       'invalid setting: SVM_QPS=auto (the default) follows the API servers through adaptive concurrency, which SVM_ADAPTIVE_CONCURRENCY=false turns off: give SVM_QPS a number (a fixed budget, 0 for none)',
-    );
-  }
-  if (parsed.data.clustersDir && parsed.data.temporal.cluster) {
-    throw new SettingsError(
-      `invalid setting: SVM_CLUSTERS_DIR names each cluster by its kubeconfig's file, and SVM_CLUSTER names one: give one of them (SVM_CLUSTER=${parsed.data.temporal.cluster})`,
     );
   }
   if (parsed.data.triggerApi === 'standard' && parsed.data.standardMigrations !== 'defer') {

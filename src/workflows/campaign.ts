@@ -340,15 +340,12 @@ class Campaign {
     m.row.objects = r.objects;
     m.row.failures = r.failures;
     if (r.drop) m.row.drop = r.drop;
-    const dropFailed = r.drop !== undefined && r.drop.verdict !== 'Ready';
+    // A drop verdict other than Ready is a finding, not a failure of the cluster's migrations: the row says it.
+    const notReady = r.drop && r.drop.verdict !== 'Ready' ? `drop check: ${r.drop.verdict}` : undefined;
     this.end(
       m,
-      r.failures.length === 0 && !dropFailed ? 'Succeeded' : 'Failed',
-      r.failures.length > 0
-        ? `${r.failures.length} migration(s) did not succeed`
-        : dropFailed
-          ? `drop check: ${r.drop!.verdict}`
-          : undefined,
+      r.failures.length === 0 ? 'Succeeded' : 'Failed',
+      r.failures.length > 0 ? `${r.failures.length} migration(s) did not succeed` : notReady,
     );
   }
 
