@@ -199,6 +199,22 @@ export interface MigratorWorker {
   run(): Promise<void>;
 }
 
+/** A named cluster's reports to its registration (SVM_CLUSTER_REPORT_SECONDS); none for a single cluster. */
+function registering(
+  settings: WorkerSettings,
+  deps: { client: Client; uid: () => Promise<string>; apiservers: ReturnType<typeof kubernetesEndpoints>; log: Logger },
+): { stop(): void } | undefined {
+  const t = settings.temporal;
+  if (!t.cluster || settings.clusterReportSeconds <= 0) return undefined;
+  return startRegistration({
+    ...deps,
+    baseTaskQueue: t.taskQueue,
+    name: t.cluster,
+    svmVersion: svmBuild().version,
+    intervalSeconds: settings.clusterReportSeconds,
+  });
+}
+
 /** Runs the fleet's worker (if any) while main runs, and shuts it down once main has ended. */
 async function alongside<T>(fleet: Worker | undefined, main: Promise<T>): Promise<T> {
   if (!fleet) return main;
@@ -359,19 +375,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
         ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: fixedQps, limiter: budget, log, metrics })
         : undefined;
     // A named cluster reports itself to its registration in Temporal (where campaigns find it).
-    const registration =
-      t.cluster && settings.clusterReportSeconds > 0
-        ? startRegistration({
-            client,
-            baseTaskQueue: t.taskQueue,
-            name: t.cluster,
-            uid: clusterUid,
-            apiservers,
-            svmVersion: svmBuild().version,
-            intervalSeconds: settings.clusterReportSeconds,
-            log,
-          })
-        : undefined;
+    const registration = registering(settings, { client, uid: clusterUid, apiservers, log });
     let singletons: Array<{ stop(): void }> = [];
     if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
     const leader =
