@@ -35,11 +35,6 @@ export async function enterCluster(cluster: ClusterRef | undefined): Promise<Clu
   return current;
 }
 
-/** The cluster entered, if any. */
-export function currentCluster(): ClusterRef | undefined {
-  return current;
-}
-
 const withCluster = <T extends { headers: Record<string, unknown> }>(input: T): T =>
   current ? { ...input, headers: { ...input.headers, [CLUSTER_HEADER]: defaultPayloadConverter.toPayload(current) } } : input;
 
