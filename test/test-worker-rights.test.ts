@@ -778,6 +778,13 @@ async function attackTable(plane: TestPlane, release: string, manifests: Manifes
     assert.match(metrics.body, /^apiserver_request_total\{/m);
     assert.ok(!metrics.body.includes('hunter2'), `${release}: /metrics holds a Secret's data`);
     rows.push({ what: 'get /metrics (request counters, no object data)', status: 200, by: 'granted' });
+    // The cluster's identity (a named cluster's workflows check it): kube-system, and no other namespace.
+    const kubeSystem = await sa.raw('GET', '/api/v1/namespaces/kube-system');
+    assert.equal(kubeSystem.status, 200, `${release}: get the kube-system namespace answered ${kubeSystem.status}`);
+    assert.ok((JSON.parse(kubeSystem.body) as { metadata?: { uid?: string } }).metadata?.uid, `${release}: kube-system has no uid`);
+    const otherNamespace = await sa.raw('GET', '/api/v1/namespaces/default');
+    assert.equal(otherNamespace.status, 403, `${release}: get the default namespace answered ${otherNamespace.status}`);
+    rows.push({ what: 'get the kube-system namespace (the cluster uid); any other namespace: 403', status: 200, by: 'granted' });
     rows.push(await unfencedMigration(plane, kubeconfig, manifests, release, `${base}/configmaps/c`));
 
     // The default rights: list and patch on every built-in stored resource the fence can see, on none it cannot.

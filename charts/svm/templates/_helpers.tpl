@@ -25,6 +25,8 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.namePrefix }}-managed-
   value: {{ .Values.temporal.namespace }}
 - name: TEMPORAL_TASK_QUEUE
   value: {{ .Values.temporal.taskQueue }}
+- name: SVM_CLUSTER
+  value: {{ .Values.cluster | quote }}
 {{- if or .Values.temporal.tls.enabled .Values.temporal.tls.clientCertSecret .Values.temporal.tls.caSecret }}
 - name: TEMPORAL_TLS
   value: "true"
