@@ -52,6 +52,7 @@ export const commandEntries: CommandEntry[] = [
   c.plan,
   c['managed-fields'],
   c.grant,
+  c.fleet,
   dev,
   c.version,
 ];

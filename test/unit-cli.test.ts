@@ -29,6 +29,7 @@ void test('svm: every command, in the order of svm --help', () => {
       'plan',
       'managed-fields',
       'grant',
+      'fleet',
       'dev',
       'version',
     ],

@@ -9,6 +9,7 @@
  * The file reads top to bottom: the commands by name, then each command (its
  * flags and help, then its action), then what several of them share.
  */
+import { tableLines } from './table';
 import { Command, Option } from 'commander';
 import type { SingleBar } from 'cli-progress';
 import { clusterOption, kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
@@ -172,15 +173,11 @@ function printResult(r: MigrationResult): void {
 export function summaryTable(rows: MigrateAllRow[]): string {
   const header = ['RESOURCE', 'OBJECTS', 'RESULT', 'DURATION'];
   const cells = rows.map((r) => [r.resource, String(r.objects), r.result, `${(r.durationMs / 1000).toFixed(1)}s`]);
-  const widths = header.map((h, i) => Math.max(h.length, ...cells.map((c) => c[i]!.length)));
-  const row = (c: string[]) =>
-    c
-      .map((x, i) => x.padEnd(widths[i]!))
-      .join('  ')
-      .trimEnd() + '\n';
   const total = rows.reduce((n, r) => n + r.objects, 0);
   const ok = rows.filter((r) => r.result === 'Succeeded').length;
-  return row(header) + cells.map(row).join('') + `${rows.length} resources, ${total} objects, ${ok} succeeded, ${rows.length - ok} not\n`;
+  return (
+    tableLines(header, cells).join('\n') + '\n' + `${rows.length} resources, ${total} objects, ${ok} succeeded, ${rows.length - ok} not\n`
+  );
 }
 
 // ------------------------------------------------------------ svm status

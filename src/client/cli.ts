@@ -32,6 +32,7 @@ const migrateModule = () => require('./cli-migrate') as typeof import('./cli-mig
 const planModule = () => require('./cli-plan') as typeof import('./cli-plan');
 const grantModule = () => require('./cli-grant') as typeof import('./cli-grant');
 const versionModule = () => require('./cli-version') as typeof import('./cli-version');
+const fleetModule = () => require('./cli-fleet') as typeof import('./cli-fleet');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 /** The client's commands by name, for the composition root to order among the others. */
@@ -104,6 +105,13 @@ export const clientCommandEntries = {
     description:
       'bring the managedFields entries a resource holds at an API version about to be removed to its storage version, so server-side apply keeps working once it is gone (off unless turned on: deploy/managed-fields.yaml)',
     load: () => migrateModule().migrateCommands().managedFields,
+  },
+  fleet: {
+    name: 'fleet',
+    term: '',
+    description:
+      'campaigns across the clusters one Temporal namespace serves: migrate (a canary, then waves), status, pause, resume, abort; clusters lists the registered ones',
+    load: () => fleetModule().fleetCommand(),
   },
   version: {
     name: 'version',

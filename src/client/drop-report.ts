@@ -4,6 +4,7 @@
  * requests window with what it cannot see and the verdict with its exit
  * code. From the contract only (its types, the window's sentence): no client.
  */
+import { tableLines } from './table';
 import { spanText, unseenClients, type DropReport, type DropVerdict } from '../contract/drop';
 
 /**
@@ -31,16 +32,11 @@ export function dropTable(report: DropReport): string {
     r.managedFieldsNaming === null ? 'unknown' : String(r.managedFieldsNaming),
   ]);
   const header = ['RESOURCE', 'VERDICT', 'STORAGE', 'OBJECTS', `MANAGED@${report.groupVersion.split('/')[1]}`];
-  const widths = header.map((h, c) => Math.max(h.length, ...rows.map((row) => row[c]!.length)));
-  const line = (row: string[]) =>
-    row
-      .map((x, c) => (c === 3 || c === 4 ? x.padStart(widths[c]!) : x.padEnd(widths[c]!)))
-      .join('  ')
-      .trimEnd();
+  const [head, ...lines] = tableLines(header, rows, [3, 4]);
   const checkWidth = Math.max(0, ...report.resources.flatMap((r) => r.checks.map((c) => c.check.length)));
-  if (rows.length > 0) out.push(line(header));
+  if (rows.length > 0) out.push(head!);
   report.resources.forEach((r, i) => {
-    out.push(line(rows[i]!));
+    out.push(lines[i]!);
     for (const c of r.checks) out.push(`  ${dropVerdictText(c.verdict).padEnd(7)}  ${c.check.padEnd(checkWidth)}  ${c.reason}`);
   });
   if (report.resources.length > 0) out.push('');

@@ -20,13 +20,7 @@ import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { groupsNamedBy, InvalidResourceError, resolveResource } from '../kube/resolve';
-import type { TemporalSettings } from '../config/temporal';
-import {
-  explainTemporalConnectError,
-  loadTemporalSettings,
-  TemporalSettings as TemporalSettingsSchema,
-  temporalConnectionOptions,
-} from '../config/temporal';
+import { connectTemporal, type TemporalTarget } from './connect';
 import {
   abortSignal,
   abortUpdate,
@@ -83,7 +77,7 @@ export interface MigratorOptions {
    * the Temporal CLI reads it (the TOML profile and the TEMPORAL_* variables,
    * src/config/temporal.ts).
    */
-  temporal?: Partial<TemporalSettings> & { address: string };
+  temporal?: TemporalTarget;
   /** Path to a kubeconfig; KUBECONFIG / in-cluster when omitted. */
   kubeconfig?: string;
   /**
@@ -293,17 +287,12 @@ export class Migrator {
   }
 
   static async connect(opts: MigratorOptions = {}): Promise<Migrator> {
-    const t = opts.temporal ? TemporalSettingsSchema.parse(opts.temporal) : loadTemporalSettings(process.env);
-    if (!t.address)
-      throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile');
-    const target = { ...t, address: t.address };
-    const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
-      throw await explainTemporalConnectError(e, target);
-    });
-    const client = new Client({ connection, namespace: t.namespace });
+    const { client, connection, settings: t } = await connectTemporal(opts.temporal);
     const cluster = opts.cluster ?? t.cluster;
-    if (cluster !== undefined && !ClusterNameSchema.safeParse(cluster).success)
+    if (cluster !== undefined && !ClusterNameSchema.safeParse(cluster).success) {
+      await connection.close();
       throw new RangeError(`cluster "${cluster}": ${CLUSTER_NAME_RULE}`);
+    }
     return new Migrator(client, opts.kubeconfig, clusterTaskQueue(t.taskQueue, cluster), connection, cluster);
   }
 

@@ -3,6 +3,7 @@
  * plan --help`, the programmatic API's re-exports and the table need, without
  * the Kubernetes client that making a plan needs (./plan.ts).
  */
+import { tableLines } from './table';
 import { needsManifestFence } from '../api/resource';
 
 /** The worker's default budget (SVM_QPS): no-op updates per second shared by every migration. */
@@ -99,13 +100,7 @@ export function planTable(plan: Plan): string {
         )
         .join('; '),
     ]);
-    const widths = header.map((h, c) => Math.max(h.length, ...cells.map((row) => row[c]!.length)));
-    const line = (row: string[]) =>
-      row
-        .map((x, c) => (c === 2 || c === 3 ? x.padStart(widths[c]!) : x.padEnd(widths[c]!)))
-        .join('  ')
-        .trimEnd();
-    out.push(line(header), ...cells.map(line));
+    out.push(...tableLines(header, cells, [2, 3]));
     const blocked = plan.items.filter((i) => i.blockedBy);
     if (blocked.length > 0) out.push('', ...blocked.map((i) => `${i.resource} blocked: ${i.blockedBy}`));
     const unknown = plan.items.filter((i) => i.objectsNote);

@@ -1,0 +1,218 @@
+/** `svm fleet`: campaigns across the clusters registered in one Temporal namespace (docs/fleet.md). Needs only Temporal. */
+import { Command, InvalidArgumentError, Option } from 'commander';
+import { CAMPAIGN_NAME_PATTERN, CAMPAIGN_NAME_RULE, CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
+import { parseIntArg, withExamples } from '../config/cli-options';
+import type { CampaignInput, CampaignStatus, Fleet, RegisteredCluster } from './fleet';
+import { tableLines } from './table';
+
+/** Exit codes of `svm fleet migrate --wait`. */
+export const CAMPAIGN_EXIT = { succeeded: 0, notSucceeded: 1 } as const;
+
+const fleetModule = () => require('./fleet') as typeof import('./fleet'); // eslint-disable-line @typescript-eslint/no-require-imports
+
+async function withFleet<T>(run: (fleet: Fleet) => Promise<T>): Promise<T> {
+  const fleet = await fleetModule().Fleet.connect();
+  try {
+    return await run(fleet);
+  } finally {
+    await fleet.close();
+  }
+}
+
+const outputOption = () => new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text');
+
+function clusterList(value: string, previous: string[] = []): string[] {
+  const names = value.split(',').map((n) => n.trim());
+  for (const n of names) if (!CLUSTER_NAME_PATTERN.test(n)) throw new InvalidArgumentError(`--clusters: ${CLUSTER_NAME_RULE}, got "${n}"`);
+  return [...previous, ...names];
+}
+
+function ratio(value: string): number {
+  const n = Number(value);
+  if (!/^(0(\.\d+)?|1(\.0+)?)$/.test(value) || Number.isNaN(n))
+    throw new InvalidArgumentError(`--max-failure-ratio must be between 0 and 1, got "${value}"`);
+  return n;
+}
+
+/** The campaign's table: a line per cluster, then each failure and note. */
+export function campaignTable(s: CampaignStatus): string {
+  const out = [`campaign ${s.name}: ${s.phase}, wave ${s.wave}${s.message ? ` (${s.message})` : ''}`];
+  const cells = s.rows.map((r) => [
+    r.cluster,
+    r.phase,
+    r.wave === undefined ? '-' : String(r.wave),
+    `${r.resources.succeeded}/${r.resources.asked}`,
+    String(r.objects),
+    r.drop ? `${r.drop.verdict} (${r.drop.groupVersion})` : '-',
+  ]);
+  if (cells.length > 0) out.push(...tableLines(['CLUSTER', 'PHASE', 'WAVE', 'MIGRATED', 'OBJECTS', 'DROP'], cells, [2, 4]));
+  for (const r of s.rows) {
+    if (r.note) out.push(`${r.cluster}: ${r.note}`);
+    for (const f of r.failures) out.push(`${r.cluster}: ${f.resource} failed: ${f.reason}`);
+  }
+  return out.join('\n') + '\n';
+}
+
+export function clustersTable(clusters: RegisteredCluster[]): string {
+  if (clusters.length === 0) return 'no cluster registered (a worker with SVM_CLUSTER set registers its cluster)\n';
+  const cells = clusters.map((c) => [c.name, c.uid ?? '-', c.kubeVersions.join(',') || '-', c.svmVersion ?? '-', c.lastSeen ?? '-']);
+  return tableLines(['CLUSTER', 'UID', 'KUBERNETES', 'SVM', 'LAST SEEN'], cells).join('\n') + '\n';
+}
+
+const write = (output: string, json: unknown, text: string) =>
+  process.stdout.write(output === 'json' ? JSON.stringify(json, null, 2) + '\n' : text);
+
+interface MigrateFlags {
+  all?: boolean;
+  clusters?: string[];
+  where?: string;
+  drop?: string;
+  dropWindow?: number;
+  canary?: string;
+  parallel: number;
+  parallelism: number;
+  pauseBetweenWaves: number;
+  maxFailureRatio?: number;
+  unreachableAfter: number;
+  deadline: number;
+  wait?: boolean;
+  output: string;
+}
+
+/** The campaign's input from the flags; bad combinations are refused before anything is started. */
+export function campaignInput(name: string, resources: string[], o: MigrateFlags): CampaignInput {
+  if (!CAMPAIGN_NAME_PATTERN.test(name)) throw new InvalidArgumentError(`campaign "${name}": ${CAMPAIGN_NAME_RULE}`);
+  if (Boolean(o.all) === resources.length > 0)
+    throw new InvalidArgumentError('name the resources to migrate in each cluster, or --all (not both)');
+  if (!o.clusters?.length && !o.where)
+    throw new InvalidArgumentError('name the clusters (--clusters a,b) or a query on their registrations (--where)');
+  if (o.canary && !CLUSTER_NAME_PATTERN.test(o.canary)) throw new InvalidArgumentError(`--canary: ${CLUSTER_NAME_RULE}, got "${o.canary}"`);
+  if (o.dropWindow !== undefined && !o.drop) throw new InvalidArgumentError('--drop-window goes with --drop');
+  return {
+    ...(o.clusters?.length ? { clusters: o.clusters } : {}),
+    ...(o.where ? { where: o.where } : {}),
+    migrate: o.all ? 'all' : resources,
+    ...(o.drop ? { dropCheck: o.drop } : {}),
+    ...(o.dropWindow !== undefined ? { dropCheckWindowSeconds: o.dropWindow } : {}),
+    ...(o.canary ? { canary: o.canary } : {}),
+    parallel: o.parallel,
+    parallelism: o.parallelism,
+    pauseBetweenWavesSeconds: o.pauseBetweenWaves,
+    ...(o.maxFailureRatio !== undefined ? { maxFailureRatio: o.maxFailureRatio } : {}),
+    unreachableAfterSeconds: o.unreachableAfter,
+    deadlineSeconds: o.deadline,
+  };
+}
+
+function migrateCommand(): Command {
+  const cmd = new Command('migrate')
+    .argument('<campaign>', "the campaign's name (its workflow: svm-campaign/<name>)")
+    .argument('[resources...]', 'what to migrate in each cluster, as svm migrate names it')
+    .option('--all', 'every migratable resource of each cluster')
+    .option('--clusters <names>', 'the clusters, by name (comma-separated; repeatable)', clusterList)
+    .option(
+      '--where <query>',
+      'the registered clusters matching a query on their registrations, e.g. "MigrationKubeVersions = \'v1.36.3\'"',
+    )
+    .option('--drop <group/version>', "then, in each cluster, the drop-readiness check of this version (svm plan --drop's verdict)")
+    .option(
+      '--drop-window <seconds>',
+      "with --drop: each API server's request counters watched this long",
+      parseIntArg('--drop-window', 0, 3600),
+    )
+    .option('--canary <cluster>', 'the cluster migrated first, alone (default: the first that answers)')
+    .option('--parallel <n>', 'clusters at once after the canary', parseIntArg('--parallel', 1, 100), 2)
+    .option('--parallelism <n>', 'migrations at once within each cluster', parseIntArg('--parallelism', 1, 64), 2)
+    .option('--pause-between-waves <seconds>', 'a wait between waves', parseIntArg('--pause-between-waves', 0, 7 * 86_400), 0)
+    .option('--max-failure-ratio <r>', 'go on until failed/ended clusters exceeds r (default: stop on the first failure)', ratio)
+    .option(
+      '--unreachable-after <seconds>',
+      'a cluster whose worker takes no task in this long is reported unreachable',
+      parseIntArg('--unreachable-after', 5, 3600),
+      60,
+    )
+    .option(
+      '--deadline <seconds>',
+      'when the campaign stops waiting for unreachable clusters',
+      parseIntArg('--deadline', 60, 30 * 86_400),
+      86_400,
+    )
+    .option('--wait', 'wait for the campaign to end and print its table (exit 0 Succeeded, 1 otherwise)')
+    .addOption(outputOption())
+    .action(async (name: string, resources: string[], o: MigrateFlags) => {
+      const input = campaignInput(name, resources, o);
+      await withFleet(async (fleet) => {
+        const c = await fleet.startCampaign(name, input);
+        if (!o.wait) {
+          write(
+            o.output,
+            { name, workflowId: c.workflow.workflowId },
+            `campaign ${name} started (workflow ${c.workflow.workflowId}; svm fleet status ${name})\n`,
+          );
+          return;
+        }
+        const s = await c.result();
+        write(o.output, s, campaignTable(s));
+        if (s.phase !== 'Succeeded') process.exitCode = CAMPAIGN_EXIT.notSucceeded;
+      });
+    });
+  return withExamples(cmd, [
+    'svm fleet migrate crd-v2 widgets.example.com --clusters east,west,north --canary east --drop example.com/v1 --wait',
+    'svm fleet migrate to-1.37 --all --where "MigrationKubeVersions = \'v1.36.3\'" --parallel 10 --max-failure-ratio 0.05',
+  ]);
+}
+
+function statusCommand(): Command {
+  const cmd = new Command('status')
+    .argument('<campaign>', "the campaign's name")
+    .addOption(outputOption())
+    .action(async (name: string, o: { output: string }) => {
+      await withFleet(async (fleet) => {
+        const s = await fleet.campaign(name).status();
+        write(o.output, s, campaignTable(s));
+      });
+    });
+  return withExamples(cmd, ['svm fleet status crd-v2', 'svm fleet status crd-v2 -o json | jq \'.rows[] | select(.phase != "Succeeded")\'']);
+}
+
+function signalCommand(verb: 'pause' | 'resume' | 'abort', what: string): Command {
+  const cmd = new Command(verb).argument('<campaign>', "the campaign's name").description(what);
+  if (verb !== 'resume') cmd.option('--reason <text>', 'why, shown in its table');
+  cmd.action(async (name: string, o: { reason?: string }) => {
+    await withFleet(async (fleet) => {
+      const c = fleet.campaign(name);
+      await c.status(); // a campaign that does not exist is said, not signalled
+      await (verb === 'resume' ? c.resume() : c[verb](o.reason));
+      process.stdout.write(`campaign ${name}: ${verb} sent\n`);
+    });
+  });
+  return withExamples(cmd, [`svm fleet ${verb} crd-v2${verb === 'resume' ? '' : ' --reason "a canary alert"'}`]);
+}
+
+function clustersCommand(): Command {
+  const cmd = new Command('clusters')
+    .option('--where <query>', 'only the registrations matching this query')
+    .addOption(outputOption())
+    .action(async (o: { where?: string; output: string }) => {
+      await withFleet(async (fleet) => {
+        const clusters = await fleet.clusters(o.where);
+        write(o.output, clusters, clustersTable(clusters));
+      });
+    });
+  return withExamples(cmd, ['svm fleet clusters', 'svm fleet clusters --where "MigrationKubeVersions = \'v1.36.3\'" -o json']);
+}
+
+export function fleetCommand(): Command {
+  const fleet = new Command('fleet')
+    .addCommand(migrateCommand().description('start a campaign: a canary cluster, then waves of clusters, each migrated by its own worker'))
+    .addCommand(statusCommand().description("a campaign's table: each cluster's phase, migrations, failures and drop verdict"))
+    .addCommand(signalCommand('pause', 'hold back the clusters not started (those running go on)'))
+    .addCommand(signalCommand('resume', 'let a paused campaign go on'))
+    .addCommand(signalCommand('abort', "cancel every cluster's step (their migrations end Aborted) and skip the rest"))
+    .addCommand(clustersCommand().description('the clusters registered in Temporal: uid, Kubernetes versions, svm version, last seen'));
+  return withExamples(fleet, [
+    'svm fleet clusters',
+    'svm fleet migrate crd-v2 widgets.example.com --clusters east,west --wait',
+    'svm fleet status crd-v2',
+  ]);
+}
