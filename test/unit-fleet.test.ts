@@ -1,10 +1,16 @@
 /** `svm fleet`: its flags become the campaign's input (bad ones refused before Temporal is asked), and its tables. */
 import assert from 'node:assert/strict';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import { test } from 'node:test';
 import { InvalidArgumentError } from 'commander';
+import type { KubeClient } from '../src/kube/client';
 import { campaignInput, campaignTable, clustersTable } from '../src/client/cli-fleet';
 import { CampaignInputSchema, type CampaignStatus } from '../src/contract/fleet';
 import { buildProgram } from '../cli/svm';
+import { CAPI_CLUSTER_LABEL, clustersFromDir, clustersFromSecrets } from '../src/worker/cluster-pool';
+import { createMetrics, mergeExpositions } from '../src/worker/metrics';
 
 const defaults = { parallel: 2, parallelism: 2, pauseBetweenWaves: 0, unreachableAfter: 60, deadline: 86_400, output: 'text' };
 
@@ -114,4 +120,74 @@ void test("the campaign's table: a line per cluster, then notes and failures", (
     ]),
     'CLUSTER  UID  KUBERNETES       SVM  LAST SEEN\neast     u-1  v1.36.3,v1.37.2  -    2026-12-04T00:00:00.000Z\n',
   );
+});
+
+void test("a pool's directory: a cluster per file, named by it; hidden entries skipped; a bad name or none refused", async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-pool-test-'));
+  try {
+    assert.throws(() => clustersFromDir(dir), /holds no kubeconfig/);
+    // As a mounted Secret: ..data a directory, each key a symlink into it.
+    fs.mkdirSync(path.join(dir, '..data'));
+    fs.writeFileSync(path.join(dir, '..data', 'east.kubeconfig'), 'apiVersion: v1\n');
+    fs.symlinkSync(path.join('..data', 'east.kubeconfig'), path.join(dir, 'east.kubeconfig'));
+    fs.writeFileSync(path.join(dir, 'west'), 'apiVersion: v1\n');
+    assert.deepEqual(clustersFromDir(dir), [
+      { name: 'east', kubeconfig: path.join(dir, 'east.kubeconfig') },
+      { name: 'west', kubeconfig: path.join(dir, 'west') },
+    ]);
+    fs.writeFileSync(path.join(dir, 'North_1.yaml'), '');
+    assert.throws(() => clustersFromDir(dir), /file North_1\.yaml: a cluster name is a DNS label.*"North_1"/);
+    assert.throws(() => clustersFromDir(path.join(dir, 'nope')), /SVM_KUBECONFIG_DIR .*nope: ENOENT/);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
+
+void test("a pool from Cluster API's Secrets: each cluster's <name>-kubeconfig, its value written for this user alone", async () => {
+  const into = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-pool-test-'));
+  const asked: string[] = [];
+  const secret = (name: string, cluster: string, value?: string) => ({
+    metadata: { name, labels: { [CAPI_CLUSTER_LABEL]: cluster } },
+    ...(value ? { data: { value: Buffer.from(value).toString('base64') } } : {}),
+  });
+  const management = {
+    getJson: (p: string) => {
+      asked.push(p);
+      return Promise.resolve({
+        items: [
+          secret('west-kubeconfig', 'west', 'kind: Config # west\n'),
+          secret('west-ca', 'west', 'not a kubeconfig'),
+          secret('east-kubeconfig', 'east', 'kind: Config # east\n'),
+          secret('north-kubeconfig', 'north'),
+        ],
+      });
+    },
+  } as unknown as KubeClient;
+  try {
+    const clusters = await clustersFromSecrets(management, 'capi-system', into);
+    assert.deepEqual(asked, ['/api/v1/namespaces/capi-system/secrets?labelSelector=cluster.x-k8s.io%2Fcluster-name']);
+    assert.deepEqual(
+      clusters.map((c) => c.name),
+      ['east', 'west'],
+      'the CA Secret and one without a value are not clusters',
+    );
+    assert.equal(fs.readFileSync(clusters[0]!.kubeconfig, 'utf8'), 'kind: Config # east\n');
+    assert.equal(fs.statSync(clusters[1]!.kubeconfig).mode & 0o777, 0o600);
+  } finally {
+    fs.rmSync(into, { recursive: true, force: true });
+  }
+});
+
+void test("a pool's metrics: one endpoint, each family once, every cluster's series labelled with it", async () => {
+  const east = createMetrics({ cluster: 'east' });
+  const west = createMetrics({ cluster: 'west', processMetrics: false });
+  east.objects.inc({ resource: 'secrets', outcome: 'migrated' }, 3);
+  west.objects.inc({ resource: 'secrets', outcome: 'migrated' }, 5);
+  const text = mergeExpositions([await east.registry.metrics(), await west.registry.metrics()]);
+  const name = (await east.registry.getMetricsAsJSON()).find((m) => m.name.endsWith('objects_total'))!.name;
+  assert.equal(text.split('\n').filter((l) => l === `# TYPE ${name} counter`).length, 1, 'one TYPE line for the family');
+  assert.match(text, new RegExp(`^${name}\\{resource="secrets",outcome="migrated",cluster="east"\\} 3$`, 'm'));
+  assert.match(text, new RegExp(`^${name}\\{resource="secrets",outcome="migrated",cluster="west"\\} 5$`, 'm'));
+  assert.equal(text.split('\n').filter((l) => l.startsWith('# TYPE svm_process_process_resident_memory_bytes')).length, 1);
+  assert.doesNotMatch(text, /svm_process_process_resident_memory_bytes\{cluster="west"\}/, "the process's metrics once");
 });

@@ -2,7 +2,8 @@
 import { Command } from 'commander';
 import { clusterOption, kubeconfigOption } from '../config/cli-options';
 import { loadWorkerSettings } from './config';
-import { createMigratorWorker } from './worker';
+import { createClusterPool, poolClusters } from './cluster-pool';
+import { createLogger, createMigratorWorker } from './worker';
 
 /** A Temporal dev server that lives and dies with the worker (the embedded default when TEMPORAL_ADDRESS is unset). */
 export interface LocalTemporalServer {
@@ -21,6 +22,15 @@ export interface WorkerCommandDeps {
   startLocalTemporal?: (log: (line: string) => void) => Promise<LocalTemporalServer>;
 }
 
+interface WorkerFlags {
+  qps?: string;
+  maxConcurrentChunks?: string;
+  bridge?: boolean;
+  kubeconfig?: string;
+  kubeconfigDir?: string;
+  kubeconfigSecrets?: string;
+}
+
 export function workerCommand(deps: WorkerCommandDeps = {}): Command {
   return new Command('worker')
     .description('run the migration worker (and the StorageVersionMigration bridge)')
@@ -32,6 +42,11 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
     .option('--no-bridge', 'do not watch StorageVersionMigration objects')
     .addOption(kubeconfigOption())
     .addOption(clusterOption())
+    .option('--kubeconfig-dir <dir>', 'serve a pool of clusters: a kubeconfig file per cluster, named by it (SVM_KUBECONFIG_DIR)')
+    .option(
+      '--kubeconfig-secrets <namespace>',
+      'serve a pool of clusters: the Cluster API kubeconfig Secrets of this namespace, read through --kubeconfig (SVM_KUBECONFIG_SECRETS)',
+    )
     .addHelpText(
       'after',
       [
@@ -39,15 +54,18 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
         'Examples:',
         '  TEMPORAL_ADDRESS=temporal:7233 svm worker --qps 100   # JSON log lines on stdout (a container)',
         '  svm worker                                            # no TEMPORAL_ADDRESS: a local Temporal dev server too',
+        '  svm worker --kubeconfig-dir /etc/svm/clusters         # one process, a worker per cluster (docs/fleet.md)',
         '',
       ].join('\n'),
     )
-    .action(async (o: { qps?: string; maxConcurrentChunks?: string; bridge?: boolean; kubeconfig?: string }) => {
+    .action(async (o: WorkerFlags) => {
       const settings = loadWorkerSettings(process.env, {
         qps: o.qps,
         maxConcurrentChunks: o.maxConcurrentChunks,
         bridge: o.bridge === false ? false : undefined,
         kubeconfig: o.kubeconfig,
+        kubeconfigDir: o.kubeconfigDir,
+        kubeconfigSecrets: o.kubeconfigSecrets,
       });
       let local: LocalTemporalServer | undefined;
       if (!settings.temporal.address) {
@@ -60,8 +78,14 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
         );
       }
       try {
-        const w = await createMigratorWorker(settings);
-        await w.run();
+        if (settings.kubeconfigDir || settings.kubeconfigSecrets) {
+          const { clusters, cleanup } = await poolClusters(settings);
+          try {
+            await (await createClusterPool(settings, clusters, createLogger())).run();
+          } finally {
+            cleanup();
+          }
+        } else await (await createMigratorWorker(settings)).run();
       } finally {
         await local?.stop();
       }

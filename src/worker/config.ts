@@ -37,6 +37,19 @@ export const WorkerSettings = z.object({
   versioning: VersioningSettings.default({ promote: false, checkSeconds: 30 }),
   kubeconfig: z.string().min(1).optional(),
   /**
+   * A pool serving several clusters from one process (src/worker/cluster-pool.ts, docs/fleet.md): every file of
+   * this directory is a cluster's kubeconfig, named by the file (east.kubeconfig serves cluster "east").
+   */
+  kubeconfigDir: z.string().min(1).optional(),
+  /**
+   * Or: the kubeconfig Secrets of this namespace that Cluster API labels `cluster.x-k8s.io/cluster-name` (key
+   * `value`), read at start through `kubeconfig` (the management cluster); each serves the cluster its label names.
+   */
+  kubeconfigSecrets: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name (lowercase letters, digits and -, at most 63)')
+    .optional(),
+  /**
    * The load budget: 'auto' (the default) follows what the API servers can take, through the adaptive
    * concurrency's queue rule (src/kube/adaptive-concurrency.ts): no fixed rate, more updates in flight while
    * their answers stay near the servers' own baseline, fewer when answers queue up or a 429 arrives. A number
@@ -174,6 +187,8 @@ export const settingSources: Record<string, string> = {
   ...temporalSettingSources,
   ...versioningSettingSources,
   kubeconfig: 'KUBECONFIG',
+  kubeconfigDir: 'SVM_KUBECONFIG_DIR',
+  kubeconfigSecrets: 'SVM_KUBECONFIG_SECRETS',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
   memoryBudgetBytes: 'SVM_MEMORY_BUDGET_BYTES',
@@ -227,6 +242,8 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   temporal: temporalFromEnv(env),
   versioning: versioningFromEnv(env),
   kubeconfig: env.KUBECONFIG || undefined,
+  kubeconfigDir: env.SVM_KUBECONFIG_DIR || undefined,
+  kubeconfigSecrets: env.SVM_KUBECONFIG_SECRETS || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
   memoryBudgetBytes: env.SVM_MEMORY_BUDGET_BYTES || undefined,
@@ -271,6 +288,8 @@ export function loadWorkerSettings(
     },
     versioning: base.versioning,
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
+    kubeconfigDir: pick(flags.kubeconfigDir, base.kubeconfigDir),
+    kubeconfigSecrets: pick(flags.kubeconfigSecrets, base.kubeconfigSecrets),
     qps: pick(flags.qps, base.qps),
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
     memoryBudgetBytes: base.memoryBudgetBytes,
@@ -307,5 +326,12 @@ export function loadWorkerSettings(
       `invalid setting: SVM_TRIGGER_API=standard hands migrations to the built-in migrator, which needs SVM_STANDARD_MIGRATIONS=defer (it is ${parsed.data.standardMigrations})`,
     );
   }
+  const pool = parsed.data.kubeconfigDir !== undefined || parsed.data.kubeconfigSecrets !== undefined;
+  if (parsed.data.kubeconfigDir !== undefined && parsed.data.kubeconfigSecrets !== undefined)
+    throw new SettingsError('invalid setting: SVM_KUBECONFIG_DIR and SVM_KUBECONFIG_SECRETS name two pools of clusters: give one');
+  if (pool && parsed.data.temporal.cluster !== undefined)
+    throw new SettingsError(
+      `invalid setting: SVM_CLUSTER names one cluster, and ${parsed.data.kubeconfigDir !== undefined ? 'SVM_KUBECONFIG_DIR' : 'SVM_KUBECONFIG_SECRETS'} a pool whose kubeconfigs name each of theirs: give one`,
+    );
   return parsed.data;
 }

@@ -62,9 +62,15 @@ export interface MigratorMetrics {
 export type VersionLabel = 'temporal_namespace' | 'deployment_name' | 'build_id';
 const VERSION_LABELS: VersionLabel[] = ['temporal_namespace', 'deployment_name', 'build_id'];
 
-export function createMetrics(): MigratorMetrics {
+/**
+ * The worker's metrics. A named cluster's carry it as the label `cluster` (SVM_CLUSTER; each cluster of a pool
+ * its own), so that one Prometheus and the dashboard's cluster variable tell the clusters apart; the process's
+ * (memory, CPU) are left out where another registry of the process has them (a pool's second cluster on).
+ */
+export function createMetrics(opts: { cluster?: string; processMetrics?: boolean } = {}): MigratorMetrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
+  if (opts.cluster) registry.setDefaultLabels({ cluster: opts.cluster });
+  if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
   return {
     registry,
     objects: new Counter({
@@ -217,11 +223,12 @@ function getText(url: string): Promise<string> {
 
 /** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
 export async function serveMetrics(
-  metrics: MigratorMetrics,
+  metrics: MigratorMetrics | MigratorMetrics[],
   port: number,
   host: string,
   sdkMetricsUrl?: string,
 ): Promise<{ port: number; close(): Promise<void> }> {
+  const registries = (Array.isArray(metrics) ? metrics : [metrics]).map((m) => m.registry);
   const server = http.createServer((req, res) => {
     if (req.url !== '/metrics') {
       res.statusCode = req.url === '/healthz' ? 200 : 404;
@@ -229,17 +236,41 @@ export async function serveMetrics(
       return;
     }
     void (async () => {
-      let text = await metrics.registry.metrics();
+      let text = mergeExpositions(await Promise.all(registries.map((r) => r.metrics())));
       if (sdkMetricsUrl) {
         const sdk = await getText(sdkMetricsUrl).catch(() => undefined); // undefined: the runtime exporter is not up yet
         if (sdk !== undefined) text += '\n# Temporal SDK metrics\n' + sdk;
       }
-      res.setHeader('Content-Type', metrics.registry.contentType);
+      res.setHeader('Content-Type', registries[0]!.contentType);
       res.end(text);
     })();
   });
   await new Promise<void>((r) => server.listen(port, host, r));
   return { port: (server.address() as AddressInfo).port, close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+/**
+ * Several registries' text expositions as one: each metric family once (its HELP and TYPE from the first that has
+ * it), with the samples of all of them (told apart by their `cluster` label). The text format allows one block
+ * per family: two registries' texts joined as they are would repeat a family, which Prometheus refuses.
+ */
+export function mergeExpositions(texts: string[]): string {
+  if (texts.length === 1) return texts[0]!;
+  const families = new Map<string, { head: string[]; samples: string[] }>();
+  for (const text of texts) {
+    let current: { head: string[]; samples: string[] } | undefined;
+    for (const line of text.split('\n')) {
+      const head = /^# (HELP|TYPE) (\S+)/.exec(line);
+      if (head) {
+        const name = head[2]!;
+        const known = families.get(name);
+        current = known ?? { head: [], samples: [] };
+        if (!known) families.set(name, current);
+        if (current.head.length < 2 && !current.head.some((h) => h.startsWith(`# ${head[1]} `))) current.head.push(line);
+      } else if (line !== '' && current) current.samples.push(line);
+    }
+  }
+  return [...families.values()].map((f) => [...f.head, ...f.samples].join('\n')).join('\n\n') + '\n';
 }
 
 /** Quantile estimate from a histogram's cumulative buckets (linear within a bucket). */

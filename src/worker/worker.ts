@@ -306,14 +306,23 @@ async function fleetWorker(connection: NativeConnection, settings: WorkerSetting
   });
 }
 
-export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger()): Promise<MigratorWorker> {
+/** How a worker lives beside others in one process (a pool of clusters, src/worker/cluster-pool.ts). */
+export interface InPool {
+  /** The pool serves every cluster's metrics on one endpoint: this worker makes its registry and serves none. */
+  metricsServedByPool: boolean;
+  /** Another worker of the process reports the process's own metrics. */
+  processMetrics: boolean;
+}
+
+export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger(), pool?: InPool): Promise<MigratorWorker> {
   const t = settings.temporal;
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
   limitYoungGeneration(settings.semiSpaceMiB);
   optimizeForSize(settings.v8OptimizeForSize);
   limitHeapGrowth(settings.heapGrowingPercent);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
-  const metrics = settings.metricsPort !== undefined ? createMetrics() : undefined;
+  const metrics =
+    settings.metricsPort !== undefined ? createMetrics({ cluster: t.cluster, processMetrics: pool?.processMetrics ?? true }) : undefined;
   const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
     throw await explainTemporalConnectError(e, { ...t, address: t.address! });
   });
@@ -367,7 +376,8 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
    * singletons while this replica is the leader.
    */
   const withServices = async <T>(fn: () => Promise<T>): Promise<T> => {
-    const endpoint = metrics ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
+    const endpoint =
+      metrics && !pool?.metricsServedByPool ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     const ns = settings.kubeNamespace;
     shared =
