@@ -128,6 +128,7 @@ export async function createClusterPool(settings: WorkerSettings, clusters: Serv
   const withEndpoint = async <T>(fn: () => Promise<T>): Promise<T> => {
     const metrics = workers.flatMap((w) => (w.metrics ? [w.metrics] : []));
     const endpoint = metrics.length > 0 ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
+    if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost, clusters: clusters.length }, 'metrics on /metrics');
     try {
       return await fn();
     } finally {

@@ -1,0 +1,294 @@
+/**
+ * A fleet end to end (docs/fleet.md), the way a platform team runs one: three clusters on one Temporal server on
+ * PostgreSQL (the suite's server plane), each a plane of its own:
+ *   - north: the server plane's own API (Kubernetes 1.37, one API server);
+ *   - east: the shared plane (1.37, two API servers behind one address);
+ *   - south: a plane of this file at the release before (1.36), taken down at the end.
+ * Their workers run as shipped: south's in-cluster style (`svm worker` with deploy/deployment.yaml's environment,
+ * as the ServiceAccount of deploy/'s manifests, with `svm grant` of the CRD); north's and east's in one process,
+ * a pool serving both by a kubeconfig each (SVM_KUBECONFIG_DIR), as a management cluster would host them.
+ *
+ * `svm fleet migrate` starts a campaign that moves a CRD's storage version in all three and checks drop readiness
+ * of its old version; south's worker is stopped while the canary runs: the others finish, south is reported
+ * unreachable and nothing of it is written, and it completes once its worker is back. Each plane's etcd is the judge.
+ */
+import assert from 'node:assert/strict';
+import { spawn, execFile, type ChildProcess } from 'node:child_process';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { promisify } from 'node:util';
+import { after, before, test } from 'node:test';
+import YAML from 'yaml';
+import { campaignStatusQuery, campaignWorkflowId, type CampaignStatus } from '../src/contract/fleet';
+import { grantManifests } from '../src/client/grant';
+import { installCrds } from '../src/client/cli-migrate';
+import { storedVersions } from '../src/dev/etcd-truth';
+import { down } from '../src/dev/plane';
+import { kubeVersions } from '../src/dev/tools';
+import type { RegisteredCluster } from '../src/client/fleet';
+import { applyCrd, createObjects, deleteCrd, testCrd, type TestCrd } from './helpers/crd';
+import { serverPlane, testPlane, uniq, type TestPlane } from './helpers/plane';
+import {
+  readManifests,
+  serverSideApply,
+  serviceAccountToken,
+  writeTokenKubeconfig,
+  removeTokenKubeconfig,
+  type Manifest,
+} from './helpers/rbac-identity';
+import { eventually } from './helpers/migrate';
+
+const run = promisify(execFile);
+const root = path.join(__dirname, '..');
+const svm = path.join(root, 'bin', 'svm.js');
+const COUNT = 200;
+const quiet = () => undefined;
+
+interface Member {
+  name: string;
+  plane: TestPlane;
+  crd: TestCrd;
+  prefix: string;
+}
+
+const southDir = mkdtempSync(path.join(tmpdir(), 'svm-fleet-south-'));
+const scratch = mkdtempSync(path.join(tmpdir(), 'svm-fleet-'));
+const suffix = uniq('').slice(1);
+/** One CRD, the same in every cluster (as a product's CRD is). */
+const crd = testCrd(`${uniq('fp')}.svm.test`);
+let temporal: TestPlane;
+let members: Member[] = [];
+let saKubeconfig: string | undefined;
+const workers: ChildProcess[] = [];
+
+before(async () => {
+  temporal = await serverPlane();
+  const [east, south] = await Promise.all([
+    testPlane(),
+    testPlane({
+      dir: southDir,
+      up: { apiservers: 1, kubeVersion: kubeVersions().previous, storageVersionApi: false },
+    }),
+  ]);
+  members = [
+    { name: `north-${suffix}`, plane: temporal },
+    { name: `east-${suffix}`, plane: east },
+    { name: `south-${suffix}`, plane: south },
+  ].map((m) => ({ ...m, crd, prefix: `/registry/${crd.group}/${crd.plural}/` }));
+  // Each cluster: COUNT objects written through v2 while v1 is the storage version (so they are stored at v1 and
+  // their managedFields name v2), then the storage version switched to v2.
+  await Promise.all(
+    members.map(async (m) => {
+      await installCrds(m.plane.kube);
+      await applyCrd(m.plane.kube, m.crd, 'v1');
+      await createObjects(m.plane.kube, m.crd, 'v2', COUNT, { namespace: uniq('ns') });
+      await applyCrd(m.plane.kube, m.crd, 'v2');
+    }),
+  );
+  // south runs as deploy/ ships it: its ServiceAccount, rights and fence, and the grant of the CRD.
+  const s = members[2]!;
+  await serverSideApply(s.plane.kube, [
+    ...readManifests('namespace.yaml'),
+    ...readManifests('rbac.yaml'),
+    ...readManifests('worker-policy.yaml'),
+    ...YAML.parseAllDocuments(grantManifests({ group: s.crd.group, resource: s.crd.plural, custom: true })).map(
+      (d) => d.toJS() as Manifest,
+    ),
+  ]);
+  saKubeconfig = writeTokenKubeconfig(
+    s.plane.kube.server,
+    await serviceAccountToken(s.plane.kube, 'svm-system', 'svm-migrator'),
+    'svm-migrator',
+    s.plane.dir,
+  );
+});
+
+after(async () => {
+  for (const w of workers) w.kill('SIGKILL');
+  removeTokenKubeconfig(saKubeconfig);
+  for (const m of members.slice(0, 2)) await deleteCrd(m.plane.kube, m.crd).catch(() => undefined);
+  for (const m of members) await m.plane.close();
+  await temporal?.close();
+  await down(southDir, quiet).catch(() => undefined);
+  rmSync(southDir, { recursive: true, force: true });
+  rmSync(scratch, { recursive: true, force: true });
+});
+
+/** The worker container's environment in deploy/deployment.yaml. */
+function shippedEnv(): Record<string, string> {
+  const d = readManifests('deployment.yaml').find((m) => m.kind === 'Deployment') as unknown as {
+    spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value?: string }> }> } } };
+  };
+  const c = d.spec.template.spec.containers.find((x) => x.name === 'worker')!;
+  return Object.fromEntries((c.env ?? []).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
+}
+
+const base = uniq('tq-fleet');
+const deploymentName = uniq('svm-worker');
+
+/** The shipped environment, on this file's Temporal and task queue; /metrics on a port of the OS's choosing. */
+function workerEnv(over: Record<string, string>): NodeJS.ProcessEnv {
+  return {
+    PATH: process.env.PATH ?? '',
+    HOME: process.env.HOME ?? '',
+    ...shippedEnv(),
+    TEMPORAL_ADDRESS: temporal.temporal.address,
+    TEMPORAL_TASK_QUEUE: base,
+    TEMPORAL_DEPLOYMENT_NAME: deploymentName,
+    SVM_METRICS_PORT: '0',
+    SVM_METRICS_HOST: '127.0.0.1',
+    ...over,
+  };
+}
+
+/** Starts `svm worker` with env; its log in scratch; resolves with the metrics port it logs. */
+async function startWorker(name: string, env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; metricsPort: number; log: string }> {
+  const log = path.join(scratch, `${name}-${Date.now()}.log`);
+  const out = createWriteStream(log);
+  const proc = spawn(process.execPath, [svm, 'worker'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+  workers.push(proc);
+  let text = '';
+  proc.stdout!.on('data', (b: Buffer) => (text += b.toString()));
+  proc.stdout!.pipe(out);
+  proc.stderr!.pipe(out);
+  const exited = new Promise<never>((_, reject) =>
+    proc.once('exit', (code) => reject(new Error(`${name}'s worker exited (${code}): ${readFileSync(log, 'utf8').slice(-2000)}`))),
+  );
+  exited.catch(() => undefined); // once it served, a later exit (a stop) is no failure
+  const metricsPort = await Promise.race([
+    exited,
+    eventually(
+      `${name}'s worker serves /metrics (log ${log})`,
+      () => {
+        const m = /"port":(\d+)[^\n]*"msg":"metrics on \/metrics"/.exec(text);
+        return Promise.resolve(m ? Number(m[1]) : undefined);
+      },
+      120_000,
+    ),
+  ]);
+  return { proc, metricsPort, log };
+}
+
+async function stop(proc: ChildProcess): Promise<void> {
+  if (proc.exitCode !== null) return;
+  const exited = new Promise((r) => proc.once('exit', r));
+  proc.kill('SIGTERM');
+  await exited;
+}
+
+async function fleet(args: string[]): Promise<string> {
+  const { stdout } = await run(process.execPath, [svm, 'fleet', ...args], {
+    env: { ...process.env, TEMPORAL_ADDRESS: temporal.temporal.address, TEMPORAL_TASK_QUEUE: base },
+    timeout: 60_000,
+  });
+  return stdout;
+}
+
+const versionsOf = async (m: Member) => (await storedVersions(m.plane.etcd, m.prefix)).byApiVersion;
+
+void test('a campaign across three clusters on one temporal-server: a CRD moved in each (etcd), one worker stopped mid-campaign and back', async () => {
+  const [north, east, south] = members as [Member, Member, Member];
+  for (const m of members) assert.deepEqual(await versionsOf(m), { [`${m.crd.group}/v1`]: COUNT }, `${m.name} starts at v1`);
+
+  // The pool (north and east, by kubeconfig: an administrator's, which no fence matches) and south's worker.
+  const kubeconfigs = path.join(scratch, 'clusters');
+  mkdirSync(kubeconfigs);
+  for (const m of [north, east]) writeFileSync(path.join(kubeconfigs, `${m.name}.kubeconfig`), readFileSync(m.plane.env.KUBECONFIG!));
+  const pool = await startWorker(
+    'pool',
+    workerEnv({ SVM_KUBECONFIG_DIR: kubeconfigs, SVM_REQUIRE_FENCE: 'false', SVM_REQUIRE_STATIC_FENCE: 'false', SVM_BRIDGE: 'false' }),
+  );
+  const southEnv = workerEnv({ KUBECONFIG: saKubeconfig!, SVM_CLUSTER: south.name, SVM_FLEET_WORKER: 'false' });
+  let southWorker = await startWorker('south', southEnv);
+
+  // Each cluster registered: kube-system's uid and each API server's Kubernetes version, as `svm fleet clusters` lists them.
+  const registered = await eventually(
+    'the three clusters registered',
+    async () => {
+      const list = JSON.parse(await fleet(['clusters', '-o', 'json'])) as RegisteredCluster[];
+      const ours = list.filter((c) => c.name.endsWith(suffix));
+      return ours.length === 3 && ours.every((c) => c.uid && c.kubeVersions.length > 0) ? ours : undefined;
+    },
+    60_000,
+  );
+  const byName = new Map(registered.map((c) => [c.name, c]));
+  assert.deepEqual(byName.get(north.name)?.kubeVersions, [kubeVersions().current]);
+  assert.deepEqual(byName.get(east.name)?.kubeVersions, [kubeVersions().current]);
+  assert.equal(byName.get(east.name)?.servers.length, 2, "east's two API servers, each at its own address");
+  assert.deepEqual(byName.get(south.name)?.kubeVersions, [kubeVersions().previous]);
+  for (const m of members) {
+    const uid = (await m.plane.kube.getJson<{ metadata: { uid: string } }>('/api/v1/namespaces/kube-system')).metadata.uid;
+    assert.equal(byName.get(m.name)?.uid, uid, `${m.name}'s registration holds its kube-system uid`);
+  }
+
+  // The campaign, as an operator starts it: the CRD in every cluster, then whether its v1 may be dropped there.
+  const name = uniq('crd-v2');
+  const started = await fleet([
+    'migrate',
+    name,
+    crd.name,
+    '--drop',
+    `${crd.group}/v1`,
+    '--drop-window',
+    '2',
+    '--clusters',
+    members.map((m) => m.name).join(','),
+    '--canary',
+    north.name,
+    '--parallel',
+    '2',
+    '--unreachable-after',
+    '5',
+    '--deadline',
+    '900',
+  ]);
+  assert.match(started, new RegExp(`campaign ${name} started`));
+  const h = temporal.temporal.client.workflow.getHandle(campaignWorkflowId(name));
+  const status = () => h.query(campaignStatusQuery);
+  const row = (s: CampaignStatus, m: Member) => s.rows.find((r) => r.cluster === m.name)!;
+
+  // While the canary runs, south's worker is stopped (as a Deployment scaled to zero: SIGTERM).
+  await eventually('the canary runs', async () => ['Running', 'Succeeded'].includes(row(await status(), north).phase) || undefined, 60_000);
+  await stop(southWorker.proc);
+
+  // The canary and east finish; south is reported unreachable, and nothing of it is written.
+  const away = await eventually(
+    'north and east done, south unreachable',
+    async () => {
+      const s = await status();
+      return row(s, north).phase === 'Succeeded' && row(s, east).phase === 'Succeeded' && row(s, south).phase === 'Unreachable'
+        ? s
+        : undefined;
+    },
+    300_000,
+  );
+  assert.match(row(away, south).note ?? '', /no worker took a task in 5s/);
+  assert.equal(away.phase, 'Running', 'the campaign waits for south until its deadline');
+  assert.deepEqual(await versionsOf(south), { [`${south.crd.group}/v1`]: COUNT }, 'south: nothing written while its worker was away');
+  for (const m of [north, east]) assert.deepEqual(await versionsOf(m), { [`${m.crd.group}/v2`]: COUNT }, `${m.name}: every object at v2`);
+
+  // south's worker comes back: its cluster completes, and so does the campaign.
+  southWorker = await startWorker('south', southEnv);
+  const result = (await h.result()) as CampaignStatus;
+  const table = await fleet(['status', name]);
+  process.stdout.write(`# ${table.trimEnd().split('\n').join('\n# ')}\n`);
+  assert.equal(result.phase, 'Succeeded', table);
+  const json = JSON.parse(await fleet(['status', name, '-o', 'json'])) as CampaignStatus;
+  assert.deepEqual(json, result, "`svm fleet status -o json` is the workflow's result");
+  for (const m of members) {
+    const r = row(result, m);
+    assert.equal(r.phase, 'Succeeded', `${m.name}: ${r.note}`);
+    assert.equal(r.objects, COUNT, `${m.name}: objects`);
+    assert.deepEqual(r.resources, { asked: 1, succeeded: 1 });
+    assert.equal(r.drop?.verdict, 'Ready', `${m.name}: the drop check of ${crd.group}/v1`);
+    assert.deepEqual(await versionsOf(m), { [`${m.crd.group}/v2`]: COUNT }, `${m.name}: every object at v2 in its etcd`);
+  }
+  assert.equal(row(result, north).wave, 0, 'north was the canary');
+
+  // The pool's one /metrics: each of its clusters' series under its own label.
+  const metrics = await (await fetch(`http://127.0.0.1:${pool.metricsPort}/metrics`)).text();
+  for (const m of [north, east]) assert.match(metrics, new RegExp(`^svm_objects_total\\{[^}]*cluster="${m.name}"[^}]*\\} ${COUNT}$`, 'm'));
+  await stop(southWorker.proc);
+  await stop(pool.proc);
+});
