@@ -43,7 +43,7 @@ void test('what the renderer does not know is a problem, not a blank panel', () 
     templating: {
       list: [
         { name: 'datasource', type: 'datasource', query: 'prometheus' },
-        { name: 'job', type: 'query', query: 'label_values(up, job)' },
+        { name: 'job', type: 'adhoc', query: 'label_values(up, job)' },
       ],
     },
     panels: [
@@ -69,7 +69,7 @@ void test('what the renderer does not know is a problem, not a blank panel', () 
   };
   const problems = dashboardProblems(d);
   for (const want of [
-    /variable \$job: type query/,
+    /variable \$job: type adhoc/,
     /panel 1 "pie": panel type piechart/,
     /panel 2 "ts": unit celsius/,
     /panel 2 "ts": variable \$namespace/,
@@ -153,4 +153,19 @@ void test('every panel of the shipped dashboard is drawn at its place, with data
   const a = panels.find((p) => p.gridPos.x === 0 && p.gridPos.y === 7)!;
   const b = panels.find((p) => p.gridPos.x === 12 && p.gridPos.y === 7)!;
   assert.ok(at(b) > at(a) + 600, `${at(a)} ${at(b)}`);
+});
+
+void test('the cluster variable: every svm series of the shipped dashboard is selected by it, and All takes every series', () => {
+  const d = shipped();
+  const cluster = d.templating?.list?.find((v) => v.name === 'cluster');
+  assert.equal(cluster?.type, 'query');
+  for (const p of allPanels(d))
+    for (const t of p.targets ?? [])
+      for (const m of (t.expr ?? '').matchAll(/\bsvm_[a-z0-9_]+(\{[^}]*\})?/g))
+        assert.match(m[1] ?? '', /^\{cluster=~"\$cluster"/, `panel "${p.title ?? ''}": ${m[0]} is not selected by $cluster`);
+  assert.equal(substitute('svm_leader{cluster=~"$cluster"}', window, [cluster!]), 'svm_leader{cluster=~".*"}');
+  assert.equal(
+    substitute('svm_leader{cluster=~"$cluster"}', window, [{ ...cluster!, current: { value: ['east', 'west'] } }]),
+    'svm_leader{cluster=~"(east|west)"}',
+  );
 });

@@ -70,7 +70,7 @@ export const BUILTIN_VARIABLES = [
 ] as const;
 
 /** Kinds of dashboard variables substituted: a data source (only one Prometheus is asked), or a fixed value (its current one). */
-export const VARIABLE_TYPES = ['datasource', 'constant', 'custom', 'textbox', 'interval'] as const;
+export const VARIABLE_TYPES = ['datasource', 'constant', 'custom', 'textbox', 'interval', 'query'] as const;
 
 /** Every panel, collapsed rows' panels included, in layout order. */
 export function allPanels(d: Dashboard): DashboardPanel[] {
@@ -152,7 +152,8 @@ export function substitute(expr: string, w: QueryWindow, vars: DashboardVariable
     if (name in builtin) return builtin[name]!;
     const v = vars.find((x) => x.name === name);
     if (!v) throw new Error(`unknown variable $${name}`);
-    const cur = v.current?.value ?? v.query ?? '';
+    // A query variable (label_values) is drawn at its current value, or All: the renderer asks no Prometheus for its values.
+    const cur = v.current?.value ?? (v.type === 'query' ? '$__all' : (v.query ?? ''));
     const list = Array.isArray(cur) ? cur : [cur];
     if (list.includes('$__all')) return '.*';
     return list.length === 1 ? list[0]! : `(${list.join('|')})`;
