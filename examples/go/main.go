@@ -9,7 +9,8 @@
 //
 // <resource> is plural.group (gizmos.example.com) or a core plural (secrets).
 // Environment: TEMPORAL_ADDRESS (default localhost:7233), TEMPORAL_NAMESPACE
-// (default "default"), SVM_TASK_QUEUE (default storage-version-migrator).
+// (default "default"), SVM_TASK_QUEUE (default storage-version-migrator), SVM_CLUSTER
+// (the cluster, when one namespace serves a fleet: docs/fleet.md).
 // Prints "== step" lines, each followed by one JSON document; exits 2 when svm
 // refuses the input (the reason on stderr), 1 on any other error.
 package main
@@ -52,8 +53,26 @@ func fail(err error) {
 	os.Exit(1)
 }
 
-// workflowID is the contract's one workflow per resource: every tool that starts it joins the same one.
-func workflowID(resource string) string { return "migrate/" + resource }
+// cluster is the cluster the tool works on when one Temporal namespace serves several (SVM_CLUSTER); "" for one.
+var cluster = os.Getenv("SVM_CLUSTER")
+
+// workflowID is the contract's one workflow per resource (and cluster): every tool that starts it joins the same
+// one. A named cluster's is migrate/<cluster>/<resource>.
+func workflowID(resource string) string {
+	if cluster != "" {
+		return "migrate/" + cluster + "/" + resource
+	}
+	return "migrate/" + resource
+}
+
+// taskQueue is the queue the cluster's workers poll: <queue>/cluster/<cluster> for a named one.
+func taskQueue() string {
+	q := env("SVM_TASK_QUEUE", "storage-version-migrator")
+	if cluster != "" {
+		return q + "/cluster/" + cluster
+	}
+	return q
+}
 
 func update(ctx context.Context, c client.Client, id, name string, arg any, out any) {
 	h, err := c.UpdateWorkflow(ctx, client.UpdateWorkflowOptions{
@@ -72,12 +91,19 @@ func update(ctx context.Context, c client.Client, id, name string, arg any, out 
 
 func migrate(ctx context.Context, c client.Client, resource string, options *MigrationOptions) {
 	id := workflowID(resource)
-	start := c.NewWithStartWorkflowOperation(client.StartWorkflowOptions{
+	input := StartInput{Resource: resource, Options: options}
+	opts := client.StartWorkflowOptions{
 		ID:        id,
-		TaskQueue: env("SVM_TASK_QUEUE", "storage-version-migrator"),
+		TaskQueue: taskQueue(),
 		// A second start of the same resource, from this tool or any other, joins the running migration.
 		WorkflowIDConflictPolicy: enumspb.WORKFLOW_ID_CONFLICT_POLICY_USE_EXISTING,
-	}, "migrateResource", StartInput{Resource: resource, Options: options})
+	}
+	if cluster != "" {
+		// The cluster in the input (its worker checks it) and in MigrationCluster (the UI filters on it).
+		input.Cluster = &ClusterRef{Name: cluster}
+		opts.TypedSearchAttributes = temporal.NewSearchAttributes(temporal.NewSearchAttributeKeyKeyword("MigrationCluster").ValueSet(cluster))
+	}
+	start := c.NewWithStartWorkflowOperation(opts, "migrateResource", input)
 	// Update-with-Start: the start and the synchronous answer (resolved, or refused with the reason) in one call.
 	h, err := c.UpdateWithStartWorkflow(ctx, client.UpdateWithStartWorkflowOptions{
 		StartWorkflowOperation: start,
