@@ -16,6 +16,8 @@ import { after, before, test } from 'node:test';
 import { WithStartWorkflowOperation, WorkflowFailedError, WorkflowUpdateFailedError } from '@temporalio/client';
 import { ApplicationFailure, type Workflow } from '@temporalio/common';
 import { startOptions } from '../src/contract/start-options';
+import { MigrationCluster } from '../src/contract/search-attributes';
+import type { WorkerSettings } from '../src/worker/config';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { getCrd } from '../src/kube/crds';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
@@ -222,6 +224,35 @@ void test('Go SDK: Update-with-Start (minimal input) answers the resolution, pau
     [`${crd.group}/v2`]: 200,
   });
   assert.deepEqual((await getCrd(plane.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
+});
+
+void test("Go SDK in a fleet (SVM_CLUSTER): migrate/<cluster>/<resource> on the cluster's task queue, MigrationCluster set, run by that cluster's worker; etcd holds only v2", async () => {
+  const crd = testCrd(`${uniq('gc')}.svm.test`);
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 50, { namespace: uniq('ns') });
+  await applyCrd(plane.kube, crd, 'v2');
+  const cluster = uniq('go');
+  await withWorker(
+    plane,
+    async (_m, taskQueue) => {
+      const { stdout } = await run(upgradetool, ['migrate', crd.name], {
+        env: { ...cli(taskQueue), SVM_CLUSTER: cluster },
+        timeout: 180_000,
+      });
+      const s = sections(stdout);
+      const id = `migrate/${cluster}/${crd.name}`;
+      assert.equal((s.started as { workflowId: string }).workflowId, id);
+      assert.equal((s.result as Result).phase, 'Succeeded');
+      const d = await plane.temporal.client.workflow.getHandle(id).describe();
+      assert.equal(d.taskQueue, `${taskQueue}/cluster/${cluster}`);
+      assert.equal(d.typedSearchAttributes.get(MigrationCluster), cluster);
+    },
+    // Only the cluster: workerSettings lays the overrides' temporal over the test's own (its task queue).
+    { settings: { temporal: { cluster } as WorkerSettings['temporal'] } },
+  );
+  assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
+    [`${crd.group}/v2`]: 50,
+  });
 });
 
 void test('Go SDK joins a migration a shell tool started (same run), and aborts another: Aborted with the reason, storedVersions kept', async () => {
