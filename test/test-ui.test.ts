@@ -17,8 +17,10 @@ import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import type { Locator, Page } from 'playwright-core';
 import { installCrds } from '../src/client/cli-migrate';
+import { Migrator } from '../src/client';
+import { createMigratorWorker } from '../src/worker/worker';
 import { launchBrowser, type TestBrowser } from './helpers/browser';
-import { cellText, configureColumns, rows, showList, WAIT } from './helpers/ui-list';
+import { cellText, configureColumns, listUrl, rows, showList, WAIT } from './helpers/ui-list';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -270,3 +272,54 @@ async function waitForText(locator: Locator, want: RegExp, timeoutMs = WAIT): Pr
 }
 
 const esc = (s: string) => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
+
+void test(
+  "the Temporal UI lists one cluster's workflows by MigrationCluster, and none of another cluster's",
+  { timeout: 5 * 60_000 },
+  async () => {
+    // Two named clusters on one namespace (both on this plane's API): a migration in each.
+    const [east, west] = [uniq('ui-east'), uniq('ui-west')];
+    const crds = [testCrd(`${uniq('ui-ce')}.svm.test`), testCrd(`${uniq('ui-cw')}.svm.test`)];
+    for (const c of crds) {
+      await applyCrd(plane.kube, c, 'v1');
+      await createObjects(plane.kube, c, 'v1', 20, { namespace: uniq('ns') });
+      await applyCrd(plane.kube, c, 'v2');
+    }
+    const base = uniq('tq-ui');
+    const workers = await Promise.all(
+      [east, west].map((cluster) => {
+        const s = plane.workerSettings(base);
+        return createMigratorWorker({ ...s, temporal: { ...s.temporal, cluster }, clusterReportSeconds: 0 });
+      }),
+    );
+    const migrators = await Promise.all(
+      [east, west].map((cluster) =>
+        Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue: base }, kubeconfig: plane.env.KUBECONFIG, cluster }),
+      ),
+    );
+    let browser: TestBrowser | undefined;
+    try {
+      await Promise.all(
+        workers.map((w, i) =>
+          w.runUntil(async () => {
+            const r = await migrationResult(await migrators[i]!.start(crds[i]!.name));
+            assert.equal(r.phase, 'Succeeded', r.message);
+          }),
+        ),
+      );
+      browser = await launchBrowser({ viewport: VIEWPORT });
+      const page = await browser.newPage(VIEWPORT);
+      page.setDefaultTimeout(WAIT);
+      const eastId = `migrate/${east}/${crds[0]!.name}`;
+      const westId = `migrate/${west}/${crds[1]!.name}`;
+      await showList(page, listUrl(plane.env.TEMPORAL_UI_URL!, `MigrationCluster = '${east}'`), [eastId]);
+      assert.equal(await rows(page).filter({ hasText: westId }).count(), 0, "west's migration is not in east's list");
+      assert.equal(await rows(page).count(), 1, `east's list: ${(await rows(page).allInnerTexts()).join(' | ')}`);
+      await showList(page, listUrl(plane.env.TEMPORAL_UI_URL!, `MigrationCluster IN ('${east}', '${west}')`), [eastId, westId]);
+      await page.screenshot({ path: path.join(DOCS, 'temporal-ui-cluster.png') });
+    } finally {
+      await browser?.close();
+      for (const m of migrators) await m.close();
+    }
+  },
+);
