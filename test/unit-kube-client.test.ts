@@ -13,7 +13,7 @@ import assert from 'node:assert/strict';
 import type http from 'node:http';
 import { outcomeOf, refusesPatch } from '../src/activities/chunk/rewrite-one';
 import type { ResourceRef } from '../src/api/resource';
-import { countObjects } from '../src/client/plan';
+import { countObjects } from '../src/kube/plan';
 import { METADATA_ONLY_ACCEPT, METADATA_ONLY_LIST_ACCEPT, type DiscoveredResource, type KubeClient } from '../src/kube/client';
 import { fakeApi } from './helpers/fake-api';
 import { KubeError } from '../src/kube/errors';

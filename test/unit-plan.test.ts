@@ -6,13 +6,12 @@ import {
   crdStoredVersionsLeft,
   estimateSeconds,
   finishPlan,
-  formatDuration,
-  planTable,
   planVerdict,
   storageStateReason,
   type CrdInfo,
   type PlanItem,
-} from '../src/client/plan';
+} from '../src/kube/plan';
+import { formatDuration, planTable } from '../src/client/plan-report';
 import { unbackedReason } from '../src/kube/drop-storage';
 import type { PassRecord } from '../src/contract/pass-record';
 

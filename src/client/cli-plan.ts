@@ -111,7 +111,7 @@ export function planCommand(): Command {
           // Loaded here, not with the command: `svm plan --help` needs neither the Kubernetes client nor the planner.
           /* eslint-disable @typescript-eslint/no-require-imports */
           const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
-          const { makePlan } = require('./plan') as typeof import('./plan');
+          const { makePlan } = require('../kube/plan') as typeof import('../kube/plan');
           /* eslint-enable @typescript-eslint/no-require-imports */
           kube = KubeClient.fromKubeconfig(o.kubeconfig);
           const records = await readRecords();

@@ -12,8 +12,9 @@ import YAML from 'yaml';
 import type { ResourceRef } from '../api/resource';
 import { needsManifestFence } from '../kube/fence-probe';
 
-/** Groups whose changes admission policies cannot see, or whose objects grant rights: never in the default rights. */
-export const UNFENCED_GROUPS: readonly string[] = ['admissionregistration.k8s.io', 'rbac.authorization.k8s.io'];
+import { UNFENCED_GROUPS } from '../kube/migratable';
+
+export { needsGrant, UNFENCED_GROUPS } from '../kube/migratable';
 
 export const DEFAULT_SERVICE_ACCOUNT = 'svm-system/svm-migrator';
 
@@ -21,11 +22,6 @@ export const DEFAULT_SERVICE_ACCOUNT = 'svm-system/svm-migrator';
 export function grantName(ref: Pick<ResourceRef, 'group' | 'resource'>): string {
   const name = `svm-migrate-${ref.resource}${ref.group ? `.${ref.group}` : ''}`;
   return name.length <= 253 ? name : name.slice(0, 253);
-}
-
-/** Whether the default rights (deploy/rbac.yaml) leave this resource out: custom resources and the unfenced groups. */
-export function needsGrant(ref: Pick<ResourceRef, 'group' | 'custom'>): boolean {
-  return ref.custom || UNFENCED_GROUPS.includes(ref.group);
 }
 
 /**

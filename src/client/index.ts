@@ -43,7 +43,7 @@ import {
 import type { migrateAll } from '../workflows/migrate-all';
 import type { migrateResource } from '../workflows/migrate-resource';
 import type { Plan } from './plan-report';
-import type { PlanOptions } from './plan';
+import type { PlanOptions } from '../kube/plan';
 import { startOptions } from '../contract/start-options';
 import { clusterTaskQueue, ClusterNameSchema, idInCluster, inClusterText } from '../api/cluster';
 import { CLUSTER_NAME_RULE } from '../api/cluster-name';
@@ -59,7 +59,7 @@ export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResul
 export { InvalidResourceError } from '../kube/resolve';
 export { migratableResources };
 export { defaultMigrationOptions };
-export type { PlanOptions } from './plan';
+export type { PlanOptions } from '../kube/plan';
 export type { Plan, PlanItem, PlanVerdict, PlanExitCode, PlanSource } from './plan-report';
 export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan-report';
 
@@ -67,7 +67,7 @@ export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan-report
 // needed to list or signal migrations, and `svm status` should not pay for it; making a plan needs it.
 /* eslint-disable @typescript-eslint/no-require-imports */
 const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
-const planner = () => require('./plan') as typeof import('./plan');
+const planner = () => require('../kube/plan') as typeof import('../kube/plan');
 const records = () => require('../kube/drop-storage') as typeof import('../kube/drop-storage');
 /* eslint-enable @typescript-eslint/no-require-imports */
 

@@ -2,6 +2,15 @@
 import type { DiscoveredResource } from './client';
 import { notMigratableReason, throughVersion } from './resolve';
 import { compareStrings } from '../api/order';
+import type { ResourceRef } from '../api/resource';
+
+/** Groups whose changes admission policies cannot see, or whose objects grant rights: never in the default rights. */
+export const UNFENCED_GROUPS: readonly string[] = ['admissionregistration.k8s.io', 'rbac.authorization.k8s.io'];
+
+/** Whether the default rights (deploy/rbac.yaml) leave this resource out: custom resources and the unfenced groups. */
+export function needsGrant(ref: Pick<ResourceRef, 'group' | 'custom'>): boolean {
+  return ref.custom || UNFENCED_GROUPS.includes(ref.group);
+}
 
 /**
  * Every migratable resource of the cluster, from discovery: built-in, custom

@@ -30,27 +30,27 @@ import { groupResourceString, collectionPath, migrationWorkflowId } from '../api
 import { StorageState } from '../api/migration';
 import { CustomResourceDefinition } from '../api/custom-resource-definition';
 import { StorageVersion } from '../api/storage-version';
-import type { Agreement } from '../kube/agreement';
-import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
-import type { DiscoveredResource, KubeClient, KubeResponse } from '../kube/client';
-import { METADATA_ONLY_LIST_ACCEPT, parseJson } from '../kube/client';
-import { CRDS_PATH } from '../kube/crds';
-import { needsGrant } from './grant';
-import { KubeError } from '../kube/errors';
-import { storageStatePath, storageStateReason, UNKNOWN_HASH } from '../kube/storage-states';
-import { agreementReader } from '../kube/server-agreements';
-import { STORAGE_VERSIONS_PATH } from '../kube/storage-versions';
-import { listAllIfServed, MalformedObjectError, parseAs } from '../kube/typed';
-import { notMigratableReason } from '../kube/resolve';
-import { lookUpRecord, unbackedReason } from '../kube/drop-storage';
-import type { DropCheckOptions } from '../kube/drop-shared';
-import { migratableResources } from '../kube/migratable';
-import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from './plan-report';
+import type { Agreement } from './agreement';
+import { kubernetesEndpoints, type ApiServerSource } from './apiservers';
+import type { DiscoveredResource, KubeClient, KubeResponse } from './client';
+import { METADATA_ONLY_LIST_ACCEPT, parseJson } from './client';
+import { CRDS_PATH } from './crds';
+import { needsGrant } from './migratable';
+import { KubeError } from './errors';
+import { storageStatePath, storageStateReason, UNKNOWN_HASH } from './storage-states';
+import { agreementReader } from './server-agreements';
+import { STORAGE_VERSIONS_PATH } from './storage-versions';
+import { listAllIfServed, MalformedObjectError, parseAs } from './typed';
+import { notMigratableReason } from './resolve';
+import { lookUpRecord, unbackedReason } from './drop-storage';
+import type { DropCheckOptions } from './drop-shared';
+import { migratableResources } from './migratable';
+import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from '../contract/plan';
 import { compareStrings } from '../api/order';
 
-export { DEFAULT_PLAN_QPS, formatDuration, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
+export { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE } from '../contract/plan';
 export { storageStateReason };
-export type { Plan, PlanExitCode, PlanItem, PlanSource, PlanVerdict } from './plan-report';
+export type { Plan, PlanExitCode, PlanItem, PlanSource, PlanVerdict } from '../contract/plan';
 
 export interface PlanOptions {
   /** Updates per second the estimates assume (default 100, the worker's SVM_QPS default; 0: no estimates). */
