@@ -39,6 +39,9 @@ void test('the flags make the input the workflow takes', () => {
   assert.ok(CampaignInputSchema.safeParse(input).success);
   const all = campaignInput('to-1.37', [], { ...defaults, all: true, where: "MigrationKubeVersions = 'v1.36.3'" });
   assert.equal(all.migrate, 'all');
+  const plan = campaignInput('before-1.38', [], { ...defaults, plan: true, clusters: ['east'] });
+  assert.equal(plan.migrate, 'plan');
+  assert.ok(CampaignInputSchema.safeParse(plan).success);
   assert.equal(all.where, "MigrationKubeVersions = 'v1.36.3'");
   assert.ok(CampaignInputSchema.safeParse(all).success);
 });
@@ -49,8 +52,9 @@ void test('bad flags are refused, each with its reason', () => {
       () => campaignInput(name, resources, { ...defaults, ...o }),
       (e: unknown) => e instanceof InvalidArgumentError && why.test(e.message),
     );
-  refused('c', [], { clusters: ['a'] }, /name the resources .* or --all/);
-  refused('c', ['secrets'], { clusters: ['a'], all: true }, /not both/);
+  refused('c', [], { clusters: ['a'] }, /the resources, --all or --plan \(one of them\)/);
+  refused('c', ['secrets'], { clusters: ['a'], all: true }, /one of them/);
+  refused('c', [], { clusters: ['a'], all: true, plan: true }, /one of them/);
   refused('c', ['secrets'], {}, /--clusters a,b\) or a query/);
   refused('C!', ['secrets'], { clusters: ['a'] }, /a campaign name is/);
   refused('c', ['secrets'], { clusters: ['a'], canary: 'Not_A_Name' }, /--canary: a cluster name is a DNS label/);

@@ -10,6 +10,9 @@ import { groupResourceString } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { InvalidResourceError, resolveResource } from '../kube/resolve';
 import { migratableResources } from '../kube/migratable';
+import type { ApiServerSource } from '../kube/apiservers';
+import { makePlan } from '../kube/plan';
+import { migrationRecords } from '../kube/drop-storage';
 import { CLUSTER_REGISTRATION_WORKFLOW_TYPE, clusterRegistrationId } from '../contract/fleet';
 
 export interface CampaignCluster {
@@ -70,17 +73,39 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
   };
 }
 
-/** On a cluster's worker: the resources a campaign's step migrates, resolved; those refused, with the reason. */
-export function createCampaignStepActivities(kube: KubeClient) {
+/**
+ * On a cluster's worker: the resources a campaign's step migrates, resolved; those refused, with the reason. "plan":
+ * what `svm plan` lists there now (each StorageState believed only on the migration's record in Temporal); those
+ * it finds blocked (API servers that disagree, a resource not served) are refused with why.
+ */
+export function createCampaignStepActivities(deps: {
+  kube: KubeClient;
+  apiservers: ApiServerSource;
+  temporal?: { client: Client; cluster?: string };
+}) {
+  const { kube } = deps;
   return {
     async campaignResources(
-      migrate: 'all' | string[],
+      migrate: 'all' | 'plan' | string[],
     ): Promise<{ resources: ResourceRef[]; refused: Array<{ resource: string; reason: string }> }> {
       const discovered = await kube.discover();
-      const names =
-        migrate === 'all' ? migratableResources(discovered).map((r) => groupResourceString({ group: r.group, resource: r.name })) : migrate;
-      const resources: ResourceRef[] = [];
       const refused: Array<{ resource: string; reason: string }> = [];
+      let names: string[];
+      if (migrate === 'plan') {
+        const plan = await makePlan(kube, {
+          qps: 0,
+          apiservers: deps.apiservers,
+          ...(deps.temporal ? { migrationOf: migrationRecords(deps.temporal.client), cluster: deps.temporal.cluster } : {}),
+        });
+        for (const i of plan.items)
+          if (i.action === 'blocked') refused.push({ resource: i.resource, reason: `blocked: ${i.blockedBy ?? 'see svm plan'}` });
+        names = plan.items.filter((i) => i.action === 'migrate').map((i) => i.resource);
+      } else
+        names =
+          migrate === 'all'
+            ? migratableResources(discovered).map((r) => groupResourceString({ group: r.group, resource: r.name }))
+            : migrate;
+      const resources: ResourceRef[] = [];
       for (const n of names) {
         try {
           resources.push(await resolveResource(kube, n, discovered));

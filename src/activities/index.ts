@@ -97,7 +97,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
     ...createChunkActivities({ ...deps, apiservers }, metrics),
     ...createAgreementActivities(kube, agreement),
-    ...createCampaignStepActivities(kube),
+    ...createCampaignStepActivities({ kube, apiservers, temporal: deps.temporal }),
     /** The cluster this worker serves, as its API answers now: what a named workflow records at its start (src/workflows/cluster-context.ts). */
     async clusterIdentity(): Promise<{ name?: string; uid: string }> {
       const uid = deps.clusterUid ? await deps.clusterUid() : await clusterUidReader(kube)();

@@ -64,6 +64,7 @@ const write = (output: string, json: unknown, text: string) =>
 
 interface MigrateFlags {
   all?: boolean;
+  plan?: boolean;
   clusters?: string[];
   where?: string;
   drop?: string;
@@ -82,8 +83,8 @@ interface MigrateFlags {
 /** The campaign's input from the flags; bad combinations are refused before anything is started. */
 export function campaignInput(name: string, resources: string[], o: MigrateFlags): CampaignInput {
   if (!CAMPAIGN_NAME_PATTERN.test(name)) throw new InvalidArgumentError(`campaign "${name}": ${CAMPAIGN_NAME_RULE}`);
-  if (Boolean(o.all) === resources.length > 0)
-    throw new InvalidArgumentError('name the resources to migrate in each cluster, or --all (not both)');
+  if ([o.all, o.plan, resources.length > 0].filter(Boolean).length !== 1)
+    throw new InvalidArgumentError('say what to migrate in each cluster: the resources, --all or --plan (one of them)');
   if (!o.clusters?.length && !o.where)
     throw new InvalidArgumentError('name the clusters (--clusters a,b) or a query on their registrations (--where)');
   if (o.canary && !CLUSTER_NAME_PATTERN.test(o.canary)) throw new InvalidArgumentError(`--canary: ${CLUSTER_NAME_RULE}, got "${o.canary}"`);
@@ -91,7 +92,7 @@ export function campaignInput(name: string, resources: string[], o: MigrateFlags
   return {
     ...(o.clusters?.length ? { clusters: o.clusters } : {}),
     ...(o.where ? { where: o.where } : {}),
-    migrate: o.all ? 'all' : resources,
+    migrate: o.all ? 'all' : o.plan ? 'plan' : resources,
     ...(o.drop ? { dropCheck: o.drop } : {}),
     ...(o.dropWindow !== undefined ? { dropCheckWindowSeconds: o.dropWindow } : {}),
     ...(o.canary ? { canary: o.canary } : {}),
@@ -109,6 +110,7 @@ function migrateCommand(): Command {
     .argument('<campaign>', "the campaign's name (its workflow: svm-campaign/<name>)")
     .argument('[resources...]', 'what to migrate in each cluster, as svm migrate names it')
     .option('--all', 'every migratable resource of each cluster')
+    .option('--plan', 'in each cluster, what `svm plan` lists there: what must be migrated before the next upgrade step')
     .option('--clusters <names>', 'the clusters, by name (comma-separated; repeatable)', clusterList)
     .option(
       '--where <query>',
@@ -159,6 +161,7 @@ function migrateCommand(): Command {
   return withExamples(cmd, [
     'svm fleet migrate crd-v2 widgets.example.com --clusters east,west,north --canary east --drop example.com/v1 --wait',
     'svm fleet migrate to-1.37 --all --where "MigrationKubeVersions = \'v1.36.3\'" --parallel 10 --max-failure-ratio 0.05',
+    'svm fleet migrate before-1.38 --plan --clusters east,west --wait   # in each, what svm plan lists there',
   ]);
 }
 

@@ -56,10 +56,12 @@ export const CampaignInputSchema = z
       .max(1000)
       .optional()
       .describe("the registered clusters whose registration matches this visibility query, e.g. MigrationKubeVersions = 'v1.37.2'"),
-    /** What to migrate in each: every migratable resource, or the named ones. */
+    /** What to migrate in each: every migratable resource, what `svm plan` lists there, or the named ones. */
     migrate: z
-      .union([z.literal('all'), z.array(z.string().min(1).max(320)).min(1).max(2000)])
-      .describe('"all" (every migratable resource) or the resources, as svm migrate names them'),
+      .union([z.literal('all'), z.literal('plan'), z.array(z.string().min(1).max(320)).min(1).max(2000)])
+      .describe(
+        '"all" (every migratable resource), "plan" (what svm plan lists in each cluster: what must be migrated before the next step) or the resources, as svm migrate names them',
+      ),
     /** Then, where given, the drop-readiness check of this group/version in each cluster. */
     dropCheck: z
       .string()
@@ -101,39 +103,51 @@ export type CampaignSettings = z.output<typeof CampaignInputSchema>;
 export const ClusterPhase = z.enum(['Pending', 'Running', 'Unreachable', 'Succeeded', 'Failed', 'Skipped', 'Aborted']);
 export type ClusterPhase = z.infer<typeof ClusterPhase>;
 
+const Failure = z.object({ resource: z.string(), reason: z.string() }).strict();
+const DropVerdict = z.object({ groupVersion: z.string(), verdict: z.string(), exitCode: z.number().int() }).strict();
+
 /** One cluster's line of the campaign's table. */
-export interface CampaignRow {
-  cluster: string;
-  phase: ClusterPhase;
-  /** The wave it ran in (0: the canary); undefined until started. */
-  wave?: number;
-  /** Its worker answered the last probe. */
-  reachable: boolean;
-  /** Resources migrated (Succeeded) of those asked. */
-  resources: { asked: number; succeeded: number };
-  /** Objects handled by its migrations. */
-  objects: number;
-  /** The migrations that did not succeed, and why. */
-  failures: Array<{ resource: string; reason: string }>;
-  /** The drop check's verdict, where asked. */
-  drop?: { groupVersion: string; verdict: string; exitCode: number };
-  /** Why it is as it is, in a sentence (unreachable since, skipped because, failed because). */
-  note?: string;
-  startedAt?: string;
-  endedAt?: string;
-}
+export const CampaignRowSchema = z
+  .object({
+    cluster: z.string(),
+    phase: ClusterPhase,
+    /** The wave it ran in (0: the canary); absent until started. */
+    wave: z.number().int().optional(),
+    /** Its worker answered the last probe. */
+    reachable: z.boolean(),
+    /** Resources migrated (Succeeded) of those asked. */
+    resources: z.object({ asked: z.number().int(), succeeded: z.number().int() }).strict(),
+    /** Objects handled by its migrations. */
+    objects: z.number().int(),
+    /** The migrations that did not succeed, and why. */
+    failures: z.array(Failure),
+    /** The drop check's verdict, where asked. */
+    drop: DropVerdict.optional(),
+    /** Why it is as it is, in a sentence (unreachable since, skipped because, failed because). */
+    note: z.string().optional(),
+    startedAt: z.string().optional(),
+    endedAt: z.string().optional(),
+  })
+  .strict();
+export type CampaignRow = z.infer<typeof CampaignRowSchema>;
 
-export type CampaignPhase = 'Running' | 'Paused' | 'Succeeded' | 'Failed' | 'Stopped' | 'Aborted' | 'DeadlineExceeded';
+export const CampaignPhaseSchema = z.enum(['Running', 'Paused', 'Succeeded', 'Failed', 'Stopped', 'Aborted', 'DeadlineExceeded']);
+export type CampaignPhase = z.infer<typeof CampaignPhaseSchema>;
 
-export interface CampaignStatus {
-  name: string;
-  phase: CampaignPhase;
-  /** The wave running now (0: the canary). */
-  wave: number;
-  rows: CampaignRow[];
-  /** Why it stopped, when it did. */
-  message?: string;
-}
+/** The campaign's table: its result, the campaignStatus query, and `svm fleet status -o json`. */
+export const CampaignStatusSchema = z
+  .object({
+    name: z.string(),
+    phase: CampaignPhaseSchema,
+    /** The wave running now (0: the canary). */
+    wave: z.number().int(),
+    rows: z.array(CampaignRowSchema),
+    /** Why it stopped, when it did. */
+    message: z.string().optional(),
+  })
+  .strict()
+  .describe("fleetCampaign's result and campaignStatus query, and the output of svm fleet status -o json");
+export type CampaignStatus = z.infer<typeof CampaignStatusSchema>;
 
 export const campaignStatusQuery = defineQuery<CampaignStatus>('campaignStatus');
 export const campaignPauseSignal = defineSignal<[string?]>('pauseCampaign');
@@ -143,7 +157,7 @@ export const campaignAbortSignal = defineSignal<[string?]>('abortCampaign');
 /** What one cluster's step runs (the child workflow on the cluster's task queue). */
 export interface CampaignStepInput {
   cluster: { name: string; uid?: string };
-  migrate: 'all' | string[];
+  migrate: 'all' | 'plan' | string[];
   parallelism: number;
   dropCheck?: string;
   dropCheckWindowSeconds?: number;

@@ -19,6 +19,7 @@ import {
   type SteerResult,
 } from './definitions';
 import { DropCheckInputSchema, DropReportSchema, ManagedFieldsInputSchema, ManagedFieldsResultSchema } from './drop';
+import { CampaignInputSchema, CampaignStatusSchema, ClusterReportSchema } from './fleet';
 
 export const ProgressSchema = z
   .object({
@@ -96,6 +97,12 @@ export function contractSchemas(): Record<string, unknown> {
     'drop-check-input': schema(DropCheckInputSchema, 'checkVersionDrop start input'),
     'drop-check-result': schema(DropReportSchema, 'checkVersionDrop result, and the output of svm plan --drop -o json'),
     'managed-fields-input': schema(ManagedFieldsInputSchema, 'rewriteManagedFields start input'),
+    'campaign-input': schema(CampaignInputSchema, 'fleetCampaign start input'),
+    'campaign-status': schema(
+      CampaignStatusSchema,
+      'fleetCampaign result, campaignStatus query, and the output of svm fleet status -o json',
+    ),
+    'signal-clusterSeen': schema(ClusterReportSchema, 'signal "clusterSeen" of clusterRegistration: a worker\'s report of its cluster'),
     'managed-fields-result': schema(ManagedFieldsResultSchema, 'rewriteManagedFields result, and the output of svm managed-fields -o json'),
     'update-resolution-result': schema(
       MigrateResourceInputSchema.shape.resource.options[1],

@@ -14,7 +14,9 @@ import { migrateAll } from './migrate-all';
 import { checkVersionDrop } from './check-version-drop';
 
 interface StepActivities {
-  campaignResources(migrate: 'all' | string[]): Promise<{ resources: ResourceRef[]; refused: Array<{ resource: string; reason: string }> }>;
+  campaignResources(
+    migrate: 'all' | 'plan' | string[],
+  ): Promise<{ resources: ResourceRef[]; refused: Array<{ resource: string; reason: string }> }>;
 }
 
 export async function clusterCampaignStep(input: CampaignStepInput): Promise<CampaignStepResult> {
