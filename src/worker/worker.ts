@@ -25,19 +25,16 @@ import { AdaptiveConcurrency } from '../kube/adaptive-concurrency';
 import { RateLimiter } from '../kube/rate-limit';
 import { MemoryBudget } from '../kube/memory-budget';
 import { MAX_MIGRATION_CONCURRENCY } from '../contract/definitions';
-import { startUnattendedWatch } from './unattended';
-import { startAgreementWatcher } from './agreement-watcher';
 import { workflowBundleOption } from './workflow-bundle';
-import { startBridge } from './bridge';
-import { standardApi } from '../kube/migration-objects';
 import { startClusterBudget, type ClusterBudget } from './budget';
 import { explainTemporalConnectError, temporalConnectionOptions } from '../config/temporal';
 import type { WorkerSettings } from './config';
 import { startLeaderElection } from './leader';
+import { leaderSingletons, startVersioning } from './services';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 import { randomUUID } from 'node:crypto';
 import { svmBuild } from '../config/build-info';
-import { promoteWhenNewest, watchCurrentVersion, workerDeploymentOptions } from './versioning';
+import { workerDeploymentOptions } from './versioning';
 
 /**
  * The long-running worker's logger (`svm worker`, a container): JSON lines
@@ -397,23 +394,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             log,
             onStartedLeading() {
               metrics?.leader.set(1);
-              if (settings.bridge) singletons.push(startBridge({ kube, client, taskQueue, cluster: t.cluster, log }));
-              if (settings.bridge && settings.standardMigrations === 'own')
-                singletons.push(
-                  startBridge({
-                    kube,
-                    client,
-                    taskQueue,
-                    cluster: t.cluster,
-                    log,
-                    api: standardApi(kube),
-                    onSharedObject: () => metrics?.sharedObjects.inc(),
-                    onLeftToBuiltIn: () => metrics?.leftToBuiltIn.inc(),
-                  }),
-                );
-              if (settings.watchAgreement) singletons.push(startAgreementWatcher({ kube, client, log, cluster: t.cluster }));
-              // Deferring standard objects to a built-in that may not run: say so when nobody acts on one.
-              if (settings.bridge && settings.standardMigrations !== 'own') singletons.push(startUnattendedWatch({ kube, log, metrics }));
+              singletons = leaderSingletons({ settings, kube, client, taskQueue, log, metrics });
             },
             onStoppedLeading() {
               metrics?.leader.set(0);
@@ -422,40 +403,12 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
             },
           })
         : undefined;
-    // Without a Worker Controller (SVM_PROMOTE_VERSION), the newest version makes itself Current once it polls.
-    const promoting = new AbortController();
-    const promotion =
-      deployment && settings.versioning.promote
-        ? promoteWhenNewest({ client, version: deployment.version, identity: holder, log, signal: promoting.signal }).catch(
-            (err: unknown) => void log.warn({ err: String(err) }, 'could not make this worker version Current'),
-          )
-        : undefined;
-    // Its own version and the deployment's Current one on /metrics (SvmCurrentVersionWithoutWorker compares them).
-    const watching =
-      deployment && metrics
-        ? (() => {
-            const version = { temporal_namespace: t.namespace, deployment_name: deployment.version.deploymentName };
-            metrics.versionInfo.set({ ...version, build_id: deployment.version.buildId }, 1);
-            return watchCurrentVersion({
-              client,
-              deploymentName: deployment.version.deploymentName,
-              intervalMs: settings.versioning.checkSeconds * 1000,
-              log,
-              signal: promoting.signal,
-              report(current) {
-                metrics.currentVersion.reset();
-                if (current) metrics.currentVersion.set({ ...version, build_id: current }, 1);
-              },
-            });
-          })()
-        : undefined;
+    const versioning = deployment ? startVersioning({ client, deployment, settings, holder, log, metrics }) : undefined;
     try {
       return await fn();
     } finally {
       registration?.stop();
-      promoting.abort();
-      await promotion;
-      await watching;
+      await versioning?.stop();
       // The worker has stopped (no chunk runs): hand the singletons over, then give back our share.
       await leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
       await shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
