@@ -27,6 +27,7 @@ import { storedVersions } from '../src/dev/etcd-truth';
 import { down } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import type { RegisteredCluster } from '../src/client/fleet';
+import { campaignTable } from '../src/client/cli-fleet';
 import { applyCrd, createObjects, deleteCrd, testCrd, type TestCrd } from './helpers/crd';
 import { serverPlane, testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
@@ -263,6 +264,7 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
     },
     300_000,
   );
+  process.stdout.write(`# while south's worker was away:\n# ${campaignTable(away).trimEnd().split('\n').join('\n# ')}\n`);
   assert.match(row(away, south).note ?? '', /no worker took a task in 5s/);
   assert.equal(away.phase, 'Running', 'the campaign waits for south until its deadline');
   assert.deepEqual(await versionsOf(south), { [`${south.crd.group}/v1`]: COUNT }, 'south: nothing written while its worker was away');
