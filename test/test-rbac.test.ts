@@ -163,6 +163,7 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
   assert.deepEqual(c.args, ['worker']);
   const env = Object.fromEntries(c.env.map((e) => [e.name, e.value]));
   assert.deepEqual(Object.keys(env).sort(), [
+    'SVM_CLUSTER',
     'SVM_METRICS_HOST',
     'SVM_METRICS_PORT',
     'SVM_PROMOTE_VERSION',
