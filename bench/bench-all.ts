@@ -14,6 +14,8 @@
  *      pass (bench-ratio.ts --warm): the cost per migration on a running worker, its code compiled.
  *   4. svm at its defaults against the GA built-in (kube-controller-manager's migrator), alternating:
  *      bench-builtin.ts, end to end and from each side's first rewrite.
+ *   5. A campaign over 1 and 4 clusters of a pool (bench-fleet.ts): seconds, history events and actions per
+ *      cluster, the pool's RSS per served cluster, and what 1,000 clusters would cost (an estimate).
  * Every part judges etcd (every object in the version the migration moved it to) and fails otherwise.
  * Prints one table and writes it, with every part's figures, to --out (docs/bench)/bench-<date>.json and
  * .md, meant to be committed: docs/benchmarks.md quotes that file. Not part of `npm test`.
@@ -66,6 +68,26 @@ const written = <T = MigrateFigures>(out: string): T => {
   if (!m) throw new Error('the bench did not say where it wrote its figures');
   return JSON.parse(readFileSync(m[1]!, 'utf8')) as T;
 };
+
+interface FleetFigures {
+  objects: number;
+  rounds: Array<{
+    clusters: number;
+    seconds: number;
+    secondsPerCluster: number;
+    campaign: { events: number; actions: number };
+    perCluster: { events: number; actions: number; workflows: number };
+    rss: { idleMiB: number; peakMiB: number };
+  }>;
+  thousandClusters: {
+    note: string;
+    historyEvents: number;
+    actions: number;
+    campaignEvents: number;
+    poolRssMiBPerCluster: number;
+    poolsOf1GiB?: number;
+  };
+}
 
 interface MigrateFigures {
   objects: number;
@@ -125,6 +147,8 @@ async function main() {
   const builtin = JSON.parse(
     readFileSync(path.join(scratch, `builtin-${new Date().toISOString().slice(0, 10)}.json`), 'utf8'),
   ) as BuiltinSummary;
+  // 5. A campaign across clusters (bench-fleet.ts): one plane standing for each cluster of a pool.
+  const fleet = written<FleetFigures>(await part('bench-fleet.ts', [...dir, '--out', scratch]));
 
   for (const [name, f] of [
     ['svm at its defaults', defaults],
@@ -192,7 +216,7 @@ async function main() {
         svmSettings: builtin.svmSettings,
       },
     },
-    parts: { defaults, unthrottled, ratio, warm, builtin },
+    parts: { defaults, unthrottled, ratio, warm, builtin, fleet },
   };
   const rows = summary.rows;
   // bench-<date>.json, or -2, -3 ... when a run of the same day is there: the docs cite each file.
@@ -224,6 +248,12 @@ ${
 | svm worker peak RSS (defaults run) | ${rows.svmDefaults.workerPeakRssMiB} MiB |
 | an empty Temporal TypeScript worker, same environment | ${rows.svmDefaults.emptyWorkerPeakRssMiB} MiB (svm +${rows.svmDefaults.overEmptyMiB} MiB) |
 | history events per 1000 objects | ${rows.svmDefaults.historyEventsPer1000Objects} (defaults), ${rows.svmUnthrottled.historyEventsPer1000Objects} (unthrottled) |
+
+| a campaign (bench-fleet.ts; ${fleet.objects} objects a cluster, one plane for every cluster of a pool) | seconds | per cluster: seconds, events, actions | campaign's own events | pool RSS idle / peak |
+| --- | --- | --- | --- | --- |
+${fleet.rounds.map((r) => `| ${r.clusters} cluster(s) | ${r.seconds} | ${r.secondsPerCluster}, ${r.perCluster.events}, ${r.perCluster.actions} | ${r.campaign.events} | ${r.rss.idleMiB} / ${r.rss.peakMiB} MiB |`).join('\n')}
+
+1,000 clusters, estimated from these (${fleet.thousandClusters.note}): ${fleet.thousandClusters.historyEvents} history events, ${fleet.thousandClusters.actions} actions, ${fleet.thousandClusters.campaignEvents} in the campaign's own history, ${fleet.thousandClusters.poolRssMiBPerCluster} MiB of pool RSS per cluster (${fleet.thousandClusters.poolsOf1GiB ?? '-'} pools of 1 GiB).
 `;
   const file = path.join(values.out, `${name}.json`);
   writeFileSync(file, JSON.stringify(summary, null, 2) + '\n');

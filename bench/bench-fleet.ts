@@ -34,7 +34,7 @@ const { values } = parseArgs({
     clusters: { type: 'string', default: '1,4' },
     objects: { type: 'string', default: '100' },
     dir: { type: 'string' },
-    out: { type: 'string', default: path.join(root, 'bench', 'results') },
+    out: { type: 'string', default: path.join(root, 'docs', 'bench') },
   },
 });
 const SIZES = values.clusters.split(',').map((n) => Number(n));
@@ -194,7 +194,7 @@ async function main(): Promise<void> {
   const rssPerCluster = last.clusters > first.clusters ? (last.rss.idleMiB - first.rss.idleMiB) / (last.clusters - first.clusters) : NaN;
   const campaignEventsPerCluster = last.campaign.events / last.clusters;
   const thousand = {
-    note: 'an estimate from the figures above, not a measurement: linear in clusters; one plane stood for every cluster',
+    note: 'an estimate from the figures above, not a measurement: linear in clusters; one plane stood for every cluster; steps of seconds, so no probe of a running step is counted (the campaign asks each running cluster again every unreachableAfterSeconds, about ten events each time)',
     historyEvents: Math.round(1000 * (last.perCluster.events + campaignEventsPerCluster)),
     actions: Math.round(1000 * (last.perCluster.actions + last.campaign.actions / last.clusters)),
     campaignEvents: Math.round(1000 * campaignEventsPerCluster),
