@@ -874,6 +874,7 @@ void test('the pre-upgrade Job: svm migrate <crd> --wait as its ServiceAccount s
   assert.equal(container.serviceAccountName, JOB_SA);
   assert.deepEqual(container.containers[0]!.args, ['migrate', '--all', '--wait']);
   assert.deepEqual(container.containers[0]!.env.map((e) => e.name).sort(), [
+    'SVM_CLUSTER',
     'TEMPORAL_ADDRESS',
     'TEMPORAL_NAMESPACE',
     'TEMPORAL_TASK_QUEUE',
