@@ -139,6 +139,9 @@ void test("a pool's directory: a cluster per file, named by it; hidden entries s
       { name: 'east', kubeconfig: path.join(dir, 'east.kubeconfig') },
       { name: 'west', kubeconfig: path.join(dir, 'west') },
     ]);
+    fs.writeFileSync(path.join(dir, 'west.yaml'), '');
+    assert.throws(() => clustersFromDir(dir), /west and west\.yaml both name cluster "west"/);
+    fs.rmSync(path.join(dir, 'west.yaml'));
     fs.writeFileSync(path.join(dir, 'North_1.yaml'), '');
     assert.throws(() => clustersFromDir(dir), /file North_1\.yaml: a cluster name is a DNS label.*"North_1"/);
     assert.throws(() => clustersFromDir(path.join(dir, 'nope')), /SVM_KUBECONFIG_DIR .*nope: ENOENT/);
@@ -194,4 +197,6 @@ void test("a pool's metrics: one endpoint, each family once, every cluster's ser
   assert.match(text, new RegExp(`^${name}\\{resource="secrets",outcome="migrated",cluster="west"\\} 5$`, 'm'));
   assert.equal(text.split('\n').filter((l) => l.startsWith('# TYPE svm_process_process_resident_memory_bytes')).length, 1);
   assert.doesNotMatch(text, /svm_process_process_resident_memory_bytes\{cluster="west"\}/, "the process's metrics once");
+  assert.match(text, /^svm_worker_up\{cluster="east"\} 1$/m);
+  assert.match(text, /^svm_worker_up\{cluster="west"\} 1$/m);
 });

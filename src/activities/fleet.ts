@@ -53,7 +53,9 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
       if (input.where) {
         const found: CampaignCluster[] = [];
         try {
-          for await (const w of c.workflow.list({ query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND (${input.where})` })) {
+          for await (const w of c.workflow.list({
+            query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${input.where})`,
+          })) {
             if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
             const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
             const memo = w.memo as RegistrationMemo | undefined;

@@ -184,7 +184,6 @@ function signalCommand(verb: 'pause' | 'resume' | 'abort', what: string): Comman
   cmd.action(async (name: string, o: { reason?: string }) => {
     await withFleet(async (fleet) => {
       const c = fleet.campaign(name);
-      await c.status(); // a campaign that does not exist is said, not signalled
       await (verb === 'resume' ? c.resume() : c[verb](o.reason));
       process.stdout.write(`campaign ${name}: ${verb} sent\n`);
     });

@@ -83,17 +83,30 @@ export class CampaignHandle {
     return this.workflow.result();
   }
 
-  pause(reason?: string): Promise<void> {
-    return this.workflow.signal(campaignPauseSignal, reason);
+  /** Holds back the clusters not started. A signal: taken once the fleet's worker runs, if it does not now. */
+  async pause(reason?: string): Promise<void> {
+    await this.running();
+    await this.workflow.signal(campaignPauseSignal, reason);
   }
 
-  resume(): Promise<void> {
-    return this.workflow.signal(campaignResumeSignal);
+  async resume(): Promise<void> {
+    await this.running();
+    await this.workflow.signal(campaignResumeSignal);
   }
 
   /** Cancels every cluster's step (their migrations end Aborted) and skips the clusters not started. */
-  abort(reason?: string): Promise<void> {
-    return this.workflow.signal(campaignAbortSignal, reason);
+  async abort(reason?: string): Promise<void> {
+    await this.running();
+    await this.workflow.signal(campaignAbortSignal, reason);
+  }
+
+  /** Refuses, in a sentence, to signal a campaign that does not exist or has ended (Temporal's describe: no worker needed). */
+  private async running(): Promise<void> {
+    const d = await this.workflow.describe().catch((err: unknown) => {
+      throw err instanceof WorkflowNotFoundError ? new Error(`no campaign "${this.name}" (workflow ${this.workflow.workflowId})`) : err;
+    });
+    if (d.status.name !== 'RUNNING')
+      throw new Error(`campaign "${this.name}" has ended (${d.status.name.toLowerCase()}): svm fleet status ${this.name}`);
   }
 
   private async failure(): Promise<string> {
@@ -157,13 +170,12 @@ export class Fleet {
   async clusters(where?: string): Promise<RegisteredCluster[]> {
     const prefix = clusterRegistrationId('');
     const byName = new Map<string, RegisteredCluster>();
-    const query = `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}'${where ? ` AND (${where})` : ''}`;
+    // The running run of each registration holds its latest report (a closed one is an earlier run, continued as new).
+    const query = `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'${where ? ` AND (${where})` : ''}`;
     for await (const w of this.client.workflow.list({ query })) {
       if (!w.workflowId.startsWith(prefix)) continue;
       const name = w.workflowId.slice(prefix.length);
       const running = w.status.name === 'RUNNING';
-      // A registration continues as new: the running run holds the latest report.
-      if (byName.get(name)?.running && !running) continue;
       const memo = (w.memo ?? {}) as RegistrationMemo;
       const seen = w.typedSearchAttributes.get(MigrationLastSeen);
       byName.set(name, {

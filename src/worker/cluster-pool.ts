@@ -15,7 +15,7 @@ import type { Logger } from 'pino';
 import { CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
 import { KubeClient } from '../kube/client';
 import type { WorkerSettings } from './config';
-import { serveMetrics } from './metrics';
+import { processMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 import { createMigratorWorker, installRuntime, type MigratorWorker } from './worker';
 
 /** One cluster of a pool: its name and the kubeconfig that reaches its API. */
@@ -49,6 +49,8 @@ export function clustersFromDir(dir: string): ServedCluster[] {
     const ext = KUBECONFIG_EXTENSIONS.find((e) => entry.endsWith(e));
     const name = ext ? entry.slice(0, -ext.length) : entry;
     if (!CLUSTER_NAME_PATTERN.test(name)) throw new Error(`SVM_KUBECONFIG_DIR ${dir}: file ${entry}: ${CLUSTER_NAME_RULE}, got "${name}"`);
+    const twin = clusters.find((c) => c.name === name);
+    if (twin) throw new Error(`SVM_KUBECONFIG_DIR ${dir}: ${path.basename(twin.kubeconfig)} and ${entry} both name cluster "${name}"`);
     clusters.push({ name, kubeconfig: file });
   }
   if (clusters.length === 0) throw new Error(`SVM_KUBECONFIG_DIR ${dir} holds no kubeconfig: a file per cluster, named by the cluster`);
@@ -114,19 +116,27 @@ export interface ClusterPool {
 export async function createClusterPool(settings: WorkerSettings, clusters: ServedCluster[], log: Logger): Promise<ClusterPool> {
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
   const workers: MigratorWorker[] = [];
-  for (const [i, c] of clusters.entries()) {
-    const own: WorkerSettings = {
-      ...settings,
-      kubeconfig: c.kubeconfig,
-      kubeconfigDir: undefined,
-      kubeconfigSecrets: undefined,
-      temporal: { ...settings.temporal, cluster: c.name },
-      fleetWorker: settings.fleetWorker && i === 0,
-    };
-    workers.push(await createMigratorWorker(own, log.child({ cluster: c.name }), { metricsServedByPool: true, processMetrics: i === 0 }));
+  try {
+    for (const [i, c] of clusters.entries()) {
+      const own: WorkerSettings = {
+        ...settings,
+        kubeconfig: c.kubeconfig,
+        kubeconfigDir: undefined,
+        kubeconfigSecrets: undefined,
+        temporal: { ...settings.temporal, cluster: c.name },
+        fleetWorker: settings.fleetWorker && i === 0,
+      };
+      workers.push(await createMigratorWorker(own, log.child({ cluster: c.name }), { metricsServedByPool: true }));
+    }
+  } catch (err) {
+    // A cluster whose worker could not be made (a bad kubeconfig, say): what the others opened is closed.
+    await Promise.all(workers.map((w) => w.close()));
+    throw err;
   }
   const withEndpoint = async <T>(fn: () => Promise<T>): Promise<T> => {
-    const metrics = workers.flatMap((w) => (w.metrics ? [w.metrics] : []));
+    // Each cluster's series under its label; the process's own (memory, CPU) once, under none: they are all of them.
+    const metrics: Array<Pick<MigratorMetrics, 'registry'>> = workers.flatMap((w) => (w.metrics ? [w.metrics] : []));
+    if (metrics.length > 0) metrics.push(processMetrics());
     const endpoint = metrics.length > 0 ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost, clusters: clusters.length }, 'metrics on /metrics');
     try {

@@ -64,13 +64,19 @@ const VERSION_LABELS: VersionLabel[] = ['temporal_namespace', 'deployment_name',
 
 /**
  * The worker's metrics. A named cluster's carry it as the label `cluster` (SVM_CLUSTER; each cluster of a pool
- * its own), so that one Prometheus and the dashboard's cluster variable tell the clusters apart; the process's
- * (memory, CPU) are left out where another registry of the process has them (a pool's second cluster on).
+ * its own), so that one Prometheus and the dashboard's cluster variable tell the clusters apart; svm_worker_up
+ * says which clusters a process serves. The process's own (memory, CPU) are left out in a pool, whose
+ * processMetrics() has them once, unlabelled.
  */
 export function createMetrics(opts: { cluster?: string; processMetrics?: boolean } = {}): MigratorMetrics {
   const registry = new Registry();
   if (opts.cluster) registry.setDefaultLabels({ cluster: opts.cluster });
   if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
+  new Gauge({
+    name: 'svm_worker_up',
+    help: 'A worker of this process serves the cluster of its label (1); no label: the only cluster',
+    registers: [registry],
+  }).set(1);
   return {
     registry,
     objects: new Counter({
@@ -222,8 +228,15 @@ function getText(url: string): Promise<string> {
 }
 
 /** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
+/** A pool's process metrics (memory, CPU, event loop), once for all its clusters and labelled with none. */
+export function processMetrics(): Pick<MigratorMetrics, 'registry'> {
+  const registry = new Registry();
+  collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
+  return { registry };
+}
+
 export async function serveMetrics(
-  metrics: MigratorMetrics | MigratorMetrics[],
+  metrics: Pick<MigratorMetrics, 'registry'> | Array<Pick<MigratorMetrics, 'registry'>>,
   port: number,
   host: string,
   sdkMetricsUrl?: string,

@@ -96,8 +96,10 @@ let sdkMetricsUrl: string | undefined;
  * when asked, exporting the SDK's metrics on a loopback port (served again,
  * with ours, by the worker's /metrics).
  */
-export async function installRuntime(log: Logger, withSdkMetrics = false): Promise<string | undefined> {
-  runtimeSink = log;
+export async function installRuntime(log: Logger, withSdkMetrics = false, keepSink = false): Promise<string | undefined> {
+  // The runtime's one sink: the latest worker's logger, but in a pool the pool's (a cluster's would label every
+  // cluster's SDK lines with its name).
+  if (!keepSink || !runtimeInstalled) runtimeSink = log;
   if (runtimeInstalled) return sdkMetricsUrl;
   let telemetryOptions: Parameters<typeof Runtime.install>[0]['telemetryOptions'];
   if (withSdkMetrics) {
@@ -192,6 +194,8 @@ export interface MigratorWorker {
   metrics?: MigratorMetrics;
   /** Runs the worker (and the bridge) until fn settles, then shuts both down. */
   runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T>;
+  /** Closes what a worker that never ran holds (its connection, clients, sampler); run and runUntil do it themselves. */
+  close(): Promise<void>;
   /** Runs until the process is asked to stop (SIGINT/SIGTERM). */
   run(): Promise<void>;
 }
@@ -305,10 +309,8 @@ async function fleetWorker(connection: NativeConnection, settings: WorkerSetting
 
 /** How a worker lives beside others in one process (a pool of clusters, src/worker/cluster-pool.ts). */
 export interface InPool {
-  /** The pool serves every cluster's metrics on one endpoint: this worker makes its registry and serves none. */
+  /** The pool serves every cluster's metrics on one endpoint, and the process's own once: this worker serves none. */
   metricsServedByPool: boolean;
-  /** Another worker of the process reports the process's own metrics. */
-  processMetrics: boolean;
 }
 
 export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger(), pool?: InPool): Promise<MigratorWorker> {
@@ -317,14 +319,16 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   limitYoungGeneration(settings.semiSpaceMiB);
   optimizeForSize(settings.v8OptimizeForSize);
   limitHeapGrowth(settings.heapGrowingPercent);
-  const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
+  const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined, pool !== undefined);
   const metrics =
-    settings.metricsPort !== undefined ? createMetrics({ cluster: t.cluster, processMetrics: pool?.processMetrics ?? true }) : undefined;
+    settings.metricsPort !== undefined ? createMetrics({ cluster: t.cluster, processMetrics: pool === undefined }) : undefined;
+  // The kubeconfig first: a malformed one (a pool's Secret, say) throws before a connection is opened.
+  const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
+    kube.close();
     throw await explainTemporalConnectError(e, { ...t, address: t.address! });
   });
   warnIfRewriteForced(log);
-  const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   const clusterUid = clusterUidReader(kube);
   const taskQueue = clusterTaskQueue(t.taskQueue, t.cluster);
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
@@ -428,6 +432,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     worker,
     kube,
     metrics,
+    close: cleanup,
     async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
       try {
         return await withServices(() => alongside(fleet, worker.runUntil(fn)));
