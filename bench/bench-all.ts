@@ -26,6 +26,7 @@ import { cpus, totalmem } from 'node:os';
 import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { positiveWholes } from './lib/args';
+import type { FleetFigures } from './bench-fleet';
 
 const root = path.join(__dirname, '..');
 const { values } = parseArgs({
@@ -68,26 +69,6 @@ const written = <T = MigrateFigures>(out: string): T => {
   if (!m) throw new Error('the bench did not say where it wrote its figures');
   return JSON.parse(readFileSync(m[1]!, 'utf8')) as T;
 };
-
-interface FleetFigures {
-  objects: number;
-  rounds: Array<{
-    clusters: number;
-    seconds: number;
-    secondsPerCluster: number;
-    campaign: { events: number; actions: number };
-    perCluster: { events: number; actions: number; workflows: number };
-    rss: { idleMiB: number; peakMiB: number };
-  }>;
-  thousandClusters: {
-    note: string;
-    historyEvents: number;
-    actions: number;
-    campaignEvents: number;
-    poolRssMiBPerCluster: number;
-    poolsOf1GiB?: number;
-  };
-}
 
 interface MigrateFigures {
   objects: number;

@@ -60,7 +60,7 @@ const ACTIONS = new Set([
   'WORKFLOW_EXECUTION_UPDATE_ACCEPTED',
 ]);
 
-interface Round {
+export interface Round {
   clusters: number;
   seconds: number;
   secondsPerCluster: number;
@@ -68,6 +68,22 @@ interface Round {
   perCluster: { events: number; actions: number; workflows: number };
   rss: { idleMiB: number; peakMiB: number };
   phase: string;
+}
+
+/** What bench-fleet writes (bench-all.ts reads it). */
+export interface FleetFigures {
+  date: string;
+  objects: number;
+  rounds: Round[];
+  thousandClusters: {
+    note: string;
+    historyEvents: number;
+    actions: number;
+    campaignEvents: number;
+    campaignsNeeded: number;
+    poolRssMiBPerCluster: number;
+    poolsOf1GiB?: number;
+  };
 }
 
 async function historyOf(client: Client, workflowId: string, runId?: string): Promise<{ events: number; actions: number }> {
@@ -202,7 +218,7 @@ async function main(): Promise<void> {
     poolRssMiBPerCluster: Number(rssPerCluster.toFixed(1)),
     poolsOf1GiB: Number.isFinite(rssPerCluster) ? Math.ceil(1000 / Math.floor((1024 - first.rss.idleMiB) / rssPerCluster + 1)) : undefined,
   };
-  const figures = { date: new Date().toISOString(), objects: OBJECTS, rounds, thousandClusters: thousand };
+  const figures: FleetFigures = { date: new Date().toISOString(), objects: OBJECTS, rounds, thousandClusters: thousand };
   mkdirSync(values.out, { recursive: true });
   const file = path.join(values.out, `bench-fleet-${figures.date.slice(0, 10)}.json`);
   writeFileSync(file, JSON.stringify(figures, null, 2) + '\n');
