@@ -45,8 +45,6 @@ export interface RegisteredCluster {
   kubeVersions: string[];
   svmVersion?: string;
   lastSeen?: string;
-  /** Its registration is running (a worker has reported since it last continued as new, or may still). */
-  running: boolean;
 }
 
 interface RegistrationMemo {
@@ -64,9 +62,7 @@ export class CampaignHandle {
 
   /** The table now: the query while it runs, its result once ended (an ended campaign needs no worker). */
   async status(): Promise<CampaignStatus> {
-    const d = await this.workflow.describe().catch((err: unknown) => {
-      throw err instanceof WorkflowNotFoundError ? new Error(`no campaign "${this.name}" (workflow ${this.workflow.workflowId})`) : err;
-    });
+    const d = await this.describe();
     if (d.status.name === 'RUNNING') return this.workflow.query(campaignStatusQuery);
     if (d.status.name === 'COMPLETED') return this.workflow.result();
     return {
@@ -102,11 +98,16 @@ export class CampaignHandle {
 
   /** Refuses, in a sentence, to signal a campaign that does not exist or has ended (Temporal's describe: no worker needed). */
   private async running(): Promise<void> {
-    const d = await this.workflow.describe().catch((err: unknown) => {
-      throw err instanceof WorkflowNotFoundError ? new Error(`no campaign "${this.name}" (workflow ${this.workflow.workflowId})`) : err;
-    });
+    const d = await this.describe();
     if (d.status.name !== 'RUNNING')
       throw new Error(`campaign "${this.name}" has ended (${d.status.name.toLowerCase()}): svm fleet status ${this.name}`);
+  }
+
+  /** The campaign's workflow as Temporal describes it; one that does not exist is said in a sentence. */
+  private describe() {
+    return this.workflow.describe().catch((err: unknown) => {
+      throw err instanceof WorkflowNotFoundError ? new Error(`no campaign "${this.name}" (workflow ${this.workflow.workflowId})`) : err;
+    });
   }
 
   private async failure(): Promise<string> {
@@ -169,25 +170,22 @@ export class Fleet {
   /** The registered clusters (sorted by name), those whose registration matches `where` when given. */
   async clusters(where?: string): Promise<RegisteredCluster[]> {
     const prefix = clusterRegistrationId('');
-    const byName = new Map<string, RegisteredCluster>();
+    const clusters: RegisteredCluster[] = [];
     // The running run of each registration holds its latest report (a closed one is an earlier run, continued as new).
     const query = `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'${where ? ` AND (${where})` : ''}`;
     for await (const w of this.client.workflow.list({ query })) {
       if (!w.workflowId.startsWith(prefix)) continue;
-      const name = w.workflowId.slice(prefix.length);
-      const running = w.status.name === 'RUNNING';
       const memo = (w.memo ?? {}) as RegistrationMemo;
       const seen = w.typedSearchAttributes.get(MigrationLastSeen);
-      byName.set(name, {
-        name,
+      clusters.push({
+        name: w.workflowId.slice(prefix.length),
         ...(memo.uid ? { uid: memo.uid } : {}),
         servers: memo.servers ?? [],
         kubeVersions: w.typedSearchAttributes.get(MigrationKubeVersions) ?? [],
         ...(memo.svmVersion ? { svmVersion: memo.svmVersion } : {}),
         ...(seen ? { lastSeen: seen.toISOString() } : memo.seenAt ? { lastSeen: memo.seenAt } : {}),
-        running,
       });
     }
-    return [...byName.values()].sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    return clusters.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 }
