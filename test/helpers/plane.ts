@@ -14,7 +14,8 @@ import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type Pla
 import { KubeClient, type RetryPolicy } from '../../src/kube/client';
 import { loadTemporalSettings, temporalConnectionOptions, type TemporalSettings } from '../../src/config/temporal';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
-import { ANSWER_WITHIN_MS, askState, reportWhenEnded, workflowState } from './waits';
+import { ANSWER_WITHIN_MS, askState, bounded, reportWhenEnded, workflowState } from './waits';
+import { leavePlaneAsFound, markPlane, type PlaneMark } from './plane-ledger';
 
 export interface TestPlane {
   dir: string;
@@ -57,8 +58,12 @@ export const TEST_RETRY: Readonly<RetryPolicy> = {
   retryRaw: true,
 };
 
-/** The suite's shared plane; or, with `dir`, a plane of the test's own (e.g. another Kubernetes release), brought up by the test. */
-export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'> } = {}): Promise<TestPlane> {
+/**
+ * The suite's shared plane; or, with `dir`, a plane of the test's own (e.g. another Kubernetes release), brought up by
+ * the test. A shared plane (and, with `shared`, another plane files share) is left as the file found it when the file
+ * closes it (test/helpers/plane-ledger.ts): what it made goes, its servers get their flags back.
+ */
+export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'>; shared?: boolean } = {}): Promise<TestPlane> {
   const dir = path.resolve(opts.dir ?? (process.env.SVM_DEV_DIR || '.svm-dev'));
   await up({ log: () => undefined, ...opts.up, dir }); // idempotent: instant when it is running
   const env = readEnv(dir);
@@ -69,6 +74,7 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
   const settings = { ...loadTemporalSettings(env), address: env.TEMPORAL_ADDRESS! };
   const connection = await Connection.connect(temporalConnectionOptions(settings));
   const client = new Client({ connection, namespace: env.TEMPORAL_NAMESPACE });
+  const mark: PlaneMark | undefined = opts.dir === undefined || opts.shared ? await markPlane(dir, kube, client) : undefined;
   const plane: TestPlane = {
     dir,
     env,
@@ -114,6 +120,10 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
       return { ...base, ...overrides, temporal: { ...base.temporal, ...overrides.temporal } };
     },
     async close() {
+      if (mark) {
+        const done = await bounded('the plane left as the file found it', leavePlaneAsFound(plane, mark), 600_000, () => dir);
+        if (done.length > 0) process.stderr.write(`  plane ${dir} left as found: ${done.join(', ')}\n`);
+      }
       unreport();
       kube.close();
       for (const k of clients) k.close();
@@ -179,11 +189,11 @@ export const SUITE_TEMPORAL_ARGS = ['--dynamic-config-value', 'limit.historyCoun
  */
 export async function serverPlane(): Promise<TestPlane> {
   const shared = path.resolve(process.env.SVM_DEV_DIR || '.svm-dev');
-  if (readState(shared)?.temporalMode === 'server') return testPlane({ dir: shared });
+  if (readState(shared)?.temporalMode === 'server') return testPlane({ dir: shared, shared: true });
   const dir = path.resolve(process.env.SVM_SERVER_DEV_DIR || '.svm-dev-server');
   const started = Date.now();
   const fresh = readState(dir) === undefined;
-  const plane = await testPlane({ dir, up: { temporal: 'server', apiservers: 1, temporalArgs: SUITE_TEMPORAL_ARGS } });
+  const plane = await testPlane({ dir, shared: true, up: { temporal: 'server', apiservers: 1, temporalArgs: SUITE_TEMPORAL_ARGS } });
   if (fresh)
     process.stderr.write(`  plane on temporal-server + PostgreSQL up in ${((Date.now() - started) / 1000).toFixed(1)}s (${dir})\n`);
   return plane;

@@ -1,0 +1,25 @@
+#!/usr/bin/env node
+// Prints its arguments after the first in an order drawn from the first (a seed: a whole number, or `random`), one a
+// line; on stderr the seed, so that an order that failed can be run again (SVM_TEST_SHUFFLE=<seed> npm test).
+/* global process */
+const [seedArg, ...items] = process.argv.slice(2);
+const seed = seedArg === 'random' || seedArg === '1' || !seedArg ? Math.floor(Math.random() * 2 ** 31) : Number(seedArg);
+if (!Number.isInteger(seed) || seed < 0) {
+  process.stderr.write(`SVM_TEST_SHUFFLE must be a whole number (a seed) or 'random', not '${seedArg}'\n`);
+  process.exit(2);
+}
+// mulberry32: a small seeded generator, the same order for the same seed on every machine.
+let a = seed >>> 0;
+const next = () => {
+  a = (a + 0x6d2b79f5) >>> 0;
+  let t = a;
+  t = Math.imul(t ^ (t >>> 15), t | 1);
+  t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+  return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+};
+for (let i = items.length - 1; i > 0; i--) {
+  const j = Math.floor(next() * (i + 1));
+  [items[i], items[j]] = [items[j], items[i]];
+}
+process.stderr.write(`the files in a shuffled order, seed ${seed} (SVM_TEST_SHUFFLE=${seed} gives it again)\n`);
+process.stdout.write(items.map((f) => `${f}\n`).join(''));

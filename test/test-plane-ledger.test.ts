@@ -1,0 +1,65 @@
+/**
+ * The suite's hygiene (issue 48): a file leaves the shared plane as it found it (test/helpers/plane-ledger.ts). Here a
+ * file's usual mess is made after a mark — a CRD with objects, a namespace of its own with objects in it, a
+ * cluster-scoped object, a lease in a namespace that was there before, an object held by a finalizer, one API server
+ * restarted with other flags, a workflow left running — and put back; etcd is the judge that the objects are gone.
+ */
+import assert from 'node:assert/strict';
+import { after, before, test } from 'node:test';
+import { countKeys } from '../src/dev/etcd-truth';
+import { readState, restartApiserver } from '../src/dev/plane';
+import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
+import { OLD_ENCODING_FLAGS } from './helpers/old-encoding';
+import { leavePlaneAsFound, markPlane } from './helpers/plane-ledger';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
+
+let plane: TestPlane;
+before(async () => {
+  plane = await testPlane();
+});
+after(async () => plane?.close());
+
+const post = (path: string, body: unknown) => plane.kube.request('POST', path, { body: JSON.stringify(body) });
+
+void test('what a file made after the mark is gone when it closes, and its servers have their flags back; etcd judges', async () => {
+  const mark = await markPlane(plane.dir, plane.kube, plane.temporal.client);
+  const crd = testCrd(`${uniq('ledger')}.svm.test`);
+  const ns = uniq('ledger');
+  const role = uniq('ledger');
+  const lease = uniq('ledger');
+  const held = uniq('held');
+  const flagsBefore = readState(plane.dir)!.apiservers.map((a) => a.extraArgs);
+
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 30, { namespace: ns });
+  await ensureNamespace(plane.kube, ns);
+  for (let i = 0; i < 5; i++) await post(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: `cm-${i}` }, data: { i: String(i) } });
+  await post(`/api/v1/namespaces/${ns}/secrets`, { metadata: { name: 's' }, stringData: { k: 'v' } });
+  await post(`/api/v1/namespaces/${ns}/configmaps`, { metadata: { name: held, finalizers: ['svm.test/held'] } });
+  await post('/apis/rbac.authorization.k8s.io/v1/clusterroles', { metadata: { name: role }, rules: [] });
+  await post('/apis/coordination.k8s.io/v1/namespaces/default/leases', { metadata: { name: lease }, spec: { holderIdentity: 'x' } });
+  const workflowId = uniq('ledger-wf');
+  // No worker polls this queue: the workflow stays running until something ends it.
+  await plane.temporal.client.workflow.start('migrateResource', { workflowId, taskQueue: uniq('ledger-tq'), args: [] });
+  await restartApiserver(plane.dir, 1, OLD_ENCODING_FLAGS, () => undefined);
+  assert.equal(await countKeys(plane.etcd, `/registry/${crd.group}/${crd.plural}/`), 30);
+
+  const done = await leavePlaneAsFound(plane, mark);
+  process.stderr.write(`  put back: ${done.join(', ')}\n`);
+
+  assert.equal(await countKeys(plane.etcd, `/registry/${crd.group}/${crd.plural}/`), 0, 'the CRD objects are gone from etcd');
+  assert.equal(await countKeys(plane.etcd, `/registry/apiextensions.k8s.io/customresourcedefinitions/${crd.name}`), 0);
+  assert.equal(await countKeys(plane.etcd, `/registry/configmaps/${ns}/`), 0, 'the namespace was emptied, the finalizer-held one too');
+  assert.equal(await countKeys(plane.etcd, `/registry/secrets/${ns}/`), 0);
+  assert.equal(await countKeys(plane.etcd, `/registry/namespaces/${ns}`), 0, 'the namespace is gone');
+  assert.equal(await countKeys(plane.etcd, `/registry/clusterroles/${role}`), 0);
+  assert.equal(await countKeys(plane.etcd, `/registry/leases/default/${lease}`), 0);
+  assert.deepEqual(
+    readState(plane.dir)!.apiservers.map((a) => a.extraArgs),
+    flagsBefore,
+    'every API server runs with the flags it had at the mark',
+  );
+  assert.equal((await plane.temporal.client.workflow.getHandle(workflowId).describe()).status.name, 'TERMINATED');
+  // A second look finds nothing more to do.
+  assert.deepEqual(await leavePlaneAsFound(plane, mark), []);
+});
