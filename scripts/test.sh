@@ -21,12 +21,17 @@ npm run --silent build:workflows
 npm run --silent build:kube
 
 echo "== tools (built once, cached outside the repository)"
-# Every server the suite uses, before the first test (a cold machine: about 50 minutes on 2 shared cores, docs/development.md). Built beside the
-# tests instead (at nice 19), they took CPU the tests needed: on 2 busy cores the suite ran longer, not shorter.
+# What the shared plane starts, before the first test (with the Kubernetes release's other binaries: one go build). The
+# other servers (the previous release, temporal-server, Helm, the Go example) are built in the lane beside the main
+# run, before that lane's files: two lanes on 2 cores as during the rest of the run, where a third lane of builds at
+# nice 19 took CPU the tests needed and made the run longer, not shorter. A test that needs one first waits for its
+# build (scripts/tools.sh holds a lock). A cold machine: docs/development.md.
 if [[ $# -eq 0 ]]; then
-  bash scripts/tools.sh all >/dev/null
+  bash scripts/tools.sh etcd etcdctl kube temporal-cli >/dev/null
+  later=(helm temporal-server kube-previous upgradetool)
 else
   bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
+  later=()
 fi
 
 echo "== typecheck and lint"
@@ -79,17 +84,22 @@ echo "plane in $dir: $shape shape"
 
 echo "== tests"
 # The tests that migrate every resource of the plane (the trigger's first pass, `svm migrate --all`, the chart's
-# pre-upgrade Job, `svm plan`) run first among the plane's tests: later, the CRDs and objects every other test leaves
-# behind make each of their passes longer (the trigger's three tests took 22 minutes at the end of a CI run, 4.7
-# minutes first on a fresh plane). Each file runs in a node of its own (run_files), in the order given here: node's
-# runner sorts the files it is given, and ran these four in alphabetical order among the others.
+# pre-upgrade Job, `svm plan`) run first among the plane's tests. Since each file leaves the plane as it found it
+# (test/helpers/plane-ledger.ts) they no longer need to (before that, the CRDs and objects other tests left made the
+# trigger's three tests take 22 minutes at the end of a CI run, 4.7 first); the order stays, and SVM_TEST_SHUFFLE
+# (below) runs another. The files that need the previous release or temporal-server run last: on a cold machine those
+# are built beside the main run meanwhile (above). Each file runs in a node of its own (run_files), in the order
+# given here.
 every=(test/test-trigger.test.ts test/test-migrate-all.test.ts test/test-helm.test.ts test/test-plan.test.ts)
+last=(test/test-fleet-planes.test.ts test/test-worker-rights.test.ts test/test-temporal-server.test.ts
+  test/test-temporal-server-durability.test.ts test/test-temporal-server-ui.test.ts test/test-worker-versioning.test.ts)
 files=("${every[@]}" test/unit-*.test.ts)
 for f in test/test-*.test.ts; do
   keep=1
-  for e in "${every[@]}"; do [[ "$f" == "$e" ]] && keep=; done
+  for e in "${every[@]}" "${last[@]}"; do [[ "$f" == "$e" ]] && keep=; done
   [[ -n $keep ]] && files+=("$f")
 done
+files+=("${last[@]}")
 if [[ $# -gt 0 ]]; then files=("$@"); fi
 # Run beside the others, one after another, not after them: files on planes of their own that mostly wait
 # (the built-in migrator's backoffs, minute-long bounds, API server restarts, the rolling upgrade) and touch
@@ -107,6 +117,12 @@ for f in "${files[@]}"; do
   for b in "${beside[@]}"; do [[ "$f" == "$b" ]] && keep=; done
   [[ -n $keep ]] && rest+=("$f")
 done
+# SVM_TEST_SHUFFLE=<seed>|random: the main run's files in an order drawn from the seed (printed, to run it again). Each
+# file leaves the shared plane as it found it (test/helpers/plane-ledger.ts), so any order must pass.
+if [[ -n ${SVM_TEST_SHUFFLE:-} ]]; then
+  shuffled=$(node scripts/shuffle.mjs "$SVM_TEST_SHUFFLE" "${rest[@]}")
+  mapfile -t rest <<<"$shuffled"
+fi
 # Each file also writes TAP to a file of its own: the failures are listed once more at the very end, where a CI log
 # that keeps only its tail still shows them, with the time each file took.
 taps=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-tap.XXXXXX")
@@ -197,6 +213,11 @@ if [[ ${#beside[@]} -gt 0 ]]; then
     trap 'stop_file; exit 130' INT
     bstart=$SECONDS
     brc=0
+    if [[ ${#later[@]} -gt 0 ]]; then
+      echo "-- building beside the main run: ${later[*]}" >&3
+      bash scripts/tools.sh "${later[@]}" >/dev/null || brc=$?
+      echo "-- built beside the main run in $((SECONDS - bstart)) s (rc $brc): ${later[*]}" >&3
+    fi
     run_files beside "${beside[@]}" || brc=$?
     echo "(the run beside took $((SECONDS - bstart)) s)"
     exit $brc
