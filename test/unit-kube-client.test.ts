@@ -18,6 +18,7 @@ import { METADATA_ONLY_ACCEPT, METADATA_ONLY_LIST_ACCEPT, type DiscoveredResourc
 import { fakeApi } from './helpers/fake-api';
 import { KubeError } from '../src/kube/errors';
 import { findMigrationObject } from '../src/kube/migrations';
+import { deleteLease } from '../src/kube/leases';
 import { latestResourceVersion, NO_NAMESPACE } from '../src/kube/standard-migrations';
 import { throttled, watchForever } from '../src/kube/watch';
 
@@ -283,5 +284,28 @@ void test('a re-encode whose reply is the object (a server that ignored the Acce
     );
   } finally {
     await close();
+  }
+});
+
+void test("a DELETE's body reaches the server framed: deleteLease's precondition is read, and the next request on the connection is whole", async () => {
+  const bodies: string[] = [];
+  const api = await fakeApi((req, res) => {
+    let body = '';
+    req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+    req.on('end', () => {
+      bodies.push(`${req.method} ${req.url} ${body}`);
+      res.writeHead(200, { 'content-type': 'application/json' }).end(JSON.stringify({ kind: 'Status', status: 'Success' }));
+    });
+  });
+  try {
+    assert.equal(await deleteLease(api.kube, 'svm-system', 'svm-leader', '42'), true);
+    // The same kept-alive connection: before the fix, the DELETE's unframed body was read as the start of this one.
+    assert.equal((await api.kube.raw('GET', '/api/v1/namespaces/svm-system')).status, 200);
+    assert.deepEqual(bodies, [
+      'DELETE /apis/coordination.k8s.io/v1/namespaces/svm-system/leases/svm-leader {"apiVersion":"v1","kind":"DeleteOptions","preconditions":{"resourceVersion":"42"}}',
+      'GET /api/v1/namespaces/svm-system ',
+    ]);
+  } finally {
+    await api.close();
   }
 });

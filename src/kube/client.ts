@@ -295,7 +295,15 @@ export class KubeClient {
     const reqOpts: https.RequestOptions = { method, headers: this.headers(opts) };
     await this.kubeConfig.applyToHTTPSOptions(reqOpts);
     reqOpts.agent = this.agent;
-    if (opts.body !== undefined) (reqOpts.headers as Record<string, string>)['Content-Type'] = opts.contentType ?? 'application/json';
+    if (opts.body !== undefined) {
+      const headers = reqOpts.headers as Record<string, string | number>;
+      headers['Content-Type'] = opts.contentType ?? 'application/json';
+      // Note: node frames a body by itself only for methods it expects one with: a DELETE's body (DeleteOptions: a
+      // precondition, a grace period) went out with neither Content-Length nor chunking, so the API server read no
+      // body (the precondition ignored: an unconditional delete) and took its bytes for the next request on the
+      // kept-alive connection (a bare "400 Bad Request").
+      headers['Content-Length'] = Buffer.byteLength(opts.body);
+    }
     const transport = url.protocol === 'https:' ? https : http;
     return (onResponse) => transport.request(url, reqOpts, onResponse);
   }
