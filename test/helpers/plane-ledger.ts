@@ -185,13 +185,28 @@ async function serversAsMarked(dir: string, mark: PlaneMark, done: string[]): Pr
   }
 }
 
+/** A request whose failure is kept (its path and error) instead of ending the rest of the clean-up. */
+function keeping(failed: string[], kube: KubeClient) {
+  return async (method: string, path: string, opts: Parameters<KubeClient['request']>[2]): Promise<void> => {
+    try {
+      const res = await kube.raw(method, path, opts);
+      if (res.status >= 300 && !opts?.allow?.includes(res.status))
+        failed.push(`${method} ${path}: HTTP ${res.status} ${res.body.slice(0, 300)}`);
+    } catch (err) {
+      failed.push(`${method} ${path}: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`);
+    }
+  };
+}
+
 /** The file's objects removed: CRDs first (their objects go with them), then the rest; its namespaces emptied and finalized. */
 async function objectsAsMarked(kube: KubeClient, mark: PlaneMark, done: string[]): Promise<void> {
+  const failed: string[] = [];
+  const send = keeping(failed, kube);
   const fresh = (objects: Listed[], k: Kind) => objects.filter((o) => !mark.uids.has(o.uid) && !serversOwn(k, o));
   const crdKind = (await kinds(kube)).find(isCrds);
   if (crdKind) {
     const crds = fresh(await listAll(kube, crdKind), crdKind);
-    await eachAtMost(crds, 4, (o) => kube.request('DELETE', objectPath(crdKind, o), { allow: [404] }).then(() => undefined));
+    await eachAtMost(crds, 4, (o) => send('DELETE', objectPath(crdKind, o), { allow: [404] }));
     for (let i = 0; i < 600 && crds.length > 0; i++) {
       const left = new Set((await listAll(kube, crdKind)).map((o) => o.uid));
       if (!crds.some((o) => left.has(o.uid))) break;
@@ -209,22 +224,16 @@ async function objectsAsMarked(kube: KubeClient, mark: PlaneMark, done: string[]
     const single = mine.filter((o) => !(kind.deleteCollection && o.namespace && newNamespaces.has(o.namespace)));
     const collections = [...new Set(mine.filter((o) => !single.includes(o)).map((o) => o.namespace!))];
     objects += mine.length;
-    await eachAtMost(collections, 4, (ns) =>
-      kube.request('DELETE', collectionPath(kind, ns), { body: IMMEDIATELY, allow: [404, 405] }).then(() => undefined),
-    );
-    await eachAtMost(single, 8, (o) =>
-      kube.request('DELETE', objectPath(kind, o), { body: IMMEDIATELY, allow: [404, 405] }).then(() => undefined),
-    );
+    await eachAtMost(collections, 4, (ns) => send('DELETE', collectionPath(kind, ns), { body: IMMEDIATELY, allow: [404, 405] }));
+    await eachAtMost(single, 8, (o) => send('DELETE', objectPath(kind, o), { body: IMMEDIATELY, allow: [404, 405] }));
     // What a finalizer holds (no controller of the file's is left to remove it) goes too.
     const held = fresh(await listAll(kube, kind), kind).filter((o) => o.finalizers.length > 0);
     await eachAtMost(held, 8, (o) =>
-      kube
-        .request('PATCH', objectPath(kind, o), {
-          body: JSON.stringify({ metadata: { finalizers: null } }),
-          contentType: 'application/merge-patch+json',
-          allow: [404, 409, 422],
-        })
-        .then(() => undefined),
+      send('PATCH', objectPath(kind, o), {
+        body: JSON.stringify({ metadata: { finalizers: null } }),
+        contentType: 'application/merge-patch+json',
+        allow: [404, 409, 422],
+      }),
     );
   }
   if (objects > 0) done.push(`${objects} objects`);
@@ -238,6 +247,7 @@ async function objectsAsMarked(kube: KubeClient, mark: PlaneMark, done: string[]
     await kube.request('PUT', `/api/v1/namespaces/${encodeURIComponent(ns)}/finalize`, { body: JSON.stringify(nsObj), allow: [404, 409] });
   }
   if (newNamespaces.size > 0) done.push(`${newNamespaces.size} namespaces`);
+  if (failed.length > 0) throw new Error(`the plane could not be put back as the file found it:\n  ${failed.join('\n  ')}`);
 }
 
 /**
