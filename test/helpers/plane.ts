@@ -119,17 +119,22 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
       });
       return { ...base, ...overrides, temporal: { ...base.temporal, ...overrides.temporal } };
     },
-    async close() {
-      if (mark) {
-        const done = await bounded('the plane left as the file found it', leavePlaneAsFound(plane, mark), 600_000, () => dir);
-        if (done.length > 0) process.stderr.write(`  plane ${dir} left as found: ${done.join(', ')}\n`);
-      }
-      unreport();
-      kube.close();
-      for (const k of clients) k.close();
-      await connection.close();
+    close() {
+      // Once: a file may close one plane under two names (test-fleet-planes: north is the server plane).
+      closing ??= (async () => {
+        if (mark) {
+          const done = await bounded('the plane left as the file found it', leavePlaneAsFound(plane, mark), 600_000, () => dir);
+          if (done.length > 0) process.stderr.write(`  plane ${dir} left as found: ${done.join(', ')}\n`);
+        }
+        unreport();
+        kube.close();
+        for (const k of clients) k.close();
+        await connection.close();
+      })();
+      return closing;
     },
   };
+  let closing: Promise<void> | undefined;
   const unreport = reportWhenEnded(() => planeReport(plane));
   return plane;
 }
