@@ -9,7 +9,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
-import { freePort, portOpen } from './ports';
+import { holdsPorts, portOpen, startOnFreePort } from './ports';
 import { ensureTools } from './tools';
 import { devServerDynamicConfigArgs } from './temporal-dynamic-config';
 
@@ -24,35 +24,49 @@ export async function startLocalTemporal(log: (line: string) => void): Promise<L
   const stateDir = path.join(process.env.XDG_STATE_HOME || path.join(os.homedir(), '.local', 'state'), 'svm');
   fs.mkdirSync(stateDir, { recursive: true });
   const dbFile = path.join(stateDir, 'temporal.sqlite');
-  const [port, uiPort] = [await freePort(), await freePort()];
   const { temporal } = ensureTools(['temporal-cli'], log);
-  const child: ChildProcess = spawn(
-    temporal,
-    [
-      'server',
-      'start-dev',
-      '--ip=127.0.0.1',
-      `--port=${port}`,
-      `--ui-port=${uiPort}`,
-      `--db-filename=${dbFile}`,
-      '--namespace=default',
-      '--log-level=warn',
-      ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
-      ...devServerDynamicConfigArgs(),
-    ],
-    { stdio: ['ignore', 'ignore', 'pipe'] },
+  // Drawn ports, bound by the server itself: when it finds one taken (it exits saying the address is in use), it
+  // is started again on fresh ones.
+  const { child, port, uiPort } = await startOnFreePort(
+    'the local Temporal dev server',
+    async ([port, uiPort]) => {
+      const child: ChildProcess = spawn(
+        temporal,
+        [
+          'server',
+          'start-dev',
+          '--ip=127.0.0.1',
+          `--port=${port}`,
+          `--ui-port=${uiPort}`,
+          `--db-filename=${dbFile}`,
+          '--namespace=default',
+          '--log-level=warn',
+          ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
+          ...devServerDynamicConfigArgs(),
+        ],
+        { stdio: ['ignore', 'ignore', 'pipe'] },
+      );
+      let stderr = '';
+      let closed = false;
+      child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-2000)));
+      child.once('close', () => (closed = true));
+      const deadline = Date.now() + 60_000;
+      // Its own listeners, where /proc tells (a port answering could be another process's); else the port answering.
+      const serving = async () =>
+        fs.existsSync('/proc/self/net/tcp') ? holdsPorts(child.pid ?? 0, [port!, uiPort!]) && (await portOpen(port!)) : portOpen(port!);
+      while (!(await serving())) {
+        if (closed || child.exitCode !== null)
+          throw new Error(`the local Temporal dev server exited (${child.exitCode ?? child.signalCode}): ${stderr.trim()}`);
+        if (Date.now() > deadline) {
+          child.kill('SIGKILL');
+          throw new Error('the local Temporal dev server did not start within 60s');
+        }
+        await new Promise((r) => setTimeout(r, 200));
+      }
+      return { child, port: port!, uiPort: uiPort! };
+    },
+    { count: 2, log },
   );
-  let stderr = '';
-  child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-2000)));
-  const deadline = Date.now() + 60_000;
-  while (!(await portOpen(port))) {
-    if (child.exitCode !== null) throw new Error(`the local Temporal dev server exited (${child.exitCode}): ${stderr.trim()}`);
-    if (Date.now() > deadline) {
-      child.kill('SIGKILL');
-      throw new Error('the local Temporal dev server did not start within 60s');
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
   return {
     address: `127.0.0.1:${port}`,
     uiUrl: `http://127.0.0.1:${uiPort}`,

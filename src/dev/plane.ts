@@ -38,8 +38,8 @@ import {
   serverNetwork,
   type PlaneNetwork,
 } from './network';
-import { freePort, portOpen } from './ports';
-import { assertPortFree, isRunning, startProcess, stopProcess, waitFor, type ProcessRecord } from './processes';
+import { freePort, portOpen, startServerOnPorts, waitServing } from './ports';
+import { isRunning, startProcess, stopProcess, waitFor, type ProcessRecord } from './processes';
 import {
   finishTemporalServer,
   newTemporalServerRecord,
@@ -315,21 +315,33 @@ async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, log:
     if (s.netns !== a.netns || s.address !== a.address)
       throw new Error(`kube-apiserver ${a.index}: its namespace ${s.netns} (${s.address}) is not the recorded ${a.netns} (${a.address})`);
     wrap = [commandPath('ip')!, 'netns', 'exec', s.netns, ...uts];
-  } else {
-    await assertPortFree(a.port, `kube-apiserver ${a.index}`);
   }
   const version = a.version ?? state.kubeVersion ?? kubeVersions().current;
   ensureTools([kubeToolName('kube-apiserver', version)], log); // built on first use
   const binary = kubeBinaries(version).kubeApiserver;
-  a.pid = await startProcess(binary, apiserverArgs(state, a, pki, tls), a.log, wrap);
-  a.binary = binary;
+  const start = async ([port]: number[]) => {
+    a.port = port!;
+    a.url = `https://${a.address}:${a.port}`;
+    fs.writeFileSync(a.kubeconfig, kubeconfigYaml(a.url, state.adminToken, `svm-apiserver-${a.index}`, fs.readFileSync(state.caFile)), {
+      mode: 0o600,
+    });
+    a.pid = await startProcess(binary, apiserverArgs(state, a, pki, tls), a.log, wrap);
+    a.binary = binary;
+    writeState(state);
+    await waitServing(
+      `kube-apiserver ${a.index} (${a.url})`,
+      a,
+      [a.port],
+      async () => (await request(`${a.url}/readyz`, { token: state.adminToken, ca: state.caFile })).status === 200,
+      120_000,
+    );
+  };
+  // Cluster: 6443 on its own address in its own network namespace, where nothing else binds. Loopback: its drawn
+  // port (drawn again when taken) or, once it has run on it, its recorded one.
+  if (state.shape === 'cluster') await start([a.port]);
+  else await startServerOnPorts(`kube-apiserver ${a.index}`, a, { ports: [a.port], drawn: a.portsDrawn === true }, start, { log });
+  delete a.portsDrawn;
   writeState(state);
-  await waitFor(
-    `kube-apiserver ${a.index} (${a.url})`,
-    a,
-    async () => (await request(`${a.url}/readyz`, { token: state.adminToken, ca: state.caFile })).status === 200,
-    120_000,
-  );
 }
 
 function writeEnv(state: PlaneState, tools: ToolPaths): string {
@@ -413,8 +425,12 @@ async function placeApiservers(state: PlaneState): Promise<void> {
       a.port = CLUSTER_SECURE_PORT;
       a.netns = s.netns;
       a.hostVeth = s.hostVeth;
+      delete a.portsDrawn;
     } else {
-      if (a.address !== '127.0.0.1' || a.port === CLUSTER_SECURE_PORT || !a.port) a.port = await freePort();
+      if (a.address !== '127.0.0.1' || a.port === CLUSTER_SECURE_PORT || !a.port) {
+        a.port = await freePort();
+        a.portsDrawn = true; // a candidate: bound (or drawn again) when the server starts
+      }
       a.address = '127.0.0.1';
       delete a.netns;
       delete a.hostVeth;
@@ -435,34 +451,49 @@ async function ensureLoadBalancer(state: PlaneState, log: (l: string) => void): 
     log: path.join(state.dir, 'haproxy.log'),
     port: await freePort(),
     config: path.join(state.dir, 'haproxy.cfg'),
+    portsDrawn: true,
   };
   state.loadBalancer = lb;
-  const text = haproxyConfig({
-    port: lb.port,
-    caFile: state.caFile,
-    servers: state.apiservers.map((a) => ({ name: `apiserver-${a.index}`, address: a.address, port: a.port })),
-  });
-  const same = fs.existsSync(lb.config) && fs.readFileSync(lb.config, 'utf8') === text;
+  const text = (port: number) =>
+    haproxyConfig({
+      port,
+      caFile: state.caFile,
+      servers: state.apiservers.map((a) => ({ name: `apiserver-${a.index}`, address: a.address, port: a.port })),
+    });
+  const same = fs.existsSync(lb.config) && fs.readFileSync(lb.config, 'utf8') === text(lb.port);
   if (isRunning(lb) && same) return;
-  fs.writeFileSync(lb.config, text);
   if (isRunning(lb)) {
     log('restarting haproxy: its backends changed');
     await stopProcess(lb);
   }
-  const check = spawnSync(haproxy, ['-c', '-q', '-f', lb.config], { encoding: 'utf8' });
-  if (check.status !== 0) throw new Error(`haproxy refuses ${lb.config}: ${check.stderr || check.stdout}`);
-  log(`starting haproxy on 127.0.0.1:${lb.port} in front of ${state.apiservers.map((a) => `${a.address}:${a.port}`).join(', ')}`);
-  await assertPortFree(lb.port, 'haproxy');
-  lb.binary = haproxy;
-  // -db: the foreground, one process, whose pid is the one recorded.
-  lb.pid = await startProcess(haproxy, ['-db', '-f', lb.config], lb.log);
-  writeState(state);
-  await waitFor(
-    `haproxy (https://127.0.0.1:${lb.port})`,
+  await startServerOnPorts(
+    'haproxy',
     lb,
-    async () => (await request(`https://127.0.0.1:${lb.port}/readyz`, { token: state.adminToken, ca: state.caFile })).status === 200,
-    30_000,
+    { ports: [lb.port], drawn: lb.portsDrawn === true },
+    async ([port]) => {
+      lb.port = port!;
+      fs.writeFileSync(lb.config, text(lb.port));
+      const check = spawnSync(haproxy, ['-c', '-q', '-f', lb.config], { encoding: 'utf8' });
+      if (check.status !== 0) throw new Error(`haproxy refuses ${lb.config}: ${check.stderr || check.stdout}`);
+      log(`starting haproxy on 127.0.0.1:${lb.port} in front of ${state.apiservers.map((a) => `${a.address}:${a.port}`).join(', ')}`);
+      lb.binary = haproxy;
+      // -db: the foreground, one process, whose pid is the one recorded. -dR: no SO_REUSEPORT, which haproxy sets
+      // by default: with it, a second haproxy of the same user (another plane's) binds the same port without an
+      // error and the kernel shares the connections between them; without it, the bind decides.
+      lb.pid = await startProcess(haproxy, ['-db', '-dR', '-f', lb.config], lb.log);
+      writeState(state);
+      await waitServing(
+        `haproxy (https://127.0.0.1:${lb.port})`,
+        lb,
+        [lb.port],
+        async () => (await request(`https://127.0.0.1:${lb.port}/readyz`, { token: state.adminToken, ca: state.caFile })).status === 200,
+        30_000,
+      );
+    },
+    { log },
   );
+  delete lb.portsDrawn;
+  writeState(state);
 }
 
 /**
@@ -498,11 +529,22 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
   log(shapeLine(state));
 
   if (!isRunning(state.etcd)) await startEtcd(state, tools, log);
-  if (state.temporalMode === 'server') await startTemporalServer(state.temporal, state.temporalServer!, log, () => writeState(state));
-  else if (!isRunning(state.temporal)) await startTemporalDevServer(state, tools, log);
-  const caPem = fs.readFileSync(state.caFile);
-  await startApiservers(state, svChanged, caPem, log);
-  await serveApi(state, caPem, log);
+  // The Temporal server starts (until it holds its ports, on fresh ones if one was taken) while the API servers do.
+  const temporalStarted =
+    state.temporalMode === 'server'
+      ? startTemporalServer(state.temporal, state.temporalServer!, log, () => writeState(state))
+      : isRunning(state.temporal)
+        ? Promise.resolve()
+        : startTemporalDevServer(state, tools, log);
+  temporalStarted.catch(() => undefined); // awaited below: not an unhandled rejection while the API servers start
+  try {
+    const caPem = fs.readFileSync(state.caFile);
+    await startApiservers(state, svChanged, caPem, log);
+    await serveApi(state, caPem, log);
+  } finally {
+    await temporalStarted.catch(() => undefined); // settled before `up` returns or throws: no start left running on
+  }
+  await temporalStarted;
 
   if (state.temporalMode === 'server') await finishTemporalServer(state.temporal, state.temporalServer!, log);
   else await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
@@ -541,7 +583,15 @@ async function newPlaneState(
     storageVersionApi: false,
     caFile: given.caFile,
     apiUrl: '',
-    etcd: { pid: 0, binary: tools.etcd, log: path.join(dir, 'etcd.log'), clientPort: await freePort(), peerPort: await freePort() },
+    // Ports drawn: candidates, bound (or drawn again when taken) as each server starts.
+    etcd: {
+      pid: 0,
+      binary: tools.etcd,
+      log: path.join(dir, 'etcd.log'),
+      clientPort: await freePort(),
+      peerPort: await freePort(),
+      portsDrawn: true,
+    },
     apiservers: [],
     temporal: {
       pid: 0,
@@ -550,6 +600,7 @@ async function newPlaneState(
       port: await freePort(),
       uiPort: await freePort(),
       extraArgs: [],
+      portsDrawn: true,
     },
   };
 }
@@ -572,6 +623,7 @@ async function applyTemporalOptions(state: PlaneState, opts: UpOptions, running:
     const { frontendPort, ...rec } = await newTemporalServerRecord(dir);
     state.temporalServer = rec;
     state.temporal.port = frontendPort; // below 32768, as its other ports (see smallintPort)
+    state.temporal.portsDrawn = true;
   }
   if (opts.temporalTls !== undefined) {
     if (opts.temporalTls && state.temporalMode !== 'server')
@@ -674,62 +726,94 @@ function shapeLine(state: PlaneState): string {
 async function startEtcd(state: PlaneState, tools: ToolPaths, log: (l: string) => void): Promise<void> {
   const e = state.etcd;
   const hosts = state.shape === 'cluster' ? ['127.0.0.1', state.network!.gateway] : ['127.0.0.1'];
-  log(`starting etcd on ${hosts.map((h) => `${h}:${e.clientPort}`).join(' and ')}`);
-  await assertPortFree(e.clientPort, 'etcd');
-  const peer = `http://127.0.0.1:${e.peerPort}`;
-  const client = `http://127.0.0.1:${e.clientPort}`;
-  e.binary = tools.etcd;
-  e.pid = await startProcess(
-    tools.etcd,
-    [
-      '--name=svm',
-      `--data-dir=${path.join(state.dir, 'etcd-data')}`,
-      `--listen-client-urls=${hosts.map((h) => `http://${h}:${e.clientPort}`).join(',')}`,
-      `--advertise-client-urls=${client}`,
-      `--listen-peer-urls=${peer}`,
-      `--initial-advertise-peer-urls=${peer}`,
-      `--initial-cluster=svm=${peer}`,
-      '--unsafe-no-fsync',
-      // 8 GiB (etcd's suggested maximum) instead of the 2 GiB default: a 10^6-object bench writes
-      // every object three times between the API servers' 5-minute compactions.
-      '--quota-backend-bytes=8589934592',
-      '--log-level=warn',
-    ],
-    e.log,
-  );
+  const dataDir = path.join(state.dir, 'etcd-data');
+  const fresh = !fs.existsSync(dataDir);
+  const start = async ([clientPort, peerPort]: number[]) => {
+    e.clientPort = clientPort!;
+    e.peerPort = peerPort!;
+    // A member a failed start made on other ports is not the one to keep: a new plane's etcd starts afresh.
+    if (fresh) fs.rmSync(dataDir, { recursive: true, force: true });
+    log(`starting etcd on ${hosts.map((h) => `${h}:${e.clientPort}`).join(' and ')}`);
+    const peer = `http://127.0.0.1:${e.peerPort}`;
+    const client = `http://127.0.0.1:${e.clientPort}`;
+    e.binary = tools.etcd;
+    e.pid = await startProcess(tools.etcd, etcdArgs(dataDir, hosts, e.clientPort, client, peer), e.log);
+    writeState(state);
+    await waitServing(
+      'etcd',
+      e,
+      [e.clientPort, e.peerPort],
+      async () => (JSON.parse((await request(`${client}/health`)).body) as { health?: string }).health === 'true',
+      30_000,
+    );
+  };
+  await startServerOnPorts('etcd', e, { ports: [e.clientPort, e.peerPort], drawn: e.portsDrawn === true }, start, {
+    names: ['client', 'peer'],
+    log,
+  });
+  delete e.portsDrawn;
   writeState(state);
-  await waitFor('etcd', e, async () => JSON.parse((await request(`${client}/health`)).body).health === 'true', 30_000);
+}
+
+function etcdArgs(dataDir: string, hosts: string[], clientPort: number, client: string, peer: string): string[] {
+  return [
+    '--name=svm',
+    `--data-dir=${dataDir}`,
+    `--listen-client-urls=${hosts.map((h) => `http://${h}:${clientPort}`).join(',')}`,
+    `--advertise-client-urls=${client}`,
+    `--listen-peer-urls=${peer}`,
+    `--initial-advertise-peer-urls=${peer}`,
+    `--initial-cluster=svm=${peer}`,
+    '--unsafe-no-fsync',
+    // 8 GiB (etcd's suggested maximum) instead of the 2 GiB default: a 10^6-object bench writes
+    // every object three times between the API servers' 5-minute compactions.
+    '--quota-backend-bytes=8589934592',
+    '--log-level=warn',
+  ];
 }
 
 /** The Temporal dev server on SQLite with svm's search attributes; `up` waits for it last. */
 async function startTemporalDevServer(state: PlaneState, tools: ToolPaths, log: (l: string) => void): Promise<void> {
   const t = state.temporal;
-  log(`starting the Temporal dev server on 127.0.0.1:${t.port} (UI http://127.0.0.1:${t.uiPort})`);
-  await assertPortFree(t.port, 'the Temporal dev server');
-  t.binary = tools.temporal;
-  t.pid = await startProcess(
-    tools.temporal,
-    [
-      'server',
-      'start-dev',
-      '--ip=127.0.0.1',
-      `--port=${t.port}`,
-      `--ui-port=${t.uiPort}`,
-      `--db-filename=${path.join(state.dir, 'temporal.sqlite')}`,
-      '--namespace=default',
-      '--log-level=warn',
-      ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
-      ...devServerDynamicConfigArgs(),
-      ...t.extraArgs,
-    ],
-    t.log,
-  );
+  const start = async ([port, uiPort]: number[]) => {
+    t.port = port!;
+    t.uiPort = uiPort!;
+    log(`starting the Temporal dev server on 127.0.0.1:${t.port} (UI http://127.0.0.1:${t.uiPort})`);
+    t.binary = tools.temporal;
+    t.pid = await startProcess(tools.temporal, devServerArgs(state), t.log);
+    writeState(state);
+    // Until it holds both ports (`up` waits for it to answer, last).
+    await waitServing('the Temporal dev server', t, [t.port, t.uiPort], undefined, 90_000);
+  };
+  await startServerOnPorts('the Temporal dev server', t, { ports: [t.port, t.uiPort], drawn: t.portsDrawn === true }, start, {
+    names: ['gRPC', 'UI'],
+    log,
+  });
+  delete t.portsDrawn;
   writeState(state);
+}
+
+function devServerArgs(state: PlaneState): string[] {
+  const t = state.temporal;
+  return [
+    'server',
+    'start-dev',
+    '--ip=127.0.0.1',
+    `--port=${t.port}`,
+    `--ui-port=${t.uiPort}`,
+    `--db-filename=${path.join(state.dir, 'temporal.sqlite')}`,
+    '--namespace=default',
+    '--log-level=warn',
+    ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
+    ...devServerDynamicConfigArgs(),
+    ...t.extraArgs,
+  ];
 }
 
 /** Each server's kubeconfig written, and the servers not running started (all restarted when the StorageVersion API changes). */
 async function startApiservers(state: PlaneState, svChanged: boolean, caPem: Buffer, log: (l: string) => void): Promise<void> {
   for (const a of state.apiservers) {
+    // (rewritten by the start, with the port it binds)
     fs.writeFileSync(a.kubeconfig, kubeconfigYaml(a.url, state.adminToken, `svm-apiserver-${a.index}`, caPem), { mode: 0o600 });
     if (isRunning(a) && svChanged) {
       log(`restarting kube-apiserver ${a.index} with the StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}`);
@@ -922,9 +1006,8 @@ export async function startControllerManager(
   const base = path.join(dir, 'controller-manager');
   fs.mkdirSync(base, { recursive: true });
   const kubeconfig = path.join(dir, 'kubeconfig');
-  const port = await freePort();
   const major = Number(/^v1\.(\d+)/.exec(version)?.[1] ?? '0');
-  const args = [
+  const args = (port: number) => [
     `--kubeconfig=${kubeconfig}`,
     `--authentication-kubeconfig=${kubeconfig}`,
     `--authorization-kubeconfig=${kubeconfig}`,
@@ -947,25 +1030,38 @@ export async function startControllerManager(
     log: path.join(base, 'kube-controller-manager.log'),
     version,
     builtInMigrator: opts.builtInMigrator,
-    port,
+    port: 0,
   };
-  log(`starting kube-controller-manager ${version} (${rec.builtInMigrator ? 'with' : 'without'} its built-in storage version migrator)`);
-  rec.pid = await startProcess(binary, args, rec.log);
   state.controllerManager = rec;
-  writeState(state);
-  await waitFor(
-    `kube-controller-manager ${version}`,
+  // Its --secure-port=0 would turn its healthz off: a drawn port, drawn again when taken (every start draws anew).
+  await startServerOnPorts(
+    'kube-controller-manager',
     rec,
-    async () =>
-      new Promise<boolean>((resolve) => {
-        const req = https.get(`https://127.0.0.1:${port}/healthz`, { rejectUnauthorized: false, timeout: 3000 }, (res) => {
-          res.resume();
-          resolve(res.statusCode === 200);
-        });
-        req.on('error', () => resolve(false));
-        req.on('timeout', () => req.destroy());
-      }),
-    60_000,
+    { ports: [await freePort()], drawn: true },
+    async ([port]) => {
+      rec.port = port!;
+      log(
+        `starting kube-controller-manager ${version} (${rec.builtInMigrator ? 'with' : 'without'} its built-in storage version migrator)`,
+      );
+      rec.pid = await startProcess(binary, args(rec.port), rec.log);
+      writeState(state);
+      await waitServing(
+        `kube-controller-manager ${version}`,
+        rec,
+        [rec.port],
+        async () =>
+          new Promise<boolean>((resolve) => {
+            const req = https.get(`https://127.0.0.1:${rec.port}/healthz`, { rejectUnauthorized: false, timeout: 3000 }, (res) => {
+              res.resume();
+              resolve(res.statusCode === 200);
+            });
+            req.on('error', () => resolve(false));
+            req.on('timeout', () => req.destroy());
+          }),
+        60_000,
+      );
+    },
+    { log },
   );
   return rec;
 }

@@ -13,6 +13,11 @@ export interface ProcessRecord {
   /** The binary the pid must be running: guards against pid reuse. */
   binary: string;
   log: string;
+  /**
+   * Its ports were drawn for it and it has not bound them yet: a start that finds one taken draws again
+   * (src/dev/ports.ts, startServerOnPorts). Unset once it has bound them: they are fixed from then on.
+   */
+  portsDrawn?: boolean;
 }
 
 /** True when pid is alive and runs the recorded binary (not a reused pid). */

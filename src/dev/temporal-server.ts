@@ -35,8 +35,8 @@ import { EAGER_ACTIVITIES, TRANSFER_POLL_RPS, TRANSFER_POLL_RPS_VALUE } from './
 import versions from '../../tools/versions.json';
 import { registerSearchAttributes } from '../client/setup';
 import { searchAttributeDefinitions } from '../contract/search-attributes';
-import { assertPortFree, isRunning, startProcess, stopProcess, tail, waitFor, type ProcessRecord } from './processes';
-import { freePort, portOpen } from './ports';
+import { isRunning, startProcess, stopProcess, waitFor, type ProcessRecord } from './processes';
+import { freePort, holdsPorts, portOpen, startServerOnPorts, waitServing } from './ports';
 import { ensureCa, ensureCert } from './tls';
 import { toolsDir } from './tools';
 
@@ -239,7 +239,7 @@ export function temporalServerTlsConfig(tls: TemporalTlsFiles): Record<string, u
  * A free port on 127.0.0.1 below 32768: temporal-server records each service's membership address in
  * cluster_membership, whose rpc_port is a SMALLINT on PostgreSQL (a port of 32768 and up fails with "value out of
  * range for type smallint" and the server exits). freePort draws below the ephemeral range; this also refuses the
- * kernel's pick it falls back to.
+ * kernel's pick it falls back to. The draw of temporal-server's ports, the first and any other (startServerOnPorts).
  */
 export async function smallintPort(taken: Set<number> = new Set()): Promise<number> {
   const port = await freePort(taken);
@@ -247,7 +247,10 @@ export async function smallintPort(taken: Set<number> = new Set()): Promise<numb
   return port;
 }
 
-/** A new record; `frontendPort` is for the frontend's gRPC port (below 32768 as well). */
+/**
+ * A new record; `frontendPort` is for the frontend's gRPC port (below 32768 as well). Its ports are drawn: candidates
+ * the servers bind when they start, drawing others when one is taken (the plane marks the frontend's record too).
+ */
 export async function newTemporalServerRecord(dir: string): Promise<TemporalServerRecord & { frontendPort: number }> {
   const t = temporalServerTools();
   const base = path.join(dir, 'postgres');
@@ -262,6 +265,7 @@ export async function newTemporalServerRecord(dir: string): Promise<TemporalServ
       port: await p(),
       base,
       dataDir: path.join(base, 'data'),
+      portsDrawn: true,
     },
     config: path.join(dir, 'temporal-server', 'config.yaml'),
     dynamicConfig: path.join(dir, 'temporal-server', 'dynamicconfig.yaml'),
@@ -281,6 +285,7 @@ export async function newTemporalServerRecord(dir: string): Promise<TemporalServ
       log: path.join(dir, 'temporal-ui', 'temporal-ui.log'),
       version: t.uiVersion,
       root: path.join(dir, 'temporal-ui'),
+      portsDrawn: true,
     },
     frontendPort: await p(),
   };
@@ -505,18 +510,48 @@ export function postgresQuery(rec: TemporalServerRecord, database: string, sql: 
   return r.stdout.trim();
 }
 
+/** Starts PostgreSQL on its port (recorded, or drawn: then on another when it finds it taken); restartPostgres uses it too. */
 export async function startPostgres(pg: PostgresRecord, log: (l: string) => void): Promise<void> {
   if (isRunning(pg)) return;
   const fresh = initPostgres(pg);
-  log(`${fresh ? 'initialized and ' : ''}starting PostgreSQL 15 on 127.0.0.1:${pg.port} (data ${pg.dataDir})`);
-  await assertPortFree(pg.port, 'PostgreSQL');
-  runAsPostgres(
-    [path.join(PG_BIN, 'pg_ctl'), 'start', '-w', '-t', '60', `--pgdata=${pg.dataDir}`, `--log=${pg.log}`, '-o', `-p ${pg.port}`],
-    `pg_ctl start (log ${pg.log})`,
-  );
-  pg.pid = postmasterPid(pg.dataDir);
-  pg.binary = path.join(PG_BIN, 'postgres');
-  if (!isRunning(pg)) throw new Error(`PostgreSQL did not start; its log is ${pg.log}:\n${tail(pg.log, 15)}`);
+  const start = async ([port]: number[]) => {
+    pg.port = port!;
+    log(`${fresh ? 'initialized and ' : ''}starting PostgreSQL 15 on 127.0.0.1:${pg.port} (data ${pg.dataDir})`);
+    const logFrom = fileSize(pg.log); // pg_ctl appends: what this start wrote is what follows
+    const sinceStart = () => {
+      try {
+        return fs.readFileSync(pg.log).subarray(logFrom).toString('utf8').trimEnd().split('\n').slice(-15).join('\n');
+      } catch {
+        return '(no log)';
+      }
+    };
+    try {
+      runAsPostgres(
+        [path.join(PG_BIN, 'pg_ctl'), 'start', '-w', '-t', '60', `--pgdata=${pg.dataDir}`, `--log=${pg.log}`, '-o', `-p ${pg.port}`],
+        `pg_ctl start (log ${pg.log})`,
+      );
+    } catch (e) {
+      throw new Error(`${e instanceof Error ? e.message : String(e)}; its log says:\n${sinceStart()}`);
+    }
+    pg.pid = postmasterPid(pg.dataDir);
+    pg.binary = path.join(PG_BIN, 'postgres');
+    if (!isRunning(pg)) throw new Error(`PostgreSQL did not start; its log is ${pg.log}:\n${sinceStart()}`);
+    // pg_ctl -w waited for this data directory's postmaster to accept connections: it listens (checked, not assumed).
+    if (!holdsPorts(pg.pid, [pg.port])) {
+      await stopPostgres(pg, 'immediate');
+      throw new Error(`PostgreSQL (pid ${pg.pid}) does not listen on 127.0.0.1:${pg.port}; its log is ${pg.log}:\n${sinceStart()}`);
+    }
+  };
+  await startServerOnPorts('PostgreSQL', pg, { ports: [pg.port], drawn: pg.portsDrawn === true }, start, { log });
+  delete pg.portsDrawn;
+}
+
+function fileSize(file: string): number {
+  try {
+    return fs.statSync(file).size;
+  } catch {
+    return 0;
+  }
 }
 
 /**
@@ -580,52 +615,79 @@ export async function startTemporalServer(
     applySchemas(tools, rec.postgres, password, log);
     fs.mkdirSync(path.dirname(rec.config), { recursive: true });
     fs.writeFileSync(rec.dynamicConfig, YAML.stringify({ ...SERVER_DYNAMIC_CONFIG, ...dynamicConfig }));
-    fs.writeFileSync(rec.config, YAML.stringify(temporalServerConfig({ frontendPort: frontend.port, rec, password, logLevel })), {
-      mode: 0o600,
-    });
-    for (const [what, port] of [['the Temporal server frontend', frontend.port], ...Object.entries(rec.ports)] as Array<[string, number]>)
-      await assertPortFree(port, `temporal-server (${what})`);
-    log(
-      `starting temporal-server ${tools.version} on 127.0.0.1:${frontend.port}${rec.tls ? ' (mTLS required)' : ''} (PostgreSQL 127.0.0.1:${rec.postgres.port})`,
-    );
     frontend.log = path.join(path.dirname(rec.config), 'temporal-server.log');
-    frontend.binary = tools.server;
-    frontend.pid = await startProcess(tools.server, ['--config-file', rec.config, '--allow-no-auth', 'start'], frontend.log);
+    const services = Object.keys(rec.ports) as Array<keyof TemporalServerRecord['ports']>;
+    const start = async ([frontendPort, ...others]: number[]) => {
+      frontend.port = frontendPort!;
+      services.forEach((k, i) => (rec.ports[k] = others[i]!));
+      fs.writeFileSync(rec.config, YAML.stringify(temporalServerConfig({ frontendPort: frontend.port, rec, password, logLevel })), {
+        mode: 0o600,
+      });
+      log(
+        `starting temporal-server ${tools.version} on 127.0.0.1:${frontend.port}${rec.tls ? ' (mTLS required)' : ''} (PostgreSQL 127.0.0.1:${rec.postgres.port})`,
+      );
+      frontend.binary = tools.server;
+      frontend.pid = await startProcess(tools.server, ['--config-file', rec.config, '--allow-no-auth', 'start'], frontend.log);
+      save();
+      // Until it holds every one of its ports (finishTemporalServer waits for it to serve).
+      await waitServing('temporal-server', frontend, [frontend.port, ...services.map((k) => rec.ports[k])], undefined, 90_000);
+    };
+    await startServerOnPorts(
+      'temporal-server',
+      frontend,
+      { ports: [frontend.port, ...services.map((k) => rec.ports[k])], drawn: frontend.portsDrawn === true },
+      start,
+      { draw: smallintPort, names: ['frontend', ...services], log },
+    );
+    delete frontend.portsDrawn;
     save();
   }
   if (!isRunning(rec.ui)) {
-    fs.mkdirSync(path.join(rec.ui.root, 'config'), { recursive: true });
-    fs.writeFileSync(
-      path.join(rec.ui.root, 'config', 'development.yaml'),
-      YAML.stringify({
-        temporalGrpcAddress: `127.0.0.1:${frontend.port}`,
-        ...(rec.tls
-          ? {
-              tls: {
-                caFile: rec.tls.ca,
-                certFile: rec.tls.clientCert,
-                keyFile: rec.tls.clientKey,
-                serverName: rec.tls.serverName,
-                enableHostVerification: true,
-              },
-            }
-          : {}),
-        host: '127.0.0.1',
-        port: frontend.uiPort,
-        enableUi: true,
-        defaultNamespace: 'default',
-        cors: { allowOrigins: [`http://127.0.0.1:${frontend.uiPort}`], cookieInsecure: true },
-        refreshInterval: '1m',
-        disableNewsFetch: true,
-        notifyOnNewVersion: false,
-      }),
-    );
-    await assertPortFree(frontend.uiPort, 'the Temporal UI server');
-    log(`starting the Temporal UI server ${rec.ui.version} on http://127.0.0.1:${frontend.uiPort}`);
-    rec.ui.binary = tools.ui;
-    rec.ui.pid = await startProcess(tools.ui, ['--root', rec.ui.root, '--config', 'config', '--env', 'development', 'start'], rec.ui.log);
+    const start = async ([uiPort]: number[]) => {
+      frontend.uiPort = uiPort!;
+      writeUiConfig(frontend, rec);
+      log(`starting the Temporal UI server ${rec.ui.version} on http://127.0.0.1:${frontend.uiPort}`);
+      rec.ui.binary = tools.ui;
+      rec.ui.pid = await startProcess(tools.ui, ['--root', rec.ui.root, '--config', 'config', '--env', 'development', 'start'], rec.ui.log);
+      save();
+      await waitServing('the Temporal UI server', rec.ui, [frontend.uiPort], undefined, 60_000);
+    };
+    await startServerOnPorts('the Temporal UI server', rec.ui, { ports: [frontend.uiPort], drawn: rec.ui.portsDrawn === true }, start, {
+      log,
+    });
+    delete rec.ui.portsDrawn;
     save();
   }
+}
+
+/** The UI server's config/development.yaml: the frontend, and its own port. */
+function writeUiConfig(frontend: { port: number; uiPort: number }, rec: TemporalServerRecord): void {
+  fs.mkdirSync(path.join(rec.ui.root, 'config'), { recursive: true });
+  fs.writeFileSync(
+    path.join(rec.ui.root, 'config', 'development.yaml'),
+    YAML.stringify({
+      temporalGrpcAddress: `127.0.0.1:${frontend.port}`,
+      ...(rec.tls
+        ? {
+            tls: {
+              caFile: rec.tls.ca,
+              certFile: rec.tls.clientCert,
+              keyFile: rec.tls.clientKey,
+              serverName: rec.tls.serverName,
+              enableHostVerification: true,
+            },
+          }
+        : {}),
+      host: '127.0.0.1',
+      port: frontend.uiPort,
+      enableUi: true,
+      defaultNamespace: 'default',
+      cors: { allowOrigins: [`http://127.0.0.1:${frontend.uiPort}`], cookieInsecure: true },
+      refreshInterval: '1m',
+      disableNewsFetch: true,
+      notifyOnNewVersion: false,
+    }),
+  );
 }
 
 /** The plane's own connection over mTLS (the readiness checks, the namespace, the search attributes). */

@@ -12,7 +12,7 @@ import { DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry } from 
 import pino, { type Logger } from 'pino';
 import { createActivities } from '../activities';
 import { warnIfRewriteForced } from '../activities/migrate-chunk';
-import { freePort } from './free-port';
+import { startOnFreePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
 import { clusterUidReader } from '../kube/cluster-uid';
 import { clusterTaskQueue, fleetTaskQueue } from '../api/cluster';
@@ -101,13 +101,18 @@ export async function installRuntime(log: Logger, withSdkMetrics = false, keepSi
   // cluster's SDK lines with its name).
   if (!keepSink || !runtimeInstalled) runtimeSink = log;
   if (runtimeInstalled) return sdkMetricsUrl;
-  let telemetryOptions: Parameters<typeof Runtime.install>[0]['telemetryOptions'];
   if (withSdkMetrics) {
-    const port = await freePort();
-    sdkMetricsUrl = `http://127.0.0.1:${port}/metrics`;
-    telemetryOptions = { metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } } };
-  }
-  Runtime.install({ logger: new DefaultLogger('DEBUG', forward), telemetryOptions });
+    // The core binds its Prometheus endpoint in Runtime.install, on an address given up front (the port it would get
+    // for port 0 is not reported back): a drawn port, and a fresh one when the bind finds it taken (install throws
+    // "Address already in use" and can be called again). Once install returns, the port is the endpoint's.
+    sdkMetricsUrl = await startOnFreePort('the SDK metrics endpoint', async ([port]) => {
+      Runtime.install({
+        logger: new DefaultLogger('DEBUG', forward),
+        telemetryOptions: { metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } } },
+      });
+      return `http://127.0.0.1:${port}/metrics`;
+    });
+  } else Runtime.install({ logger: new DefaultLogger('DEBUG', forward) });
   runtimeInstalled = true;
   return sdkMetricsUrl;
 }
