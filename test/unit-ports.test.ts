@@ -76,10 +76,12 @@ void test('startOnFreePort: a drawn port another listener holds fails the bind, 
 void test('startOnFreePort: bounded; it fails naming what it starts and every port tried, and a failure that is no lost port is not retried', async () => {
   const [a, b] = [await holdPort(), await holdPort()];
   try {
+    let cleanups = 0;
     await assert.rejects(
       startOnFreePort('the test listener', async ([port]) => listenOn(port!), {
         draw: drawing([a.port, b.port, a.port]),
         attempts: 3,
+        beforeRetry: () => Promise.resolve(void cleanups++),
       }),
       (e: Error) => {
         assert.match(e.message, /^cannot start the test listener: another process took its port at each of 3 tries/);
@@ -88,6 +90,7 @@ void test('startOnFreePort: bounded; it fails naming what it starts and every po
         return true;
       },
     );
+    assert.equal(cleanups, 3, 'what each failed start left is stopped, the last one too');
     let starts = 0;
     await assert.rejects(
       startOnFreePort('the test listener', () => {
@@ -112,6 +115,8 @@ void test('addressInUse reads the bind failures of the servers the plane starts;
   ])
     assert.ok(addressInUse(line), line);
   assert.equal(addressInUse('=== 2026 starting kube-apiserver --bind-address=127.0.0.1 --secure-port=20001'), false);
+  // A bind that is no socket's: Kubernetes' RBAC refusal is not a port lost.
+  assert.equal(addressInUse('clusterroles.rbac.authorization.k8s.io "svm" is forbidden: user cannot bind resource "clusterroles"'), false);
   const log = [
     'etcd exited during start-up; its log is /d/etcd.log:',
     '=== T1 starting etcd',

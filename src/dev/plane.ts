@@ -541,15 +541,45 @@ export async function up(opts: UpOptions): Promise<{ state: PlaneState; envText:
     const caPem = fs.readFileSync(state.caFile);
     await startApiservers(state, svChanged, caPem, log);
     await serveApi(state, caPem, log);
-  } finally {
-    await temporalStarted.catch(() => undefined); // settled before `up` returns or throws: no start left running on
+  } catch (apiError) {
+    // Temporal's start settled before `up` throws (none left running on behind it), and its failure told too.
+    const temporalError = await temporalStarted.then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    if (temporalError === undefined) throw apiError;
+    throw new AggregateError(
+      [apiError, temporalError],
+      `the API servers and Temporal both failed to start: ${errorText(apiError)}; and ${errorText(temporalError)}`,
+    );
   }
   await temporalStarted;
 
   if (state.temporalMode === 'server') await finishTemporalServer(state.temporal, state.temporalServer!, log);
   else await waitFor('the Temporal dev server', state.temporal, () => temporalReady(state.temporal.port, state.temporal.uiPort), 90_000);
+  settlePorts(state);
   writeState(state);
   return { state, envText: writeEnv(state, tools) };
+}
+
+const errorText = (e: unknown): string => (e instanceof Error ? e.message : String(e));
+
+/**
+ * A server running holds its ports: they are fixed from now on (a restart comes back on them), drawn or not. A
+ * start clears its record's portsDrawn once it binds them; this clears it on a server found already running too
+ * (one started by an interrupted `up` whose state was saved before the flag was cleared).
+ */
+function settlePorts(state: PlaneState): void {
+  const records: Array<ProcessRecord | undefined> = [
+    state.etcd,
+    state.temporal,
+    state.temporalServer?.postgres,
+    state.temporalServer?.ui,
+    state.loadBalancer,
+    state.controllerManager,
+    ...state.apiservers,
+  ];
+  for (const rec of records) if (rec && isRunning(rec)) delete rec.portsDrawn;
 }
 
 /** The shape of a running plane stays (a loopback one cannot be asked of a running cluster); a stopped one is decided anew. */

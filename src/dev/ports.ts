@@ -92,6 +92,24 @@ export function latestStart(text: string): string {
   return i < 0 ? text : text.slice(0, text.indexOf('\n') + 1) + text.slice(i);
 }
 
+/**
+ * Waits (10 s at most: a zombie nobody reaps) until no thread of the process is left but, at most, its zombie,
+ * which holds no files. isRunning turns false when the main thread lets go of its memory, before its other threads
+ * close its sockets.
+ */
+async function threadsGone(pid: number): Promise<void> {
+  const gone = () => {
+    try {
+      if (fs.readdirSync(`/proc/${pid}/task`).length > 1) return false;
+      return /^State:\s+[ZX]/m.test(fs.readFileSync(`/proc/${pid}/status`, 'utf8'));
+    } catch {
+      return true; // reaped
+    }
+  };
+  const deadline = Date.now() + 10_000;
+  while (pid > 0 && !gone() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
+}
+
 /** A server's ports as its record has them: drawn (a start that finds one taken draws them again), or fixed. */
 export interface ServerPorts {
   ports: number[];
@@ -132,8 +150,14 @@ export async function startServerOnPorts<T>(
     draw: opts.draw ?? freePort,
     attempts: opts.attempts,
     log: opts.log,
-    lostPorts: async (e, tried) =>
-      addressInUse(latestStart(e instanceof Error ? e.message : String(e))) || (!isRunning(rec) && (await portsInUse(tried)).length > 0),
+    lostPorts: async (e, tried) => {
+      if (addressInUse(latestStart(e instanceof Error ? e.message : String(e)))) return true;
+      if (isRunning(rec)) return false; // up but not serving: its own failure, its ports its own
+      // Exited: a port in use now is another process's only once none of its threads is left to hold it (they
+      // may still, after isRunning turns false: a server that bound its ports and failed for another reason).
+      await threadsGone(rec.pid);
+      return (await portsInUse(tried)).length > 0;
+    },
     beforeRetry: () => stopProcess(rec, 0),
   });
 }

@@ -66,9 +66,15 @@ export async function freePort(taken: Set<number> = new Set()): Promise<number> 
   });
 }
 
-/** Whether an error or a log says a bind failed on an address in use (Node, Go, Rust, haproxy, PostgreSQL alike). */
+/**
+ * Whether an error or a log says a bind failed on an address in use. Each server names the errno, not the bind:
+ * Node "EADDRINUSE: address already in use", Go (etcd, kube-apiserver, temporal-server) "bind: address already in
+ * use", Rust (the SDK's core) "Address already in use (os error 98)", haproxy "cannot bind socket (Address already
+ * in use)", PostgreSQL "could not bind IPv4 address ...: Address already in use"; musl's strerror "Address in use".
+ * A bare "cannot bind" is no such failure (Kubernetes' RBAC "cannot bind resource", for one).
+ */
 export function addressInUse(text: string): boolean {
-  return /address already in use|EADDRINUSE|address in use|(?:could not|cannot|can't|unable to|failed to) bind/i.test(text);
+  return /address already in use|EADDRINUSE|address in use/i.test(text);
 }
 
 const message = (e: unknown): string => (e instanceof Error ? e.message : String(e));
@@ -84,7 +90,7 @@ export interface OnFreePortOptions {
   attempts?: number;
   /** Whether a failed start lost its ports to another process (default: its error says so, addressInUse). */
   lostPorts?: (error: unknown, ports: number[]) => boolean | Promise<boolean>;
-  /** Runs before a start on fresh ports (the plane stops what is left of the failed start). */
+  /** Runs after each start that lost its ports, before a start on fresh ones or the final error (the plane stops what is left of it). */
   beforeRetry?: () => Promise<void>;
   log?: (line: string) => void;
 }
@@ -120,11 +126,11 @@ export async function startOnFreePort<T>(
     } catch (e) {
       if (!(await lostPorts(e, ports))) throw e;
       const triedText = tried.map((t) => t.join('+')).join(', ');
+      await opts.beforeRetry?.(); // what is left of the failed start stopped, whether another follows or not
       if (attempt >= attempts)
         throw new Error(
           `cannot start ${what}: another process took its port at each of ${attempt} tries (ports tried: ${triedText}); the last failure: ${message(e)}`,
         );
-      await opts.beforeRetry?.();
       ports = await drawAll();
       opts.log?.(`${what}: ${tried.at(-1)!.join('+')} taken by another process meanwhile (address in use); trying ${ports.join('+')}`);
     }
