@@ -154,7 +154,7 @@ async function serverProcess(dir: string, held: number, mode: 'loud' | 'silent',
   const port = await startServerOnPorts(
     'the test server',
     rec,
-    { ports: [held], drawn: true },
+    [held],
     async ([port]) => {
       tried.push(port!);
       rec.pid = await startProcess(process.execPath, ['-e', SERVER, String(port), mode], rec.log);
@@ -173,7 +173,7 @@ void test('startServerOnPorts: a server started on a drawn port another process 
   try {
     for (const mode of ['loud', 'silent'] as const) {
       // loud: its log says EADDRINUSE. silent: it exits saying nothing, and the port is found held by another process.
-      const rec: ProcessRecord = { pid: 0, binary: process.execPath, log: path.join(dir, `${mode}.log`) };
+      const rec: ProcessRecord = { pid: 0, binary: process.execPath, log: path.join(dir, `${mode}.log`), portsDrawn: true };
       const lines: string[] = [];
       const { port, tried } = await serverProcess(dir, held.port, mode, rec, lines);
       try {
@@ -198,7 +198,7 @@ void test("startServerOnPorts: a fixed port (the record's, from a run) held by a
   try {
     let starts = 0;
     await assert.rejects(
-      startServerOnPorts('etcd', { pid: 0, binary: '/nonexistent', log: '/dev/null' }, { ports: [held.port], drawn: false }, () => {
+      startServerOnPorts('etcd', { pid: 0, binary: '/nonexistent', log: '/dev/null' }, [held.port], () => {
         starts++;
         return Promise.resolve();
       }),

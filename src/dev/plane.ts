@@ -339,8 +339,7 @@ async function startApiserverProcess(state: PlaneState, a: ApiserverRecord, log:
   // Cluster: 6443 on its own address in its own network namespace, where nothing else binds. Loopback: its drawn
   // port (drawn again when taken) or, once it has run on it, its recorded one.
   if (state.shape === 'cluster') await start([a.port]);
-  else await startServerOnPorts(`kube-apiserver ${a.index}`, a, { ports: [a.port], drawn: a.portsDrawn === true }, start, { log });
-  delete a.portsDrawn;
+  else await startServerOnPorts(`kube-apiserver ${a.index}`, a, [a.port], start, { log });
   writeState(state);
 }
 
@@ -469,7 +468,7 @@ async function ensureLoadBalancer(state: PlaneState, log: (l: string) => void): 
   await startServerOnPorts(
     'haproxy',
     lb,
-    { ports: [lb.port], drawn: lb.portsDrawn === true },
+    [lb.port],
     async ([port]) => {
       lb.port = port!;
       fs.writeFileSync(lb.config, text(lb.port));
@@ -492,7 +491,6 @@ async function ensureLoadBalancer(state: PlaneState, log: (l: string) => void): 
     },
     { log },
   );
-  delete lb.portsDrawn;
   writeState(state);
 }
 
@@ -777,11 +775,7 @@ async function startEtcd(state: PlaneState, tools: ToolPaths, log: (l: string) =
       30_000,
     );
   };
-  await startServerOnPorts('etcd', e, { ports: [e.clientPort, e.peerPort], drawn: e.portsDrawn === true }, start, {
-    names: ['client', 'peer'],
-    log,
-  });
-  delete e.portsDrawn;
+  await startServerOnPorts('etcd', e, [e.clientPort, e.peerPort], start, { names: ['client', 'peer'], log });
   writeState(state);
 }
 
@@ -815,11 +809,10 @@ async function startTemporalDevServer(state: PlaneState, tools: ToolPaths, log: 
     // Until it holds both ports (`up` waits for it to answer, last).
     await waitServing('the Temporal dev server', t, [t.port, t.uiPort], undefined, 90_000);
   };
-  await startServerOnPorts('the Temporal dev server', t, { ports: [t.port, t.uiPort], drawn: t.portsDrawn === true }, start, {
+  await startServerOnPorts('the Temporal dev server', t, [t.port, t.uiPort], start, {
     names: ['gRPC', 'UI'],
     log,
   });
-  delete t.portsDrawn;
   writeState(state);
 }
 
@@ -1061,13 +1054,14 @@ export async function startControllerManager(
     version,
     builtInMigrator: opts.builtInMigrator,
     port: 0,
+    portsDrawn: true, // drawn below
   };
   state.controllerManager = rec;
   // Its --secure-port=0 would turn its healthz off: a drawn port, drawn again when taken (every start draws anew).
   await startServerOnPorts(
     'kube-controller-manager',
     rec,
-    { ports: [await freePort()], drawn: true },
+    [await freePort()],
     async ([port]) => {
       rec.port = port!;
       log(
@@ -1075,25 +1069,24 @@ export async function startControllerManager(
       );
       rec.pid = await startProcess(binary, args(rec.port), rec.log);
       writeState(state);
-      await waitServing(
-        `kube-controller-manager ${version}`,
-        rec,
-        [rec.port],
-        async () =>
-          new Promise<boolean>((resolve) => {
-            const req = https.get(`https://127.0.0.1:${rec.port}/healthz`, { rejectUnauthorized: false, timeout: 3000 }, (res) => {
-              res.resume();
-              resolve(res.statusCode === 200);
-            });
-            req.on('error', () => resolve(false));
-            req.on('timeout', () => req.destroy());
-          }),
-        60_000,
-      );
+      await waitServing(`kube-controller-manager ${version}`, rec, [rec.port], () => healthy(rec.port), 60_000);
     },
     { log },
   );
+  writeState(state); // its ports bound: fixed
   return rec;
+}
+
+/** Whether https://127.0.0.1:PORT/healthz answers 200 (kube-controller-manager's, whose certificate is self-signed). */
+function healthy(port: number): Promise<boolean> {
+  return new Promise<boolean>((resolve) => {
+    const req = https.get(`https://127.0.0.1:${port}/healthz`, { rejectUnauthorized: false, timeout: 3000 }, (res) => {
+      res.resume();
+      resolve(res.statusCode === 200);
+    });
+    req.on('error', () => resolve(false));
+    req.on('timeout', () => req.destroy());
+  });
 }
 
 /** Stops the plane's kube-controller-manager (no-op when none runs). */

@@ -110,18 +110,11 @@ async function threadsGone(pid: number): Promise<void> {
   while (pid > 0 && !gone() && Date.now() < deadline) await new Promise((r) => setTimeout(r, 50));
 }
 
-/** A server's ports as its record has them: drawn (a start that finds one taken draws them again), or fixed. */
-export interface ServerPorts {
-  ports: number[];
-  /**
-   * Drawn for it and not yet bound by it. Once it has bound them they are fixed: a restart comes back on them
-   * (kubeconfigs, env files and clients name them), and one held by another process is refused by assertPortFree.
-   */
-  drawn: boolean;
-}
-
 /**
- * Starts one of the plane's servers (rec: its process record, whose pid tryStart sets) on its ports. Fixed ports
+ * Starts one of the plane's servers (rec: its process record, whose pid tryStart sets) on its ports, as its record
+ * has them: drawn (rec.portsDrawn: drawn for it and not yet bound by it) or fixed. Once it has bound drawn ports
+ * they are fixed (portsDrawn is cleared here; the caller saves the record): a restart comes back on them
+ * (kubeconfigs, env files and clients name them), and one held by another process is refused. Fixed ports
  * are refused with assertPortFree's message when something holds one (an orphan of an interrupted run), and started
  * on once. Drawn ports go through startOnFreePort: a start that fails because one was taken (the log says the
  * address is in use, or the server exited early and another process now holds one of them) is started again on
@@ -131,7 +124,7 @@ export interface ServerPorts {
 export async function startServerOnPorts<T>(
   what: string,
   rec: ProcessRecord,
-  ports: ServerPorts,
+  ports: number[],
   tryStart: (ports: number[]) => Promise<T>,
   opts: {
     draw?: (taken: Set<number>) => Promise<number>;
@@ -141,12 +134,12 @@ export async function startServerOnPorts<T>(
     log?: (line: string) => void;
   } = {},
 ): Promise<T> {
-  if (!ports.drawn) {
-    for (const [i, p] of ports.ports.entries()) await assertPortFree(p, opts.names?.[i] ? `${what} (${opts.names[i]})` : what);
-    return tryStart(ports.ports);
+  if (rec.portsDrawn !== true) {
+    for (const [i, p] of ports.entries()) await assertPortFree(p, opts.names?.[i] ? `${what} (${opts.names[i]})` : what);
+    return tryStart(ports);
   }
-  return startOnFreePort(what, tryStart, {
-    first: ports.ports,
+  const started = await startOnFreePort(what, tryStart, {
+    first: ports,
     draw: opts.draw ?? freePort,
     attempts: opts.attempts,
     log: opts.log,
@@ -160,4 +153,6 @@ export async function startServerOnPorts<T>(
     },
     beforeRetry: () => stopProcess(rec, 0),
   });
+  delete rec.portsDrawn; // bound: fixed from now on
+  return started;
 }

@@ -542,8 +542,7 @@ export async function startPostgres(pg: PostgresRecord, log: (l: string) => void
       throw new Error(`PostgreSQL (pid ${pg.pid}) does not listen on 127.0.0.1:${pg.port}; its log is ${pg.log}:\n${sinceStart()}`);
     }
   };
-  await startServerOnPorts('PostgreSQL', pg, { ports: [pg.port], drawn: pg.portsDrawn === true }, start, { log });
-  delete pg.portsDrawn;
+  await startServerOnPorts('PostgreSQL', pg, [pg.port], start, { log });
 }
 
 function fileSize(file: string): number {
@@ -632,14 +631,11 @@ export async function startTemporalServer(
       // Until it holds every one of its ports (finishTemporalServer waits for it to serve).
       await waitServing('temporal-server', frontend, [frontend.port, ...services.map((k) => rec.ports[k])], undefined, 90_000);
     };
-    await startServerOnPorts(
-      'temporal-server',
-      frontend,
-      { ports: [frontend.port, ...services.map((k) => rec.ports[k])], drawn: frontend.portsDrawn === true },
-      start,
-      { draw: smallintPort, names: ['frontend', ...services], log },
-    );
-    delete frontend.portsDrawn;
+    await startServerOnPorts('temporal-server', frontend, [frontend.port, ...services.map((k) => rec.ports[k])], start, {
+      draw: smallintPort,
+      names: ['frontend', ...services],
+      log,
+    });
     save();
   }
   if (!isRunning(rec.ui)) {
@@ -652,10 +648,7 @@ export async function startTemporalServer(
       save();
       await waitServing('the Temporal UI server', rec.ui, [frontend.uiPort], undefined, 60_000);
     };
-    await startServerOnPorts('the Temporal UI server', rec.ui, { ports: [frontend.uiPort], drawn: rec.ui.portsDrawn === true }, start, {
-      log,
-    });
-    delete rec.ui.portsDrawn;
+    await startServerOnPorts('the Temporal UI server', rec.ui, [frontend.uiPort], start, { log });
     save();
   }
 }
