@@ -91,12 +91,17 @@ function startReplica(taskQueue: string, extraEnv: Record<string, string> = {}):
 }
 
 /** The budget shares the replicas logged between from and to (ms since the epoch), each with its members. */
+/**
+ * The shares each replica was granted between from and to: those it logged within, and the one in force at `to` (a
+ * share is logged only when it changes: one granted before the window may hold all of it).
+ */
 function sharesOf(replicas: Replica[], from: number, to: number): Array<{ share: number; members: number }> {
-  return replicas.flatMap((r) =>
-    r.lines
-      .filter((l) => l.msg === 'load budget share' && Number(l.seenAt) >= from && Number(l.seenAt) <= to)
-      .map((l) => ({ share: Number(l.share), members: Number(l.members) })),
-  );
+  return replicas.flatMap((r) => {
+    const lines = r.lines.filter((l) => l.msg === 'load budget share' && Number(l.seenAt) <= to);
+    const within = lines.filter((l) => Number(l.seenAt) >= from);
+    const inForce = lines.at(-1);
+    return [...within, ...(inForce ? [inForce] : [])].map((l) => ({ share: Number(l.share), members: Number(l.members) }));
+  });
 }
 
 const kubectl = (args: string[], input?: string) =>
