@@ -103,13 +103,16 @@ files+=("${last[@]}")
 if [[ $# -gt 0 ]]; then files=("$@"); fi
 # Run beside the others, one after another, not after them: files on planes of their own that mostly wait
 # (the built-in migrator's backoffs, minute-long bounds, API server restarts, the rolling upgrade) and touch
-# no other plane, and the image's test. The whole run stays within CI's time; their output follows the others'.
+# no other plane, the memory budget's test (a plane of its own with large objects) and the image's test. The whole run
+# stays within CI's time; their output follows the others'. Note: a file here must never touch the shared plane: each
+# main-run file removes, when it ends, what was made on that plane while it ran (test/helpers/plane-ledger.ts).
 beside=()
 if [[ $# -eq 0 ]]; then
   # test-image last: it builds the image (CPU, while the main run waits on servers), then migrates a CRD by the
   # 'svm worker' of the image on a plane of its own (on the shared one, the main run's API server restarts reached
   # it twice in CI, and its clean-up of leftover workflows once).
-  beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts test/test-image.test.ts)
+  beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts
+    test/test-memory-budget.test.ts test/test-image.test.ts)
 fi
 rest=()
 for f in "${files[@]}"; do
