@@ -12,13 +12,15 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 import { after, afterEach, before, beforeEach, test } from 'node:test';
 import { storageStatePath } from '../src/activities/trigger';
-import type { Migrator } from '../src/client';
+import type { MigrationHandle, Migrator } from '../src/client';
+import { progressQuery } from '../src/contract/definitions';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDisagreeing, DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, migrationResult, withWorker } from './helpers/migrate';
+import { bounded } from './helpers/waits';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 const run = promisify(execFile);
@@ -101,6 +103,27 @@ async function assertNothingWritten(prefix: string, ms: number, why: string): Pr
   const after = await revisions();
   const written = [...new Set([...before.keys(), ...after.keys()])].filter((k) => before.get(k) !== after.get(k));
   assert.deepEqual(written.slice(0, 10), [], `${why}: ${written.length} keys written in ${ms / 1000} s`);
+}
+
+/**
+ * Pauses the migration's next run (one other than runBefore) as soon as it is RUNNING, with the migration's
+ * acknowledgement, and answers its run ID. A run that ended first fails with how it ended: the walkthrough could not
+ * then show a running migration stopped.
+ */
+async function holdNextRun(migration: MigrationHandle, runBefore: string | undefined, withinMs = 300_000): Promise<string> {
+  for (const deadline = Date.now() + withinMs; Date.now() < deadline; ) {
+    const d = await migration.workflow.describe().catch(() => undefined);
+    if (d && d.runId !== runBefore) {
+      if (d.status.name !== 'RUNNING') throw new Error(`the trigger's migration (run ${d.runId}) ended ${d.status.name} before it was paused`);
+      const ack = await migration.steer('pause', { answerWithinSeconds: 60 }).catch((err: unknown) => {
+        throw new Error(`the trigger's migration (run ${d.runId}) could not be paused: ${err instanceof Error ? err.message : String(err)}`);
+      });
+      assert.equal(ack?.paused, true, `the pause acknowledged: ${JSON.stringify(ack)}`);
+      return d.runId;
+    }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+  throw new Error(`no new run of the trigger's migration within ${withinMs / 1000} s`);
 }
 
 async function startTrigger(m: Migrator, periodSeconds: number, stalenessSeconds?: number) {
@@ -238,7 +261,16 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       await assertNothingWritten(DISAGREEING.prefix, 6000, 'no migration while the hashes differ');
       await snapshot('1. server 1 moved to v1beta1 (diverged)', name);
 
-      // 2. server 0 follows: agreement on v1beta1, current moves, the trigger migrates, persisted refined
+      // 2. server 0 follows: agreement on v1beta1, current moves, the trigger migrates, persisted refined.
+      // Step 2a needs that migration still running, whatever the machine's speed and load: it is paused as soon as
+      // the trigger has started it (a new run of its workflow), and the pause is acknowledged by the migration.
+      const migration = await m.handle(name);
+      const runBefore = await migration.workflow.describe().then(
+        (d) => d.runId,
+        () => undefined,
+      );
+      const held = holdNextRun(migration, runBefore);
+      held.catch(() => undefined); // awaited below; not unhandled meanwhile
       await restartApiserver(plane.dir, 0, OLD, () => undefined);
       await eventually(
         'current = v1beta1 hash',
@@ -248,20 +280,18 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       );
       await snapshot('2. server 0 followed (agree on v1beta1)', name);
 
-      // 2a. The trigger's migration to v1beta1 is running (held by a pause, so that it still runs whatever the
-      // machine's speed) when server 1 rolls back to v1: the hashes diverge, the trigger stops it, and etcd shows
-      // nothing written after; then server 1 goes forward again and the trigger migrates anew.
+      // 2a. The trigger's migration to v1beta1 is running (held by the pause) when server 1 rolls back to v1: the
+      // hashes diverge, the trigger stops it, and etcd shows nothing written after; then server 1 goes forward again
+      // and the trigger migrates anew.
+      const pausedRun = await bounded('the migration to v1beta1 started by the trigger, and paused', held, 120_000, stateNow(name));
       await eventually(
-        'the migration to v1beta1 started by the trigger',
-        async () => (await m.status(name))[0]?.status === 'RUNNING',
-        120_000,
-        stateNow(name),
+        'the migration paused',
+        async () => (await migration.workflow.query(progressQuery)).phase === 'Paused',
+        60_000,
+        async () => `run ${pausedRun}: ${(await migration.workflow.describe()).status.name}`,
       );
-      const running = await m.handle(name);
-      await running.pause();
-      await eventually('the migration paused', async () => (await m.status(name))[0]?.phase === 'Paused', 60_000, stateNow(name));
       await restartApiserver(plane.dir, 1, [], () => undefined);
-      const stopped = await migrationResult(running);
+      const stopped = await migrationResult(migration);
       assert.equal(stopped.phase, 'Aborted', `a running migration is stopped when the hashes diverge: ${stopped.message}`);
       assert.match(stopped.message ?? '', /serve different storage version hashes|agree/i);
       await assertNothingWritten(DISAGREEING.prefix, 6000, 'nothing migrates once the trigger stopped it');
@@ -295,9 +325,8 @@ void test('the rolling-upgrade walkthrough of design-docs/001 on two API servers
       await migrationResult(await m.handle(name));
       await m.stopTrigger();
     },
-    // A budget, so that the migration to v1beta1 is still running when step 2a pauses it: at 50/s its 250 objects
-    // took 5 s, and twice (on a plane other files had used) it had ended before the pause. 20/s held it there (the
-    // test 219 s instead of 139; 10/s: 381).
+    // A budget, so that the migration to v1beta1 has not ended when holdNextRun pauses it: at 50/s its 250 objects
+    // take 5 s; at 20/s, 12.5 s against the pause's few hundred milliseconds.
     { settings: { maxConcurrentChunks: 8, qps: 20 } },
   );
   assert.deepEqual(
