@@ -111,12 +111,15 @@ async function assertNothingWritten(prefix: string, ms: number, why: string): Pr
  * then show a running migration stopped.
  */
 async function holdNextRun(migration: MigrationHandle, runBefore: string | undefined, withinMs = 300_000): Promise<string> {
-  for (const deadline = Date.now() + withinMs; Date.now() < deadline; ) {
+  for (const deadline = Date.now() + withinMs; Date.now() < deadline;) {
     const d = await migration.workflow.describe().catch(() => undefined);
     if (d && d.runId !== runBefore) {
-      if (d.status.name !== 'RUNNING') throw new Error(`the trigger's migration (run ${d.runId}) ended ${d.status.name} before it was paused`);
+      if (d.status.name !== 'RUNNING')
+        throw new Error(`the trigger's migration (run ${d.runId}) ended ${d.status.name} before it was paused`);
       const ack = await migration.steer('pause', { answerWithinSeconds: 60 }).catch((err: unknown) => {
-        throw new Error(`the trigger's migration (run ${d.runId}) could not be paused: ${err instanceof Error ? err.message : String(err)}`);
+        throw new Error(
+          `the trigger's migration (run ${d.runId}) could not be paused: ${err instanceof Error ? err.message : String(err)}`,
+        );
       });
       assert.equal(ack?.paused, true, `the pause acknowledged: ${JSON.stringify(ack)}`);
       return d.runId;
