@@ -26,7 +26,7 @@ import { storageVersionHashOf } from '../src/kube/agreement';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { createDisagreeing, DISAGREEING, OLD_ENCODING_FLAGS } from './helpers/old-encoding';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { defaultApiservers, testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const OLD = OLD_ENCODING_FLAGS;
@@ -46,7 +46,7 @@ before(async () => {
 // A failed scenario must not leave its migration running for the next one to join.
 beforeEach(() => endLeftovers(plane));
 afterEach(async () => {
-  await restartApiserver(plane.dir, 1, [], () => undefined);
+  await defaultApiservers(plane, 1);
   await endLeftovers(plane);
 });
 after(async () => {

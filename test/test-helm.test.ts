@@ -27,7 +27,6 @@ import { LEADER_LEASE } from '../src/worker/leader';
 import { loadWorkerSettings } from '../src/worker/config';
 import { svmBuild } from '../src/config/build-info';
 import { defaultBuildId, workerDeploymentOptions } from '../src/worker/versioning';
-import { freePort } from '../src/worker/free-port';
 import { createLogger, createMigratorWorker, type MigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
@@ -557,7 +556,7 @@ void test('helm install into a fresh namespace creates every object of the relea
  * installed Deployment's env, plus what a Pod adds: its ServiceAccount's token
  * (in-cluster config), its namespace (the worker reads it from the
  * ServiceAccount volume), and a port of its own (9464 may be taken on this
- * machine; a Pod has its own network).
+ * machine; a Pod has its own network): the one it binds, of the OS's choosing.
  */
 async function withChartWorker<T>(
   fn: (ctx: { w: MigratorWorker; m: Migrator; port: number; sa: string }) => Promise<T>,
@@ -590,8 +589,7 @@ async function withChartWorker<T>(
   const sa = pod.serviceAccountName;
   assert.equal(sa, `${prefix}-migrator`);
   const kubeconfig = writeTokenKubeconfig(plane.kube.server, await serviceAccountToken(plane.kube, ns, sa), sa);
-  const port = await freePort();
-  const settings = loadWorkerSettings({ ...env, KUBECONFIG: kubeconfig, SVM_NAMESPACE: ns, SVM_METRICS_PORT: String(port) });
+  const settings = loadWorkerSettings({ ...env, KUBECONFIG: kubeconfig, SVM_NAMESPACE: ns, SVM_METRICS_PORT: '0' });
   assert.equal(settings.qps, QPS);
   assert.equal(settings.bridge, true);
   assert.equal(settings.kubeNamespace, ns);
@@ -612,7 +610,7 @@ async function withChartWorker<T>(
   const w = await createMigratorWorker(settings, createLogger(sink));
   const m = await Migrator.connect({ temporal: { ...settings.temporal, address: settings.temporal.address! }, kubeconfig });
   try {
-    const result = await w.runUntil(() => fn({ w, m, port, sa }));
+    const result = await w.runUntil(() => fn({ w, m, port: w.metricsPort!, sa }));
     return { result, warnings: logs.filter((l) => /"level":(40|50)/.test(l)) };
   } finally {
     await m.close();

@@ -17,7 +17,7 @@ import { after, before, test } from 'node:test';
 import YAML from 'yaml';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { freePort } from '../src/dev/ports';
+import { holdsPorts, startOnFreePort } from '../src/dev/ports';
 import { createLogger, createMigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
@@ -45,11 +45,11 @@ void test('the metrics endpoint counts what etcd shows, and carries the Temporal
   await applyCrd(plane.kube, crd, 'v1');
   await createObjects(plane.kube, crd, 'v1', COUNT, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
-  const port = await freePort();
-  const url = `http://127.0.0.1:${port}/metrics`;
   const { during, end } = await withWorker(
     plane,
-    async (m) => {
+    async (m, _taskQueue, w) => {
+      assert.ok(w.metricsPort, 'the worker serves /metrics on the port it bound');
+      const url = `http://127.0.0.1:${w.metricsPort}/metrics`;
       const h = await m.start(crd.name, { chunkSize: 100, qps: 200 });
       const during = await eventually('a scrape in mid-migration', async () => {
         const text = await (await fetch(url)).text();
@@ -60,7 +60,7 @@ void test('the metrics endpoint counts what etcd shows, and carries the Temporal
       assert.equal(result.phase, 'Succeeded');
       return { during, end: await (await fetch(url)).text() };
     },
-    { settings: { metricsPort: port, metricsHost: '127.0.0.1' } },
+    { settings: { metricsPort: 0, metricsHost: '127.0.0.1' } },
   );
   assert.ok(during.includes('svm_update_duration_seconds_bucket'));
   const etcd = await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true });
@@ -297,7 +297,6 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
   const sdUrl = `http://127.0.0.1:${(sd.address() as AddressInfo).port}/sd`;
 
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-prom-'));
-  const promPort = await freePort();
   fs.writeFileSync(path.join(dir, 'rules.yml'), YAML.stringify({ groups }));
   fs.writeFileSync(
     path.join(dir, 'prometheus.yml'),
@@ -307,17 +306,41 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
       scrape_configs: [scrapeJob(monitor, sdUrl, '1s')],
     }),
   );
-  const promLog = fs.openSync(path.join(dir, 'prometheus.log'), 'w');
-  const prometheus: ChildProcess = spawn(
-    'prometheus',
-    [
-      `--config.file=${path.join(dir, 'prometheus.yml')}`,
-      `--storage.tsdb.path=${path.join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${promPort}`,
-      '--storage.tsdb.retention.time=1h',
-    ],
-    { stdio: ['ignore', promLog, promLog] },
-  );
+  // Prometheus takes its port as given (0 would leave it unknown): a drawn one, bound by Prometheus, which decides;
+  // a start that finds it taken (Prometheus exits saying the address is in use) is made again on another.
+  const promLogFile = path.join(dir, 'prometheus.log');
+  const started = startOnFreePort('Prometheus', async ([promPort]) => {
+    const promLog = fs.openSync(promLogFile, 'w');
+    const prometheus: ChildProcess = spawn(
+      'prometheus',
+      [
+        `--config.file=${path.join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${path.join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${promPort}`,
+        '--storage.tsdb.retention.time=1h',
+      ],
+      { stdio: ['ignore', promLog, promLog] },
+    );
+    fs.closeSync(promLog);
+    // Its own listener (/proc), not a port answering: that could be another process's.
+    const deadline = Date.now() + 60_000;
+    while (!holdsPorts(prometheus.pid ?? 0, [promPort!])) {
+      if (prometheus.exitCode !== null || prometheus.signalCode !== null)
+        throw new Error(
+          `Prometheus exited (${prometheus.exitCode ?? prometheus.signalCode}): ${fs.readFileSync(promLogFile, 'utf8').slice(-2000)}`,
+        );
+      if (Date.now() > deadline) {
+        prometheus.kill('SIGKILL');
+        throw new Error(`Prometheus did not listen on ${promPort} within 60 s (log ${promLogFile})`);
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    return { prometheus, promPort: promPort! };
+  });
+  const { prometheus, promPort } = await started.catch(async (err: unknown) => {
+    await new Promise((r) => sd.close(r));
+    throw err;
+  });
   const prom = `http://127.0.0.1:${promPort}`;
   const query = async (q: string) =>
     ((await (await fetch(`${prom}/api/v1/query?query=${encodeURIComponent(q)}`)).json()) as { data: { result: unknown[] } }).data.result;
@@ -346,20 +369,20 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
       cb();
     },
   });
-  // A worker as the chart's Pod runs it (its versioning and metrics settings), on a port of its own.
+  // A worker as the chart's Pod runs it (its versioning and metrics settings), on a port of its own: the one it binds
+  // when it runs (a Pod's EndpointSlice is written once it is ready).
   const deploymentName = env.TEMPORAL_DEPLOYMENT_NAME!;
   assert.equal(deploymentName, `${prefix}-worker`);
   assert.equal(env.SVM_PROMOTE_VERSION, 'true');
   const taskQueue = uniq('tq-mon');
   const workerOf = async (buildId: string) => {
-    const port = await freePort();
     const settings = plane.workerSettings(taskQueue, {
-      metricsPort: port,
+      metricsPort: 0,
       metricsHost: env.SVM_METRICS_HOST!,
       watchAgreement: false,
       versioning: { deploymentName, buildId, promote: true, checkSeconds: 1 },
     });
-    return { port, w: await createMigratorWorker(settings, createLogger(sink)) };
+    return createMigratorWorker(settings, createLogger(sink));
   };
   const version = (buildId: string) => `{deployment_name="${deploymentName}",build_id="${buildId}"}`;
   const t0 = Date.now();
@@ -367,8 +390,8 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
   try {
     await eventually('Prometheus ready', async () => (await fetch(`${prom}/-/ready`)).ok);
     const one = await workerOf('one');
-    await podUp('pod-one', one.port);
-    await one.w.runUntil(async () => {
+    await one.runUntil(async () => {
+      await podUp('pod-one', one.metricsPort!);
       // Version one is Current and runs: scraped through the Service, both alerts inactive.
       await eventually(
         'version one scraped as Current',
@@ -382,8 +405,8 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
 
       // A rollout: version two starts, makes itself Current; the rollback then removes it and leaves it Current.
       const two = await workerOf('two');
-      await podUp('pod-two', two.port);
-      await two.w.runUntil(async () => {
+      await two.runUntil(async () => {
+        await podUp('pod-two', two.metricsPort!);
         await eventually(
           'version two scraped as Current',
           async () =>

@@ -197,6 +197,11 @@ export interface MigratorWorker {
   worker: Worker;
   kube: KubeClient;
   metrics?: MigratorMetrics;
+  /**
+   * The port /metrics is served on while the worker runs: the one bound, which SVM_METRICS_PORT=0 leaves to the OS.
+   * Undefined before run or runUntil serves it, after they end, and when the worker serves none (no port set, in a pool).
+   */
+  readonly metricsPort: number | undefined;
   /** Runs the worker (and the bridge) until fn settles, then shuts both down. */
   runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T>;
   /** Closes what a worker that never ran holds (its connection, clients, sampler); run and runUntil do it themselves. */
@@ -375,6 +380,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     clusterUid,
   );
   const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, client) : undefined;
+  let metricsPort: number | undefined;
 
   /**
    * Runs fn with what lives beside the worker: the metrics endpoint, the
@@ -385,6 +391,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     const endpoint =
       metrics && !pool?.metricsServedByPool ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
+    metricsPort = endpoint?.port;
     const ns = settings.kubeNamespace;
     shared =
       fixedQps > 0
@@ -422,6 +429,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       await leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
       await shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
       releaseIdentity(identity);
+      metricsPort = undefined;
       await endpoint?.close();
     }
   };
@@ -437,6 +445,9 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     worker,
     kube,
     metrics,
+    get metricsPort() {
+      return metricsPort;
+    },
     close: cleanup,
     async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
       try {

@@ -7,7 +7,7 @@ import type { temporal } from '@temporalio/proto';
 import { Migrator } from '../../src/client';
 import type { ChunkInput, ChunkResult } from '../../src/activities/migrate-chunk';
 import type { WorkerSettings } from '../../src/worker/config';
-import { createLogger, createMigratorWorker } from '../../src/worker/worker';
+import { createLogger, createMigratorWorker, type MigratorWorker } from '../../src/worker/worker';
 import type pino from 'pino';
 import { uniq, type TestPlane } from './plane';
 
@@ -16,14 +16,14 @@ export { eventually, migrationResult } from './waits';
 
 export async function withWorker<T>(
   plane: TestPlane,
-  fn: (m: Migrator, taskQueue: string) => Promise<T>,
+  fn: (m: Migrator, taskQueue: string, w: MigratorWorker) => Promise<T>,
   opts: { settings?: Partial<WorkerSettings>; logTo?: pino.DestinationStream } = {},
 ): Promise<T> {
   const taskQueue = uniq('tq');
   const w = await createMigratorWorker(plane.workerSettings(taskQueue, opts.settings), createLogger(opts.logTo));
   const m = await Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
   try {
-    return await w.runUntil(() => fn(m, taskQueue));
+    return await w.runUntil(() => fn(m, taskQueue, w));
   } finally {
     await m.close();
   }

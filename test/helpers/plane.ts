@@ -10,7 +10,17 @@
  */
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
-import { readEnv, readState, setStorageVersionApi, up, type PlaneShape, type PlaneState, type UpOptions } from '../../src/dev/plane';
+import {
+  isRunning,
+  readEnv,
+  readState,
+  restartApiserver,
+  setStorageVersionApi,
+  up,
+  type PlaneShape,
+  type PlaneState,
+  type UpOptions,
+} from '../../src/dev/plane';
 import { KubeClient, type RetryPolicy } from '../../src/kube/client';
 import { loadTemporalSettings, temporalConnectionOptions, type TemporalSettings } from '../../src/config/temporal';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
@@ -177,6 +187,17 @@ async function runningWorkflows(p: TestPlane): Promise<string[]> {
 }
 
 /** A unique suffix for names in one test. */
+/**
+ * API servers `indices` back to their default flags, each restarted only when it runs with extra flags or is down (a
+ * restart takes seconds, and most scenarios leave the servers as they found them).
+ */
+export async function defaultApiservers(plane: TestPlane, ...indices: number[]): Promise<void> {
+  for (const i of indices) {
+    const a = plane.state.apiservers[i];
+    if (a && (a.extraArgs.length > 0 || !isRunning(a))) await restartApiserver(plane.dir, i, [], () => undefined);
+  }
+}
+
 export const uniq = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
 /** What scripts/test.sh passes the shared plane's Temporal: a low continue-as-new suggestion, so that long lists exercise it. */
