@@ -38,7 +38,7 @@ import {
   removeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
-import { eventually } from './helpers/migrate';
+import { eventually, metricsPortOf } from './helpers/migrate';
 
 const run = promisify(execFile);
 const root = path.join(__dirname, '..');
@@ -149,25 +149,9 @@ async function startWorker(name: string, env: NodeJS.ProcessEnv): Promise<{ proc
   const out = createWriteStream(log);
   const proc = spawn(process.execPath, [svm, 'worker'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
   workers.push(proc);
-  let text = '';
-  proc.stdout!.on('data', (b: Buffer) => (text += b.toString()));
   proc.stdout!.pipe(out);
   proc.stderr!.pipe(out);
-  const exited = new Promise<never>((_, reject) =>
-    proc.once('exit', (code) => reject(new Error(`${name}'s worker exited (${code}): ${readFileSync(log, 'utf8').slice(-2000)}`))),
-  );
-  exited.catch(() => undefined); // once it served, a later exit (a stop) is no failure
-  const metricsPort = await Promise.race([
-    exited,
-    eventually(
-      `${name}'s worker serves /metrics (log ${log})`,
-      () => {
-        const m = /"port":(\d+)[^\n]*"msg":"metrics on \/metrics"/.exec(text);
-        return Promise.resolve(m ? Number(m[1]) : undefined);
-      },
-      120_000,
-    ),
-  ]);
+  const metricsPort = await metricsPortOf(proc, `${name}'s worker`, { logFile: log });
   return { proc, metricsPort, log };
 }
 

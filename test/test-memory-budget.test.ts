@@ -55,11 +55,10 @@ import { Migrator } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { compactEtcd, countKeys, forEachStoredObject } from '../src/dev/etcd-truth';
 import { down } from '../src/dev/plane';
-import { freePort } from '../src/worker/free-port';
 import { imageEnv } from '../bench/lib/image-env';
 import { compiledWorkerTree } from '../bench/lib/worker-tree';
 import { applyCrd, deleteCrd, ensureNamespace, parallel, testCrd, type TestCrd } from './helpers/crd';
-import { eventually } from './helpers/migrate';
+import { eventually, metricsPortOf } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
   readManifests,
@@ -205,18 +204,17 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once by PU
     );
     built = compiledWorkerTree(path.join(__dirname, '..'), (s) => t.diagnostic(s));
     const taskQueue = uniq('tq-mem');
-    const metricsPort = await freePort();
     const env: Record<string, string> = {
       PATH: process.env.PATH ?? '',
       HOME: process.env.HOME ?? '',
       ...imageEnv(),
       ...shipped.env,
       // The plane instead of the cluster: its API address (the ServiceAccount's token) and its Temporal, a queue of
-      // this test's own, and /metrics on a free loopback port (9464 on 0.0.0.0 in the Pod).
+      // this test's own, and /metrics on a loopback port the OS gives, read from its log (9464 on 0.0.0.0 in the Pod).
       KUBECONFIG: kubeconfig,
       TEMPORAL_ADDRESS: plane.temporal.address,
       TEMPORAL_TASK_QUEUE: taskQueue,
-      SVM_METRICS_PORT: String(metricsPort),
+      SVM_METRICS_PORT: '0',
       SVM_METRICS_HOST: '127.0.0.1',
       // The path that holds content (a server refusing the empty patch gets it): each object listed with its content
       // and PUT back as listed, its bytes held under the budget meanwhile. The default path holds none.
@@ -228,9 +226,11 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once by PU
     worker = spawn(process.execPath, [built.bin, ...shipped.args], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     worker.stdout!.pipe(log);
     worker.stderr!.pipe(log);
+    const served = metricsPortOf(worker, 'the worker', { logFile });
     const pid = worker.pid!;
     const exited = new Promise<number | null>((r) => worker!.once('exit', (code) => r(code)));
     t.diagnostic(`worker pid ${pid}, log ${logFile}, memory budget ${budget} bytes, limit ${shipped.memoryLimit} bytes`);
+    const metricsPort = await served;
     await eventually(
       'the worker serves /metrics',
       async () => (await scrape(metricsPort)).svm_process_process_resident_memory_bytes,

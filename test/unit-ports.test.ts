@@ -6,6 +6,7 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as net from 'node:net';
 import * as os from 'node:os';
@@ -21,6 +22,7 @@ import {
   waitServing,
 } from '../src/dev/ports';
 import { isRunning, startProcess, stopProcess, type ProcessRecord } from '../src/dev/processes';
+import { metricsPortOf } from './helpers/migrate';
 
 /** A listener of this test on a port of freePort's range: the port another process took meanwhile. */
 async function holdPort(): Promise<{ port: number; close: () => Promise<void> }> {
@@ -235,4 +237,35 @@ void test("the SDK's Prometheus endpoint (src/worker/worker.ts installRuntime): 
     await held.close();
     await Runtime.instance().shutdown();
   }
+});
+
+void test('metricsPortOf (test/helpers/migrate.ts): a worker process under SVM_METRICS_PORT=0 is found on the port it bound, read from its log line; one that exits first is a failure quoting its output', async () => {
+  // The worker's endpoint and log line (src/worker/worker.ts withServices), on port 0.
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-metrics-port-'));
+  const src = path.join(__dirname, '..', 'src', 'worker');
+  const script = path.join(dir, 'serve.ts');
+  fs.writeFileSync(
+    script,
+    `import { createLogger } from ${JSON.stringify(path.join(src, 'worker'))};
+import { createMetrics, serveMetrics } from ${JSON.stringify(path.join(src, 'metrics'))};
+void (async () => {
+  const endpoint = await serveMetrics(createMetrics({ processMetrics: false }), 0, '127.0.0.1');
+  createLogger().info({ port: endpoint.port, host: '127.0.0.1' }, 'metrics on /metrics');
+})();
+`,
+  );
+  const child = spawn(process.execPath, ['--import', 'tsx', script], { stdio: ['ignore', 'pipe', 'inherit'] });
+  try {
+    const port = await metricsPortOf(child, 'the worker', { timeoutMs: 60_000 });
+    assert.ok(holdsPorts(child.pid!, [port]), `the worker holds ${port}`);
+    assert.equal((await fetch(`http://127.0.0.1:${port}/healthz`)).status, 200);
+  } finally {
+    const exited = new Promise((r) => child.once('exit', r));
+    child.kill('SIGTERM');
+    await exited;
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+
+  const early = spawn(process.execPath, ['-e', 'console.log("no connection"); process.exit(3)'], { stdio: ['ignore', 'pipe', 'ignore'] });
+  await assert.rejects(metricsPortOf(early, 'the worker'), /the worker exited \(3\) before serving \/metrics: no connection/);
 });

@@ -1,5 +1,6 @@
 /** Runs a migrator worker (in this process) on a fresh task queue for one test. */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { defaultPayloadConverter } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
@@ -92,5 +93,58 @@ export function startWorkerProcess(plane: TestPlane, taskQueue: string): ChildPr
       SVM_LOG_LEVEL: 'warn',
     },
     stdio: ['ignore', 'ignore', 'inherit'],
+  });
+}
+
+/** The port a worker's log says it serves /metrics on (its line 'metrics on /metrics'): the bound one under SVM_METRICS_PORT=0. */
+export function loggedMetricsPort(log: string): number | undefined {
+  for (const line of log.split('\n')) {
+    if (!line.includes('"msg":"metrics on /metrics"')) continue;
+    try {
+      const port = (JSON.parse(line) as { port?: unknown }).port;
+      if (typeof port === 'number') return port;
+    } catch {
+      // not a log line of the worker's own (JSON, one a line)
+    }
+  }
+  return undefined;
+}
+
+/**
+ * The port a worker process started with SVM_METRICS_PORT=0 bound for /metrics, read from its log on its stdout
+ * (a pipe, read from the start: call this right after spawn). Fails when the process exits first, quoting the
+ * end of logFile (where its output goes) when given, or after timeoutMs.
+ */
+export function metricsPortOf(proc: ChildProcess, what: string, opts: { logFile?: string; timeoutMs?: number } = {}): Promise<number> {
+  const timeoutMs = opts.timeoutMs ?? 120_000;
+  return new Promise((resolve, reject) => {
+    let seen = ''; // the output's end, for the error
+    let partial = ''; // a line not yet ended
+    const tail = () => (opts.logFile ? `(log ${opts.logFile}) ${readFileSync(opts.logFile, 'utf8').slice(-2000)}` : seen);
+    const done = () => {
+      clearTimeout(timer);
+      proc.stdout!.off('data', onData);
+      proc.off('exit', onExit);
+    };
+    const onData = (b: Buffer) => {
+      const text = partial + b.toString('utf8');
+      seen = (seen + b.toString('utf8')).slice(-2000);
+      const end = text.lastIndexOf('\n');
+      const port = loggedMetricsPort(text.slice(0, end + 1));
+      partial = text.slice(end + 1);
+      if (port === undefined) return;
+      done();
+      resolve(port);
+    };
+    const onExit = (code: number | null, signal: string | null) => {
+      done();
+      reject(new Error(`${what} exited (${code ?? signal}) before serving /metrics: ${tail()}`));
+    };
+    const timer = setTimeout(() => {
+      done();
+      reject(new Error(`${what} did not serve /metrics within ${timeoutMs / 1000} s: ${tail()}`));
+    }, timeoutMs);
+    proc.stdout!.on('data', onData);
+    proc.once('exit', onExit);
   });
 }
