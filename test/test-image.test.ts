@@ -24,9 +24,8 @@ import { down } from '../src/dev/plane';
 import { ImageStore, PODMAN_LIMITS, runIn } from '../src/dev/image';
 import { beforeMigration, judgeMigration, verdictProblems } from '../src/dev/migration-judge';
 import { describeDeployment } from '../src/worker/versioning';
-import { freePort } from '../src/worker/free-port';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { eventually } from './helpers/migrate';
+import { eventually, loggedMetricsPort } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
@@ -121,7 +120,6 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
   const taskQueue = uniq('svm-image-tq');
   const deploymentName = uniq('svm-image');
   const hostname = uniq('svm-worker');
-  const metricsPort = await freePort();
   const name = uniq('svm-worker');
   const t0 = Date.now();
   await podman([
@@ -157,7 +155,7 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
     '-e',
     'SVM_PROMOTE_VERSION=true',
     '-e',
-    `SVM_METRICS_PORT=${metricsPort}`,
+    'SVM_METRICS_PORT=0',
     '-e',
     'SVM_METRICS_HOST=0.0.0.0',
     IMAGE,
@@ -171,6 +169,10 @@ void test('`svm worker` from the image, as deploy/ runs it, migrates a resource 
     );
     assert.equal(buildId, `${JSON.parse(fs.readFileSync(path.join(root, 'package.json'), 'utf8')).version}-${revision}`);
     const ready = (Date.now() - t0) / 1000;
+    // The host's network: the port the worker bound, as its log says.
+    const metricsPort = await eventually('the worker in the container to log its metrics port', async () =>
+      loggedMetricsPort(await podman(['logs', name])),
+    );
     const health = await fetch(`http://127.0.0.1:${metricsPort}/healthz`);
     assert.equal(health.status, 200);
 
