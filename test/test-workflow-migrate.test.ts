@@ -569,6 +569,43 @@ void test('pause holds between chunks, resume goes on', async () => {
   assert.ok(d.phases.includes('Paused'));
 });
 
+void test('a pause holds across runs: agreement moving while paused starts the pass over in a new run, which stays paused until resumed', async () => {
+  const d = new Doubles();
+  const started = { n: 0 };
+  let token = 't1';
+  d.agreement = () => agreed(token);
+  d.chunk = async (input) => (started.n === 0 ? blockingChunk(started)() : d.result(input));
+  const result = await run(d, async (start) => {
+    const h = await start();
+    await eventually('the first chunk', async () => started.n > 0);
+    const ack = await h.executeUpdate(pauseUpdate, { args: [{}] });
+    assert.equal(ack.paused, true);
+    const firstRun = (await h.describe()).runId;
+    token = 't2'; // the storage version was republished while paused
+    await h.signal(agreementChangedSignal, 'StorageVersion widgets modified');
+    const paused = await eventually('a new run, paused', async () => {
+      const d2 = await h.describe();
+      if (d2.runId === firstRun) return false;
+      const p = await h.query(progressQuery);
+      return p.phase === 'Paused' && p;
+    });
+    assert.equal(paused.restarts, 1, 'started over');
+    const chunks = d.chunks.length;
+    await new Promise((r) => setTimeout(r, 1500));
+    assert.equal(d.chunks.length, chunks, 'no chunk while paused, in the new run either');
+    await assert.rejects(
+      h.executeUpdate(pauseUpdate, { args: [{}] }),
+      (err) => err instanceof WorkflowUpdateFailedError && /paused already/.test(String((err.cause as Error | undefined)?.message)),
+      'the new run knows it is paused',
+    );
+    await h.executeUpdate(resumeUpdate, { args: [{}] });
+    return h.result();
+  });
+  assert.equal(result.phase, 'Succeeded');
+  assert.equal(result.restarts, 1);
+  assert.equal(d.recorded[0]!.token, 't2', 'recorded under the agreement of the pass after the resume');
+});
+
 void test('pause stops the chunk in flight; resume lists the same page again, skipping what it finished, and counts each object once', async () => {
   const d = new Doubles();
   d.chunksPerPass = 3;

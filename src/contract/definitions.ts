@@ -144,6 +144,8 @@ export const CarriedStateSchema = z
     pageLimit: z.number().int().min(1).max(10_000).optional(),
     /** 'put' once the API server refused the empty merge patch for this resource (its objects are PUT as listed). */
     rewrite: z.literal('put').optional(),
+    /** The migration is paused: a new run (continue-as-new, a start over) stays paused until resumed. */
+    paused: z.literal(true).optional(),
     /** Where the chunk at continueToken stopped when a pause stopped it (keys namespace/name: no object data). */
     resume: z
       .object({

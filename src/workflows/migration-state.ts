@@ -162,6 +162,7 @@ export class MigrationState {
     this.activities = shortActivities(this.taskStartWait);
     this.carried = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
     this.carried.runs++;
+    this.paused = this.carried.paused === true;
     this.objects = new MigrationObjects(input.migrationObjects, this.name);
   }
 
@@ -368,7 +369,8 @@ export class MigrationState {
       ...(this.givenOptions ? { options: this.givenOptions } : {}),
       migrationObjects: this.objects.list(),
       ...(this.cluster ? { cluster: this.cluster } : {}),
-      carried,
+      // A pause holds across runs: a start over (agreement moved while paused) or a long history does not resume it.
+      carried: { ...carried, paused: this.paused ? true : undefined },
     });
   }
 
