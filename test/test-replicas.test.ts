@@ -42,9 +42,19 @@ const NAMESPACE = 'svm-system'; // the default when SVM_NAMESPACE is unset outsi
 // what holds them back: without one shared budget, three replicas would run at three times it. A migration runs
 // one chunk at a time, on one replica, so three migrations at once keep every replica busy.
 const QPS = 20;
-const COUNT = 800;
-const OTHERS = 400;
-const LONE = 600;
+// Every object costs 1/QPS s, so each one here is there for a proof. The leader is killed once the first migration
+// has finished a chunk (100 objects, ~20 s in): the others (2 chunks each) are then at their second chunk, so the
+// leader dies with a chunk in flight, and all three have kept every replica busy for ~15 s at the budget (3 windows
+// of 5 s for the ceiling). COUNT leaves 400 objects at the kill: until the second StorageVersionMigration is attached
+// (the hand-over, ~14 s as the leader lease lasts 15 s, and a few seconds more) the three migrations share what the
+// survivors may spend, under 18/s, so the first one still runs when the new leader's bridge attaches that object to
+// it (asserted: its run lists it). In a run here it had not finished its second chunk by then.
+const COUNT = 500;
+const OTHERS = 200;
+// The lone migration is one chunk (its chunk size): the replica running it starts at its floor (2.5/s, at which the
+// chunk would take 80 s) and is granted the larger share once every member counts its demand, 7 s after it asked:
+// well within the chunk.
+const LONE = 200;
 // The API servers count a PUT when it completes: requests whose tokens were taken before a window may all
 // complete inside it. Tokens in any 5 s window are at most 5 x QPS plus the buckets' burst (0.2 s of budget:
 // 4), so the count can exceed 5 x QPS by at most burst + requests in flight. Within the 10% bound (10 PUTs at
@@ -153,6 +163,11 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
   // The leader Lease names the process (identity and instance), as 'worker started' logs it.
   const identityOf = (r: Replica) => r.lines.find((l) => l.msg === 'worker started')?.holder as string | undefined;
   let handoverMs: number | undefined;
+  // The first migration's objects counted (by whole chunks) when the leader was killed and when the second object was
+  // attached.
+  let countedAtKill: number | undefined;
+  let countedAtSecond: number | undefined;
+  let survivors: Replica[] = replicas;
   const loneRun = { from: 0, to: 0 };
   try {
     // Generous: each process compiles the TypeScript and bundles the workflows (slow on a busy machine).
@@ -168,14 +183,22 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     await eventually('the first StorageVersionMigration to be attached', async () => attached(first).length > 0, 120_000);
 
     // The leader dies mid-run, with its chunks.
-    await eventually('the migration to be under way', async () => (await h.progress()).counters.chunks >= 2, 240_000);
+    const underWay = await eventually(
+      'the migration to be under way',
+      async () => {
+        const p = await h.progress();
+        return p.counters.chunks >= 1 && p;
+      },
+      240_000,
+    );
+    countedAtKill = underWay.counters.migrated;
     const lease = await getLease(plane.kube, NAMESPACE, LEADER_LEASE);
     const leader = replicas.find((r) => identityOf(r) === lease?.spec.holderIdentity);
     assert.ok(leader, `the leader lease is held by one of the replicas (holder ${lease?.spec.holderIdentity})`);
     const killedAt = Date.now();
     leader.child.kill('SIGKILL');
     await new Promise((r) => leader.child.once('exit', r));
-    const survivors = replicas.filter((r) => r !== leader);
+    survivors = replicas.filter((r) => r !== leader);
     const next = await eventually(
       'another replica to take the leader lease over',
       async () => {
@@ -190,9 +213,17 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     const second = uniq('svm-second');
     await createMigrationObject(second, crd.group, crd.plural);
     await eventually('the second StorageVersionMigration to be attached', async () => attached(second).length > 0, 120_000);
+    countedAtSecond = (await h.progress()).counters.migrated;
 
     const result = await migrationResult(h);
     assert.equal(result.phase, 'Succeeded', result.message);
+    // Both attached to this run of the migration, the second by the new leader while it still ran (had it ended first,
+    // the bridge would have started another run for it).
+    for (const name of [first, second])
+      assert.ok(
+        result.migrationObjects.includes(name),
+        `${name} is not among the run's objects ${JSON.stringify(result.migrationObjects)}`,
+      );
     assert.equal(result.counters.notFound + result.counters.failed, 0);
     for (const oh of otherHandles) assert.equal((await migrationResult(oh)).phase, 'Succeeded');
     for (const name of [first, second]) {
@@ -207,7 +238,7 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     // budget (20 - 2.5 = 17.5/s once counted), where an even split would hold it to 10/s.
     loneRun.from = Date.now();
     const loneResult = await migrationResult(
-      await m.start(lone.name, { chunkSize: 200, concurrency: CONCURRENCY, heartbeatTimeoutSeconds: 5 }),
+      await m.start(lone.name, { chunkSize: LONE, concurrency: CONCURRENCY, heartbeatTimeoutSeconds: 5 }),
     );
     loneRun.to = Date.now();
     assert.equal(loneResult.phase, 'Succeeded', loneResult.message);
@@ -255,7 +286,7 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
   const worst = busiest(-Infinity, Infinity);
   const alone = busiest(loneRun.from, loneRun.to);
   console.log(
-    `replicas: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s at +${worst.from.toFixed(0)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s); leader hand-over after SIGKILL: ${((handoverMs ?? 0) / 1000).toFixed(1)} s; one migration alone on two replicas: ${LONE} objects in ${((loneRun.to - loneRun.from) / 1000).toFixed(1)} s, busiest window ${alone.rate.toFixed(1)}/s`,
+    `replicas: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s at +${worst.from.toFixed(0)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s); leader SIGKILLed at ${countedAtKill} of ${COUNT} objects counted, hand-over ${((handoverMs ?? 0) / 1000).toFixed(1)} s, second object attached at ${countedAtSecond}; one migration alone on two replicas: ${LONE} objects in ${((loneRun.to - loneRun.from) / 1000).toFixed(1)} s, busiest window ${alone.rate.toFixed(1)}/s`,
   );
   // Shares follow demand, by what the budget granted (not by a rate, which the machine's speed moves): the budget
   // was split among the replicas while all three had work, and one migration alone on two replicas was granted
@@ -264,7 +295,8 @@ void test('three replicas share one budget and one bridge; the leader is SIGKILL
     sharesOf(replicas, -Infinity, Infinity).some((l) => l.members === 3 && l.share <= QPS / 2),
     'the budget was never split among the three replicas',
   );
-  const loneShares = sharesOf(replicas, loneRun.from, loneRun.to).map((l) => l.share);
+  // The survivors' shares: the killed leader's last one says nothing of the lone run.
+  const loneShares = sharesOf(survivors, loneRun.from, loneRun.to).map((l) => l.share);
   assert.ok(
     loneShares.some((share) => share >= (QPS / 2) * 1.3),
     `one migration alone on two replicas was granted at most ${Math.max(0, ...loneShares)}/s: an even split gives it ${QPS / 2}/s`,
@@ -281,9 +313,13 @@ void test("budget membership is per process: three replicas whose identities sha
     testCrd(`${uniq('idp')}.svm.test`, 'gizmos', 'Gizmo'),
     testCrd(`${uniq('idp')}.svm.test`),
   ];
+  // 3 x 150 objects: ~20 s with all three replicas busy once each is counted active (4 windows of 5 s for the
+  // ceiling, where one budget split wrongly among them would show at once), and long enough for each replica to
+  // list the others' leases a few times (every 2 s), which the duplicate identity's warning needs.
+  const PER_CRD = 150;
   for (const c of crds) {
     await applyCrd(plane.kube, c, 'v1');
-    await createObjects(plane.kube, c, 'v1', OTHERS, { namespace: uniq('ns') });
+    await createObjects(plane.kube, c, 'v1', PER_CRD, { namespace: uniq('ns') });
     await applyCrd(plane.kube, c, 'v2');
   }
   // Pod names of one Deployment with a long name: 60 characters in common. Two replicas are given one SVM_IDENTITY.
@@ -335,7 +371,7 @@ void test("budget membership is per process: three replicas whose identities sha
   console.log(
     `replicas with one identity prefix: ${total} PUTs counted by the API servers; busiest window ${worst.puts} PUTs in ${worst.seconds.toFixed(1)} s = ${worst.rate.toFixed(1)}/s (budget ${QPS}/s, bound ${(QPS * 1.1).toFixed(0)}/s)`,
   );
-  assert.ok(total >= 3 * OTHERS, `the servers counted ${total} PUTs of ${3 * OTHERS} objects`);
+  assert.ok(total >= 3 * PER_CRD, `the servers counted ${total} PUTs of ${3 * PER_CRD} objects`);
   assert.ok(
     sharesOf(replicas, from, Infinity).some((l) => l.members === 3 && l.share <= QPS / 2),
     'the budget was never split among the three replicas',
@@ -343,6 +379,6 @@ void test("budget membership is per process: three replicas whose identities sha
   assert.ok(worst.rate <= QPS * 1.1, `${worst.rate.toFixed(1)}/s exceeds the budget ${QPS}/s by more than 10%`);
   for (const c of crds)
     assert.deepEqual((await storedVersions(plane.etcd, { group: c.group, resource: c.plural, custom: true })).byApiVersion, {
-      [`${c.group}/v2`]: OTHERS,
+      [`${c.group}/v2`]: PER_CRD,
     });
 });
