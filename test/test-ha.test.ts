@@ -7,7 +7,7 @@
  * servers that are gone, and succeeds only when agreement held from its start
  * to its end. etcd is checked at the end of every scenario.
  *
- * Every scenario runs twice, the worker configured as deploy/ does (one
+ * Every scenario runs twice (but the CRD's, below), the worker configured as deploy/ does (one
  * load-balanced KUBECONFIG, nothing per server):
  * - StorageVersion API off (the default, as in real clusters): the worker
  *   finds each server in the `kubernetes` EndpointSlice, asks each one's
@@ -285,6 +285,10 @@ function scenarios(sv: boolean): void {
     }
   });
 
+  // Only with the API off (so it stays last): a custom resource's agreement is read from each API server's discovery
+  // whether the StorageVersion API is served or not (it does not cover custom resources: src/kube/server-agreements.ts),
+  // so with the API on this scenario would prove again what it proves here.
+  if (sv) return;
   void test("a CRD's storage version switched while its migration runs: it starts over at the new version", async () => {
     const crd = testCrd(`${uniq('ha')}.svm.test`);
     await applyCrd(plane.kube, crd, 'v1');
