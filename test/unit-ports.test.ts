@@ -22,6 +22,7 @@ import {
   waitServing,
 } from '../src/dev/ports';
 import { isRunning, startProcess, stopProcess, type ProcessRecord } from '../src/dev/processes';
+import { createMetrics, serveMetrics } from '../src/worker/metrics';
 import { metricsPortOf } from './helpers/migrate';
 
 /** A listener of this test on a port of freePort's range: the port another process took meanwhile. */
@@ -268,4 +269,18 @@ void (async () => {
 
   const early = spawn(process.execPath, ['-e', 'console.log("no connection"); process.exit(3)'], { stdio: ['ignore', 'pipe', 'ignore'] });
   await assert.rejects(metricsPortOf(early, 'the worker'), /the worker exited \(3\) before serving \/metrics: no connection/);
+});
+
+void test('serveMetrics: a port another listener holds is refused with a message naming the address and the settings, not an unhandled error', async () => {
+  const holder = net.createServer();
+  await new Promise<void>((r) => holder.listen(0, '127.0.0.1', r));
+  const port = (holder.address() as net.AddressInfo).port;
+  try {
+    await assert.rejects(
+      serveMetrics(createMetrics({ processMetrics: false }), port, '127.0.0.1'),
+      new RegExp(`cannot serve /metrics on 127\\.0\\.0\\.1:${port} \\(SVM_METRICS_PORT, SVM_METRICS_HOST\\): EADDRINUSE`),
+    );
+  } finally {
+    await new Promise<void>((r) => holder.close(() => r()));
+  }
 });

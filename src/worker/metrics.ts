@@ -258,7 +258,13 @@ export async function serveMetrics(
       res.end(text);
     })();
   });
-  await new Promise<void>((r) => server.listen(port, host, r));
+  // A port that cannot be had (taken, privileged) is said with the setting that names it, not thrown as an unhandled 'error'.
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', (err: NodeJS.ErrnoException) =>
+      reject(new Error(`cannot serve /metrics on ${host}:${port} (SVM_METRICS_PORT, SVM_METRICS_HOST): ${err.code ?? err.message}`)),
+    );
+    server.listen(port, host, () => resolve());
+  });
   return { port: (server.address() as AddressInfo).port, close: () => new Promise<void>((r) => server.close(() => r())) };
 }
 
