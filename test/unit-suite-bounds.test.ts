@@ -6,6 +6,7 @@ import assert from 'node:assert/strict';
 import { readdirSync, readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { test } from 'node:test';
+import { eventually } from './helpers/waits';
 
 void test("no test file awaits a migration's end unbounded: h.wait() is migrationResult(h)", () => {
   const dir = __dirname;
@@ -18,4 +19,32 @@ void test("no test file awaits a migration's end unbounded: h.wait() is migratio
       });
   }
   assert.deepEqual(found, [], 'use migrationResult(h) from test/helpers/waits.ts');
+});
+
+void test('eventually: past its bound it names what it waited for and what the last check saw; a check still running at the bound keeps what the one before saw', async () => {
+  let n = 0;
+  await assert.rejects(
+    eventually(
+      'the answer',
+      async () => {
+        n++;
+        if (n === 1) throw new Error('403 Forbidden: lasting');
+        if (n === 2) return false;
+        return new Promise<false>(() => undefined); // the third never answers
+      },
+      1_000,
+    ),
+    /^Error: timed out after 1\.0 s waiting for the answer: the last check was still running at the bound \(the one before answered false\)$/,
+  );
+  await assert.rejects(
+    eventually(
+      'a server',
+      async () => {
+        throw new Error('connect ECONNREFUSED 127.0.0.1:1');
+      },
+      500,
+      () => 'its /readyz: refused',
+    ),
+    /^Error: timed out after 0\.5 s waiting for a server: the last check threw: connect ECONNREFUSED 127\.0\.0\.1:1; now: its \/readyz: refused$/,
+  );
 });

@@ -69,7 +69,11 @@ export async function eventually<T>(
         if (v) return v;
         last = `the last check answered ${JSON.stringify(v) ?? 'undefined'}`;
       } catch (err) {
-        last = err instanceof StillRunning ? 'the last check was still running at the bound' : `the last check threw: ${firstLine(err)}`;
+        // A check still running at the bound is mostly one that started just before it: what the one before saw stays.
+        last =
+          err instanceof StillRunning
+            ? `the last check was still running at the bound (${last.replace(/^the last check/, 'the one before')})`
+            : `the last check threw: ${firstLine(err)}`;
       }
       if (Date.now() >= deadline) throw new Error(`timed out after ${seconds(timeoutMs)} waiting for ${what}: ${await seen()}`);
       await sleep(200);
