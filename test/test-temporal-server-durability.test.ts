@@ -88,6 +88,22 @@ async function sigkill(worker: ChildProcess): Promise<void> {
 
 const chunksDone = async (h: MigrationHandle) => (await h.progress()).counters.chunks;
 
+const ms = (t: { seconds?: unknown; nanos?: number | null } | null | undefined) => Number(t?.seconds ?? 0) * 1000 + (t?.nanos ?? 0) / 1e6;
+
+/**
+ * The chunks the server recorded as completed at or after `since` (its clock is this machine's), in the workflow's
+ * latest run: at least one says the migration was still under way when the server (or its database) was back, so
+ * the outage fell in its middle, not after its end.
+ */
+async function chunksCompletedSince(workflowId: string, since: number): Promise<number> {
+  const events = (await plane.temporal.client.workflow.getHandle(workflowId).fetchHistory()).events ?? [];
+  const chunks = new Set(
+    events.filter((e) => e.activityTaskScheduledEventAttributes?.activityType?.name === 'migrateChunk').map((e) => String(e.eventId)),
+  );
+  return events.filter((e) => chunks.has(String(e.activityTaskCompletedEventAttributes?.scheduledEventId)) && ms(e.eventTime) >= since)
+    .length;
+}
+
 /** Polls until the workflow has closed, through errors while the server or its database is away; then its result. */
 async function outcome(h: MigrationHandle): Promise<MigrationResult> {
   return eventually(
@@ -138,31 +154,42 @@ void test('a long list continues-as-new while the worker is SIGKILLed before and
   }
 });
 
+// The worker and the client stay up through the restart (the lost task's test below restarts the server with no worker).
+// 800 objects in 16 chunks at 100/s: the restart comes at the 3rd, with 6.5 s of updates still to go at the least.
 void test('temporal-server is stopped and started again mid-migration: Succeeded, etcd judges it whole', async () => {
-  const s = await crdAtV2WithObjects(2000);
+  const s = await crdAtV2WithObjects(800);
   const before = plane.state.temporal.pid;
-  const { result, workflowId } = await withWorker(plane, async (m) => {
-    const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 250 });
+  const { result, workflowId, after } = await withWorker(plane, async (m) => {
+    const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 100 });
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
     await restartTemporal(plane.dir, quiet);
-    return { result: await outcome(h), workflowId: h.workflowId };
+    const back = Date.now();
+    const result = await outcome(h);
+    return { result, workflowId: h.workflowId, after: await chunksCompletedSince(h.workflowId, back) };
   });
   assert.notEqual(plane.state.temporal.pid, before, 'temporal-server is a new process');
+  process.stderr.write(`  ${after} chunk(s) completed after temporal-server was back\n`);
+  assert.ok(after >= 1, 'no chunk completed after the restart: it did not fall mid-migration');
   await judge(s, result, workflowId);
 });
 
 for (const mode of ['fast', 'immediate'] as const) {
   void test(`PostgreSQL is stopped (pg_ctl stop -m ${mode}) under the running server mid-migration and started again: Succeeded, etcd judges it whole`, async () => {
-    const s = await crdAtV2WithObjects(2000);
+    // As above: 800 objects in 16 chunks at 100/s, PostgreSQL stopped at the 3rd.
+    const s = await crdAtV2WithObjects(800);
     const server = plane.state.temporal.pid;
-    const { result, workflowId, restarted } = await withWorker(plane, async (m) => {
-      const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 250 });
+    const { result, workflowId, restarted, after } = await withWorker(plane, async (m) => {
+      const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 100 });
       await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
       // Down for 5 s: long enough that the server's writes fail and are retried, not a blip between two of them.
       const restarted = await restartPostgres(plane.dir, mode, { downMs: 5000, log: quiet });
-      return { result: await outcome(h), workflowId: h.workflowId, restarted };
+      const back = Date.now();
+      const result = await outcome(h);
+      return { result, workflowId: h.workflowId, restarted, after: await chunksCompletedSince(h.workflowId, back) };
     });
     assert.notEqual(restarted.pid, restarted.stoppedPid, 'PostgreSQL is a new postmaster');
+    process.stderr.write(`  ${after} chunk(s) completed after PostgreSQL was back\n`);
+    assert.ok(after >= 1, 'no chunk completed after PostgreSQL was back: its outage did not fall mid-migration');
     assert.ok(isRunning(plane.state.temporalServer!.postgres), 'PostgreSQL runs again');
     assert.equal(plane.state.temporal.pid, server, 'temporal-server kept running throughout (it reconnected by itself)');
     assert.ok(isRunning(plane.state.temporal));
