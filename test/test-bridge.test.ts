@@ -105,7 +105,7 @@ void test('a StorageVersionMigration for a resource that is not stored is refuse
 void test('deleting the StorageVersionMigration aborts its migration', async () => {
   const crd = testCrd(`${uniq('kd')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', 800, { namespace: uniq('ns') });
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
   const name = uniq('slow');
   const result = await withWorker(
@@ -121,8 +121,9 @@ void test('deleting the StorageVersionMigration aborts its migration', async () 
         }),
       );
       const h = await m.handle(crd.name);
-      // Under way, by etcd: the 800 objects are one page (a metadata-only page holds the chunk size from the first),
-      // so no chunk ends before the migration does.
+      // Under way, by etcd: the 300 objects are one page (a metadata-only page holds the chunk size from the first),
+      // so no chunk ends before the migration does. At 30/s, 8 s of updates are left once 50 are done: time for
+      // kubectl delete and the bridge to abort it.
       await eventually(
         'the migration to be under way',
         async () =>
@@ -132,11 +133,11 @@ void test('deleting the StorageVersionMigration aborts its migration', async () 
       await kubectl(['delete', 'storageversionmigrations.migration.k8s.io', name]);
       return migrationResult(h);
     },
-    { settings: { bridge: true, qps: 100 } },
+    { settings: { bridge: true, qps: 30 } },
   );
   assert.equal(result.phase, 'Aborted');
   assert.match(result.message ?? '', new RegExp(`StorageVersionMigration ${name} was deleted`));
-  assert.ok(result.counters.migrated < 800);
+  assert.ok(result.counters.migrated < 300);
 });
 
 type SvmObject = { metadata: { annotations?: Record<string, string> }; status?: StorageVersionMigrationStatus };
@@ -271,7 +272,8 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
 void test('a StorageVersionMigration whose workflow is terminated ends Failed and says so (kubectl wait --for=condition=Failed returns)', async () => {
   const crd = testCrd(`${uniq('kx')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', 800, { namespace: uniq('ns') });
+  // 300 objects at 20/s: 15 s of updates, still running when it is terminated.
+  await createObjects(plane.kube, crd, 'v1', 300, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
   const name = uniq('terminated');
   let workflowId = '';
@@ -289,7 +291,7 @@ void test('a StorageVersionMigration whose workflow is terminated ends Failed an
       assert.match(wait.stdout, /condition met/);
       waited = `${Math.round((Date.now() - started) / 1000)}s`;
     },
-    { settings: { bridge: true, qps: 50 } },
+    { settings: { bridge: true, qps: 20 } },
   );
   const obj = await getSvm(name);
   assert.equal(obj.status?.phase, 'Failed', `after ${waited}`);
