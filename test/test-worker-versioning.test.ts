@@ -9,13 +9,13 @@
  * status`), no workflow task of any run failed (no non-determinism), and
  * etcd holds every object at v2 with its content unchanged.
  *
- * Needs temporal-server (the plane's `--temporal server`): runs on the
- * suite's plane when it is one, else brings up a plane of its own.
+ * Needs temporal-server: runs on the suite's one server plane
+ * (serverPlane(), shared with test-temporal-server*.test.ts, which run just
+ * before it). Each test uses a Worker Deployment and task queue of its own
+ * and changes no dynamic config or namespace of the plane.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -25,38 +25,22 @@ import { Migrator, deploymentVersionOf, type MigrationHandle } from '../src/clie
 import { installCrds } from '../src/client/cli-migrate';
 import { svmBuild } from '../src/config/build-info';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
-import { down, readState, up } from '../src/dev/plane';
 import { defaultBuildId, describeDeployment } from '../src/worker/versioning';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { serverPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 let plane: TestPlane | undefined;
-let ownDir: string | undefined;
 
 before(async () => {
-  const shared = path.resolve(process.env.SVM_DEV_DIR || '.svm-dev');
-  if (readState(shared)?.temporalMode === 'server') plane = await testPlane();
-  else {
-    // The suite runs on the dev server: a plane of this file's own, on temporal-server.
-    ownDir = mkdtempSync(path.join(tmpdir(), 'svm-ver-'));
-    const started = Date.now();
-    await up({ dir: ownDir, temporal: 'server', log: () => undefined });
-    process.stderr.write(`  plane with temporal-server up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
-    plane = await testPlane({ dir: ownDir });
-  }
+  plane = await serverPlane();
+  assert.equal(plane.state.temporalMode, 'server');
   await installCrds(plane.kube);
 });
 
-after(async () => {
-  await plane?.close();
-  if (ownDir) {
-    await down(ownDir, () => undefined).catch(() => undefined);
-    rmSync(ownDir, { recursive: true, force: true });
-  }
-});
+after(async () => plane?.close());
 
 const p = () => plane!;
 
