@@ -139,6 +139,15 @@ const blockingChunk =
     }
   };
 
+/** Doubles whose first chunk runs until cancelled, under an agreement token the scenario moves (`moving.token`). */
+function movingAgreement(d: Doubles): { started: { n: number }; moving: { token: string } } {
+  const started = { n: 0 };
+  const moving = { token: 't1' };
+  d.agreement = () => agreed(moving.token);
+  d.chunk = async (input) => (started.n === 0 ? blockingChunk(started)() : d.result(input));
+  return { started, moving };
+}
+
 let seq = 0;
 async function run<T>(
   d: Doubles,
@@ -244,14 +253,11 @@ void test('an agreement svm cannot verify per server is accepted once it held, t
 
 void test('agreement lost mid-chunk: the chunk stops, the pass starts over from the beginning under the new agreement', async () => {
   const d = new Doubles();
-  const started = { n: 0 };
-  let token = 't1';
-  d.agreement = () => agreed(token);
-  d.chunk = async (input) => (started.n === 0 ? blockingChunk(started)() : d.result(input));
+  const { started, moving } = movingAgreement(d);
   const result = await run(d, async (start) => {
     const h = await start();
     await eventually('the chunk to start', async () => started.n > 0);
-    token = 't2'; // the storage version was republished
+    moving.token = 't2'; // the storage version was republished
     await h.signal(agreementChangedSignal, 'StorageVersion widgets modified');
     return h.result();
   });
@@ -571,17 +577,14 @@ void test('pause holds between chunks, resume goes on', async () => {
 
 void test('a pause holds across runs: agreement moving while paused starts the pass over in a new run, which stays paused until resumed', async () => {
   const d = new Doubles();
-  const started = { n: 0 };
-  let token = 't1';
-  d.agreement = () => agreed(token);
-  d.chunk = async (input) => (started.n === 0 ? blockingChunk(started)() : d.result(input));
+  const { started, moving } = movingAgreement(d);
   const result = await run(d, async (start) => {
     const h = await start();
     await eventually('the first chunk', async () => started.n > 0);
     const ack = await h.executeUpdate(pauseUpdate, { args: [{}] });
     assert.equal(ack.paused, true);
     const firstRun = (await h.describe()).runId;
-    token = 't2'; // the storage version was republished while paused
+    moving.token = 't2'; // the storage version was republished while paused
     await h.signal(agreementChangedSignal, 'StorageVersion widgets modified');
     const paused = await eventually('a new run, paused', async () => {
       const d2 = await h.describe();
