@@ -5,7 +5,7 @@
  * firing when their worker is gone.
  */
 import assert from 'node:assert/strict';
-import { execFile, spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import * as fs from 'node:fs';
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -17,7 +17,8 @@ import { after, before, test } from 'node:test';
 import YAML from 'yaml';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { holdsPorts, startOnFreePort } from '../src/dev/ports';
+import { startOnFreePort, waitServing } from '../src/dev/ports';
+import { startProcess, stopProcess, type ProcessRecord } from '../src/dev/processes';
 import { createLogger, createMigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
@@ -308,36 +309,29 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
   );
   // Prometheus takes its port as given (0 would leave it unknown): a drawn one, bound by Prometheus, which decides;
   // a start that finds it taken (Prometheus exits saying the address is in use) is made again on another.
+  // Its path as /proc/PID/exe names it (isRunning compares the two).
+  const PROMETHEUS = fs.realpathSync(spawnSync('sh', ['-c', 'command -v prometheus'], { encoding: 'utf8' }).stdout.trim());
   const promLogFile = path.join(dir, 'prometheus.log');
-  const started = startOnFreePort('Prometheus', async ([promPort]) => {
-    const promLog = fs.openSync(promLogFile, 'w');
-    const prometheus: ChildProcess = spawn(
-      'prometheus',
-      [
-        `--config.file=${path.join(dir, 'prometheus.yml')}`,
-        `--storage.tsdb.path=${path.join(dir, 'data')}`,
-        `--web.listen-address=127.0.0.1:${promPort}`,
-        '--storage.tsdb.retention.time=1h',
-      ],
-      { stdio: ['ignore', promLog, promLog] },
-    );
-    fs.closeSync(promLog);
-    // Its own listener (/proc), not a port answering: that could be another process's.
-    const deadline = Date.now() + 60_000;
-    while (!holdsPorts(prometheus.pid ?? 0, [promPort!])) {
-      if (prometheus.exitCode !== null || prometheus.signalCode !== null)
-        throw new Error(
-          `Prometheus exited (${prometheus.exitCode ?? prometheus.signalCode}): ${fs.readFileSync(promLogFile, 'utf8').slice(-2000)}`,
-        );
-      if (Date.now() > deadline) {
-        prometheus.kill('SIGKILL');
-        throw new Error(`Prometheus did not listen on ${promPort} within 60 s (log ${promLogFile})`);
-      }
-      await new Promise((r) => setTimeout(r, 200));
-    }
-    return { prometheus, promPort: promPort! };
-  });
-  const { prometheus, promPort } = await started.catch(async (err: unknown) => {
+  const prometheus: ProcessRecord = { pid: 0, binary: PROMETHEUS, log: promLogFile };
+  const promPort = await startOnFreePort(
+    'Prometheus',
+    async ([port]) => {
+      prometheus.pid = await startProcess(
+        PROMETHEUS,
+        [
+          `--config.file=${path.join(dir, 'prometheus.yml')}`,
+          `--storage.tsdb.path=${path.join(dir, 'data')}`,
+          `--web.listen-address=127.0.0.1:${port}`,
+          '--storage.tsdb.retention.time=1h',
+        ],
+        promLogFile,
+      );
+      await waitServing('Prometheus', prometheus, [port!], undefined, 60_000); // its own listener, not a port answering
+      return port!;
+    },
+    { beforeRetry: () => stopProcess(prometheus, 0) },
+  ).catch(async (err: unknown) => {
+    await stopProcess(prometheus, 0); // one that started but never served
     await new Promise((r) => sd.close(r));
     throw err;
   });
@@ -437,8 +431,7 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
     );
     throw err;
   } finally {
-    prometheus.kill('SIGTERM');
-    await new Promise((r) => (prometheus.exitCode !== null ? r(null) : prometheus.once('exit', r)));
+    await stopProcess(prometheus);
     await new Promise((r) => sd.close(r));
   }
 });
