@@ -3,7 +3,9 @@
 # installs the missing Debian packages as root, or stops at once without root
 # (scripts/preflight.ts); builds the code and missing servers, type-checks,
 # lints, brings the local control plane up once, runs every test file against
-# it, and takes it down. With file arguments, only those run, and only the
+# it (and, once the lane beside the main run has done its own files, the files
+# left on a second plane of the same shape), and takes them down. With file
+# arguments, only those run, on the one plane, and only the
 # servers the plane starts are built up front (the others when a test first
 # needs them). Point SVM_DEV_DIR at a running plane (`svm dev up --dir DIR`)
 # to reuse it; it is then left running. Each file has a bound
@@ -21,30 +23,34 @@ npm run --silent build:workflows
 npm run --silent build:kube
 
 echo "== tools (built once, cached outside the repository)"
-# What the shared plane starts, before the first test (with the Kubernetes release's other binaries: one go build). The
-# other servers (the previous release, temporal-server, Helm, the Go example) are built in the lane beside the main
-# run, before that lane's files: two lanes on 2 cores as during the rest of the run, where a third lane of builds at
-# nice 19 took CPU the tests needed and made the run longer, not shorter. A test that needs one first waits for its
-# build (scripts/tools.sh holds a lock). A cold machine: docs/development.md.
-if [[ $# -eq 0 ]]; then
-  bash scripts/tools.sh etcd etcdctl kube temporal-cli >/dev/null
-  later=(helm temporal-server kube-previous upgradetool)
-else
-  bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
-  later=()
-fi
+# What the shared plane starts (etcd, kube-apiserver, kubectl, the Temporal CLI), before the first test. The others
+# (kube-controller-manager, Helm, temporal-server, the Go example, the previous release) are built in the lane beside
+# the main run, before that lane's files, one at a time: the tests mostly wait on servers (a few percent of 2 cores),
+# so what is built there costs the run little, where the same build before the first test adds its whole time. A
+# test that needs one first waits for its build (scripts/tools.sh holds a lock, released between two of them).
+# kube-controller-manager first (the first file beside needs it, as does test-built-in), then Helm (test-helm, early
+# in the main run); the previous release last. A cold machine: docs/development.md.
+bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
+later=()
+if [[ $# -eq 0 ]]; then later=(kube-controller-manager helm temporal-server upgradetool kube-previous); fi
 
 echo "== typecheck and lint"
 npx tsc -p tsconfig.json --noEmit
 npm run --silent lint
 
 echo "== local control plane"
-owndir= sdir= bpid= file_pid= watchdog=
+owndir= sdir= bdir= bpid= file_pid= watchdog=
+# A plane this run started is taken down and its directory (etcd's data, the logs: some 200 MB) removed; a plane
+# that would not come down keeps its directory, for `svm dev down --dir` and its logs.
 cleanup() {
   stop_file
   if [[ -n "${bpid:-}" ]]; then kill "$bpid" 2>/dev/null || true; wait "$bpid" 2>/dev/null || true; fi
-  if [[ -n "$sdir" ]]; then node bin/svm.js dev down --dir "$sdir" >/dev/null 2>&1 || true; rm -rf "$sdir"; fi
-  if [[ -n "$owndir" ]]; then node bin/svm.js dev down --dir "$owndir" || true; fi
+  local d
+  for d in "$sdir" "$bdir"; do
+    [[ -n "$d" ]] || continue
+    if [[ -e "$d/state.json" ]]; then node bin/svm.js dev down --dir "$d" >/dev/null 2>&1 && rm -rf "$d" || true; else rm -rf "$d"; fi
+  done
+  if [[ -n "$owndir" ]]; then node bin/svm.js dev down --dir "$owndir" && rm -rf "$owndir" || true; fi
 }
 # The test file running has a session of its own (run_bounded), which an interrupt does not reach: it is ended here,
 # and its watchdog with it.
@@ -77,19 +83,21 @@ fi
 # the suite on temporal-server with PostgreSQL instead of the dev server.
 # No kube-controller-manager on the shared plane (a cluster's runs its built-in migrator; `dev up` starts one by
 # default): the own-mode tests need the built-in off, and the tests about the built-in start it themselves.
-node bin/svm.js dev up --dir "$dir" --apiservers 2 --no-storage-version-api --controller-manager none --temporal "${SVM_TEST_TEMPORAL:-dev}" \
-  --temporal-arg=--dynamic-config-value --temporal-arg=limit.historyCount.suggestContinueAsNew=300 >/dev/null
-shape=$(node -e 'console.log(require(process.argv[1]).shape)' "$dir/state.json")
-echo "plane in $dir: $shape shape"
+plane_up() { # plane_up DIR: a plane of the shared plane's shape in DIR (the lane beside starts a second one)
+  node bin/svm.js dev up --dir "$1" --apiservers 2 --no-storage-version-api --controller-manager none --temporal "${SVM_TEST_TEMPORAL:-dev}" \
+    --temporal-arg=--dynamic-config-value --temporal-arg=limit.historyCount.suggestContinueAsNew=300 >/dev/null
+  echo "plane in $1: $(node -e 'console.log(require(process.argv[1]).shape)' "$1/state.json") shape"
+}
+plane_up "$dir"
 
 echo "== tests"
 # The tests that migrate every resource of the plane (the trigger's first pass, `svm migrate --all`, the chart's
 # pre-upgrade Job, `svm plan`) run first among the plane's tests. Since each file leaves the plane as it found it
 # (test/helpers/plane-ledger.ts) they no longer need to (before that, the CRDs and objects other tests left made the
 # trigger's three tests take 22 minutes at the end of a CI run, 4.7 first); the order stays, and SVM_TEST_SHUFFLE
-# (below) runs another. The files that need the previous release or temporal-server run last: on a cold machine those
-# are built beside the main run meanwhile (above). Each file runs in a node of its own (run_files), in the order
-# given here.
+# (below) runs another. The files that need the previous release or temporal-server (last) are the lane beside's
+# first once it has built them (below). Each file runs in a node of its own (run_files), taken from a queue in the
+# order given here (run_queue, below).
 every=(test/test-trigger.test.ts test/test-migrate-all.test.ts test/test-helm.test.ts test/test-plan.test.ts)
 last=(test/test-fleet-planes.test.ts test/test-worker-rights.test.ts test/test-temporal-server.test.ts
   test/test-temporal-server-durability.test.ts test/test-temporal-server-ui.test.ts test/test-worker-versioning.test.ts)
@@ -114,21 +122,39 @@ if [[ $# -eq 0 ]]; then
   beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts
     test/test-memory-budget.test.ts test/test-image.test.ts)
 fi
-rest=()
+# The main run's files as a queue of items, each a file or the files of the temporal-server plane (serverPlane() in
+# test/helpers/plane.ts: one plane, whose server and database some of them restart, so they run one after another
+# as one item). Two lanes take the items in order, each one no other lane took: the main lane on the shared plane
+# from the start, and the lane beside, once its builds are done, on a second plane of the same shape that it starts
+# then (the main lane alone would leave the lane beside idle for half the run). Each file leaves the plane it ran on
+# as it found it (test/helpers/plane-ledger.ts), so which lane takes a file does not change what it tests.
+on_server_plane=(test/test-fleet-planes.test.ts test/test-temporal-server.test.ts test/test-temporal-server-durability.test.ts
+  test/test-temporal-server-ui.test.ts test/test-worker-versioning.test.ts)
+items=()
+server_item=-1
 for f in "${files[@]}"; do
   keep=1
   for b in "${beside[@]}"; do [[ "$f" == "$b" ]] && keep=; done
-  [[ -n $keep ]] && rest+=("$f")
+  [[ -z $keep ]] && continue
+  for b in "${on_server_plane[@]}"; do [[ "$f" == "$b" ]] && keep=server; done
+  if [[ $keep == server && $server_item -ge 0 ]]; then
+    items[server_item]+=" $f"
+  else
+    [[ $keep == server ]] && server_item=${#items[@]}
+    items+=("$f")
+  fi
 done
-# SVM_TEST_SHUFFLE=<seed>|random: the main run's files in an order drawn from the seed (printed, to run it again). Each
-# file leaves the shared plane as it found it (test/helpers/plane-ledger.ts), so any order must pass.
+# SVM_TEST_SHUFFLE=<seed>|random: the items in an order drawn from the seed (printed, to run it again). Each file leaves
+# the plane as it found it, so any order must pass.
 if [[ -n ${SVM_TEST_SHUFFLE:-} ]]; then
-  shuffled=$(node scripts/shuffle.mjs "$SVM_TEST_SHUFFLE" "${rest[@]}")
-  mapfile -t rest <<<"$shuffled"
+  shuffled=$(node scripts/shuffle.mjs "$SVM_TEST_SHUFFLE" "${items[@]}")
+  mapfile -t items <<<"$shuffled"
 fi
 # Each file also writes TAP to a file of its own: the failures are listed once more at the very end, where a CI log
 # that keeps only its tail still shows them, with the time each file took.
 taps=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-tap.XXXXXX")
+queue=$taps/queue
+mkdir "$queue"
 # Every file has a bound, SVM_TEST_FILE_TIMEOUT seconds (default an hour: the trigger's file, the slowest, once took 22
 # minutes in CI). A file past it is ended (end_file): its test process says what it was waiting on and how its
 # servers answer (test/helpers/waits.ts), node's runner reports the file failed, and this says which file and when.
@@ -183,6 +209,17 @@ run_bounded() { # run_bounded TAP FILE: node's runner on FILE, in a session of i
   file_pid= watchdog=
   return $rc
 }
+take_item() { # take_item RUN I: item I's files, one after another, unless a lane took it already (mkdir takes it: atomic)
+  local item
+  mkdir "$queue/$2" 2>/dev/null || return 0
+  read -ra item <<<"${items[$2]}"
+  run_files "$1" "${item[@]}"
+}
+run_queue() { # run_queue RUN: the queue's items in order, each one that no lane took yet
+  local i rc=0
+  for ((i = 0; i < ${#items[@]}; i++)); do take_item "$1" "$i" || rc=$?; done
+  return $rc
+}
 run_files() { # run_files RUN FILE...: one file after another, each in a node of its own
   local run=$1 f s i=0 frc rc=0 tap took outcome note
   shift
@@ -210,6 +247,7 @@ run_files() { # run_files RUN FILE...: one file after another, each in a node of
 bpid= blog=
 if [[ ${#beside[@]} -gt 0 ]]; then
   blog=$(mktemp "${TMPDIR:-/tmp}/svm-test-beside.XXXXXX")
+  bdir=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-second.XXXXXX")
   echo "(beside the others: ${beside[*]}; output at the end)"
   (
     trap 'stop_file; exit 143' TERM
@@ -218,10 +256,30 @@ if [[ ${#beside[@]} -gt 0 ]]; then
     brc=0
     if [[ ${#later[@]} -gt 0 ]]; then
       echo "-- building beside the main run: ${later[*]}" >&3
-      bash scripts/tools.sh "${later[@]}" >/dev/null || brc=$?
+      for t in "${later[@]}"; do bash scripts/tools.sh "$t" >/dev/null || brc=$?; done
       echo "-- built beside the main run in $((SECONDS - bstart)) s (rc $brc): ${later[*]}" >&3
     fi
-    run_files beside "${beside[@]}" || brc=$?
+    # This lane's own plane, of the shared plane's shape: the files it takes from the main run's queue run there.
+    # First the items of the files that need what was just built (the previous release, temporal-server), so that
+    # the main lane never waits for a build; then the files beside; then the queue's items that are left.
+    if plane_up "$bdir"; then
+      export SVM_DEV_DIR=$bdir
+      for ((i = 0; i < ${#items[@]}; i++)); do
+        for f in "${last[@]}"; do
+          if [[ " ${items[i]} " == *" $f "* ]]; then
+            take_item beside "$i" || brc=$?
+            break
+          fi
+        done
+      done
+      run_files beside "${beside[@]}" || brc=$?
+      echo "-- the lane beside takes the main run's files left ($((SECONDS - bstart)) s in)" >&3
+      run_queue beside || brc=$?
+    else
+      echo "the second plane did not come up (the run fails for it): the main lane runs the main run's files"
+      brc=1
+      run_files beside "${beside[@]}" || brc=$?
+    fi
     echo "(the run beside took $((SECONDS - bstart)) s)"
     exit $brc
   ) >"$blog" 2>&1 &
@@ -229,7 +287,7 @@ if [[ ${#beside[@]} -gt 0 ]]; then
 fi
 rc=0
 start=$SECONDS
-run_files main "${rest[@]}" || rc=$?
+run_queue main || rc=$?
 echo "(the main run took $((SECONDS - start)) s)"
 if [[ -n $bpid ]]; then
   brc=0
