@@ -34,9 +34,9 @@ export async function withWorker<T>(
  * Every test runs its worker on its own task queue, so a migration (or the
  * trigger) an earlier test left running would be joined by the next start and
  * wait forever on a queue nobody serves. Tests that start migrations of
- * shared resources end such leftovers first (every test on the shared plane
- * runs in the main run, one file after another: the files run beside it use
- * planes of their own, scripts/test.sh).
+ * shared resources end such leftovers first (the files on one shared plane
+ * run one after another: scripts/test.sh's two lanes each run on a plane of
+ * their own, and the files beside use planes of their own).
  */
 export async function endLeftovers(plane: TestPlane): Promise<void> {
   const c = plane.temporal.client;
