@@ -109,11 +109,11 @@ for f in test/test-*.test.ts; do
 done
 files+=("${last[@]}")
 if [[ $# -gt 0 ]]; then files=("$@"); fi
-# Run beside the others, one after another, not after them: files on planes of their own that mostly wait
-# (the built-in migrator's backoffs, minute-long bounds, API server restarts, the rolling upgrade) and touch
-# no other plane, the memory budget's test (a plane of its own with large objects) and the image's test. The whole run
-# stays within CI's time; their output follows the others'. Note: a file here must never touch the shared plane: each
-# main-run file removes, when it ends, what was made on that plane while it ran (test/helpers/plane-ledger.ts).
+# The files beside: on planes of their own, they mostly wait (the built-in migrator's backoffs, minute-long bounds, API
+# server restarts, the rolling upgrade) and touch no other plane; the memory budget's test (a plane of its own with
+# large objects) and the image's test. The lane beside runs them (below), the main lane any it reaches first. Note: a
+# file here must never touch the shared plane: each main-run file removes, when it ends, what was made on that plane
+# while it ran (test/helpers/plane-ledger.ts).
 beside=()
 if [[ $# -eq 0 ]]; then
   # test-image last: it builds the image (CPU, while the main run waits on servers), then migrates a CRD by the
@@ -150,6 +150,11 @@ if [[ -n ${SVM_TEST_SHUFFLE:-} ]]; then
   shuffled=$(node scripts/shuffle.mjs "$SVM_TEST_SHUFFLE" "${items[@]}")
   mapfile -t items <<<"$shuffled"
 fi
+# The files beside end the queue, each an item: the lane beside takes them first (below), and the main lane any it
+# reaches first once its own are done (on a slow machine the lane beside's builds can take half an hour). They run on
+# planes of their own, whichever lane takes them.
+first_beside=${#items[@]}
+items+=("${beside[@]}")
 # Each file also writes TAP to a file of its own: the failures are listed once more at the very end, where a CI log
 # that keeps only its tail still shows them, with the time each file took.
 taps=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-tap.XXXXXX")
@@ -261,7 +266,7 @@ if [[ ${#beside[@]} -gt 0 ]]; then
     fi
     # This lane's own plane, of the shared plane's shape: the files it takes from the main run's queue run there.
     # First the items of the files that need what was just built (the previous release, temporal-server), so that
-    # the main lane never waits for a build; then the files beside; then the queue's items that are left.
+    # the main lane never waits for a build; then the files beside (planes of their own); then whatever is left.
     if plane_up "$bdir"; then
       export SVM_DEV_DIR=$bdir
       for ((i = 0; i < ${#items[@]}; i++)); do
@@ -272,13 +277,12 @@ if [[ ${#beside[@]} -gt 0 ]]; then
           fi
         done
       done
-      run_files beside "${beside[@]}" || brc=$?
+      for ((i = first_beside; i < ${#items[@]}; i++)); do take_item beside "$i" || brc=$?; done
       echo "-- the lane beside takes the main run's files left ($((SECONDS - bstart)) s in)" >&3
       run_queue beside || brc=$?
     else
-      echo "the second plane did not come up (the run fails for it): the main lane runs the main run's files"
+      echo "the second plane did not come up (the run fails for it): the main lane runs the queue's files"
       brc=1
-      run_files beside "${beside[@]}" || brc=$?
     fi
     echo "(the run beside took $((SECONDS - bstart)) s)"
     exit $brc
