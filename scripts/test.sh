@@ -22,21 +22,34 @@ npm run --silent build:fast
 npm run --silent build:workflows
 npm run --silent build:kube
 
+# The type check and lint run while the tools build (on a cold machine the builds wait on module downloads at times);
+# their output follows the tools'.
+checks=$(mktemp "${TMPDIR:-/tmp}/svm-test-checks.XXXXXX")
+{ npx tsc -p tsconfig.json --noEmit && npm run --silent lint; } >"$checks" 2>&1 &
+checks_pid=$!
+
 echo "== tools (built once, cached outside the repository)"
 # What the shared plane starts (etcd, kube-apiserver, kubectl, the Temporal CLI), before the first test. The others
 # (kube-controller-manager, Helm, temporal-server, the Go example, the previous release) are built in the lane beside
-# the main run, before that lane's files, one at a time: the tests mostly wait on servers (a few percent of 2 cores),
-# so what is built there costs the run little, where the same build before the first test adds its whole time. A
-# test that needs one first waits for its build (scripts/tools.sh holds a lock, released between two of them).
-# kube-controller-manager first (the first file beside needs it, as does test-built-in), then Helm (test-helm, early
-# in the main run); the previous release last. A cold machine: docs/development.md.
+# the main run, before that lane's files, one at a time: the tests mostly wait on servers (a few percent of 2 cores
+# in test-apf, under half in test-bridge), so those builds overlap their waits, where before the first test a build
+# adds its whole time; they do slow the tests beside them (test-trigger took 654 s beside them in the cold run of
+# 2026-12-06, 300 warm). A test that needs one first waits for its build (scripts/tools.sh holds a lock, released
+# between two of them). kube-controller-manager first (the first file beside needs it, as does test-built-in), then
+# Helm (test-helm, early in the main run); the previous release last. A cold machine: docs/development.md.
 bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
 later=()
 if [[ $# -eq 0 ]]; then later=(kube-controller-manager helm temporal-server upgradetool kube-previous); fi
 
 echo "== typecheck and lint"
-npx tsc -p tsconfig.json --noEmit
-npm run --silent lint
+checks_rc=0
+wait "$checks_pid" || checks_rc=$?
+cat "$checks"
+rm -f "$checks"
+if [[ $checks_rc -ne 0 ]]; then
+  echo "the type check or lint failed (above)"
+  exit "$checks_rc"
+fi
 
 echo "== local control plane"
 owndir= sdir= bdir= bpid= file_pid= watchdog=
