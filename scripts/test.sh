@@ -141,8 +141,8 @@ fi
 # from the start, and the lane beside, once its builds are done, on a second plane of the same shape that it starts
 # then (the main lane alone would leave the lane beside idle for half the run). Each file leaves the plane it ran on
 # as it found it (test/helpers/plane-ledger.ts), so which lane takes a file does not change what it tests.
-on_server_plane=(test/test-fleet-planes.test.ts test/test-temporal-server.test.ts test/test-temporal-server-durability.test.ts
-  test/test-temporal-server-ui.test.ts test/test-worker-versioning.test.ts)
+# Which files those are is read from the files themselves, so that a new one cannot run on that plane beside another.
+mapfile -t on_server_plane < <(grep -l 'serverPlane()' test/*.test.ts)
 items=()
 server_item=-1
 for f in "${files[@]}"; do
@@ -239,13 +239,12 @@ run_queue() { # run_queue RUN: the queue's items in order, each one that no lane
   return $rc
 }
 run_files() { # run_files RUN FILE...: one file after another, each in a node of its own
-  local run=$1 f s i=0 frc rc=0 tap took outcome note
+  local run=$1 f s frc rc=0 tap took outcome note
   shift
   for f in "$@"; do
-    i=$((i + 1))
     s=$SECONDS
     frc=0
-    tap="$taps/$run-$(printf %02d $i)-$(basename "$f" .test.ts).tap"
+    tap="$taps/$run-$(basename "$f" .test.ts).tap" # each file runs once
     run_bounded "$tap" "$f" || frc=$?
     took=$((SECONDS - s))
     outcome=passed
