@@ -18,6 +18,10 @@ export function countPuts(metrics: string, crds: Array<{ group: string; plural: 
 }
 
 export interface PutSample {
+  /** When the scrape was sent and when its last answer came (ms): each server read its count somewhere in between. */
+  t0: number;
+  t1: number;
+  /** Its midpoint. */
   t: number;
   puts: number;
 }
@@ -29,7 +33,8 @@ export function putSampler(plane: TestPlane, crds: Array<{ group: string; plural
   const sample = async () => {
     const t0 = Date.now();
     const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
-    samples.push({ t: (t0 + Date.now()) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, crds), 0) });
+    const t1 = Date.now();
+    samples.push({ t0, t1, t: (t0 + t1) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, crds), 0) });
   };
   let scraping = true;
   const scraper = (async () => {
@@ -50,16 +55,30 @@ export function putSampler(plane: TestPlane, crds: Array<{ group: string; plural
   };
 }
 
-/** The busiest window of at least 5 s between from and to (each sample to the first one 5 s later). */
+/**
+ * The busiest window of at least 5 s between from and to (each sample to the first one 5 s later). Its length is the
+ * longest the two reads can be apart (from the first scrape's start to the second's end): on a loaded machine a
+ * scrape can take a second, and a window taken between midpoints would then be up to that much too short.
+ */
 export function busiestWindow(samples: PutSample[], from: number, to: number) {
   let w = { rate: 0, from: 0, seconds: 0, puts: 0 };
   for (let i = 0; i < samples.length; i++) {
     if (samples[i]!.t < from) continue;
     const j = samples.findIndex((s, k) => k > i && s.t - samples[i]!.t >= 5000);
     if (j < 0 || samples[j]!.t > to) break;
-    const seconds = (samples[j]!.t - samples[i]!.t) / 1000;
+    const seconds = (samples[j]!.t1 - samples[i]!.t0) / 1000;
     const puts = samples[j]!.puts - samples[i]!.puts;
     if (puts / seconds > w.rate) w = { rate: puts / seconds, from: (samples[i]!.t - samples[0]!.t) / 1000, seconds, puts };
   }
   return w;
+}
+
+/**
+ * The most rewrites the API servers can count in a window of `seconds` under a budget of qps (src/worker/budget.ts):
+ * the tokens of the window, each bucket's burst (0.2 s of its share, rounded up: at most one token more per bucket),
+ * and the requests whose tokens were taken before the window, still in flight at its start: a server counts a
+ * request when it completes, so those may all complete inside it.
+ */
+export function budgetCeiling(qps: number, seconds: number, opts: { buckets: number; inFlight: number }): number {
+  return Math.floor(qps * (seconds + 0.2)) + opts.buckets + opts.inFlight;
 }
