@@ -12,7 +12,8 @@
 #   kube-apiserver kube-controller-manager kubectl
 #                                Kubernetes (the default release); `kube` is all three
 #   kube-apiserver-previous kube-controller-manager-previous kubectl-previous
-#                                the release before (the rolling-upgrade test); `kube-previous` is all three
+#                                the release before; `kube-previous` is its two servers (what the
+#                                rolling-upgrade test runs; no test runs kubectl-previous)
 #   temporal-cli                 the Temporal CLI (dev server and Web UI)
 #   temporal-server              temporal-server, temporal-sql-tool, its schema and the UI server (scripts/tools.d)
 #   helm                         Helm (the chart's tests; scripts/tools.d)
@@ -41,12 +42,12 @@ for a in "$@"; do
   case "$a" in
     --dry-run | --list) dry=1 ;;
     -h | --help)
-      sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     all) names+=("${every[@]}") ;;
     kube) names+=(kube-apiserver kube-controller-manager kubectl) ;;
-    kube-previous) names+=(kube-apiserver-previous kube-controller-manager-previous kubectl-previous) ;;
+    kube-previous) names+=(kube-apiserver-previous kube-controller-manager-previous) ;;
     etcd | etcdctl | kube-apiserver | kube-controller-manager | kubectl | kube-apiserver-previous | kube-controller-manager-previous | \
       kubectl-previous | temporal-cli | temporal-server | helm | upgradetool) names+=("$a") ;;
     *)
