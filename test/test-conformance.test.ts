@@ -47,7 +47,7 @@
  * printed; docs/standard-api.md quotes it.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync, existsSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -60,11 +60,11 @@ import { PROBE_LABEL } from '../src/kube/fence-probe';
 import { getCrd } from '../src/kube/crds';
 import { startConversionWebhook, webhookHost } from './helpers/webhook';
 import { compareOutcomes, deleteBuiltInObjects, parityOutcomes } from './helpers/parity';
-import { down, restartApiserver, startControllerManager, stopControllerManager, up } from '../src/dev/plane';
+import { restartApiserver, startControllerManager, stopControllerManager, up } from '../src/dev/plane';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
   readManifests,
   removeTokenKubeconfig,
@@ -443,10 +443,7 @@ after(async () => {
   }
   removeTokenKubeconfig(kubeconfig);
   await p?.close();
-  if (dir) {
-    await down(dir, quiet).catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
-  }
+  if (dir) await removePlanes(dir);
 });
 
 /**

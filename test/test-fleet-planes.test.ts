@@ -24,12 +24,11 @@ import { campaignStatusQuery, campaignWorkflowId, type CampaignStatus } from '..
 import { grantManifests } from '../src/client/grant';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { down } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import type { RegisteredCluster } from '../src/client/fleet';
 import { campaignTable } from '../src/client/cli-fleet';
 import { applyCrd, createObjects, deleteCrd, testCrd, type TestCrd } from './helpers/crd';
-import { serverPlane, testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, serverPlane, testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
   readManifests,
   serverSideApply,
@@ -44,7 +43,6 @@ const run = promisify(execFile);
 const root = path.join(__dirname, '..');
 const svm = path.join(root, 'bin', 'svm.js');
 const COUNT = 200;
-const quiet = () => undefined;
 
 interface Member {
   name: string;
@@ -111,9 +109,8 @@ after(async () => {
   for (const m of members.slice(0, 2)) await deleteCrd(m.plane.kube, m.crd).catch(() => undefined);
   for (const m of members) await m.plane.close();
   await temporal?.close();
-  await down(southDir, quiet).catch(() => undefined);
-  rmSync(southDir, { recursive: true, force: true });
   rmSync(scratch, { recursive: true, force: true });
+  await removePlanes(southDir);
 });
 
 /** The worker container's environment in deploy/deployment.yaml. */

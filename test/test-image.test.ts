@@ -20,13 +20,12 @@ import type { temporal } from '@temporalio/proto';
 import { installCrds } from '../src/client/cli-migrate';
 import { Migrator } from '../src/client';
 import { etcdPrefix } from '../src/dev/etcd-truth';
-import { down } from '../src/dev/plane';
 import { ImageStore, PODMAN_LIMITS, runIn } from '../src/dev/image';
 import { beforeMigration, judgeMigration, verdictProblems } from '../src/dev/migration-judge';
 import { describeDeployment } from '../src/worker/versioning';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, loggedMetricsPort } from './helpers/migrate';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const root = path.join(__dirname, '..');
@@ -55,8 +54,7 @@ before(async () => {
 
 after(async () => {
   await plane?.close();
-  await down(planeDir, () => undefined).catch(() => undefined);
-  fs.rmSync(planeDir, { recursive: true, force: true });
+  await removePlanes(planeDir);
   // The store holds only this test's images and containers.
   await store?.dispose();
 });

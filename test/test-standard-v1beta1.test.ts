@@ -10,29 +10,26 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { after, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { down, restartApiserver, startControllerManager, stopControllerManager, up } from '../src/dev/plane';
+import { restartApiserver, startControllerManager, stopControllerManager, up } from '../src/dev/plane';
 import { compareOutcomes, deleteBuiltInObjects, parityOutcomes } from './helpers/parity';
 import { kubeVersions } from '../src/dev/tools';
 import { findStandardMigration, standardVersion } from '../src/kube/standard-migrations';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
-import { testPlane, uniq } from './helpers/plane';
+import { removePlanes, testPlane, uniq } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
 const quiet = () => undefined;
 const dir = mkdtempSync(path.join(tmpdir(), 'svm-v1beta1-'));
-after(async () => {
-  await down(dir, quiet).catch(() => undefined);
-  rmSync(dir, { recursive: true, force: true });
-});
+after(async () => removePlanes(dir));
 
 void test(`${kubeVersions().previous}: a storagemigration.k8s.io/v1beta1 object created with kubectl is migrated by svm (own mode); kubectl wait returns; etcd holds only v2`, async () => {
   await up({ dir, apiservers: 2, kubeVersion: kubeVersions().previous, storageVersionApi: false, log: quiet });

@@ -12,7 +12,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
@@ -21,17 +21,16 @@ import { installCrds } from '../src/client/cli-migrate';
 import { Migrator } from '../src/client/index';
 import { loadTemporalSettings } from '../src/config/temporal';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
-import { down, isRunning, up } from '../src/dev/plane';
+import { isRunning, up } from '../src/dev/plane';
 import { ensureCert } from '../src/dev/tls';
 import { createMigratorWorker } from '../src/worker/worker';
 import { loadWorkerSettings } from '../src/worker/config';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);
-const quiet = () => undefined;
 const dir = mkdtempSync(path.join(tmpdir(), 'svm-tls-'));
 const repo = path.resolve(__dirname, '..');
 let plane: TestPlane | undefined;
@@ -54,9 +53,8 @@ before(async () => {
 
 after(async () => {
   await plane?.close();
-  await down(dir, quiet).catch(() => undefined);
   const state = plane?.state;
-  rmSync(dir, { recursive: true, force: true });
+  await removePlanes(dir);
   if (state) assert.ok(!isRunning(state.temporalServer?.postgres) && !isRunning(state.temporal), 'down left a process running');
 });
 

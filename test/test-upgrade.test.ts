@@ -39,13 +39,13 @@
  * and the side-by-side lines are printed from that file.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { down, restartApiserver, startControllerManager, up } from '../src/dev/plane';
+import { restartApiserver, startControllerManager, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { getCrd } from '../src/kube/crds';
 import { dropTable } from '../src/client/drop-report';
@@ -66,18 +66,13 @@ import {
   writeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const { current, previous } = kubeVersions();
 const quiet = () => undefined;
 const planes: string[] = [];
-after(async () => {
-  for (const dir of planes) {
-    await down(dir, quiet).catch(() => undefined);
-    rmSync(dir, { recursive: true, force: true });
-  }
-});
+after(async () => removePlanes(...planes));
 
 /** Built-in objects this test can create on either release: [apiVersion, plural, manifest]. */
 const TEMPLATES: Array<{ group: string; resource: string; create: (p: TestPlane, name: string) => Promise<unknown> }> = [

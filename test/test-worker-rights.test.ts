@@ -24,7 +24,7 @@ import YAML from 'yaml';
 import { installCrds } from '../src/client/cli-migrate';
 import { grantManifests, UNFENCED_GROUPS } from '../src/client/grant';
 import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
-import { down, restartApiserver, up } from '../src/dev/plane';
+import { restartApiserver, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { KubeClient } from '../src/kube/client';
 import { standardVersion } from '../src/kube/standard-migrations';
@@ -32,7 +32,7 @@ import { CREATED_BY_ANNOTATION } from '../src/activities/built-in';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { migrationResult } from './helpers/waits';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
   canI,
   deleteManifests,
@@ -56,10 +56,7 @@ const JSON_PATCH = 'application/json-patch+json';
 const APPLY = 'application/apply-patch+yaml';
 
 const previousDir = mkdtempSync(path.join(tmpdir(), 'svm-rights-prev-'));
-after(async () => {
-  await down(previousDir, quiet).catch(() => undefined);
-  rmSync(previousDir, { recursive: true, force: true });
-});
+after(async () => removePlanes(previousDir));
 
 /** The shipped worker objects as kustomize renders deploy/ (what `kubectl apply -k deploy/` applies). */
 async function kustomized(plane: TestPlane): Promise<Manifest[]> {

@@ -8,9 +8,11 @@
  * load balancer) and nothing else; it finds each server itself. Tests that
  * must reach one particular server use kubeOf(i).
  */
+import { rmSync } from 'node:fs';
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import {
+  down,
   isRunning,
   readEnv,
   readState,
@@ -186,7 +188,24 @@ async function runningWorkflows(p: TestPlane): Promise<string[]> {
   return [listed, ...states];
 }
 
-/** A unique suffix for names in one test. */
+/**
+ * Brings down the planes a file brought up in these directories, each after the one before, and removes each
+ * directory. A plane that does not come down fails the file and keeps its directory, for its logs; the others still
+ * come down. A directory with no plane in it is just removed.
+ */
+export async function removePlanes(...dirs: string[]): Promise<void> {
+  const kept: string[] = [];
+  for (const dir of dirs) {
+    try {
+      await down(dir, () => undefined);
+      rmSync(dir, { recursive: true, force: true });
+    } catch (err) {
+      kept.push(`${dir}: ${err instanceof Error ? err.message : String(err)}`);
+    }
+  }
+  if (kept.length > 0) throw new Error(`a plane did not come down (its directory is kept): ${kept.join('; ')}`);
+}
+
 /**
  * API servers `indices` back to their default flags, each restarted only when it runs with extra flags or is down (a
  * restart takes seconds, and most scenarios leave the servers as they found them).
@@ -198,6 +217,7 @@ export async function defaultApiservers(plane: TestPlane, ...indices: number[]):
   }
 }
 
+/** A unique suffix for names in one test. */
 export const uniq = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
 /** What scripts/test.sh passes the shared plane's Temporal: a low continue-as-new suggestion, so that long lists exercise it. */
