@@ -162,17 +162,25 @@ if [[ ${#plan[@]} -gt 0 ]]; then
   say "$([[ -n $dry ]] && echo 'would build' || echo 'to build') into $bin: ${plan[*]} (once; on 2 shared cores etcd took about 2.5 min, the Temporal CLI 7, kube-apiserver 14, all three Kubernetes binaries 18: docs/benchmarks.md)"
 fi
 
-# The builds asked for run side by side: each spends part of its time fetching modules through the proxy with the
-# cores idle (cold on 2026-12-06: about 20 s of etcd's 136, 50 of the Temporal CLI's 271, 50 of Kubernetes' 553),
-# which the others' compiling then uses. Go's module and build caches are safe to share between them.
+# With more than 2 cores the builds asked for run side by side: each spends part of its time fetching modules through
+# the proxy with the cores idle (cold on 2026-12-06: about 20 s of etcd's 136, 50 of the Temporal CLI's 271, 50 of
+# Kubernetes' 553), which the others' compiling then uses. Go's module and build caches are safe to share between
+# them. On 2 cores they run one after the other: side by side there, etcd, the CLI and kube-apiserver took 1070 s
+# cold (the cores 99 % busy) against 960 one after the other (89 %): the compiles contend for more than they gain.
+side_by_side=$(($(nproc) > 2))
 builds=()
-if [[ ${#etcd_bins[@]} -gt 0 ]]; then with_progress "etcd-$ETCD" build_etcd "${etcd_bins[@]}" & builds+=($!); fi
-if [[ -n $temporal_missing ]]; then with_progress "temporal-$TEMPORAL" build_temporal & builds+=($!); fi
-if [[ ${#kube_bins[@]} -gt 0 ]]; then with_progress "kubernetes-$KUBE" build_kube "$KUBE" "$STAGING" "${kube_bins[@]}" & builds+=($!); fi
-if [[ ${#kube_prev_bins[@]} -gt 0 ]]; then
-  with_progress "kubernetes-$KUBE_PREV" build_kube "$KUBE_PREV" "$STAGING_PREV" "${kube_prev_bins[@]}" &
-  builds+=($!)
-fi
+build() { # build NAME FUNCTION ARGS...: with_progress, in the background when side by side (a failure ends the script)
+  if ((side_by_side)); then
+    with_progress "$@" &
+    builds+=($!)
+  else
+    with_progress "$@"
+  fi
+}
+if [[ ${#etcd_bins[@]} -gt 0 ]]; then build "etcd-$ETCD" build_etcd "${etcd_bins[@]}"; fi
+if [[ -n $temporal_missing ]]; then build "temporal-$TEMPORAL" build_temporal; fi
+if [[ ${#kube_bins[@]} -gt 0 ]]; then build "kubernetes-$KUBE" build_kube "$KUBE" "$STAGING" "${kube_bins[@]}"; fi
+if [[ ${#kube_prev_bins[@]} -gt 0 ]]; then build "kubernetes-$KUBE_PREV" build_kube "$KUBE_PREV" "$STAGING_PREV" "${kube_prev_bins[@]}"; fi
 failed=0
 for b in "${builds[@]}"; do wait "$b" || failed=1; done
 [[ $failed -eq 0 ]] || die "a build failed: its error is above"
