@@ -1,7 +1,7 @@
 /** `svm worker` with no TEMPORAL_ADDRESS starts a local dev server (the embedded default), runs migrations on it, and stops it on exit. */
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
-import { mkdtempSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -67,5 +67,6 @@ void test('svm worker without TEMPORAL_ADDRESS runs its own Temporal dev server,
     assert.equal(await portOpen(Number(address.split(':')[1])), false, 'the local dev server outlived the worker');
   } finally {
     worker.kill('SIGKILL');
+    rmSync(env.XDG_STATE_HOME!, { recursive: true, force: true });
   }
 });

@@ -7,7 +7,7 @@
  * 127.0.0.1 in the loopback shape.
  */
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import * as https from 'node:https';
 import type { AddressInfo } from 'node:net';
 import * as os from 'node:os';
@@ -46,30 +46,34 @@ export const webhookHost = (plane: TestPlane): string => plane.state.network?.ga
 /** A self-signed serving certificate (and its key) for host, an IP address. */
 function selfSignedCert(host: string): { key: Buffer; cert: Buffer } {
   const dir = mkdtempSync(path.join(os.tmpdir(), 'svm-webhook-'));
-  execFileSync(
-    'openssl',
-    [
-      'req',
-      '-x509',
-      '-newkey',
-      'ec',
-      '-pkeyopt',
-      'ec_paramgen_curve:prime256v1',
-      '-nodes',
-      '-keyout',
-      path.join(dir, 'key.pem'),
-      '-out',
-      path.join(dir, 'cert.pem'),
-      '-days',
-      '1',
-      '-subj',
-      `/CN=${host}`,
-      '-addext',
-      `subjectAltName=IP:${host}`,
-    ],
-    { stdio: 'ignore' },
-  );
-  return { key: readFileSync(path.join(dir, 'key.pem')), cert: readFileSync(path.join(dir, 'cert.pem')) };
+  try {
+    execFileSync(
+      'openssl',
+      [
+        'req',
+        '-x509',
+        '-newkey',
+        'ec',
+        '-pkeyopt',
+        'ec_paramgen_curve:prime256v1',
+        '-nodes',
+        '-keyout',
+        path.join(dir, 'key.pem'),
+        '-out',
+        path.join(dir, 'cert.pem'),
+        '-days',
+        '1',
+        '-subj',
+        `/CN=${host}`,
+        '-addext',
+        `subjectAltName=IP:${host}`,
+      ],
+      { stdio: 'ignore' },
+    );
+    return { key: readFileSync(path.join(dir, 'key.pem')), cert: readFileSync(path.join(dir, 'cert.pem')) };
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 }
 
 export async function startDenyingWebhook(host: string, deny: (name: string) => boolean, message: string): Promise<DenyingWebhook>;
