@@ -33,8 +33,8 @@ echo "== tools (built once, cached outside the repository)"
 # (kube-controller-manager, Helm, temporal-server, the Go example, the previous release) are built in the lane beside
 # the main run, before that lane's files, one at a time: one lane's tests leave the cores idle much of the time (a
 # few percent busy in test-apf, under half in test-bridge; two lanes together about 81 %), so those builds overlap
-# their waits, where before the first test a build adds its whole time; they do slow the tests beside them (test-trigger took 654 s beside them in the cold run of
-# 2026-12-06, 300 warm). A test that needs one first waits for its build (scripts/tools.sh holds a lock, released
+# their waits, where before the first test a build adds its whole time; they do slow the tests beside them
+# (test-trigger took 654 s beside them in the cold run of 2026-12-06, 300 warm). A test that needs one first waits for its build (scripts/tools.sh holds a lock, released
 # between two of them). kube-controller-manager first (the first file beside needs it, as does test-built-in), then
 # Helm (test-helm, early in the main run); the previous release last. A cold machine: docs/development.md.
 bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
