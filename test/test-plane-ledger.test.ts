@@ -3,6 +3,8 @@
  * file's usual mess is made after a mark — a CRD with objects, a namespace of its own with objects in it, a
  * cluster-scoped object, a lease in a namespace that was there before, an object held by a finalizer, one API server
  * restarted with other flags, a workflow left running — and put back; etcd is the judge that the objects are gone.
+ * And a CRD whose deletion cannot end (a finalizer no one removes) fails the clean-up at its bound, naming what
+ * holds it, instead of a silent wait.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -10,6 +12,7 @@ import { countKeys } from '../src/dev/etcd-truth';
 import { readState, restartApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { OLD_ENCODING_FLAGS } from './helpers/old-encoding';
+import { eventually } from './helpers/waits';
 import { leavePlaneAsFound, markPlane } from './helpers/plane-ledger';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
@@ -62,4 +65,44 @@ void test('what a file made after the mark is gone when it closes, and its serve
   assert.equal((await plane.temporal.client.workflow.getHandle(workflowId).describe()).status.name, 'TERMINATED');
   // A second look finds nothing more to do.
   assert.deepEqual(await leavePlaneAsFound(plane, mark), []);
+});
+
+void test('a CRD whose deletion does not end fails the clean-up within its bound, naming what holds it; etcd judges', async () => {
+  const mark = await markPlane(plane.dir, plane.kube, plane.temporal.client);
+  const crd = testCrd(`${uniq('stuck')}.svm.test`);
+  const ns = uniq('stuck');
+  const crdPath = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${crd.name}`;
+  const setFinalizers = (finalizers: string[]) =>
+    plane.kube.request('PATCH', crdPath, {
+      body: JSON.stringify({ metadata: { finalizers } }),
+      contentType: 'application/merge-patch+json',
+    });
+  await applyCrd(plane.kube, crd, 'v1');
+  await createObjects(plane.kube, crd, 'v1', 3, { namespace: ns });
+  // A finalizer no controller of the plane removes: the CRD's deletion cannot end.
+  await setFinalizers(['svm.test/hold']);
+
+  const started = Date.now();
+  const failure = await leavePlaneAsFound(plane, mark, { gone: 3_000, then: 2_000 }).then(
+    () => assert.fail('the clean-up succeeded with the CRD still there'),
+    (err: unknown) => (err instanceof Error ? err.message : String(err)),
+  );
+  process.stderr.write(`  ${failure}\n`);
+  assert.match(
+    failure,
+    new RegExp(`CustomResourceDefinition not gone after 5 s: ${crd.name.replace(/\./g, '\\.')}: deletionTimestamp \\d`),
+  );
+  assert.match(failure, /finalizers \[[^\]]*svm\.test\/hold/, 'the message names the finalizer that holds it');
+  assert.ok(Date.now() - started < 60_000, `the clean-up ended at its bound, not ${Date.now() - started} ms later`);
+  assert.equal(await countKeys(plane.etcd, `/registry/namespaces/${ns}`), 0, 'the rest was put back all the same');
+
+  // Let go, the CRD goes, and a second look finds nothing to do.
+  const held = JSON.parse((await plane.kube.request('GET', crdPath)).body) as { metadata: { finalizers?: string[] } };
+  await setFinalizers((held.metadata.finalizers ?? []).filter((f) => f !== 'svm.test/hold'));
+  await eventually(
+    `${crd.name} gone from etcd once let go`,
+    async () => (await countKeys(plane.etcd, `/registry/apiextensions.k8s.io/customresourcedefinitions/${crd.name}`)) === 0,
+  );
+  assert.deepEqual(await leavePlaneAsFound(plane, mark), []);
+  assert.equal(await countKeys(plane.etcd, `/registry/${crd.group}/${crd.plural}/`), 0, 'its objects are gone from etcd');
 });

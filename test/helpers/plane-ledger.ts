@@ -198,8 +198,78 @@ function keeping(failed: string[], kube: KubeClient) {
   };
 }
 
+/** Those of `crds` still there (by uid). */
+async function stillThere(kube: KubeClient, crdKind: Kind, crds: Listed[]): Promise<Listed[]> {
+  const left = new Set((await listAll(kube, crdKind)).map((o) => o.uid));
+  return crds.filter((o) => left.has(o.uid));
+}
+
+/** Until none of `crds` is there, at most `ms`. */
+async function waitGone(kube: KubeClient, crdKind: Kind, crds: Listed[], ms: number): Promise<Listed[]> {
+  const end = Date.now() + ms;
+  let left = await stillThere(kube, crdKind, crds);
+  while (left.length > 0 && Date.now() < end) {
+    await new Promise((r) => setTimeout(r, 500));
+    left = await stillThere(kube, crdKind, crds);
+  }
+  return left;
+}
+
+/** A CustomResourceDefinition as its deletion stands: finalizers, Terminating condition, objects left. */
+async function deletionState(kube: KubeClient, crdKind: Kind, o: Listed): Promise<{ text: string; objects: number; finalizers: string[] }> {
+  const res = await kube.request('GET', objectPath(crdKind, o), { allow: [404] });
+  if (res.status === 404) return { text: `${o.name}: gone`, objects: 0, finalizers: [] };
+  const crd = JSON.parse(res.body) as {
+    metadata: { finalizers?: string[]; deletionTimestamp?: string };
+    spec: { group: string; names: { plural: string }; versions: Array<{ name: string; storage?: boolean }> };
+    status?: { conditions?: Array<{ type: string; status: string; reason?: string; message?: string }> };
+  };
+  const version = crd.spec.versions.find((v) => v.storage)?.name;
+  const objects = version
+    ? (await listAll(kube, { group: crd.spec.group, version, resource: crd.spec.names.plural, namespaced: false, deleteCollection: false }))
+        .length
+    : 0;
+  const term = crd.status?.conditions?.find((c) => c.type === 'Terminating');
+  const text =
+    `${o.name}: deletionTimestamp ${crd.metadata.deletionTimestamp ?? 'none'}, finalizers [${(crd.metadata.finalizers ?? []).join(', ')}], ` +
+    `Terminating ${term ? `${term.status} ${term.reason ?? ''}: ${term.message ?? ''}` : 'not set'}, ${objects} objects left`;
+  return { text, objects, finalizers: crd.metadata.finalizers ?? [] };
+}
+
+const CLEANUP_FINALIZER = 'customresourcecleanup.apiextensions.k8s.io';
+
+/** How long the file's CRDs are waited for (ms): until their state is printed, then after the finalizer's removal. */
+export interface CrdWaits {
+  gone: number;
+  then: number;
+}
+
+/**
+ * The file's CustomResourceDefinitions gone: the API servers' finalizer deletes their objects, then them. Where it
+ * has not within two minutes, what it stands at is printed, and a CRD whose objects are all gone loses its clean-up
+ * finalizer here (what the API server's controller would do next); a CRD still there a minute later is a failure
+ * naming its state.
+ */
+async function crdsGone(kube: KubeClient, crdKind: Kind, crds: Listed[], failed: string[], waits: CrdWaits): Promise<void> {
+  let left = await waitGone(kube, crdKind, crds, waits.gone);
+  if (left.length === 0) return;
+  for (const o of left) {
+    const state = await deletionState(kube, crdKind, o);
+    console.error(`plane ledger: CustomResourceDefinition not gone after ${waits.gone / 1000} s: ${state.text}`);
+    if (state.objects === 0 && state.finalizers.includes(CLEANUP_FINALIZER))
+      await keeping(failed, kube)('PATCH', objectPath(crdKind, o), {
+        body: JSON.stringify({ metadata: { finalizers: state.finalizers.filter((f) => f !== CLEANUP_FINALIZER) } }),
+        contentType: 'application/merge-patch+json',
+        allow: [404, 409],
+      });
+  }
+  left = await waitGone(kube, crdKind, left, waits.then);
+  const all = (waits.gone + waits.then) / 1000;
+  for (const o of left) failed.push(`CustomResourceDefinition not gone after ${all} s: ${(await deletionState(kube, crdKind, o)).text}`);
+}
+
 /** The file's objects removed: CRDs first (their objects go with them), then the rest; its namespaces emptied and finalized. */
-async function objectsAsMarked(kube: KubeClient, mark: PlaneMark, done: string[]): Promise<void> {
+async function objectsAsMarked(kube: KubeClient, mark: PlaneMark, done: string[], waits: CrdWaits): Promise<void> {
   const failed: string[] = [];
   const send = keeping(failed, kube);
   const fresh = (objects: Listed[], k: Kind) => objects.filter((o) => !mark.uids.has(o.uid) && !serversOwn(k, o));
@@ -207,12 +277,9 @@ async function objectsAsMarked(kube: KubeClient, mark: PlaneMark, done: string[]
   if (crdKind) {
     const crds = fresh(await listAll(kube, crdKind), crdKind);
     await eachAtMost(crds, 4, (o) => send('DELETE', objectPath(crdKind, o), { allow: [404] }));
-    for (let i = 0; i < 600 && crds.length > 0; i++) {
-      const left = new Set((await listAll(kube, crdKind)).map((o) => o.uid));
-      if (!crds.some((o) => left.has(o.uid))) break;
-      await new Promise((r) => setTimeout(r, 500));
-    }
-    if (crds.length > 0) done.push(`${crds.length} CustomResourceDefinitions`);
+    const t0 = Date.now();
+    await crdsGone(kube, crdKind, crds, failed, waits);
+    if (crds.length > 0) done.push(`${crds.length} CustomResourceDefinitions (gone in ${Math.round((Date.now() - t0) / 1000)} s)`);
   }
   const byKind = await objectsByKind(kube);
   const newNamespaces = new Set(byKind.filter((k) => isNamespaces(k.kind)).flatMap((k) => fresh(k.objects, k.kind).map((o) => o.name)));
@@ -257,6 +324,7 @@ async function objectsAsMarked(kube: KubeClient, mark: PlaneMark, done: string[]
 export async function leavePlaneAsFound(
   plane: { dir: string; kube: KubeClient; etcd: string; temporal: { client: Client } },
   mark: PlaneMark,
+  crdWaits: CrdWaits = { gone: 120_000, then: 60_000 },
 ): Promise<string[]> {
   const done: string[] = [];
   const left = [...(await runningWorkflows(plane.temporal.client))].filter((id) => !mark.workflows.has(id));
@@ -267,7 +335,7 @@ export async function leavePlaneAsFound(
       .catch(() => undefined);
   if (left.length > 0) done.push(`${left.length} running workflows terminated`);
   await serversAsMarked(plane.dir, mark, done);
-  await objectsAsMarked(plane.kube, mark, done);
+  await objectsAsMarked(plane.kube, mark, done, crdWaits);
   if (done.length > 0) await compactEtcd(plane.etcd).catch(() => undefined);
   return done;
 }
