@@ -204,11 +204,31 @@ async function stillThere(kube: KubeClient, crdKind: Kind, crds: Listed[]): Prom
   return crds.filter((o) => left.has(o.uid));
 }
 
-/** Until none of `crds` is there, at most `ms`. */
+/** A CRD still being deleted is nudged this often (see waitGone). */
+const NUDGE_EVERY_MS = 10_000;
+
+/**
+ * Until none of `crds` is there, at most `ms`. Those still there are nudged every NUDGE_EVERY_MS (an annotation
+ * changed), which hands each API server's CRD finalizer the CRD again. Its passes can stop short: on API servers
+ * just restarted (the ledger puts their flags back just before), a pass fails with "storage is (re)initializing",
+ * and the next one's status write conflicts with the other server's and ends, waiting for a change other than the
+ * Terminating condition, which none makes until the informers' resync, minutes later (seen on v1.37.2: the svm
+ * CRD held 4 minutes, gone 2 s after a nudge).
+ */
 async function waitGone(kube: KubeClient, crdKind: Kind, crds: Listed[], ms: number): Promise<Listed[]> {
   const end = Date.now() + ms;
+  let nudge = Date.now() + NUDGE_EVERY_MS;
   let left = await stillThere(kube, crdKind, crds);
   while (left.length > 0 && Date.now() < end) {
+    if (Date.now() >= nudge) {
+      nudge = Date.now() + NUDGE_EVERY_MS;
+      const body = JSON.stringify({ metadata: { annotations: { 'svm.test/ledger-nudge': String(Date.now()) } } });
+      // (a nudge that fails is only a nudge not given)
+      for (const o of left)
+        await kube
+          .request('PATCH', objectPath(crdKind, o), { body, contentType: 'application/merge-patch+json', allow: [404, 409, 422] })
+          .catch(() => undefined);
+    }
     await new Promise((r) => setTimeout(r, 500));
     left = await stillThere(kube, crdKind, crds);
   }
