@@ -23,6 +23,7 @@ import { getCrd } from '../src/kube/crds';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { forgetNames, freeIdentity } from './helpers/identity';
 
 const run = promisify(execFile);
 const EXAMPLES = path.join(__dirname, '..', 'examples', 'shell');
@@ -232,24 +233,30 @@ void test("Go SDK in a fleet (SVM_CLUSTER): migrate/<cluster>/<resource> on the 
   await createObjects(plane.kube, crd, 'v1', 50, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
   const cluster = uniq('go');
-  await withWorker(
-    plane,
-    async (_m, taskQueue) => {
-      const { stdout } = await run(upgradetool, ['migrate', crd.name], {
-        env: { ...cli(taskQueue), SVM_CLUSTER: cluster },
-        timeout: 180_000,
-      });
-      const s = sections(stdout);
-      const id = `migrate/${cluster}/${crd.name}`;
-      assert.equal((s.started as { workflowId: string }).workflowId, id);
-      assert.equal((s.result as Result).phase, 'Succeeded');
-      const d = await plane.temporal.client.workflow.getHandle(id).describe();
-      assert.equal(d.taskQueue, `${taskQueue}/cluster/${cluster}`);
-      assert.equal(d.typedSearchAttributes.get(MigrationCluster), cluster);
-    },
-    // Only the cluster: workerSettings lays the overrides' temporal over the test's own (its task queue).
-    { settings: { temporal: { cluster } as WorkerSettings['temporal'] } },
-  );
+  // The plane stands for cluster `cluster` in this test: its uid free for that name, and forgotten with it after.
+  await freeIdentity(plane.temporal.client, plane.kube, cluster);
+  try {
+    await withWorker(
+      plane,
+      async (_m, taskQueue) => {
+        const { stdout } = await run(upgradetool, ['migrate', crd.name], {
+          env: { ...cli(taskQueue), SVM_CLUSTER: cluster },
+          timeout: 180_000,
+        });
+        const s = sections(stdout);
+        const id = `migrate/${cluster}/${crd.name}`;
+        assert.equal((s.started as { workflowId: string }).workflowId, id);
+        assert.equal((s.result as Result).phase, 'Succeeded');
+        const d = await plane.temporal.client.workflow.getHandle(id).describe();
+        assert.equal(d.taskQueue, `${taskQueue}/cluster/${cluster}`);
+        assert.equal(d.typedSearchAttributes.get(MigrationCluster), cluster);
+      },
+      // Only the cluster: workerSettings lays the overrides' temporal over the test's own (its task queue).
+      { settings: { temporal: { cluster } as WorkerSettings['temporal'] } },
+    );
+  } finally {
+    await forgetNames(plane.temporal.client, [cluster]);
+  }
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
     [`${crd.group}/v2`]: 50,
   });

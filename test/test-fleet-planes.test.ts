@@ -13,11 +13,9 @@
  * unreachable and nothing of it is written, and it completes once its worker is back. Each plane's etcd is the judge.
  */
 import assert from 'node:assert/strict';
-import { spawn, execFile, type ChildProcess } from 'node:child_process';
-import { createWriteStream, mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import YAML from 'yaml';
 import { campaignStatusQuery, campaignWorkflowId, type CampaignStatus } from '../src/contract/fleet';
@@ -37,11 +35,10 @@ import {
   removeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
-import { eventually, metricsPortOf } from './helpers/migrate';
+import { eventually } from './helpers/migrate';
+import { fleetWorkers, type FleetWorkers } from './helpers/fleet-workers';
+import { forgetNames, freeIdentity } from './helpers/identity';
 
-const run = promisify(execFile);
-const root = path.join(__dirname, '..');
-const svm = path.join(root, 'bin', 'svm.js');
 const COUNT = 200;
 
 interface Member {
@@ -59,10 +56,10 @@ const crd = testCrd(`${uniq('fp')}.svm.test`);
 let temporal: TestPlane;
 let members: Member[] = [];
 let saKubeconfig: string | undefined;
-const workers: ChildProcess[] = [];
 
 before(async () => {
   temporal = await serverPlane();
+  fw = fleetWorkers({ temporalAddress: temporal.temporal.address, taskQueue: base, scratch, deploymentName });
   const [east, south] = await Promise.all([
     testPlane(),
     testPlane({
@@ -75,6 +72,8 @@ before(async () => {
     { name: `east-${suffix}`, plane: east },
     { name: `south-${suffix}`, plane: south },
   ].map((m) => ({ ...m, crd, prefix: `/registry/${crd.group}/${crd.plural}/` }));
+  // Each plane's uid free for this file's name (another file's name for the same plane is forgotten).
+  for (const m of members) await freeIdentity(temporal.temporal.client, m.plane.kube, m.name);
   // Each cluster: COUNT objects written through v2 while v1 is the storage version (so they are stored at v1 and
   // their managedFields name v2), then the storage version switched to v2.
   await Promise.all(
@@ -104,7 +103,12 @@ before(async () => {
 });
 
 after(async () => {
-  for (const w of workers) w.kill('SIGKILL');
+  fw?.killAll();
+  if (temporal)
+    await forgetNames(
+      temporal.temporal.client,
+      members.map((m) => m.name),
+    ).catch(() => undefined);
   removeTokenKubeconfig(saKubeconfig);
   for (const m of members.slice(0, 2)) await deleteCrd(m.plane.kube, m.crd).catch(() => undefined);
   for (const m of members) await m.plane.close();
@@ -113,58 +117,15 @@ after(async () => {
   await removePlanes(southDir);
 });
 
-/** The worker container's environment in deploy/deployment.yaml. */
-function shippedEnv(): Record<string, string> {
-  const d = readManifests('deployment.yaml').find((m) => m.kind === 'Deployment') as unknown as {
-    spec: { template: { spec: { containers: Array<{ name: string; env?: Array<{ name: string; value?: string }> }> } } };
-  };
-  const c = d.spec.template.spec.containers.find((x) => x.name === 'worker')!;
-  return Object.fromEntries((c.env ?? []).flatMap((e) => (e.value === undefined ? [] : [[e.name, e.value]])));
-}
-
 const base = uniq('tq-fleet');
 const deploymentName = uniq('svm-worker');
+let fw: FleetWorkers;
 
-/** The shipped environment, on this file's Temporal and task queue; /metrics on a port of the OS's choosing. */
-function workerEnv(over: Record<string, string>): NodeJS.ProcessEnv {
-  return {
-    PATH: process.env.PATH ?? '',
-    HOME: process.env.HOME ?? '',
-    ...shippedEnv(),
-    TEMPORAL_ADDRESS: temporal.temporal.address,
-    TEMPORAL_TASK_QUEUE: base,
-    TEMPORAL_DEPLOYMENT_NAME: deploymentName,
-    SVM_METRICS_PORT: '0',
-    SVM_METRICS_HOST: '127.0.0.1',
-    ...over,
-  };
-}
-
-/** Starts `svm worker` with env; its log in scratch; resolves with the metrics port it logs. */
-async function startWorker(name: string, env: NodeJS.ProcessEnv): Promise<{ proc: ChildProcess; metricsPort: number; log: string }> {
-  const log = path.join(scratch, `${name}-${Date.now()}.log`);
-  const out = createWriteStream(log);
-  const proc = spawn(process.execPath, [svm, 'worker'], { env, stdio: ['ignore', 'pipe', 'pipe'] });
-  workers.push(proc);
-  proc.stdout!.pipe(out);
-  proc.stderr!.pipe(out);
-  const metricsPort = await metricsPortOf(proc, `${name}'s worker`, { logFile: log });
-  return { proc, metricsPort, log };
-}
-
-async function stop(proc: ChildProcess): Promise<void> {
-  if (proc.exitCode !== null) return;
-  const exited = new Promise((r) => proc.once('exit', r));
-  proc.kill('SIGTERM');
-  await exited;
-}
-
+/** `svm fleet <args>`, which must succeed: its output. */
 async function fleet(args: string[]): Promise<string> {
-  const { stdout } = await run(process.execPath, [svm, 'fleet', ...args], {
-    env: { ...process.env, TEMPORAL_ADDRESS: temporal.temporal.address, TEMPORAL_TASK_QUEUE: base },
-    timeout: 60_000,
-  });
-  return stdout;
+  const r = await fw.svm(['fleet', ...args]);
+  assert.equal(r.code, 0, `svm fleet ${args.join(' ')}: ${r.stderr}`);
+  return r.stdout;
 }
 
 const versionsOf = async (m: Member) => (await storedVersions(m.plane.etcd, m.prefix)).byApiVersion;
@@ -177,12 +138,12 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
   const kubeconfigs = path.join(scratch, 'clusters');
   mkdirSync(kubeconfigs);
   for (const m of [north, east]) writeFileSync(path.join(kubeconfigs, `${m.name}.kubeconfig`), readFileSync(m.plane.env.KUBECONFIG!));
-  const pool = await startWorker(
+  const pool = await fw.start(
     'pool',
-    workerEnv({ SVM_KUBECONFIG_DIR: kubeconfigs, SVM_REQUIRE_FENCE: 'false', SVM_REQUIRE_STATIC_FENCE: 'false', SVM_BRIDGE: 'false' }),
+    fw.env({ SVM_KUBECONFIG_DIR: kubeconfigs, SVM_REQUIRE_FENCE: 'false', SVM_REQUIRE_STATIC_FENCE: 'false', SVM_BRIDGE: 'false' }),
   );
-  const southEnv = workerEnv({ KUBECONFIG: saKubeconfig!, SVM_CLUSTER: south.name, SVM_FLEET_WORKER: 'false' });
-  let southWorker = await startWorker('south', southEnv);
+  const southEnv = fw.env({ KUBECONFIG: saKubeconfig!, SVM_CLUSTER: south.name, SVM_FLEET_WORKER: 'false' });
+  let southWorker = await fw.start('south', southEnv);
 
   // Each cluster registered: kube-system's uid and each API server's Kubernetes version, as `svm fleet clusters` lists them.
   const registered = await eventually(
@@ -232,7 +193,7 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
 
   // While the canary runs, south's worker is stopped (as a Deployment scaled to zero: SIGTERM).
   await eventually('the canary runs', async () => ['Running', 'Succeeded'].includes(row(await status(), north).phase) || undefined, 60_000);
-  await stop(southWorker.proc);
+  await fw.stop(southWorker.proc);
 
   // The canary and east finish; south is reported unreachable, and nothing of it is written.
   const away = await eventually(
@@ -252,7 +213,7 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
   for (const m of [north, east]) assert.deepEqual(await versionsOf(m), { [`${m.crd.group}/v2`]: COUNT }, `${m.name}: every object at v2`);
 
   // south's worker comes back: its cluster completes, and so does the campaign.
-  southWorker = await startWorker('south', southEnv);
+  southWorker = await fw.start('south', southEnv);
   const result = (await h.result()) as CampaignStatus;
   const table = await fleet(['status', name]);
   process.stdout.write(`# ${table.trimEnd().split('\n').join('\n# ')}\n`);
@@ -272,6 +233,6 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
   // The pool's one /metrics: each of its clusters' series under its own label.
   const metrics = await (await fetch(`http://127.0.0.1:${pool.metricsPort}/metrics`)).text();
   for (const m of [north, east]) assert.match(metrics, new RegExp(`^svm_objects_total\\{[^}]*cluster="${m.name}"[^}]*\\} ${COUNT}$`, 'm'));
-  await stop(southWorker.proc);
-  await stop(pool.proc);
+  await fw.stop(southWorker.proc);
+  await fw.stop(pool.proc);
 });

@@ -21,9 +21,10 @@ import { Migrator } from '../src/client';
 import { createMigratorWorker } from '../src/worker/worker';
 import { launchBrowser, type TestBrowser } from './helpers/browser';
 import { cellText, configureColumns, listUrl, rows, showList, WAIT } from './helpers/ui-list';
-import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { applyCrd, createObjects, deleteCrd, testCrd } from './helpers/crd';
+import { forgetNames, freeIdentity } from './helpers/identity';
 import { withWorker } from './helpers/migrate';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { serverPlane, testPlane, uniq, type TestPlane } from './helpers/plane';
 import { denyUpdatesOf } from './helpers/webhook';
 import { migrationResult } from './helpers/waits';
 
@@ -277,24 +278,34 @@ void test(
   "the Temporal UI lists one cluster's workflows by MigrationCluster, and none of another cluster's",
   { timeout: 5 * 60_000 },
   async () => {
-    // Two named clusters on one namespace (both on this plane's API): a migration in each.
+    // Two named clusters on one namespace, each an API of its own (a uid is one cluster's: src/client/identity.ts):
+    // east this plane's, west the server plane's. A migration in each.
     const [east, west] = [uniq('ui-east'), uniq('ui-west')];
+    const server = await serverPlane();
+    const apis = [plane, server];
+    await installCrds(server.kube);
     const crds = [testCrd(`${uniq('ui-ce')}.svm.test`), testCrd(`${uniq('ui-cw')}.svm.test`)];
-    for (const c of crds) {
-      await applyCrd(plane.kube, c, 'v1');
-      await createObjects(plane.kube, c, 'v1', 20, { namespace: uniq('ns') });
-      await applyCrd(plane.kube, c, 'v2');
+    for (const [i, c] of crds.entries()) {
+      await applyCrd(apis[i]!.kube, c, 'v1');
+      await createObjects(apis[i]!.kube, c, 'v1', 20, { namespace: uniq('ns') });
+      await applyCrd(apis[i]!.kube, c, 'v2');
     }
+    for (const [i, cluster] of [east, west].entries()) await freeIdentity(plane.temporal.client, apis[i]!.kube, cluster);
     const base = uniq('tq-ui');
     const workers = await Promise.all(
-      [east, west].map((cluster) => {
+      [east, west].map((cluster, i) => {
         const s = plane.workerSettings(base);
-        return createMigratorWorker({ ...s, temporal: { ...s.temporal, cluster }, clusterReportSeconds: 0 });
+        return createMigratorWorker({
+          ...s,
+          kubeconfig: apis[i]!.env.KUBECONFIG,
+          temporal: { ...s.temporal, cluster },
+          clusterReportSeconds: 0,
+        });
       }),
     );
     const migrators = await Promise.all(
-      [east, west].map((cluster) =>
-        Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue: base }, kubeconfig: plane.env.KUBECONFIG, cluster }),
+      [east, west].map((cluster, i) =>
+        Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue: base }, kubeconfig: apis[i]!.env.KUBECONFIG, cluster }),
       ),
     );
     let browser: TestBrowser | undefined;
@@ -320,6 +331,9 @@ void test(
     } finally {
       await browser?.close();
       for (const m of migrators) await m.close();
+      for (const [i, c] of crds.entries()) await deleteCrd(apis[i]!.kube, c).catch(() => undefined);
+      await forgetNames(plane.temporal.client, [east, west]);
+      await server.close();
     }
   },
 );

@@ -11,6 +11,16 @@ import { CampaignInputSchema, type CampaignStatus } from '../src/contract/fleet'
 import { buildProgram } from '../cli/svm';
 import { CAPI_CLUSTER_LABEL, clustersFromDir, clustersFromSecrets } from '../src/worker/cluster-pool';
 import { createMetrics, mergeExpositions } from '../src/worker/metrics';
+import type { Logger } from 'pino';
+import type { ClusterReport } from '../src/contract/fleet';
+import { applyReport } from '../src/workflows/cluster-registration';
+import type { Confirmation } from '../src/kube/cluster-identity';
+import { ClusterIdentity, RECHECK_MS } from '../src/worker/registration';
+import { refusal } from '../src/worker/cluster-check';
+import { CLUSTER_IDENTITY_ACTIVITY } from '../src/api/cluster';
+import { passRecord } from '../src/contract/pass-record';
+import type { Agreement } from '../src/contract/agreement';
+import { migrationCheck, uidMismatch } from '../src/kube/drop-storage';
 
 const defaults = { parallel: 2, parallelism: 2, pauseBetweenWaves: 0, unreachableAfter: 60, deadline: 86_400, output: 'text' };
 
@@ -120,8 +130,160 @@ void test("the campaign's table: a line per cluster, then notes and failures", (
   assert.match(clustersTable([]), /no cluster registered/);
   assert.equal(
     clustersTable([{ name: 'east', uid: 'u-1', servers: [], kubeVersions: ['v1.36.3', 'v1.37.2'], lastSeen: '2026-12-04T00:00:00.000Z' }]),
-    'CLUSTER  UID  KUBERNETES       SVM  LAST SEEN\neast     u-1  v1.36.3,v1.37.2  -    2026-12-04T00:00:00.000Z\n',
+    'CLUSTER  UID  IDENTITY  KUBERNETES       SVM  LAST SEEN\neast     u-1  pinned    v1.36.3,v1.37.2  -    2026-12-04T00:00:00.000Z\n',
   );
+  const conflict = { uid: 'u-2', message: 'its API is cluster "west"', seenAt: '2026-12-05T00:00:00.000Z' };
+  assert.equal(
+    clustersTable([{ name: 'east', uid: 'u-1', servers: [], kubeVersions: [], conflict }]),
+    [
+      'CLUSTER  UID  IDENTITY        KUBERNETES  SVM  LAST SEEN',
+      'east     u-1  CONFLICT (u-2)  -           -    -',
+      'east: identity conflict (2026-12-05T00:00:00.000Z): its API is cluster "west"',
+      '',
+    ].join('\n'),
+  );
+});
+
+// ------------------------------------------------------------------ a cluster's identity
+
+const report = (uid: string, extra: Partial<ClusterReport> = {}): ClusterReport => ({
+  name: 'east',
+  uid,
+  servers: [{ server: '10.0.0.1:6443', version: 'v1.37.2' }],
+  svmVersion: '0.1.0',
+  seenAt: '2026-12-06T00:00:00.000Z',
+  ...extra,
+});
+
+void test("a registration pins the first report's uid; a report of another uid, or one marked a conflict, changes nothing but the open conflict", () => {
+  const first = applyReport({}, report('u-east'));
+  assert.equal(first.uid, 'u-east');
+  assert.equal(first.report?.uid, 'u-east');
+  // A worker named east whose kubeconfig leads to west: the pin and the report stay east's.
+  const crossed = applyReport(first, report('u-west', { seenAt: '2026-12-06T00:10:00.000Z', servers: [] }));
+  assert.equal(crossed.uid, 'u-east');
+  assert.equal(crossed.report, first.report, "the pinned cluster's report is kept");
+  assert.deepEqual(crossed.conflict, {
+    uid: 'u-west',
+    message: 'a worker of cluster "east" reported kube-system uid u-west, but the cluster is pinned to u-east: its API is another cluster',
+    seenAt: '2026-12-06T00:10:00.000Z',
+  });
+  // A conflict its worker found (the uid pinned to another name) pins nothing, even on a name not pinned yet.
+  const unpinned = applyReport({}, report('u-west', { conflict: 'the uid is pinned to "west"' }));
+  assert.equal(unpinned.uid, undefined);
+  assert.equal(unpinned.report, undefined);
+  assert.equal(unpinned.conflict?.message, 'the uid is pinned to "west"');
+  // The pinned cluster's next report is applied; the open conflict stays until an operator's pin.
+  const again = applyReport(crossed, report('u-east', { seenAt: '2026-12-06T00:20:00.000Z' }));
+  assert.equal(again.report?.seenAt, '2026-12-06T00:20:00.000Z');
+  assert.deepEqual(again.conflict, crossed.conflict);
+});
+
+function identity(answers: Confirmation[], apiUid: () => string, clock: { now: number }) {
+  const lines: string[] = [];
+  const log = { error: (_o: unknown, m: string) => lines.push(`error ${m}`), info: (_o: unknown, m: string) => lines.push(`info ${m}`) };
+  let asked = 0;
+  const metrics = createMetrics({ cluster: 'east' });
+  const id = new ClusterIdentity({
+    name: 'east',
+    where: 'kubeconfig /k/east, server https://10.0.0.9:6443',
+    report: () => Promise.resolve(report(apiUid())),
+    confirm: () => Promise.resolve(answers[Math.min(asked++, answers.length - 1)]!),
+    apiUid: () => Promise.resolve(apiUid()),
+    log: log as unknown as Logger,
+    metrics,
+    now: () => clock.now,
+  });
+  return { id, lines, asked: () => asked, metrics };
+}
+
+void test("a worker in conflict serves nothing, says so once, and takes an operator's pin within RECHECK_MS", async () => {
+  const clock = { now: 1_000_000 };
+  const conflict = { conflict: 'the API this worker of cluster "east" reaches is cluster "west"', pinned: 'u-east' };
+  const w = identity([conflict, conflict, { pinned: 'u-west' }], () => 'u-west', clock);
+  assert.equal(
+    await w.id.refusal(),
+    `${conflict.conflict}; nothing was done: this worker serves nothing while cluster "east"'s identity is in conflict`,
+  );
+  assert.equal(w.id.pinned, undefined);
+  assert.match(
+    await w.metrics.registry.getSingleMetricAsString('svm_cluster_identity_conflict'),
+    /svm_cluster_identity_conflict\{cluster="east"\} 1/,
+  );
+  // Within RECHECK_MS, tasks are refused on what is known: Temporal is not asked again.
+  clock.now += RECHECK_MS - 1;
+  assert.ok(await w.id.refusal());
+  assert.equal(w.asked(), 1);
+  clock.now += 1;
+  assert.ok(await w.id.refusal());
+  assert.equal(w.asked(), 2);
+  // The operator pinned east to the uid its API answers (a cluster recreated under the name): served again.
+  clock.now += RECHECK_MS;
+  assert.equal(await w.id.refusal(), undefined);
+  assert.equal(w.id.pinned, 'u-west');
+  assert.match(await w.metrics.registry.getSingleMetricAsString('svm_cluster_identity_conflict'), /\} 0/);
+  assert.deepEqual(
+    w.lines.map((l) => l.slice(0, 40)),
+    ['error identity conflict: the API this wo', 'info cluster identity confirmed: the API'],
+    'the conflict logged once, and its end',
+  );
+});
+
+void test('a confirmed worker whose API now answers another uid refuses every task, naming both and where its API is', async () => {
+  let uid = 'u-east';
+  const w = identity([{ pinned: 'u-east' }], () => uid, { now: 0 });
+  assert.equal(await w.id.refusal(), undefined);
+  uid = 'u-west';
+  assert.equal(
+    await w.id.refusal(),
+    'the API this worker reaches (kubeconfig /k/east, server https://10.0.0.9:6443) answers kube-system uid u-west, but cluster "east" is pinned to u-east: nothing was done (check the worker\'s kubeconfig and the address it leads to)',
+  );
+});
+
+void test("the activity check: the name first, then the worker's identity, then the uid the workflow recorded", async () => {
+  const ok = { pinned: 'u-east', refusal: () => Promise.resolve(undefined) };
+  const inConflict = { pinned: undefined, refusal: () => Promise.resolve('in conflict') };
+  assert.equal(await refusal({ name: 'east', uid: 'u-east' }, 'east', ok, 'migrateChunk'), undefined);
+  assert.match(
+    (await refusal({ name: 'west' }, 'east', ok, 'migrateChunk'))!,
+    /belongs to cluster "west" but the worker that took it serves cluster "east"/,
+  );
+  assert.equal(await refusal({ name: 'east', uid: 'u-east' }, 'east', inConflict, 'migrateChunk'), 'in conflict');
+  // The campaign's probe (no header) skips the name, never the identity.
+  assert.equal(await refusal(undefined, 'east', inConflict, CLUSTER_IDENTITY_ACTIVITY), 'in conflict');
+  assert.equal(await refusal(undefined, 'east', ok, CLUSTER_IDENTITY_ACTIVITY), undefined);
+  assert.equal(
+    await refusal({ name: 'east', uid: 'u-west' }, 'east', ok, 'migrateChunk'),
+    'this task\'s workflow started against kube-system uid u-west, but cluster "east" is pinned to u-east: not the same cluster; nothing was done',
+  );
+  // A single-cluster worker has no identity to check: as before.
+  assert.equal(await refusal(undefined, undefined, undefined, 'migrateChunk'), undefined);
+});
+
+void test("a named cluster's verdict counts only against its pinned uid; one from before uids were recorded does not", () => {
+  const pass = passRecord({ agreed: true, verified: true, checked: '2 of 2', token: 't', encodingVersion: 'v2' } as Agreement, 'svm', {
+    clusterUid: 'u-east',
+  });
+  assert.equal(pass.clusterUid, 'u-east');
+  assert.equal(uidMismatch(pass, 'u-east', 'migrate/east/widgets.example.com'), undefined);
+  assert.match(
+    uidMismatch(pass, 'u-new', 'migrate/east/widgets.example.com')!,
+    /made against kube-system uid u-east, but the cluster is pinned to u-new/,
+  );
+  const { clusterUid: _c, ...legacy } = pass;
+  assert.match(uidMismatch(legacy, 'u-east', 'migrate/east/widgets.example.com')!, /names no cluster uid \(made before svm recorded one\)/);
+  // The drop check's migration verdict: Unknown, with that reason, however good the pass.
+  const found = { workflowId: 'migrate/east/widgets.example.com', status: 'COMPLETED', phase: 'Succeeded', record: pass };
+  const now = { agreed: true, verified: true, checked: '2 of 2', token: 't', encodingVersion: 'v2', source: 'discovery' } as Agreement;
+  const target = { groupVersion: 'example.com/v1', group: 'example.com', version: 'v1' } as Parameters<typeof migrationCheck>[0];
+  assert.equal(
+    migrationCheck(target, 'widgets.example.com', { storageVersion: 'example.com/v2', agreement: now }, { found }).verdict,
+    'Ready',
+  );
+  const foreign = { found: { ...found, notThisCluster: uidMismatch(pass, 'u-new', found.workflowId)! } };
+  const c = migrationCheck(target, 'widgets.example.com', { storageVersion: 'example.com/v2', agreement: now }, foreign);
+  assert.equal(c.verdict, 'Unknown');
+  assert.match(c.reason, /another cluster's verdict does not count/);
 });
 
 void test("a pool's directory: a cluster per file, named by it; hidden entries skipped; a bad name or none refused", async () => {

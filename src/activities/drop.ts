@@ -28,7 +28,8 @@ export function createDropActivities(deps: {
         return await checkDrop(deps.kube, input.groupVersion, {
           requestsWindowSeconds: input.requestsWindowSeconds,
           apiservers: deps.apiservers,
-          migrationOf: deps.temporal ? migrationRecords(deps.temporal.client) : undefined,
+          // A named cluster's records count only when made against its pinned uid (the one its workflow entered with).
+          migrationOf: deps.temporal ? migrationRecords(deps.temporal.client, input.cluster?.uid) : undefined,
           requestSamples: deps.requestSamples,
           ...(input.cluster ? { cluster: input.cluster.name } : {}),
           heartbeat: (what) => Context.current().heartbeat(what),

@@ -13,17 +13,20 @@ import { migratableResources } from '../kube/migratable';
 import type { ApiServerSource } from '../kube/apiservers';
 import { makePlan } from '../kube/plan';
 import { migrationRecords } from '../kube/drop-storage';
-import { CLUSTER_REGISTRATION_WORKFLOW_TYPE, clusterRegistrationId } from '../contract/fleet';
+import { CLUSTER_REGISTRATION_WORKFLOW_TYPE, clusterRegistrationId, type RegistrationMemo } from '../contract/fleet';
+import { pinOf } from '../kube/cluster-identity';
 
 export interface CampaignCluster {
   name: string;
-  /** The uid its registration holds; undefined for a cluster not registered (its step reads it). */
+  /** The uid pinned to it (its registration's); undefined for a cluster not registered (its step reads it). */
   uid?: string;
+  /** Its identity's open conflict: the campaign starts nothing there. */
+  conflict?: string;
 }
 
-/** A registration's memo, as clusterRegistration writes it. */
-interface RegistrationMemo {
-  uid?: string;
+/** A cluster of the campaign from its registration's memo. */
+function campaignCluster(name: string, memo: RegistrationMemo | undefined): CampaignCluster {
+  return { name, ...(memo?.uid ? { uid: memo.uid } : {}), ...(memo?.conflict ? { conflict: memo.conflict.message } : {}) };
 }
 
 const REGISTRATION_PREFIX = clusterRegistrationId('');
@@ -42,14 +45,7 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
     async resolveCampaignClusters(input: { clusters?: string[]; where?: string }): Promise<CampaignCluster[]> {
       const c = client();
       const out = new Map<string, CampaignCluster>();
-      for (const name of input.clusters ?? []) {
-        const memo = await c.workflow
-          .getHandle(clusterRegistrationId(name))
-          .describe()
-          .then((d) => d.memo as RegistrationMemo | undefined)
-          .catch(() => undefined);
-        out.set(name, { name, ...(memo?.uid ? { uid: memo.uid } : {}) });
-      }
+      for (const name of input.clusters ?? []) out.set(name, campaignCluster(name, (await pinOf(c, name))?.memo));
       if (input.where) {
         const found: CampaignCluster[] = [];
         try {
@@ -58,8 +54,7 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
           })) {
             if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
             const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
-            const memo = w.memo as RegistrationMemo | undefined;
-            found.push({ name, ...(memo?.uid ? { uid: memo.uid } : {}) });
+            found.push(campaignCluster(name, w.memo as RegistrationMemo | undefined));
           }
         } catch (err) {
           throw ApplicationFailure.create({
@@ -84,6 +79,8 @@ export function createCampaignStepActivities(deps: {
   kube: KubeClient;
   apiservers: ApiServerSource;
   temporal?: { client: Client; cluster?: string };
+  /** kube-system's uid as the API answers (a named cluster's worker checks it is the pinned one before any activity). */
+  clusterUid?: () => Promise<string>;
 }) {
   const { kube } = deps;
   return {
@@ -97,7 +94,15 @@ export function createCampaignStepActivities(deps: {
         const plan = await makePlan(kube, {
           qps: 0,
           apiservers: deps.apiservers,
-          ...(deps.temporal ? { migrationOf: migrationRecords(deps.temporal.client), cluster: deps.temporal.cluster } : {}),
+          ...(deps.temporal
+            ? {
+                migrationOf: migrationRecords(
+                  deps.temporal.client,
+                  deps.temporal.cluster && deps.clusterUid ? await deps.clusterUid() : undefined,
+                ),
+                cluster: deps.temporal.cluster,
+              }
+            : {}),
         });
         for (const i of plan.items)
           if (i.action === 'blocked') refused.push({ resource: i.resource, reason: `blocked: ${i.blockedBy ?? 'see svm plan'}` });

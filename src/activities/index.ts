@@ -86,6 +86,7 @@ export function createActivities(deps: ActivityDeps) {
       kube,
       apiservers,
       temporal: deps.temporal,
+      clusterUid: deps.clusterUid,
       triggerApi: deps.triggerApi,
       standardMigrations: deps.standardMigrations,
       mirrorWithoutRecord: deps.metrics && ((resource, without) => deps.metrics!.mirrorsWithoutRecord.set({ resource }, without ? 1 : 0)),
@@ -97,7 +98,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
     ...createChunkActivities({ ...deps, apiservers }, metrics),
     ...createAgreementActivities(kube, agreement),
-    ...createCampaignStepActivities({ kube, apiservers, temporal: deps.temporal }),
+    ...createCampaignStepActivities({ kube, apiservers, temporal: deps.temporal, clusterUid: deps.clusterUid }),
     /** The cluster this worker serves, as its API answers now: what a named workflow records at its start (src/workflows/cluster-context.ts). */
     async clusterIdentity(): Promise<{ name?: string; uid: string }> {
       const uid = deps.clusterUid ? await deps.clusterUid() : await clusterUidReader(kube)();

@@ -38,6 +38,8 @@ export interface TriggerDeps {
   /** Every API server (src/kube/apiservers.ts): each reports its own discovery. */
   apiservers: ApiServerSource;
   temporal?: { client: Client; taskQueue: string; cluster?: string };
+  /** kube-system's uid as the API answers (a named cluster's worker checks it is the pinned one before any activity). */
+  clusterUid?: () => Promise<string>;
   /** 'standard': hand each migration to the built-in migrator (delegateToBuiltIn) instead of svm's own pass. */
   triggerApi?: 'svm' | 'standard';
   /**
@@ -110,13 +112,17 @@ const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
 
 export function createTriggerActivities(deps: TriggerDeps) {
   /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
-  const recordOf = deps.temporal ? migrationRecords(deps.temporal.client) : undefined;
   async function migrationStatus(name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
-    const r = await recordOf?.(idInCluster(`migrate/${name}`, deps.temporal?.cluster));
+    if (!deps.temporal) return { status: 'none' };
+    // A named cluster's records count only when made against its uid (checked as the pinned one before any activity).
+    const pinned = deps.temporal.cluster && deps.clusterUid ? await deps.clusterUid() : undefined;
+    const r = await migrationRecords(deps.temporal.client, pinned)(idInCluster(`migrate/${name}`, deps.temporal.cluster));
     if (!r) return { status: 'none' };
     if (r.status === 'RUNNING') return { status: 'running' };
     if (r.status !== 'COMPLETED') return { status: 'failed' };
     if (r.phase !== 'Succeeded') return { status: 'aborted' };
+    // Another cluster's pass (or one naming no uid, in a named cluster) is no pass of this one: migrated again.
+    if (r.notThisCluster) return { status: 'failed' };
     // A result with no record (an older svm), or a record naming no hash (none was read), cannot be matched to a
     // hash: the StorageState is believed, as before (never a migration started again every period for it).
     if (!r.record?.storageVersionHash) return { status: 'succeeded', recorded: { legacy: true } };

@@ -55,8 +55,17 @@ export function campaignTable(s: CampaignStatus): string {
 
 export function clustersTable(clusters: RegisteredCluster[]): string {
   if (clusters.length === 0) return 'no cluster registered (a worker with SVM_CLUSTER set registers its cluster)\n';
-  const cells = clusters.map((c) => [c.name, c.uid ?? '-', c.kubeVersions.join(',') || '-', c.svmVersion ?? '-', c.lastSeen ?? '-']);
-  return tableLines(['CLUSTER', 'UID', 'KUBERNETES', 'SVM', 'LAST SEEN'], cells).join('\n') + '\n';
+  const cells = clusters.map((c) => [
+    c.name,
+    c.uid ?? '-',
+    c.conflict ? `CONFLICT (${c.conflict.uid})` : 'pinned',
+    c.kubeVersions.join(',') || '-',
+    c.svmVersion ?? '-',
+    c.lastSeen ?? '-',
+  ]);
+  const out = tableLines(['CLUSTER', 'UID', 'IDENTITY', 'KUBERNETES', 'SVM', 'LAST SEEN'], cells);
+  for (const c of clusters) if (c.conflict) out.push(`${c.name}: identity conflict (${c.conflict.seenAt}): ${c.conflict.message}`);
+  return out.join('\n') + '\n';
 }
 
 const write = (output: string, json: unknown, text: string) =>
@@ -144,6 +153,14 @@ function migrateCommand(): Command {
     .action(async (name: string, resources: string[], o: MigrateFlags) => {
       const input = campaignInput(name, resources, o);
       await withFleet(async (fleet) => {
+        // A cluster named whose identity is in conflict: refused before anything starts (the campaign refuses it too).
+        for (const cluster of o.clusters ?? []) {
+          const conflict = (await fleet.pinOf(cluster))?.conflict;
+          if (conflict)
+            throw new Error(
+              `cluster "${cluster}"'s identity is in conflict: ${conflict.message} (reported ${conflict.seenAt}). No campaign was started. Fix the worker that reported it, then: svm fleet pin ${cluster} --uid <its kube-system uid>`,
+            );
+        }
         const c = await fleet.startCampaign(name, input);
         if (!o.wait) {
           write(
@@ -153,9 +170,9 @@ function migrateCommand(): Command {
           );
           return;
         }
-        const s = await c.result();
+        const { status: s, refused } = await fleet.checkedStatus(await c.result());
         write(o.output, s, campaignTable(s));
-        if (s.phase !== 'Succeeded') process.exitCode = CAMPAIGN_EXIT.notSucceeded;
+        if (s.phase !== 'Succeeded' || refused.length > 0) process.exitCode = CAMPAIGN_EXIT.notSucceeded;
       });
     });
   return withExamples(cmd, [
@@ -171,8 +188,10 @@ function statusCommand(): Command {
     .addOption(outputOption())
     .action(async (name: string, o: { output: string }) => {
       await withFleet(async (fleet) => {
-        const s = await fleet.campaign(name).status();
+        // Each verdict checked against the uid pinned to its cluster now: one that is not counts for nothing (exit 1).
+        const { status: s, refused } = await fleet.checkedStatus(await fleet.campaign(name).status());
         write(o.output, s, campaignTable(s));
+        if (refused.length > 0) process.exitCode = CAMPAIGN_EXIT.notSucceeded;
       });
     });
   return withExamples(cmd, ['svm fleet status crd-v2', 'svm fleet status crd-v2 -o json | jq \'.rows[] | select(.phase != "Succeeded")\'']);
@@ -204,6 +223,51 @@ function clustersCommand(): Command {
   return withExamples(cmd, ['svm fleet clusters', 'svm fleet clusters --where "MigrationKubeVersions = \'v1.36.3\'" -o json']);
 }
 
+const UID_PATTERN = /^[A-Za-z0-9-]{1,64}$/;
+
+function pinCommand(): Command {
+  const cmd = new Command('pin')
+    .argument('<cluster>', "the cluster's name")
+    .requiredOption(
+      '--uid <uid>',
+      "the uid of the cluster's kube-system namespace (kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')",
+    )
+    .action(async (name: string, o: { uid: string }) => {
+      if (!CLUSTER_NAME_PATTERN.test(name)) throw new InvalidArgumentError(`cluster "${name}": ${CLUSTER_NAME_RULE}`);
+      if (!UID_PATTERN.test(o.uid)) throw new InvalidArgumentError(`--uid: a namespace's uid (letters, digits and dashes), got "${o.uid}"`);
+      await withFleet(async (fleet) => {
+        const r = await fleet.pin(name, o.uid);
+        const lines = [
+          r.was === undefined
+            ? `cluster ${name}: pinned to kube-system uid ${r.uid} (it was not pinned)`
+            : r.was === r.uid
+              ? `cluster ${name}: kube-system uid ${r.uid} confirmed (unchanged)`
+              : `cluster ${name}: pinned to kube-system uid ${r.uid}, replacing ${r.was}${r.lastSeen ? ` (last reported ${r.lastSeen})` : ''}; verdicts made against ${r.was} no longer count`,
+          ...(r.cleared ? [`cleared the identity conflict of ${r.cleared.seenAt}: ${r.cleared.message}`] : []),
+        ];
+        process.stdout.write(lines.join('\n') + '\n');
+      });
+    });
+  return withExamples(cmd, [
+    "svm fleet pin east --uid $(kubectl --context east get namespace kube-system -o jsonpath='{.metadata.uid}')   # east recreated",
+  ]);
+}
+
+function forgetCommand(): Command {
+  const cmd = new Command('forget').argument('<cluster>', "the cluster's name").action(async (name: string) => {
+    if (!CLUSTER_NAME_PATTERN.test(name)) throw new InvalidArgumentError(`cluster "${name}": ${CLUSTER_NAME_RULE}`);
+    await withFleet(async (fleet) => {
+      const was = await fleet.forget(name);
+      process.stdout.write(
+        was
+          ? `cluster ${name}: forgotten (its registration and the pin of kube-system uid ${was.uid ?? '(none)'} ended); a worker of that name registers it again\n`
+          : `cluster ${name}: not registered, nothing to forget\n`,
+      );
+    });
+  });
+  return withExamples(cmd, ['svm fleet forget west   # decommissioned: its name and uid may be pinned again']);
+}
+
 export function fleetCommand(): Command {
   const fleet = new Command('fleet')
     .addCommand(migrateCommand().description('start a campaign: a canary cluster, then waves of clusters, each migrated by its own worker'))
@@ -211,7 +275,17 @@ export function fleetCommand(): Command {
     .addCommand(signalCommand('pause', 'hold back the clusters not started (those running go on)'))
     .addCommand(signalCommand('resume', 'let a paused campaign go on'))
     .addCommand(signalCommand('abort', "cancel every cluster's step (their migrations end Aborted) and skip the rest"))
-    .addCommand(clustersCommand().description('the clusters registered in Temporal: uid, Kubernetes versions, svm version, last seen'));
+    .addCommand(
+      clustersCommand().description(
+        'the clusters registered in Temporal: pinned uid, identity, Kubernetes versions, svm version, last seen',
+      ),
+    )
+    .addCommand(
+      pinCommand().description(
+        "pin a cluster's name to a kube-system uid (a cluster recreated under its name, or a conflict resolved); prints what it replaces",
+      ),
+    )
+    .addCommand(forgetCommand().description("forget a decommissioned cluster: its registration and its uid's pin end"));
   return withExamples(fleet, [
     'svm fleet clusters',
     'svm fleet migrate crd-v2 widgets.example.com --clusters east,west --wait',

@@ -114,7 +114,7 @@ export function planCommand(): Command {
           const { makePlan } = require('../kube/plan') as typeof import('../kube/plan');
           /* eslint-enable @typescript-eslint/no-require-imports */
           kube = KubeClient.fromKubeconfig(o.kubeconfig);
-          const records = await readRecords();
+          const records = await readRecords(kube);
           closeTemporal = records.close;
           const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf, cluster: records.cluster });
           process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
@@ -157,7 +157,7 @@ async function dropAction(o: {
       report = await dropCheckOnWorker(o.drop, o.requestsWindow);
     } else {
       kube = KubeClient.fromKubeconfig(o.kubeconfig);
-      const records = await readRecords();
+      const records = await readRecords(kube);
       closeTemporal = records.close;
       report = await checkDrop(kube, o.drop, {
         requestsWindowSeconds: o.requestsWindow,
@@ -214,7 +214,7 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
     const input = {
       groupVersion,
       ...(requestsWindowSeconds === undefined ? {} : { requestsWindowSeconds }),
-      ...(temporal.cluster ? { cluster: { name: temporal.cluster } } : {}),
+      ...(temporal.cluster ? { cluster: { name: temporal.cluster, ...(await pinned(temporal.client, temporal.cluster)) } } : {}),
     };
     return await temporal.client.workflow.execute<(i: typeof input) => Promise<DropReport>>(DROP_CHECK_WORKFLOW_TYPE, {
       taskQueue: temporal.taskQueue,
@@ -232,19 +232,52 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
   }
 }
 
+/** The uid pinned to a named cluster, as an input's field ({} when it is not registered); throws on an open conflict. */
+async function pinned(client: Client, cluster: string): Promise<{ uid?: string }> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { pinOf } = require('../kube/cluster-identity') as typeof import('../kube/cluster-identity');
+  const pin = await pinOf(client, cluster);
+  if (pin?.conflict)
+    throw new Error(
+      `cluster "${cluster}"'s identity is in conflict: ${pin.conflict.message} (reported ${pin.conflict.seenAt}); no verdict is given for it until an operator confirms it (svm fleet pin ${cluster} --uid <its kube-system uid>)`,
+    );
+  return pin?.uid ? { uid: pin.uid } : {};
+}
+
 /**
  * The migration workflows in Temporal, where TEMPORAL_ADDRESS is set: the records a plan and a drop check rest on.
- * Without it, or when Temporal cannot be reached (said on stderr), both stand on Kubernetes alone and say so.
+ * Without it, or when Temporal cannot be reached (said on stderr), both stand on Kubernetes alone and say so. A named
+ * cluster's (--cluster) records count only when made against the uid pinned to it, and the kubeconfig must reach
+ * that cluster: another cluster's objects are never judged on this one's records. Either refusal throws.
  */
-async function readRecords(): Promise<{ migrationOf?: DropCheckOptions['migrationOf']; cluster?: string; close?: () => Promise<void> }> {
+async function readRecords(
+  kube: KubeClient,
+): Promise<{ migrationOf?: DropCheckOptions['migrationOf']; cluster?: string; close?: () => Promise<void> }> {
   if (!process.env.TEMPORAL_ADDRESS) return {};
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  /* eslint-disable @typescript-eslint/no-require-imports */
   const { migrationRecords } = require('../kube/drop-storage') as typeof import('../kube/drop-storage');
+  const { clusterUidReader } = require('../kube/cluster-uid') as typeof import('../kube/cluster-uid');
+  /* eslint-enable @typescript-eslint/no-require-imports */
+  let temporal: Awaited<ReturnType<typeof connectTemporal>>;
   try {
-    const temporal = await connectTemporal();
-    return { migrationOf: migrationRecords(temporal.client), cluster: temporal.cluster, close: temporal.close };
+    temporal = await connectTemporal();
   } catch (err) {
     process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
     return {};
+  }
+  try {
+    if (!temporal.cluster) return { migrationOf: migrationRecords(temporal.client), close: temporal.close };
+    const { uid } = await pinned(temporal.client, temporal.cluster);
+    if (uid) {
+      const here = await clusterUidReader(kube)();
+      if (here !== uid)
+        throw new Error(
+          `the kubeconfig reaches kube-system uid ${here} (${kube.server}), but cluster "${temporal.cluster}" is pinned to ${uid}: another cluster; nothing was judged`,
+        );
+    }
+    return { migrationOf: migrationRecords(temporal.client, uid), cluster: temporal.cluster, close: temporal.close };
+  } catch (err) {
+    await temporal.close();
+    throw err;
   }
 }

@@ -27,7 +27,10 @@ import {
   clusterRegistrationId,
   type CampaignInput,
   type CampaignStatus,
+  type IdentityConflict,
+  type RegistrationMemo,
 } from '../contract/fleet';
+import { forget, pinOf, repin, type Pin, type Repin } from '../kube/cluster-identity';
 import { explainInput } from '../contract/definitions';
 import { MigrationKubeVersions, MigrationLastSeen, MigrationPhase } from '../contract/search-attributes';
 import { connectTemporal, type TemporalTarget } from './connect';
@@ -45,13 +48,8 @@ export interface RegisteredCluster {
   kubeVersions: string[];
   svmVersion?: string;
   lastSeen?: string;
-}
-
-interface RegistrationMemo {
-  uid?: string;
-  servers?: Array<{ server: string; version: string }>;
-  svmVersion?: string;
-  seenAt?: string;
+  /** Its identity's open conflict: a worker of this name reached another cluster (svm fleet pin resolves it). */
+  conflict?: IdentityConflict;
 }
 
 export class CampaignHandle {
@@ -184,8 +182,48 @@ export class Fleet {
         kubeVersions: w.typedSearchAttributes.get(MigrationKubeVersions) ?? [],
         ...(memo.svmVersion ? { svmVersion: memo.svmVersion } : {}),
         ...(seen ? { lastSeen: seen.toISOString() } : memo.seenAt ? { lastSeen: memo.seenAt } : {}),
+        ...(memo.conflict ? { conflict: memo.conflict } : {}),
       });
     }
     return clusters.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+  }
+
+  /** A cluster's pin: the uid pinned to its name and its open conflict; undefined when it is not registered. */
+  pinOf(name: string): Promise<Pin | undefined> {
+    return pinOf(this.client, name);
+  }
+
+  /** The operator's act: pins `name` to `uid` (a cluster recreated under its name, or a conflict resolved). */
+  pin(name: string, uid: string, by = 'svm fleet pin'): Promise<Repin> {
+    return repin(this.client, this.taskQueue, name, uid, by);
+  }
+
+  /** The operator's act for a decommissioned cluster: its registration and its uid's pin end. What it held, or undefined. */
+  forget(name: string, by = 'svm fleet forget'): Promise<Pin | undefined> {
+    return forget(this.client, name, by);
+  }
+
+  /**
+   * The campaign's table with each row's verdict checked against the uid pinned to its cluster now: a row made
+   * against another uid (or whose cluster's identity is in conflict) does not count; its phase becomes Refused's
+   * reason in its note, and `refused` names those rows. Rows from before verdicts carried a uid are left as they are.
+   */
+  async checkedStatus(s: CampaignStatus): Promise<{ status: CampaignStatus; refused: string[] }> {
+    const refused: string[] = [];
+    const rows = await Promise.all(
+      s.rows.map(async (r) => {
+        if (!r.uid || !['Succeeded', 'Failed'].includes(r.phase)) return r;
+        const pin = await pinOf(this.client, r.cluster);
+        const why = pin?.conflict
+          ? `its identity is in conflict now (${pin.conflict.message})`
+          : pin?.uid && pin.uid !== r.uid
+            ? `its verdict was made against kube-system uid ${r.uid}, but ${r.cluster} is pinned to ${pin.uid} now`
+            : undefined;
+        if (!why) return r;
+        refused.push(r.cluster);
+        return { ...r, note: `NOT COUNTED: ${why}${r.note ? `; ${r.note}` : ''}` };
+      }),
+    );
+    return { status: { ...s, rows }, refused };
   }
 }

@@ -69,6 +69,7 @@ export { planTable, PLAN_ERROR_EXIT_CODE, DEFAULT_PLAN_QPS } from './plan-report
 const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
 const planner = () => require('../kube/plan') as typeof import('../kube/plan');
 const records = () => require('../kube/drop-storage') as typeof import('../kube/drop-storage');
+const identity = () => require('../kube/cluster-identity') as typeof import('../kube/cluster-identity');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 export interface MigratorOptions {
@@ -276,9 +277,26 @@ export class Migrator {
     return this.cluster ? { typedSearchAttributes: new TypedSearchAttributes([{ key: MigrationCluster, value: this.cluster }]) } : {};
   }
 
-  /** The input's `cluster` field, when a cluster is named. */
-  private get clusterArg(): { cluster?: { name: string } } {
-    return this.cluster ? { cluster: { name: this.cluster } } : {};
+  /**
+   * The input's `cluster` field, when a cluster is named: its name and the uid pinned to it (its registration's;
+   * none when it is not registered yet, and its workflow reads it from its worker, which confirms it first). Refused
+   * while the cluster's identity is in conflict: nothing is started.
+   */
+  private async clusterArg(): Promise<{ cluster?: { name: string; uid?: string } }> {
+    if (!this.cluster) return {};
+    const uid = await this.pinnedUid();
+    return { cluster: { name: this.cluster, ...(uid ? { uid } : {}) } };
+  }
+
+  /** The uid pinned to the named cluster (undefined when none is named or it is not registered); throws on a conflict. */
+  async pinnedUid(): Promise<string | undefined> {
+    if (!this.cluster) return undefined;
+    const pin = await identity().pinOf(this.client, this.cluster);
+    if (pin?.conflict)
+      throw new Error(
+        `cluster "${this.cluster}"'s identity is in conflict: ${pin.conflict.message} (reported ${pin.conflict.seenAt}). Nothing was started. Fix the worker that reported it, then confirm the cluster's identity: svm fleet pin ${this.cluster} --uid <its kube-system uid>`,
+      );
+    return pin?.uid;
   }
 
   /** The Kubernetes client, made (from the kubeconfig given to connect) when first needed: status and signals by workflow need none. */
@@ -308,9 +326,10 @@ export class Migrator {
    * opts.qps (default 100). plan.exitCode: 0 nothing, 1 needed, 2 blocked.
    * A read: nothing is written (src/client/plan.ts).
    */
-  plan(opts: PlanOptions = {}): Promise<Plan> {
+  async plan(opts: PlanOptions = {}): Promise<Plan> {
     // A settled StorageState counts only on the migration's record, read through this client's Temporal.
-    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client), cluster: this.cluster, ...opts });
+    const pinned = await this.pinnedUid();
+    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client, pinned), cluster: this.cluster, ...opts });
   }
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */
@@ -326,7 +345,7 @@ export class Migrator {
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
     const workflow = await this.client.workflow.start<typeof migrateResource>('migrateResource', {
       ...startOptions(ref, this.taskQueue, this.cluster),
-      args: [{ resource: ref, options, ...this.clusterArg }],
+      args: [{ resource: ref, options, ...(await this.clusterArg()) }],
     });
     return new MigrationHandle(ref, workflow);
   }
@@ -405,7 +424,7 @@ export class Migrator {
           resources,
           parallelism,
           ...(opts.options && Object.keys(opts.options).length ? { options: opts.options } : {}),
-          ...this.clusterArg,
+          ...(await this.clusterArg()),
         },
       ],
       ...this.clusterAttribute,
@@ -427,7 +446,7 @@ export class Migrator {
       taskQueue: this.taskQueue,
       workflowId: this.id(TRIGGER_WORKFLOW_ID),
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ ...input, ...this.clusterArg }],
+      args: [{ ...input, ...(await this.clusterArg()) }],
       ...this.clusterAttribute,
       staticSummary: `Storage version trigger${inClusterText(this.cluster)}`,
       staticDetails: `Polls every API server's discovery every ${input.periodSeconds}s, keeps StorageState objects, and starts migrations when a storageVersionHash changes.`,
@@ -445,7 +464,7 @@ export class Migrator {
       taskQueue: this.taskQueue,
       workflowId: this.id(managedFieldsWorkflowId(input.resource, input.from)),
       workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ ...input, ...this.clusterArg }],
+      args: [{ ...input, ...(await this.clusterArg()) }],
       ...this.clusterAttribute,
       staticSummary: `managedFields of ${input.resource}: ${input.from} -> ${input.to ?? 'its storage version'}`,
     });

@@ -9,9 +9,43 @@ import { ClusterNameSchema } from '../api/cluster';
 
 // ------------------------------------------------------------------ the registry
 
-/** One workflow per cluster holds its registration: `svm-cluster/<name>`, on the fleet task queue. */
+/**
+ * One workflow per cluster holds its registration: `svm-cluster/<name>`, on the fleet task queue. Its memo's `uid`
+ * is the cluster's identity, pinned at its first registration (the start's memo) and never replaced by a report;
+ * only an operator's `svm fleet pin` moves it (a new run, started with the new uid).
+ */
 export const CLUSTER_REGISTRATION_WORKFLOW_TYPE = 'clusterRegistration';
 export const clusterRegistrationId = (cluster: string) => `svm-cluster/${cluster}`;
+
+/**
+ * The other side of a pin: one workflow per pinned uid, `svm-cluster-uid/<uid>`, whose memo names the cluster the
+ * uid is pinned to, so that no second name can take it (a worker named for one cluster with another's kubeconfig).
+ * A workflow ID is unique: two workers racing for one uid cannot both have it.
+ */
+export const CLUSTER_UID_CLAIM_WORKFLOW_TYPE = 'clusterUidClaim';
+export const clusterUidClaimId = (uid: string) => `svm-cluster-uid/${uid}`;
+
+/** A report that disagrees with the cluster's pinned identity, as its registration keeps it until an operator's pin. */
+export const IdentityConflictSchema = z
+  .object({
+    /** The uid the reporting worker's API answers. */
+    uid: z.string().min(1).max(64),
+    /** What is wrong, in a sentence (both uids, and where the worker's API is). */
+    message: z.string().max(2000),
+    /** When it was reported (RFC 3339). */
+    seenAt: z.string().max(40),
+  })
+  .strict();
+export type IdentityConflict = z.infer<typeof IdentityConflictSchema>;
+
+/** A registration's memo: the pinned uid, the latest matching report, and the conflict while one is open. */
+export interface RegistrationMemo {
+  uid?: string;
+  servers?: Array<{ server: string; version: string }>;
+  svmVersion?: string;
+  seenAt?: string;
+  conflict?: IdentityConflict;
+}
 
 /** What a cluster's worker reports of it (on start and every SVM_CLUSTER_REPORT_SECONDS). No object data. */
 export const ClusterReportSchema = z
@@ -25,11 +59,19 @@ export const ClusterReportSchema = z
     svmVersion: z.string().max(100),
     /** When the worker reported (RFC 3339). */
     seenAt: z.string().max(40),
+    /** Set when the worker found its API is not the cluster pinned to this name: why (the report counts for nothing else). */
+    conflict: z.string().max(2000).optional(),
   })
   .strict();
 export type ClusterReport = z.infer<typeof ClusterReportSchema>;
 
 export const clusterSeenSignal = defineSignal<[ClusterReport]>('clusterSeen');
+/** The uid claim's input: the uid and the cluster it is pinned to. */
+export interface ClusterUidClaimInput {
+  uid: string;
+  name: string;
+}
+
 export const clusterReportQuery = defineQuery<ClusterReport | undefined>('clusterReport');
 
 /** The Kubernetes versions a report names (distinct, sorted): the registration's MigrationKubeVersions. */
@@ -115,6 +157,8 @@ export const CampaignRowSchema = z
     wave: z.number().int().optional(),
     /** Its worker answered the last probe. */
     reachable: z.boolean(),
+    /** The kube-system uid its verdict was made against (its step's); absent in rows from before verdicts carried it. */
+    uid: z.string().optional(),
     /** Resources migrated (Succeeded) of those asked. */
     resources: z.object({ asked: z.number().int(), succeeded: z.number().int() }).strict(),
     /** Objects handled by its migrations. */
@@ -164,6 +208,8 @@ export interface CampaignStepInput {
 }
 
 export interface CampaignStepResult {
+  /** The kube-system uid the step ran against (its cluster's pinned one, checked by every activity); absent before it was recorded. */
+  clusterUid?: string;
   resources: { asked: number; succeeded: number };
   objects: number;
   failures: Array<{ resource: string; reason: string }>;

@@ -26,13 +26,19 @@ export interface PassRecord {
   token: string;
   /** When the final agreement was read (ms since the epoch, the worker's clock). */
   at?: number;
+  /**
+   * A named cluster's: the uid of its kube-system namespace the pass was made against (pinned to its name, checked
+   * by every activity). A verdict counts only while it is the cluster's pinned uid. Absent in a single-cluster
+   * install's records, and in records from before it was kept.
+   */
+  clusterUid?: string;
 }
 
 /** The record of a pass that succeeded under `agreement`, its final reading. */
 export function passRecord(
   agreement: Agreement,
   by: PassRecord['by'],
-  extra: { storageVersionHash?: string; object?: string } = {},
+  extra: { storageVersionHash?: string; object?: string; clusterUid?: string } = {},
 ): PassRecord {
   const hash = extra.storageVersionHash ?? agreement.hash;
   return {
@@ -44,5 +50,6 @@ export function passRecord(
     checked: agreement.checked,
     token: agreement.token,
     ...(agreement.at !== undefined ? { at: agreement.at } : {}),
+    ...(extra.clusterUid ? { clusterUid: extra.clusterUid } : {}),
   };
 }

@@ -27,6 +27,11 @@ export interface MigrationRecord {
   /** A Succeeded result's record of its whole pass (absent in results from before svm wrote one). */
   record?: PassRecord;
   closeTime?: string;
+  /**
+   * A named cluster's record that does not count, and why: its pass was made against another kube-system uid than
+   * the one pinned to the cluster, or names none (made before records carried one).
+   */
+  notThisCluster?: string;
 }
 
 export interface DropCheckOptions {

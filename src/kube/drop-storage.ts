@@ -111,6 +111,7 @@ function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: stri
       reason: `its last migration workflow ${id} ended ${ended}: no whole pass is on record (svm migrate ${key})`,
     };
   const p = rec.record;
+  if (rec.notThisCluster) return { verdict: 'Unknown', reason: rec.notThisCluster };
   if (!p)
     return {
       verdict: 'Unknown',
@@ -187,9 +188,10 @@ export async function lookUpRecord(id: string, migrationOf: DropCheckOptions['mi
  */
 export function unbackedReason(lookup: RecordLookup, hash: string): string | undefined {
   if ('missing' in lookup) return lookup.missing;
-  const { workflowId, status, phase, record } = lookup.found;
+  const { workflowId, status, phase, record, notThisCluster } = lookup.found;
   if (status === 'RUNNING') return `its migration workflow ${workflowId} is running`;
   if (phase !== 'Succeeded') return `its last migration workflow ${workflowId} ended ${phase ?? status}`;
+  if (notThisCluster) return notThisCluster;
   const recorded = record?.storageVersionHash;
   return recorded === undefined || recorded === hash ? undefined : `its last whole pass on record (${workflowId}) was at ${recorded}`;
 }
@@ -198,7 +200,7 @@ export function unbackedReason(lookup: RecordLookup, hash: string): string | und
  * MigrationRecords from a Temporal client the caller holds (the worker's, or the CLI's with TEMPORAL_ADDRESS):
  * the workflow's description, and its result's phase when it completed. Only the migration's own summary is read.
  */
-export function migrationRecords(client: Client): (workflowId: string) => Promise<MigrationRecord | undefined> {
+export function migrationRecords(client: Client, pinnedUid?: string): (workflowId: string) => Promise<MigrationRecord | undefined> {
   return async (workflowId) => {
     const handle = client.workflow.getHandle(workflowId);
     let d: Awaited<ReturnType<typeof handle.describe>>;
@@ -210,12 +212,27 @@ export function migrationRecords(client: Client): (workflowId: string) => Promis
     }
     const status = d.status.name;
     const result = status === 'COMPLETED' ? ((await handle.result()) as { phase?: string; record?: PassRecord } | undefined) : undefined;
+    const record = result?.phase === 'Succeeded' ? result.record : undefined;
+    const notThisCluster = record && pinnedUid !== undefined ? uidMismatch(record, pinnedUid, workflowId) : undefined;
     return {
       workflowId,
       status,
       ...(result?.phase ? { phase: result.phase } : {}),
-      ...(result?.phase === 'Succeeded' && result.record ? { record: result.record } : {}),
+      ...(record ? { record } : {}),
       ...(d.closeTime ? { closeTime: d.closeTime.toISOString() } : {}),
+      ...(notThisCluster ? { notThisCluster } : {}),
     };
   };
+}
+
+/**
+ * Why a named cluster's pass record does not count for the cluster pinned to `pinnedUid`, or undefined when it
+ * does: it was made against another kube-system uid (another cluster answered under the name, or the cluster was
+ * recreated since), or names none (an svm from before records carried it: migrate once more to make one).
+ */
+export function uidMismatch(record: PassRecord, pinnedUid: string, workflowId: string): string | undefined {
+  if (record.clusterUid === pinnedUid) return undefined;
+  return record.clusterUid
+    ? `its last whole pass (${workflowId}) was made against kube-system uid ${record.clusterUid}, but the cluster is pinned to ${pinnedUid}: another cluster's verdict does not count`
+    : `its last whole pass (${workflowId}) names no cluster uid (made before svm recorded one), so it cannot be shown to be this cluster's (pinned to ${pinnedUid}): migrate once more to record one`;
 }

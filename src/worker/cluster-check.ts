@@ -5,12 +5,14 @@
  * - the name: the cluster the workflow names is the one this worker serves (SVM_CLUSTER). A worker that polls
  *   another cluster's task queue by mistake fails those tasks at once, non-retryable (WrongCluster), naming both;
  *   a task with no cluster on a named worker, or a named task on a single-cluster worker, likewise;
- * - the uid: the API this worker talks to is the cluster the workflow recorded when it started (the uid of its
- *   kube-system namespace). Read from the API at most every UID_CACHE_MS (src/kube/cluster-uid.ts), so a kubeconfig or load balancer that now
- *   leads elsewhere is found within seconds, before a chunk writes anything.
+ * - the identity: the worker's cluster is not in conflict (its API is the cluster pinned to its name, and its uid is
+ *   pinned to no other name: src/worker/registration.ts), and the API answers the pinned uid now (read at most every
+ *   UID_CACHE_MS, src/kube/cluster-uid.ts), so a kubeconfig or load balancer that now leads elsewhere is found
+ *   within seconds, before a chunk writes anything;
+ * - the uid the workflow recorded when it started is the pinned one.
  *
- * The clusterIdentity activity (the uid a workflow records, and the campaign's reachability probe) passes on the
- * name alone, and with no header at all (a campaign, which belongs to no cluster, compares the name it answers).
+ * The clusterIdentity activity with no header (a campaign's probe: a campaign belongs to no cluster, and compares
+ * the name it answers) skips the name check only: a worker in conflict refuses it too.
  */
 import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
@@ -31,32 +33,41 @@ export function clusterOfHeaders(headers: Record<string, Payload> | undefined): 
   return parsed.data;
 }
 
+/** What a named worker checks its tasks against: the identity it confirmed (src/worker/registration.ts). */
+export interface IdentityCheck {
+  readonly pinned: string | undefined;
+  refusal(): Promise<string | undefined>;
+}
+
 /**
- * Why a task must not run here, or undefined: the header's cluster against the served one (name), and against the
- * uid the API answers (when the workflow recorded one).
+ * Why a task must not run here, or undefined: the header's cluster against the served one (name); then, on a named
+ * worker, its identity (in conflict, or an API that now answers another uid than the pinned one); then the uid the
+ * workflow recorded against the pinned one.
  */
 export async function refusal(
   wanted: ClusterRef | undefined,
   served: string | undefined,
-  uid: () => Promise<string>,
+  identity: IdentityCheck | undefined,
   activityType: string,
 ): Promise<string | undefined> {
-  if (activityType === CLUSTER_IDENTITY_ACTIVITY && wanted === undefined) return undefined;
-  const byName = wrongClusterMessage(wanted?.name, served);
-  if (byName) return byName;
-  if (!wanted?.uid || activityType === CLUSTER_IDENTITY_ACTIVITY) return undefined;
-  const now = await uid();
-  return now === wanted.uid
-    ? undefined
-    : `the API this worker talks to is not cluster "${wanted.name}" as its workflow recorded it: kube-system's uid is ${now}, the workflow started against ${wanted.uid}; nothing was written (check the worker's kubeconfig and the address it leads to)`;
+  const probe = activityType === CLUSTER_IDENTITY_ACTIVITY && wanted === undefined;
+  if (!probe) {
+    const byName = wrongClusterMessage(wanted?.name, served);
+    if (byName) return byName;
+  }
+  if (!identity) return undefined;
+  const why = await identity.refusal();
+  if (why) return why;
+  if (!wanted?.uid || wanted.uid === identity.pinned) return undefined;
+  return `this task's workflow started against kube-system uid ${wanted.uid}, but cluster "${wanted.name}" is pinned to ${identity.pinned}: not the same cluster; nothing was done`;
 }
 
-/** The activity interceptor of a worker serving cluster `served` (undefined: a single-cluster worker). */
-export function clusterCheck(served: string | undefined, uid: () => Promise<string>) {
+/** The activity interceptor of a worker serving cluster `served` (undefined: a single-cluster worker, with no identity). */
+export function clusterCheck(served: string | undefined, identity: IdentityCheck | undefined) {
   return (): { inbound: ActivityInboundCallsInterceptor } => ({
     inbound: {
       async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>): Promise<unknown> {
-        const why = await refusal(clusterOfHeaders(input.headers), served, uid, Context.current().info.activityType);
+        const why = await refusal(clusterOfHeaders(input.headers), served, identity, Context.current().info.activityType);
         if (why) throw ApplicationFailure.create({ type: 'WrongCluster', message: why, nonRetryable: true });
         return next(input);
       },

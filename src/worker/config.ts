@@ -157,7 +157,8 @@ export const WorkerSettings = z.object({
   requestSampleSeconds: int(0, 86400).default(3600),
   /**
    * With a cluster named (SVM_CLUSTER): how often the worker reports its cluster to its registration in Temporal
-   * (svm-cluster/<name>: kube-system's uid, each API server's Kubernetes version, svm's version, when). 0: never.
+   * (svm-cluster/<name>: kube-system's uid, each API server's Kubernetes version, svm's version, when), confirming its
+   * identity each time (src/worker/registration.ts). 0: only at start (the identity is confirmed before it serves).
    */
   clusterReportSeconds: int(0, 86400).default(600),
   /**

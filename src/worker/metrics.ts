@@ -36,6 +36,8 @@ export interface MigratorMetrics {
   statusReported: Gauge<'resource'>;
   /** 1 while this replica is the elected leader (runs the singletons), else 0; unset when no singleton is enabled. */
   leader: Gauge;
+  /** A named cluster's worker: 1 while its API is not the cluster pinned to its name (it serves nothing), else 0. */
+  identityConflict: Gauge;
   /** This replica's share of the cluster-wide budget, updates per second (0 while holding); unset when the budget is unlimited. */
   budgetShare: Gauge;
   /** Updates waiting for a token of the budget on this replica now; unset when the budget is unlimited. */
@@ -145,6 +147,11 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
       name: 'svm_migration_status_timestamp_seconds',
       help: "When this worker last reported a migration's status (unix seconds): the replica with the latest report holds its phase",
       labelNames: ['resource'],
+      registers: [registry],
+    }),
+    identityConflict: new Gauge({
+      name: 'svm_cluster_identity_conflict',
+      help: '1 while the API this worker reaches is not the cluster pinned to its name (it serves nothing until resolved: svm fleet pin), else 0; unset on a single-cluster worker',
       registers: [registry],
     }),
     leader: new Gauge({

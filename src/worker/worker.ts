@@ -17,7 +17,7 @@ import { kubernetesEndpoints } from '../kube/apiservers';
 import { clusterUidReader } from '../kube/cluster-uid';
 import { clusterTaskQueue, fleetTaskQueue } from '../api/cluster';
 import { createFleetActivities } from '../activities/fleet';
-import { startRegistration } from './registration';
+import { ClusterIdentity, startRegistration } from './registration';
 import { clusterCheck } from './cluster-check';
 import { workerRequestSampler } from '../kube/request-samples';
 import { KubeClient } from '../kube/client';
@@ -210,19 +210,26 @@ export interface MigratorWorker {
   run(): Promise<void>;
 }
 
-/** A named cluster's reports to its registration (SVM_CLUSTER_REPORT_SECONDS); none for a single cluster. */
-function registering(
+/** A named cluster's identity (confirmed before it serves, src/worker/registration.ts); none for a single cluster. */
+function clusterIdentity(
   settings: WorkerSettings,
-  deps: { client: Client; uid: () => Promise<string>; apiservers: ReturnType<typeof kubernetesEndpoints>; log: Logger },
-): { stop(): void } | undefined {
+  deps: {
+    client: Client;
+    uid: () => Promise<string>;
+    apiservers: ReturnType<typeof kubernetesEndpoints>;
+    kube: KubeClient;
+    log: Logger;
+    metrics?: MigratorMetrics;
+  },
+): ClusterIdentity | undefined {
   const t = settings.temporal;
-  if (!t.cluster || settings.clusterReportSeconds <= 0) return undefined;
-  return startRegistration({
+  if (!t.cluster) return undefined;
+  return ClusterIdentity.of({
     ...deps,
-    baseTaskQueue: t.taskQueue,
+    fleetQueue: fleetTaskQueue(t.taskQueue),
     name: t.cluster,
+    where: `kubeconfig ${settings.kubeconfig ?? process.env.KUBECONFIG ?? '(in-cluster)'}, server ${deps.kube.server}`,
     svmVersion: svmBuild().version,
-    intervalSeconds: settings.clusterReportSeconds,
   });
 }
 
@@ -268,7 +275,7 @@ async function temporalWorker(
   settings: WorkerSettings,
   activities: ReturnType<typeof createActivities>,
   deployment: ReturnType<typeof workerDeploymentOptions>,
-  clusterUid: () => Promise<string>,
+  identity: ClusterIdentity | undefined,
 ): Promise<Worker> {
   const t = settings.temporal;
   return Worker.create({
@@ -277,7 +284,7 @@ async function temporalWorker(
     // A named cluster's own queue (SVM_CLUSTER); the configured one otherwise.
     taskQueue: clusterTaskQueue(t.taskQueue, t.cluster),
     // Every activity checks first that it belongs to the cluster this worker serves, and that the API is that cluster.
-    interceptors: { activity: [clusterCheck(t.cluster, clusterUid)] },
+    interceptors: { activity: [clusterCheck(t.cluster, identity)] },
     workerDeploymentOptions: deployment,
     // Prebuilt at build time (npm run build:workflows, the image) when up to date; bundled here otherwise.
     workflowBundle: await workflowBundleOption(),
@@ -357,6 +364,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   const client = new Client({ connection, namespace: t.namespace });
   // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
   const deployment = workerDeploymentOptions(settings.versioning, () => svmBuild());
+  const clusterId = clusterIdentity(settings, { client, uid: clusterUid, apiservers, kube, log, metrics });
   const worker = await temporalWorker(
     connection,
     settings,
@@ -377,7 +385,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       requireFence: settings.requireFence,
     }),
     deployment,
-    clusterUid,
+    clusterId,
   );
   const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, client) : undefined;
   let metricsPort: number | undefined;
@@ -397,8 +405,10 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       fixedQps > 0
         ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: fixedQps, limiter: budget, log, metrics })
         : undefined;
-    // A named cluster reports itself to its registration in Temporal (where campaigns find it).
-    const registration = registering(settings, { client, uid: clusterUid, apiservers, log });
+    // A named cluster confirms its identity and reports itself to its registration in Temporal (where campaigns find
+    // it), before its worker polls: a conflict is said at start.
+    const registration = clusterId ? startRegistration(clusterId, settings.clusterReportSeconds, log) : undefined;
+    await registration?.reported;
     let singletons: Array<{ stop(): void }> = [];
     if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
     const leader =

@@ -58,5 +58,11 @@ export async function clusterCampaignStep(input: CampaignStepInput): Promise<Cam
     });
     drop = { groupVersion: input.dropCheck, verdict: report.verdict, exitCode: report.exitCode };
   }
-  return { resources: { asked: resources.length + refused.length, succeeded }, objects, failures, ...(drop ? { drop } : {}) };
+  return {
+    ...(cluster.uid ? { clusterUid: cluster.uid } : {}),
+    resources: { asked: resources.length + refused.length, succeeded },
+    objects,
+    failures,
+    ...(drop ? { drop } : {}),
+  };
 }

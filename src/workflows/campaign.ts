@@ -47,7 +47,7 @@ import {
 } from '../contract/fleet';
 import { MigrationPhase } from '../contract/search-attributes';
 import type { CampaignCluster } from '../activities/fleet';
-import { rootMessage } from './failures';
+import { failureType, rootMessage } from './failures';
 import { neverStarted } from './task-start';
 import type { clusterCampaignStep } from './campaign-step';
 
@@ -232,6 +232,8 @@ class Campaign {
 
   /** One cluster, from its first probe to its step's end (or until the campaign gives up on it). */
   private async life(m: Member): Promise<void> {
+    // A cluster whose identity is in conflict gets nothing started: its worker would refuse it anyway.
+    if (m.c.conflict) return this.end(m, 'Failed', `its identity is in conflict: ${m.c.conflict}`);
     let step: ChildWorkflowHandle<typeof clusterCampaignStep> | undefined;
     let result: CampaignStepResult | undefined;
     let failed: unknown;
@@ -321,6 +323,8 @@ class Campaign {
     } catch (err) {
       if (neverStarted(err)) return 'unreachable';
       if (isCancellation(err)) throw err;
+      // Its worker refused: it serves another cluster, or its identity is in conflict (the message says which).
+      if (failureType(err) === 'WrongCluster') return { wrong: rootMessage(err) };
       // It took the task and failed (its API away, say): not reachable for a campaign either, and asked again later.
       return 'error';
     }
@@ -336,6 +340,14 @@ class Campaign {
   }
 
   private succeeded(m: Member, r: CampaignStepResult): void {
+    // The verdict counts only against the uid pinned to the cluster (the one the campaign gave its step).
+    if (r.clusterUid) m.row.uid = r.clusterUid;
+    if (m.c.uid && r.clusterUid !== m.c.uid)
+      return this.end(
+        m,
+        'Failed',
+        `its step's verdict was made against kube-system uid ${r.clusterUid ?? '(none recorded)'}, not ${m.c.uid}, the uid pinned to ${m.c.name}: it does not count`,
+      );
     m.row.resources = r.resources;
     m.row.objects = r.objects;
     m.row.failures = r.failures;

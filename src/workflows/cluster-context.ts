@@ -35,6 +35,11 @@ export async function enterCluster(cluster: ClusterRef | undefined): Promise<Clu
   return current;
 }
 
+/** The cluster this workflow run entered (with its uid), or undefined: the uid a verdict it makes is made against. */
+export function currentCluster(): ClusterRef | undefined {
+  return current;
+}
+
 const withCluster = <T extends { headers: Record<string, unknown> }>(input: T): T =>
   current ? { ...input, headers: { ...input.headers, [CLUSTER_HEADER]: defaultPayloadConverter.toPayload(current) } } : input;
 

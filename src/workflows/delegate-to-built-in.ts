@@ -37,7 +37,7 @@ import {
 } from '@temporalio/workflow';
 import { z } from 'zod';
 import { ClusterRefSchema } from '../api/cluster';
-import { enterCluster } from './cluster-context';
+import { currentCluster, enterCluster } from './cluster-context';
 import type { Activities, Agreement } from '../activities';
 import type { BuiltInView } from '../activities/built-in';
 import { zeroCounters } from '../api/counters';
@@ -349,7 +349,7 @@ class Delegation {
   /** hash: what the StorageState was refined to (undefined in histories from before it was returned). */
   succeeded(hash?: string): MigrationResult {
     const s = this.carried;
-    this.record = passRecord(s.agreement!, 'built-in', { storageVersionHash: hash, object: s.current });
+    this.record = passRecord(s.agreement!, 'built-in', { storageVersionHash: hash, object: s.current, clusterUid: currentCluster()?.uid });
     return this.finish(
       'Succeeded',
       `the built-in migrator migrated ${this.name} (${s.current}) and the API servers agreed on ${s.agreement!.encodingVersion} from its creation to its success: ${s.agreement!.checked}`,

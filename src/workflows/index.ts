@@ -5,6 +5,6 @@ export { migrateAll } from './migrate-all';
 export { delegateToBuiltIn } from './delegate-to-built-in';
 export { checkVersionDrop } from './check-version-drop';
 export { rewriteManagedFields } from './rewrite-managed-fields';
-export { clusterRegistration } from './cluster-registration';
+export { clusterRegistration, clusterUidClaim } from './cluster-registration';
 export { fleetCampaign } from './campaign';
 export { clusterCampaignStep } from './campaign-step';

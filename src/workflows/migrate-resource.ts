@@ -41,6 +41,7 @@ import {
 import type { Agreement } from '../activities';
 import type { ChunkInput, ChunkResult } from '../activities/migrate-chunk';
 import { addCounters } from '../api/counters';
+import { currentCluster } from './cluster-context';
 import type { ObjectFailure } from '../api/migration';
 import type { ResourceRef } from '../api/resource';
 import {
@@ -486,6 +487,6 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
   return migration.finish(
     'Succeeded',
     `migrated every object of ${migration.name} to ${a.encodingVersion} in one whole pass; ${agreed}`,
-    passRecord(a, 'svm', { storageVersionHash: recorded?.hash }),
+    passRecord(a, 'svm', { storageVersionHash: recorded?.hash, clusterUid: currentCluster()?.uid }),
   );
 }
