@@ -14,7 +14,7 @@
  *      pass (bench-ratio.ts --warm): the cost per migration on a running worker, its code compiled.
  *   4. svm at its defaults against the GA built-in (kube-controller-manager's migrator), alternating:
  *      bench-builtin.ts, end to end and from each side's first rewrite.
- *   5. A campaign over 1 and 4 clusters of a pool (bench-fleet.ts): seconds, history events and actions per
+ *   5. A campaign over 1 cluster of a pool (bench-fleet.ts; one plane is one cluster): seconds, history events and actions per
  *      cluster, the pool's RSS per served cluster, and what 1,000 clusters would cost (an estimate).
  * Every part judges etcd (every object in the version the migration moved it to) and fails otherwise.
  * Prints one table and writes it, with every part's figures, to --out (docs/bench)/bench-<date>.json and
@@ -128,7 +128,7 @@ async function main() {
   const builtin = JSON.parse(
     readFileSync(path.join(scratch, `builtin-${new Date().toISOString().slice(0, 10)}.json`), 'utf8'),
   ) as BuiltinSummary;
-  // 5. A campaign across clusters (bench-fleet.ts): one plane standing for each cluster of a pool.
+  // 5. A campaign (bench-fleet.ts): the plane as one cluster of a pool (its uid is pinned to one name).
   const fleet = written<FleetFigures>(await part('bench-fleet.ts', [...dir, '--out', scratch]));
 
   for (const [name, f] of [
