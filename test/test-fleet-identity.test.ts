@@ -110,6 +110,12 @@ async function crossedWorker(label: string) {
     async () => ((await conflictMetric(w.metricsPort)) === '1' ? true : undefined),
     60_000,
   );
+  // Its registration holds the conflict (a signal the fleet's worker applies, when the registration runs already).
+  await eventually(
+    `${label}'s conflict in east's registration`,
+    async () => ((await pinOf(eastPlane.temporal.client, east))?.conflict?.uid === uid.west ? true : undefined),
+    60_000,
+  );
   const log = readFileSync(w.log, 'utf8');
   const line = log.split('\n').find((l) => l.includes('identity conflict'));
   assert.ok(line, `${label}'s log says so at start: ${log.slice(-2000)}`);
@@ -188,8 +194,12 @@ void test(
     // 1. Before east's own worker ever registered: the crossed worker's uid is west's, pinned to west.
     const crossed1 = await crossedWorker('crossed-1');
     assert.match(crossed1.line, new RegExp(`is cluster "${west}": its kube-system uid ${uid.west} is pinned to "${west}"`));
-    const clusters = JSON.parse((await fw.svm(['fleet', 'clusters', '-o', 'json'])).stdout) as RegisteredCluster[];
-    const reg = clusters.find((c) => c.name === east);
+    const reg = await eventually(
+      "east's registration listed",
+      async () =>
+        (JSON.parse((await fw.svm(['fleet', 'clusters', '-o', 'json'])).stdout) as RegisteredCluster[]).find((c) => c.name === east),
+      60_000,
+    );
     assert.equal(reg?.uid, undefined, "east's registration pins nothing of west");
     assert.equal(reg?.conflict?.uid, uid.west, "east's registration shows the conflict");
     await refusedEverywhere('1 (east never registered)');

@@ -76,6 +76,7 @@ void test('every workflow type runs AUTO_UPGRADE through the worker default, non
     'checkVersionDrop',
     'clusterCampaignStep',
     'clusterRegistration',
+    'clusterUidClaim',
     'delegateToBuiltIn',
     'fleetCampaign',
     'migrateAll',
