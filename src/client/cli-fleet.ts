@@ -58,7 +58,7 @@ export function clustersTable(clusters: RegisteredCluster[]): string {
   const cells = clusters.map((c) => [
     c.name,
     c.uid ?? '-',
-    c.conflict ? `CONFLICT (${c.conflict.uid})` : 'pinned',
+    c.conflict ? `CONFLICT (${c.conflict.uid})` : c.uid ? 'pinned' : '-',
     c.kubeVersions.join(',') || '-',
     c.svmVersion ?? '-',
     c.lastSeen ?? '-',

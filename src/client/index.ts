@@ -70,6 +70,7 @@ const kubeClient = () => require('../kube/client') as typeof import('../kube/cli
 const planner = () => require('../kube/plan') as typeof import('../kube/plan');
 const records = () => require('../kube/drop-storage') as typeof import('../kube/drop-storage');
 const identity = () => require('../kube/cluster-identity') as typeof import('../kube/cluster-identity');
+const uids = () => require('../kube/cluster-uid') as typeof import('../kube/cluster-uid');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 export interface MigratorOptions {
@@ -328,7 +329,15 @@ export class Migrator {
    */
   async plan(opts: PlanOptions = {}): Promise<Plan> {
     // A settled StorageState counts only on the migration's record, read through this client's Temporal.
+    // A named cluster's records count only against its pinned uid, and only for the cluster the kubeconfig reaches.
     const pinned = await this.pinnedUid();
+    if (pinned) {
+      const here = await uids().clusterUidReader(this.kube)();
+      if (here !== pinned)
+        throw new Error(
+          `the kubeconfig reaches kube-system uid ${here} (${this.kube.server}), but cluster "${this.cluster}" is pinned to ${pinned}: another cluster; nothing was judged`,
+        );
+    }
     return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client, pinned), cluster: this.cluster, ...opts });
   }
 
