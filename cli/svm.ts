@@ -15,7 +15,7 @@
  * bin/svm.js runs this (compiled into dist/ by `npm ci` / `npm run build:fast`).
  */
 import type { Command } from 'commander';
-import { clientCommandEntries as c, clientCommands, runProgram, svmProgram, type CommandEntry } from '../src/client/cli';
+import { clientCommandEntries as c, clientCommands, runProgram, svmProgram, versionAlias, type CommandEntry } from '../src/client/cli';
 
 /* eslint-disable @typescript-eslint/no-require-imports */
 const worker: CommandEntry = {
@@ -91,7 +91,8 @@ export function bundledProto(): unknown {
 }
 
 export function main(argv: string[] = process.argv): Promise<void> {
-  return runProgram(svmProgram(commandEntries, argv), argv);
+  const args = versionAlias(argv);
+  return runProgram(svmProgram(commandEntries, args), args);
 }
 
 if (require.main === module) void main();

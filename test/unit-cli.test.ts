@@ -9,7 +9,7 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { Command, Help } from 'commander';
-import { clientCommands, commandNamed, svmProgram, type CommandEntry } from '../src/client/cli';
+import { clientCommands, commandNamed, svmProgram, versionAlias, type CommandEntry } from '../src/client/cli';
 import { buildProgram, commandEntries } from '../cli/svm';
 import { workerCommand } from '../src/worker/cli-worker';
 
@@ -85,6 +85,13 @@ void test('the command a run names: the first word that is not an option, or the
   assert.equal(named('help', 'worker'), 'worker');
   assert.equal(named('help'), 'help');
   assert.equal(named('trigger', 'start', '--period', '60'), 'trigger');
+});
+
+void test('svm --version and -V are svm version; anything more is left to the parser', () => {
+  assert.deepEqual(versionAlias(['node', 'svm', '--version']), ['node', 'svm', 'version']);
+  assert.deepEqual(versionAlias(['node', 'svm', '-V']), ['node', 'svm', 'version']);
+  assert.deepEqual(versionAlias(['node', 'svm', 'migrate', '--version']), ['node', 'svm', 'migrate', '--version']);
+  assert.deepEqual(versionAlias(['node', 'svm', '--version', 'x']), ['node', 'svm', '--version', 'x']);
 });
 
 void test('a run builds only the command it names; svm --help builds none', async () => {

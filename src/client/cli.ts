@@ -155,6 +155,7 @@ export function svmProgram(commands: Array<Command | CommandEntry>, argv?: strin
   const named = argv && commandNamed(argv);
   const program = new Command('svm')
     .description('Kubernetes storage version migration as durable Temporal workflows')
+    .option('-V, --version', "svm's version, revision, workflow contract and Temporal SDK (as svm version prints them)")
     .showHelpAfterError()
     .configureOutput({ outputError: (s, write) => write(s) })
     .configureHelp({
@@ -178,6 +179,12 @@ export function svmProgram(commands: Array<Command | CommandEntry>, argv?: strin
     else program.addCommand(!argv || c.name === named ? loadCommand(c) : new ListedCommand(c));
   }
   return program;
+}
+
+/** `svm --version` (or -V), as most command-line tools take it, is `svm version`: the arguments to run. */
+export function versionAlias(argv: string[]): string[] {
+  const first = argv[2];
+  return argv.length === 3 && (first === '--version' || first === '-V') ? [argv[0]!, argv[1]!, 'version'] : argv;
 }
 
 /** Runs the program: an error ends as `svm: <message>` on stderr and exit code 1. */
