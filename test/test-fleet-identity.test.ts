@@ -80,9 +80,14 @@ function assertUntouched(now: Map<string, number>, before: Map<string, number>, 
 }
 
 /** A worker's svm_cluster_identity_conflict, read from its /metrics. */
-async function conflictMetric(port: number): Promise<string | undefined> {
+function conflictMetric(port: number): Promise<string | undefined> {
+  return metricOf(port, 'svm_cluster_identity_conflict');
+}
+
+/** A worker's gauge (its one series; prom-client shows an unset one as 0), or undefined when it has none. */
+async function metricOf(port: number, name: string): Promise<string | undefined> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
-  return /^svm_cluster_identity_conflict\{[^}]*\} (\d)$/m.exec(text)?.[1];
+  return new RegExp(`^${name}\\{[^}]*\\} (\\d+)$`, 'm').exec(text)?.[1];
 }
 
 const kubeconfigOf = (p: TestPlane) => p.env.KUBECONFIG!;
@@ -328,6 +333,12 @@ void test(
     await eventually(
       'the crossed worker confirmed',
       async () => ((await conflictMetric(crossed2.metricsPort)) === '0' ? true : undefined),
+      60_000,
+    );
+    // Confirmed, it joins its cluster's leader election (held back while in conflict), and leads: west's worker has gone.
+    await eventually(
+      'the worker, east now, leads',
+      async () => (await metricOf(crossed2.metricsPort, 'svm_leader')) === '1' || undefined,
       60_000,
     );
     await fw.stop(crossed2.proc);

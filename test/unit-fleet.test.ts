@@ -201,11 +201,15 @@ void test("a worker in conflict serves nothing, says so once, and takes an opera
   const clock = { now: 1_000_000 };
   const conflict = { conflict: 'the API this worker of cluster "east" reaches is cluster "west"', pinned: 'u-east' };
   const w = identity([conflict, conflict, { pinned: 'u-west' }], () => 'u-west', clock);
+  let joined = false;
+  void w.id.confirmed.then(() => (joined = true));
   assert.equal(
     await w.id.refusal(),
     `${conflict.conflict}; nothing was done: this worker serves nothing while cluster "east"'s identity is in conflict`,
   );
   assert.equal(w.id.pinned, undefined);
+  await new Promise((r) => setImmediate(r));
+  assert.equal(joined, false, 'no Lease is taken in the API while in conflict (the worker joins its cluster once confirmed)');
   assert.match(
     await w.metrics.registry.getSingleMetricAsString('svm_cluster_identity_conflict'),
     /svm_cluster_identity_conflict\{cluster="east"\} 1/,
@@ -221,6 +225,8 @@ void test("a worker in conflict serves nothing, says so once, and takes an opera
   clock.now += RECHECK_MS;
   assert.equal(await w.id.refusal(), undefined);
   assert.equal(w.id.pinned, 'u-west');
+  await new Promise((r) => setImmediate(r));
+  assert.equal(joined, true);
   assert.match(await w.metrics.registry.getSingleMetricAsString('svm_cluster_identity_conflict'), /\} 0/);
   assert.deepEqual(
     w.lines.map((l) => l.slice(0, 40)),

@@ -49,6 +49,9 @@ export const RECHECK_MS = 10_000;
 export class ClusterIdentity {
   private known?: { confirmation: Confirmation; at: number };
   private inFlight?: Promise<Confirmation>;
+  private markConfirmed!: () => void;
+  /** Resolves once the identity is first confirmed (the API is the cluster pinned to the name). */
+  readonly confirmed = new Promise<void>((resolve) => (this.markConfirmed = resolve));
 
   constructor(
     private readonly o: {
@@ -105,6 +108,7 @@ export class ClusterIdentity {
     const was = this.known?.confirmation;
     this.known = { confirmation: c, at: (this.o.now ?? Date.now)() };
     this.o.metrics?.identityConflict.set('conflict' in c ? 1 : 0);
+    if (!('conflict' in c)) this.markConfirmed();
     if ('conflict' in c && (!was || !('conflict' in was) || was.conflict !== c.conflict))
       this.o.log.error(
         { cluster: this.o.name, api: this.o.where },

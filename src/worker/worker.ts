@@ -401,38 +401,49 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     metricsPort = endpoint?.port;
     const ns = settings.kubeNamespace;
-    shared =
-      fixedQps > 0
-        ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: fixedQps, limiter: budget, log, metrics })
-        : undefined;
     // A named cluster confirms its identity and reports itself to its registration in Temporal (where campaigns find
     // it), before its worker polls: a conflict is said at start.
     const registration = clusterId ? startRegistration(clusterId, settings.clusterReportSeconds, log) : undefined;
     await registration?.reported;
     let singletons: Array<{ stop(): void }> = [];
-    if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
-    const leader =
-      settings.bridge || settings.watchAgreement
-        ? startLeaderElection({
-            kube,
-            namespace: ns,
-            identity: holder,
-            log,
-            onStartedLeading() {
-              metrics?.leader.set(1);
-              singletons = leaderSingletons({ settings, kube, client, taskQueue, log, metrics });
-            },
-            onStoppedLeading() {
-              metrics?.leader.set(0);
-              for (const s of singletons) s.stop();
-              singletons = [];
-            },
-          })
-        : undefined;
+    let leader: ReturnType<typeof startLeaderElection> | undefined;
+    let stopping = false;
+    /** The budget membership and the leader election: Leases in the worker's API, and the singletons they run. */
+    const joinCluster = () => {
+      if (stopping) return;
+      shared =
+        fixedQps > 0
+          ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: fixedQps, limiter: budget, log, metrics })
+          : undefined;
+      if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
+      leader =
+        settings.bridge || settings.watchAgreement
+          ? startLeaderElection({
+              kube,
+              namespace: ns,
+              identity: holder,
+              log,
+              onStartedLeading() {
+                metrics?.leader.set(1);
+                singletons = leaderSingletons({ settings, kube, client, taskQueue, log, metrics });
+              },
+              onStoppedLeading() {
+                metrics?.leader.set(0);
+                for (const s of singletons) s.stop();
+                singletons = [];
+              },
+            })
+          : undefined;
+    };
+    // Note: a worker whose identity is in conflict reaches another cluster's API: its Leases there would take the
+    // leadership and budget of that cluster's own workers. It joins once its identity is confirmed.
+    if (!clusterId || clusterId.pinned) joinCluster();
+    else void clusterId.confirmed.then(joinCluster);
     const versioning = deployment ? startVersioning({ client, deployment, settings, holder, log, metrics }) : undefined;
     try {
       return await fn();
     } finally {
+      stopping = true;
       registration?.stop();
       await versioning?.stop();
       // The worker has stopped (no chunk runs): hand the singletons over, then give back our share.
