@@ -36,6 +36,8 @@ export interface Pin {
   conflict?: IdentityConflict;
   /** The registration's memo, whole. */
   memo: RegistrationMemo;
+  /** The registration's run. */
+  runId: string;
 }
 
 async function describeRunning(client: Client, workflowId: string) {
@@ -53,7 +55,7 @@ export async function pinOf(client: Client, name: string): Promise<Pin | undefin
   const d = await describeRunning(client, clusterRegistrationId(name));
   if (!d) return undefined;
   const memo = (d.memo ?? {}) as RegistrationMemo;
-  return { ...(memo.uid ? { uid: memo.uid } : {}), ...(memo.conflict ? { conflict: memo.conflict } : {}), memo };
+  return { ...(memo.uid ? { uid: memo.uid } : {}), ...(memo.conflict ? { conflict: memo.conflict } : {}), memo, runId: d.runId };
 }
 
 /** The name uid is pinned to, from its running claim; undefined when none claims it. */
@@ -133,6 +135,27 @@ async function startRegistration(
   else await client.workflow.start(CLUSTER_REGISTRATION_WORKFLOW_TYPE, options);
 }
 
+/** Ends the unpinned run `was` (by its run ID) and starts one pinning held.uid; another's start first is no error. */
+async function replaceUnpinned(
+  client: Client,
+  fleetQueue: string,
+  name: string,
+  was: Pin,
+  held: { uid: string; report: ClusterReport },
+): Promise<void> {
+  await client.workflow
+    .getHandle(clusterRegistrationId(name), was.runId)
+    .terminate(`pinned to kube-system uid ${held.uid} by its first confirmed worker`)
+    .catch((err: unknown) => {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    });
+  await startRegistration(client, fleetQueue, name, { ...held, ...(was.conflict ? { conflict: was.conflict } : {}) }).catch(
+    (err: unknown) => {
+      if (!(err instanceof WorkflowExecutionAlreadyStartedError)) throw err;
+    },
+  );
+}
+
 /** A worker's confirmation: the uid its name is pinned to (its API's), or why it must serve nothing. */
 export type Confirmation = { pinned: string } | { conflict: string; pinned?: string };
 
@@ -142,7 +165,8 @@ export type Confirmation = { pinned: string } | { conflict: string; pinned?: str
  *   1. the name's pin: another uid is a conflict (the worker's API is another cluster, or the cluster was recreated);
  *   2. the uid's claim: made where none exists; held by another name, a conflict (the worker's kubeconfig leads to
  *      that cluster), caught even when this name was never registered;
- *   3. the registration, started with the pin where none runs, signalled with the report;
+ *   3. the registration, started with the pin where none runs (or where the one running pins nothing: replaced),
+ *      signalled with the report;
  *   4. the pin read back: another uid (a worker of this name with another uid started it first) is a conflict, and a
  *      claim step 2 made is given back.
  * A conflict is reported too (the registration keeps it, without pinning anything) unless `quiet` (asked again while one
@@ -176,6 +200,10 @@ export async function confirmIdentity(
       `the API this worker of cluster "${name}" reaches (${where}) is cluster "${claim.name}": its kube-system uid ${uid} is pinned to "${claim.name}" (check the worker's kubeconfig)`,
       before?.uid,
     );
+  // A registration that pins nothing (started by a conflict's report) is replaced by one that pins this uid, its
+  // conflict kept: that run is ended by its run ID, so that of two workers racing, one replaces it and the other
+  // finds the new run's pin (compare-and-swap), never a pin the registration decides later.
+  if (before && !before.uid) await replaceUnpinned(client, fleetQueue, name, before, { uid, report });
   await startRegistration(client, fleetQueue, name, { uid, report }, report);
   const after = await pinOf(client, name);
   if (after?.uid && after.uid !== uid) {
