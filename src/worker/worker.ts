@@ -324,6 +324,76 @@ async function fleetWorker(connection: NativeConnection, settings: WorkerSetting
   });
 }
 
+/**
+ * A replica's part in its cluster: its share of the load budget (a membership Lease, when the budget is limited) and
+ * the leader election that runs the singletons (the bridge, the agreement watcher) on one replica. Leases in the
+ * worker's API: joined once, left when the worker stops.
+ */
+class ClusterMembership {
+  private shared?: ClusterBudget;
+  private leader?: ReturnType<typeof startLeaderElection>;
+  private singletons: Array<{ stop(): void }> = [];
+  private left = false;
+
+  constructor(
+    private readonly o: {
+      settings: WorkerSettings;
+      kube: KubeClient;
+      client: Client;
+      taskQueue: string;
+      identity: string;
+      holder: string;
+      instance: string;
+      fixedQps: number;
+      budget: RateLimiter;
+      log: Logger;
+      metrics?: MigratorMetrics;
+    },
+  ) {}
+
+  join(): void {
+    const { settings, kube, log, metrics } = this.o;
+    if (this.left) return;
+    const namespace = settings.kubeNamespace;
+    if (this.o.fixedQps > 0)
+      this.shared = startClusterBudget({
+        kube,
+        namespace,
+        identity: this.o.identity,
+        instance: this.o.instance,
+        qps: this.o.fixedQps,
+        limiter: this.o.budget,
+        log,
+        metrics,
+      });
+    if (!settings.bridge && !settings.watchAgreement) return;
+    metrics?.leader.set(0);
+    this.leader = startLeaderElection({
+      kube,
+      namespace,
+      identity: this.o.holder,
+      log,
+      onStartedLeading: () => {
+        metrics?.leader.set(1);
+        this.singletons = leaderSingletons({ settings, kube, client: this.o.client, taskQueue: this.o.taskQueue, log, metrics });
+      },
+      onStoppedLeading: () => {
+        metrics?.leader.set(0);
+        for (const s of this.singletons) s.stop();
+        this.singletons = [];
+      },
+    });
+  }
+
+  /** The worker has stopped (no chunk runs): hands the singletons over, then gives back its share. */
+  async leave(): Promise<void> {
+    this.left = true;
+    const log = this.o.log;
+    await this.leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
+    await this.shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
+  }
+}
+
 /** How a worker lives beside others in one process (a pool of clusters, src/worker/cluster-pool.ts). */
 export interface InPool {
   /** The pool serves every cluster's metrics on one endpoint, and the process's own once: this worker serves none. */
@@ -353,7 +423,6 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
   const sampler = workerRequestSampler(apiservers, settings.requestSampleSeconds, log);
   const { fixedQps, budget, concurrency, memory } = loadControls(settings, metrics);
-  let shared: ClusterBudget | undefined;
   const identity = claimIdentity(settings.identity);
   // This process's instance: with the identity, it holds the leader and budget leases, so two processes given one
   // SVM_IDENTITY never both lead, nor share one budget membership.
@@ -400,55 +469,34 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       metrics && !pool?.metricsServedByPool ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
     if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
     metricsPort = endpoint?.port;
-    const ns = settings.kubeNamespace;
     // A named cluster confirms its identity and reports itself to its registration in Temporal (where campaigns find
     // it), before its worker polls: a conflict is said at start.
     const registration = clusterId ? startRegistration(clusterId, settings.clusterReportSeconds, log) : undefined;
     await registration?.reported;
-    let singletons: Array<{ stop(): void }> = [];
-    let leader: ReturnType<typeof startLeaderElection> | undefined;
-    let stopping = false;
-    /** The budget membership and the leader election: Leases in the worker's API, and the singletons they run. */
-    const joinCluster = () => {
-      if (stopping) return;
-      shared =
-        fixedQps > 0
-          ? startClusterBudget({ kube, namespace: ns, identity, instance, qps: fixedQps, limiter: budget, log, metrics })
-          : undefined;
-      if (settings.bridge || settings.watchAgreement) metrics?.leader.set(0);
-      leader =
-        settings.bridge || settings.watchAgreement
-          ? startLeaderElection({
-              kube,
-              namespace: ns,
-              identity: holder,
-              log,
-              onStartedLeading() {
-                metrics?.leader.set(1);
-                singletons = leaderSingletons({ settings, kube, client, taskQueue, log, metrics });
-              },
-              onStoppedLeading() {
-                metrics?.leader.set(0);
-                for (const s of singletons) s.stop();
-                singletons = [];
-              },
-            })
-          : undefined;
-    };
     // Note: a worker whose identity is in conflict reaches another cluster's API: its Leases there would take the
     // leadership and budget of that cluster's own workers. It joins once its identity is confirmed.
-    if (!clusterId || clusterId.pinned) joinCluster();
-    else void clusterId.confirmed.then(joinCluster);
+    const membership = new ClusterMembership({
+      settings,
+      kube,
+      client,
+      taskQueue,
+      identity,
+      holder,
+      instance,
+      fixedQps,
+      budget,
+      log,
+      metrics,
+    });
+    if (!clusterId || clusterId.pinned) membership.join();
+    else void clusterId.confirmed.then(() => membership.join());
     const versioning = deployment ? startVersioning({ client, deployment, settings, holder, log, metrics }) : undefined;
     try {
       return await fn();
     } finally {
-      stopping = true;
       registration?.stop();
       await versioning?.stop();
-      // The worker has stopped (no chunk runs): hand the singletons over, then give back our share.
-      await leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
-      await shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
+      await membership.leave();
       releaseIdentity(identity);
       metricsPort = undefined;
       await endpoint?.close();
