@@ -79,8 +79,8 @@ export function createCampaignStepActivities(deps: {
   kube: KubeClient;
   apiservers: ApiServerSource;
   temporal?: { client: Client; cluster?: string };
-  /** kube-system's uid as the API answers (a named cluster's worker checks it is the pinned one before any activity). */
-  clusterUid?: () => Promise<string>;
+  /** A named cluster's pinned uid (its API's, checked before any activity); none for a single cluster. */
+  pinnedUid?: () => Promise<string>;
 }) {
   const { kube } = deps;
   return {
@@ -95,13 +95,7 @@ export function createCampaignStepActivities(deps: {
           qps: 0,
           apiservers: deps.apiservers,
           ...(deps.temporal
-            ? {
-                migrationOf: migrationRecords(
-                  deps.temporal.client,
-                  deps.temporal.cluster && deps.clusterUid ? await deps.clusterUid() : undefined,
-                ),
-                cluster: deps.temporal.cluster,
-              }
+            ? { migrationOf: migrationRecords(deps.temporal.client, await deps.pinnedUid?.()), cluster: deps.temporal.cluster }
             : {}),
         });
         for (const i of plan.items)

@@ -81,12 +81,15 @@ export function createActivities(deps: ActivityDeps) {
   const metrics = resourceMetrics(deps.metrics);
   /** Do all API servers agree on the resource's encoding version? A read: it changes nothing (src/kube/server-agreements.ts). */
   const agreement = (ref: ResourceRef) => readAgreement(kube, apiservers, ref);
+  // A named cluster's records count only when made against its uid: the API's, which the worker checks is the pinned
+  // one before any activity runs (src/worker/cluster-check.ts). None for a single cluster.
+  const pinnedUid = deps.temporal?.cluster && deps.clusterUid ? deps.clusterUid : undefined;
   return {
     ...createTriggerActivities({
       kube,
       apiservers,
       temporal: deps.temporal,
-      clusterUid: deps.clusterUid,
+      pinnedUid,
       triggerApi: deps.triggerApi,
       standardMigrations: deps.standardMigrations,
       mirrorWithoutRecord: deps.metrics && ((resource, without) => deps.metrics!.mirrorsWithoutRecord.set({ resource }, without ? 1 : 0)),
@@ -98,7 +101,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
     ...createChunkActivities({ ...deps, apiservers }, metrics),
     ...createAgreementActivities(kube, agreement),
-    ...createCampaignStepActivities({ kube, apiservers, temporal: deps.temporal, clusterUid: deps.clusterUid }),
+    ...createCampaignStepActivities({ kube, apiservers, temporal: deps.temporal, pinnedUid }),
     /** The cluster this worker serves, as its API answers now: what a named workflow records at its start (src/workflows/cluster-context.ts). */
     async clusterIdentity(): Promise<{ name?: string; uid: string }> {
       const uid = deps.clusterUid ? await deps.clusterUid() : await clusterUidReader(kube)();

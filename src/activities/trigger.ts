@@ -38,8 +38,8 @@ export interface TriggerDeps {
   /** Every API server (src/kube/apiservers.ts): each reports its own discovery. */
   apiservers: ApiServerSource;
   temporal?: { client: Client; taskQueue: string; cluster?: string };
-  /** kube-system's uid as the API answers (a named cluster's worker checks it is the pinned one before any activity). */
-  clusterUid?: () => Promise<string>;
+  /** A named cluster's pinned uid (its API's, checked before any activity); none for a single cluster. */
+  pinnedUid?: () => Promise<string>;
   /** 'standard': hand each migration to the built-in migrator (delegateToBuiltIn) instead of svm's own pass. */
   triggerApi?: 'svm' | 'standard';
   /**
@@ -114,9 +114,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
   /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
   async function migrationStatus(name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
     if (!deps.temporal) return { status: 'none' };
-    // A named cluster's records count only when made against its uid (checked as the pinned one before any activity).
-    const pinned = deps.temporal.cluster && deps.clusterUid ? await deps.clusterUid() : undefined;
-    const r = await migrationRecords(deps.temporal.client, pinned)(idInCluster(`migrate/${name}`, deps.temporal.cluster));
+    const r = await migrationRecords(deps.temporal.client, await deps.pinnedUid?.())(idInCluster(`migrate/${name}`, deps.temporal.cluster));
     if (!r) return { status: 'none' };
     if (r.status === 'RUNNING') return { status: 'running' };
     if (r.status !== 'COMPLETED') return { status: 'failed' };

@@ -17,7 +17,14 @@
 import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
 import { Context } from '@temporalio/activity';
-import { CLUSTER_HEADER, CLUSTER_IDENTITY_ACTIVITY, ClusterRefSchema, wrongClusterMessage, type ClusterRef } from '../api/cluster';
+import {
+  CLUSTER_HEADER,
+  CLUSTER_IDENTITY_ACTIVITY,
+  ClusterRefSchema,
+  WRONG_CLUSTER,
+  wrongClusterMessage,
+  type ClusterRef,
+} from '../api/cluster';
 
 /** The cluster a task's header names; undefined for none (a single-cluster workflow, or one recorded before clusters). */
 export function clusterOfHeaders(headers: Record<string, Payload> | undefined): ClusterRef | undefined {
@@ -26,7 +33,7 @@ export function clusterOfHeaders(headers: Record<string, Payload> | undefined): 
   const parsed = ClusterRefSchema.safeParse(defaultPayloadConverter.fromPayload(p));
   if (!parsed.success)
     throw ApplicationFailure.create({
-      type: 'WrongCluster',
+      type: WRONG_CLUSTER,
       message: `the task's ${CLUSTER_HEADER} header is not a cluster`,
       nonRetryable: true,
     });
@@ -68,7 +75,7 @@ export function clusterCheck(served: string | undefined, identity: IdentityCheck
     inbound: {
       async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>): Promise<unknown> {
         const why = await refusal(clusterOfHeaders(input.headers), served, identity, Context.current().info.activityType);
-        if (why) throw ApplicationFailure.create({ type: 'WrongCluster', message: why, nonRetryable: true });
+        if (why) throw ApplicationFailure.create({ type: WRONG_CLUSTER, message: why, nonRetryable: true });
         return next(input);
       },
     },

@@ -7,6 +7,7 @@
  */
 import { executeChild, proxyActivities, workflowInfo, ParentClosePolicy } from '@temporalio/workflow';
 import type { ResourceRef } from '../api/resource';
+import { WRONG_CLUSTER } from '../api/cluster';
 import type { CampaignStepInput, CampaignStepResult } from '../contract/fleet';
 import type { DropReport } from '../contract/drop';
 import { enterCluster } from './cluster-context';
@@ -23,7 +24,7 @@ export async function clusterCampaignStep(input: CampaignStepInput): Promise<Cam
   const cluster = (await enterCluster(input.cluster))!;
   const { campaignResources } = proxyActivities<StepActivities>({
     startToCloseTimeout: '5 minutes',
-    retry: { maximumAttempts: 10, maximumInterval: '1 minute', nonRetryableErrorTypes: ['WrongCluster'] },
+    retry: { maximumAttempts: 10, maximumInterval: '1 minute', nonRetryableErrorTypes: [WRONG_CLUSTER] },
   });
   const { resources, refused } = await campaignResources(input.migrate);
   const failures = [...refused];

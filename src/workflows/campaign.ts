@@ -29,7 +29,7 @@ import {
   workflowInfo,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { clusterTaskQueue, fleetBaseQueue, idInCluster } from '../api/cluster';
+import { clusterTaskQueue, fleetBaseQueue, idInCluster, WRONG_CLUSTER } from '../api/cluster';
 import { explainInput } from '../contract/definitions';
 import {
   campaignAbortSignal,
@@ -324,7 +324,7 @@ class Campaign {
       if (neverStarted(err)) return 'unreachable';
       if (isCancellation(err)) throw err;
       // Its worker refused: it serves another cluster, or its identity is in conflict (the message says which).
-      if (failureType(err) === 'WrongCluster') return { wrong: rootMessage(err) };
+      if (failureType(err) === WRONG_CLUSTER) return { wrong: rootMessage(err) };
       // It took the task and failed (its API away, say): not reachable for a campaign either, and asked again later.
       return 'error';
     }

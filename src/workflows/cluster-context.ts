@@ -8,7 +8,7 @@
  */
 import { defaultPayloadConverter } from '@temporalio/common';
 import { proxyActivities, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
-import { CLUSTER_HEADER, type ClusterRef } from '../api/cluster';
+import { CLUSTER_HEADER, WRONG_CLUSTER, type ClusterRef } from '../api/cluster';
 
 let current: ClusterRef | undefined;
 
@@ -27,7 +27,7 @@ export async function enterCluster(cluster: ClusterRef | undefined): Promise<Clu
   if (!cluster.uid) {
     const { clusterIdentity } = proxyActivities<IdentityActivities>({
       startToCloseTimeout: '1 minute',
-      retry: { maximumAttempts: 10, maximumInterval: '30s', nonRetryableErrorTypes: ['WrongCluster'] },
+      retry: { maximumAttempts: 10, maximumInterval: '30s', nonRetryableErrorTypes: [WRONG_CLUSTER] },
     });
     const { uid } = await clusterIdentity();
     current = { name: cluster.name, uid };
