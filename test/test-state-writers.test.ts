@@ -22,6 +22,7 @@ import { fixedApiServers } from '../src/kube/apiservers';
 import { createStandardMigration, writeStandardStatus } from '../src/kube/standard-migrations';
 import { applyCrd, testCrd } from './helpers/crd';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { Placement } from '../src/contract/placement';
 
 let plane: TestPlane;
 before(async () => {
@@ -74,7 +75,7 @@ function trigger(client?: Client) {
   return createTriggerActivities({
     kube: plane.kube,
     apiservers: fixedApiServers(plane.kube, []),
-    ...(client ? { temporal: { client, taskQueue: uniq('tq') } } : {}),
+    ...(client ? { temporal: { client, placement: Placement.of(uniq('tq')) } } : {}),
   });
 }
 
@@ -204,7 +205,7 @@ void test('a standard StorageVersionMigration somebody else created for the reso
     return createTriggerActivities({
       kube: plane.kube,
       apiservers: fixedApiServers(plane.kube, []),
-      temporal: { client: c, taskQueue },
+      temporal: { client: c, placement: Placement.of(taskQueue) },
       standardMigrations: 'defer',
     }).applyTriggerActions([
       heartbeat(s, { resourceVersion: read!.metadata.resourceVersion, persisted: [H1, H2] }, { startMigration: true }),

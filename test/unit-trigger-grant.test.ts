@@ -11,6 +11,7 @@ import { createTriggerActivities } from '../src/activities/trigger';
 import type { ApiServerSource } from '../src/kube/apiservers';
 import type { DiscoveredResource, KubeClient, KubeResponse } from '../src/kube/client';
 import type { TriggerAction } from '../src/contract/trigger';
+import { Placement } from '../src/contract/placement';
 
 const resource = (group: string, name: string, kind: string): DiscoveredResource => ({
   name,
@@ -49,7 +50,7 @@ function fakes(granted: Set<string>) {
   const client = {
     workflow: { start: async (_type: string, o: { workflowId: string }) => void started.push(o.workflowId) },
   } as unknown as Client;
-  const acts = createTriggerActivities({ kube, apiservers: {} as ApiServerSource, temporal: { client, taskQueue: 'q' } });
+  const acts = createTriggerActivities({ kube, apiservers: {} as ApiServerSource, temporal: { client, placement: Placement.of('q') } });
   return { acts, reviews, started };
 }
 

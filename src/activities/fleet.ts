@@ -5,6 +5,7 @@
  */
 import { ApplicationFailure } from '@temporalio/common';
 import type { Client } from '@temporalio/client';
+import type { Placement } from '../contract/placement';
 import type { ResourceRef } from '../api/resource';
 import { groupResourceString } from '../api/resource';
 import type { KubeClient } from '../kube/client';
@@ -78,7 +79,7 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
 export function createCampaignStepActivities(deps: {
   kube: KubeClient;
   apiservers: ApiServerSource;
-  temporal?: { client: Client; cluster?: string };
+  temporal?: { client: Client; placement: Placement };
   /** A named cluster's pinned uid (its API's, checked before any activity); none for a single cluster. */
   pinnedUid?: () => Promise<string>;
 }) {
@@ -95,7 +96,7 @@ export function createCampaignStepActivities(deps: {
           qps: 0,
           apiservers: deps.apiservers,
           ...(deps.temporal
-            ? { migrationOf: migrationRecords(deps.temporal.client, await deps.pinnedUid?.()), cluster: deps.temporal.cluster }
+            ? { migrationOf: migrationRecords(deps.temporal.client, await deps.pinnedUid?.()), cluster: deps.temporal.placement.name }
             : {}),
         });
         for (const i of plan.items)

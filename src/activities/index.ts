@@ -7,6 +7,7 @@ import { clusterUidReader } from '../kube/cluster-uid';
 import { createCampaignStepActivities } from './fleet';
 import { Context } from '@temporalio/activity';
 import type { Client } from '@temporalio/client';
+import type { Placement } from '../contract/placement';
 import { ApplicationFailure } from '@temporalio/common';
 import type { StorageVersionMigrationStatus } from '../api/migration';
 import type { StatusReport } from '../contract/definitions';
@@ -53,7 +54,7 @@ export interface ActivityDeps {
    */
   apiservers?: ApiServerSource;
   /** For the trigger: start and stop migrations. */
-  temporal?: { client: Client; taskQueue: string; cluster?: string };
+  temporal?: { client: Client; placement: Placement };
   /** The uid of the cluster's kube-system namespace as the API answers now (src/worker/cluster-check.ts). */
   clusterUid?: () => Promise<string>;
   /** For the trigger: migrate through svm's own workflow (default) or hand over to the built-in migrator. */
@@ -83,7 +84,7 @@ export function createActivities(deps: ActivityDeps) {
   const agreement = (ref: ResourceRef) => readAgreement(kube, apiservers, ref);
   // A named cluster's records count only when made against its uid: the API's, which the worker checks is the pinned
   // one before any activity runs (src/worker/cluster-check.ts). None for a single cluster.
-  const pinnedUid = deps.temporal?.cluster && deps.clusterUid ? deps.clusterUid : undefined;
+  const pinnedUid = deps.temporal?.placement.name && deps.clusterUid ? deps.clusterUid : undefined;
   return {
     ...createTriggerActivities({
       kube,
@@ -105,7 +106,8 @@ export function createActivities(deps: ActivityDeps) {
     /** The cluster this worker serves, as its API answers now: what a named workflow records at its start (src/workflows/cluster-context.ts). */
     async clusterIdentity(): Promise<{ name?: string; uid: string }> {
       const uid = deps.clusterUid ? await deps.clusterUid() : await clusterUidReader(kube)();
-      return { ...(deps.temporal?.cluster ? { name: deps.temporal.cluster } : {}), uid };
+      const name = deps.temporal?.placement.name;
+      return { ...(name ? { name } : {}), uid };
     },
     ...createMirrorActivities(deps, metrics),
   };

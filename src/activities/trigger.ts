@@ -4,7 +4,6 @@
  * (StorageState writes, stopping and starting migrations). Returns hashes,
  * names and counts only.
  */
-import { idInCluster } from '../api/cluster';
 import { createHash } from 'node:crypto';
 import { Context } from '@temporalio/activity';
 import { WorkflowNotFoundError, type Client } from '@temporalio/client';
@@ -27,7 +26,8 @@ import {
   storageStatePath,
 } from '../kube/storage-states';
 import { abortSignal } from '../contract/definitions';
-import { startOptions } from '../contract/start-options';
+import { migrationStart } from '../contract/start-options';
+import type { Placement } from '../contract/placement';
 import type { MigrationStatus, ObservedResource, RecordedPass, StateSnapshot, TriggerAction } from '../contract/trigger';
 import { migrationRecords } from '../kube/drop-storage';
 import { UNKNOWN } from '../contract/trigger';
@@ -37,7 +37,7 @@ export interface TriggerDeps {
   kube: KubeClient;
   /** Every API server (src/kube/apiservers.ts): each reports its own discovery. */
   apiservers: ApiServerSource;
-  temporal?: { client: Client; taskQueue: string; cluster?: string };
+  temporal?: { client: Client; placement: Placement };
   /** A named cluster's pinned uid (its API's, checked before any activity); none for a single cluster. */
   pinnedUid?: () => Promise<string>;
   /** 'standard': hand each migration to the built-in migrator (delegateToBuiltIn) instead of svm's own pass. */
@@ -114,7 +114,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
   /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
   async function migrationStatus(name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
     if (!deps.temporal) return { status: 'none' };
-    const r = await migrationRecords(deps.temporal.client, await deps.pinnedUid?.())(idInCluster(`migrate/${name}`, deps.temporal.cluster));
+    const r = await migrationRecords(deps.temporal.client, await deps.pinnedUid?.())(deps.temporal.placement.id(`migrate/${name}`));
     if (!r) return { status: 'none' };
     if (r.status === 'RUNNING') return { status: 'running' };
     if (r.status !== 'COMPLETED') return { status: 'failed' };
@@ -252,7 +252,7 @@ export function createTriggerActivities(deps: TriggerDeps) {
       for (const a of actions) {
         deps.mirrorWithoutRecord?.(a.name, a.mirrorWithoutRecord === true);
         if (a.stopMigration && deps.temporal) {
-          const handle = deps.temporal.client.workflow.getHandle(idInCluster(`migrate/${a.name}`, deps.temporal.cluster));
+          const handle = deps.temporal.client.workflow.getHandle(deps.temporal.placement.id(`migrate/${a.name}`));
           // No waiting for it to close: a new one starts only in a later period, once this one is closed.
           // Closed (or never started): nothing to stop. Anything else is not swallowed: the activity fails and is retried.
           await handle.signal(abortSignal, a.stopMigration).catch((err: unknown) => {
@@ -304,10 +304,8 @@ export function createTriggerActivities(deps: TriggerDeps) {
             continue;
           }
           // One setting chooses the API: svm's own pass, or the built-in's behind svm's agreement checks (same workflow ID).
-          await deps.temporal.client.workflow.start(deps.triggerApi === 'standard' ? 'delegateToBuiltIn' : 'migrateResource', {
-            ...startOptions(ref, deps.temporal.taskQueue, deps.temporal.cluster),
-            args: [{ resource: ref, ...(deps.temporal.cluster ? { cluster: { name: deps.temporal.cluster } } : {}) }],
-          });
+          const spec = migrationStart({ resource: ref }, deps.triggerApi === 'standard' ? 'delegateToBuiltIn' : 'migrateResource');
+          await deps.temporal.client.workflow.start(spec.type, deps.temporal.placement.start(spec));
           started.push(a.name);
         }
       }

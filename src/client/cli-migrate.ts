@@ -73,12 +73,12 @@ function migrateCommand(): Command {
       if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
       if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
       if (o.all || resources.length > 1) {
-        await withMigrator(o.kubeconfig, (m) => migrateSeveral(m, o.all ? undefined : resources, o));
+        await withMigrator(o, (m) => migrateSeveral(m, o.all ? undefined : resources, o));
         return;
       }
       const resource = resources[0];
       // Note: an empty argument (`svm migrate ''`) connects and starts nothing, as it always has.
-      await withMigrator(o.kubeconfig, async (m) => {
+      await withMigrator(o, async (m) => {
         if (resource) await migrateOne(m, resource, o);
       });
     });
@@ -193,7 +193,7 @@ function statusCommand(): Command {
     .addOption(kubeconfigOption())
     .addOption(clusterOption())
     .action(async (resource: string | undefined, o: { output: string; kubeconfig?: string }) => {
-      await withMigrator(o.kubeconfig, async (m) => {
+      await withMigrator(o, async (m) => {
         const list = await m.status(resource);
         if (o.output === 'json') {
           process.stdout.write(JSON.stringify(list, null, 2) + '\n');
@@ -230,7 +230,7 @@ function signalCommand(name: SteerName): Command {
     30,
   );
   return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string; answerWithin: number }) => {
-    await withMigrator(o.kubeconfig, (m) => steer(m, name, resource, o));
+    await withMigrator(o, (m) => steer(m, name, resource, o));
   });
 }
 
@@ -268,7 +268,7 @@ function triggerCommand(): Command {
     .addOption(kubeconfigOption())
     .addOption(clusterOption())
     .action(async (o: { period: number; staleness?: number; kubeconfig?: string }) => {
-      await withMigrator(o.kubeconfig, async (m) => {
+      await withMigrator(o, async (m) => {
         const h = await m.startTrigger({ periodSeconds: o.period, stalenessSeconds: o.staleness });
         process.stderr.write(`trigger running as workflow ${h.workflowId}, every ${o.period}s\n`);
       });
@@ -280,7 +280,7 @@ function triggerCommand(): Command {
     .addOption(kubeconfigOption())
     .addOption(clusterOption())
     .action(async (o: { kubeconfig?: string }) => {
-      await withMigrator(o.kubeconfig, (m) => m.stopTrigger());
+      await withMigrator(o, (m) => m.stopTrigger());
       process.stderr.write('trigger stopped\n');
     });
   return trigger;
@@ -426,7 +426,7 @@ async function rewriteManagedFields(resource: string, o: ManagedFieldsFlags): Pr
   const { ManagedFieldsInputSchema } = require('../contract/drop') as typeof import('../contract/drop');
   const input = ManagedFieldsInputSchema.safeParse({ resource, from: o.from, ...(o.to ? { to: o.to } : {}) });
   if (!input.success) throw new Error(definitions().explainInput(input.error));
-  const r = await withMigrator(o.kubeconfig, (m) => m.rewriteManagedFields(input.data));
+  const r = await withMigrator(o, (m) => m.rewriteManagedFields(input.data));
   process.stdout.write(
     o.output === 'json'
       ? JSON.stringify(r, null, 2) + '\n'
@@ -444,13 +444,23 @@ function rootReason(err: unknown): string {
 
 // ------------------------------------------------------------ shared by the commands
 
-async function withMigrator<T>(kubeconfig: string | undefined, fn: (m: Migrator) => Promise<T>): Promise<T> {
+/** What every command that reaches Temporal takes: the kubeconfig (--kubeconfig) and the cluster (--cluster). */
+interface Target {
+  kubeconfig?: string;
+  cluster?: string;
+}
+
+async function withMigrator<T>(target: Target, fn: (m: Migrator) => Promise<T>): Promise<T> {
   const t = temporalConfig().loadTemporalSettings(process.env);
   if (!t.address)
     throw new Error(
       'TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile; `svm dev up` prints one',
     );
-  const m = await client().Migrator.connect({ temporal: { ...t, address: t.address }, kubeconfig });
+  const m = await client().Migrator.connect({
+    temporal: { ...t, address: t.address },
+    kubeconfig: target.kubeconfig,
+    cluster: target.cluster,
+  });
   try {
     return await fn(m);
   } finally {

@@ -2,6 +2,7 @@
 import { Command, Option, type CommanderError } from 'commander';
 import type { KubeClient } from '../kube/client';
 import type { Client } from '@temporalio/client';
+import type { Placement } from '../contract/placement';
 import type { DropReport } from '../contract/drop';
 import type { DropCheckOptions } from '../kube/drop-check';
 import { clusterOption, kubeconfigOption, parseIntArg } from '../config/cli-options';
@@ -64,6 +65,7 @@ interface PlanFlags {
   drop?: string;
   requestsWindow?: number;
   onWorker?: boolean;
+  cluster?: string;
 }
 
 export function planCommand(): Command {
@@ -114,7 +116,7 @@ export function planCommand(): Command {
           const { makePlan } = require('../kube/plan') as typeof import('../kube/plan');
           /* eslint-enable @typescript-eslint/no-require-imports */
           kube = KubeClient.fromKubeconfig(o.kubeconfig);
-          const records = await readRecords(kube);
+          const records = await readRecords(kube, o.cluster);
           closeTemporal = records.close;
           const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf, cluster: records.cluster });
           process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
@@ -139,6 +141,7 @@ async function dropAction(o: {
   drop: string;
   requestsWindow?: number;
   onWorker?: boolean;
+  cluster?: string;
 }): Promise<void> {
   let kube: KubeClient | undefined;
   let closeTemporal: (() => Promise<void>) | undefined;
@@ -154,10 +157,10 @@ async function dropAction(o: {
     /* eslint-enable @typescript-eslint/no-require-imports */
     let report: DropReport;
     if (o.onWorker) {
-      report = await dropCheckOnWorker(o.drop, o.requestsWindow);
+      report = await dropCheckOnWorker(o.drop, o.requestsWindow, o.cluster);
     } else {
       kube = KubeClient.fromKubeconfig(o.kubeconfig);
-      const records = await readRecords(kube);
+      const records = await readRecords(kube, o.cluster);
       closeTemporal = records.close;
       report = await checkDrop(kube, o.drop, {
         requestsWindowSeconds: o.requestsWindow,
@@ -177,12 +180,13 @@ async function dropAction(o: {
 }
 
 /** A client of the Temporal of TEMPORAL_ADDRESS (and the other TEMPORAL_* settings), its task queue, and its closing. */
-async function connectTemporal(): Promise<{ client: Client; taskQueue: string; cluster?: string; close: () => Promise<void> }> {
+/** Temporal, as the settings (and --cluster, over SVM_CLUSTER) give it: the client and where the cluster's workflows run. */
+async function connectTemporal(cluster: string | undefined): Promise<{ client: Client; here: Placement; close: () => Promise<void> }> {
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
     require('../config/temporal') as typeof import('../config/temporal');
   const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
-  const { clusterTaskQueue } = require('../api/cluster') as typeof import('../api/cluster');
+  const { Placement } = require('../contract/placement') as typeof import('../contract/placement');
   /* eslint-enable @typescript-eslint/no-require-imports */
   const t = loadTemporalSettings(process.env);
   const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS ?? '' };
@@ -191,11 +195,17 @@ async function connectTemporal(): Promise<{ client: Client; taskQueue: string; c
   });
   return {
     client: new Client({ connection, namespace: t.namespace }),
-    // A named cluster's (SVM_CLUSTER, --cluster) own queue: its worker runs the check.
-    taskQueue: clusterTaskQueue(t.taskQueue, t.cluster),
-    ...(t.cluster ? { cluster: t.cluster } : {}),
+    // A named cluster's own queue: its worker runs the check.
+    here: Placement.of(t.taskQueue, cluster ?? t.cluster),
     close: () => connection.close(),
   };
+}
+
+/** The placement with the uid pinned to its cluster; refused while the cluster's identity is in conflict. */
+function pinned(client: Client, here: Placement): Promise<Placement> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { pinnedPlacement } = require('../kube/cluster-identity') as typeof import('../kube/cluster-identity');
+  return pinnedPlacement(client, here, 'No verdict is given for it');
 }
 
 /**
@@ -203,26 +213,22 @@ async function connectTemporal(): Promise<{ client: Client; taskQueue: string; c
  * worker's identity and its samples of the request counters; a check of the same version and window already running
  * is joined.
  */
-async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: number | undefined): Promise<DropReport> {
+async function dropCheckOnWorker(
+  groupVersion: string,
+  requestsWindowSeconds: number | undefined,
+  cluster: string | undefined,
+): Promise<DropReport> {
   if (!process.env.TEMPORAL_ADDRESS) throw new Error('--on-worker needs TEMPORAL_ADDRESS (the worker is reached through Temporal)');
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { DROP_CHECK_WORKFLOW_TYPE, dropCheckWorkflowId } = require('../contract/drop') as typeof import('../contract/drop');
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { idInCluster } = require('../api/cluster') as typeof import('../api/cluster');
-  const temporal = await connectTemporal();
+  const { dropCheckStart } = require('../contract/start-options') as typeof import('../contract/start-options');
+  const temporal = await connectTemporal(cluster);
   try {
-    const input = {
-      groupVersion,
-      ...(requestsWindowSeconds === undefined ? {} : { requestsWindowSeconds }),
-      ...(temporal.cluster ? { cluster: { name: temporal.cluster, ...(await pinned(temporal.client, temporal.cluster)) } } : {}),
-    };
-    return await temporal.client.workflow.execute<(i: typeof input) => Promise<DropReport>>(DROP_CHECK_WORKFLOW_TYPE, {
-      taskQueue: temporal.taskQueue,
-      // A running check of the same version and window is joined; another window is a check of its own.
-      workflowId: idInCluster(`${dropCheckWorkflowId(groupVersion)}/window-${requestsWindowSeconds ?? 'default'}`, temporal.cluster),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [input],
-    });
+    // A running check of the same version and window is joined; another window is a check of its own.
+    const spec = dropCheckStart({ groupVersion, ...(requestsWindowSeconds === undefined ? {} : { requestsWindowSeconds }) });
+    return await temporal.client.workflow.execute<(i: typeof spec.input) => Promise<DropReport>>(
+      spec.type,
+      (await pinned(temporal.client, temporal.here)).start(spec),
+    );
   } catch (err) {
     // A refused input or a failed check: its own message, not the SDK's "Workflow execution failed".
     const cause = (err as { cause?: unknown }).cause;
@@ -230,18 +236,6 @@ async function dropCheckOnWorker(groupVersion: string, requestsWindowSeconds: nu
   } finally {
     await temporal.close();
   }
-}
-
-/** The uid pinned to a named cluster, as an input's field ({} when it is not registered); throws on an open conflict. */
-async function pinned(client: Client, cluster: string): Promise<{ uid?: string }> {
-  // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const { pinOf } = require('../kube/cluster-identity') as typeof import('../kube/cluster-identity');
-  const pin = await pinOf(client, cluster);
-  if (pin?.conflict)
-    throw new Error(
-      `cluster "${cluster}"'s identity is in conflict: ${pin.conflict.message} (reported ${pin.conflict.seenAt}); no verdict is given for it until an operator confirms it (svm fleet pin ${cluster} --uid <its kube-system uid>)`,
-    );
-  return pin?.uid ? { uid: pin.uid } : {};
 }
 
 /**
@@ -252,30 +246,23 @@ async function pinned(client: Client, cluster: string): Promise<{ uid?: string }
  */
 async function readRecords(
   kube: KubeClient,
+  cluster: string | undefined,
 ): Promise<{ migrationOf?: DropCheckOptions['migrationOf']; cluster?: string; close?: () => Promise<void> }> {
   if (!process.env.TEMPORAL_ADDRESS) return {};
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { migrationRecords } = require('../kube/drop-storage') as typeof import('../kube/drop-storage');
-  const { clusterUidReader } = require('../kube/cluster-uid') as typeof import('../kube/cluster-uid');
+  const { judgedPlacement } = require('../kube/cluster-identity') as typeof import('../kube/cluster-identity');
   /* eslint-enable @typescript-eslint/no-require-imports */
   let temporal: Awaited<ReturnType<typeof connectTemporal>>;
   try {
-    temporal = await connectTemporal();
+    temporal = await connectTemporal(cluster);
   } catch (err) {
     process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
     return {};
   }
   try {
-    if (!temporal.cluster) return { migrationOf: migrationRecords(temporal.client), close: temporal.close };
-    const { uid } = await pinned(temporal.client, temporal.cluster);
-    if (uid) {
-      const here = await clusterUidReader(kube)();
-      if (here !== uid)
-        throw new Error(
-          `the kubeconfig reaches kube-system uid ${here} (${kube.server}), but cluster "${temporal.cluster}" is pinned to ${uid}: another cluster; nothing was judged`,
-        );
-    }
-    return { migrationOf: migrationRecords(temporal.client, uid), cluster: temporal.cluster, close: temporal.close };
+    const here = await judgedPlacement(temporal.client, kube, temporal.here);
+    return { migrationOf: migrationRecords(temporal.client, here.uid), cluster: here.name, close: temporal.close };
   } catch (err) {
     await temporal.close();
     throw err;

@@ -44,14 +44,13 @@ import type { migrateAll } from '../workflows/migrate-all';
 import type { migrateResource } from '../workflows/migrate-resource';
 import type { Plan } from './plan-report';
 import type { PlanOptions } from '../kube/plan';
-import { startOptions } from '../contract/start-options';
-import { clusterTaskQueue, ClusterNameSchema, idInCluster, inClusterText } from '../api/cluster';
+import { managedFieldsStart, migrateAllStart, migrationStart, triggerStart } from '../contract/start-options';
+import { Placement } from '../contract/placement';
+import { ClusterNameSchema } from '../api/cluster';
 import { CLUSTER_NAME_RULE } from '../api/cluster-name';
-import { MigrationCluster } from '../contract/search-attributes';
-import { TypedSearchAttributes } from '@temporalio/common';
 import type { storageVersionTrigger } from '../workflows/trigger';
 import type { TriggerInput } from '../contract/trigger';
-import { MANAGED_FIELDS_WORKFLOW_TYPE, managedFieldsWorkflowId, type ManagedFieldsInput, type ManagedFieldsResult } from '../contract/drop';
+import type { ManagedFieldsInput, ManagedFieldsResult } from '../contract/drop';
 import type { rewriteManagedFields } from '../workflows/rewrite-managed-fields';
 import { migratableResources } from '../kube/migratable';
 
@@ -70,7 +69,6 @@ const kubeClient = () => require('../kube/client') as typeof import('../kube/cli
 const planner = () => require('../kube/plan') as typeof import('../kube/plan');
 const records = () => require('../kube/drop-storage') as typeof import('../kube/drop-storage');
 const identity = () => require('../kube/cluster-identity') as typeof import('../kube/cluster-identity');
-const uids = () => require('../kube/cluster-uid') as typeof import('../kube/cluster-uid');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 export interface MigratorOptions {
@@ -261,43 +259,32 @@ export class Migrator {
   private constructor(
     readonly client: Client,
     private readonly kubeconfig: string | undefined,
-    /** The task queue migrations are started on: the cluster's own when one is named. */
-    readonly taskQueue: string,
+    /** Where its workflows run: the cluster's task queue, IDs and search attribute when one is named. */
+    readonly placement: Placement,
     private readonly connection: Connection,
-    /** The cluster, when one is named. */
-    readonly cluster?: string,
   ) {}
 
-  /** The ID of one of svm's workflows in this client's cluster (idInCluster). */
-  private id(workflowId: string): string {
-    return idInCluster(workflowId, this.cluster);
+  /** The task queue migrations are started on: the cluster's own when one is named. */
+  get taskQueue(): string {
+    return this.placement.taskQueue;
   }
 
-  /** The MigrationCluster search attribute of a workflow started in the cluster, when one is named. */
-  private get clusterAttribute(): { typedSearchAttributes?: TypedSearchAttributes } {
-    return this.cluster ? { typedSearchAttributes: new TypedSearchAttributes([{ key: MigrationCluster, value: this.cluster }]) } : {};
+  /** The cluster, when one is named. */
+  get cluster(): string | undefined {
+    return this.placement.name;
   }
 
   /**
-   * The input's `cluster` field, when a cluster is named: its name and the uid pinned to it (its registration's;
-   * none when it is not registered yet, and its workflow reads it from its worker, which confirms it first). Refused
-   * while the cluster's identity is in conflict: nothing is started.
+   * The placement with the uid pinned to the named cluster, for a start's input. Refused while the cluster's
+   * identity is in conflict: nothing is started.
    */
-  private async clusterArg(): Promise<{ cluster?: { name: string; uid?: string } }> {
-    if (!this.cluster) return {};
-    const uid = await this.pinnedUid();
-    return { cluster: { name: this.cluster, ...(uid ? { uid } : {}) } };
+  private pinned(): Promise<Placement> {
+    return identity().pinnedPlacement(this.client, this.placement, 'Nothing was started');
   }
 
   /** The uid pinned to the named cluster (undefined when none is named or it is not registered); throws on a conflict. */
   async pinnedUid(): Promise<string | undefined> {
-    if (!this.cluster) return undefined;
-    const pin = await identity().pinOf(this.client, this.cluster);
-    if (pin?.conflict)
-      throw new Error(
-        `cluster "${this.cluster}"'s identity is in conflict: ${pin.conflict.message} (reported ${pin.conflict.seenAt}). Nothing was started. Fix the worker that reported it, then confirm the cluster's identity: svm fleet pin ${this.cluster} --uid <its kube-system uid>`,
-      );
-    return pin?.uid;
+    return (await this.pinned()).uid;
   }
 
   /** The Kubernetes client, made (from the kubeconfig given to connect) when first needed: status and signals by workflow need none. */
@@ -312,7 +299,7 @@ export class Migrator {
       await connection.close();
       throw new RangeError(`cluster "${cluster}": ${CLUSTER_NAME_RULE}`);
     }
-    return new Migrator(client, opts.kubeconfig, clusterTaskQueue(t.taskQueue, cluster), connection, cluster);
+    return new Migrator(client, opts.kubeconfig, Placement.of(t.taskQueue, cluster), connection);
   }
 
   async close(): Promise<void> {
@@ -330,15 +317,8 @@ export class Migrator {
   async plan(opts: PlanOptions = {}): Promise<Plan> {
     // A settled StorageState counts only on the migration's record, read through this client's Temporal.
     // A named cluster's records count only against its pinned uid, and only for the cluster the kubeconfig reaches.
-    const pinned = await this.pinnedUid();
-    if (pinned) {
-      const here = await uids().clusterUidReader(this.kube)();
-      if (here !== pinned)
-        throw new Error(
-          `the kubeconfig reaches kube-system uid ${here} (${this.kube.server}), but cluster "${this.cluster}" is pinned to ${pinned}: another cluster; nothing was judged`,
-        );
-    }
-    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client, pinned), cluster: this.cluster, ...opts });
+    const here = await identity().judgedPlacement(this.client, this.kube, this.placement);
+    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client, here.uid), cluster: here.name, ...opts });
   }
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */
@@ -352,10 +332,8 @@ export class Migrator {
   async start(resource: string | ResourceRef, options: Partial<MigrationOptions> = {}): Promise<MigrationHandle> {
     validateOptions(options);
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
-    const workflow = await this.client.workflow.start<typeof migrateResource>('migrateResource', {
-      ...startOptions(ref, this.taskQueue, this.cluster),
-      args: [{ resource: ref, options, ...(await this.clusterArg()) }],
-    });
+    const spec = migrationStart({ resource: ref, options });
+    const workflow = await this.client.workflow.start<typeof migrateResource>(spec.type, (await this.pinned()).start(spec));
     return new MigrationHandle(ref, workflow);
   }
 
@@ -419,28 +397,16 @@ export class Migrator {
     const resources: ResourceRef[] = [];
     for (const n of names) resources.push(await this.resolve(n));
     if (resources.length === 0) throw new InvalidResourceError('no migratable resource to migrate');
+    const workflowId = this.placement.id(MIGRATE_ALL_WORKFLOW_ID);
     const running = await this.client.workflow
-      .getHandle(this.id(MIGRATE_ALL_WORKFLOW_ID))
+      .getHandle(workflowId)
       .describe()
       .then((d) => d.status.name === 'RUNNING')
       .catch(() => false);
-    const handle = await this.client.workflow.start<typeof migrateAll>('migrateAll', {
-      taskQueue: this.taskQueue,
-      workflowId: this.id(MIGRATE_ALL_WORKFLOW_ID),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [
-        {
-          resources,
-          parallelism,
-          ...(opts.options && Object.keys(opts.options).length ? { options: opts.options } : {}),
-          ...(await this.clusterArg()),
-        },
-      ],
-      ...this.clusterAttribute,
-      staticSummary: `Storage version migration of ${opts.resources ? `${resources.length} chosen resources` : `every resource (${resources.length})`}${inClusterText(this.cluster)}`,
-      staticDetails: `Migrates ${resources.map((r) => groupResourceString(r)).join(', ')}, ${parallelism} at a time, each as its own child migration.`,
-    });
-    return { handle, workflowId: this.id(MIGRATE_ALL_WORKFLOW_ID), joined: running, resources };
+    const options = opts.options && Object.keys(opts.options).length ? { options: opts.options } : {};
+    const spec = migrateAllStart({ resources, parallelism, ...options }, opts.resources !== undefined);
+    const handle = await this.client.workflow.start<typeof migrateAll>(spec.type, (await this.pinned()).start(spec));
+    return { handle, workflowId, joined: running, resources };
   }
 
   /**
@@ -451,15 +417,8 @@ export class Migrator {
   async startTrigger(input: TriggerInput): Promise<WorkflowHandle<typeof storageVersionTrigger>> {
     if (!Number.isInteger(input.periodSeconds) || input.periodSeconds < 1)
       throw new RangeError(`periodSeconds must be a whole number >= 1, got ${input.periodSeconds}`);
-    return this.client.workflow.start<typeof storageVersionTrigger>('storageVersionTrigger', {
-      taskQueue: this.taskQueue,
-      workflowId: this.id(TRIGGER_WORKFLOW_ID),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ ...input, ...(await this.clusterArg()) }],
-      ...this.clusterAttribute,
-      staticSummary: `Storage version trigger${inClusterText(this.cluster)}`,
-      staticDetails: `Polls every API server's discovery every ${input.periodSeconds}s, keeps StorageState objects, and starts migrations when a storageVersionHash changes.`,
-    });
+    const spec = triggerStart(input);
+    return this.client.workflow.start<typeof storageVersionTrigger>(spec.type, (await this.pinned()).start(spec));
   }
 
   /**
@@ -469,19 +428,13 @@ export class Migrator {
    * second call joins the first. A refusal fails with the reason (ApplicationFailure InvalidInput or NotEnabled).
    */
   async rewriteManagedFields(input: ManagedFieldsInput): Promise<ManagedFieldsResult> {
-    return this.client.workflow.execute<typeof rewriteManagedFields>(MANAGED_FIELDS_WORKFLOW_TYPE, {
-      taskQueue: this.taskQueue,
-      workflowId: this.id(managedFieldsWorkflowId(input.resource, input.from)),
-      workflowIdConflictPolicy: 'USE_EXISTING',
-      args: [{ ...input, ...(await this.clusterArg()) }],
-      ...this.clusterAttribute,
-      staticSummary: `managedFields of ${input.resource}: ${input.from} -> ${input.to ?? 'its storage version'}`,
-    });
+    const spec = managedFieldsStart(input);
+    return this.client.workflow.execute<typeof rewriteManagedFields>(spec.type, (await this.pinned()).start(spec));
   }
 
   /** Stops the trigger (it can be started again later; StorageStates older than the staleness bound are then reset). */
   async stopTrigger(): Promise<void> {
-    const h = this.client.workflow.getHandle(this.id(TRIGGER_WORKFLOW_ID));
+    const h = this.client.workflow.getHandle(this.placement.id(TRIGGER_WORKFLOW_ID));
     await h.cancel();
     await h.result().catch(() => undefined);
   }
@@ -489,7 +442,7 @@ export class Migrator {
   /** A handle on the latest migration of a resource. */
   async handle(resource: string | ResourceRef): Promise<MigrationHandle> {
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
-    return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(migrationWorkflowId(ref, this.cluster)));
+    return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(migrationWorkflowId(ref, this.placement.name)));
   }
 
   /** Status of one resource's latest migration, or of every migration known to Temporal. */
@@ -506,8 +459,8 @@ export class Migrator {
     }
     const out: MigrationSummary[] = [];
     // A named cluster's migrations only (its search attribute); every one on the namespace otherwise, as before.
-    const query = `WorkflowType = 'migrateResource'${this.cluster ? ` AND ${MigrationCluster.name} = '${this.cluster}'` : ''}`;
-    const prefix = `${this.id('migrate/')}`;
+    const query = this.placement.query(`WorkflowType = 'migrateResource'`);
+    const prefix = this.placement.id('migrate/');
     for await (const w of this.client.workflow.list({ query })) {
       if (out.some((o) => o.workflowId === w.workflowId)) continue; // older runs of the same resource
       // The latest run: its deployment version (the listing's row may be an older run of the chain).

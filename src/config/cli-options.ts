@@ -22,8 +22,8 @@ export function withExamples<C extends Command>(cmd: C, examples: string[]): C {
 
 /**
  * `--cluster <name>`: the cluster a command works on when one Temporal namespace serves several (docs/fleet.md).
- * It stands for SVM_CLUSTER, which it sets for the command (every setting is read from there), after checking the
- * name; unset, SVM_CLUSTER or, without it, the single-cluster IDs and task queue.
+ * It overrides SVM_CLUSTER for the command (the command passes it on where it connects), after checking the name;
+ * unset, SVM_CLUSTER or, without it, the single-cluster IDs and task queue.
  */
 export const clusterOption = () =>
   new Option(
@@ -31,6 +31,5 @@ export const clusterOption = () =>
     'the cluster, when one Temporal namespace serves several (default: SVM_CLUSTER; none: one cluster)',
   ).argParser((value: string): string => {
     if (!CLUSTER_NAME_PATTERN.test(value)) throw new InvalidArgumentError(`--cluster: ${CLUSTER_NAME_RULE}, got "${value}"`);
-    process.env.SVM_CLUSTER = value;
     return value;
   });

@@ -27,6 +27,9 @@ import {
   type RegistrationMemo,
 } from '../contract/fleet';
 import { MigrationCluster, MigrationKubeVersions, MigrationLastSeen } from '../contract/search-attributes';
+import type { Placement } from '../contract/placement';
+import type { KubeClient } from './client';
+import { clusterUidReader } from './cluster-uid';
 
 /** A name's pin as its registration holds it; undefined when the name is not registered. */
 export interface Pin {
@@ -56,6 +59,41 @@ export async function pinOf(client: Client, name: string): Promise<Pin | undefin
   if (!d) return undefined;
   const memo = (d.memo ?? {}) as RegistrationMemo;
   return { ...(memo.uid ? { uid: memo.uid } : {}), ...(memo.conflict ? { conflict: memo.conflict } : {}), memo, runId: d.runId };
+}
+
+/**
+ * A placement with the uid pinned to its cluster (its registration's; none while the cluster is not registered, and
+ * its workflows then read it from their worker, which confirms it first). An unnamed placement is returned as it is.
+ * Refused while the cluster's identity is in conflict: `refused` says what the caller does not do then.
+ */
+export async function pinnedPlacement(client: Client, placement: Placement, refused: string): Promise<Placement> {
+  if (!placement.name) return placement;
+  const pin = await pinOf(client, placement.name);
+  if (pin?.conflict)
+    throw new Error(
+      `cluster "${placement.name}"'s identity is in conflict: ${pin.conflict.message} (reported ${pin.conflict.seenAt}). ${refused}. Fix the worker that reported it, then confirm the cluster's identity: svm fleet pin ${placement.name} --uid <its kube-system uid>`,
+    );
+  return placement.withUid(pin?.uid);
+}
+
+/**
+ * The placement a verdict on what `kube` reaches is judged in: pinned (pinnedPlacement), and refused when the
+ * kubeconfig reaches another cluster than the uid pinned to the name: a named cluster's records count only against
+ * its pinned uid, and only for that cluster. Nothing is judged on a refusal.
+ */
+export async function judgedPlacement(
+  client: Client,
+  kube: Pick<KubeClient, 'getJson' | 'server'>,
+  placement: Placement,
+): Promise<Placement> {
+  const here = await pinnedPlacement(client, placement, 'No verdict is given for it');
+  if (!here.uid) return here;
+  const reached = await clusterUidReader(kube)();
+  if (reached !== here.uid)
+    throw new Error(
+      `the kubeconfig reaches kube-system uid ${reached} (${kube.server}), but cluster "${here.name}" is pinned to ${here.uid}: another cluster; nothing was judged`,
+    );
+  return here;
 }
 
 /** The name uid is pinned to, from its running claim; undefined when none claims it. */

@@ -29,6 +29,7 @@ interface WorkerFlags {
   kubeconfig?: string;
   kubeconfigDir?: string;
   kubeconfigSecrets?: string;
+  cluster?: string;
 }
 
 export function workerCommand(deps: WorkerCommandDeps = {}): Command {
@@ -64,6 +65,7 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
         maxConcurrentChunks: o.maxConcurrentChunks,
         bridge: o.bridge === false ? false : undefined,
         kubeconfig: o.kubeconfig,
+        cluster: o.cluster,
         kubeconfigDir: o.kubeconfigDir,
         kubeconfigSecrets: o.kubeconfigSecrets,
       });

@@ -15,7 +15,8 @@ import { warnIfRewriteForced } from '../activities/migrate-chunk';
 import { startOnFreePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
 import { clusterUidReader } from '../kube/cluster-uid';
-import { clusterTaskQueue, fleetTaskQueue } from '../api/cluster';
+import { fleetTaskQueue } from '../api/cluster';
+import { Placement } from '../contract/placement';
 import { createFleetActivities } from '../activities/fleet';
 import { ClusterIdentity, startRegistration } from './registration';
 import { clusterCheck } from './cluster-check';
@@ -276,15 +277,15 @@ async function temporalWorker(
   activities: ReturnType<typeof createActivities>,
   deployment: ReturnType<typeof workerDeploymentOptions>,
   identity: ClusterIdentity | undefined,
+  placement: Placement,
 ): Promise<Worker> {
-  const t = settings.temporal;
   return Worker.create({
     connection,
-    namespace: t.namespace,
+    namespace: settings.temporal.namespace,
     // A named cluster's own queue (SVM_CLUSTER); the configured one otherwise.
-    taskQueue: clusterTaskQueue(t.taskQueue, t.cluster),
+    taskQueue: placement.taskQueue,
     // Every activity checks first that it belongs to the cluster this worker serves, and that the API is that cluster.
-    interceptors: { activity: [clusterCheck(t.cluster, identity)] },
+    interceptors: { activity: [clusterCheck(placement.name, identity)] },
     workerDeploymentOptions: deployment,
     // Prebuilt at build time (npm run build:workflows, the image) when up to date; bundled here otherwise.
     workflowBundle: await workflowBundleOption(),
@@ -417,7 +418,9 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   });
   warnIfRewriteForced(log);
   const clusterUid = clusterUidReader(kube);
-  const taskQueue = clusterTaskQueue(t.taskQueue, t.cluster);
+  // Where this worker's workflows and activities run: its cluster's task queue when one is named.
+  const placement = Placement.of(t.taskQueue, t.cluster);
+  const taskQueue = placement.taskQueue;
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);
   // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
@@ -445,7 +448,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       metrics,
       apiservers,
       requestSamples: sampler.samples,
-      temporal: { client, taskQueue, cluster: t.cluster },
+      temporal: { client, placement },
       clusterUid,
       triggerApi: settings.triggerApi,
       standardMigrations: settings.standardMigrations,
@@ -455,6 +458,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     }),
     deployment,
     clusterId,
+    placement,
   );
   const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, client) : undefined;
   let metricsPort: number | undefined;

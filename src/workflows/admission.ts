@@ -12,6 +12,7 @@ import { allHandlersFinished, ApplicationFailure, condition, log, patched, setHa
 import type { z } from 'zod';
 import { migrationWorkflowId, type ResourceRef } from '../api/resource';
 import { enterCluster } from './cluster-context';
+import type { Placement } from '../contract/placement';
 import {
   argumentRefusal,
   explainInput,
@@ -48,14 +49,13 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
   const resolution = new Resolution(raw, activities);
   const parsed = MigrateResourceInputSchema.safeParse(raw);
   if (!parsed.success) return resolution.refuse('InvalidInput', explainInput(parsed.error));
-  const input = { ...(parsed.data as MigrateResourceInput) };
   // A named cluster's workflow: its activities carry the cluster from here on (the uid read first when not given).
-  const cluster = await enterCluster(input.cluster);
-  if (cluster) input.cluster = cluster;
+  const here = await enterCluster(parsed.data.cluster);
+  const input = here.input({ ...(parsed.data as MigrateResourceInput) });
   const continued = workflowInfo().continuedFromExecutionRunId !== undefined;
   if (input.carried && !continued) return resolution.refuse('InvalidInput', CARRIED_REFUSED);
   if (typeof input.resource !== 'string') {
-    const wrongId = continued ? undefined : wrongWorkflowId(input.resource, input.cluster?.name);
+    const wrongId = continued ? undefined : wrongWorkflowId(input.resource, here);
     if (wrongId !== undefined && patched(WORKFLOW_ID_PATCH)) return resolution.refuse('InvalidInput', wrongId, { writeStatus: false });
     return resolution.admit(input, input.resource);
   }
@@ -69,15 +69,15 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
   } catch (err) {
     return resolution.refuse('InvalidResource', rootMessage(err));
   }
-  const wrongId = wrongWorkflowId(resolved, input.cluster?.name);
+  const wrongId = wrongWorkflowId(resolved, here);
   if (wrongId === undefined) return resolution.admit(input, resolved);
   if (patched(WORKFLOW_ID_PATCH)) return resolution.refuse('InvalidInput', wrongId, { writeStatus: false });
   return resolution.refuse('InvalidResource', wrongId); // as histories from before the patch ran
 }
 
 /** Undefined when this workflow's ID is the one of its resource; else the refusal. */
-function wrongWorkflowId(ref: ResourceRef, cluster: string | undefined): string | undefined {
-  const want = migrationWorkflowId(ref, cluster);
+function wrongWorkflowId(ref: ResourceRef, here: Placement): string | undefined {
+  const want = migrationWorkflowId(ref, here.name);
   const id = workflowInfo().workflowId;
   return id === want ? undefined : `the workflow ID must be ${want} (one migration per resource, joined by every caller), not ${id}`;
 }

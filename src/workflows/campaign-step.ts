@@ -21,7 +21,8 @@ interface StepActivities {
 }
 
 export async function clusterCampaignStep(input: CampaignStepInput): Promise<CampaignStepResult> {
-  const cluster = (await enterCluster(input.cluster))!;
+  const here = await enterCluster(input.cluster);
+  const cluster = here.cluster!;
   const { campaignResources } = proxyActivities<StepActivities>({
     startToCloseTimeout: '5 minutes',
     retry: { maximumAttempts: 10, maximumInterval: '1 minute', nonRetryableErrorTypes: [WRONG_CLUSTER] },
@@ -34,7 +35,7 @@ export async function clusterCampaignStep(input: CampaignStepInput): Promise<Cam
   if (resources.length > 0) {
     const rows = await executeChild(migrateAll, {
       workflowId: `${id}/migrate-all`,
-      args: [{ resources, parallelism: input.parallelism, cluster }],
+      args: [here.input({ resources, parallelism: input.parallelism })],
       staticSummary: `Campaign step in cluster ${cluster.name}: ${resources.length} resources`,
       parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
     });
@@ -49,11 +50,10 @@ export async function clusterCampaignStep(input: CampaignStepInput): Promise<Cam
     const report: DropReport = await executeChild(checkVersionDrop, {
       workflowId: `${id}/drop-check`,
       args: [
-        {
+        here.input({
           groupVersion: input.dropCheck,
           ...(input.dropCheckWindowSeconds !== undefined ? { requestsWindowSeconds: input.dropCheckWindowSeconds } : {}),
-          cluster,
-        },
+        }),
       ],
       staticSummary: `Campaign step in cluster ${cluster.name}: may ${input.dropCheck} be dropped?`,
     });

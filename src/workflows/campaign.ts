@@ -29,7 +29,8 @@ import {
   workflowInfo,
   type ChildWorkflowHandle,
 } from '@temporalio/workflow';
-import { clusterTaskQueue, fleetBaseQueue, idInCluster, WRONG_CLUSTER } from '../api/cluster';
+import { fleetBaseQueue, WRONG_CLUSTER } from '../api/cluster';
+import { Placement } from '../contract/placement';
 import { explainInput } from '../contract/definitions';
 import {
   campaignAbortSignal,
@@ -43,6 +44,7 @@ import {
   type CampaignRow,
   type CampaignSettings,
   type CampaignStatus,
+  type CampaignStepInput,
   type CampaignStepResult,
 } from '../contract/fleet';
 import { MigrationPhase } from '../contract/search-attributes';
@@ -282,21 +284,27 @@ class Campaign {
     this.report();
   }
 
+  /** Where a member's step and probe run: its cluster, with the uid its registration or its probe gave. */
+  private placement(m: Member): Placement {
+    return Placement.of(this.base, m.c);
+  }
+
   /** The cluster's step: a child on its task queue, with the uid its registration or its probe gave. */
   private startStep(m: Member): Promise<ChildWorkflowHandle<typeof clusterCampaignStep>> {
+    const step = this.placement(m).child({
+      type: CAMPAIGN_STEP_WORKFLOW_TYPE,
+      id: `svm-campaign/${this.name}`,
+      input: {
+        migrate: this.input.migrate,
+        parallelism: this.input.parallelism,
+        ...(this.input.dropCheck ? { dropCheck: this.input.dropCheck } : {}),
+        ...(this.input.dropCheckWindowSeconds !== undefined ? { dropCheckWindowSeconds: this.input.dropCheckWindowSeconds } : {}),
+      },
+      summary: `Campaign ${this.name}`,
+    });
     return startChild<typeof clusterCampaignStep>(CAMPAIGN_STEP_WORKFLOW_TYPE, {
-      workflowId: idInCluster(`svm-campaign/${this.name}`, m.c.name),
-      taskQueue: clusterTaskQueue(this.base, m.c.name),
-      args: [
-        {
-          cluster: { name: m.c.name, ...(m.c.uid ? { uid: m.c.uid } : {}) },
-          migrate: this.input.migrate,
-          parallelism: this.input.parallelism,
-          ...(this.input.dropCheck ? { dropCheck: this.input.dropCheck } : {}),
-          ...(this.input.dropCheckWindowSeconds !== undefined ? { dropCheckWindowSeconds: this.input.dropCheckWindowSeconds } : {}),
-        },
-      ],
-      staticSummary: `Campaign ${this.name}: cluster ${m.c.name}`,
+      ...step,
+      args: step.args as [CampaignStepInput], // a named placement: the cluster is there
       // A step goes on if the campaign ends (stopped, past its deadline): its migrations finish once its worker is back.
       parentClosePolicy: ParentClosePolicy.ABANDON,
     });
@@ -305,7 +313,7 @@ class Campaign {
   /** Asks the cluster's worker who it is, within unreachableAfterSeconds. */
   private async probe(m: Member): Promise<'ok' | 'unreachable' | 'error' | { wrong: string }> {
     const { clusterIdentity } = proxyActivities<ProbeActivities>({
-      taskQueue: clusterTaskQueue(this.base, m.c.name),
+      taskQueue: this.placement(m).taskQueue,
       scheduleToStartTimeout: `${this.input.unreachableAfterSeconds} seconds`,
       startToCloseTimeout: '1 minute',
       retry: { maximumAttempts: 1 },

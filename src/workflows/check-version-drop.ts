@@ -22,6 +22,6 @@ const { checkVersionDrop: check } = proxyActivities<Activities>({
 export async function checkVersionDrop(input: DropCheckInput): Promise<DropReport> {
   const parsed = DropCheckInputSchema.safeParse(input);
   if (!parsed.success) throw ApplicationFailure.create({ type: 'InvalidInput', message: explainInput(parsed.error), nonRetryable: true });
-  const cluster = await enterCluster(parsed.data.cluster);
-  return check(cluster ? { ...parsed.data, cluster } : parsed.data);
+  const here = await enterCluster(parsed.data.cluster);
+  return check(here.input(parsed.data));
 }

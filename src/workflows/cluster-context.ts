@@ -1,14 +1,16 @@
 /**
- * The cluster a workflow works on, when one Temporal namespace serves several (src/api/cluster.ts). A workflow of
- * a named cluster calls enterCluster first; from then on every activity it schedules carries the cluster (name and
+ * The cluster a workflow works on, when one Temporal namespace serves several (src/api/cluster.ts). Every workflow
+ * that runs in a cluster calls enterCluster first, and gets its Placement (src/contract/placement.ts): where it and
+ * what it starts run. In a named cluster, from then on every activity it schedules carries the cluster (name and
  * the uid recorded at the start) in a header, which the worker checks before it runs the activity
  * (src/worker/cluster-check.ts). Module state is the workflow run's own (the SDK evaluates this module per run).
  * A workflow with no cluster (a single-cluster worker's, and every history recorded before clusters) sends no
  * header and schedules nothing more: its commands are the same as before.
  */
 import { defaultPayloadConverter } from '@temporalio/common';
-import { proxyActivities, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
+import { proxyActivities, workflowInfo, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
 import { CLUSTER_HEADER, WRONG_CLUSTER, type ClusterRef } from '../api/cluster';
+import { Placement } from '../contract/placement';
 
 let current: ClusterRef | undefined;
 
@@ -17,12 +19,14 @@ interface IdentityActivities {
 }
 
 /**
- * Enters the workflow's cluster (none: nothing happens). Without a uid, it is read first from the API the cluster's
- * worker talks to (the clusterIdentity activity, under the name check), and recorded: the result carries it, for
- * the input of a continue-as-new and of children.
+ * Enters the workflow's cluster, and returns where the workflow runs (unnamed: the identity placement, and nothing
+ * happens). Without a uid, it is read first from the API the cluster's worker talks to (the clusterIdentity
+ * activity, under the name check), and recorded: the placement carries it, for the input of a continue-as-new and
+ * of children (`here.input(...)`).
  */
-export async function enterCluster(cluster: ClusterRef | undefined): Promise<ClusterRef | undefined> {
-  if (!cluster) return undefined;
+export async function enterCluster(cluster: ClusterRef | undefined): Promise<Placement> {
+  const queue = workflowInfo().taskQueue;
+  if (!cluster) return Placement.running(queue);
   current = { name: cluster.name, ...(cluster.uid ? { uid: cluster.uid } : {}) };
   if (!cluster.uid) {
     const { clusterIdentity } = proxyActivities<IdentityActivities>({
@@ -32,7 +36,7 @@ export async function enterCluster(cluster: ClusterRef | undefined): Promise<Clu
     const { uid } = await clusterIdentity();
     current = { name: cluster.name, uid };
   }
-  return current;
+  return Placement.running(queue, current);
 }
 
 /** The cluster this workflow run entered (with its uid), or undefined: the uid a verdict it makes is made against. */

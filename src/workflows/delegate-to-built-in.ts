@@ -112,8 +112,7 @@ const MAX_LOOKS_PER_RUN = 300;
 
 export async function delegateToBuiltIn(input: DelegateInput): Promise<MigrationResult> {
   admit(input);
-  const cluster = await enterCluster(input.cluster);
-  if (cluster) input = { ...input, cluster };
+  input = (await enterCluster(input.cluster)).input(input);
   // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = reschedulingActivities<Activities>(
     ACTIVITY_OPTIONS,

@@ -37,7 +37,8 @@ import {
 } from '../contract/definitions';
 import { migrateResource } from './migrate-resource';
 import { MigrationPhase } from '../contract/search-attributes';
-import { startOptions } from '../contract/start-options';
+import { migrationStart } from '../contract/start-options';
+import { Placement } from '../contract/placement';
 import { rootMessage } from './failures';
 import { reschedulingActivities, taskStartWait } from './task-start';
 import { compareStrings } from '../api/order';
@@ -70,9 +71,8 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
       message: `invalid input: ${explainInput(parsed.error)}`,
       nonRetryable: true,
     });
-  const input = { ...(parsed.data as MigrateAllInput) };
-  const cluster = await enterCluster(input.cluster);
-  if (cluster) input.cluster = cluster;
+  const here = await enterCluster(parsed.data.cluster);
+  const input = here.input({ ...(parsed.data as MigrateAllInput) });
   // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { followMigration } = reschedulingActivities<FollowActivities>(
     FOLLOW_OPTIONS,
@@ -137,11 +137,11 @@ async function migrateOne(ref: ResourceRef, input: MigrateAllInput, followMigrat
     joined,
     ...(error !== undefined || result?.phase !== 'Succeeded' ? { message: error ?? result?.message } : {}),
   });
-  const { workflowIdConflictPolicy: _joinIsDoneBelow, ...options } = startOptions(ref, workflowInfo().taskQueue, input.cluster?.name);
+  // A child cannot join a running migration: joining is done below, when its start is refused.
+  const here = Placement.running(workflowInfo().taskQueue, input.cluster);
   try {
     const child = await startChild(migrateResource, {
-      ...options,
-      args: [{ resource: ref, ...(input.options ? { options: input.options } : {}), ...(input.cluster ? { cluster: input.cluster } : {}) }],
+      ...here.child(migrationStart({ resource: ref, ...(input.options ? { options: input.options } : {}) })),
       // Cancelling the initializer stops its own migrations (they record Aborted); ending it otherwise leaves nothing behind.
       parentClosePolicy: ParentClosePolicy.REQUEST_CANCEL,
     });

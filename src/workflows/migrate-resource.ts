@@ -63,7 +63,7 @@ import {
   type MigrationResult,
 } from '../contract/definitions';
 import { passRecord } from '../contract/pass-record';
-import { MigrationCluster, MigrationGroup, MigrationResource } from '../contract/search-attributes';
+import { MigrationGroup, MigrationResource } from '../contract/search-attributes';
 import { admitInput, refuseArgument, validSignal } from './admission';
 import { cancelledChunkResult, failureType, rootMessage } from './failures';
 import { chunkActivities, shortActivities } from './migration-activities';
@@ -97,7 +97,7 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
       upsertSearchAttributes([
         { key: MigrationResource, value: migration.name },
         { key: MigrationGroup, value: migration.ref.group || 'core' },
-        ...(migration.cluster ? [{ key: MigrationCluster, value: migration.cluster.name }] : []),
+        ...migration.here.attributes,
       ]);
       if (migration.objects.size === 0) await migration.ensureMigrationObject(); // at once with the first agreement read (stepsAtOnce)
     }

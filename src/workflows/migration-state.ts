@@ -8,7 +8,7 @@
  * What travels across continue-as-new is `carried` (CarriedState), the options as given and the
  * StorageVersionMigration objects; the rest lives for one run.
  */
-import type { ClusterRef } from '../api/cluster';
+import { Placement } from '../contract/placement';
 import {
   allHandlersFinished,
   ApplicationFailure,
@@ -112,8 +112,8 @@ export class MigrationState {
   readonly options: MigrationOptions;
   /** The options as given (what continue-as-new carries: a worker of an older version knows every field of them). */
   private readonly givenOptions: Partial<MigrationOptions> | undefined;
-  /** The cluster (with the uid recorded at the start), when one is named: carried into the next run. */
-  readonly cluster: ClusterRef | undefined;
+  /** Where it runs: the cluster (with the uid recorded at the start) when one is named, carried into the next run. */
+  readonly here: Placement;
   readonly carried: CarriedState;
   readonly objects: MigrationObjects;
   phase: MigrationPhase = 'Running';
@@ -157,7 +157,7 @@ export class MigrationState {
     this.name = groupResourceString(this.ref);
     this.options = { ...defaultMigrationOptions, ...input.options };
     this.givenOptions = input.options;
-    this.cluster = input.cluster;
+    this.here = Placement.running(workflowInfo().taskQueue, input.cluster);
     this.taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
     this.activities = shortActivities(this.taskStartWait);
     this.carried = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
@@ -362,16 +362,17 @@ export class MigrationState {
     await this.waitForBackgroundWrites();
     await condition(allHandlersFinished);
     // Note: typed by the workflow's signature, not `typeof migrateResource`: the workflow imports this state.
-    return continueAsNew<(input: MigrateResourceInput) => Promise<MigrationResult>>({
-      resource: this.ref,
-      // Not the defaults filled in: an option added later (taskStartTimeoutSeconds) would make the next run's
-      // input invalid to a worker of an earlier version (the options are strict), during a rollout or a rollback.
-      ...(this.givenOptions ? { options: this.givenOptions } : {}),
-      migrationObjects: this.objects.list(),
-      ...(this.cluster ? { cluster: this.cluster } : {}),
-      // A pause holds across runs: a start over (agreement moved while paused) or a long history does not resume it.
-      carried: { ...carried, paused: this.paused ? true : undefined },
-    });
+    return continueAsNew<(input: MigrateResourceInput) => Promise<MigrationResult>>(
+      this.here.input({
+        resource: this.ref,
+        // Not the defaults filled in: an option added later (taskStartTimeoutSeconds) would make the next run's
+        // input invalid to a worker of an earlier version (the options are strict), during a rollout or a rollback.
+        ...(this.givenOptions ? { options: this.givenOptions } : {}),
+        migrationObjects: this.objects.list(),
+        // A pause holds across runs: a start over (agreement moved while paused) or a long history does not resume it.
+        carried: { ...carried, paused: this.paused ? true : undefined },
+      }),
+    );
   }
 
   historyIsLong(runsSoFar: number, limit: number): boolean {

@@ -22,6 +22,6 @@ const { rewriteManagedFields: rewrite } = proxyActivities<Activities>({
 export async function rewriteManagedFields(input: ManagedFieldsInput): Promise<ManagedFieldsResult> {
   const parsed = ManagedFieldsInputSchema.safeParse(input);
   if (!parsed.success) throw ApplicationFailure.create({ type: 'InvalidInput', message: explainInput(parsed.error), nonRetryable: true });
-  const cluster = await enterCluster(parsed.data.cluster);
-  return rewrite(cluster ? { ...parsed.data, cluster } : parsed.data);
+  const here = await enterCluster(parsed.data.cluster);
+  return rewrite(here.input(parsed.data));
 }

@@ -34,7 +34,7 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
     maxBackoffMs: (input.maxBackoffSeconds ?? 3600) * 1000,
   };
   let memory: TriggerMemory = input.memory ?? { consensus: {}, backoff: {} };
-  const cluster = await enterCluster(input.cluster);
+  const here = await enterCluster(input.cluster);
   let pollNow = false;
   setHandler(pollNowSignal, () => void (pollNow = true));
   const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
@@ -88,5 +88,5 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
     await condition(() => pollNow, cfg.periodMs);
     if (workflowInfo().continueAsNewSuggested) break;
   }
-  await continueAsNew<typeof storageVersionTrigger>({ ...input, ...(cluster ? { cluster } : {}), memory });
+  await continueAsNew<typeof storageVersionTrigger>(here.input({ ...input, memory }));
 }
