@@ -197,221 +197,307 @@ export interface ClusterBudget {
 }
 
 export function startClusterBudget(opts: BudgetOptions): ClusterBudget {
-  const t = { ...DEFAULT_BUDGET_TIMING, ...opts.timing };
-  const { kube, namespace, identity, limiter, log } = opts;
-  const instance = opts.instance ?? randomUUID();
-  const name = memberLeaseName(identity, instance);
-  // Who holds our lease: this process, and no other (checked on every read of it).
-  const holder = `${identity}_${instance}`;
-  const warned = new Set<string>();
-  /** Other members' leases that carry our identity, with the resourceVersion first seen. */
-  const othersOfIdentity = new Map<string, string>();
-  const observer = new LeaseObserver();
-  const state: ShareInput = {
-    qps: opts.qps,
-    liveMembers: 0,
-    selfCounted: false,
-    now: monotonicNow(),
-    joinedAt: undefined,
-    lastRenewSent: undefined,
-    lastListSent: undefined,
-    activeOthers: 0,
-    selfActiveListed: false,
-    activeSince: undefined,
-  };
-  let own: Lease | undefined;
-  let current: Share = { spend: false, why: 'starting' };
+  const member = new BudgetMember(opts);
+  member.start();
+  return { share: () => member.share(), stop: () => member.stop() };
+}
+
+/** The lease as we write it: renewed, announcing our demand. */
+function withDemand(l: Lease, demand: boolean): Lease {
+  return { ...l, metadata: { ...l.metadata, annotations: { ...l.metadata.annotations, [DEMAND_ANNOTATION]: String(demand) } } };
+}
+
+/** What one list of the members says, as shareOf reads it. */
+interface MembersListed {
+  liveMembers: number;
+  selfCounted: boolean;
+  selfActiveListed: boolean;
+  activeOthers: number;
+}
+
+/**
+ * This process as a member of the budget: its lease, the view of the membership the share is computed from
+ * (shareOf's input), and the share applied to the limiter. A refresh renews the lease, then lists the members,
+ * every refreshMs (at once on a change of demand); the share is applied after each refresh and every 500 ms.
+ */
+class BudgetMember {
+  private readonly t: BudgetTiming;
+  private readonly name: string;
+  /** Who holds our lease: this process, and no other (checked on every read of it). */
+  private readonly holder: string;
+  private readonly observer = new LeaseObserver();
+  private readonly sameIdentity: SameIdentityWarning;
+  /** What shareOf reads (its `now` is taken at each apply). */
+  private readonly state: ShareInput;
+  /** Our lease as last written (undefined: not created yet, or not heard back from its create). */
+  private own: Lease | undefined;
+  private current: Share = { spend: false, why: 'starting' };
   /** Live members in the last view we spent by (not a fallback): the fallback share divides by it. */
-  let lastKnownMembers: number | undefined;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let wake: (() => void) | undefined;
-  let failures = 0;
-  limiter.hold();
+  private lastKnownMembers: number | undefined;
+  private stopped = false;
+  /** Refreshes failed in a row (one warning in ten). */
+  private failures = 0;
+  /** The pause between refreshes: its timer, and what ends it early (a change of demand, stop). */
+  private timer: NodeJS.Timeout | undefined;
+  private wake: (() => void) | undefined;
+  /** Re-applies the share between refreshes. */
+  private guard: NodeJS.Timeout | undefined;
+  private running: Promise<void> = Promise.resolve();
 
-  // Demand: updates waiting for tokens now, or served lately (the next chunk of a migration follows shortly).
-  const wantsMore = () => limiter.waiting > 0 || monotonicNow() - limiter.lastTakeAt < t.idleAfterMs;
-  const announced = () => own?.metadata.annotations?.[DEMAND_ANNOTATION] === 'true';
+  constructor(private readonly opts: BudgetOptions) {
+    this.t = { ...DEFAULT_BUDGET_TIMING, ...opts.timing };
+    const instance = opts.instance ?? randomUUID();
+    this.name = memberLeaseName(opts.identity, instance);
+    this.holder = `${opts.identity}_${instance}`;
+    this.sameIdentity = new SameIdentityWarning(opts, this.name);
+    this.state = {
+      qps: opts.qps,
+      liveMembers: 0,
+      selfCounted: false,
+      now: monotonicNow(),
+      joinedAt: undefined,
+      lastRenewSent: undefined,
+      lastListSent: undefined,
+      activeOthers: 0,
+      selfActiveListed: false,
+      activeSince: undefined,
+    };
+  }
 
-  const apply = () => {
-    if (stopped) return;
-    const demand = wantsMore();
+  start(): void {
+    this.opts.limiter.hold();
+    // Re-checked between refreshes: the deadlines hold even when a refresh hangs.
+    this.guard = setInterval(() => this.apply(), 500);
+    this.guard.unref?.();
+    this.running = this.loop();
+  }
+
+  share(): Share {
+    return this.current;
+  }
+
+  async stop(): Promise<void> {
+    const { kube, namespace, limiter } = this.opts;
+    this.stopped = true;
+    clearInterval(this.guard);
+    if (this.timer) clearTimeout(this.timer);
+    this.wake?.();
+    limiter.hold();
+    this.current = { spend: false, why: 'stopped' };
+    await this.running;
+    if (this.own) await deleteLease(kube, namespace, this.name, this.own.metadata.resourceVersion).catch(() => false);
+  }
+
+  private async loop(): Promise<void> {
+    while (!this.stopped) {
+      try {
+        await this.renew();
+        if (!this.stopped) await this.list();
+        this.failures = 0;
+      } catch (err) {
+        if (this.failures++ % 10 === 0)
+          this.opts.log.warn({ err: err instanceof Error ? err.message : String(err) }, 'load budget refresh failed; retrying');
+      }
+      this.apply();
+      if (this.stopped) break;
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        this.timer = setTimeout(resolve, this.t.refreshMs);
+      });
+    }
+  }
+
+  /** Demand: updates waiting for tokens now, or served lately (the next chunk of a migration follows shortly). */
+  private wantsMore(): boolean {
+    const { limiter } = this.opts;
+    return limiter.waiting > 0 || monotonicNow() - limiter.lastTakeAt < this.t.idleAfterMs;
+  }
+
+  private announced(): boolean {
+    return this.own?.metadata.annotations?.[DEMAND_ANNOTATION] === 'true';
+  }
+
+  /** The share of the view as it is now, given to the limiter, the log and the metrics. */
+  private apply(): void {
+    if (this.stopped) return;
+    const { qps, limiter, metrics } = this.opts;
+    const demand = this.wantsMore();
     // No demand: back to the floor now, announced at the next renewal (never the other way round).
-    if (!demand) state.activeSince = undefined;
+    if (!demand) this.state.activeSince = undefined;
     // A change of demand is announced at once, not at the next refresh.
-    if (demand !== announced()) wake?.();
-    const next = fallbackShare(shareOf({ ...state, now: monotonicNow() }, t), lastKnownMembers, opts.qps);
-    if (next.spend && !next.fallback) lastKnownMembers = next.members;
-    if (next.spend && next.fallback && !(current.spend && current.fallback)) {
+    if (demand !== this.announced()) this.wake?.();
+    const next = fallbackShare(shareOf({ ...this.state, now: monotonicNow() }, this.t), this.lastKnownMembers, qps);
+    if (next.spend && !next.fallback) this.lastKnownMembers = next.members;
+    this.reportFallback(next);
+    metrics?.budgetFallback.set(next.spend && next.fallback ? 1 : 0);
+    if (next.spend) this.spend(next);
+    else {
+      limiter.hold();
+      if (this.current.spend) this.opts.log.warn({ why: next.why }, 'load budget: holding (no share)');
+    }
+    this.current = next;
+    metrics?.budgetShare.set(next.spend ? next.qps : 0);
+    metrics?.budgetWaiting.set(limiter.waiting);
+  }
+
+  /** Says when the fallback share (the Lease API does not answer) begins and ends. */
+  private reportFallback(next: Share): void {
+    const { log, qps } = this.opts;
+    const was = this.current.spend && this.current.fallback;
+    if (next.spend && next.fallback && !was) {
       log.warn(
-        { share: Number(next.qps.toFixed(2)), members: next.members, budget: opts.qps, why: next.fallback },
+        { share: Number(next.qps.toFixed(2)), members: next.members, budget: qps, why: next.fallback },
         'load budget: the Lease API does not answer; spending the even split of the members last seen',
       );
     }
-    if (current.spend && current.fallback && !(next.spend && next.fallback))
-      log.info(next.spend ? {} : { why: next.why }, 'load budget: the Lease API answers again');
-    opts.metrics?.budgetFallback.set(next.spend && next.fallback ? 1 : 0);
-    if (next.spend) {
-      const changed = !current.spend || current.qps !== next.qps;
-      limiter.setQps(next.qps, Math.max(1, Math.ceil(next.qps * t.burstSeconds)));
-      if (changed) {
-        const fields = { share: Number(next.qps.toFixed(2)), members: next.members, active: next.active, budget: opts.qps };
-        // Members coming and going are news; shares following demand (every hop of a chunk) are detail.
-        if (!current.spend || current.members !== next.members) log.info(fields, 'load budget share');
-        else log.debug(fields, 'load budget share');
-      }
-    } else {
-      limiter.hold();
-      if (current.spend) log.warn({ why: next.why }, 'load budget: holding (no share)');
-    }
-    current = next;
-    opts.metrics?.budgetShare.set(next.spend ? next.qps : 0);
-    opts.metrics?.budgetWaiting.set(limiter.waiting);
-  };
+    if (was && !(next.spend && next.fallback)) log.info(next.spend ? {} : { why: next.why }, 'load budget: the Lease API answers again');
+  }
 
-  // Re-checked between refreshes: the deadlines hold even when a refresh hangs.
-  const guard = setInterval(apply, 500);
-  guard.unref?.();
+  private spend(next: Extract<Share, { spend: true }>): void {
+    const { log, qps, limiter } = this.opts;
+    const current = this.current;
+    limiter.setQps(next.qps, Math.max(1, Math.ceil(next.qps * this.t.burstSeconds)));
+    if (current.spend && current.qps === next.qps) return;
+    const fields = { share: Number(next.qps.toFixed(2)), members: next.members, active: next.active, budget: qps };
+    // Members coming and going are news; shares following demand (every hop of a chunk) are detail.
+    if (!current.spend || current.members !== next.members) log.info(fields, 'load budget share');
+    else log.debug(fields, 'load budget share');
+  }
 
-  // renewTime on the wall clock (read by others); every duration here on the monotonic clock.
-  const spec = () => ({ holderIdentity: holder, leaseDurationSeconds: t.leaseDurationSeconds, renewTime: microTime(Date.now()) });
+  /** renewTime on the wall clock (read by others); every duration here on the monotonic clock. */
+  private spec() {
+    return { holderIdentity: this.holder, leaseDurationSeconds: this.t.leaseDurationSeconds, renewTime: microTime(Date.now()) };
+  }
 
-  /** The lease as we write it: renewed, announcing our demand. */
-  const withDemand = (l: Lease, demand: boolean): Lease => ({
-    ...l,
-    metadata: { ...l.metadata, annotations: { ...l.metadata.annotations, [DEMAND_ANNOTATION]: String(demand) } },
-  });
-
-  const renew = async () => {
+  private async renew(): Promise<void> {
     const sent = monotonicNow();
-    const demand = wantsMore();
+    const demand = this.wantsMore();
     if (!demand) {
       // Down to the floor before the write that says so is sent: the others may grow as soon as they read it.
-      state.activeSince = undefined;
-      apply();
+      this.state.activeSince = undefined;
+      this.apply();
     }
-    let r: Lease | 'conflict' = own ? await updateLease(kube, withDemand(own, demand), spec()) : 'conflict';
-    if (r === 'conflict') {
-      const found = await getLease(kube, namespace, name);
-      if (found && found.spec.holderIdentity !== holder) {
-        // Held by another process (it cannot be ours by name alone): never taken over; we do not spend.
-        log.error(
-          { lease: `${namespace}/${name}`, holder: found.spec.holderIdentity },
-          'load budget: our membership lease is held by another process; not spending',
-        );
-        r = 'conflict';
-      } else if (found) {
-        r = await updateLease(kube, withDemand(found, demand), spec());
-        // Ours, but we never heard it created (the create's answer was lost on a reset connection, or a
-        // restart kept the identity): join from now, so every member has counted us before we spend.
-        if (r !== 'conflict' && state.joinedAt === undefined) {
-          state.joinedAt = monotonicNow();
-          log.info({ lease: `${namespace}/${name}` }, 'load budget: joined (the lease was there already)');
-        }
-      } else {
-        r = await createLease(
-          kube,
-          namespace,
-          name,
-          spec(),
-          { [MEMBER_LABEL_KEY]: MEMBER_LABEL_VALUE },
-          { [DEMAND_ANNOTATION]: String(demand), [IDENTITY_ANNOTATION]: identity },
-        );
-        if (r !== 'conflict') {
-          state.joinedAt = monotonicNow();
-          log.info({ lease: `${namespace}/${name}` }, 'load budget: joined');
-        }
-      }
-    }
+    const updated = this.own ? await updateLease(this.opts.kube, withDemand(this.own, demand), this.spec()) : 'conflict';
+    const r = updated === 'conflict' ? await this.rewrite(demand) : updated;
     if (r === 'conflict') return; // written by someone else meanwhile: next refresh
+    this.renewed(r, sent, demand);
+  }
+
+  /** Our lease is not as we last wrote it (or never was): read it, then update or create it. */
+  private async rewrite(demand: boolean): Promise<Lease | 'conflict'> {
+    const { kube, namespace, log } = this.opts;
+    const found = await getLease(kube, namespace, this.name);
+    if (!found) return this.create(demand);
+    if (found.spec.holderIdentity !== this.holder) {
+      // Held by another process (it cannot be ours by name alone): never taken over; we do not spend.
+      log.error(
+        { lease: `${namespace}/${this.name}`, holder: found.spec.holderIdentity },
+        'load budget: our membership lease is held by another process; not spending',
+      );
+      return 'conflict';
+    }
+    const r = await updateLease(kube, withDemand(found, demand), this.spec());
+    // Ours, but we never heard it created (the create's answer was lost on a reset connection, or a
+    // restart kept the identity): join from now, so every member has counted us before we spend.
+    if (r !== 'conflict' && this.state.joinedAt === undefined) {
+      this.state.joinedAt = monotonicNow();
+      log.info({ lease: `${namespace}/${this.name}` }, 'load budget: joined (the lease was there already)');
+    }
+    return r;
+  }
+
+  private async create(demand: boolean): Promise<Lease | 'conflict'> {
+    const { kube, namespace, identity, log } = this.opts;
+    const r = await createLease(
+      kube,
+      namespace,
+      this.name,
+      this.spec(),
+      { [MEMBER_LABEL_KEY]: MEMBER_LABEL_VALUE },
+      { [DEMAND_ANNOTATION]: String(demand), [IDENTITY_ANNOTATION]: identity },
+    );
+    if (r !== 'conflict') {
+      this.state.joinedAt = monotonicNow();
+      log.info({ lease: `${namespace}/${this.name}` }, 'load budget: joined');
+    }
+    return r;
+  }
+
+  /** Our renewal, sent at `sent` announcing `demand`, was answered with the lease. */
+  private renewed(lease: Lease, sent: number, demand: boolean): void {
+    const state = this.state;
     // Our lease lapsed (not renewed in time): the others may have dropped us, so join again.
-    if (state.lastRenewSent !== undefined && sent - state.lastRenewSent >= t.leaseDurationSeconds * 1000 - t.marginMs)
+    if (state.lastRenewSent !== undefined && sent - state.lastRenewSent >= this.t.leaseDurationSeconds * 1000 - this.t.marginMs)
       state.joinedAt = monotonicNow();
     // Joined now (again): our demand counts from this write's answer, like a first announcement.
     if (state.joinedAt !== undefined && state.joinedAt >= sent) state.activeSince = undefined;
-    own = r;
+    this.own = lease;
     state.lastRenewSent = sent;
     // Demand announced (this answer is the first to say so): counted once every member has listed since.
-    if (demand && wantsMore() && state.activeSince === undefined) state.activeSince = monotonicNow();
+    if (demand && this.wantsMore() && state.activeSince === undefined) state.activeSince = monotonicNow();
     if (!demand) state.activeSince = undefined;
-  };
+  }
 
-  const list = async () => {
+  private async list(): Promise<void> {
     const sent = monotonicNow();
-    const leases = await listLeases(kube, namespace, MEMBER_SELECTOR);
-    const now = monotonicNow();
-    let live = 0;
-    let self = false;
-    let selfActive = false;
-    let activeOthers = 0;
+    const leases = await listLeases(this.opts.kube, this.opts.namespace, MEMBER_SELECTOR);
+    const listed = await this.count(leases, monotonicNow());
+    this.observer.retain(leases.map((l) => l.metadata.name));
+    Object.assign(this.state, listed);
+    this.state.lastListSent = sent;
+  }
+
+  /** The members of a list: the live ones, ourselves among them or not, and who announces demand. */
+  private async count(leases: Lease[], now: number): Promise<MembersListed> {
+    const { kube, namespace } = this.opts;
+    const listed: MembersListed = { liveMembers: 0, selfCounted: false, selfActiveListed: false, activeOthers: 0 };
     const active = (l: Lease) => l.metadata.annotations?.[DEMAND_ANNOTATION] === 'true';
     for (const l of leases) {
-      if (l.metadata.name === name && l.spec.holderIdentity === holder) {
-        self = true; // renewed just before this list
-        selfActive = active(l);
-        live++;
+      if (l.metadata.name === this.name && l.spec.holderIdentity === this.holder) {
+        listed.selfCounted = true; // renewed just before this list
+        listed.selfActiveListed = active(l);
+        listed.liveMembers++;
         continue;
       }
-      if (observer.expired(l, now, t.leaseDurationSeconds)) {
+      if (this.observer.expired(l, now, this.t.leaseDurationSeconds)) {
         // A replica that died: gone for good once deleted (a live one renewing meanwhile wins: precondition).
         await deleteLease(kube, namespace, l.metadata.name, l.metadata.resourceVersion).catch(() => false);
         continue;
       }
-      live++;
-      if (active(l)) activeOthers++;
-      // Another live process claiming our identity (one SVM_IDENTITY given to two replicas): each is a member
-      // with a lease of its own and spends only its share, but the operator should know.
-      // (Renewed since we first saw it: the lease of our own previous process, left by a crash, is not renewed.)
-      const rv = l.metadata.resourceVersion;
-      const firstRv = othersOfIdentity.get(l.metadata.name);
-      if (l.metadata.annotations?.[IDENTITY_ANNOTATION] === identity && firstRv === undefined) othersOfIdentity.set(l.metadata.name, rv);
-      else if (firstRv !== undefined && firstRv !== rv && !warned.has(l.metadata.name)) {
-        warned.add(l.metadata.name);
-        log.warn(
-          { identity, lease: `${namespace}/${l.metadata.name}`, own: `${namespace}/${name}` },
-          'load budget: another process runs with this identity; both count as members (give each replica its own SVM_IDENTITY)',
-        );
-      }
+      listed.liveMembers++;
+      if (active(l)) listed.activeOthers++;
+      this.sameIdentity.check(l);
     }
-    observer.retain(leases.map((l) => l.metadata.name));
-    state.liveMembers = live;
-    state.selfCounted = self;
-    state.selfActiveListed = selfActive;
-    state.activeOthers = activeOthers;
-    state.lastListSent = sent;
-  };
+    return listed;
+  }
+}
 
-  const loop = async () => {
-    while (!stopped) {
-      try {
-        await renew();
-        if (!stopped) await list();
-        failures = 0;
-      } catch (err) {
-        if (failures++ % 10 === 0)
-          log.warn({ err: err instanceof Error ? err.message : String(err) }, 'load budget refresh failed; retrying');
-      }
-      apply();
-      if (stopped) break;
-      await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(resolve, t.refreshMs);
-      });
+/**
+ * Another live process claiming our identity (one SVM_IDENTITY given to two replicas): each is a member with a
+ * lease of its own and spends only its share, but the operator should know. Warned once per lease, when it was
+ * renewed since we first saw it: the lease of our own previous process, left by a crash, is not renewed.
+ */
+class SameIdentityWarning {
+  /** Other members' leases that carry our identity, with the resourceVersion first seen. */
+  private readonly firstSeen = new Map<string, string>();
+  private readonly warned = new Set<string>();
+
+  constructor(
+    private readonly opts: Pick<BudgetOptions, 'identity' | 'namespace' | 'log'>,
+    private readonly ownName: string,
+  ) {}
+
+  check(l: Lease): void {
+    const { identity, namespace } = this.opts;
+    const rv = l.metadata.resourceVersion;
+    const firstRv = this.firstSeen.get(l.metadata.name);
+    if (l.metadata.annotations?.[IDENTITY_ANNOTATION] === identity && firstRv === undefined) this.firstSeen.set(l.metadata.name, rv);
+    else if (firstRv !== undefined && firstRv !== rv && !this.warned.has(l.metadata.name)) {
+      this.warned.add(l.metadata.name);
+      this.opts.log.warn(
+        { identity, lease: `${namespace}/${l.metadata.name}`, own: `${namespace}/${this.ownName}` },
+        'load budget: another process runs with this identity; both count as members (give each replica its own SVM_IDENTITY)',
+      );
     }
-  };
-  const running = loop();
-
-  return {
-    share: () => current,
-    async stop() {
-      stopped = true;
-      clearInterval(guard);
-      if (timer) clearTimeout(timer);
-      wake?.();
-      limiter.hold();
-      current = { spend: false, why: 'stopped' };
-      await running;
-      if (own) await deleteLease(kube, namespace, name, own.metadata.resourceVersion).catch(() => false);
-    },
-  };
+  }
 }
