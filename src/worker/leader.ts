@@ -106,117 +106,169 @@ export interface LeaderElection {
 }
 
 export function startLeaderElection(opts: LeaderElectionOptions): LeaderElection {
-  const timing = { ...DEFAULT_TIMING, ...opts.timing };
-  const name = opts.name ?? LEADER_LEASE;
-  const { kube, namespace, identity, log } = opts;
-  const observer = new LeaseObserver();
-  let leading = false;
-  let lastRenewSent: number | undefined;
-  let held: Lease | undefined;
-  let stopped = false;
-  let timer: NodeJS.Timeout | undefined;
-  let deadline: NodeJS.Timeout | undefined;
-  let failures = 0;
-  let wake: (() => void) | undefined;
+  const candidate = new LeaderCandidate(opts);
+  candidate.start();
+  return { isLeader: () => candidate.isLeader(), stop: () => candidate.stop() };
+}
 
-  const become = (leader: boolean, why: string) => {
-    if (leader === leading) return;
-    leading = leader;
-    if (leader) {
-      log.info({ lease: `${namespace}/${name}`, identity }, `leader: running the singletons (${why})`);
-      opts.onStartedLeading();
-    } else {
-      if (deadline) clearTimeout(deadline);
-      held = undefined;
-      // A graceful stop is news, not trouble; losing the lease while running is.
-      log[why === STOPPING ? 'info' : 'warn']({ lease: `${namespace}/${name}`, identity }, `no longer leader: singletons stopped (${why})`);
-      opts.onStoppedLeading();
-    }
-  };
+/**
+ * This replica in the election: the lease as it last wrote it, whether it leads, and when its last successful
+ * renewal was sent. One step (read the lease, act on the table above) every renewIntervalMs while leading,
+ * every retryIntervalMs while following.
+ */
+class LeaderCandidate {
+  private readonly timing: ElectionTiming;
+  private readonly name: string;
+  /** namespace/name, as logged. */
+  private readonly leaseRef: string;
+  private readonly observer = new LeaseObserver();
+  private leading = false;
+  /** The lease as our last successful write left it (undefined while not leading). */
+  private held: Lease | undefined;
+  private lastRenewSent: number | undefined;
+  /** Steps down when no renewal succeeded in renewDeadlineMs, even while a step hangs. */
+  private deadline: NodeJS.Timeout | undefined;
+  private stopped = false;
+  /** Steps failed in a row (one warning in ten). */
+  private failures = 0;
+  /** The pause between steps: its timer, and what ends it early (stop). */
+  private timer: NodeJS.Timeout | undefined;
+  private wake: (() => void) | undefined;
+  private running: Promise<void> = Promise.resolve();
 
-  const renewed = (lease: Lease, sent: number) => {
-    held = lease;
-    lastRenewSent = sent;
-    observer.observe(lease, sent);
-    if (deadline) clearTimeout(deadline);
-    // Step down on time even if the next renewal hangs.
-    deadline = setTimeout(() => {
-      if (!stillLeader(lastRenewSent, monotonicNow(), timing)) become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
-    }, timing.renewDeadlineMs);
-    deadline.unref?.();
-  };
+  constructor(private readonly opts: LeaderElectionOptions) {
+    this.timing = { ...DEFAULT_TIMING, ...opts.timing };
+    this.name = opts.name ?? LEADER_LEASE;
+    this.leaseRef = `${opts.namespace}/${this.name}`;
+  }
 
-  const step = async () => {
-    // Durations on the monotonic clock; the wall clock only for the renewTime written.
-    const sent = monotonicNow();
-    const sentWall = Date.now();
-    const lease = await getLease(kube, namespace, name);
-    if (stopped) return;
-    const expired = lease ? observer.expired(lease, monotonicNow(), timing.leaseDurationSeconds) : false;
-    const s = electionStep(lease, identity, expired);
-    if (s.action === 'follow') {
-      if (leading) become(false, `the lease is held by ${s.holder}`);
-      return;
-    }
-    if (s.action === 'create') {
-      const created = await createLease(kube, namespace, name, heldSpec(undefined, identity, sentWall, timing.leaseDurationSeconds));
-      if (created === 'conflict' || stopped) return;
-      renewed(created, sent);
-      become(true, 'created the lease');
-      return;
-    }
-    if (s.action === 'takeOver' && leading) become(false, 'the lease was released or expired under us');
-    const updated = await updateLease(kube, lease!, heldSpec(lease!.spec, identity, sentWall, timing.leaseDurationSeconds));
-    if (updated === 'conflict' || stopped) return; // someone else wrote first: look again
-    renewed(updated, sent);
-    if (s.action === 'takeOver')
-      become(true, s.reason === 'released' ? 'the lease was released' : `the lease of ${lease!.spec.holderIdentity} expired`);
-    // The lease already names this identity (an earlier worker of this process could not release it): ours.
-    else if (!leading) become(true, 'the lease already named this identity');
-  };
+  start(): void {
+    this.running = this.loop();
+  }
 
-  const loop = async () => {
-    while (!stopped) {
+  isLeader(): boolean {
+    return this.leading;
+  }
+
+  async stop(): Promise<void> {
+    this.stopped = true;
+    if (this.timer) clearTimeout(this.timer);
+    this.wake?.();
+    await this.running;
+    const release = this.leading ? this.held : undefined;
+    this.become(false, STOPPING);
+    if (release) await this.release(release);
+  }
+
+  /** Released: holder cleared, so the next replica takes over at its next step. */
+  private async release(lease: Lease): Promise<void> {
+    const r = await updateLease(this.opts.kube, lease, {
+      ...lease.spec,
+      holderIdentity: undefined,
+      leaseDurationSeconds: 1,
+      renewTime: microTime(Date.now()),
+    }).catch(() => 'error' as const);
+    if (r === 'conflict' || r === 'error')
+      this.opts.log.warn({ lease: this.leaseRef }, 'could not release the leader lease; another replica takes over when it expires');
+  }
+
+  private async loop(): Promise<void> {
+    const timing = this.timing;
+    while (!this.stopped) {
       try {
-        await step();
-        failures = 0;
+        await this.step();
+        this.failures = 0;
       } catch (err) {
-        if (failures++ % 10 === 0)
-          log.warn(
-            { err: err instanceof Error ? err.message : String(err), lease: `${namespace}/${name}` },
+        if (this.failures++ % 10 === 0)
+          this.opts.log.warn(
+            { err: err instanceof Error ? err.message : String(err), lease: this.leaseRef },
             'leader election step failed; retrying',
           );
       }
-      if (leading && !stillLeader(lastRenewSent, monotonicNow(), timing)) become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
-      if (stopped) break;
+      if (this.leading && !stillLeader(this.lastRenewSent, monotonicNow(), timing))
+        this.become(false, `no renewal for ${timing.renewDeadlineMs} ms`);
+      if (this.stopped) break;
       await new Promise<void>((resolve) => {
-        wake = resolve;
-        timer = setTimeout(resolve, leading ? timing.renewIntervalMs : timing.retryIntervalMs);
+        this.wake = resolve;
+        this.timer = setTimeout(resolve, this.leading ? timing.renewIntervalMs : timing.retryIntervalMs);
       });
     }
-  };
-  const running = loop();
+  }
 
-  return {
-    isLeader: () => leading,
-    async stop() {
-      stopped = true;
-      if (timer) clearTimeout(timer);
-      wake?.();
-      await running;
-      const release = leading ? held : undefined;
-      become(false, STOPPING);
-      if (release) {
-        // Released: holder cleared, so the next replica takes over at its next step.
-        const r = await updateLease(kube, release, {
-          ...release.spec,
-          holderIdentity: undefined,
-          leaseDurationSeconds: 1,
-          renewTime: microTime(Date.now()),
-        }).catch(() => 'error' as const);
-        if (r === 'conflict' || r === 'error')
-          log.warn({ lease: `${namespace}/${name}` }, 'could not release the leader lease; another replica takes over when it expires');
-      }
-    },
-  };
+  private async step(): Promise<void> {
+    const { kube, namespace, identity } = this.opts;
+    // Durations on the monotonic clock; the wall clock only for the renewTime written.
+    const sent = monotonicNow();
+    const sentWall = Date.now();
+    const lease = await getLease(kube, namespace, this.name);
+    if (this.stopped) return;
+    const expired = lease ? this.observer.expired(lease, monotonicNow(), this.timing.leaseDurationSeconds) : false;
+    const s = electionStep(lease, identity, expired);
+    if (s.action === 'follow') {
+      if (this.leading) this.become(false, `the lease is held by ${s.holder}`);
+      return;
+    }
+    if (s.action === 'create') return this.create(sent, sentWall);
+    await this.renewOrTakeOver(lease!, s, sent, sentWall);
+  }
+
+  private async create(sent: number, sentWall: number): Promise<void> {
+    const { kube, namespace, identity } = this.opts;
+    const created = await createLease(
+      kube,
+      namespace,
+      this.name,
+      heldSpec(undefined, identity, sentWall, this.timing.leaseDurationSeconds),
+    );
+    if (created === 'conflict' || this.stopped) return;
+    this.renewed(created, sent);
+    this.become(true, 'created the lease');
+  }
+
+  /** Renews the lease we hold, or takes over one released or expired. */
+  private async renewOrTakeOver(
+    lease: Lease,
+    s: Extract<ElectionStep, { action: 'renew' | 'takeOver' }>,
+    sent: number,
+    sentWall: number,
+  ): Promise<void> {
+    const { kube, identity } = this.opts;
+    if (s.action === 'takeOver' && this.leading) this.become(false, 'the lease was released or expired under us');
+    const updated = await updateLease(kube, lease, heldSpec(lease.spec, identity, sentWall, this.timing.leaseDurationSeconds));
+    if (updated === 'conflict' || this.stopped) return; // someone else wrote first: look again
+    this.renewed(updated, sent);
+    if (s.action === 'takeOver')
+      this.become(true, s.reason === 'released' ? 'the lease was released' : `the lease of ${lease.spec.holderIdentity} expired`);
+    // The lease already names this identity (an earlier worker of this process could not release it): ours.
+    else if (!this.leading) this.become(true, 'the lease already named this identity');
+  }
+
+  private renewed(lease: Lease, sent: number): void {
+    this.held = lease;
+    this.lastRenewSent = sent;
+    this.observer.observe(lease, sent);
+    if (this.deadline) clearTimeout(this.deadline);
+    // Step down on time even if the next renewal hangs.
+    this.deadline = setTimeout(() => {
+      if (!stillLeader(this.lastRenewSent, monotonicNow(), this.timing))
+        this.become(false, `no renewal for ${this.timing.renewDeadlineMs} ms`);
+    }, this.timing.renewDeadlineMs);
+    this.deadline.unref?.();
+  }
+
+  private become(leader: boolean, why: string): void {
+    if (leader === this.leading) return;
+    const { identity, log } = this.opts;
+    this.leading = leader;
+    if (leader) {
+      log.info({ lease: this.leaseRef, identity }, `leader: running the singletons (${why})`);
+      this.opts.onStartedLeading();
+      return;
+    }
+    if (this.deadline) clearTimeout(this.deadline);
+    this.held = undefined;
+    // A graceful stop is news, not trouble; losing the lease while running is.
+    log[why === STOPPING ? 'info' : 'warn']({ lease: this.leaseRef, identity }, `no longer leader: singletons stopped (${why})`);
+    this.opts.onStoppedLeading();
+  }
 }
