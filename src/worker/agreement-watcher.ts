@@ -67,177 +67,226 @@ function quietWarn(log: Logger, what: string, intervalMs = LOG_INTERVAL_MS): (er
 }
 
 export function startAgreementWatcher(opts: WatcherOptions): { stop(): void } {
-  const { log, kube } = opts;
-  let stopped = false;
-  const signal = async (workflowId: string, why: string) => {
-    try {
-      await opts.client.workflow.getHandle(workflowId).signal(agreementChangedSignal, why);
-      log.info({ workflowId, why }, 'signalled a migration to re-check agreement');
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) log.warn({ workflowId, err: String(err) }, 'could not signal the migration');
-    }
+  // One watch per source of agreement, stopped in the order started.
+  const watches = [new StorageVersionWatch(opts), watchCrds(opts), new IdentityLeaseWatch(opts), new EndpointSliceWatch(opts)];
+  return {
+    stop() {
+      for (const w of watches) w.stop();
+    },
   };
-  /** Every running migration: the set of API servers is part of every agreement. */
-  const signalAll = async (why: string) => {
-    try {
-      for await (const w of opts.client.workflow.list({ query: `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'` })) {
-        await signal(w.workflowId, why);
-      }
-    } catch (err) {
-      log.warn({ err: String(err), why }, 'could not list running migrations to signal');
-    }
-  };
-  const nameOf = (obj: unknown) => objectName(obj) ?? '';
+}
 
-  // -- StorageVersions, only while the API is served
-  let storageVersions: { stop(): void } | undefined;
-  let probeTimer: NodeJS.Timeout | undefined;
-  let reportedOff = false;
-  const probe = async () => {
-    probeTimer = undefined;
-    if (stopped) return;
-    const api = await storageVersionApiServed(kube);
-    if (stopped) return;
+function nameOf(obj: unknown): string {
+  return objectName(obj) ?? '';
+}
+
+/** Tells one migration to re-check agreement; a migration that is not running is not found, and that is fine. */
+async function signal(opts: WatcherOptions, workflowId: string, why: string): Promise<void> {
+  try {
+    await opts.client.workflow.getHandle(workflowId).signal(agreementChangedSignal, why);
+    opts.log.info({ workflowId, why }, 'signalled a migration to re-check agreement');
+  } catch (err) {
+    if (!(err instanceof WorkflowNotFoundError)) opts.log.warn({ workflowId, err: String(err) }, 'could not signal the migration');
+  }
+}
+
+/** Every running migration: the set of API servers is part of every agreement. */
+async function signalAll(opts: WatcherOptions, why: string): Promise<void> {
+  try {
+    for await (const w of opts.client.workflow.list({ query: `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'` })) {
+      await signal(opts, w.workflowId, why);
+    }
+  } catch (err) {
+    opts.log.warn({ err: String(err), why }, 'could not list running migrations to signal');
+  }
+}
+
+/** StorageVersions, only while the API is served: probed, watched while served, probed again once switched off. */
+class StorageVersionWatch {
+  private watch: { stop(): void } | undefined;
+  private probeTimer: NodeJS.Timeout | undefined;
+  /** Whether "not served" was said since the API was last served (it is said once). */
+  private reportedOff = false;
+  private stopped = false;
+
+  constructor(private readonly opts: WatcherOptions) {
+    void this.probe();
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.watch?.stop();
+  }
+
+  private async probe(): Promise<void> {
+    this.probeTimer = undefined;
+    if (this.stopped) return;
+    const api = await storageVersionApiServed(this.opts.kube);
+    if (this.stopped) return;
     if (api.served) {
-      log.info('the StorageVersion API is served: watching StorageVersions');
-      reportedOff = false;
-      const warn = quietWarn(log, 'StorageVersion watch');
-      storageVersions = watchForever(kube, STORAGE_VERSIONS_PATH, {
-        onList: () => undefined,
-        onEvent: (type, obj) => {
-          const name = nameOf(obj);
-          if (name.includes('.'))
-            void signal(
-              migrationWorkflowId(groupResourceOfStorageVersion(name), opts.cluster),
-              `StorageVersion ${name} ${type.toLowerCase()}`,
-            );
-        },
-        onError: (err) => {
-          // Switched off (404): back to probing, quietly.
-          const notServed =
-            (err instanceof KubeError && err.kind === 'notFound') || (err as { statusCode?: number } | undefined)?.statusCode === 404;
-          if (notServed) {
-            storageVersions?.stop();
-            storageVersions = undefined;
-            schedule();
-            return;
-          }
-          warn(err);
-        },
-      });
+      this.startWatch();
       return;
     }
-    if (!reportedOff) {
-      log.info(
+    if (!this.reportedOff) {
+      this.opts.log.info(
         { status: api.status },
         'the StorageVersion API is not served (alpha, off by default): not watching StorageVersions; agreement is read from each API server’s discovery, re-checked on CRD, identity lease and EndpointSlice changes',
       );
-      reportedOff = true;
+      this.reportedOff = true;
     }
-    schedule();
-  };
-  const schedule = () => {
-    if (!stopped && !probeTimer) probeTimer = setTimeout(() => void probe(), opts.probeIntervalMs ?? PROBE_INTERVAL_MS);
-  };
-  void probe();
+    this.schedule();
+  }
 
-  // -- CRDs
-  const crdWarn = quietWarn(log, 'CRD watch');
-  const crds = watchForever(kube, CRDS_PATH, {
+  private schedule(): void {
+    if (!this.stopped && !this.probeTimer)
+      this.probeTimer = setTimeout(() => void this.probe(), this.opts.probeIntervalMs ?? PROBE_INTERVAL_MS);
+  }
+
+  private startWatch(): void {
+    const { kube, log, cluster } = this.opts;
+    log.info('the StorageVersion API is served: watching StorageVersions');
+    this.reportedOff = false;
+    const warn = quietWarn(log, 'StorageVersion watch');
+    this.watch = watchForever(kube, STORAGE_VERSIONS_PATH, {
+      onList: () => undefined,
+      onEvent: (type, obj) => {
+        const name = nameOf(obj);
+        if (name.includes('.'))
+          void signal(
+            this.opts,
+            migrationWorkflowId(groupResourceOfStorageVersion(name), cluster),
+            `StorageVersion ${name} ${type.toLowerCase()}`,
+          );
+      },
+      onError: (err) => {
+        // Switched off (404): back to probing, quietly.
+        if (!notServed(err)) return warn(err);
+        this.watch?.stop();
+        this.watch = undefined;
+        this.schedule();
+      },
+    });
+  }
+}
+
+function notServed(err: unknown): boolean {
+  return (err instanceof KubeError && err.kind === 'notFound') || (err as { statusCode?: number } | undefined)?.statusCode === 404;
+}
+
+/** CRDs -> the migration of that custom resource. */
+function watchCrds(opts: WatcherOptions): { stop(): void } {
+  const warn = quietWarn(opts.log, 'CRD watch');
+  return watchForever(opts.kube, CRDS_PATH, {
     onList: () => undefined,
     onEvent: (type, obj) => {
       const name = nameOf(obj); // <plural>.<group>: exactly the resource's kubectl name
       const gr = groupResourceOfCrd(name);
-      if (gr) void signal(migrationWorkflowId(gr, opts.cluster), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
+      if (gr) void signal(opts, migrationWorkflowId(gr, opts.cluster), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
     },
-    onError: crdWarn,
+    onError: warn,
   });
+}
 
-  // -- API servers joining, leaving or restarting: identity leases. A lease is
-  // created when a server starts, deleted when it shuts down gracefully, and its
-  // holderIdentity (<name>_<uuid>) changes when it restarts (e.g. with other
-  // flags, a rolling upgrade step). Renewals change neither.
-  let holders: Map<string, string> | undefined;
-  const holderOf = (obj: unknown) => {
-    const lease = IdentityLease.safeParse(obj);
-    return (lease.success && lease.data.spec.holderIdentity) || '';
-  };
-  const leaseChange = (why: string) => void signalAll(why);
-  const leaseWarn = quietWarn(log, 'identity lease watch');
-  const leases = watchForever(
-    kube,
-    IDENTITY_LEASES_PATH,
-    {
-      onList: (items) => {
-        const now = new Map(items.map((i) => [nameOf(i), holderOf(i)]));
-        const before = holders;
-        holders = now;
-        if (before && (before.size !== now.size || [...now].some(([n, h]) => before.get(n) !== h)))
-          leaseChange(`API server identity leases changed: ${[...now.keys()].sort().join(', ')}`);
-      },
-      onEvent: (type, obj) => {
-        const name = nameOf(obj);
-        const holder = holderOf(obj);
-        const was = holders?.get(name);
-        if (type === 'DELETED') {
-          holders?.delete(name);
-          leaseChange(`API server identity lease ${name} deleted (the server shut down)`);
-          return;
-        }
-        holders?.set(name, holder);
-        if (was === undefined) leaseChange(`API server identity lease ${name} created (a server started)`);
-        else if (was !== holder) leaseChange(`API server ${name} restarted (identity lease holder ${holder})`);
-      },
-      onError: leaseWarn,
-    },
-    { labelSelector: IDENTITY_LABEL },
-  );
+function holderOf(obj: unknown): string {
+  const lease = IdentityLease.safeParse(obj);
+  return (lease.success && lease.data.spec.holderIdentity) || '';
+}
 
-  // -- ... and the ready addresses of the `kubernetes` EndpointSlice
-  const slices = new Map<string, EndpointSlice>();
-  const setSlice = (obj: unknown) => {
+/**
+ * API servers joining, leaving or restarting: identity leases. A lease is created when a server starts, deleted
+ * when it shuts down gracefully, and its holderIdentity (<name>_<uuid>) changes when it restarts (e.g. with other
+ * flags, a rolling upgrade step). Renewals change neither.
+ */
+class IdentityLeaseWatch {
+  /** Each identity lease's holder, by lease name (undefined until the first list). */
+  private holders: Map<string, string> | undefined;
+  private readonly watch: { stop(): void };
+
+  constructor(private readonly opts: WatcherOptions) {
+    const handlers = {
+      onList: (items: unknown[]) => this.listed(items),
+      onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown) => this.changed(type, obj),
+      onError: quietWarn(opts.log, 'identity lease watch'),
+    };
+    this.watch = watchForever(opts.kube, IDENTITY_LEASES_PATH, handlers, { labelSelector: IDENTITY_LABEL });
+  }
+
+  stop(): void {
+    this.watch.stop();
+  }
+
+  /** A full list (the first, or after a watch ended): a change since the last one is a change. */
+  private listed(items: unknown[]): void {
+    const now = new Map(items.map((i) => [nameOf(i), holderOf(i)]));
+    const before = this.holders;
+    this.holders = now;
+    if (before && (before.size !== now.size || [...now].some(([n, h]) => before.get(n) !== h)))
+      this.leaseChange(`API server identity leases changed: ${[...now.keys()].sort().join(', ')}`);
+  }
+
+  private changed(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void {
+    const name = nameOf(obj);
+    const holder = holderOf(obj);
+    const was = this.holders?.get(name);
+    if (type === 'DELETED') {
+      this.holders?.delete(name);
+      this.leaseChange(`API server identity lease ${name} deleted (the server shut down)`);
+      return;
+    }
+    this.holders?.set(name, holder);
+    if (was === undefined) this.leaseChange(`API server identity lease ${name} created (a server started)`);
+    else if (was !== holder) this.leaseChange(`API server ${name} restarted (identity lease holder ${holder})`);
+  }
+
+  private leaseChange(why: string): void {
+    void signalAll(this.opts, why);
+  }
+}
+
+/** ... and the ready addresses of the `kubernetes` EndpointSlice. */
+class EndpointSliceWatch {
+  private readonly slices = new Map<string, EndpointSlice>();
+  /** The ready addresses as last seen (undefined until the first list). */
+  private addresses: string | undefined;
+  private readonly watch: { stop(): void };
+
+  constructor(private readonly opts: WatcherOptions) {
+    const handlers = {
+      onList: (items: unknown[]) => this.listed(items),
+      onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown) => this.changed(type, obj),
+      onError: quietWarn(opts.log, 'kubernetes EndpointSlice watch'),
+    };
+    this.watch = watchForever(opts.kube, ENDPOINTSLICES_PATH, handlers, { labelSelector: ENDPOINTSLICE_SELECTOR });
+  }
+
+  stop(): void {
+    this.watch.stop();
+  }
+
+  private listed(items: unknown[]): void {
+    this.slices.clear();
+    for (const i of items) this.set(i);
+    this.addressesMaybeChanged();
+  }
+
+  private changed(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void {
+    if (type === 'DELETED') this.slices.delete(nameOf(obj));
+    else this.set(obj);
+    this.addressesMaybeChanged();
+  }
+
+  private set(obj: unknown): void {
     const slice = EndpointSlice.safeParse(obj);
-    if (slice.success) slices.set(slice.data.metadata.name, slice.data);
-  };
-  let addresses: string | undefined;
-  const addressesNow = () =>
-    endpointAddresses([...slices.values()])
+    if (slice.success) this.slices.set(slice.data.metadata.name, slice.data);
+  }
+
+  private addressesMaybeChanged(): void {
+    const now = endpointAddresses([...this.slices.values()])
       .map((a) => endpointId(a.address, a.port))
       .join(', ');
-  const addressesMaybeChanged = () => {
-    const now = addressesNow();
-    if (addresses !== undefined && now !== addresses)
-      void signalAll(`the kubernetes EndpointSlice now lists [${now}] (was [${addresses}])`);
-    addresses = now;
-  };
-  const sliceWarn = quietWarn(log, 'kubernetes EndpointSlice watch');
-  const endpointSlices = watchForever(
-    kube,
-    ENDPOINTSLICES_PATH,
-    {
-      onList: (items) => {
-        slices.clear();
-        for (const i of items) setSlice(i);
-        addressesMaybeChanged();
-      },
-      onEvent: (type, obj) => {
-        if (type === 'DELETED') slices.delete(nameOf(obj));
-        else setSlice(obj);
-        addressesMaybeChanged();
-      },
-      onError: sliceWarn,
-    },
-    { labelSelector: ENDPOINTSLICE_SELECTOR },
-  );
-
-  return {
-    stop() {
-      stopped = true;
-      if (probeTimer) clearTimeout(probeTimer);
-      storageVersions?.stop();
-      crds.stop();
-      leases.stop();
-      endpointSlices.stop();
-    },
-  };
+    if (this.addresses !== undefined && now !== this.addresses)
+      void signalAll(this.opts, `the kubernetes EndpointSlice now lists [${now}] (was [${this.addresses}])`);
+    this.addresses = now;
+  }
 }
