@@ -79,8 +79,22 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
     help: 'A worker of this process serves the cluster of its label (1); no label: the only cluster',
     registers: [registry],
   }).set(1);
+  // Registered in this order, which is their order on /metrics.
   return {
     registry,
+    ...objectMetrics(registry),
+    ...migrationMetrics(registry),
+    ...mirrorMetrics(registry),
+    ...replicaMetrics(registry),
+    ...budgetMetrics(registry),
+    ...memoryMetrics(registry),
+    ...versionMetrics(registry),
+  };
+}
+
+/** The objects the no-op updates processed and rewrote, and how long one update took. */
+function objectMetrics(registry: Registry): Pick<MigratorMetrics, 'objects' | 'rewritten' | 'updateLatency'> {
+  return {
     objects: new Counter({
       name: 'svm_objects_total',
       help: 'Objects processed by no-op updates, by outcome',
@@ -100,6 +114,12 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
       buckets: [0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5],
       registers: [registry],
     }),
+  };
+}
+
+/** Migrations ended, and those waiting for agreement. */
+function migrationMetrics(registry: Registry): Pick<MigratorMetrics, 'migrations' | 'waiting'> {
+  return {
     migrations: new Counter({
       name: 'svm_migrations_total',
       help: 'Migrations that ended, by result',
@@ -112,6 +132,14 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
       labelNames: ['resource'],
       registers: [registry],
     }),
+  };
+}
+
+/** The StorageVersionMigration and StorageState objects svm mirrors its record to, and the controllers beside it. */
+function mirrorMetrics(
+  registry: Registry,
+): Pick<MigratorMetrics, 'sharedObjects' | 'unattended' | 'mirrorsWithoutRecord' | 'leftToBuiltIn' | 'mirrorFailures'> {
+  return {
     sharedObjects: new Counter({
       name: 'svm_migration_objects_shared_total',
       help: 'StorageVersionMigration objects svm acts on whose status another controller (the built-in migrator) writes too',
@@ -138,6 +166,12 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
       help: 'StorageVersionMigration status writes given up after their retries: the migration goes on, the bridge repairs the status later',
       registers: [registry],
     }),
+  };
+}
+
+/** This replica: its concurrency, its status reports, its cluster identity, its leadership. */
+function replicaMetrics(registry: Registry): Pick<MigratorMetrics, 'concurrencyLimit' | 'statusReported' | 'identityConflict' | 'leader'> {
+  return {
     concurrencyLimit: new Gauge({
       name: 'svm_update_concurrency_limit',
       help: 'No-op updates this worker keeps in flight at most, adapted to the API servers latency',
@@ -159,6 +193,12 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
       help: 'Whether this replica holds the leader Lease and runs the singletons (the bridge, the agreement watcher)',
       registers: [registry],
     }),
+  };
+}
+
+/** This replica's share of the cluster-wide load budget. */
+function budgetMetrics(registry: Registry): Pick<MigratorMetrics, 'budgetShare' | 'budgetWaiting' | 'budgetFallback'> {
+  return {
     budgetShare: new Gauge({
       name: 'svm_budget_share_qps',
       help: "This replica's share of the cluster-wide load budget, updates per second (0 while holding)",
@@ -174,6 +214,14 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
       help: '1 while this replica spends the fallback share (the even split of the members last seen) because the Lease API does not answer',
       registers: [registry],
     }),
+  };
+}
+
+/** The worker's memory budget. */
+function memoryMetrics(
+  registry: Registry,
+): Pick<MigratorMetrics, 'memoryBudget' | 'memoryHeld' | 'memoryWaiting' | 'memoryWaits' | 'memoryWaitSeconds'> {
+  return {
     memoryBudget: new Gauge({
       name: 'svm_memory_budget_bytes',
       help: "The worker's memory budget (SVM_MEMORY_BUDGET_BYTES): bytes of listed objects all its chunks hold at most",
@@ -199,6 +247,12 @@ export function createMetrics(opts: { cluster?: string; processMetrics?: boolean
       help: 'Seconds chunks spent waiting for room in the memory budget, in all',
       registers: [registry],
     }),
+  };
+}
+
+/** Worker Versioning: this worker's version, and its deployment's Current one. */
+function versionMetrics(registry: Registry): Pick<MigratorMetrics, 'versionInfo' | 'currentVersion'> {
+  return {
     versionInfo: new Gauge({
       name: 'svm_worker_version_info',
       help: "This worker's Worker Deployment version (Worker Versioning): 1 on the series of its deployment and build ID",
@@ -234,7 +288,6 @@ function getText(url: string): Promise<string> {
   });
 }
 
-/** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
 /** A pool's process metrics (memory, CPU, event loop), once for all its clusters and labelled with none. */
 export function processMetrics(): Pick<MigratorMetrics, 'registry'> {
   const registry = new Registry();
@@ -242,6 +295,7 @@ export function processMetrics(): Pick<MigratorMetrics, 'registry'> {
   return { registry };
 }
 
+/** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
 export async function serveMetrics(
   metrics: Pick<MigratorMetrics, 'registry'> | Array<Pick<MigratorMetrics, 'registry'>>,
   port: number,
