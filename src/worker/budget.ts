@@ -208,12 +208,7 @@ function withDemand(l: Lease, demand: boolean): Lease {
 }
 
 /** What one list of the members says, as shareOf reads it. */
-interface MembersListed {
-  liveMembers: number;
-  selfCounted: boolean;
-  selfActiveListed: boolean;
-  activeOthers: number;
-}
+type MembersListed = Pick<ShareInput, 'liveMembers' | 'selfCounted' | 'selfActiveListed' | 'activeOthers'>;
 
 /**
  * This process as a member of the budget: its lease, the view of the membership the share is computed from
