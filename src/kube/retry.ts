@@ -2,6 +2,10 @@
  * Whether the KubeClient sends a failed request again, and after how long:
  * the one retry decision of the kube layer (retryDelayMs), which every loop
  * of the client (request(), raw(), listEach) asks, each under its policy.
+ * For the kube layer's callers, the same rule as one question
+ * (isTransientError), and the loops built on one loop (retryWhile): a
+ * bounded retry with a linear backoff (retryBounded) and the read-modify-
+ * write that reads again after a 409 (retryOnConflict).
  */
 import { isRetryable, KubeError } from './errors';
 import { sleep } from './rate-limit';
@@ -71,16 +75,77 @@ export function retryDelayMs(policy: Readonly<RetryPolicy>, method: string, atte
  * Runs attempt until it resolves; after one that fails with a KubeError, waits as retryDelayMs decides and runs it
  * again, or throws that error when it decides no more. Any other error is thrown as it is.
  */
-export async function retrying<T>(policy: Readonly<RetryPolicy>, method: string, attempt: () => Promise<T>): Promise<T> {
+export function retrying<T>(policy: Readonly<RetryPolicy>, method: string, attempt: () => Promise<T>): Promise<T> {
+  return retryWhile((err, n) => (err instanceof KubeError ? retryDelayMs(policy, method, n, err) : undefined), attempt);
+}
+
+/**
+ * The one retry loop: runs attempt (given its number, from 1) until it resolves. After attempt n fails with err,
+ * again(err, n) decides: the wait in ms before attempt n + 1, or undefined to throw err as it is.
+ */
+export async function retryWhile<T>(
+  again: (err: unknown, attempt: number) => number | undefined | Promise<number | undefined>,
+  attempt: (n: number) => Promise<T>,
+): Promise<T> {
   for (let n = 1; ; n++) {
     try {
-      return await attempt();
+      return await attempt(n);
     } catch (err) {
-      const wait = err instanceof KubeError ? retryDelayMs(policy, method, n, err) : undefined;
+      const wait = await again(err, n);
       if (wait === undefined) throw err;
       await sleep(wait);
     }
   }
+}
+
+/**
+ * Whether a failed request is worth sending again later: a KubeError of a transient kind (isRetryable: a network
+ * error, 429, 5xx, a timeout), the rule by which the client itself sends a read again (retryDelayMs). Not a
+ * conflict: the same write fails the same way until its object is read again (retryOnConflict). An error that is
+ * not a KubeError is no answer of the API: its caller knows what else it may be.
+ */
+export function isTransientError(err: unknown): boolean {
+  return err instanceof KubeError && isRetryable(err.kind);
+}
+
+/** A 409: the object changed since it was read (a write with its resourceVersion), or one of that name exists (a create). */
+export function isConflict(err: unknown): boolean {
+  return err instanceof KubeError && err.kind === 'conflict';
+}
+
+/** How retryBounded retries. */
+export interface BoundedRetry {
+  /** Attempts in all (1: never again). */
+  attempts: number;
+  /** The wait after attempt n is stepMs times n (0: none). */
+  stepMs: number;
+  /** Whether err is worth another attempt (default isTransientError); may ask something first, e.g. whether the work is still wanted. */
+  retryIf?: (err: unknown, attempt: number) => boolean | Promise<boolean>;
+  /** A time (epoch ms) no wait may reach: a retry that would start at or after it is not made. */
+  until?: number;
+}
+
+/**
+ * Runs attempt until it resolves, again after a failure retryIf accepts, at most opts.attempts times in all, waiting
+ * stepMs times the attempt in between; the last error, or one retryIf refuses, is thrown as it is.
+ */
+export function retryBounded<T>(opts: Readonly<BoundedRetry>, attempt: (n: number) => Promise<T>): Promise<T> {
+  const { attempts, stepMs, retryIf = isTransientError, until } = opts;
+  return retryWhile(async (err, n) => {
+    if (n >= attempts) return undefined;
+    const wait = stepMs * n;
+    if (until !== undefined && Date.now() + wait >= until) return undefined;
+    return (await retryIf(err, n)) ? wait : undefined;
+  }, attempt);
+}
+
+/**
+ * A read-modify-write on the resourceVersion read, bounded: readAndWrite reads the object afresh, decides, and
+ * writes with the resourceVersion it read; after a 409 (someone wrote in between) it runs again at once, at most
+ * `attempts` times in all. The last conflict, or any other error, is thrown as it is.
+ */
+export function retryOnConflict<T>(attempts: number, readAndWrite: (attempt: number) => Promise<T>): Promise<T> {
+  return retryBounded({ attempts, stepMs: 0, retryIf: isConflict }, readAndWrite);
 }
 
 /**
