@@ -4,8 +4,8 @@
  * (status.storedVersions, after a pass under agreement).
  */
 import { CustomResourceDefinition, crdName, storageVersionOf } from '../api/custom-resource-definition';
-import { KubeError } from './errors';
 import type { KubeClient } from './client';
+import { retryOnConflict } from './retry';
 import { parseBodyAs } from './typed';
 
 export const CRDS_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
@@ -33,6 +33,9 @@ export async function setCrdStoredVersions(
 /** The CRD condition the built-in migrator keeps (apiextensions StorageMigrating), which svm keeps the same way. */
 export const STORAGE_MIGRATING = 'StorageMigrating';
 
+/** Status writes of one CRD tried, each on the CRD read just before, before a conflict is thrown. */
+const CRD_STATUS_ATTEMPTS = 5;
+
 /**
  * The built-in's storedVersions protocol (kube-controller-manager 1.37,
  * migration runner): prune status.storedVersions to the storage version only
@@ -48,7 +51,7 @@ export async function pruneStoredVersions(
   expected: { generation: number; storageVersion: string },
   who: string,
 ): Promise<{ pruned: true; storedVersions: string[] } | { pruned: false; why: string }> {
-  for (let attempt = 1; ; attempt++) {
+  return retryOnConflict(CRD_STATUS_ATTEMPTS, async () => {
     const crd = await getCrd(kube, gr);
     const generation = crd.metadata.generation;
     const storage = storageVersionOf(crd);
@@ -70,18 +73,13 @@ export async function pruneStoredVersions(
       observedGeneration: generation,
     };
     const conditions = [...(crd.status?.conditions ?? []).filter((c) => c.type !== STORAGE_MIGRATING), condition];
-    try {
-      await kube.patchStatus(
-        crdPath(gr),
-        { conditions, ...(ok ? { storedVersions: [expected.storageVersion] } : {}) },
-        crd.metadata.resourceVersion,
-      );
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 5) continue;
-      throw err;
-    }
+    await kube.patchStatus(
+      crdPath(gr),
+      { conditions, ...(ok ? { storedVersions: [expected.storageVersion] } : {}) },
+      crd.metadata.resourceVersion,
+    );
     return ok ? { pruned: true, storedVersions: [expected.storageVersion] } : { pruned: false, why: why! };
-  }
+  });
 }
 
 /**
@@ -91,7 +89,7 @@ export async function pruneStoredVersions(
  */
 export async function markCrdMigrationFailed(kube: KubeClient, crdName: string, who: string): Promise<'marked' | 'noCrd'> {
   const path = `/apis/apiextensions.k8s.io/v1/customresourcedefinitions/${encodeURIComponent(crdName)}`;
-  for (let attempt = 1; ; attempt++) {
+  return retryOnConflict(CRD_STATUS_ATTEMPTS, async () => {
     const res = await kube.request('GET', path, { allow: [404] });
     if (res.status === 404) return 'noCrd';
     const crd = parseBodyAs(CustomResourceDefinition, res.body, { kind: 'CustomResourceDefinition', name: crdName });
@@ -104,12 +102,7 @@ export async function markCrdMigrationFailed(kube: KubeClient, crdName: string, 
       observedGeneration: crd.metadata.generation,
     };
     const conditions = [...(crd.status?.conditions ?? []).filter((c) => c.type !== STORAGE_MIGRATING), condition];
-    try {
-      await kube.patchStatus(path, { conditions }, crd.metadata.resourceVersion);
-      return 'marked';
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 5) continue;
-      throw err;
-    }
-  }
+    await kube.patchStatus(path, { conditions }, crd.metadata.resourceVersion);
+    return 'marked';
+  });
 }

@@ -8,7 +8,7 @@
  */
 import { MIGRATION_API_VERSION, StorageState, type StorageStateStatus } from '../api/migration';
 import type { KubeClient } from './client';
-import { KubeError } from './errors';
+import { retryOnConflict } from './retry';
 import { ensureOk, parseBodyAs, parseListAs } from './typed';
 
 export const storageStatePath = (name?: string) =>
@@ -59,6 +59,9 @@ export async function patchStorageStateStatus(
   await kube.patchStatus(storageStatePath(name), status, resourceVersion);
 }
 
+/** Writes of the refined status tried, each on the StorageState read just before (the trigger writes it every period). */
+const REFINE_ATTEMPTS = 10;
+
 /**
  * After a successful migration: persistedStorageVersionHashes becomes
  * [hash], if the StorageState's current hash is still the one migrated to.
@@ -66,19 +69,14 @@ export async function patchStorageStateStatus(
  * heartbeat meanwhile) reads again, a bounded number of times. False when
  * there is no StorageState or its current hash moved on.
  */
-export async function refineStorageState(kube: KubeClient, name: string, hash: string): Promise<boolean> {
-  for (let attempt = 1; ; attempt++) {
+export function refineStorageState(kube: KubeClient, name: string, hash: string): Promise<boolean> {
+  return retryOnConflict(REFINE_ATTEMPTS, async () => {
     const st = await findStorageState(kube, name);
     if (!st) return false;
     if (st.status?.currentStorageVersionHash !== hash) return false;
-    try {
-      await patchStorageStateStatus(kube, name, { persistedStorageVersionHashes: [hash] }, st.metadata.resourceVersion);
-      return true;
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'conflict' && attempt < 10) continue;
-      throw err;
-    }
-  }
+    await patchStorageStateStatus(kube, name, { persistedStorageVersionHashes: [hash] }, st.metadata.resourceVersion);
+    return true;
+  });
 }
 
 /** What the trigger writes when it cannot know where objects are persisted. */
