@@ -18,7 +18,8 @@ import type { RequestSamples } from '../kube/request-samples';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
 import { markCrdMigrationFailed, pruneStoredVersions, setCrdStoredVersions } from '../kube/crds';
-import { isRetryable, KubeError } from '../kube/errors';
+import { KubeError } from '../kube/errors';
+import { isConflict, isTransientError, retryBounded } from '../kube/retry';
 import { withTimeout } from '../kube/timeout';
 import { createMigrationObject, svmPath, WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi } from '../kube/migration-objects';
@@ -340,36 +341,30 @@ async function writeStatus(
   mirror: MirrorWrites,
 ): Promise<'written' | 'gone' | 'givenUp'> {
   const { api, name } = adapterFor(entry, mirror.apis);
-  for (let attempt = 1; ; attempt++) {
-    try {
+  // Tried again: a transient error, a conflict (the write is made again), and what is not the API's answer (a timeout).
+  const retryIf = (err: unknown) => !(err instanceof KubeError) || isTransientError(err) || isConflict(err);
+  try {
+    await retryBounded({ attempts: MIRROR_ATTEMPTS, stepMs: 1000, retryIf, until: deadline }, async () => {
       const left = deadline - Date.now();
       if (left <= 0) throw new MirrorTimeout(`the status writes of this report took over ${mirror.budgetMs / 1000}s`);
       const write = api.write(name, status);
       write.catch(() => undefined); // given up on by within(): its own request timeout ends it
       await within(write, Math.min(mirror.writeTimeoutMs, left), `writing the status of ${name}`);
-      return 'written';
-    } catch (err) {
-      if (err instanceof KubeError && err.kind === 'notFound') {
-        Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });
-        return 'gone';
-      }
-      const transient = !(err instanceof KubeError) || isRetryable(err.kind) || err.kind === 'conflict';
-      if (transient && attempt < MIRROR_ATTEMPTS && Date.now() + attempt * 1000 < deadline) {
-        await new Promise((r) => setTimeout(r, attempt * 1000));
-        continue;
-      }
-      // The mirror is not the migration: a status that cannot be written never fails one. The next
-      // status write tries again, and the bridge writes the workflow's result once it closes.
-      Context.current().log.warn(
-        'could not write the StorageVersionMigration status; the migration goes on, the status is repaired later',
-        {
-          name,
-          phase: status.phase,
-          err: err instanceof Error ? err.message : String(err),
-        },
-      );
-      mirror.failed();
-      return 'givenUp';
+    });
+    return 'written';
+  } catch (err) {
+    if (err instanceof KubeError && err.kind === 'notFound') {
+      Context.current().log.info('StorageVersionMigration object is gone; not mirroring status to it', { name });
+      return 'gone';
     }
+    // The mirror is not the migration: a status that cannot be written never fails one. The next
+    // status write tries again, and the bridge writes the workflow's result once it closes.
+    Context.current().log.warn('could not write the StorageVersionMigration status; the migration goes on, the status is repaired later', {
+      name,
+      phase: status.phase,
+      err: err instanceof Error ? err.message : String(err),
+    });
+    mirror.failed();
+    return 'givenUp';
   }
 }
