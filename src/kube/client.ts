@@ -26,6 +26,7 @@ import { homedir } from 'node:os';
 import { join } from 'node:path';
 import * as https from 'node:https';
 import { packageRoot } from '../config/build-info';
+import type { RewriteMethod } from '../contract/chunk';
 import { KubeConfig } from './kubeconfig';
 import { APIGroup, APIGroupList, APIResourceList, APIVersions, type APIResource } from '../api/discovery';
 import { apiVersionOf, collectionPath, objectPath, type ResourceRef } from '../api/resource';
@@ -36,6 +37,8 @@ import { LIST_RETRY, neverHandled, retrying, retryDelayMs, SVM_RETRY, type Retry
 
 // A KubeClient's retry policy is one of its options: what decides it comes with the client.
 export { neverSent, retryDelayMs, SVM_RETRY, type RetryPolicy } from './retry';
+/** How a migration rewrites each object (the chunk's, in the contract). */
+export type { RewriteMethod };
 
 export interface KubeResponse {
   status: number;
@@ -92,9 +95,6 @@ export interface ListedObject {
   /** Who wrote it at which apiVersion (metadata.managedFields without fieldsV1). Only in a list asked with `managedFields`. */
   managedFields?: Array<{ manager?: string; apiVersion?: string }>;
 }
-
-/** How a migration rewrites each object: the empty merge patch (no content), or a PUT as listed where a server refuses it. */
-export type RewriteMethod = 'patch' | 'put';
 
 /** What a list page says besides its items. */
 export interface ListMeta {

@@ -5,7 +5,7 @@
  * every workflow.
  */
 import { ApplicationFailure, CancelledFailure } from '@temporalio/workflow';
-import type { ChunkResult } from '../activities/migrate-chunk';
+import type { ChunkResult } from '../contract/chunk';
 
 /** Bugs, not weather: retrying them only delays the failure (nonRetryableErrorTypes of every activity). */
 export const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];

@@ -39,7 +39,6 @@ import {
   upsertSearchAttributes,
 } from '@temporalio/workflow';
 import type { Agreement } from '../activities';
-import type { ChunkInput, ChunkResult } from '../activities/migrate-chunk';
 import { addCounters } from '../api/counters';
 import { currentCluster } from './cluster-context';
 import type { ObjectFailure } from '../api/migration';
@@ -62,6 +61,7 @@ import {
   type MigrateResourceInput,
   type MigrationResult,
 } from '../contract/definitions';
+import type { ChunkInput, ChunkResult } from '../contract/chunk';
 import { passRecord } from '../contract/pass-record';
 import { MigrationGroup, MigrationResource } from '../contract/search-attributes';
 import { admitInput, refuseArgument, validSignal } from './admission';
