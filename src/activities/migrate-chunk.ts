@@ -75,7 +75,6 @@ import type { ChunkDeps, ChunkInput, ChunkResult } from './chunk/types';
 import { Watermark } from './chunk/watermark';
 
 export { isObjectNotFound, refusesPatch } from './chunk/rewrite-one';
-export { MAX_FAILURES_KEPT } from './chunk/watermark';
 export type { ChunkDeps, ChunkInput, ChunkOptions, ChunkResult, ChunkResume } from './chunk/types';
 
 export const DEFAULT_LIST_BUFFER_BYTES = 32 * 1024 * 1024;

@@ -10,6 +10,12 @@ import type { ResourceRef } from '../api/resource';
 /** How a chunk rewrites each object: the empty merge patch, or a PUT as listed where a server refuses the patch. */
 export type RewriteMethod = 'patch' | 'put';
 
+/**
+ * The failed objects a migration keeps: a chunk's result holds at most this many, and so does the workflow's state
+ * across continue-as-new (the first ones). The counters count them all.
+ */
+export const MAX_FAILURES_KEPT = 50;
+
 export interface ChunkOptions {
   chunkSize: number;
   /**

@@ -61,7 +61,7 @@ import {
   type MigrateResourceInput,
   type MigrationResult,
 } from '../contract/definitions';
-import type { ChunkInput, ChunkResult } from '../contract/chunk';
+import { MAX_FAILURES_KEPT, type ChunkInput, type ChunkResult } from '../contract/chunk';
 import { passRecord } from '../contract/pass-record';
 import { MigrationGroup, MigrationResource } from '../contract/search-attributes';
 import { admitInput, refuseArgument, validSignal } from './admission';
@@ -73,7 +73,6 @@ import type { z } from 'zod';
 
 export * from '../contract/definitions';
 
-const MAX_FAILURES = 50;
 /** Agreement polls per run while waiting, before continue-as-new (Temporal may suggest it sooner). */
 const MAX_WAITS_PER_RUN = 500;
 
@@ -414,9 +413,9 @@ function countPausedChunk(migration: MigrationState, partial: ChunkResult): void
   if (carried.remainingEstimate !== undefined) carried.remainingEstimate = Math.max(0, carried.remainingEstimate - done);
 }
 
-/** The first MAX_FAILURES failed objects are kept (carried across continue-as-new); the counters count them all. */
+/** The first MAX_FAILURES_KEPT failed objects are kept (carried across continue-as-new); the counters count them all. */
 function keepFailures(migration: MigrationState, failures: ObjectFailure[]): void {
-  for (const f of failures) if (migration.carried.failures.length < MAX_FAILURES) migration.carried.failures.push(f);
+  for (const f of failures) if (migration.carried.failures.length < MAX_FAILURES_KEPT) migration.carried.failures.push(f);
 }
 
 /** A chunk that failed: stopped by an abort ('aborted', its partial counters counted), the resource no longer served (a StartOver), else thrown. */

@@ -8,7 +8,7 @@ import type { Context } from '@temporalio/activity';
 import { zeroCounters } from '../../api/counters';
 import type { MigrationCounters, ObjectFailure } from '../../api/migration';
 import type { ListedObject } from '../../kube/client';
-import type { ChunkResume } from './types';
+import { MAX_FAILURES_KEPT, type ChunkResume } from '../../contract/chunk';
 import type { FinalOutcome } from './rewrite-one';
 
 /** The heartbeat's details. Note: read back by retries on workers of other versions: add fields, never change one. */
@@ -26,8 +26,6 @@ export interface ChunkHeartbeat {
   /** Set once this chunk listed its page with content cut to options.contentLimit: every listing of it (a retry's too) is. */
   contentLimited?: boolean;
 }
-
-export const MAX_FAILURES_KEPT = 50;
 
 const HEARTBEAT_EVERY_MS = 1000;
 
