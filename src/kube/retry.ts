@@ -127,7 +127,8 @@ export interface BoundedRetry {
 
 /**
  * Runs attempt until it resolves, again after a failure retryIf accepts, at most opts.attempts times in all, waiting
- * stepMs times the attempt in between; the last error, or one retryIf refuses, is thrown as it is.
+ * stepMs times the attempt in between; the last error, or one retryIf refuses, is thrown as it is. Note: retryIf is
+ * asked only when the bound and until leave room for another attempt, so what it asks costs nothing after the last.
  */
 export function retryBounded<T>(opts: Readonly<BoundedRetry>, attempt: (n: number) => Promise<T>): Promise<T> {
   const { attempts, stepMs, retryIf = isTransientError, until } = opts;
