@@ -10,6 +10,7 @@ import type { Client } from '@temporalio/client';
 import type { Placement } from '../contract/placement';
 import { ApplicationFailure } from '@temporalio/common';
 import type { StorageVersionMigrationStatus } from '../api/migration';
+import { FINAL_PHASES, isTerminalPhase } from '../api/phases';
 import type { StatusReport } from '../contract/definitions';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { Agreement } from '../kube/agreement';
@@ -131,7 +132,7 @@ function resourceMetrics(m: MigratorMetrics | undefined) {
     zeroed.add(resource);
     for (const outcome of ['migrated', 'conflict', 'notFound', 'failed']) m.objects.inc({ resource, outcome }, 0);
     m.rewritten.inc({ resource }, 0);
-    for (const result of ['Succeeded', 'Failed', 'Aborted']) m.migrations.inc({ resource, result }, 0);
+    for (const result of FINAL_PHASES) m.migrations.inc({ resource, result }, 0);
   };
   const observe: ChunkDeps['observe'] = m
     ? (resource, outcome, seconds, rewritten) => {
@@ -147,7 +148,7 @@ function resourceMetrics(m: MigratorMetrics | undefined) {
     /** A status reported: a migration's end counted by its result. */
     phase(resource: string, phase: StorageVersionMigrationStatus['phase']) {
       zero(resource);
-      if (m && (phase === 'Succeeded' || phase === 'Failed' || phase === 'Aborted')) m.migrations.inc({ resource, result: phase });
+      if (m && isTerminalPhase(phase)) m.migrations.inc({ resource, result: phase });
     },
     /** A status reported: whether the migration waits for agreement, and when it last reported. */
     reported(resource: string, phase: StorageVersionMigrationStatus['phase']) {

@@ -6,6 +6,7 @@
  * the CRD manifests in deploy/ are generated from them (src/api/crds.ts).
  */
 import { z } from 'zod';
+import { isTerminalPhase } from './phases';
 
 export const MIGRATION_GROUP = 'migration.k8s.io';
 export const MIGRATION_VERSION = 'v1alpha1';
@@ -92,9 +93,6 @@ export const StorageVersionMigration = z.object({
 });
 export type StorageVersionMigration = z.infer<typeof StorageVersionMigration>;
 
-/** Phases after which nothing more happens to a StorageVersionMigration. */
-export const TERMINAL_PHASES: ReadonlySet<MigrationPhase> = new Set<MigrationPhase>(['Succeeded', 'Failed', 'Aborted']);
-
 /** The Failed condition's reason when a new object carries spec.continueToken. */
 export const CONTINUE_TOKEN_REFUSED = 'ContinueTokenRefused';
 export const CONTINUE_TOKEN_REFUSED_MESSAGE =
@@ -114,7 +112,7 @@ export const TAKEOVER_MESSAGE =
 export type MigrationObjectState = 'finished' | 'upstreamRunning' | 'inProgress' | 'new';
 
 export function migrationObjectState(status: StorageVersionMigrationStatus | undefined): MigrationObjectState {
-  if (status?.phase) return TERMINAL_PHASES.has(status.phase) ? 'finished' : 'inProgress';
+  if (status?.phase) return isTerminalPhase(status.phase) ? 'finished' : 'inProgress';
   const conditions = status?.conditions ?? [];
   const isTrue = (type: MigrationCondition['type']) => conditions.some((c) => c.type === type && c.status === 'True');
   if (isTrue('Succeeded') || isTrue('Failed')) return 'finished';

@@ -13,6 +13,7 @@
  */
 import { z } from 'zod';
 import type { MigrationPhase, StorageVersionMigrationStatus } from './migration';
+import { isTerminalPhase } from './phases';
 
 export const STANDARD_GROUP = 'storagemigration.k8s.io';
 /** Versions svm speaks, newest first: v1 (GA, 1.37), v1beta1 (1.35, 1.36). */
@@ -169,7 +170,7 @@ export function standardConditions(
 ): StandardCondition[] {
   const phase: MigrationPhase = facts.phase ?? 'Running';
   const message = facts.message;
-  const terminal = phase === 'Succeeded' || phase === 'Failed' || phase === 'Aborted';
+  const terminal = isTerminalPhase(phase);
   const out = new Map<string, StandardCondition>();
   for (const c of previous ?? []) out.set(c.type, c);
   const set = (type: string, status: StandardCondition['status'], reason: string, text: string) => {
@@ -197,7 +198,7 @@ export function progressMessage(facts: StorageVersionMigrationStatus): string {
     `phase ${facts.phase ?? 'Running'}`,
     `migrated ${p.migrated ?? 0} (rewritten ${p.rewritten ?? 0}, conflicts ${p.conflicts ?? 0}, gone ${p.notFound ?? 0}, failed ${p.failed ?? 0})`,
   ];
-  if (p.remainingEstimate !== undefined && !['Succeeded', 'Failed', 'Aborted'].includes(facts.phase ?? '')) {
+  if (p.remainingEstimate !== undefined && !isTerminalPhase(facts.phase)) {
     parts.push(`~${p.remainingEstimate} remaining`);
   }
   if (p.chunks !== undefined) parts.push(`${p.chunks} chunks`);

@@ -4,14 +4,11 @@
  * builder, so kubectl users read the same fields whoever wrote them. Pure, and bundled into the workflows
  * (types only from src/api).
  */
-import type { MigrationPhase, StorageVersionMigrationStatus } from '../api/migration';
+import type { StorageVersionMigrationStatus } from '../api/migration';
 import type { MigrationProgress } from './definitions';
 
-/**
- * Phases after which nothing more happens to a migration. Note: TERMINAL_PHASES (src/api/migration.ts) over the
- * type only: a workflow importing that module would evaluate its zod schemas in every run.
- */
-export const isTerminalPhase = (phase: MigrationPhase): boolean => phase === 'Succeeded' || phase === 'Failed' || phase === 'Aborted';
+/** Is this phase final? One test everywhere (src/api/phases.ts, free of zod: workflows import it). */
+export { isTerminalPhase, type FinalPhase } from '../api/phases';
 
 /**
  * The status of a migration at `progress`, run by the workflow `workflowId`. `completedAt` (ms): when it ended,

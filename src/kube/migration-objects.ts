@@ -15,6 +15,7 @@
  */
 import type { ResourceRef } from '../api/resource';
 import { conditionsFor } from '../api/conditions';
+import { isTerminalPhase } from '../api/phases';
 import {
   migrationObjectState,
   StorageVersionMigration,
@@ -122,7 +123,7 @@ export function sigsApi(kube: KubeClient): MigrationObjectApi {
     },
     annotate: (name, uid, workflowId) => annotateMigrationObject(kube, name, uid, workflowId),
     async write(name, facts, reason) {
-      const terminal = facts.phase === 'Succeeded' || facts.phase === 'Failed' || facts.phase === 'Aborted';
+      const terminal = isTerminalPhase(facts.phase);
       const now = new Date().toISOString();
       await patchMigrationStatus(kube, name, {
         ...facts,

@@ -38,13 +38,11 @@ import {
   type StatusReport,
   type SteerResult,
 } from '../contract/definitions';
-import { isTerminalPhase, migrationStatus } from '../contract/migration-status';
+import { isTerminalPhase, migrationStatus, type FinalPhase } from '../contract/migration-status';
 import type { PassRecord } from '../contract/pass-record';
 import { MigrationMigrated, MigrationPhase as PhaseAttr } from '../contract/search-attributes';
 import { rootMessage } from './failures';
 import { shortActivities, type ShortActivities } from './migration-activities';
-
-export type FinalPhase = 'Succeeded' | 'Failed' | 'Aborted';
 
 /**
  * While a migration runs, its progress search attribute (MigrationMigrated)
