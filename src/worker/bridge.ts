@@ -41,12 +41,7 @@
 import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import {
-  CONTINUE_TOKEN_REFUSED_MESSAGE,
-  TAKEOVER_MESSAGE,
-  type MigrationPhase,
-  type StorageVersionMigrationStatus,
-} from '../api/migration';
+import { CONTINUE_TOKEN_REFUSED_MESSAGE, TAKEOVER_MESSAGE, type MigrationPhase } from '../api/migration';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { isRetryable, KubeError } from '../kube/errors';
@@ -65,7 +60,7 @@ import {
   type MigrationResult,
 } from '../contract/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
-import { migrationStatus } from '../contract/migration-status';
+import { migrationStatus, type StatusFacts } from '../contract/migration-status';
 import {
   ABORTED,
   CONTINUE_TOKEN_REFUSED,
@@ -202,15 +197,9 @@ export class Bridge {
     }
   }
 
-  /** A terminal status with its conditions (kubectl wait --for=condition=Failed returns). */
-  private async writeTerminal(
-    name: string,
-    phase: MigrationPhase,
-    message: string,
-    reason: string,
-    extra: Partial<StorageVersionMigrationStatus> = {},
-  ): Promise<void> {
-    await this.api.write(name, { ...extra, phase, message, completionTime: new Date().toISOString() }, reason);
+  /** A terminal status with its conditions (kubectl wait --for=condition=Failed returns), ended now. */
+  private async writeTerminal(name: string, facts: Omit<StatusFacts, 'endedAt'>, reason: string): Promise<void> {
+    await this.api.write(name, migrationStatus({ ...facts, endedAt: Date.now() }), reason);
   }
 
   /** Handles one watch event (or a resync of one object). Throws only on transient errors. */
@@ -270,7 +259,7 @@ export class Bridge {
     }
     if (state === 'new' && obj.continueToken !== undefined) {
       this.log.warn({ name }, 'StorageVersionMigration refused: spec.continueToken is set');
-      await this.writeTerminal(name, 'Failed', CONTINUE_TOKEN_REFUSED_MESSAGE, CONTINUE_TOKEN_REFUSED);
+      await this.writeTerminal(name, { phase: 'Failed', message: CONTINUE_TOKEN_REFUSED_MESSAGE }, CONTINUE_TOKEN_REFUSED);
       return;
     }
     return this.attach(obj, state === 'upstreamRunning');
@@ -364,21 +353,21 @@ export class Bridge {
     } catch (err) {
       if (!(err instanceof InvalidResourceError)) throw err;
       this.log.warn({ name, message: err.message }, 'StorageVersionMigration refused');
-      await this.writeTerminal(name, 'Failed', err.message, INVALID_RESOURCE);
+      await this.writeTerminal(name, { phase: 'Failed', message: err.message }, INVALID_RESOURCE);
       return;
     }
     if (this.api.kind === 'standard') {
       // The built-in's first status: Running, and the resource's list resourceVersion (set once, immutable).
       await this.api.write(
         name,
-        { phase: 'Pending', message: `svm is starting the migration of ${groupResourceString(ref)}` },
+        migrationStatus({ phase: 'Pending', message: `svm is starting the migration of ${groupResourceString(ref)}` }),
         undefined,
         ref,
       );
     }
     if (takeover) {
       // Before the workflow's first status: kubectl users see why an upstream Running object restarts.
-      await this.api.write(name, { phase: 'Pending', message: TAKEOVER_MESSAGE });
+      await this.api.write(name, migrationStatus({ phase: 'Pending', message: TAKEOVER_MESSAGE }));
     }
     // Attach first, annotate second: a crash in between leaves an object the
     // workflow lists but that is not annotated, and the next look attaches it
@@ -415,7 +404,11 @@ export class Bridge {
         ? `its migration workflow ${workflowId} no longer exists in Temporal (past the namespace's retention, or the Temporal server lost it) and never recorded a result here`
         : `the annotation ${WORKFLOW_ID_ANNOTATION} names a workflow that does not exist (${workflowId}); only svm sets it: create the StorageVersionMigration without it`;
       this.log.warn({ name, workflowId }, message);
-      await this.writeTerminal(name, 'Failed', message, obj.statusFromWorkflow ? WORKFLOW_NOT_FOUND : WORKFLOW_ANNOTATION_REFUSED);
+      await this.writeTerminal(
+        name,
+        { phase: 'Failed', message },
+        obj.statusFromWorkflow ? WORKFLOW_NOT_FOUND : WORKFLOW_ANNOTATION_REFUSED,
+      );
       return;
     }
     if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') return this.checkRunning(obj, workflowId);
@@ -437,14 +430,18 @@ export class Bridge {
       const mine = this.followers.get(workflowId) ?? new Map<string, ObjectView>();
       this.followers.set(workflowId, mine.set(key, obj));
       const reason = progress.phase === 'Failed' ? FAILED : progress.phase === 'Aborted' ? ABORTED : undefined;
-      await this.api.write(name, { ...migrationStatus(progress, workflowId), message: followerMessage(progress) }, reason);
+      await this.api.write(
+        name,
+        migrationStatus({ phase: progress.phase, message: followerMessage(progress), workflowId, progress }),
+        reason,
+      );
       return;
     }
     if (obj.statusFromWorkflow === workflowId) {
       // Its workflow wrote here before, so it listed it: that run closed without a result, and the one going now is another.
       const message = `an earlier run of the migration workflow ${workflowId} ended without recording a result here; the run going now does not include this object`;
       this.log.warn({ name, workflowId }, `repairing the status of a StorageVersionMigration: ${message}`);
-      await this.writeTerminal(name, 'Failed', message, WORKFLOW_CLOSED);
+      await this.writeTerminal(name, { phase: 'Failed', message }, WORKFLOW_CLOSED);
       return;
     }
     // The workflow's own objects are created annotated and listed a moment later: give it time.
@@ -458,7 +455,7 @@ export class Bridge {
     this.unlisted.delete(key);
     const message = `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} does not list it); only svm sets it. Create the StorageVersionMigration without the annotation`;
     this.log.warn({ name, workflowId }, 'StorageVersionMigration refused: workflow-id annotation set by its creator');
-    await this.writeTerminal(name, 'Failed', message, WORKFLOW_ANNOTATION_REFUSED);
+    await this.writeTerminal(name, { phase: 'Failed', message }, WORKFLOW_ANNOTATION_REFUSED);
   }
 
   /** checkAttached, its workflow closed (`status`): its last act is to write a terminal status; where it did not land, write it. */
@@ -471,7 +468,7 @@ export class Bridge {
     let phase: MigrationPhase = 'Failed';
     let reason = closed.reason;
     let message: string;
-    let extra: Partial<StorageVersionMigrationStatus> = {};
+    let progress: MigrationResult | undefined;
     try {
       const result: MigrationResult = await this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).result();
       if (!result.migrationObjects.includes(obj.ref) && !follows(obj, workflowId, this.opts.cluster)) {
@@ -484,14 +481,14 @@ export class Bridge {
         phase = result.phase;
         reason = result.phase === 'Aborted' ? ABORTED : FAILED;
         message = result.message ?? `the migration ${result.phase === 'Succeeded' ? 'succeeded' : 'ended ' + result.phase}`;
-        extra = { progress: { ...result.counters }, failures: result.failures, workflowId };
+        progress = result;
       }
     } catch (err) {
       if (!(err instanceof WorkflowFailedError)) throw err;
       message = `the migration workflow ${workflowId} ${closed.verb} (${closedCause(err)}) without recording a result`;
     }
     this.log.warn({ name, workflowId, status, phase }, `repairing the status of a StorageVersionMigration: ${message}`);
-    await this.writeTerminal(name, phase, message, reason, extra);
+    await this.writeTerminal(name, { phase, message, ...(progress ? { workflowId, progress } : {}) }, reason);
   }
 
   /**

@@ -22,6 +22,7 @@ import {
   type MigrateResourceInput,
   type ResolvedInput,
 } from '../contract/definitions';
+import { migrationStatus } from '../contract/migration-status';
 import { rootMessage } from './failures';
 import type { ShortActivities } from './migration-activities';
 
@@ -135,7 +136,7 @@ class Resolution {
     if (objects.length === 0) return;
     await this.activities.reportStatus(
       objects,
-      { phase: 'Failed', message, workflowId: workflowInfo().workflowId, completionTime: new Date(Date.now()).toISOString() },
+      migrationStatus({ phase: 'Failed', message, workflowId: workflowInfo().workflowId, endedAt: Date.now() }),
       typeof raw?.resource === 'string' ? raw.resource : String(raw?.resource?.resource ?? '?'),
     );
   }

@@ -318,7 +318,10 @@ export class MigrationState {
 
   /** The status the StorageVersionMigration objects get; a terminal one says when it ended. */
   private status(): StorageVersionMigrationStatus {
-    return migrationStatus(this.progress(), workflowInfo().workflowId, isTerminalPhase(this.phase) ? Date.now() : undefined);
+    const progress = this.progress();
+    const { phase, message } = progress;
+    const endedAt = isTerminalPhase(phase) ? Date.now() : undefined;
+    return migrationStatus({ phase, message, workflowId: workflowInfo().workflowId, progress, endedAt });
   }
 
   /**
