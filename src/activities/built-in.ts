@@ -13,6 +13,7 @@ import type { Agreement } from '../kube/agreement';
 import type { KubeClient } from '../kube/client';
 import { createStandardMigration, findStandardMigration, standardVersion } from '../kube/standard-migrations';
 import { refineStorageState } from '../kube/storage-states';
+import { AGREEMENT_CHANGED, STANDARD_API_NOT_SERVED } from '../contract/reasons';
 
 /** Who created a standard object for the built-in: the workflow that follows it (not the workflow-id annotation: svm does not act on it). */
 export const CREATED_BY_ANNOTATION = 'migration.k8s.io/created-by-workflow';
@@ -49,7 +50,7 @@ export function createBuiltInActivities(deps: {
       if (!(await standardVersion(kube, true))) {
         throw ApplicationFailure.nonRetryable(
           `the API servers do not serve ${STANDARD_GROUP}: there is no built-in migrator to defer to; run the worker with SVM_STANDARD_MIGRATIONS=own or off`,
-          'StandardApiNotServed',
+          STANDARD_API_NOT_SERVED,
         );
       }
       // 'exists' after a retry of this same call: the name comes from the workflow, so it is ours.
@@ -72,7 +73,7 @@ export function createBuiltInActivities(deps: {
     async recordAgreedHash(ref: ResourceRef, agreed: Agreement): Promise<{ hash?: string }> {
       const now = await deps.agreement(ref);
       if (!now.agreed || now.token !== agreed.token || now.encodingVersion !== agreed.encodingVersion) {
-        throw ApplicationFailure.nonRetryable(`the agreement on ${groupResourceString(ref)} changed`, 'AgreementChanged');
+        throw ApplicationFailure.nonRetryable(`the agreement on ${groupResourceString(ref)} changed`, AGREEMENT_CHANGED);
       }
       const hash = now.hash ?? (await deps.discoveryHash(ref));
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);

@@ -14,6 +14,7 @@ import type { ApiServerSource } from '../kube/apiservers';
 import type { KubeClient } from '../kube/client';
 import { checkDrop, DropInputError, migrationRecords } from '../kube/drop-check';
 import type { RequestSamples } from '../kube/request-samples';
+import { INVALID_INPUT } from '../contract/reasons';
 
 export function createDropActivities(deps: {
   kube: KubeClient;
@@ -36,7 +37,7 @@ export function createDropActivities(deps: {
         });
       } catch (err) {
         if (err instanceof DropInputError)
-          throw ApplicationFailure.create({ type: 'InvalidInput', message: err.message, nonRetryable: true });
+          throw ApplicationFailure.create({ type: INVALID_INPUT, message: err.message, nonRetryable: true });
         throw err;
       }
     },

@@ -16,6 +16,7 @@ import { makePlan } from '../kube/plan';
 import { migrationRecords } from '../kube/drop-storage';
 import { CLUSTER_REGISTRATION_WORKFLOW_TYPE, clusterRegistrationId, type RegistrationMemo } from '../contract/fleet';
 import { pinOf } from '../kube/cluster-identity';
+import { INVALID_INPUT, NOT_ENABLED } from '../contract/reasons';
 
 export interface CampaignCluster {
   name: string;
@@ -35,7 +36,7 @@ const REGISTRATION_PREFIX = clusterRegistrationId('');
 export function createFleetActivities(deps: { temporal?: { client: Client } }) {
   const client = () => {
     if (!deps.temporal)
-      throw ApplicationFailure.create({ type: 'NotEnabled', message: 'this worker has no Temporal client', nonRetryable: true });
+      throw ApplicationFailure.create({ type: NOT_ENABLED, message: 'this worker has no Temporal client', nonRetryable: true });
     return deps.temporal.client;
   };
   return {
@@ -59,7 +60,7 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
           }
         } catch (err) {
           throw ApplicationFailure.create({
-            type: 'InvalidInput',
+            type: INVALID_INPUT,
             message: `the clusters' query was refused: ${err instanceof Error ? err.message : String(err)}`,
             nonRetryable: true,
           });

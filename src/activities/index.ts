@@ -37,6 +37,7 @@ import { createDropActivities } from './drop';
 import { createManagedFieldsActivities } from './managed-fields';
 import { createFollowActivities } from './follow-migration';
 import { createTriggerActivities } from './trigger';
+import { AGREEMENT_CHANGED } from '../contract/reasons';
 
 export interface ActivityDeps {
   kube: KubeClient;
@@ -224,7 +225,7 @@ function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRe
       if (!agreed.agreed || !now.agreed || now.token !== agreed.token || now.encodingVersion !== agreed.encodingVersion) {
         throw ApplicationFailure.nonRetryable(
           `the agreement on ${groupResourceString(ref)} changed: ${now.agreed ? `now ${now.encodingVersion} (${now.checked})` : `now not agreed: ${now.reason}`}`,
-          'AgreementChanged',
+          AGREEMENT_CHANGED,
         );
       }
       const hash = now.hash ?? (await discoveryHash(kube, ref));
@@ -247,7 +248,7 @@ async function pruneToAgreed(kube: KubeClient, ref: ResourceRef, agreed: CrdAgre
   }
   const done = await pruneStoredVersions(kube, ref, { generation, storageVersion: agreed.encodingVersion! }, 'svm');
   if (!done.pruned)
-    throw ApplicationFailure.nonRetryable(`storedVersions of ${groupResourceString(ref)} not pruned: ${done.why}`, 'AgreementChanged');
+    throw ApplicationFailure.nonRetryable(`storedVersions of ${groupResourceString(ref)} not pruned: ${done.why}`, AGREEMENT_CHANGED);
   return done.storedVersions;
 }
 

@@ -13,15 +13,17 @@ import type { ManagedFieldsInput, ManagedFieldsResult } from '../contract/drop';
 import type { KubeClient } from '../kube/client';
 import { rewriteManagedFieldsAt } from '../kube/managed-fields';
 import { InvalidResourceError, resolveResource } from '../kube/resolve';
+import { INVALID_INPUT, NOT_ENABLED } from '../contract/reasons';
 
-const refuse = (type: 'InvalidInput' | 'NotEnabled', message: string) => ApplicationFailure.create({ type, message, nonRetryable: true });
+const refuse = (type: typeof INVALID_INPUT | typeof NOT_ENABLED, message: string) =>
+  ApplicationFailure.create({ type, message, nonRetryable: true });
 
 export function createManagedFieldsActivities(deps: { kube: KubeClient; managedFieldsAs?: string }) {
   return {
     async rewriteManagedFields(input: ManagedFieldsInput): Promise<ManagedFieldsResult> {
       if (!deps.managedFieldsAs)
         throw refuse(
-          'NotEnabled',
+          NOT_ENABLED,
           'the managedFields rewrite is off on this worker: it changes metadata, so it runs only as an identity of its own (SVM_MANAGED_FIELDS_AS; deploy/managed-fields.yaml, or the chart with managedFields.rewrite=true)',
         );
       const discovered = await deps.kube.discover();
@@ -29,14 +31,14 @@ export function createManagedFieldsActivities(deps: { kube: KubeClient; managedF
       try {
         ref = await resolveResource(deps.kube, input.resource, discovered);
       } catch (err) {
-        if (err instanceof InvalidResourceError) throw refuse('InvalidInput', err.message);
+        if (err instanceof InvalidResourceError) throw refuse(INVALID_INPUT, err.message);
         throw err;
       }
       const label = ref.group ? `${ref.resource}.${ref.group}` : ref.resource;
       const slash = input.from.indexOf('/');
       const [fromGroup, fromVersion] = [input.from.slice(0, slash), input.from.slice(slash + 1)];
       if (fromGroup !== ref.group)
-        throw refuse('InvalidInput', `${input.from} is not a version of ${label} (its group is ${ref.group || 'the core group'})`);
+        throw refuse(INVALID_INPUT, `${input.from} is not a version of ${label} (its group is ${ref.group || 'the core group'})`);
       const served = discovered.filter((r) => r.group === ref.group && r.name === ref.resource).map((r) => r.version);
       let to = input.to;
       if (!to) {
@@ -49,10 +51,10 @@ export function createManagedFieldsActivities(deps: { kube: KubeClient; managedF
       }
       if (!to || to === fromVersion)
         throw refuse(
-          'InvalidInput',
+          INVALID_INPUT,
           `${input.from} is the version ${label} is ${input.to ? 'to be rewritten to' : 'stored or preferred at'}: name another with to (--to)`,
         );
-      if (!served.includes(to)) throw refuse('InvalidInput', `${label} is not served at ${ref.group}/${to} (served: ${served.join(', ')})`);
+      if (!served.includes(to)) throw refuse(INVALID_INPUT, `${label} is not served at ${ref.group}/${to} (served: ${served.join(', ')})`);
 
       // Turned on and granted? Asked as the identity itself, before any write.
       const writer = deps.kube.impersonating(deps.managedFieldsAs);
@@ -66,14 +68,14 @@ export function createManagedFieldsActivities(deps: { kube: KubeClient; managedF
         });
         if (review.status === 403)
           throw refuse(
-            'NotEnabled',
+            NOT_ENABLED,
             `the worker may not act as ${deps.managedFieldsAs}: apply deploy/managed-fields.yaml (or the chart with managedFields.rewrite=true) to turn the managedFields rewrite on`,
           );
         if (review.status !== 201 && review.status !== 200)
           throw new Error(`asking whether ${deps.managedFieldsAs} may patch ${label}: HTTP ${review.status}`);
         if (!(JSON.parse(review.body) as { status?: { allowed?: boolean } }).status?.allowed)
           throw refuse(
-            'NotEnabled',
+            NOT_ENABLED,
             `${deps.managedFieldsAs} may not patch ${label}: grant it with \`svm grant ${label} --managed-fields | kubectl apply -f -\``,
           );
         const result = await rewriteManagedFieldsAt(deps.kube, writer, { ...ref, version: to }, input.from, `${ref.group}/${to}`, (n) =>

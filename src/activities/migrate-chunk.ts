@@ -73,6 +73,7 @@ import { PageLoop } from './chunk/page-loop';
 import { ChunkStop } from './chunk/stop';
 import type { ChunkDeps, ChunkInput, ChunkResult } from './chunk/types';
 import { Watermark } from './chunk/watermark';
+import { CONVERSION_WEBHOOK_FAILED, FENCE_NOT_IN_FORCE, kubeFailureType, RESOURCE_GONE } from '../contract/reasons';
 
 export { isObjectNotFound, refusesPatch } from './chunk/rewrite-one';
 export type { ChunkDeps, ChunkInput, ChunkOptions, ChunkResult, ChunkResume } from './chunk/types';
@@ -105,7 +106,7 @@ export function warnIfRewriteForced(log: { warn(msg: string): void }): void {
 }
 
 /** The failure type of a chunk whose resource is not served (any more): the workflow starts the pass over. */
-export const RESOURCE_GONE = 'ResourceGone';
+export { RESOURCE_GONE } from '../contract/reasons';
 
 export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<ChunkResult> {
   const ctx = Context.current();
@@ -141,7 +142,7 @@ export async function migrateChunk(deps: ChunkDeps, input: ChunkInput): Promise<
 }
 
 /** The failure type of a chunk whose writes the fence it requires (SVM_REQUIRE_FENCE, SVM_REQUIRE_STATIC_FENCE) would not guard. */
-export const FENCE_NOT_IN_FORCE = 'FenceNotInForce';
+export { FENCE_NOT_IN_FORCE } from '../contract/reasons';
 
 /**
  * Which fence a chunk of the resource needs in force: the manifest-loaded one for admission objects (no policy made
@@ -218,7 +219,7 @@ export function unreadable(err: unknown, doing: string, triedMs: number): Applic
   if (!(err instanceof KubeError) || !isRetryable(err.kind) || !err.info.conversionFailed) return undefined;
   if (triedMs < CONVERSION_FAILURE_BOUND_MS) return undefined;
   return ApplicationFailure.create({
-    type: 'ConversionWebhookFailed',
+    type: CONVERSION_WEBHOOK_FAILED,
     nonRetryable: true,
     message: `${doing}: the API servers cannot convert its objects (tried for ${Math.round(triedMs / 1000)}s): ${err.message}`,
   });
@@ -240,8 +241,8 @@ function toFailure(err: unknown, doing: string, resource: ResourceRef): Error {
       });
     }
     const message = `${doing}: ${err.message}`;
-    if (isRetryable(err.kind)) return ApplicationFailure.retryable(message, `Kube${err.kind}`);
-    return ApplicationFailure.nonRetryable(message, `Kube${err.kind}`);
+    if (isRetryable(err.kind)) return ApplicationFailure.retryable(message, kubeFailureType(err.kind));
+    return ApplicationFailure.nonRetryable(message, kubeFailureType(err.kind));
   }
   return err instanceof Error ? err : new Error(String(err));
 }

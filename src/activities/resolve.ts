@@ -12,6 +12,7 @@ import type { KubeClient } from '../kube/client';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
 import { RESOURCE_FORMS } from '../contract/definitions';
+import { INVALID_RESOURCE } from '../contract/reasons';
 
 /** `gizmos.example.com` -> {group: example.com, resource: gizmos}; `secrets` -> core; with a group given, the name is the plural. */
 export function splitResourceName(resource: string, group?: string): { group: string; resource: string } {
@@ -27,7 +28,7 @@ export function createResolveActivities(kube: KubeClient) {
         return await resolveExact(kube, splitResourceName(input.resource.trim(), input.group));
       } catch (err) {
         if (!(err instanceof InvalidResourceError)) throw err; // the API servers away: retried
-        throw ApplicationFailure.create({ type: 'InvalidResource', message: `${err.message}; ${RESOURCE_FORMS}`, nonRetryable: true });
+        throw ApplicationFailure.create({ type: INVALID_RESOURCE, message: `${err.message}; ${RESOURCE_FORMS}`, nonRetryable: true });
       }
     },
   };

@@ -5,6 +5,14 @@
  */
 import type { MigrationCondition, MigrationPhase } from './migration';
 
+// Reasons src/api itself names (the CRD's description, the standard API's built-in message): defined here, below
+// the contract, and listed with every other reason and failure type in src/contract/reasons.ts.
+
+/** The Failed condition's reason when a new object carries spec.continueToken. */
+export const CONTINUE_TOKEN_REFUSED = 'ContinueTokenRefused';
+/** The resource a spec names is not one svm can migrate: a Failed condition's reason, and a failure type. */
+export const INVALID_RESOURCE = 'InvalidResource';
+
 /**
  * The conditions of a phase. `failedReason` names why a Failed phase failed
  * (e.g. ContinueTokenRefused, WorkflowTerminated) on its Failed condition;

@@ -6,6 +6,7 @@
  * the CRD manifests in deploy/ are generated from them (src/api/crds.ts).
  */
 import { z } from 'zod';
+import { CONTINUE_TOKEN_REFUSED } from './conditions';
 import { isTerminalPhase } from './phases';
 
 export const MIGRATION_GROUP = 'migration.k8s.io';
@@ -61,7 +62,7 @@ export const StorageVersionMigrationSpec = z.object({
     .string()
     .optional()
     .describe(
-      'kept for kube-storage-version-migrator compatibility only: svm never resumes from a given token. A new object that sets it is refused (phase Failed, reason ContinueTokenRefused); one that kube-storage-version-migrator left running is taken over with a whole pass and its token ignored',
+      `kept for kube-storage-version-migrator compatibility only: svm never resumes from a given token. A new object that sets it is refused (phase Failed, reason ${CONTINUE_TOKEN_REFUSED}); one that kube-storage-version-migrator left running is taken over with a whole pass and its token ignored`,
     ),
 });
 
@@ -93,8 +94,6 @@ export const StorageVersionMigration = z.object({
 });
 export type StorageVersionMigration = z.infer<typeof StorageVersionMigration>;
 
-/** The Failed condition's reason when a new object carries spec.continueToken. */
-export const CONTINUE_TOKEN_REFUSED = 'ContinueTokenRefused';
 export const CONTINUE_TOKEN_REFUSED_MESSAGE =
   'refused: spec.continueToken is set. svm records a success only for a whole pass of the resource that it started itself, so it never resumes from a given token; create the StorageVersionMigration without spec.continueToken';
 export const TAKEOVER_MESSAGE =

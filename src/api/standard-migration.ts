@@ -13,6 +13,7 @@
  */
 import { z } from 'zod';
 import type { MigrationPhase, StorageVersionMigrationStatus } from './migration';
+import { INVALID_RESOURCE } from './conditions';
 import { isTerminalPhase } from './phases';
 
 export const STANDARD_GROUP = 'storagemigration.k8s.io';
@@ -132,7 +133,7 @@ export function builtInFailureMessage(
   version: StandardVersion,
 ): string {
   const why = facts.message ?? `migration ${facts.phase ?? 'Failed'}`;
-  if (failedReason === 'InvalidResource' && /serve no resource/.test(why)) return `resource does not exist in discovery: ${why}`;
+  if (failedReason === INVALID_RESOURCE && /serve no resource/.test(why)) return `resource does not exist in discovery: ${why}`;
   const p = facts.progress ?? {};
   const failed = p.failed ?? 0;
   const total = (p.migrated ?? 0) + (p.conflicts ?? 0) + (p.notFound ?? 0) + failed;

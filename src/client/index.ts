@@ -53,6 +53,7 @@ import type { TriggerInput } from '../contract/trigger';
 import type { ManagedFieldsInput, ManagedFieldsResult } from '../contract/drop';
 import type { rewriteManagedFields } from '../workflows/rewrite-managed-fields';
 import { migratableResources } from '../kube/migratable';
+import { MIGRATION_FAILED } from '../contract/reasons';
 
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
 export { InvalidResourceError } from '../kube/resolve';
@@ -125,7 +126,7 @@ export class MigrationHandle {
     try {
       return await this.workflow.result();
     } catch (err) {
-      if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure && err.cause.type === 'MigrationFailed') {
+      if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure && err.cause.type === MIGRATION_FAILED) {
         return err.cause.details?.[0] as MigrationResult;
       }
       throw err;

@@ -25,6 +25,7 @@ import {
 import { migrationStatus } from '../contract/migration-status';
 import { rootMessage } from './failures';
 import type { ShortActivities } from './migration-activities';
+import { INVALID_ARGUMENT, INVALID_INPUT, INVALID_RESOURCE } from '../contract/reasons';
 
 type AdmissionActivities = Pick<ShortActivities, 'resolveMigrationResource' | 'reportStatus'>;
 
@@ -49,15 +50,15 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
   // First: every refusal below is the answer of a resolution update, an Update-with-Start's included.
   const resolution = new Resolution(raw, activities);
   const parsed = MigrateResourceInputSchema.safeParse(raw);
-  if (!parsed.success) return resolution.refuse('InvalidInput', explainInput(parsed.error));
+  if (!parsed.success) return resolution.refuse(INVALID_INPUT, explainInput(parsed.error));
   // A named cluster's workflow: its activities carry the cluster from here on (the uid read first when not given).
   const here = await enterCluster(parsed.data.cluster);
   const input = here.input({ ...(parsed.data as MigrateResourceInput) });
   const continued = workflowInfo().continuedFromExecutionRunId !== undefined;
-  if (input.carried && !continued) return resolution.refuse('InvalidInput', CARRIED_REFUSED);
+  if (input.carried && !continued) return resolution.refuse(INVALID_INPUT, CARRIED_REFUSED);
   if (typeof input.resource !== 'string') {
     const wrongId = continued ? undefined : wrongWorkflowId(input.resource, here);
-    if (wrongId !== undefined && patched(WORKFLOW_ID_PATCH)) return resolution.refuse('InvalidInput', wrongId, { writeStatus: false });
+    if (wrongId !== undefined && patched(WORKFLOW_ID_PATCH)) return resolution.refuse(INVALID_INPUT, wrongId, { writeStatus: false });
     return resolution.admit(input, input.resource);
   }
   // The minimal start: the resource as named, resolved in an activity.
@@ -68,12 +69,12 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
       ...(input.group !== undefined ? { group: input.group } : {}),
     });
   } catch (err) {
-    return resolution.refuse('InvalidResource', rootMessage(err));
+    return resolution.refuse(INVALID_RESOURCE, rootMessage(err));
   }
   const wrongId = wrongWorkflowId(resolved, here);
   if (wrongId === undefined) return resolution.admit(input, resolved);
-  if (patched(WORKFLOW_ID_PATCH)) return resolution.refuse('InvalidInput', wrongId, { writeStatus: false });
-  return resolution.refuse('InvalidResource', wrongId); // as histories from before the patch ran
+  if (patched(WORKFLOW_ID_PATCH)) return resolution.refuse(INVALID_INPUT, wrongId, { writeStatus: false });
+  return resolution.refuse(INVALID_RESOURCE, wrongId); // as histories from before the patch ran
 }
 
 /** Undefined when this workflow's ID is the one of its resource; else the refusal. */
@@ -92,7 +93,7 @@ function wrongWorkflowId(ref: ResourceRef, here: Placement): string | undefined 
  */
 class Resolution {
   private resolved?: ResourceRef;
-  private refusal?: { type: 'InvalidInput' | 'InvalidResource'; message: string };
+  private refusal?: { type: typeof INVALID_INPUT | typeof INVALID_RESOURCE; message: string };
 
   constructor(
     private readonly raw: MigrateResourceInput,
@@ -121,12 +122,12 @@ class Resolution {
    * the StorageVersionMigration objects in the input say why first; nothing of the resource is touched. Note: the
    * workflow fails with InvalidInput even when the update answers InvalidResource.
    */
-  async refuse(type: 'InvalidInput' | 'InvalidResource', why: string, { writeStatus = true } = {}): Promise<never> {
+  async refuse(type: typeof INVALID_INPUT | typeof INVALID_RESOURCE, why: string, { writeStatus = true } = {}): Promise<never> {
     const message = `invalid migration input: ${why}`;
     this.refusal = { type, message };
     if (writeStatus) await this.writeRefusal(message);
     await condition(allHandlersFinished); // the resolution update answers with the refusal first
-    throw ApplicationFailure.create({ type: 'InvalidInput', message, nonRetryable: true });
+    throw ApplicationFailure.create({ type: INVALID_INPUT, message, nonRetryable: true });
   }
 
   /** The refusal as the Failed status of the StorageVersionMigration objects the raw input names, if any. */
@@ -145,7 +146,7 @@ class Resolution {
 /** Refuses an update whose argument is not the contract's (its validator: the update never enters history). */
 export function refuseArgument(name: string, schema: z.ZodType, arg: unknown): void {
   const refusal = argumentRefusal(name, schema, arg);
-  if (refusal !== undefined) throw ApplicationFailure.create({ type: 'InvalidArgument', message: refusal, nonRetryable: true });
+  if (refusal !== undefined) throw ApplicationFailure.create({ type: INVALID_ARGUMENT, message: refusal, nonRetryable: true });
 }
 
 /**

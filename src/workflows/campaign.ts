@@ -52,6 +52,7 @@ import type { CampaignCluster } from '../activities/fleet';
 import { failureType, rootMessage } from './failures';
 import { neverStarted } from './task-start';
 import type { clusterCampaignStep } from './campaign-step';
+import { INVALID_INPUT, NOT_ENABLED } from '../contract/reasons';
 
 interface FleetActivities {
   resolveCampaignClusters(input: { clusters?: string[]; where?: string }): Promise<CampaignCluster[]>;
@@ -75,7 +76,7 @@ export async function fleetCampaign(raw: CampaignInput): Promise<CampaignStatus>
   const parsed = CampaignInputSchema.safeParse(raw);
   if (!parsed.success)
     throw ApplicationFailure.create({
-      type: 'InvalidInput',
+      type: INVALID_INPUT,
       message: `invalid campaign: ${explainInput(parsed.error)}`,
       nonRetryable: true,
     });
@@ -85,18 +86,18 @@ export async function fleetCampaign(raw: CampaignInput): Promise<CampaignStatus>
   campaign.listen();
   const { resolveCampaignClusters } = proxyActivities<FleetActivities>({
     startToCloseTimeout: '2 minutes',
-    retry: { maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidInput', 'NotEnabled'] },
+    retry: { maximumAttempts: 5, nonRetryableErrorTypes: [INVALID_INPUT, NOT_ENABLED] },
   });
   const clusters = await resolveCampaignClusters({ clusters: input.clusters, where: input.where });
   if (clusters.length === 0)
     throw ApplicationFailure.create({
-      type: 'InvalidInput',
+      type: INVALID_INPUT,
       message: 'the campaign names no cluster (its query matched none)',
       nonRetryable: true,
     });
   if (input.canary && !clusters.some((c) => c.name === input.canary))
     throw ApplicationFailure.create({
-      type: 'InvalidInput',
+      type: INVALID_INPUT,
       message: `the canary ${input.canary} is not one of the campaign's clusters`,
       nonRetryable: true,
     });

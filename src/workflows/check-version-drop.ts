@@ -11,17 +11,18 @@ import type { Activities } from '../activities';
 import { enterCluster } from './cluster-context';
 import { explainInput } from '../contract/definitions';
 import { DropCheckInputSchema, type DropCheckInput, type DropReport } from '../contract/drop';
+import { INVALID_INPUT } from '../contract/reasons';
 
 const { checkVersionDrop: check } = proxyActivities<Activities>({
   // Every object's metadata is listed and the request counters are watched for a window: heartbeats say it lives.
   startToCloseTimeout: '2 hours',
   heartbeatTimeout: '2 minutes',
-  retry: { initialInterval: '2s', maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidInput'] },
+  retry: { initialInterval: '2s', maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: [INVALID_INPUT] },
 });
 
 export async function checkVersionDrop(input: DropCheckInput): Promise<DropReport> {
   const parsed = DropCheckInputSchema.safeParse(input);
-  if (!parsed.success) throw ApplicationFailure.create({ type: 'InvalidInput', message: explainInput(parsed.error), nonRetryable: true });
+  if (!parsed.success) throw ApplicationFailure.create({ type: INVALID_INPUT, message: explainInput(parsed.error), nonRetryable: true });
   const here = await enterCluster(parsed.data.cluster);
   return check(here.input(parsed.data));
 }

@@ -58,6 +58,7 @@ import {
 import { passRecord, type PassRecord } from '../contract/pass-record';
 import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
 import { reschedulingActivities, taskStartWait } from './task-start';
+import { AGREEMENT_CHANGED, INVALID_INPUT, MIGRATION_FAILED, STANDARD_API_NOT_SERVED } from '../contract/reasons';
 
 const ACTIVITY_OPTIONS = {
   startToCloseTimeout: '1 minute',
@@ -65,7 +66,7 @@ const ACTIVITY_OPTIONS = {
     initialInterval: '1s',
     maximumInterval: '30s',
     maximumAttempts: 10,
-    nonRetryableErrorTypes: ['AgreementChanged', 'StandardApiNotServed'],
+    nonRetryableErrorTypes: [AGREEMENT_CHANGED, STANDARD_API_NOT_SERVED],
   },
 };
 
@@ -173,7 +174,7 @@ function admit(raw: DelegateInput): void {
   const parsed = DelegateInputSchema.safeParse(raw);
   if (parsed.success) return;
   throw ApplicationFailure.create({
-    type: 'InvalidInput',
+    type: INVALID_INPUT,
     message: `invalid input: ${parsed.error.issues.map((i) => `${i.path.join('.') || 'input'}: ${i.message}`).join('; ')}`,
     nonRetryable: true,
   });
@@ -391,6 +392,6 @@ class Delegation {
 
   fail(message: string): never {
     this.show('Failed', message);
-    throw ApplicationFailure.create({ type: 'MigrationFailed', message, nonRetryable: true, details: [this.progress()] });
+    throw ApplicationFailure.create({ type: MIGRATION_FAILED, message, nonRetryable: true, details: [this.progress()] });
   }
 }

@@ -7,9 +7,6 @@
 import { ApplicationFailure, CancelledFailure } from '@temporalio/workflow';
 import type { ChunkResult } from '../contract/chunk';
 
-/** Bugs, not weather: retrying them only delays the failure (nonRetryableErrorTypes of every activity). */
-export const PROGRAMMING_ERRORS = ['TypeError', 'ReferenceError', 'SyntaxError', 'ZodError'];
-
 /** The first failure of class `kind` in err's cause chain, err itself included. */
 export function causeOfKind<T>(err: unknown, kind: abstract new (...args: never[]) => T): T | undefined {
   for (let e = err as { cause?: unknown } | undefined; e; e = e.cause as typeof e) {

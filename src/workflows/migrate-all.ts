@@ -43,6 +43,7 @@ import { rootMessage } from './failures';
 import { reschedulingActivities, taskStartWait } from './task-start';
 import { compareStrings } from '../api/order';
 import { enterCluster } from './cluster-context';
+import { INVALID_INPUT } from '../contract/reasons';
 
 const FOLLOW_OPTIONS = {
   // A joined migration may run for hours: the activity heartbeats while it follows it.
@@ -67,7 +68,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
   const parsed = MigrateAllInputSchema.safeParse(raw);
   if (!parsed.success)
     throw ApplicationFailure.create({
-      type: 'InvalidInput',
+      type: INVALID_INPUT,
       message: `invalid input: ${explainInput(parsed.error)}`,
       nonRetryable: true,
     });

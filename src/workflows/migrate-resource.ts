@@ -70,6 +70,7 @@ import { chunkActivities, shortActivities } from './migration-activities';
 import { MigrationState } from './migration-state';
 import { taskStartWait } from './task-start';
 import type { z } from 'zod';
+import { AGREEMENT_CHANGED, INVALID_RESOURCE, MIGRATION_FAILED, NO_LONGER_SERVED, RESOURCE_GONE } from '../contract/reasons';
 
 export * from '../contract/definitions';
 
@@ -110,7 +111,7 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
     return result;
   } catch (err) {
     if (err instanceof ContinueAsNew) throw err;
-    if (err instanceof ApplicationFailure && err.type === 'MigrationFailed') throw err;
+    if (err instanceof ApplicationFailure && err.type === MIGRATION_FAILED) throw err;
     if (isCancellation(err)) return migration.finish('Aborted', 'aborted: the workflow was cancelled');
     return migration.finish('Failed', `migration of ${migration.name} stopped: ${rootMessage(err)}`);
   }
@@ -201,7 +202,7 @@ async function waitForAgreement(migration: MigrationState): Promise<boolean> {
     } catch (err) {
       // The resource is gone: end with the reason (resolveAgain). Otherwise activity retries exhausted (API servers
       // away): keep waiting, say why.
-      if (err instanceof ApplicationFailure && err.type === 'NoLongerServed') throw err;
+      if (err instanceof ApplicationFailure && err.type === NO_LONGER_SERVED) throw err;
       message = `waiting for agreement: could not check it (${rootMessage(err)}); trying again`;
     }
     if (!waited || message !== carried.message) {
@@ -266,9 +267,9 @@ async function resolveAgain(migration: MigrationState): Promise<ResourceRef> {
   try {
     return await migration.activities.resolveMigrationResource({ resource: migration.name });
   } catch (err) {
-    if (failureType(err) !== 'InvalidResource') throw err;
+    if (failureType(err) !== INVALID_RESOURCE) throw err;
     throw ApplicationFailure.create({
-      type: 'NoLongerServed',
+      type: NO_LONGER_SERVED,
       nonRetryable: true,
       message: `${migration.name} is no longer served at ${migration.ref.version} and cannot be resolved again: ${rootMessage(err)}`,
     });
@@ -425,7 +426,7 @@ function failedChunk(migration: MigrationState, err: unknown): 'aborted' | Start
     if (partial) migration.carried.counters = addCounters(migration.carried.counters, partial.counters);
     return 'aborted';
   }
-  if (failureType(err) === 'ResourceGone')
+  if (failureType(err) === RESOURCE_GONE)
     return new StartOver(`${migration.name} ${migration.ref.version} is not served any more (${rootMessage(err)})`);
   throw err; // migrateResource records it as Failed
 }
@@ -473,7 +474,7 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
     recorded = await migration.activities.recordMigrated(migration.ref, migration.carried.agreement!);
   } catch (err) {
     migration.recordingSuccess = false;
-    if (failureType(err) === 'AgreementChanged')
+    if (failureType(err) === AGREEMENT_CHANGED)
       return new StartOver(`agreement changed while the success was being recorded (${rootMessage(err)})`);
     throw err;
   }

@@ -5,7 +5,7 @@
  */
 import { ActivityCancellationType } from '@temporalio/workflow';
 import type { Activities } from '../activities';
-import { PROGRAMMING_ERRORS } from './failures';
+import { AGREEMENT_CHANGED, INVALID_RESOURCE, PROGRAMMING_ERRORS } from '../contract/reasons';
 import { reschedulingActivities } from './task-start';
 
 /** A proxy per chunk, so that each chunk carries its own summary in the UI's event history. */
@@ -37,7 +37,7 @@ export const shortActivities = (taskStartWait: number | undefined) =>
         initialInterval: '1s',
         maximumInterval: '30s',
         maximumAttempts: 10,
-        nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, 'AgreementChanged', 'InvalidResource'],
+        nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, AGREEMENT_CHANGED, INVALID_RESOURCE],
       },
     },
     taskStartWait,

@@ -43,6 +43,7 @@ import type { PassRecord } from '../contract/pass-record';
 import { MigrationMigrated, MigrationPhase as PhaseAttr } from '../contract/search-attributes';
 import { rootMessage } from './failures';
 import { shortActivities, type ShortActivities } from './migration-activities';
+import { MIGRATION_FAILED } from '../contract/reasons';
 
 /**
  * While a migration runs, its progress search attribute (MigrationMigrated)
@@ -353,7 +354,7 @@ export class MigrationState {
     });
     log.info('migration finished', { resource: this.name, phase: final, ...this.carried.counters });
     if (final === 'Failed') {
-      throw ApplicationFailure.create({ type: 'MigrationFailed', message, nonRetryable: true, details: [this.progress()] });
+      throw ApplicationFailure.create({ type: MIGRATION_FAILED, message, nonRetryable: true, details: [this.progress()] });
     }
     return this.progress();
   }

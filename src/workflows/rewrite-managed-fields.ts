@@ -11,17 +11,18 @@ import type { Activities } from '../activities';
 import { enterCluster } from './cluster-context';
 import { explainInput } from '../contract/definitions';
 import { ManagedFieldsInputSchema, type ManagedFieldsInput, type ManagedFieldsResult } from '../contract/drop';
+import { INVALID_INPUT, NOT_ENABLED } from '../contract/reasons';
 
 const { rewriteManagedFields: rewrite } = proxyActivities<Activities>({
   // Every object's metadata is listed, and each object naming the version patched: heartbeats say it lives.
   startToCloseTimeout: '6 hours',
   heartbeatTimeout: '2 minutes',
-  retry: { initialInterval: '2s', maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: ['InvalidInput', 'NotEnabled'] },
+  retry: { initialInterval: '2s', maximumInterval: '1 minute', maximumAttempts: 5, nonRetryableErrorTypes: [INVALID_INPUT, NOT_ENABLED] },
 });
 
 export async function rewriteManagedFields(input: ManagedFieldsInput): Promise<ManagedFieldsResult> {
   const parsed = ManagedFieldsInputSchema.safeParse(input);
-  if (!parsed.success) throw ApplicationFailure.create({ type: 'InvalidInput', message: explainInput(parsed.error), nonRetryable: true });
+  if (!parsed.success) throw ApplicationFailure.create({ type: INVALID_INPUT, message: explainInput(parsed.error), nonRetryable: true });
   const here = await enterCluster(parsed.data.cluster);
   return rewrite(here.input(parsed.data));
 }
