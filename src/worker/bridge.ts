@@ -5,25 +5,9 @@
  * the migration when the last object attached to it is deleted, and repairs
  * the status of objects whose workflow closed without writing one.
  *
- * What it does with an object, by its state (migrationObjectState):
- *
- *   state / situation                              action
- *   ---------------------------------------------  ------------------------------------------------
- *   finished (our terminal phase, or upstream's     nothing: it is never run again
- *     Succeeded=True / Failed=True, no phase)
- *   new, spec.continueToken set                     refused: Failed, reason ContinueTokenRefused
- *   new, resource not migratable                    refused: Failed, reason InvalidResource
- *   new, workflow-id annotation set by its creator  refused: Failed, reason WorkflowAnnotationRefused
- *     (the workflow does not list it)                 (checked again for a few seconds first: the
- *                                                     workflow's own objects are annotated at creation)
- *   new                                             attached (signalWithStart), then annotated
- *   upstreamRunning (Running=True, no phase:        taken over: attached like a new one, a whole pass,
- *     left by kube-storage-version-migrator)          spec.continueToken ignored, said in the message
- *   inProgress, its workflow closed without         repaired: the workflow's result, or Failed with
- *     a terminal status (terminated, timed out,       the reason the workflow closed
- *     cancelled, failed, completed)
- *   deleted, attached to a running workflow          abort, only if the workflow lists it and no other
- *                                                     object it lists still exists
+ * What it does with an object is decided from what it observed (the object's state, its workflow's) by a pure
+ * function, decide(), whose header is the bridge's decision table (src/worker/bridge-decision.ts); this file
+ * observes, asks it, and acts.
  *
  * The same bridge serves both StorageVersionMigration APIs through an
  * adapter (src/worker/migration-objects.ts): migration.k8s.io/v1alpha1 and,
@@ -41,11 +25,10 @@
 import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
 import { ApplicationFailure, CancelledFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
 import type { Logger } from 'pino';
-import { CONTINUE_TOKEN_REFUSED_MESSAGE, TAKEOVER_MESSAGE, type MigrationPhase } from '../api/migration';
-import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
+import { TAKEOVER_MESSAGE } from '../api/migration';
+import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
 import { isRetryable, KubeError } from '../kube/errors';
-import { WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import { MalformedObjectError } from '../kube/typed';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
@@ -54,30 +37,17 @@ import { withTimeout } from '../kube/timeout';
 import {
   abortSignal,
   attachMigrationObjectSignal,
-  MAX_MIGRATION_OBJECTS,
   progressQuery,
   type MigrationProgress,
   type MigrationResult,
 } from '../contract/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
 import { migrationStatus, type StatusFacts } from '../contract/migration-status';
-import {
-  ABORTED,
-  CONTINUE_TOKEN_REFUSED,
-  FAILED,
-  INVALID_RESOURCE,
-  WORKFLOW_ANNOTATION_REFUSED,
-  WORKFLOW_CANCELLED,
-  WORKFLOW_CLOSED,
-  WORKFLOW_COMPLETED,
-  WORKFLOW_FAILED,
-  WORKFLOW_NOT_FOUND,
-  WORKFLOW_TERMINATED,
-  WORKFLOW_TIMED_OUT,
-} from '../contract/reasons';
+import { INVALID_RESOURCE } from '../contract/reasons';
 import { startOptions } from '../contract/start-options';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
 import { postEvent } from './unattended';
+import { decide, type BridgeAction, type BridgeSituation, type WorkflowSeen } from './bridge-decision';
 
 export interface BridgeOptions {
   kube: KubeClient;
@@ -109,15 +79,6 @@ export const LEFT_TO_BUILT_IN_REASON = 'LeftToBuiltIn';
  */
 export const BUILT_IN_QUIET_MS = 10 * 60_000;
 
-/** The reason given for a closed workflow's status, per Temporal status. */
-const CLOSED: Record<string, { verb: string; reason: string }> = {
-  TERMINATED: { verb: 'was terminated', reason: WORKFLOW_TERMINATED },
-  TIMED_OUT: { verb: 'timed out', reason: WORKFLOW_TIMED_OUT },
-  CANCELLED: { verb: 'was cancelled', reason: WORKFLOW_CANCELLED },
-  FAILED: { verb: 'failed', reason: WORKFLOW_FAILED },
-  COMPLETED: { verb: 'completed', reason: WORKFLOW_COMPLETED },
-};
-
 /** Errors that say nothing about the object: retry later, write nothing. */
 function isTransient(err: unknown): boolean {
   if (err instanceof KubeError) return isRetryable(err.kind) || err.kind === 'conflict';
@@ -125,20 +86,6 @@ function isTransient(err: unknown): boolean {
   // Temporal service errors (unavailable, deadline exceeded, no poller for a
   // query, ...) and anything unknown: never a reason to fail someone's migration.
   return true;
-}
-
-/**
- * An object the workflow does not list but whose annotation names the workflow of its own resource (the ID
- * follows from the group and resource its spec names, exactly as the bridge accepts them): one of more objects
- * than the workflow lists. Whoever set the annotation, it asks for the status of that resource's migration.
- */
-function follows(obj: ObjectView, workflowId: string, cluster: string | undefined): boolean {
-  return migrationWorkflowId({ group: obj.resource.group ?? '', resource: obj.resource.resource }, cluster) === workflowId;
-}
-
-function followerMessage(p: MigrationProgress): string {
-  const note = `status copied by svm's bridge: the migration workflow mirrors its status into its first ${MAX_MIGRATION_OBJECTS} StorageVersionMigrations`;
-  return p.message ? `${p.message} (${note})` : note;
 }
 
 /** Why a workflow closed without a result, from its failure. */
@@ -239,30 +186,64 @@ export class Bridge {
     if (type !== RECHECK && event.workflowId && event.statusFromWorkflow && event.otherWriters.length === 0) return;
     // Decide on the object as it is now, not as this (possibly old) event saw it.
     const obj = await this.currentObject(name);
-    if (!obj) return;
-    const state = obj.state;
-    if (state === 'finished') return;
-    const workflowId = obj.workflowId;
-    if (workflowId && obj.otherWriters.length > 0) this.reportShared(obj);
-    if (workflowId) return this.checkAttached(obj, workflowId);
-    if (state === 'upstreamRunning' && this.api.kind === 'standard') {
-      // Another controller (the built-in) runs it: never two controllers on one object.
-      this.reportShared(
-        obj,
-        `another controller (${obj.otherWriters.join(', ') || 'unknown'}) runs StorageVersionMigration ${obj.name}: left to it, svm does not act on an object another controller runs`,
-      );
+    if (!obj || obj.state === 'finished') return;
+    if (obj.workflowId && obj.otherWriters.length > 0) this.reportShared(obj);
+    const seen = this.builtInSeen && Date.now() - this.builtInSeen.at < BUILT_IN_QUIET_MS ? this.builtInSeen : undefined;
+    const situation: BridgeSituation = { object: obj, api: this.api.kind, cluster: this.opts.cluster, builtInActing: seen !== undefined };
+    let action = decide(situation);
+    let workflow: WorkflowSeen | undefined;
+    if (action.act === 'lookAtWorkflow') {
+      workflow = await this.lookAtWorkflow(obj, action.workflowId);
+      action = decide({ ...situation, workflow });
+    }
+    return this.act(obj, action, workflow, seen);
+  }
+
+  /** Does what decide() said. */
+  private async act(
+    obj: ObjectView,
+    action: BridgeAction,
+    workflow: WorkflowSeen | undefined,
+    seen: { at: number; name: string; writers: string[] } | undefined,
+  ): Promise<void> {
+    const name = obj.name;
+    const key = obj.uid ?? name;
+    if (action.act === 'recheckLater') {
+      if (!this.unlisted.has(key)) this.unlisted.set(key, Date.now());
+      setTimeout(() => this.enqueue(RECHECK, obj), action.afterMs).unref();
       return;
     }
-    if (this.api.kind === 'standard' && this.builtInSeen && Date.now() - this.builtInSeen.at < BUILT_IN_QUIET_MS) {
-      this.leaveToBuiltIn(obj, this.builtInSeen);
-      return;
+    this.unlisted.delete(key);
+    switch (action.act) {
+      case 'none':
+      case 'lookAtWorkflow': // decide() asks for the workflow once: it answers with an act once it has seen it
+        return;
+      case 'leaveToOtherController':
+        // Another controller (the built-in) runs it: never two controllers on one object.
+        this.reportShared(
+          obj,
+          `another controller (${obj.otherWriters.join(', ') || 'unknown'}) runs StorageVersionMigration ${name}: left to it, svm does not act on an object another controller runs`,
+        );
+        return;
+      case 'leaveToBuiltIn':
+        if (seen) this.leaveToBuiltIn(obj, seen);
+        return;
+      case 'attach':
+        return this.attach(obj, action.takeover);
+      case 'copyProgress': {
+        const workflowId = obj.workflowId!;
+        const mine = this.followers.get(workflowId) ?? new Map<string, ObjectView>();
+        this.followers.set(workflowId, mine.set(key, obj));
+        await this.api.write(name, action.status, action.reason);
+        return;
+      }
+      case 'end': {
+        const closed = workflow?.state === 'closed' ? { status: workflow.status, phase: action.facts.phase } : {};
+        this.log.warn({ name, ...(obj.workflowId ? { workflowId: obj.workflowId } : {}), ...closed }, action.log);
+        await this.writeTerminal(name, action.facts, action.reason);
+        return;
+      }
     }
-    if (state === 'new' && obj.continueToken !== undefined) {
-      this.log.warn({ name }, 'StorageVersionMigration refused: spec.continueToken is set');
-      await this.writeTerminal(name, { phase: 'Failed', message: CONTINUE_TOKEN_REFUSED_MESSAGE }, CONTINUE_TOKEN_REFUSED);
-      return;
-    }
-    return this.attach(obj, state === 'upstreamRunning');
   }
 
   /**
@@ -388,107 +369,35 @@ export class Bridge {
   }
 
   /**
-   * An annotated, unfinished object: is its workflow still running and does
-   * it list the object? Repairs the status of one whose workflow closed,
-   * refuses one the workflow does not know (its creator set the annotation).
+   * What an annotated object's workflow is: missing, running (its progress, and how long the object has gone
+   * unlisted by it), or closed (the object read again after that, and if unfinished the workflow's result or why
+   * it closed without one). Transient errors are thrown.
    */
-  private async checkAttached(obj: ObjectView, workflowId: string): Promise<void> {
-    const name = obj.name;
+  private async lookAtWorkflow(obj: ObjectView, workflowId: string): Promise<WorkflowSeen> {
     let status: string;
     try {
       // The latest run's: a continued-as-new chain is RUNNING.
       status = (await this.opts.client.workflow.getHandle(workflowId).describe()).status.name;
     } catch (err) {
       if (!(err instanceof WorkflowNotFoundError)) throw err;
-      const message = obj.statusFromWorkflow
-        ? `its migration workflow ${workflowId} no longer exists in Temporal (past the namespace's retention, or the Temporal server lost it) and never recorded a result here`
-        : `the annotation ${WORKFLOW_ID_ANNOTATION} names a workflow that does not exist (${workflowId}); only svm sets it: create the StorageVersionMigration without it`;
-      this.log.warn({ name, workflowId }, message);
-      await this.writeTerminal(
-        name,
-        { phase: 'Failed', message },
-        obj.statusFromWorkflow ? WORKFLOW_NOT_FOUND : WORKFLOW_ANNOTATION_REFUSED,
-      );
-      return;
+      return { state: 'missing' };
     }
-    if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') return this.checkRunning(obj, workflowId);
-    return this.repairClosed(obj, workflowId, status);
-  }
-
-  /** checkAttached, its workflow running: listed, a follower (its status copied here), an earlier run's, or refused. */
-  private async checkRunning(obj: ObjectView, workflowId: string): Promise<void> {
-    const name = obj.name;
-    const key = obj.uid ?? name;
-    const progress = await this.progressOf(workflowId, PROGRESS_REUSE_MS);
-    if (progress.migrationObjects.includes(obj.ref)) {
-      this.unlisted.delete(key);
-      return;
+    if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') {
+      const progress = await this.progressOf(workflowId, PROGRESS_REUSE_MS);
+      const first = this.unlisted.get(obj.uid ?? obj.name);
+      const graceMs = (this.opts.unlistedGraceSeconds ?? 10) * 1000;
+      return { state: 'running', progress, unlistedForMs: first === undefined ? 0 : Date.now() - first, graceMs };
     }
-    if (follows(obj, workflowId, this.opts.cluster)) {
-      // One of more objects than the workflow lists (MAX_MIGRATION_OBJECTS): its status is copied here.
-      this.unlisted.delete(key);
-      const mine = this.followers.get(workflowId) ?? new Map<string, ObjectView>();
-      this.followers.set(workflowId, mine.set(key, obj));
-      const reason = progress.phase === 'Failed' ? FAILED : progress.phase === 'Aborted' ? ABORTED : undefined;
-      await this.api.write(
-        name,
-        migrationStatus({ phase: progress.phase, message: followerMessage(progress), workflowId, progress }),
-        reason,
-      );
-      return;
-    }
-    if (obj.statusFromWorkflow === workflowId) {
-      // Its workflow wrote here before, so it listed it: that run closed without a result, and the one going now is another.
-      const message = `an earlier run of the migration workflow ${workflowId} ended without recording a result here; the run going now does not include this object`;
-      this.log.warn({ name, workflowId }, `repairing the status of a StorageVersionMigration: ${message}`);
-      await this.writeTerminal(name, { phase: 'Failed', message }, WORKFLOW_CLOSED);
-      return;
-    }
-    // The workflow's own objects are created annotated and listed a moment later: give it time.
-    const first = this.unlisted.get(key) ?? Date.now();
-    this.unlisted.set(key, first);
-    const grace = (this.opts.unlistedGraceSeconds ?? 10) * 1000;
-    if (Date.now() - first < grace) {
-      setTimeout(() => this.enqueue(RECHECK, obj), Math.min(grace, 3000)).unref();
-      return;
-    }
-    this.unlisted.delete(key);
-    const message = `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} does not list it); only svm sets it. Create the StorageVersionMigration without the annotation`;
-    this.log.warn({ name, workflowId }, 'StorageVersionMigration refused: workflow-id annotation set by its creator');
-    await this.writeTerminal(name, { phase: 'Failed', message }, WORKFLOW_ANNOTATION_REFUSED);
-  }
-
-  /** checkAttached, its workflow closed (`status`): its last act is to write a terminal status; where it did not land, write it. */
-  private async repairClosed(obj: ObjectView, workflowId: string, status: string): Promise<void> {
-    const name = obj.name;
     // Read the object again, after the describe.
-    const now = await this.currentObject(name);
-    if (!now || now.state === 'finished') return;
-    const closed = CLOSED[status] ?? { verb: `closed (${status})`, reason: WORKFLOW_CLOSED };
-    let phase: MigrationPhase = 'Failed';
-    let reason = closed.reason;
-    let message: string;
-    let progress: MigrationResult | undefined;
+    const now = await this.currentObject(obj.name);
+    if (!now || now.state === 'finished') return { state: 'closed', status, objectFinished: true };
     try {
       const result: MigrationResult = await this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).result();
-      if (!result.migrationObjects.includes(obj.ref) && !follows(obj, workflowId, this.opts.cluster)) {
-        message = obj.statusFromWorkflow
-          ? `an earlier run of the migration workflow ${workflowId} ended without recording a result here; its latest run (${result.phase}) did not include this object`
-          : `refused: the annotation ${WORKFLOW_ID_ANNOTATION} was set by this object's creator (the workflow ${workflowId} completed without it); only svm sets it. Create the StorageVersionMigration without the annotation`;
-        reason = obj.statusFromWorkflow ? WORKFLOW_CLOSED : WORKFLOW_ANNOTATION_REFUSED;
-      } else {
-        // The workflow finished but its last status write did not land here: write its result.
-        phase = result.phase;
-        reason = result.phase === 'Aborted' ? ABORTED : FAILED;
-        message = result.message ?? `the migration ${result.phase === 'Succeeded' ? 'succeeded' : 'ended ' + result.phase}`;
-        progress = result;
-      }
+      return { state: 'closed', status, objectFinished: false, result };
     } catch (err) {
       if (!(err instanceof WorkflowFailedError)) throw err;
-      message = `the migration workflow ${workflowId} ${closed.verb} (${closedCause(err)}) without recording a result`;
+      return { state: 'closed', status, objectFinished: false, cause: closedCause(err) };
     }
-    this.log.warn({ name, workflowId, status, phase }, `repairing the status of a StorageVersionMigration: ${message}`);
-    await this.writeTerminal(name, { phase, message, ...(progress ? { workflowId, progress } : {}) }, reason);
   }
 
   /**
