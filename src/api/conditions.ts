@@ -12,6 +12,8 @@ import type { MigrationCondition, MigrationPhase } from './migration';
 export const CONTINUE_TOKEN_REFUSED = 'ContinueTokenRefused';
 /** The resource a spec names is not one svm can migrate: a Failed condition's reason, and a failure type. */
 export const INVALID_RESOURCE = 'InvalidResource';
+/** A migration that ended Failed: its workflow's failure type, and the reason of its CRD's StorageMigrating condition. */
+export const MIGRATION_FAILED = 'MigrationFailed';
 
 /**
  * The conditions of a phase. `failedReason` names why a Failed phase failed

@@ -46,8 +46,12 @@ export const WORKFLOW_COMPLETED = 'WorkflowCompleted';
 
 // ------------------------------------------------------------ failure types
 
-/** A migration that ended Failed (objects whose update was refused, or an error it could not go on from): its details hold the progress. */
-export const MIGRATION_FAILED = 'MigrationFailed';
+/**
+ * A migration that ended Failed (objects whose update was refused, or an error it could not go on from): its details
+ * hold the progress. Also the reason of a CRD's StorageMigrating condition when its migration failed (src/kube/crds.ts:
+ * defined in src/api/conditions.ts, below the contract).
+ */
+export { MIGRATION_FAILED } from '../api/conditions';
 /** A workflow's or an activity's input is not the contract's (or names what cannot be done): never retried. */
 export const INVALID_INPUT = 'InvalidInput';
 /** An update's argument is not the contract's: its validator refuses it (it never enters history). */

@@ -7,6 +7,7 @@ import { CustomResourceDefinition, crdName, storageVersionOf } from '../api/cust
 import type { KubeClient } from './client';
 import { retryOnConflict } from './retry';
 import { parseBodyAs } from './typed';
+import { MIGRATION_FAILED } from '../api/conditions';
 
 export const CRDS_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
 export const crdPath = (gr: { group: string; resource: string }) => `${CRDS_PATH}/${crdName(gr)}`;
@@ -97,7 +98,7 @@ export async function markCrdMigrationFailed(kube: KubeClient, crdName: string, 
       type: STORAGE_MIGRATING,
       status: 'False',
       lastTransitionTime: new Date().toISOString(),
-      reason: 'MigrationFailed',
+      reason: MIGRATION_FAILED,
       message: `The migration has failed (${who})`,
       observedGeneration: crd.metadata.generation,
     };

@@ -28,7 +28,8 @@ import type { Logger } from 'pino';
 import { TAKEOVER_MESSAGE } from '../api/migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import type { KubeClient } from '../kube/client';
-import { isRetryable, KubeError } from '../kube/errors';
+import { KubeError } from '../kube/errors';
+import { isConflict, isTransientError, retryBounded } from '../kube/retry';
 import { MalformedObjectError } from '../kube/typed';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
@@ -44,7 +45,8 @@ import {
 import type { migrateResource } from '../workflows/migrate-resource';
 import { migrationStatus, type StatusFacts } from '../contract/migration-status';
 import { INVALID_RESOURCE } from '../contract/reasons';
-import { startOptions } from '../contract/start-options';
+import { migrationStart } from '../contract/start-options';
+import type { Placement } from '../contract/placement';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
 import { postEvent } from './unattended';
 import { decide, type BridgeAction, type BridgeSituation, type WorkflowSeen } from './bridge-decision';
@@ -52,9 +54,8 @@ import { decide, type BridgeAction, type BridgeSituation, type WorkflowSeen } fr
 export interface BridgeOptions {
   kube: KubeClient;
   client: Client;
-  taskQueue: string;
-  /** The cluster this bridge's worker serves, when one Temporal namespace serves several: its workflows are started in it. */
-  cluster?: string;
+  /** Where its workflows are started: the cluster this bridge's worker serves, when one Temporal namespace serves several. */
+  placement: Placement;
   log: Logger;
   /** How often every object is looked at again (repair, retries); default 30 s. */
   resyncSeconds?: number;
@@ -81,7 +82,8 @@ export const BUILT_IN_QUIET_MS = 10 * 60_000;
 
 /** Errors that say nothing about the object: retry later, write nothing. */
 function isTransient(err: unknown): boolean {
-  if (err instanceof KubeError) return isRetryable(err.kind) || err.kind === 'conflict';
+  // The kube layer's rule (src/kube/retry.ts), and a conflict: the next resync reads the object again.
+  if (err instanceof KubeError) return isTransientError(err) || isConflict(err);
   if (err instanceof InvalidResourceError || err instanceof WorkflowNotFoundError) return false;
   // Temporal service errors (unavailable, deadline exceeded, no poller for a
   // query, ...) and anything unknown: never a reason to fail someone's migration.
@@ -189,7 +191,12 @@ export class Bridge {
     if (!obj || obj.state === 'finished') return;
     if (obj.workflowId && obj.otherWriters.length > 0) this.reportShared(obj);
     const seen = this.builtInSeen && Date.now() - this.builtInSeen.at < BUILT_IN_QUIET_MS ? this.builtInSeen : undefined;
-    const situation: BridgeSituation = { object: obj, api: this.api.kind, cluster: this.opts.cluster, builtInActing: seen !== undefined };
+    const situation: BridgeSituation = {
+      object: obj,
+      api: this.api.kind,
+      cluster: this.opts.placement.name,
+      builtInActing: seen !== undefined,
+    };
     let action = decide(situation);
     let workflow: WorkflowSeen | undefined;
     if (action.act === 'lookAtWorkflow') {
@@ -355,8 +362,7 @@ export class Bridge {
     // again (a no-op). The other order could leave an annotated object its
     // workflow does not know, which would be refused as not ours.
     const handle = await this.opts.client.workflow.signalWithStart<typeof migrateResource, [string | { name: string }]>('migrateResource', {
-      ...startOptions(ref, this.opts.taskQueue, this.opts.cluster),
-      args: [{ resource: ref, migrationObjects: [obj.ref], ...(this.opts.cluster ? { cluster: { name: this.opts.cluster } } : {}) }],
+      ...this.opts.placement.start(migrationStart({ resource: ref, migrationObjects: [obj.ref] })),
       signal: attachMigrationObjectSignal,
       signalArgs: [obj.ref],
     });
@@ -413,47 +419,49 @@ export class Bridge {
     if (workflowId) this.followers.get(workflowId)?.delete(obj.uid ?? name);
     if (!workflowId || obj.state === 'finished') return;
     const handle = this.opts.client.workflow.getHandle(workflowId);
-    for (let attempt = 1; ; attempt++) {
-      try {
-        const { migrationObjects } = await this.progressOf(workflowId, 0);
-        if (!migrationObjects.includes(obj.ref)) {
-          this.log.warn({ name, workflowId }, 'StorageVersionMigration deleted: its workflow does not list it, so it aborts nothing');
-          return;
-        }
-        const others: string[] = [];
-        for (const other of migrationObjects.filter((n) => n !== obj.ref)) {
-          const { api, name: otherName } = adapterFor(other, this.apis);
-          const o = await api.find(otherName).catch((err: unknown) => {
-            if (err instanceof MalformedObjectError) return undefined;
-            throw err;
-          });
-          if (o && o.workflowId === workflowId) others.push(other);
-        }
-        if (others.length > 0) {
-          this.log.info(
-            { name, workflowId, others },
-            'StorageVersionMigration deleted: other objects still wait on its migration, which goes on',
-          );
-          return;
-        }
-        this.log.info({ name, workflowId }, 'StorageVersionMigration deleted: aborting its migration');
-        await handle.signal(abortSignal, `StorageVersionMigration ${name} was deleted`);
-        return;
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return; // nothing to abort
-        // A closed workflow answers no signal and needs no abort; anything else is retried a few times.
-        const desc = await handle.describe().catch(() => undefined);
-        if (desc && desc.status.name !== 'RUNNING') return;
-        if (attempt >= 5) {
-          this.log.error(
-            { name, workflowId, err: errText(err) },
-            'StorageVersionMigration deleted, but its migration could not be reached to abort it; abort it with `svm abort`',
-          );
-          return;
-        }
-        await new Promise((r) => setTimeout(r, attempt * 2000));
-      }
+    // A migration gone or closed answers no signal and needs no abort; anything else is retried a few times.
+    const stillWanted = async (err: unknown): Promise<boolean> => {
+      if (err instanceof WorkflowNotFoundError) return false;
+      const desc = await handle.describe().catch(() => undefined);
+      return !desc || desc.status.name === 'RUNNING';
+    };
+    try {
+      await retryBounded({ attempts: 5, stepMs: 2000, retryIf: stillWanted }, () => this.abortIfLast(obj, workflowId));
+    } catch (err) {
+      if (await stillWanted(err))
+        this.log.error(
+          { name, workflowId, err: errText(err) },
+          'StorageVersionMigration deleted, but its migration could not be reached to abort it; abort it with `svm abort`',
+        );
     }
+  }
+
+  /** Aborts the deleted object's migration when it lists the object and no other object it lists still exists. */
+  private async abortIfLast(obj: ObjectView, workflowId: string): Promise<void> {
+    const name = obj.name;
+    const { migrationObjects } = await this.progressOf(workflowId, 0);
+    if (!migrationObjects.includes(obj.ref)) {
+      this.log.warn({ name, workflowId }, 'StorageVersionMigration deleted: its workflow does not list it, so it aborts nothing');
+      return;
+    }
+    const others: string[] = [];
+    for (const other of migrationObjects.filter((n) => n !== obj.ref)) {
+      const { api, name: otherName } = adapterFor(other, this.apis);
+      const o = await api.find(otherName).catch((err: unknown) => {
+        if (err instanceof MalformedObjectError) return undefined;
+        throw err;
+      });
+      if (o && o.workflowId === workflowId) others.push(other);
+    }
+    if (others.length > 0) {
+      this.log.info(
+        { name, workflowId, others },
+        'StorageVersionMigration deleted: other objects still wait on its migration, which goes on',
+      );
+      return;
+    }
+    this.log.info({ name, workflowId }, 'StorageVersionMigration deleted: aborting its migration');
+    await this.opts.client.workflow.getHandle(workflowId).signal(abortSignal, `StorageVersionMigration ${name} was deleted`);
   }
 
   private chain = Promise.resolve();

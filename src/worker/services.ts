@@ -5,6 +5,7 @@
 import type { Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import type { KubeClient } from '../kube/client';
+import type { Placement } from '../contract/placement';
 import { standardApi } from '../kube/migration-objects';
 import { startAgreementWatcher } from './agreement-watcher';
 import { startBridge } from './bridge';
@@ -18,28 +19,26 @@ export function leaderSingletons(o: {
   settings: WorkerSettings;
   kube: KubeClient;
   client: Client;
-  taskQueue: string;
+  placement: Placement;
   log: Logger;
   metrics: MigratorMetrics | undefined;
 }): Array<{ stop(): void }> {
-  const { settings, kube, client, taskQueue, log, metrics } = o;
-  const cluster = settings.temporal.cluster;
+  const { settings, kube, client, placement, log, metrics } = o;
   const out: Array<{ stop(): void }> = [];
-  if (settings.bridge) out.push(startBridge({ kube, client, taskQueue, cluster, log }));
+  if (settings.bridge) out.push(startBridge({ kube, client, placement, log }));
   if (settings.bridge && settings.standardMigrations === 'own')
     out.push(
       startBridge({
         kube,
         client,
-        taskQueue,
-        cluster,
+        placement,
         log,
         api: standardApi(kube),
         onSharedObject: () => metrics?.sharedObjects.inc(),
         onLeftToBuiltIn: () => metrics?.leftToBuiltIn.inc(),
       }),
     );
-  if (settings.watchAgreement) out.push(startAgreementWatcher({ kube, client, log, cluster }));
+  if (settings.watchAgreement) out.push(startAgreementWatcher({ kube, client, log, cluster: placement.name }));
   // Deferring standard objects to a built-in that may not run: say so when nobody acts on one.
   if (settings.bridge && settings.standardMigrations !== 'own') out.push(startUnattendedWatch({ kube, log, metrics }));
   return out;

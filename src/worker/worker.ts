@@ -341,7 +341,7 @@ class ClusterMembership {
       settings: WorkerSettings;
       kube: KubeClient;
       client: Client;
-      taskQueue: string;
+      placement: Placement;
       identity: string;
       holder: string;
       instance: string;
@@ -376,7 +376,7 @@ class ClusterMembership {
       log,
       onStartedLeading: () => {
         metrics?.leader.set(1);
-        this.singletons = leaderSingletons({ settings, kube, client: this.o.client, taskQueue: this.o.taskQueue, log, metrics });
+        this.singletons = leaderSingletons({ settings, kube, client: this.o.client, placement: this.o.placement, log, metrics });
       },
       onStoppedLeading: () => {
         metrics?.leader.set(0);
@@ -483,7 +483,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       settings,
       kube,
       client,
-      taskQueue,
+      placement,
       identity,
       holder,
       instance,
