@@ -32,7 +32,7 @@ export function createDropActivities(deps: {
           // A named cluster's records count only when made against its pinned uid (the one its workflow entered with).
           migrationOf: deps.temporal ? migrationRecords(deps.temporal.client, input.cluster?.uid) : undefined,
           requestSamples: deps.requestSamples,
-          ...(input.cluster ? { cluster: input.cluster.name } : {}),
+          cluster: input.cluster?.name,
           heartbeat: (what) => Context.current().heartbeat(what),
         });
       } catch (err) {

@@ -109,8 +109,8 @@ export function createActivities(deps: ActivityDeps) {
     /** The cluster this worker serves, as its API answers now: what a named workflow records at its start (src/workflows/cluster-context.ts). */
     async clusterIdentity(): Promise<{ name?: string; uid: string }> {
       const uid = deps.clusterUid ? await deps.clusterUid() : await clusterUidReader(kube)();
-      const name = deps.temporal?.placement.name;
-      return { ...(name ? { name } : {}), uid };
+      // A single-cluster worker's answer names none (undefined is left out of the payload).
+      return { name: deps.temporal?.placement.name, uid };
     },
     ...createMirrorActivities(deps, metrics),
   };

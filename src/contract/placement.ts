@@ -34,25 +34,45 @@ export interface StartSpec<I> {
 /** The input as a placed workflow receives it: its cluster named when the placement names one. */
 export type Placed<I> = I & { cluster?: ClusterRef };
 
-export class Placement {
-  private constructor(
+/**
+ * Where a workflow runs. Two kinds, chosen once, in `of`: a single-cluster install's (the identity) and a named
+ * cluster's; nothing else asks whether a cluster is named to derive a form.
+ */
+export abstract class Placement {
+  protected constructor(
     /** The base task queue (TEMPORAL_TASK_QUEUE): a cluster's queue is derived from it. */
     readonly base: string,
-    /** The cluster, with the uid pinned to it once known; undefined in a single-cluster install. */
-    readonly cluster: ClusterRef | undefined,
   ) {}
 
   /** The placement on a base task queue, in a cluster (a name, or a name and uid) or none. */
   static of(base: string, cluster?: string | ClusterRef): Placement {
-    const ref = typeof cluster === 'string' ? { name: cluster } : cluster;
-    return new Placement(base, ref ? { name: ref.name, ...(ref.uid ? { uid: ref.uid } : {}) } : undefined);
+    if (cluster === undefined) return new SingleCluster(base);
+    return new InCluster(base, typeof cluster === 'string' ? { name: cluster } : cluster);
   }
 
   /** The placement of a workflow that runs on `queue` (its own task queue: the cluster's, when it names one). */
   static running(queue: string, cluster?: ClusterRef): Placement {
-    const suffix = cluster ? clusterTaskQueue('', cluster.name) : '';
-    return Placement.of(suffix && queue.endsWith(suffix) ? queue.slice(0, -suffix.length) : queue, cluster);
+    return Placement.of(queue, cluster).runningOn(queue);
   }
+
+  /** The cluster, with the uid pinned to it once known; undefined in a single-cluster install. */
+  abstract readonly cluster: ClusterRef | undefined;
+  /** The task queue its workflows and activities run on. */
+  abstract readonly taskQueue: string;
+  /** The MigrationCluster search attribute, or none. */
+  abstract readonly attributes: SearchAttributePair[];
+  /** ' in cluster prod-1', or empty. */
+  abstract readonly inText: string;
+  /** A workflow's ID in this placement (`migrate/secrets` -> `migrate/prod-1/secrets`). */
+  abstract id(unplaced: string): string;
+  /** A visibility query narrowed to this placement's cluster. */
+  abstract query(query: string): string;
+  /** The input with the cluster (name, and uid when known) when one is named. */
+  abstract input<I extends object>(input: I): Placed<I>;
+  /** The same placement with the cluster's uid (unchanged when none is named). */
+  abstract withUid(uid: string | undefined): Placement;
+  /** The same placement, its base taken from the task queue it runs on. */
+  protected abstract runningOn(queue: string): Placement;
 
   /** The cluster's name; undefined when none is named. */
   get name(): string | undefined {
@@ -62,41 +82,6 @@ export class Placement {
   /** The uid pinned to the cluster, when known. */
   get uid(): string | undefined {
     return this.cluster?.uid;
-  }
-
-  /** The same placement with the cluster's uid (unchanged when none is named). */
-  withUid(uid: string | undefined): Placement {
-    return this.cluster ? Placement.of(this.base, { name: this.cluster.name, ...(uid ? { uid } : {}) }) : this;
-  }
-
-  /** The task queue its workflows and activities run on. */
-  get taskQueue(): string {
-    return clusterTaskQueue(this.base, this.name);
-  }
-
-  /** A workflow's ID in this placement (`migrate/secrets` -> `migrate/prod-1/secrets`). */
-  id(unplaced: string): string {
-    return idInCluster(unplaced, this.name);
-  }
-
-  /** ' in cluster prod-1', or empty. */
-  get inText(): string {
-    return inClusterText(this.name);
-  }
-
-  /** The MigrationCluster search attribute, or none. */
-  get attributes(): SearchAttributePair[] {
-    return this.name ? [{ key: MigrationCluster, value: this.name }] : [];
-  }
-
-  /** A visibility query narrowed to this placement's cluster (the query itself when none is named). */
-  query(query: string): string {
-    return this.name ? `${query} AND ${MigrationCluster.name} = '${this.name}'` : query;
-  }
-
-  /** The input with the cluster (name, and uid when known) when one is named. */
-  input<I extends object>(input: I): Placed<I> {
-    return this.cluster ? { ...input, cluster: this.cluster } : input;
   }
 
   /** Options to start a workflow, or join it when it is running (the same ID): a client's or an activity's. */
@@ -115,5 +100,67 @@ export class Placement {
       staticSummary: `${spec.summary}${this.inText}`,
       ...(spec.details ? { staticDetails: spec.details } : {}),
     };
+  }
+}
+
+/** A single-cluster install's placement: the identity (IDs and queue as given, no attribute, no input field). */
+class SingleCluster extends Placement {
+  readonly cluster = undefined;
+  readonly attributes: SearchAttributePair[] = [];
+  readonly inText = '';
+  constructor(base: string) {
+    super(base);
+  }
+  get taskQueue(): string {
+    return this.base;
+  }
+  id(unplaced: string): string {
+    return unplaced;
+  }
+  query(query: string): string {
+    return query;
+  }
+  input<I extends object>(input: I): Placed<I> {
+    return input;
+  }
+  withUid(): Placement {
+    return this;
+  }
+  protected runningOn(queue: string): Placement {
+    return new SingleCluster(queue);
+  }
+}
+
+/** A named cluster's placement, in a fleet on one Temporal namespace (docs/fleet.md). */
+class InCluster extends Placement {
+  readonly cluster: ClusterRef;
+  constructor(base: string, ref: ClusterRef) {
+    super(base);
+    this.cluster = { name: ref.name, ...(ref.uid ? { uid: ref.uid } : {}) };
+  }
+  get taskQueue(): string {
+    return clusterTaskQueue(this.base, this.cluster.name);
+  }
+  get attributes(): SearchAttributePair[] {
+    return [{ key: MigrationCluster, value: this.cluster.name }];
+  }
+  get inText(): string {
+    return inClusterText(this.cluster.name);
+  }
+  id(unplaced: string): string {
+    return idInCluster(unplaced, this.cluster.name);
+  }
+  query(query: string): string {
+    return `${query} AND ${MigrationCluster.name} = '${this.cluster.name}'`;
+  }
+  input<I extends object>(input: I): Placed<I> {
+    return { ...input, cluster: this.cluster };
+  }
+  withUid(uid: string | undefined): Placement {
+    return new InCluster(this.base, { name: this.cluster.name, uid });
+  }
+  protected runningOn(queue: string): Placement {
+    const suffix = clusterTaskQueue('', this.cluster.name);
+    return new InCluster(queue.endsWith(suffix) ? queue.slice(0, -suffix.length) : queue, this.cluster);
   }
 }

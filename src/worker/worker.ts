@@ -533,7 +533,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       log.info(
         {
           taskQueue,
-          ...(t.cluster ? { cluster: t.cluster } : {}),
+          cluster: placement.name, // none (left out of the line) in a single-cluster install
           namespace: t.namespace,
           address: t.address,
           qps: settings.qps,
