@@ -417,68 +417,186 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     throw await explainTemporalConnectError(e, { ...t, address: t.address! });
   });
   warnIfRewriteForced(log);
+  const parts = workerParts(settings, { kube, connection, log, metrics });
+  const worker = await temporalWorker(
+    connection,
+    settings,
+    createActivities(activityDeps(settings, parts)),
+    parts.deployment,
+    parts.clusterId,
+    parts.placement,
+  );
+  const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, parts.client) : undefined;
+  return new WorkerProcess({ ...parts, settings, pool, sdkUrl, worker, fleet });
+}
+
+/** What a worker is made of beside its Temporal worker: made once, from its settings, its API and its connection. */
+function workerParts(
+  settings: WorkerSettings,
+  o: { kube: KubeClient; connection: NativeConnection; log: Logger; metrics: MigratorMetrics | undefined },
+) {
+  const { kube, connection, log, metrics } = o;
+  const t = settings.temporal;
   const clusterUid = clusterUidReader(kube);
-  // Where this worker's workflows and activities run: its cluster's task queue when one is named.
-  const placement = Placement.of(t.taskQueue, t.cluster);
-  const taskQueue = placement.taskQueue;
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
   const apiservers = kubernetesEndpoints(kube);
-  // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
-  const sampler = workerRequestSampler(apiservers, settings.requestSampleSeconds, log);
-  const { fixedQps, budget, concurrency, memory } = loadControls(settings, metrics);
   const identity = claimIdentity(settings.identity);
   // This process's instance: with the identity, it holds the leader and budget leases, so two processes given one
   // SVM_IDENTITY never both lead, nor share one budget membership.
   const instance = randomUUID().slice(0, 8);
-  const holder = `${identity}_${instance}`;
   // The bridge, the agreement watcher and the activities start and signal workflows over the worker's own
   // connection (the Rust core's), not a second one through grpc-js.
   const client = new Client({ connection, namespace: t.namespace });
-  // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
-  const deployment = workerDeploymentOptions(settings.versioning, () => svmBuild());
-  const clusterId = clusterIdentity(settings, { client, uid: clusterUid, apiservers, kube, log, metrics });
-  const worker = await temporalWorker(
+  return {
+    kube,
     connection,
-    settings,
-    createActivities({
-      kube,
-      budget,
-      concurrency,
-      memory,
-      metrics,
-      apiservers,
-      requestSamples: sampler.samples,
-      temporal: { client, placement },
-      clusterUid,
-      triggerApi: settings.triggerApi,
-      standardMigrations: settings.standardMigrations,
-      managedFieldsAs: settings.managedFieldsAs,
-      requireStaticFence: settings.requireStaticFence,
-      requireFence: settings.requireFence,
-    }),
-    deployment,
-    clusterId,
-    placement,
-  );
-  const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, client) : undefined;
-  let metricsPort: number | undefined;
+    log,
+    metrics,
+    client,
+    clusterUid,
+    apiservers,
+    identity,
+    instance,
+    holder: `${identity}_${instance}`,
+    // Where this worker's workflows and activities run: its cluster's task queue when one is named.
+    placement: Placement.of(t.taskQueue, t.cluster),
+    // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
+    sampler: workerRequestSampler(apiservers, settings.requestSampleSeconds, log),
+    controls: loadControls(settings, metrics),
+    // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
+    deployment: workerDeploymentOptions(settings.versioning, () => svmBuild()),
+    clusterId: clusterIdentity(settings, { client, uid: clusterUid, apiservers, kube, log, metrics }),
+  };
+}
+type WorkerParts = ReturnType<typeof workerParts>;
+
+/** The activities' dependencies, from the worker's parts. */
+function activityDeps(settings: WorkerSettings, p: WorkerParts): Parameters<typeof createActivities>[0] {
+  const { budget, concurrency, memory } = p.controls;
+  return {
+    kube: p.kube,
+    budget,
+    concurrency,
+    memory,
+    metrics: p.metrics,
+    apiservers: p.apiservers,
+    requestSamples: p.sampler.samples,
+    temporal: { client: p.client, placement: p.placement },
+    clusterUid: p.clusterUid,
+    triggerApi: settings.triggerApi,
+    standardMigrations: settings.standardMigrations,
+    managedFieldsAs: settings.managedFieldsAs,
+    requireStaticFence: settings.requireStaticFence,
+    requireFence: settings.requireFence,
+  };
+}
+
+/** A worker made and not yet run, or running: what lives beside its Temporal worker is started by run and runUntil. */
+class WorkerProcess implements MigratorWorker {
+  readonly worker: Worker;
+  readonly kube: KubeClient;
+  readonly metrics: MigratorMetrics | undefined;
+  /** The port /metrics is served on while it runs. */
+  metricsPort: number | undefined;
+
+  constructor(
+    private readonly o: WorkerParts & {
+      settings: WorkerSettings;
+      pool: InPool | undefined;
+      sdkUrl: string | undefined;
+      worker: Worker;
+      fleet: Worker | undefined;
+    },
+  ) {
+    this.worker = o.worker;
+    this.kube = o.kube;
+    this.metrics = o.metrics;
+  }
+
+  async close(): Promise<void> {
+    this.o.sampler.stop();
+    this.o.kube.close();
+    this.o.apiservers.close();
+    await this.o.connection.close();
+  }
+
+  async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
+    try {
+      return await this.withServices(() => alongside(this.o.fleet, this.worker.runUntil(fn)));
+    } finally {
+      await this.close();
+    }
+  }
+
+  async run(): Promise<void> {
+    const { settings, placement, deployment, identity, holder } = this.o;
+    const t = settings.temporal;
+    this.o.log.info(
+      {
+        taskQueue: placement.taskQueue,
+        cluster: placement.name, // none (left out of the line) in a single-cluster install
+        namespace: t.namespace,
+        address: t.address,
+        qps: settings.qps,
+        memoryBudgetBytes: settings.memoryBudgetBytes,
+        identity,
+        holder,
+        leases: settings.kubeNamespace,
+        deploymentVersion: deployment ? `${deployment.version.deploymentName}.${deployment.version.buildId}` : 'unversioned',
+      },
+      'worker started',
+    );
+    try {
+      await this.withServices(() => alongside(this.o.fleet, this.worker.run()));
+    } finally {
+      await this.close();
+    }
+  }
 
   /**
    * Runs fn with what lives beside the worker: the metrics endpoint, the
    * budget membership (always, when the budget is limited), and the
    * singletons while this replica is the leader.
    */
-  const withServices = async <T>(fn: () => Promise<T>): Promise<T> => {
-    const endpoint =
-      metrics && !pool?.metricsServedByPool ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
-    if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
-    metricsPort = endpoint?.port;
+  private async withServices<T>(fn: () => Promise<T>): Promise<T> {
+    const { settings, log, clusterId, deployment, client, holder, metrics } = this.o;
+    const endpoint = await this.serveMetrics();
     // A named cluster confirms its identity and reports itself to its registration in Temporal (where campaigns find
     // it), before its worker polls: a conflict is said at start.
     const registration = clusterId ? startRegistration(clusterId, settings.clusterReportSeconds, log) : undefined;
     await registration?.reported;
-    // Note: a worker whose identity is in conflict reaches another cluster's API: its Leases there would take the
-    // leadership and budget of that cluster's own workers. It joins once its identity is confirmed.
+    const membership = this.joinMembership();
+    const versioning = deployment ? startVersioning({ client, deployment, settings, holder, log, metrics }) : undefined;
+    try {
+      return await fn();
+    } finally {
+      registration?.stop();
+      await versioning?.stop();
+      await membership.leave();
+      releaseIdentity(this.o.identity);
+      this.metricsPort = undefined;
+      await endpoint?.close();
+    }
+  }
+
+  /** The metrics endpoint, unless none is set or the pool serves every cluster's. */
+  private async serveMetrics() {
+    const { metrics, pool, settings, sdkUrl, log } = this.o;
+    const endpoint =
+      metrics && !pool?.metricsServedByPool ? await serveMetrics(metrics, settings.metricsPort!, settings.metricsHost, sdkUrl) : undefined;
+    if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost }, 'metrics on /metrics');
+    this.metricsPort = endpoint?.port;
+    return endpoint;
+  }
+
+  /**
+   * The budget membership and leader election, joined now, or once the cluster's identity is confirmed. Note: a
+   * worker whose identity is in conflict reaches another cluster's API: its Leases there would take the leadership
+   * and budget of that cluster's own workers.
+   */
+  private joinMembership(): ClusterMembership {
+    const { settings, kube, client, placement, identity, holder, instance, log, metrics, clusterId } = this.o;
+    const { fixedQps, budget } = this.o.controls;
     const membership = new ClusterMembership({
       settings,
       kube,
@@ -494,62 +612,6 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     });
     if (!clusterId || clusterId.pinned) membership.join();
     else void clusterId.confirmed.then(() => membership.join());
-    const versioning = deployment ? startVersioning({ client, deployment, settings, holder, log, metrics }) : undefined;
-    try {
-      return await fn();
-    } finally {
-      registration?.stop();
-      await versioning?.stop();
-      await membership.leave();
-      releaseIdentity(identity);
-      metricsPort = undefined;
-      await endpoint?.close();
-    }
-  };
-
-  const cleanup = async () => {
-    sampler.stop();
-    kube.close();
-    apiservers.close();
-    await connection.close();
-  };
-
-  return {
-    worker,
-    kube,
-    metrics,
-    get metricsPort() {
-      return metricsPort;
-    },
-    close: cleanup,
-    async runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
-      try {
-        return await withServices(() => alongside(fleet, worker.runUntil(fn)));
-      } finally {
-        await cleanup();
-      }
-    },
-    async run() {
-      log.info(
-        {
-          taskQueue,
-          cluster: placement.name, // none (left out of the line) in a single-cluster install
-          namespace: t.namespace,
-          address: t.address,
-          qps: settings.qps,
-          memoryBudgetBytes: settings.memoryBudgetBytes,
-          identity,
-          holder,
-          leases: settings.kubeNamespace,
-          deploymentVersion: deployment ? `${deployment.version.deploymentName}.${deployment.version.buildId}` : 'unversioned',
-        },
-        'worker started',
-      );
-      try {
-        await withServices(() => alongside(fleet, worker.run()));
-      } finally {
-        await cleanup();
-      }
-    },
-  };
+    return membership;
+  }
 }
