@@ -17,6 +17,7 @@ import { matchExact } from '../src/kube/resolve-exact';
 import { migratableResources } from '../src/client';
 import { storageVersionHashOf } from '../src/kube/agreement';
 import type { DiscoveredResource, KubeClient } from '../src/kube/client';
+import { resourceNameRefusal } from '../src/api/resource';
 
 const CRUD = ['create', 'delete', 'deletecollection', 'get', 'list', 'patch', 'update', 'watch'];
 
@@ -425,4 +426,21 @@ void test('resolution through the discovery of the named groups alone chooses, a
     assert.equal(got, await outcome(() => matchExact(spec, discovery)), JSON.stringify(spec));
     assert.equal(calls.whole, got.startsWith('refused') ? 1 : 0, JSON.stringify(spec));
   }
+});
+
+void test('a name that cannot name a resource is refused before anything is reached (resourceNameRefusal)', () => {
+  assert.match(resourceNameRefusal('') ?? '', /no resource given/);
+  assert.match(resourceNameRefusal('  ') ?? '', /no resource given/);
+  assert.match(resourceNameRefusal('Secrets!!') ?? '', /"Secrets!!" is not a resource name/);
+  assert.match(resourceNameRefusal('deployments/scale') ?? '', /subresource; migrate the resource "deployments"/);
+  for (const ok of [
+    'secrets',
+    'Secret',
+    'deploy',
+    'deployments.apps',
+    'deployments.v1.apps',
+    'widgets.example.com',
+    'crontabs.stable-x.io',
+  ])
+    assert.equal(resourceNameRefusal(ok), undefined, ok);
 });

@@ -244,9 +244,14 @@ void test('a refused TLS connection is explained from the SDK error’s own word
     /does not name "wrong.example" \(TEMPORAL_TLS_SERVER_NAME\)/,
   );
   assert.match(await explain('error:0A00010B:SSL routines::wrong version number', noCert), /does not speak TLS: set TEMPORAL_TLS=false/);
-  // not about TLS, and TLS off: comes back as it was (no probe)
+  // not about TLS, and TLS off: no probe; the error as it was, naming Temporal and the address
   const other = new Error('14 UNAVAILABLE: connect ECONNREFUSED 127.0.0.1:7233');
-  assert.equal(await explainTemporalConnectError(other, { address: '127.0.0.1:7233' }), other);
+  const said = await explainTemporalConnectError(other, { address: '127.0.0.1:7233' });
+  assert.equal(
+    said.message,
+    `cannot connect to Temporal at 127.0.0.1:7233: ${other.message}; check the address (TEMPORAL_ADDRESS or the profile's) and that the server, or the port-forward to it, is running`,
+  );
+  assert.equal((said as { cause?: unknown }).cause, other);
 });
 
 void test('when the SDK error says nothing (Node’s gRPC: "Failed to connect"), one TLS handshake finds why: against a local mTLS server', async () => {
@@ -268,13 +273,23 @@ void test('when the SDK error says nothing (Node’s gRPC: "Failed to connect"),
     const silent = new Error('Failed to connect before the deadline');
     const explain = async (t: Parameters<typeof explainTemporalConnectError>[1]) => (await explainTemporalConnectError(silent, t)).message;
     assert.equal(await probeTls(good), undefined, 'the right settings: the handshake is accepted');
-    assert.equal(await explainTemporalConnectError(silent, good), silent, 'and the error stays as it was');
+    const unexplained = await explainTemporalConnectError(silent, good);
+    assert.match(
+      unexplained.message,
+      /^cannot connect to Temporal at \S+: Failed to connect before the deadline; check the address/,
+      'no TLS reason: the address is named',
+    );
+    assert.equal((unexplained as { cause?: unknown }).cause, silent, 'and the error it had is its cause');
     assert.match(await explain({ address, tlsCa: pki.ca }), /requires a client certificate \(mTLS\) and svm has none/);
     assert.match(await explain({ ...good, tlsCa: otherCa.cert }), /the CA in .*other-ca\/ca.crt does not trust/);
     assert.match(await explain({ ...good, tlsServerName: 'wrong.example' }), /does not name "wrong.example"/);
     // (a client certificate from another CA: Node's TLS server hangs up without an alert, so there is nothing to read here;
     // temporal-server sends one, which refusalOf reads: the test above)
-    assert.match(await explain({ ...good, address: '127.0.0.1:1' }), /^Failed to connect/, 'nothing listening: not a TLS matter');
+    assert.match(
+      await explain({ ...good, address: '127.0.0.1:1' }),
+      /^cannot connect to Temporal at 127\.0\.0\.1:1: Failed to connect.*check the address/,
+      'nothing listening: not a TLS matter, and the address is named',
+    );
   } finally {
     server.close();
   }

@@ -70,3 +70,16 @@ export function objectPath(r: { group: string; version: string; resource: string
 export function needsManifestFence(ref: Pick<GroupResource, 'group'>): boolean {
   return ref.group === 'admissionregistration.k8s.io';
 }
+
+/**
+ * Why a name cannot name a resource at all, whatever the cluster serves (undefined when it may): checked before
+ * anything is reached, so a typo or an unset variable in a script is refused at once.
+ */
+export function resourceNameRefusal(input: string): string | undefined {
+  const text = input.trim();
+  if (!text) return 'no resource given (an empty name: an unset variable?)';
+  if (text.includes('/')) return `"${text}" is a subresource; migrate the resource "${text.split('/')[0]}" instead`;
+  if (!/^[A-Za-z0-9]([-A-Za-z0-9.]*[A-Za-z0-9])?$/.test(text))
+    return `"${text}" is not a resource name: a resource, kind or short name, optionally with its group (deployments.apps), in letters, digits, '-' and '.'`;
+  return undefined;
+}

@@ -23,6 +23,7 @@ const temporalConfig = () => require('../config/temporal') as typeof import('../
 const crdManifests = () => require('../api/crds') as typeof import('../api/crds');
 const standardMigration = () => require('../api/standard-migration') as typeof import('../api/standard-migration');
 const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
+const resourceName = () => require('../api/resource') as typeof import('../api/resource');
 const definitions = () => require('../contract/definitions') as typeof import('../contract/definitions');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
@@ -72,15 +73,12 @@ function migrateCommand(): Command {
     .action(async (resources: string[], o: MigrateFlags) => {
       if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
       if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
+      refuseNames(resources);
       if (o.all || resources.length > 1) {
         await withMigrator(o, (m) => migrateSeveral(m, o.all ? undefined : resources, o));
         return;
       }
-      const resource = resources[0];
-      // Note: an empty argument (`svm migrate ''`) connects and starts nothing, as it always has.
-      await withMigrator(o, async (m) => {
-        if (resource) await migrateOne(m, resource, o);
-      });
+      await withMigrator(o, (m) => migrateOne(m, resources[0]!, o));
     });
 }
 
@@ -193,6 +191,7 @@ function statusCommand(): Command {
     .addOption(kubeconfigOption())
     .addOption(clusterOption())
     .action(async (resource: string | undefined, o: { output: string; kubeconfig?: string }) => {
+      if (resource !== undefined) refuseNames([resource]);
       await withMigrator(o, async (m) => {
         const list = await m.status(resource);
         if (o.output === 'json') {
@@ -230,6 +229,7 @@ function signalCommand(name: SteerName): Command {
     30,
   );
   return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string; answerWithin: number }) => {
+    refuseNames([resource]);
     await withMigrator(o, (m) => steer(m, name, resource, o));
   });
 }
@@ -443,6 +443,14 @@ function rootReason(err: unknown): string {
 }
 
 // ------------------------------------------------------------ shared by the commands
+
+/** Names that cannot name a resource (empty, a subresource, stray characters): refused before anything is reached. */
+function refuseNames(resources: string[]): void {
+  for (const r of resources) {
+    const refusal = resourceName().resourceNameRefusal(r);
+    if (refusal) throw new Error(refusal);
+  }
+}
 
 /** What every command that reaches Temporal takes: the kubeconfig (--kubeconfig) and the cluster (--cluster). */
 interface Target {

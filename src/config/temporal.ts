@@ -346,7 +346,14 @@ export async function explainTemporalConnectError(err: unknown, settings: Partia
     if (probed) refusal = refusalOf(probed, hasCert);
   }
   if (refusal === 'not-tls' && !tlsOn) refusal = 'needs-tls';
-  if (!refusal) return original;
+  if (!refusal) {
+    // Nothing answered (a wrong address, a port-forward not running): the SDK's sentence names neither Temporal nor where.
+    const e = new Error(
+      `cannot connect to Temporal at ${settings.address}: ${original.message.trim()}; check the address (TEMPORAL_ADDRESS or the profile's) and that the server, or the port-forward to it, is running`,
+    );
+    (e as { cause?: unknown }).cause = original;
+    return e;
+  }
   const given = tlsGiven(settings);
   const at = `the Temporal server at ${settings.address}`;
   const why: Record<Refusal, string> = {

@@ -4,7 +4,7 @@
  * refuses it with a message that says what is wrong. Nothing is written
  * before this succeeds.
  */
-import type { ResourceRef } from '../api/resource';
+import { resourceNameRefusal, type ResourceRef } from '../api/resource';
 import { storageVersionHashOf } from './agreement';
 import type { DiscoveredResource, KubeClient } from './client';
 
@@ -51,10 +51,8 @@ export function notMigratableReason(r: DiscoveredResource): string | undefined {
 /** Pure matching over discovery; see resolveResource. */
 export function matchResource(input: string, discovered: DiscoveredResource[]): DiscoveredResource {
   const text = input.trim();
-  if (!text) throw new InvalidResourceError('no resource given');
-  if (text.includes('/')) {
-    throw new InvalidResourceError(`"${text}" is a subresource; migrate the resource "${text.split('/')[0]}" instead`);
-  }
+  const refusal = resourceNameRefusal(text);
+  if (refusal) throw new InvalidResourceError(refusal);
   const dot = text.indexOf('.');
   const namePart = (dot < 0 ? text : text.slice(0, dot)).toLowerCase();
   const rest = dot < 0 ? undefined : text.slice(dot + 1).toLowerCase();
