@@ -23,6 +23,7 @@ import {
   type EndpointAnswers,
   type ServerView,
 } from '../src/kube/agreement';
+import { acceptAgreement, sameAgreement, type Agreement } from '../src/contract/agreement';
 import { endpointAddresses, endpointId, endpointKubeConfig, kubernetesEndpoints } from '../src/kube/apiservers';
 import type { KubeClient } from '../src/kube/client';
 import { KubeError } from '../src/kube/errors';
@@ -1025,4 +1026,43 @@ void test('holdsSince: a pass recorded under one agreement still holds with serv
   assert.equal(holdsSince(s('200', two), s('201', two)), true);
   assert.equal(holdsSince(s('200', two), s('201', [heldBy(A, 'u1'), heldBy(B, 'u3')])), false);
   assert.equal(holdsSince(s('200', two), then), false, 'another form');
+});
+
+// The rules the workflows and the recording activities share (src/contract/agreement.ts).
+const reading = (over: Partial<Agreement>): Agreement => ({
+  agreed: true,
+  encodingVersion: 'example.com/v2',
+  token: 't1',
+  source: 'discovery',
+  verified: true,
+  checked: 'checked',
+  servers: [],
+  ...over,
+});
+
+void test('sameAgreement: agreed both times, on the same version, under the same token', () => {
+  const then = reading({});
+  assert.equal(sameAgreement(then, reading({})), true);
+  assert.equal(sameAgreement(then, reading({ token: 't2' })), false, 'the token moved');
+  assert.equal(sameAgreement(then, reading({ encodingVersion: 'example.com/v1' })), false, 'another version');
+  assert.equal(sameAgreement(then, reading({ agreed: false, encodingVersion: undefined })), false, 'broken now');
+  assert.equal(sameAgreement(reading({ agreed: false }), reading({})), false, 'never agreed');
+});
+
+void test('acceptAgreement: verified at once; unverified once read unchanged for long enough, timed by when it was read', () => {
+  const verified = acceptAgreement(reading({ at: 1000 }), undefined, 120, 0);
+  assert.deepEqual(verified, { accepted: true, hold: undefined });
+  const first = acceptAgreement(reading({ verified: false, at: 1000 }), undefined, 120, 0);
+  assert.deepEqual(first, { accepted: false, hold: { token: 't1', since: 1000 } });
+  // A reading without agreement, or a verified one, leaves what was remembered as it was.
+  assert.deepEqual(acceptAgreement(reading({ agreed: false, at: 50_000 }), first.hold, 120, 0), { accepted: false, hold: first.hold });
+  assert.equal(acceptAgreement(reading({ verified: false, at: 120_999 }), first.hold, 120, 0).accepted, false);
+  assert.deepEqual(acceptAgreement(reading({ verified: false, at: 121_000 }), first.hold, 120, 0), { accepted: true, hold: first.hold });
+  // Another token starts the clock again.
+  assert.deepEqual(acceptAgreement(reading({ verified: false, token: 't2', at: 500_000 }), first.hold, 120, 0), {
+    accepted: false,
+    hold: { token: 't2', since: 500_000 },
+  });
+  // A reading from before Agreement.at is timed by the caller's now.
+  assert.deepEqual(acceptAgreement(reading({ verified: false }), undefined, 0, 7), { accepted: true, hold: { token: 't1', since: 7 } });
 });

@@ -9,7 +9,7 @@
 import { ApplicationFailure } from '@temporalio/common';
 import { STANDARD_GROUP, standardFinished, type StandardMigration } from '../api/standard-migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
-import type { Agreement } from '../kube/agreement';
+import { sameAgreement, type Agreement } from '../contract/agreement';
 import type { KubeClient } from '../kube/client';
 import { createStandardMigration, findStandardMigration, standardVersion } from '../kube/standard-migrations';
 import { refineStorageState } from '../kube/storage-states';
@@ -72,7 +72,7 @@ export function createBuiltInActivities(deps: {
     /** Refines the StorageState under the agreement; returns the hash it recorded. */
     async recordAgreedHash(ref: ResourceRef, agreed: Agreement): Promise<{ hash?: string }> {
       const now = await deps.agreement(ref);
-      if (!now.agreed || now.token !== agreed.token || now.encodingVersion !== agreed.encodingVersion) {
+      if (!sameAgreement(agreed, now)) {
         throw ApplicationFailure.nonRetryable(`the agreement on ${groupResourceString(ref)} changed`, AGREEMENT_CHANGED);
       }
       const hash = now.hash ?? (await deps.discoveryHash(ref));

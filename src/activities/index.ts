@@ -13,7 +13,7 @@ import type { StorageVersionMigrationStatus } from '../api/migration';
 import { FINAL_PHASES, isTerminalPhase } from '../api/phases';
 import type { StatusReport } from '../contract/definitions';
 import { groupResourceString, type ResourceRef } from '../api/resource';
-import type { Agreement } from '../kube/agreement';
+import { sameAgreement, type Agreement } from '../contract/agreement';
 import { ListAhead, listAheadEnabled } from '../kube/list-ahead';
 import type { RequestSamples } from '../kube/request-samples';
 import { kubernetesEndpoints, type ApiServerSource } from '../kube/apiservers';
@@ -222,7 +222,7 @@ function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRe
     /** Refines the StorageState (and a CRD's storedVersions) under the agreement; returns the hash it recorded. */
     async recordMigrated(ref: ResourceRef, agreed: Agreement): Promise<{ storedVersions?: string[]; hash?: string }> {
       const now = await agreement(ref);
-      if (!agreed.agreed || !now.agreed || now.token !== agreed.token || now.encodingVersion !== agreed.encodingVersion) {
+      if (!sameAgreement(agreed, now)) {
         throw ApplicationFailure.nonRetryable(
           `the agreement on ${groupResourceString(ref)} changed: ${now.agreed ? `now ${now.encodingVersion} (${now.checked})` : `now not agreed: ${now.reason}`}`,
           AGREEMENT_CHANGED,

@@ -46,3 +46,40 @@ export interface Agreement {
    */
   at?: number;
 }
+
+/**
+ * Is `now` still the agreement `then` that a pass started under? Both agreed, on the same encoding version, with
+ * the same token: the token changes whenever the answer might have (src/kube/agreement.ts), so a server restarted,
+ * gone or back, or a StorageVersion object written again, makes another agreement, and the pass is not under it.
+ */
+export function sameAgreement(then: Agreement, now: Agreement): boolean {
+  return then.agreed && now.agreed && now.token === then.token && now.encodingVersion === then.encodingVersion;
+}
+
+/** An agreement svm could not verify per API server, and since when it has been read unchanged (its token). */
+export interface UnverifiedHold {
+  readonly token: string;
+  /** When it was first read with this token (ms since the epoch). */
+  readonly since: number;
+}
+
+/**
+ * May a pass start under the agreement `a`? Agreed, and verified per API server, or else read unchanged for
+ * `seconds`: one snapshot cannot tell a managed cluster (one address for several servers) from a server starting or
+ * stopping (its identity lease there, its endpoint not yet), so an unverified agreement is accepted only once it held.
+ * `hold` is what earlier readings remembered; the answer gives what to remember next (only an agreed, unverified
+ * reading changes it). Timed by when `a` was read (Agreement.at, recorded in history with it); `now` stands in for
+ * readings from before it existed.
+ */
+export function acceptAgreement(
+  a: Agreement,
+  hold: UnverifiedHold | undefined,
+  seconds: number,
+  now: number,
+): { accepted: boolean; hold: UnverifiedHold | undefined } {
+  if (!a.agreed) return { accepted: false, hold };
+  if (a.verified !== false) return { accepted: true, hold };
+  const at = a.at ?? now;
+  const held = hold?.token === a.token ? hold : { token: a.token, since: at };
+  return { accepted: (at - held.since) / 1000 >= seconds, hold: held };
+}

@@ -38,7 +38,7 @@ import {
 import { z } from 'zod';
 import { ClusterRefSchema } from '../api/cluster';
 import { currentCluster, enterCluster } from './cluster-context';
-import type { Activities, Agreement } from '../activities';
+import type { Activities } from '../activities';
 import type { BuiltInView } from '../activities/built-in';
 import { zeroCounters } from '../api/counters';
 import type { MigrationPhase } from '../api/migration';
@@ -55,6 +55,7 @@ import {
   type MigrationProgress,
   type MigrationResult,
 } from '../contract/definitions';
+import { acceptAgreement, sameAgreement, type Agreement, type UnverifiedHold } from '../contract/agreement';
 import { passRecord, type PassRecord } from '../contract/pass-record';
 import { MigrationGroup, MigrationPhase as PhaseAttr, MigrationResource } from '../contract/search-attributes';
 import { reschedulingActivities, taskStartWait } from './task-start';
@@ -182,7 +183,7 @@ function admit(raw: DelegateInput): void {
 
 /** Why the agreement no longer holds as it did when the current object was created; undefined while it does. */
 function agreementBreak(a: Agreement, atCreation: Agreement): string | undefined {
-  if (a.agreed && a.token === atCreation.token) return undefined;
+  if (sameAgreement(atCreation, a)) return undefined;
   return a.agreed ? `the agreement moved (${a.checked})` : `agreement broke: ${a.reason}`;
 }
 
@@ -202,7 +203,7 @@ class Delegation {
   /** Set on success: the record of the built-in's pass under agreement. */
   private record?: PassRecord;
   /** An agreement svm cannot verify per API server, and since when it has held (its token unchanged). */
-  private unverified?: { token: string; since: number };
+  private unverified?: UnverifiedHold;
   private readonly poll: string;
   private readonly unverifiedSeconds: number;
   private readonly maxPasses: number;
@@ -280,11 +281,9 @@ class Delegation {
 
   /** Whether to create an object under this agreement: agreed, and verified per API server or unverified for long enough. */
   accepts(a: Agreement): boolean {
-    if (!a.agreed) return false;
-    if (a.verified !== false) return true;
-    const at = a.at ?? Date.now();
-    if (this.unverified?.token !== a.token) this.unverified = { token: a.token, since: at };
-    return (at - this.unverified.since) / 1000 >= this.unverifiedSeconds;
+    const { accepted, hold } = acceptAgreement(a, this.unverified, this.unverifiedSeconds, Date.now());
+    this.unverified = hold;
+    return accepted;
   }
 
   waitForAgreement(a: Agreement): void {

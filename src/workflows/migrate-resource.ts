@@ -38,7 +38,7 @@ import {
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
-import type { Agreement } from '../activities';
+import { acceptAgreement, sameAgreement, type Agreement, type UnverifiedHold } from '../contract/agreement';
 import { addCounters } from '../api/counters';
 import { currentCluster } from './cluster-context';
 import type { ObjectFailure } from '../api/migration';
@@ -163,12 +163,6 @@ function handleMessages(migration: MigrationState): void {
 
 // ------------------------------------------------------------ 1. agreement
 
-/** An agreement not verified per API server: its token, and since when it has held unchanged (one run's memory). */
-interface Unverified {
-  token?: string;
-  since: number;
-}
-
 /**
  * Waits until the API servers agree; returns false when aborted meanwhile.
  *
@@ -179,14 +173,16 @@ interface Unverified {
  */
 async function waitForAgreement(migration: MigrationState): Promise<boolean> {
   const carried = migration.carried;
-  const unverified: Unverified = { since: 0 };
+  let unverified: UnverifiedHold | undefined; // one run's memory
   let waited = false;
   for (let polls = 0; !carried.agreement && !migration.aborted; polls++) {
     if (migration.historyIsLong(polls, MAX_WAITS_PER_RUN)) return migration.continueAsNew(carried);
     let message: string;
     try {
       const a = await migration.activities.agreement(migration.ref);
-      if (a.agreed && (a.verified !== false || heldUnverified(migration, a, unverified))) {
+      const accepting = acceptAgreement(a, unverified, migration.options.unverifiedAgreementSeconds, Date.now());
+      unverified = accepting.hold;
+      if (accepting.accepted) {
         carried.agreement = a;
         break;
       }
@@ -219,21 +215,6 @@ async function waitForAgreement(migration: MigrationState): Promise<boolean> {
   return true;
 }
 
-/**
- * Has an agreement svm could not verify per API server held long enough to be accepted? One snapshot cannot tell a
- * managed cluster (one address for several servers) from a server starting or stopping (its identity lease there,
- * its endpoint not yet): it is accepted only once it held, unchanged. Timed by when each answer was read, recorded
- * in history (Agreement.at); older histories had none.
- */
-function heldUnverified(migration: MigrationState, a: Agreement, unverified: Unverified): boolean {
-  const at = a.at ?? Date.now();
-  if (unverified.token !== a.token) {
-    unverified.token = a.token;
-    unverified.since = at;
-  }
-  return (at - unverified.since) / 1000 >= migration.options.unverifiedAgreementSeconds;
-}
-
 /** What the wait says once the resource was resolved again (it was migrated through `was`). */
 function servedVersionMessage(migration: MigrationState, was: string, a: Agreement): string {
   if (migration.ref.version === was) return `waiting for agreement: ${a.reason}`;
@@ -246,7 +227,7 @@ function servedVersionMessage(migration: MigrationState, was: string, a: Agreeme
 async function agreementMoved(migration: MigrationState): Promise<string | undefined> {
   try {
     const a = await migration.activities.agreement(migration.ref);
-    return a.agreed && a.token === migration.carried.agreement!.token ? undefined : agreementChangeReason(migration, a);
+    return sameAgreement(migration.carried.agreement!, a) ? undefined : agreementChangeReason(migration, a);
   } catch (err) {
     return `agreement could not be re-checked (${rootMessage(err)})`;
   }
