@@ -91,7 +91,7 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
   const input = await admitInput(raw, shortActivities(reschedulesTasks ? defaultMigrationOptions.taskStartTimeoutSeconds : undefined));
   const migration = new MigrationState(input, reschedulesTasks);
   handleMessages(migration);
-  const finishAborted = () => migration.finish('Aborted', `aborted: ${migration.aborted}`);
+  const finishAborted = () => migration.finish('Aborted', `aborted: ${migration.aborting}`);
   try {
     if (migration.carried.runs === 1) {
       upsertSearchAttributes([
@@ -175,7 +175,7 @@ async function waitForAgreement(migration: MigrationState): Promise<boolean> {
   const carried = migration.carried;
   let unverified: UnverifiedHold | undefined; // one run's memory
   let waited = false;
-  for (let polls = 0; !carried.agreement && !migration.aborted; polls++) {
+  for (let polls = 0; !carried.agreement && !migration.aborting; polls++) {
     if (migration.historyIsLong(polls, MAX_WAITS_PER_RUN)) return migration.continueAsNew(carried);
     let message: string;
     try {
@@ -207,9 +207,9 @@ async function waitForAgreement(migration: MigrationState): Promise<boolean> {
     }
     waited = true;
     migration.recheck = false;
-    await condition(() => migration.recheck || migration.aborted !== undefined, `${migration.options.agreementPollSeconds} seconds`);
+    await condition(() => migration.recheck || migration.aborting !== undefined, `${migration.options.agreementPollSeconds} seconds`);
   }
-  if (migration.aborted) return false;
+  if (migration.aborting) return false;
   if (waited) carried.message = `the API servers agree on ${carried.agreement!.encodingVersion}`;
   await migration.publishWithBackgroundWrite('Running'); // written while the first chunk runs
   return true;
@@ -272,7 +272,7 @@ const FIRST_METADATA_PAGE_WHOLE = 'first-metadata-page-whole';
 /** A whole pass from where the carried token says. Returns 'done', 'aborted', or a StartOver. */
 async function migrateChunks(migration: MigrationState): Promise<'done' | 'aborted' | StartOver> {
   for (let chunksThisRun = 0; ; chunksThisRun++) {
-    if (migration.aborted) return 'aborted';
+    if (migration.aborting) return 'aborted';
     if (migration.recheck) {
       migration.recheck = false;
       const moved = await agreementMoved(migration);
@@ -280,8 +280,8 @@ async function migrateChunks(migration: MigrationState): Promise<'done' | 'abort
     }
     if (migration.paused) {
       await migration.publish('Paused');
-      await condition(() => !migration.paused || migration.aborted !== undefined || migration.recheck);
-      if (migration.aborted) return 'aborted';
+      await condition(() => !migration.paused || migration.recheck); // resumed, aborted, or a re-check
+      if (migration.aborting) return 'aborted';
       if (migration.paused) continue; // a re-check woke us
       await migration.publish('Running');
     }
@@ -341,7 +341,7 @@ async function runChunk(migration: MigrationState): Promise<ChunkOutcome | Start
   if (moved) return new StartOver(moved);
   const o = outcome!;
   // Stopped by the pause (not by an abort, and not finished before the cancel reached it).
-  if (pausing && !o.ok && isCancellation(o.err) && migration.aborted === undefined) return new PausedMidChunk(cancelledChunkResult(o.err));
+  if (pausing && !o.ok && isCancellation(o.err) && migration.aborting === undefined) return new PausedMidChunk(cancelledChunkResult(o.err));
   return o;
 }
 
@@ -402,7 +402,7 @@ function keepFailures(migration: MigrationState, failures: ObjectFailure[]): voi
 
 /** A chunk that failed: stopped by an abort ('aborted', its partial counters counted), the resource no longer served (a StartOver), else thrown. */
 function failedChunk(migration: MigrationState, err: unknown): 'aborted' | StartOver {
-  if (isCancellation(err) && migration.aborted) {
+  if (isCancellation(err) && migration.aborting) {
     const partial = cancelledChunkResult(err);
     if (partial) migration.carried.counters = addCounters(migration.carried.counters, partial.counters);
     return 'aborted';
@@ -442,19 +442,20 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
   for (;;) {
     const moved = await agreementMoved(migration);
     if (moved) return new StartOver(moved);
-    if (migration.aborted && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
-    if (!(migration.paused && patched(PAUSE_HOLDS_THE_VERDICT))) break;
+    if (migration.aborting && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
+    // Held even under an abort: histories from before the patch above ask the next patch then.
+    if (!(migration.pauseHeld && patched(PAUSE_HOLDS_THE_VERDICT))) break;
     await migration.publish('Paused');
-    await condition(() => !migration.paused || migration.aborted !== undefined);
-    if (migration.aborted) return 'aborted';
+    await condition(() => !migration.paused); // resumed or aborted
+    if (migration.aborting) return 'aborted';
     await migration.publish('Running');
   }
-  migration.recordingSuccess = true;
+  migration.startRecording();
   let recorded: { hash?: string } | undefined;
   try {
     recorded = await migration.activities.recordMigrated(migration.ref, migration.carried.agreement!);
   } catch (err) {
-    migration.recordingSuccess = false;
+    migration.recordFailed();
     if (failureType(err) === AGREEMENT_CHANGED)
       return new StartOver(`agreement changed while the success was being recorded (${rootMessage(err)})`);
     throw err;

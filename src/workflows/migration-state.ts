@@ -44,6 +44,7 @@ import { MigrationMigrated, MigrationPhase as PhaseAttr } from '../contract/sear
 import { rootMessage } from './failures';
 import { shortActivities, type ShortActivities } from './migration-activities';
 import { MIGRATION_FAILED } from '../contract/reasons';
+import { abortAsked, end, firstMode, pauseHeld, recordFailed, startRecording, withAbort, withPause, type Mode } from './migration-mode';
 
 /**
  * While a migration runs, its progress search attribute (MigrationMigrated)
@@ -116,14 +117,11 @@ export class MigrationState {
   readonly carried: CarriedState;
   readonly objects: MigrationObjects;
   phase: MigrationPhase = 'Running';
-  /** Why an abort was asked for; undefined until one is. */
-  aborted?: string;
-  paused = false;
-  /** The verdict is recording the success: a pause or an abort can no longer apply, and is refused. */
-  recordingSuccess = false;
+  /** Where the run is (running, paused, aborting, recording, ended: migration-mode.ts); moved by the methods below. */
+  private mode: Mode;
   /** Set on success: the record of the whole pass (the result carries it). */
   private record?: PassRecord;
-  /** The watcher says agreement may have changed. */
+  /** The watcher says agreement may have changed: not a mode, news the next look at agreement takes, whatever the mode. */
   recheck = false;
   /** The scope of the chunk in flight, which an abort cancels. */
   chunkScope?: CancellationScope;
@@ -161,7 +159,7 @@ export class MigrationState {
     this.activities = shortActivities(this.taskStartWait);
     this.carried = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
     this.carried.runs++;
-    this.paused = this.carried.paused === true;
+    this.mode = firstMode(this.carried.paused === true);
     this.objects = new MigrationObjects(input.migrationObjects, this.name);
   }
 
@@ -189,17 +187,17 @@ export class MigrationState {
   }
 
   pause(): SteerResult {
-    this.paused = true;
+    this.mode = withPause(this.mode, true);
     return this.steered();
   }
 
   resume(): SteerResult {
-    this.paused = false;
+    this.mode = withPause(this.mode, false);
     return this.steered();
   }
 
   abort(reason: string | undefined): SteerResult {
-    this.aborted = reason || 'aborted by request';
+    this.mode = withAbort(this.mode, reason || 'aborted by request');
     this.chunkScope?.cancel();
     return this.steered();
   }
@@ -215,12 +213,12 @@ export class MigrationState {
   /** The pause update's validator: throws when a pause cannot apply (the update is refused, it never enters history). */
   refusePause(): void {
     this.refuseSteering('pause');
-    if (this.paused) throw new Error(`cannot pause: the migration of ${this.name} is paused already`);
+    if (this.mode.is === 'paused') throw new Error(`cannot pause: the migration of ${this.name} is paused already`);
   }
 
   refuseResume(): void {
     this.refuseSteering('resume');
-    if (!this.paused) throw new Error(`cannot resume: the migration of ${this.name} is not paused`);
+    if (this.mode.is !== 'paused') throw new Error(`cannot resume: the migration of ${this.name} is not paused`);
   }
 
   refuseAbort(): void {
@@ -228,16 +226,45 @@ export class MigrationState {
   }
 
   private refuseSteering(what: string): void {
-    if (isTerminalPhase(this.phase)) throw new Error(`cannot ${what}: the migration of ${this.name} has ended (${this.phase})`);
-    if (this.aborted) throw new Error(`cannot ${what}: the migration of ${this.name} is being aborted (${this.aborted})`);
+    if (this.mode.is === 'ended') throw new Error(`cannot ${what}: the migration of ${this.name} has ended (${this.phase})`);
+    const abort = abortAsked(this.mode);
+    if (abort !== undefined) throw new Error(`cannot ${what}: the migration of ${this.name} is being aborted (${abort})`);
     // Past the verdict's last hold: an acknowledged pause or abort would be followed by a success all the same.
-    if (this.recordingSuccess)
+    if (this.mode.is === 'recording')
       throw new Error(`cannot ${what}: the migration of ${this.name} has migrated every object and is recording its success`);
   }
 
   /** What a steering update answers: the progress, and what the migration will do next. */
   private steered(): SteerResult {
-    return { ...this.progress(), paused: this.paused, ...(this.aborted ? { abortRequested: this.aborted } : {}) };
+    const abort = abortAsked(this.mode);
+    return { ...this.progress(), paused: pauseHeld(this.mode), ...(abort ? { abortRequested: abort } : {}) };
+  }
+
+  // ------------------------------------------------------------ where the run is, as the workflow reads it
+
+  /** Held by a pause (an abort under way is not). */
+  get paused(): boolean {
+    return this.mode.is === 'paused';
+  }
+
+  /** Why an abort was asked for, once one was (the run ends Aborted at its next step); undefined until then. */
+  get aborting(): string | undefined {
+    return this.mode.is === 'aborting' ? this.mode.reason : undefined;
+  }
+
+  /** A pause holds, even under an abort (histories from before the verdict honoured an abort hold on it). */
+  get pauseHeld(): boolean {
+    return pauseHeld(this.mode);
+  }
+
+  /** The verdict records the success: from here a pause or an abort is refused. */
+  startRecording(): void {
+    this.mode = startRecording(this.mode);
+  }
+
+  /** The record failed: the run is back in the mode the steering signals left it in meanwhile. */
+  recordFailed(): void {
+    this.mode = recordFailed(this.mode);
   }
 
   // ------------------------------------------------------------ what it shows
@@ -248,6 +275,7 @@ export class MigrationState {
    */
   async publish(next: MigrationPhase, writeStatus = true): Promise<void> {
     this.phase = next;
+    if (isTerminalPhase(next)) this.mode = end();
     this.upsertAttributes(next, writeStatus);
     this.showDetails(next);
     if (writeStatus) {
@@ -372,7 +400,7 @@ export class MigrationState {
         ...(this.givenOptions ? { options: this.givenOptions } : {}),
         migrationObjects: this.objects.list(),
         // A pause holds across runs: a start over (agreement moved while paused) or a long history does not resume it.
-        carried: { ...carried, paused: this.paused ? true : undefined },
+        carried: { ...carried, paused: this.pauseHeld ? true : undefined },
       }),
     );
   }
