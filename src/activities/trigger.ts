@@ -5,33 +5,18 @@
  * names and counts only.
  */
 import { createHash } from 'node:crypto';
-import { Context } from '@temporalio/activity';
-import { WorkflowNotFoundError, type Client } from '@temporalio/client';
-import type { StorageStateStatus } from '../api/migration';
+import type { Client } from '@temporalio/client';
 import { groupResourceString } from '../api/resource';
 import type { ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
-import { KubeError } from '../kube/errors';
 import { withTimeout } from '../kube/timeout';
-import { missingReencodeRights } from '../kube/access';
-import { CREATED_BY_ANNOTATION } from './built-in';
-import { standardFinished } from '../api/standard-migration';
-import { listStandardMigrations, standardVersion } from '../kube/standard-migrations';
-import { resolveResource } from '../kube/resolve';
-import {
-  createStorageState,
-  listStorageStates,
-  patchStorageStateStatus,
-  refineStorageState,
-  storageStatePath,
-} from '../kube/storage-states';
-import { abortSignal } from '../contract/definitions';
-import { migrationStart } from '../contract/start-options';
+import { listStorageStates, refineStorageState, storageStatePath } from '../kube/storage-states';
 import type { Placement } from '../contract/placement';
 import type { MigrationStatus, ObservedResource, RecordedPass, StateSnapshot, TriggerAction } from '../contract/trigger';
 import { migrationRecords } from '../kube/drop-storage';
 import { UNKNOWN } from '../contract/trigger';
 import { compareStrings } from '../api/order';
+import { TriggerPeriod, type TriggerApplied } from './trigger-apply';
 
 export interface TriggerDeps {
   kube: KubeClient;
@@ -89,22 +74,6 @@ function discoveryDigest(resources: DiscoveredResource[]): string {
     .map((r) => `${r.group}/${r.version}/${r.name} ${r.storageVersionHash ?? ''} ${[...r.verbs].sort().join(',')}`)
     .sort();
   return createHash('sha256').update(lines.join('\n')).digest('hex').slice(0, 16);
-}
-
-/** A standard object with no status this long after its creation has no controller (src/worker/unattended.ts's bound). */
-const STANDARD_UNATTENDED_MS = 120_000;
-
-/** When each resource's missing grant was last logged: once an hour per worker, not every trigger period. */
-const grantWarned = new Map<string, number>();
-function warnOnce(resource: string, message: string): void {
-  const now = Date.now();
-  if ((grantWarned.get(resource) ?? 0) > now - 3_600_000) return;
-  grantWarned.set(resource, now);
-  try {
-    Context.current().log.warn(message, { resource });
-  } catch {
-    // not in an activity (a direct call): nothing to log to
-  }
 }
 
 /** A server asked at its own address answers its whole discovery within this, or does not report this period. */
@@ -216,107 +185,8 @@ export function createTriggerActivities(deps: TriggerDeps) {
       };
     },
 
-    async applyTriggerActions(actions: TriggerAction[]): Promise<{
-      written: number;
-      started: string[];
-      stopped: string[];
-      conflicts: string[];
-      needsGrant?: string[];
-      waitingForStandard?: string[];
-    }> {
-      const conflicts: string[] = [];
-      const waitingForStandard: string[] = [];
-      // Standard objects somebody else created (not svm's delegations), unfinished, by resource: read once per period.
-      let others: Map<string, string> | undefined;
-      const othersFor = async (name: string): Promise<string | undefined> => {
-        if (deps.standardMigrations === 'own') return undefined;
-        if (!others) {
-          others = new Map();
-          if (await standardVersion(deps.kube)) {
-            for (const o of (await listStandardMigrations(deps.kube)).items) {
-              if (standardFinished(o.status) || o.metadata.annotations?.[CREATED_BY_ANNOTATION]) continue;
-              // Nobody acts on it (no status STANDARD_UNATTENDED_MS after its creation: no built-in runs, which the
-              // worker reports on the object): svm does not wait for a controller that is not there.
-              const age = Date.now() - Date.parse(o.metadata.creationTimestamp ?? '');
-              if ((o.status?.conditions ?? []).length === 0 && age >= STANDARD_UNATTENDED_MS) continue;
-              others.set(groupResourceString({ group: o.spec.resource.group ?? '', resource: o.spec.resource.resource }), o.metadata.name);
-            }
-          }
-        }
-        return others.get(name);
-      };
-      const needsGrant: string[] = [];
-      const started: string[] = [];
-      const stopped: string[] = [];
-      let written = 0;
-      for (const a of actions) {
-        deps.mirrorWithoutRecord?.(a.name, a.mirrorWithoutRecord === true);
-        if (a.stopMigration && deps.temporal) {
-          const handle = deps.temporal.client.workflow.getHandle(deps.temporal.placement.id(`migrate/${a.name}`));
-          // No waiting for it to close: a new one starts only in a later period, once this one is closed.
-          // Closed (or never started): nothing to stop. Anything else is not swallowed: the activity fails and is retried.
-          await handle.signal(abortSignal, a.stopMigration).catch((err: unknown) => {
-            if (!(err instanceof WorkflowNotFoundError)) throw err;
-          });
-          stopped.push(a.name);
-        }
-        const status: StorageStateStatus = {
-          persistedStorageVersionHashes: a.write.persisted,
-          ...(a.write.current !== undefined ? { currentStorageVersionHash: a.write.current } : {}),
-          lastHeartbeatTime: a.write.lastHeartbeatTime,
-          currentStorageVersionHashes: a.write.reporters,
-          discoveryConsistent: a.write.discoveryConsistent,
-        };
-        if (a.write.create) await createStorageState(deps.kube, a.name, a);
-        try {
-          await patchStorageStateStatus(deps.kube, a.name, status, a.write.create ? undefined : a.write.resourceVersion);
-        } catch (err) {
-          // Someone (a migration refining it) wrote it since we read it: decide again next period.
-          if (err instanceof KubeError && err.kind === 'conflict') {
-            conflicts.push(a.name);
-            continue;
-          }
-          throw err;
-        }
-        written++;
-        if (a.startMigration && deps.temporal) {
-          // Upgrade tooling created a standard object for this resource, and the built-in runs it (or will): svm's
-          // pass waits until it ends (and then re-encodes what is left: a current object's re-encode writes nothing).
-          const theirs = await othersFor(a.name);
-          if (theirs) {
-            waitingForStandard.push(a.name);
-            warnOnce(
-              `standard:${a.name}`,
-              `not migrating ${a.name} yet: StorageVersionMigration ${theirs} (storagemigration.k8s.io), created by somebody else, is not finished; svm waits for it rather than run a second migration of the resource`,
-            );
-            continue;
-          }
-          const ref = await resolveResource(deps.kube, a.name);
-          // svm's own pass needs list and patch on the resource: without them it could only fail with a 403 (custom
-          // resources, admission and RBAC objects are left out of the shipped rights until granted). Not started; said.
-          const missing = deps.triggerApi === 'standard' ? [] : await missingReencodeRights(deps.kube, ref);
-          if (missing.length > 0) {
-            needsGrant.push(a.name);
-            warnOnce(
-              a.name,
-              `not migrating ${a.name}: the worker may not ${missing.join(' or ')} it; grant it with \`svm grant ${a.name}\``,
-            );
-            continue;
-          }
-          // One setting chooses the API: svm's own pass, or the built-in's behind svm's agreement checks (same workflow ID).
-          const spec = migrationStart({ resource: ref }, deps.triggerApi === 'standard' ? 'delegateToBuiltIn' : 'migrateResource');
-          await deps.temporal.client.workflow.start(spec.type, deps.temporal.placement.start(spec));
-          started.push(a.name);
-        }
-      }
-      return {
-        written,
-        started,
-        stopped,
-        conflicts,
-        ...(needsGrant.length > 0 ? { needsGrant } : {}),
-        ...(waitingForStandard.length > 0 ? { waitingForStandard } : {}),
-      };
+    async applyTriggerActions(actions: TriggerAction[]): Promise<TriggerApplied> {
+      return new TriggerPeriod(deps).apply(actions);
     },
   };
 }
