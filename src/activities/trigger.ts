@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import type { Client } from '@temporalio/client';
 import { groupResourceString } from '../api/resource';
-import type { ApiServerSource } from '../kube/apiservers';
+import type { ApiServer, ApiServerSource } from '../kube/apiservers';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { withTimeout } from '../kube/timeout';
 import { listStorageStates, refineStorageState, storageStatePath } from '../kube/storage-states';
@@ -79,110 +79,149 @@ function discoveryDigest(resources: DiscoveredResource[]): string {
 /** A server asked at its own address answers its whole discovery within this, or does not report this period. */
 const ENDPOINT_DISCOVERY_TIMEOUT_MS = 20_000;
 
-export function createTriggerActivities(deps: TriggerDeps) {
-  /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
-  async function migrationStatus(name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
-    if (!deps.temporal) return { status: 'none' };
-    const r = await migrationRecords(deps.temporal.client, await deps.pinnedUid?.())(deps.temporal.placement.id(`migrate/${name}`));
-    if (!r) return { status: 'none' };
-    if (r.status === 'RUNNING') return { status: 'running' };
-    if (r.status !== 'COMPLETED') return { status: 'failed' };
-    if (r.phase !== 'Succeeded') return { status: 'aborted' };
-    // Another cluster's pass (or one naming no uid, in a named cluster) is no pass of this one: migrated again.
-    if (r.notThisCluster) return { status: 'failed' };
-    // A result with no record (an older svm), or a record naming no hash (none was read), cannot be matched to a
-    // hash: the StorageState is believed, as before (never a migration started again every period for it).
-    if (!r.record?.storageVersionHash) return { status: 'succeeded', recorded: { legacy: true } };
-    return { status: 'succeeded', recorded: { hash: r.record.storageVersionHash } };
+/** One period's discovery: the resources each reporter serves with their storage version hashes, and who was silent. */
+class DiscoveryReading {
+  readonly byName = new Map<string, ObservedResource>();
+  readonly digests = new Set<string>();
+  readonly reporters: string[] = [];
+  readonly silent: string[] = [];
+
+  report(id: string, resources: DiscoveredResource[]): void {
+    this.reporters.push(id);
+    this.digests.add(discoveryDigest(resources));
+    for (const r of resources) {
+      if (r.name.includes('/') || !r.storageVersionHash) continue;
+      const name = groupResourceString({ group: r.group, resource: r.name });
+      const o = this.byName.get(name) ?? { name, group: r.group, resource: r.name, hashes: {} };
+      o.hashes[id] ??= r.storageVersionHash;
+      this.byName.set(name, o);
+    }
   }
 
-  return {
-    /**
-     * known: the hash of the last whole pass on record of each resource, as the trigger remembers it (given by a
-     * trigger that decides by the record: a settled StorageState is then looked up in Temporal unless known there).
-     */
-    async observeStorage(known?: Record<string, string>): Promise<Observation> {
-      const byName = new Map<string, ObservedResource>();
-      const digests = new Set<string>();
-      const reporters: string[] = [];
-      const silent: string[] = [];
-      const found = await deps.apiservers.find();
-      const report = (id: string, resources: DiscoveredResource[]) => {
-        reporters.push(id);
-        digests.add(discoveryDigest(resources));
-        for (const r of resources) {
-          if (r.name.includes('/') || !r.storageVersionHash) continue;
-          const name = groupResourceString({ group: r.group, resource: r.name });
-          const o = byName.get(name) ?? { name, group: r.group, resource: r.name, hashes: {} };
-          o.hashes[id] ??= r.storageVersionHash;
-          byName.set(name, o);
-        }
-      };
-      await Promise.all(
-        found.endpoints.map(async (s) => {
-          let resources: DiscoveredResource[];
-          try {
-            resources = await withTimeout(
-              s.kube.discover(),
-              ENDPOINT_DISCOVERY_TIMEOUT_MS,
-              `${s.id} did not answer discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`,
-            );
-          } catch {
-            silent.push(s.id);
-            return; // this server does not report this period; its entries age out
-          }
-          report(s.id, resources);
-        }),
+  /** One API server asked at its own address. */
+  async ask(s: ApiServer): Promise<void> {
+    let resources: DiscoveredResource[];
+    try {
+      resources = await withTimeout(
+        s.kube.discover(),
+        ENDPOINT_DISCOVERY_TIMEOUT_MS,
+        `${s.id} did not answer discovery within ${ENDPOINT_DISCOVERY_TIMEOUT_MS / 1000}s`,
       );
-      const ids = found.identities;
-      const verified = silent.length === 0 && reporters.length > 0 && ids !== undefined && ids.length > 0 && reporters.length >= ids.length;
-      const leases = ids ? `${ids.length} identity lease${ids.length === 1 ? '' : 's'}` : 'identity leases unknown';
-      let checked: string;
-      if (verified) {
-        checked = `${reporters.length} of ${found.endpoints.length} API servers (kubernetes EndpointSlice, ${leases})`;
-      } else {
-        const note = [found.endpointsNote, silent.length > 0 ? `not answering: ${silent.sort().join(', ')}` : undefined]
-          .filter(Boolean)
-          .join('; ');
-        checked = `could not verify per server: ${reporters.length} of ${found.endpoints.length} addresses answered${note ? ` (${note})` : ''}, ${leases}`;
-        if (reporters.length === 0) {
-          // No server heard at its own address: our own address reports (whichever server it reaches).
-          report(deps.kube.server, await deps.kube.discover());
-          checked += `; discovery through ${deps.kube.server}`;
-        }
-      }
-      const states: Record<string, StateSnapshot> = {};
-      for (const i of await listStorageStates(deps.kube)) {
-        states[i.metadata.name] = {
-          resourceVersion: i.metadata.resourceVersion,
-          persisted: i.status?.persistedStorageVersionHashes ?? [UNKNOWN],
-          current: i.status?.currentStorageVersionHash,
-          lastHeartbeatTime: i.status?.lastHeartbeatTime,
-          reporters: i.status?.currentStorageVersionHashes ?? [],
-        };
-      }
-      // Only migrations that may matter: where a state is not settled, or settled at a hash with no pass on record yet
-      // (the StorageState is a mirror the worker's token can write: the trigger asks Temporal).
-      const migrations: Record<string, MigrationStatus> = {};
-      const recorded: Record<string, RecordedPass> = {};
-      for (const name of byName.keys()) {
-        const st = states[name];
-        const settled = st !== undefined && st.persisted.length === 1 && st.persisted[0] === st.current;
-        if (settled && (!known || known[name] === st.current)) continue;
-        const m = await migrationStatus(name);
-        migrations[name] = m.status;
-        if (m.recorded) recorded[name] = m.recorded;
-      }
-      return {
-        observed: [...byName.values()].sort((a, b) => compareStrings(a.name, b.name)),
-        states,
-        migrations,
-        ...(known ? { recorded } : {}),
-        discoveryConsistent: verified && digests.size === 1,
-        reporters: reporters.sort(),
-        checked,
-        at: Date.now(),
-      };
+    } catch {
+      this.silent.push(s.id);
+      return; // this server does not report this period; its entries age out
+    }
+    this.report(s.id, resources);
+  }
+}
+
+/** Every API server's discovery, whether every one answered (verified), and what was asked, as a sentence. */
+async function readDiscovery(deps: TriggerDeps): Promise<{ reading: DiscoveryReading; verified: boolean; checked: string }> {
+  const found = await deps.apiservers.find();
+  const reading = new DiscoveryReading();
+  await Promise.all(found.endpoints.map((s) => reading.ask(s)));
+  const { reporters, silent } = reading;
+  const ids = found.identities;
+  const verified = silent.length === 0 && reporters.length > 0 && ids !== undefined && ids.length > 0 && reporters.length >= ids.length;
+  const leases = ids ? `${ids.length} identity lease${ids.length === 1 ? '' : 's'}` : 'identity leases unknown';
+  if (verified) {
+    return {
+      reading,
+      verified,
+      checked: `${reporters.length} of ${found.endpoints.length} API servers (kubernetes EndpointSlice, ${leases})`,
+    };
+  }
+  const note = [found.endpointsNote, silent.length > 0 ? `not answering: ${silent.sort().join(', ')}` : undefined]
+    .filter(Boolean)
+    .join('; ');
+  let checked = `could not verify per server: ${reporters.length} of ${found.endpoints.length} addresses answered${note ? ` (${note})` : ''}, ${leases}`;
+  if (reporters.length === 0) {
+    // No server heard at its own address: our own address reports (whichever server it reaches).
+    reading.report(deps.kube.server, await deps.kube.discover());
+    checked += `; discovery through ${deps.kube.server}`;
+  }
+  return { reading, verified, checked };
+}
+
+/** Every StorageState as read now. */
+async function readStates(kube: KubeClient): Promise<Record<string, StateSnapshot>> {
+  const states: Record<string, StateSnapshot> = {};
+  for (const i of await listStorageStates(kube)) {
+    states[i.metadata.name] = {
+      resourceVersion: i.metadata.resourceVersion,
+      persisted: i.status?.persistedStorageVersionHashes ?? [UNKNOWN],
+      current: i.status?.currentStorageVersionHash,
+      lastHeartbeatTime: i.status?.lastHeartbeatTime,
+      reporters: i.status?.currentStorageVersionHashes ?? [],
+    };
+  }
+  return states;
+}
+
+/** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
+async function migrationStatus(deps: TriggerDeps, name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
+  if (!deps.temporal) return { status: 'none' };
+  const r = await migrationRecords(deps.temporal.client, await deps.pinnedUid?.())(deps.temporal.placement.id(`migrate/${name}`));
+  if (!r) return { status: 'none' };
+  if (r.status === 'RUNNING') return { status: 'running' };
+  if (r.status !== 'COMPLETED') return { status: 'failed' };
+  if (r.phase !== 'Succeeded') return { status: 'aborted' };
+  // Another cluster's pass (or one naming no uid, in a named cluster) is no pass of this one: migrated again.
+  if (r.notThisCluster) return { status: 'failed' };
+  // A result with no record (an older svm), or a record naming no hash (none was read), cannot be matched to a
+  // hash: the StorageState is believed, as before (never a migration started again every period for it).
+  if (!r.record?.storageVersionHash) return { status: 'succeeded', recorded: { legacy: true } };
+  return { status: 'succeeded', recorded: { hash: r.record.storageVersionHash } };
+}
+
+/**
+ * Only migrations that may matter: where a state is not settled, or settled at a hash with no pass on record yet
+ * (the StorageState is a mirror the worker's token can write: the trigger asks Temporal).
+ */
+async function lookUpMigrations(
+  deps: TriggerDeps,
+  names: Iterable<string>,
+  states: Record<string, StateSnapshot>,
+  known: Record<string, string> | undefined,
+): Promise<{ migrations: Record<string, MigrationStatus>; recorded: Record<string, RecordedPass> }> {
+  const migrations: Record<string, MigrationStatus> = {};
+  const recorded: Record<string, RecordedPass> = {};
+  for (const name of names) {
+    const st = states[name];
+    const settled = st !== undefined && st.persisted.length === 1 && st.persisted[0] === st.current;
+    if (settled && (!known || known[name] === st.current)) continue;
+    const m = await migrationStatus(deps, name);
+    migrations[name] = m.status;
+    if (m.recorded) recorded[name] = m.recorded;
+  }
+  return { migrations, recorded };
+}
+
+/**
+ * known: the hash of the last whole pass on record of each resource, as the trigger remembers it (given by a
+ * trigger that decides by the record: a settled StorageState is then looked up in Temporal unless known there).
+ */
+async function observe(deps: TriggerDeps, known: Record<string, string> | undefined): Promise<Observation> {
+  const { reading, verified, checked } = await readDiscovery(deps);
+  const states = await readStates(deps.kube);
+  const { migrations, recorded } = await lookUpMigrations(deps, reading.byName.keys(), states, known);
+  return {
+    observed: [...reading.byName.values()].sort((a, b) => compareStrings(a.name, b.name)),
+    states,
+    migrations,
+    ...(known ? { recorded } : {}),
+    discoveryConsistent: verified && reading.digests.size === 1,
+    reporters: reading.reporters.sort(),
+    checked,
+    at: Date.now(),
+  };
+}
+
+export function createTriggerActivities(deps: TriggerDeps) {
+  return {
+    /** known: the last whole pass on record of each resource, as the trigger remembers it (see observe above). */
+    async observeStorage(known?: Record<string, string>): Promise<Observation> {
+      return observe(deps, known);
     },
 
     async applyTriggerActions(actions: TriggerAction[]): Promise<TriggerApplied> {
