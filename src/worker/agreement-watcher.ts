@@ -193,31 +193,48 @@ function holderOf(obj: unknown): string {
   return (lease.success && lease.data.spec.holderIdentity) || '';
 }
 
-/**
- * API servers joining, leaving or restarting: identity leases. A lease is created when a server starts, deleted
- * when it shuts down gracefully, and its holderIdentity (<name>_<uuid>) changes when it restarts (e.g. with other
- * flags, a rolling upgrade step). Renewals change neither.
- */
-class IdentityLeaseWatch {
-  /** Each identity lease's holder, by lease name (undefined until the first list). */
-  private holders: Map<string, string> | undefined;
+type WatchEvent = 'ADDED' | 'MODIFIED' | 'DELETED';
+
+/** A list of objects followed by a watch (again after each end): what it lists and each change, to a subclass. */
+abstract class ListAndWatch {
   private readonly watch: { stop(): void };
 
-  constructor(private readonly opts: WatcherOptions) {
+  constructor(
+    protected readonly opts: WatcherOptions,
+    what: { path: string; labelSelector: string; name: string },
+  ) {
     const handlers = {
       onList: (items: unknown[]) => this.listed(items),
-      onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown) => this.changed(type, obj),
-      onError: quietWarn(opts.log, 'identity lease watch'),
+      onEvent: (type: WatchEvent, obj: unknown) => this.changed(type, obj),
+      onError: quietWarn(opts.log, what.name),
     };
-    this.watch = watchForever(opts.kube, IDENTITY_LEASES_PATH, handlers, { labelSelector: IDENTITY_LABEL });
+    this.watch = watchForever(opts.kube, what.path, handlers, { labelSelector: what.labelSelector });
   }
 
   stop(): void {
     this.watch.stop();
   }
 
-  /** A full list (the first, or after a watch ended): a change since the last one is a change. */
-  private listed(items: unknown[]): void {
+  /** A full list (the first, or after a watch ended). */
+  protected abstract listed(items: unknown[]): void;
+  protected abstract changed(type: WatchEvent, obj: unknown): void;
+}
+
+/**
+ * API servers joining, leaving or restarting: identity leases. A lease is created when a server starts, deleted
+ * when it shuts down gracefully, and its holderIdentity (<name>_<uuid>) changes when it restarts (e.g. with other
+ * flags, a rolling upgrade step). Renewals change neither.
+ */
+class IdentityLeaseWatch extends ListAndWatch {
+  /** Each identity lease's holder, by lease name (undefined until the first list). */
+  private holders: Map<string, string> | undefined;
+
+  constructor(opts: WatcherOptions) {
+    super(opts, { path: IDENTITY_LEASES_PATH, labelSelector: IDENTITY_LABEL, name: 'identity lease watch' });
+  }
+
+  /** A change since the last list is a change. */
+  protected listed(items: unknown[]): void {
     const now = new Map(items.map((i) => [nameOf(i), holderOf(i)]));
     const before = this.holders;
     this.holders = now;
@@ -225,7 +242,7 @@ class IdentityLeaseWatch {
       this.leaseChange(`API server identity leases changed: ${[...now.keys()].sort().join(', ')}`);
   }
 
-  private changed(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void {
+  protected changed(type: WatchEvent, obj: unknown): void {
     const name = nameOf(obj);
     const holder = holderOf(obj);
     const was = this.holders?.get(name);
@@ -245,32 +262,22 @@ class IdentityLeaseWatch {
 }
 
 /** ... and the ready addresses of the `kubernetes` EndpointSlice. */
-class EndpointSliceWatch {
+class EndpointSliceWatch extends ListAndWatch {
   private readonly slices = new Map<string, EndpointSlice>();
   /** The ready addresses as last seen (undefined until the first list). */
   private addresses: string | undefined;
-  private readonly watch: { stop(): void };
 
-  constructor(private readonly opts: WatcherOptions) {
-    const handlers = {
-      onList: (items: unknown[]) => this.listed(items),
-      onEvent: (type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown) => this.changed(type, obj),
-      onError: quietWarn(opts.log, 'kubernetes EndpointSlice watch'),
-    };
-    this.watch = watchForever(opts.kube, ENDPOINTSLICES_PATH, handlers, { labelSelector: ENDPOINTSLICE_SELECTOR });
+  constructor(opts: WatcherOptions) {
+    super(opts, { path: ENDPOINTSLICES_PATH, labelSelector: ENDPOINTSLICE_SELECTOR, name: 'kubernetes EndpointSlice watch' });
   }
 
-  stop(): void {
-    this.watch.stop();
-  }
-
-  private listed(items: unknown[]): void {
+  protected listed(items: unknown[]): void {
     this.slices.clear();
     for (const i of items) this.set(i);
     this.addressesMaybeChanged();
   }
 
-  private changed(type: 'ADDED' | 'MODIFIED' | 'DELETED', obj: unknown): void {
+  protected changed(type: WatchEvent, obj: unknown): void {
     if (type === 'DELETED') this.slices.delete(nameOf(obj));
     else this.set(obj);
     this.addressesMaybeChanged();
