@@ -8,11 +8,11 @@
 import * as v8 from 'node:v8';
 import * as vm from 'node:vm';
 import { Client } from '@temporalio/client';
-import { DefaultLogger, NativeConnection, Runtime, Worker, type LogEntry } from '@temporalio/worker';
-import pino, { type Logger } from 'pino';
+import { NativeConnection, Worker } from '@temporalio/worker';
+import type { Logger } from 'pino';
+import { createLogger, installRuntime } from './logging';
 import { createActivities } from '../activities';
 import { warnIfRewriteForced } from '../activities/migrate-chunk';
-import { startOnFreePort } from './free-port';
 import { kubernetesEndpoints } from '../kube/apiservers';
 import { clusterUidReader } from '../kube/cluster-uid';
 import { fleetTaskQueue } from '../api/cluster';
@@ -27,96 +27,16 @@ import { RateLimiter } from '../kube/rate-limit';
 import { MemoryBudget } from '../kube/memory-budget';
 import { MAX_MIGRATION_CONCURRENCY } from '../contract/definitions';
 import { workflowBundleOption } from './workflow-bundle';
-import { startClusterBudget, type ClusterBudget } from './budget';
 import { explainTemporalConnectError, temporalConnectionOptions } from '../config/temporal';
 import type { WorkerSettings } from './config';
-import { startLeaderElection } from './leader';
-import { leaderSingletons, startVersioning } from './services';
+import { startVersioning } from './services';
+import { ClusterMembership } from './membership';
 import { createMetrics, serveMetrics, type MigratorMetrics } from './metrics';
 import { randomUUID } from 'node:crypto';
 import { svmBuild } from '../config/build-info';
 import { workerDeploymentOptions } from './versioning';
 
-/**
- * The long-running worker's logger (`svm worker`, a container): JSON lines
- * (pino) on stdout, or one readable line per entry when stdout is a
- * terminal. Never object data.
- */
-export function createLogger(destination?: pino.DestinationStream): Logger {
-  const options = { base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' };
-  if (destination) return pino(options, destination);
-  if (process.stdout.isTTY && !process.env.CI)
-    return pino(options, { write: (line: string) => void process.stdout.write(readableLine(line)) });
-  return pino(options);
-}
-
-/**
- * The logger of a worker run inside a command a person watches (the demo):
- * JSON lines appended to file (its directory created), nothing on the
- * terminal, which gets sentences only. Written synchronously, so nothing is
- * lost when the command exits.
- */
-export function createFileLogger(file: string): Logger {
-  return createLogger(pino.destination({ dest: file, mkdir: true, sync: true, append: true }));
-}
-
-const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
-
-export function readableLine(json: string): string {
-  const { level, time, msg, component: _c, pid: _p, hostname: _h, ...rest } = JSON.parse(json) as Record<string, unknown>;
-  const fields = Object.entries(rest)
-    .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
-    .join(' ');
-  return `${new Date(Number(time)).toISOString().slice(11, 23)} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${String(msg)}${fields ? '  ' + fields : ''}\n`;
-}
-
-/** Where the Temporal runtime's log entries (SDK, workflow and activity logs) go: the current worker's logger. */
-let runtimeSink: Logger | undefined;
-let runtimeInstalled = false;
-
-function forward(entry: LogEntry): void {
-  const log = runtimeSink;
-  if (!log) return;
-  const meta = (entry.meta ?? {}) as Record<string, unknown>;
-  // Worker lifecycle chatter is debug; activity and workflow logs keep their level.
-  const level =
-    entry.level === 'ERROR'
-      ? 'error'
-      : entry.level === 'WARN'
-        ? 'warn'
-        : entry.level === 'INFO' && meta.sdkComponent !== 'worker'
-          ? 'info'
-          : 'debug';
-  log[level](meta, entry.message);
-}
-
-let sdkMetricsUrl: string | undefined;
-
-/**
- * Installs the Temporal runtime once per process, logging through pino and,
- * when asked, exporting the SDK's metrics on a loopback port (served again,
- * with ours, by the worker's /metrics).
- */
-export async function installRuntime(log: Logger, withSdkMetrics = false, keepSink = false): Promise<string | undefined> {
-  // The runtime's one sink: the latest worker's logger, but in a pool the pool's (a cluster's would label every
-  // cluster's SDK lines with its name).
-  if (!keepSink || !runtimeInstalled) runtimeSink = log;
-  if (runtimeInstalled) return sdkMetricsUrl;
-  if (withSdkMetrics) {
-    // The core binds its Prometheus endpoint in Runtime.install, on an address given up front (the port it would get
-    // for port 0 is not reported back): a drawn port, and a fresh one when the bind finds it taken (install throws
-    // "Address already in use" and can be called again). Once install returns, the port is the endpoint's.
-    sdkMetricsUrl = await startOnFreePort('the SDK metrics endpoint', async ([port]) => {
-      Runtime.install({
-        logger: new DefaultLogger('DEBUG', forward),
-        telemetryOptions: { metrics: { prometheus: { bindAddress: `127.0.0.1:${port}` } } },
-      });
-      return `http://127.0.0.1:${port}/metrics`;
-    });
-  } else Runtime.install({ logger: new DefaultLogger('DEBUG', forward) });
-  runtimeInstalled = true;
-  return sdkMetricsUrl;
-}
+export { createFileLogger, createLogger, installRuntime, readableLine } from './logging';
 
 /** Identities of the workers of this process: a second worker in one process (tests) gets a suffix. */
 const identitiesInUse = new Set<string>();
@@ -323,76 +243,6 @@ async function fleetWorker(connection: NativeConnection, settings: WorkerSetting
     maxConcurrentActivityTaskExecutions: 2,
     activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 1 },
   });
-}
-
-/**
- * A replica's part in its cluster: its share of the load budget (a membership Lease, when the budget is limited) and
- * the leader election that runs the singletons (the bridge, the agreement watcher) on one replica. Leases in the
- * worker's API: joined once, left when the worker stops.
- */
-class ClusterMembership {
-  private shared?: ClusterBudget;
-  private leader?: ReturnType<typeof startLeaderElection>;
-  private singletons: Array<{ stop(): void }> = [];
-  private left = false;
-
-  constructor(
-    private readonly o: {
-      settings: WorkerSettings;
-      kube: KubeClient;
-      client: Client;
-      placement: Placement;
-      identity: string;
-      holder: string;
-      instance: string;
-      fixedQps: number;
-      budget: RateLimiter;
-      log: Logger;
-      metrics?: MigratorMetrics;
-    },
-  ) {}
-
-  join(): void {
-    const { settings, kube, log, metrics } = this.o;
-    if (this.left) return;
-    const namespace = settings.kubeNamespace;
-    if (this.o.fixedQps > 0)
-      this.shared = startClusterBudget({
-        kube,
-        namespace,
-        identity: this.o.identity,
-        instance: this.o.instance,
-        qps: this.o.fixedQps,
-        limiter: this.o.budget,
-        log,
-        metrics,
-      });
-    if (!settings.bridge && !settings.watchAgreement) return;
-    metrics?.leader.set(0);
-    this.leader = startLeaderElection({
-      kube,
-      namespace,
-      identity: this.o.holder,
-      log,
-      onStartedLeading: () => {
-        metrics?.leader.set(1);
-        this.singletons = leaderSingletons({ settings, kube, client: this.o.client, placement: this.o.placement, log, metrics });
-      },
-      onStoppedLeading: () => {
-        metrics?.leader.set(0);
-        for (const s of this.singletons) s.stop();
-        this.singletons = [];
-      },
-    });
-  }
-
-  /** The worker has stopped (no chunk runs): hands the singletons over, then gives back its share. */
-  async leave(): Promise<void> {
-    this.left = true;
-    const log = this.o.log;
-    await this.leader?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'leader election did not stop cleanly'));
-    await this.shared?.stop().catch((err: unknown) => log.warn({ err: String(err) }, 'budget membership did not stop cleanly'));
-  }
 }
 
 /** How a worker lives beside others in one process (a pool of clusters, src/worker/cluster-pool.ts). */
