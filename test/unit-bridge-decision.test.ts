@@ -7,6 +7,7 @@ import assert from 'node:assert/strict';
 import { decide, type BridgeSituation, type WorkflowSeen } from '../src/worker/bridge-decision';
 import { zeroCounters } from '../src/api/counters';
 import { migrationWorkflowId } from '../src/api/resource';
+import { idInCluster } from '../src/api/cluster';
 import type { MigrationProgress } from '../src/contract/definitions';
 import {
   ABORTED,
@@ -191,7 +192,7 @@ void test('annotated, its workflow closed without a result: Failed, the reason i
 });
 
 void test('a named cluster: the follower test reads the workflow ID in the cluster', () => {
-  const inEast = migrationWorkflowId({ group: 'example.com', resource: 'widgets' }, 'east');
+  const inEast = idInCluster(migrationWorkflowId({ group: 'example.com', resource: 'widgets' }), 'east');
   const s = attached(running(progress()), {}, inEast);
   assert.equal(decide({ ...s, cluster: 'east' }).act, 'copyProgress');
   assert.equal(decide(s).act, 'recheckLater');

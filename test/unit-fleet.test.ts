@@ -21,6 +21,7 @@ import { CLUSTER_IDENTITY_ACTIVITY } from '../src/api/cluster';
 import { passRecord } from '../src/contract/pass-record';
 import type { Agreement } from '../src/contract/agreement';
 import { migrationCheck, uidMismatch } from '../src/kube/drop-storage';
+import { Placement } from '../src/contract/placement';
 
 const defaults = { parallel: 2, parallelism: 2, pauseBetweenWaves: 0, unreachableAfter: 60, deadline: 86_400, output: 'text' };
 
@@ -183,7 +184,7 @@ function identity(answers: Confirmation[], apiUid: () => string, clock: { now: n
   const lines: string[] = [];
   const log = { error: (_o: unknown, m: string) => lines.push(`error ${m}`), info: (_o: unknown, m: string) => lines.push(`info ${m}`) };
   let asked = 0;
-  const metrics = createMetrics({ cluster: 'east' });
+  const metrics = createMetrics({ placement: Placement.of('q', 'east') });
   const id = new ClusterIdentity({
     name: 'east',
     where: 'kubeconfig /k/east, server https://10.0.0.9:6443',
@@ -352,8 +353,8 @@ void test("a pool from Cluster API's Secrets: each cluster's <name>-kubeconfig, 
 });
 
 void test("a pool's metrics: one endpoint, each family once, every cluster's series labelled with it", async () => {
-  const east = createMetrics({ cluster: 'east' });
-  const west = createMetrics({ cluster: 'west', processMetrics: false });
+  const east = createMetrics({ placement: Placement.of('q', 'east') });
+  const west = createMetrics({ placement: Placement.of('q', 'west'), processMetrics: false });
   east.objects.inc({ resource: 'secrets', outcome: 'migrated' }, 3);
   west.objects.inc({ resource: 'secrets', outcome: 'migrated' }, 5);
   const text = mergeExpositions([await east.registry.metrics(), await west.registry.metrics()]);

@@ -33,9 +33,9 @@ export const WRONG_CLUSTER = 'WrongCluster';
 /** The activity every named workflow runs first when it has no uid yet: the served cluster's name and uid. */
 export const CLUSTER_IDENTITY_ACTIVITY = 'clusterIdentity';
 
-/** The task queue of a cluster (`<base>/cluster/<name>`); the base queue itself when no cluster is named. */
-export function clusterTaskQueue(base: string, cluster?: string): string {
-  return cluster ? `${base}/cluster/${cluster}` : base;
+/** The task queue of a named cluster (`<base>/cluster/<name>`). Where a cluster may be unnamed, a Placement (src/contract/placement.ts) chooses. */
+export function clusterTaskQueue(base: string, cluster: string): string {
+  return `${base}/cluster/${cluster}`;
 }
 
 /** The fleet's own task queue: campaigns and the cluster registry, which talk only to Temporal (`<base>/fleet`). */
@@ -44,18 +44,13 @@ export function fleetTaskQueue(base: string): string {
 }
 
 /**
- * A workflow ID in a cluster: the cluster inserted as the second segment (`migrate/secrets` ->
- * `migrate/prod-1/secrets`, `migrate-all` -> `migrate-all/prod-1`); the ID itself when no cluster is named.
+ * A workflow ID in a named cluster: the cluster inserted as the second segment (`migrate/secrets` ->
+ * `migrate/prod-1/secrets`, `migrate-all` -> `migrate-all/prod-1`). Where a cluster may be unnamed, a Placement
+ * (src/contract/placement.ts) chooses.
  */
-export function idInCluster(id: string, cluster?: string): string {
-  if (!cluster) return id;
+export function idInCluster(id: string, cluster: string): string {
   const slash = id.indexOf('/');
   return slash < 0 ? `${id}/${cluster}` : `${id.slice(0, slash)}/${cluster}${id.slice(slash)}`;
-}
-
-/** The summary's suffix naming the cluster (' in cluster prod-1'), empty when none is named. */
-export function inClusterText(cluster?: string): string {
-  return cluster ? ` in cluster ${cluster}` : '';
 }
 
 /** Why a task of one cluster must not run on a worker of another: both named, or undefined when they are the same. */

@@ -2,7 +2,6 @@
  * Names of resources as the migrator uses them. Pure data and string logic:
  * safe to import from workflow code.
  */
-import { idInCluster } from './cluster';
 
 /** A group and resource (no version): what storage is keyed by. */
 export interface GroupResource {
@@ -44,9 +43,12 @@ export function groupResourceString(gr: GroupResource): string {
   return gr.group ? `${gr.resource}.${gr.group}` : gr.resource;
 }
 
-/** One running migration per resource (of a cluster, when one is named: src/api/cluster.ts): the workflow ID is derived from it. */
-export function migrationWorkflowId(gr: GroupResource, cluster?: string): string {
-  return idInCluster(`migrate/${groupResourceString(gr)}`, cluster);
+/**
+ * One running migration per resource: the workflow ID is derived from it, as a single-cluster install names it
+ * (`migrate/secrets`); a named cluster's is its Placement's `id` of it (src/contract/placement.ts).
+ */
+export function migrationWorkflowId(gr: GroupResource): string {
+  return `migrate/${groupResourceString(gr)}`;
 }
 
 export function apiVersionOf(r: { group: string; version: string }): string {

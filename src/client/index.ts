@@ -443,7 +443,7 @@ export class Migrator {
   /** A handle on the latest migration of a resource. */
   async handle(resource: string | ResourceRef): Promise<MigrationHandle> {
     const ref = typeof resource === 'string' ? await this.resolve(resource) : resource;
-    return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(migrationWorkflowId(ref, this.placement.name)));
+    return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(this.placement.id(migrationWorkflowId(ref))));
   }
 
   /** Status of one resource's latest migration, or of every migration known to Temporal. */

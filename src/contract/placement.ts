@@ -12,8 +12,8 @@
  * (or joined) from it, whichever the kind (src/contract/start-options.ts names the kinds). Pure data: safe to import
  * from workflow code.
  */
-import { TypedSearchAttributes, type SearchAttributePair } from '@temporalio/common';
-import { clusterTaskQueue, idInCluster, inClusterText, type ClusterRef } from '../api/cluster';
+import { defaultPayloadConverter, TypedSearchAttributes, type Payload, type SearchAttributePair } from '@temporalio/common';
+import { CLUSTER_HEADER, clusterTaskQueue, idInCluster, type ClusterRef } from '../api/cluster';
 import { MigrationCluster } from './search-attributes';
 
 /** What a start needs besides the placement: the workflow's kind, its ID (unplaced), its input and its description. */
@@ -46,7 +46,7 @@ export abstract class Placement {
 
   /** The placement on a base task queue, in a cluster (a name, or a name and uid) or none. */
   static of(base: string, cluster?: string | ClusterRef): Placement {
-    if (cluster === undefined) return new SingleCluster(base);
+    if (!cluster) return new SingleCluster(base);
     return new InCluster(base, typeof cluster === 'string' ? { name: cluster } : cluster);
   }
 
@@ -67,6 +67,10 @@ export abstract class Placement {
   abstract id(unplaced: string): string;
   /** A visibility query narrowed to this placement's cluster. */
   abstract query(query: string): string;
+  /** An activity's headers with the cluster (name, and uid when known) when one is named (src/worker/cluster-check.ts reads it). */
+  abstract headers<H extends Record<string, Payload>>(headers: H): H;
+  /** The labels a metric carries for this placement: `cluster` when one is named. */
+  abstract readonly labels: Record<string, string>;
   /** The input with the cluster (name, and uid when known) when one is named. */
   abstract input<I extends object>(input: I): Placed<I>;
   /** The same placement with the cluster's uid (unchanged when none is named). */
@@ -108,6 +112,7 @@ class SingleCluster extends Placement {
   readonly cluster = undefined;
   readonly attributes: SearchAttributePair[] = [];
   readonly inText = '';
+  readonly labels = {};
   constructor(base: string) {
     super(base);
   }
@@ -119,6 +124,9 @@ class SingleCluster extends Placement {
   }
   query(query: string): string {
     return query;
+  }
+  headers<H extends Record<string, Payload>>(headers: H): H {
+    return headers;
   }
   input<I extends object>(input: I): Placed<I> {
     return input;
@@ -145,13 +153,19 @@ class InCluster extends Placement {
     return [{ key: MigrationCluster, value: this.cluster.name }];
   }
   get inText(): string {
-    return inClusterText(this.cluster.name);
+    return ` in cluster ${this.cluster.name}`;
+  }
+  get labels(): Record<string, string> {
+    return { cluster: this.cluster.name };
   }
   id(unplaced: string): string {
     return idInCluster(unplaced, this.cluster.name);
   }
   query(query: string): string {
     return `${query} AND ${MigrationCluster.name} = '${this.cluster.name}'`;
+  }
+  headers<H extends Record<string, Payload>>(headers: H): H {
+    return { ...headers, [CLUSTER_HEADER]: defaultPayloadConverter.toPayload(this.cluster) };
   }
   input<I extends object>(input: I): Placed<I> {
     return { ...input, cluster: this.cluster };
@@ -163,4 +177,9 @@ class InCluster extends Placement {
     const suffix = clusterTaskQueue('', this.cluster.name);
     return new InCluster(queue.endsWith(suffix) ? queue.slice(0, -suffix.length) : queue, this.cluster);
   }
+}
+
+/** A workflow ID in a cluster when one is named (`migrate/secrets` -> `migrate/prod-1/secrets`), else as given. */
+export function placedId(unplaced: string, cluster: string | undefined): string {
+  return Placement.of('', cluster).id(unplaced);
 }

@@ -51,6 +51,7 @@
  * 2 Unknown (the CLI also exits 2 on an error).
  */
 import { groupResourceString, migrationWorkflowId } from '../api/resource';
+import { placedId } from '../contract/placement';
 import {
   combineVerdicts,
   DEFAULT_REQUESTS_WINDOW_SECONDS,
@@ -163,7 +164,7 @@ async function checkResource(
   const storageVersion = agreement && storageApiVersion(agreement, group, crd !== undefined);
   const storedCheck = crd && storedVersionsCheck(crd, version, key);
   const servedHash = agreement?.agreed ? (agreement.hash ?? viaEntry?.storageVersionHash) : undefined;
-  const lookup = await lookUpRecord(migrationWorkflowId({ group, resource: name }, opts.cluster), opts.migrationOf);
+  const lookup = await lookUpRecord(placedId(migrationWorkflowId({ group, resource: name }), opts.cluster), opts.migrationOf);
   const migration = migrationCheck(target, key, { storageVersion, state: g.stateOf(name), servedHash, storedCheck, agreement }, lookup);
   const managedFields = await managedFieldsFinding(kube, target, name, key, other, opts.heartbeat ?? (() => undefined));
   const storageVersionFinding: DropCheck = agreement

@@ -45,6 +45,7 @@ import { notMigratableReason } from './resolve';
 import { lookUpRecord, unbackedReason } from './drop-storage';
 import type { DropCheckOptions } from './drop-shared';
 import { migratableResources } from './migratable';
+import { placedId } from '../contract/placement';
 import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from '../contract/plan';
 import { compareStrings } from '../api/order';
 
@@ -370,7 +371,7 @@ async function checkSettledStates(
   const lookups = await Promise.all(
     settled.map(async (s) => ({
       s,
-      lookup: await lookUpRecord(migrationWorkflowId({ group: s.group, resource: s.resource }, records.cluster), records.of),
+      lookup: await lookUpRecord(placedId(migrationWorkflowId({ group: s.group, resource: s.resource }), records.cluster), records.of),
     })),
   );
   for (const { s, lookup } of lookups) {

@@ -35,6 +35,7 @@ import { IDENTITY_LEASES_PATH } from '../kube/leases';
 import { STORAGE_VERSIONS_PATH, storageVersionApiServed } from '../kube/storage-versions';
 import { watchForever } from '../kube/watch';
 import { agreementChangedSignal } from '../contract/definitions';
+import { placedId } from '../contract/placement';
 
 /** How often a StorageVersion API that is not served is looked for again. */
 const PROBE_INTERVAL_MS = 5 * 60_000;
@@ -155,7 +156,7 @@ class StorageVersionWatch {
         if (name.includes('.'))
           void signal(
             this.opts,
-            migrationWorkflowId(groupResourceOfStorageVersion(name), cluster),
+            placedId(migrationWorkflowId(groupResourceOfStorageVersion(name)), cluster),
             `StorageVersion ${name} ${type.toLowerCase()}`,
           );
       },
@@ -182,7 +183,7 @@ function watchCrds(opts: WatcherOptions): { stop(): void } {
     onEvent: (type, obj) => {
       const name = nameOf(obj); // <plural>.<group>: exactly the resource's kubectl name
       const gr = groupResourceOfCrd(name);
-      if (gr) void signal(opts, migrationWorkflowId(gr, opts.cluster), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
+      if (gr) void signal(opts, placedId(migrationWorkflowId(gr), opts.cluster), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
     },
     onError: warn,
   });

@@ -45,6 +45,7 @@ import { WORKFLOW_ID_ANNOTATION } from '../kube/migrations';
 import type { ObjectView } from '../kube/migration-objects';
 import { MAX_MIGRATION_OBJECTS, type MigrationProgress, type MigrationResult } from '../contract/definitions';
 import { migrationStatus, type StatusFacts } from '../contract/migration-status';
+import { placedId } from '../contract/placement';
 import {
   ABORTED,
   CONTINUE_TOKEN_REFUSED,
@@ -205,7 +206,7 @@ function decideClosed(s: BridgeSituation, workflowId: string, w: Extract<Workflo
  * than the workflow lists. Whoever set the annotation, it asks for the status of that resource's migration.
  */
 function follows(obj: BridgeSituation['object'], workflowId: string, cluster: string | undefined): boolean {
-  return migrationWorkflowId({ group: obj.resource.group ?? '', resource: obj.resource.resource }, cluster) === workflowId;
+  return placedId(migrationWorkflowId({ group: obj.resource.group ?? '', resource: obj.resource.resource }), cluster) === workflowId;
 }
 
 function followerMessage(p: MigrationProgress): string {

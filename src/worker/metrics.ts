@@ -7,6 +7,7 @@
 import * as http from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { Placement } from '../contract/placement';
 
 export interface MigratorMetrics {
   registry: Registry;
@@ -65,14 +66,14 @@ export type VersionLabel = 'temporal_namespace' | 'deployment_name' | 'build_id'
 const VERSION_LABELS: VersionLabel[] = ['temporal_namespace', 'deployment_name', 'build_id'];
 
 /**
- * The worker's metrics. A named cluster's carry it as the label `cluster` (SVM_CLUSTER; each cluster of a pool
+ * The worker's metrics. A named cluster's carry it as the label `cluster` (its placement's labels: SVM_CLUSTER; each cluster of a pool
  * its own), so that one Prometheus and the dashboard's cluster variable tell the clusters apart; svm_worker_up
  * says which clusters a process serves. The process's own (memory, CPU) are left out in a pool, whose
  * processMetrics() has them once, unlabelled.
  */
-export function createMetrics(opts: { cluster?: string; processMetrics?: boolean } = {}): MigratorMetrics {
+export function createMetrics(opts: { placement?: Placement; processMetrics?: boolean } = {}): MigratorMetrics {
   const registry = new Registry();
-  if (opts.cluster) registry.setDefaultLabels({ cluster: opts.cluster });
+  registry.setDefaultLabels(opts.placement?.labels ?? {});
   if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
   new Gauge({
     name: 'svm_worker_up',

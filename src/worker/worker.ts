@@ -259,7 +259,9 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   limitHeapGrowth(settings.heapGrowingPercent);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined, pool !== undefined);
   const metrics =
-    settings.metricsPort !== undefined ? createMetrics({ cluster: t.cluster, processMetrics: pool === undefined }) : undefined;
+    settings.metricsPort !== undefined
+      ? createMetrics({ placement: Placement.of(t.taskQueue, t.cluster), processMetrics: pool === undefined })
+      : undefined;
   // The kubeconfig first: a malformed one (a pool's Secret, say) throws before a connection is opened.
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
   const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {

@@ -79,7 +79,7 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
 
 /** Undefined when this workflow's ID is the one of its resource; else the refusal. */
 function wrongWorkflowId(ref: ResourceRef, here: Placement): string | undefined {
-  const want = migrationWorkflowId(ref, here.name);
+  const want = here.id(migrationWorkflowId(ref));
   const id = workflowInfo().workflowId;
   return id === want ? undefined : `the workflow ID must be ${want} (one migration per resource, joined by every caller), not ${id}`;
 }

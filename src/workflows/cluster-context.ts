@@ -7,12 +7,13 @@
  * A workflow with no cluster (a single-cluster worker's, and every history recorded before clusters) sends no
  * header and schedules nothing more: its commands are the same as before.
  */
-import { defaultPayloadConverter } from '@temporalio/common';
+import type { Payload } from '@temporalio/common';
 import { proxyActivities, workflowInfo, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
-import { CLUSTER_HEADER, WRONG_CLUSTER, type ClusterRef } from '../api/cluster';
+import { WRONG_CLUSTER, type ClusterRef } from '../api/cluster';
 import { Placement } from '../contract/placement';
 
-let current: ClusterRef | undefined;
+/** Where this run works, once it entered its cluster: its activities' headers come from it. */
+let here: Placement | undefined;
 
 interface IdentityActivities {
   clusterIdentity(): Promise<{ name?: string; uid: string }>;
@@ -25,27 +26,25 @@ interface IdentityActivities {
  * of children (`here.input(...)`).
  */
 export async function enterCluster(cluster: ClusterRef | undefined): Promise<Placement> {
-  const queue = workflowInfo().taskQueue;
-  if (!cluster) return Placement.running(queue);
-  current = { name: cluster.name, ...(cluster.uid ? { uid: cluster.uid } : {}) };
-  if (!cluster.uid) {
+  here = Placement.running(workflowInfo().taskQueue, cluster);
+  if (here.name !== undefined && here.uid === undefined) {
     const { clusterIdentity } = proxyActivities<IdentityActivities>({
       startToCloseTimeout: '1 minute',
       retry: { maximumAttempts: 10, maximumInterval: '30s', nonRetryableErrorTypes: [WRONG_CLUSTER] },
     });
     const { uid } = await clusterIdentity();
-    current = { name: cluster.name, uid };
+    here = here.withUid(uid);
   }
-  return Placement.running(queue, current);
+  return here;
 }
 
 /** The cluster this workflow run entered (with its uid), or undefined: the uid a verdict it makes is made against. */
 export function currentCluster(): ClusterRef | undefined {
-  return current;
+  return here?.cluster;
 }
 
-const withCluster = <T extends { headers: Record<string, unknown> }>(input: T): T =>
-  current ? { ...input, headers: { ...input.headers, [CLUSTER_HEADER]: defaultPayloadConverter.toPayload(current) } } : input;
+const withCluster = <T extends { headers: Record<string, Payload> }>(input: T): T =>
+  here ? { ...input, headers: here.headers(input.headers) } : input;
 
 /** Registered in the workflow bundle (bundleOptions' workflowInterceptorModules). */
 export const interceptors: WorkflowInterceptorsFactory = () => ({

@@ -38,7 +38,7 @@ import {
 import { migrateResource } from './migrate-resource';
 import { MigrationPhase } from '../contract/search-attributes';
 import { migrationStart } from '../contract/start-options';
-import { Placement } from '../contract/placement';
+import { Placement, placedId } from '../contract/placement';
 import { rootMessage } from './failures';
 import { reschedulingActivities, taskStartWait } from './task-start';
 import { compareStrings } from '../api/order';
@@ -127,7 +127,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
 /** One resource: a child migration, or the running one followed to its end. Never throws but for cancellation. */
 async function migrateOne(ref: ResourceRef, input: MigrateAllInput, followMigration: Follow): Promise<MigrateAllRow> {
   const name = groupResourceString(ref);
-  const workflowId = migrationWorkflowId(ref, input.cluster?.name);
+  const workflowId = placedId(migrationWorkflowId(ref), input.cluster?.name);
   const started = Date.now();
   const row = (result: Pick<MigrationResult, 'phase' | 'counters' | 'message'> | undefined, joined: boolean, error?: string) => ({
     resource: name,
