@@ -3,6 +3,8 @@ import { Command, InvalidArgumentError, Option } from 'commander';
 import { CAMPAIGN_NAME_PATTERN, CAMPAIGN_NAME_RULE, CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
 import { parseIntArg, withExamples } from '../config/cli-options';
 import type { CampaignInput, CampaignStatus, Fleet, RegisteredCluster } from './fleet';
+import { groupVersionRefusal } from '../contract/drop';
+import { planCampaign, type PlannedCluster } from './fleet-check';
 import { tableLines } from './table';
 
 /** Exit codes of `svm fleet migrate --wait`. */
@@ -53,6 +55,36 @@ export function campaignTable(s: CampaignStatus): string {
   return out.join('\n') + '\n';
 }
 
+/** `svm fleet migrate --dry-run`: the clusters in the campaign's order, with their waves; nothing started. */
+export function dryRunTable(name: string, input: CampaignInput, planned: PlannedCluster[]): string {
+  const canary = input.canary
+    ? `${input.canary} first, alone`
+    : 'the first of these to answer first, alone (waves shown as if they answered in this order)';
+  const out = [`campaign ${name} (dry run: nothing started): ${planned.length} clusters; ${canary}, then waves of ${input.parallel ?? 2}`];
+  const cells = planned.map((p) => [
+    String(p.wave),
+    p.name,
+    p.registration?.uid ?? '-',
+    p.registration?.kubeVersions.join(',') || '-',
+    p.registration?.lastSeen ?? '-',
+    p.registration === undefined ? 'not registered' : p.registration.conflict ? 'identity conflict: it will fail' : '',
+  ]);
+  out.push(...tableLines(['WAVE', 'CLUSTER', 'UID', 'KUBERNETES', 'LAST SEEN', 'NOTE'], cells, [0]));
+  return out.join('\n') + '\n';
+}
+
+/** The registered clusters a query matches; a query Temporal refuses is refused here, before anything starts. */
+async function matching(fleet: Fleet, where: string): Promise<RegisteredCluster[]> {
+  try {
+    return await fleet.clusters(where);
+  } catch (err) {
+    // The SDK's own message ("Failed to list workflows") wraps the server's, which says what is wrong in the query.
+    const said: string[] = [];
+    for (let e: unknown = err; e instanceof Error && said.length < 4; e = e.cause) if (!said.includes(e.message)) said.push(e.message);
+    throw new Error(`--where "${where}": Temporal refused the query: ${said.join(': ') || String(err)}`);
+  }
+}
+
 export function clustersTable(clusters: RegisteredCluster[]): string {
   if (clusters.length === 0) return 'no cluster registered (a worker with SVM_CLUSTER set registers its cluster)\n';
   const cells = clusters.map((c) => [
@@ -86,6 +118,8 @@ interface MigrateFlags {
   unreachableAfter: number;
   deadline: number;
   wait?: boolean;
+  dryRun?: boolean;
+  includeUnregistered?: boolean;
   output: string;
 }
 
@@ -98,6 +132,8 @@ export function campaignInput(name: string, resources: string[], o: MigrateFlags
     throw new InvalidArgumentError('name the clusters (--clusters a,b) or a query on their registrations (--where)');
   if (o.canary && !CLUSTER_NAME_PATTERN.test(o.canary)) throw new InvalidArgumentError(`--canary: ${CLUSTER_NAME_RULE}, got "${o.canary}"`);
   if (o.dropWindow !== undefined && !o.drop) throw new InvalidArgumentError('--drop-window goes with --drop');
+  const dropRefusal = o.drop === undefined ? undefined : groupVersionRefusal(o.drop);
+  if (dropRefusal) throw new InvalidArgumentError(`--drop: ${dropRefusal}`);
   return {
     ...(o.clusters?.length ? { clusters: o.clusters } : {}),
     ...(o.where ? { where: o.where } : {}),
@@ -149,10 +185,21 @@ function migrateCommand(): Command {
       86_400,
     )
     .option('--wait', 'wait for the campaign to end and print its table (exit 0 Succeeded, 1 otherwise)')
+    .option('--dry-run', 'print the clusters the campaign would take, in its order and waves, and start nothing')
+    .option(
+      '--include-unregistered',
+      'start even if a cluster named has not registered yet (it is reported Unreachable until its worker answers)',
+    )
     .addOption(outputOption())
     .action(async (name: string, resources: string[], o: MigrateFlags) => {
       const input = campaignInput(name, resources, o);
       await withFleet(async (fleet) => {
+        // Every name and the query checked against the registrations first: a typo or a malformed query starts nothing.
+        const planned = planCampaign(input, await fleet.clusters(), o.where ? await matching(fleet, o.where) : undefined, o);
+        if (o.dryRun) {
+          write(o.output, { name, dryRun: true, clusters: planned }, dryRunTable(name, input, planned));
+          return;
+        }
         // A cluster named whose identity is in conflict: refused before anything starts (the campaign refuses it too).
         for (const cluster of o.clusters ?? []) {
           const conflict = (await fleet.pinOf(cluster))?.conflict;
@@ -178,6 +225,7 @@ function migrateCommand(): Command {
   return withExamples(cmd, [
     'svm fleet migrate crd-v2 widgets.example.com --clusters east,west,north --canary east --drop example.com/v1 --wait',
     'svm fleet migrate to-1.37 --all --where "MigrationKubeVersions = \'v1.36.3\'" --parallel 10 --max-failure-ratio 0.05',
+    'svm fleet migrate to-1.37 --all --where "MigrationKubeVersions = \'v1.36.3\'" --dry-run',
     'svm fleet migrate before-1.38 --plan --clusters east,west --wait   # in each, what svm plan lists there',
   ]);
 }

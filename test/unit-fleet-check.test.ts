@@ -1,0 +1,81 @@
+/** What `svm fleet migrate` refuses before anything starts, and the order `--dry-run` prints (src/client/fleet-check.ts). */
+import assert from 'node:assert/strict';
+import { test } from 'node:test';
+import { nearNames, planCampaign } from '../src/client/fleet-check';
+import { campaignInput, dryRunTable } from '../src/client/cli-fleet';
+import type { RegisteredCluster } from '../src/client/fleet';
+
+const reg = (name: string, extra: Partial<RegisteredCluster> = {}): RegisteredCluster => ({
+  name,
+  uid: `uid-${name}`,
+  servers: [],
+  kubeVersions: ['v1.37.2'],
+  ...extra,
+});
+const registered = ['east', 'west', 'north', 'prod-eu-1', 'prod-eu-2'].map((n) => reg(n));
+const flags = { parallel: 2, parallelism: 2, pauseBetweenWaves: 0, unreachableAfter: 60, deadline: 86_400, output: 'text' };
+
+void test('a named cluster not registered is refused with the names it may have meant, and nothing else is planned', () => {
+  assert.throws(
+    () => planCampaign({ clusters: ['east', 'eats', 'prod-eu-3'] }, registered, undefined),
+    (err: Error) => {
+      assert.match(err.message, /not registered in this Temporal namespace/);
+      assert.match(err.message, /"eats" \(did you mean "east"\?\)/);
+      assert.match(err.message, /"prod-eu-3" \(did you mean "prod-eu-1" or "prod-eu-2"\?\)/);
+      assert.match(err.message, /5 registered: east, west, north, prod-eu-1, prod-eu-2/);
+      assert.match(err.message, /No campaign was started/);
+      assert.match(err.message, /--include-unregistered/);
+      return true;
+    },
+  );
+  // Asked for explicitly, the unregistered name is planned, with no registration.
+  const planned = planCampaign({ clusters: ['east', 'eats'] }, registered, undefined, { includeUnregistered: true });
+  assert.deepEqual(
+    planned.map((p) => [p.name, p.wave, p.registration?.uid]),
+    [
+      ['east', 0, 'uid-east'],
+      ['eats', 1, undefined],
+    ],
+  );
+});
+
+void test('a query that matches nothing, and a canary outside the set, are refused', () => {
+  assert.throws(() => planCampaign({ where: "MigrationKubeVersions = 'v9'" }, registered, []), /matched none of the 5 registered clusters/);
+  assert.throws(
+    () => planCampaign({ clusters: ['east', 'west'], canary: 'north' }, registered, undefined),
+    /--canary north is not one of the campaign's 2 clusters \(east, west\)/,
+  );
+});
+
+void test("the campaign's order: the named ones in order, then the matched ones by name, each once; the canary first; waves of parallel", () => {
+  const planned = planCampaign({ clusters: ['west', 'east'], where: 'x', canary: 'north', parallel: 2 }, registered, [
+    reg('prod-eu-2'),
+    reg('north'),
+    reg('east'),
+  ]);
+  assert.deepEqual(
+    planned.map((p) => `${p.wave}:${p.name}`),
+    ['0:north', '1:west', '1:east', '2:prod-eu-2'],
+  );
+  const text = dryRunTable('c1', { clusters: ['west', 'east'], migrate: 'all', canary: 'north', parallel: 2 } as never, planned);
+  assert.match(text, /^campaign c1 \(dry run: nothing started\): 4 clusters; north first, alone, then waves of 2\n/);
+  assert.match(text, /\n +0 +north +uid-north +v1\.37\.2 /);
+});
+
+void test('near names: within two edits or a prefix, closest first, at most three', () => {
+  assert.deepEqual(nearNames('eats', ['east', 'west', 'north']), ['east']);
+  assert.deepEqual(nearNames('prod', ['prod-eu-1', 'prod-eu', 'staging']), ['prod-eu', 'prod-eu-1']);
+  assert.deepEqual(nearNames('zzzz', ['east', 'west']), []);
+});
+
+void test('--drop must be a group/version, refused before anything connects', () => {
+  assert.throws(
+    () => campaignInput('c1', ['secrets'], { ...flags, clusters: ['east'], drop: 'v1' }),
+    /--drop: "v1" is not <group>\/<version>/,
+  );
+  assert.throws(
+    () => campaignInput('c1', ['secrets'], { ...flags, clusters: ['east'], drop: 'example.com/one' }),
+    /--drop: "one" is not a Kubernetes API version/,
+  );
+  assert.equal(campaignInput('c1', ['secrets'], { ...flags, clusters: ['east'], drop: 'example.com/v1' }).dropCheck, 'example.com/v1');
+});
