@@ -194,12 +194,6 @@ function migrateCommand(): Command {
     .action(async (name: string, resources: string[], o: MigrateFlags) => {
       const input = campaignInput(name, resources, o);
       await withFleet(async (fleet) => {
-        // Every name and the query checked against the registrations first: a typo or a malformed query starts nothing.
-        const planned = planCampaign(input, await fleet.clusters(), o.where ? await matching(fleet, o.where) : undefined, o);
-        if (o.dryRun) {
-          write(o.output, { name, dryRun: true, clusters: planned }, dryRunTable(name, input, planned));
-          return;
-        }
         // A cluster named whose identity is in conflict: refused before anything starts (the campaign refuses it too).
         for (const cluster of o.clusters ?? []) {
           const conflict = (await fleet.pinOf(cluster))?.conflict;
@@ -207,6 +201,12 @@ function migrateCommand(): Command {
             throw new Error(
               `cluster "${cluster}"'s identity is in conflict: ${conflict.message} (reported ${conflict.seenAt}). No campaign was started. Fix the worker that reported it, then: svm fleet pin ${cluster} --uid <its kube-system uid>`,
             );
+        }
+        // Then every name and the query checked against the registrations: a typo or a malformed query starts nothing.
+        const planned = planCampaign(input, await fleet.clusters(), o.where ? await matching(fleet, o.where) : undefined, o);
+        if (o.dryRun) {
+          write(o.output, { name, dryRun: true, clusters: planned }, dryRunTable(name, input, planned));
+          return;
         }
         const c = await fleet.startCampaign(name, input);
         if (!o.wait) {
