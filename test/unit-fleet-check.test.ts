@@ -1,9 +1,10 @@
-/** What `svm fleet migrate` refuses before anything starts, and the order `--dry-run` prints (src/client/fleet-check.ts). */
+/** What `svm fleet migrate` refuses before anything starts, the order `--dry-run` prints (src/client/fleet-check.ts), and when a worker reports its cluster again (reportUnchanged). */
 import assert from 'node:assert/strict';
 import { test } from 'node:test';
 import { nearNames, planCampaign } from '../src/client/fleet-check';
 import { campaignInput, dryRunTable } from '../src/client/cli-fleet';
 import type { RegisteredCluster } from '../src/client/fleet';
+import { reportUnchanged } from '../src/kube/cluster-identity';
 
 const reg = (name: string, extra: Partial<RegisteredCluster> = {}): RegisteredCluster => ({
   name,
@@ -78,4 +79,23 @@ void test('--drop must be a group/version, refused before anything connects', ()
     /--drop: "one" is not a Kubernetes API version/,
   );
   assert.equal(campaignInput('c1', ['secrets'], { ...flags, clusters: ['east'], drop: 'example.com/v1' }).dropCheck, 'example.com/v1');
+});
+
+void test('a report the registration holds already, and younger than the heartbeat, is not sent again', () => {
+  const report = {
+    name: 'east',
+    uid: 'u-1',
+    servers: [{ server: '10.0.0.1:6443', version: 'v1.37.2' }],
+    svmVersion: '0.1.0',
+    seenAt: '2026-12-07T10:30:00.000Z',
+  };
+  const memo = { uid: 'u-1', servers: report.servers, svmVersion: '0.1.0', seenAt: '2026-12-07T10:00:00.000Z' };
+  assert.equal(reportUnchanged(memo, report), true);
+  assert.equal(reportUnchanged({ ...memo, seenAt: '2026-12-07T09:30:00.000Z' }, report), false, 'an hour old: the heartbeat');
+  assert.equal(reportUnchanged({ ...memo, uid: 'u-2' }, report), false, 'another uid');
+  assert.equal(reportUnchanged({ ...memo, svmVersion: '0.1.1' }, report), false, 'another svm');
+  assert.equal(reportUnchanged({ ...memo, servers: [{ server: '10.0.0.1:6443', version: 'v1.36.3' }] }, report), false, 'an upgrade');
+  assert.equal(reportUnchanged({ ...memo, servers: [...report.servers, { server: '10.0.0.2:6443', version: 'v1.37.2' }] }, report), false);
+  assert.equal(reportUnchanged({ ...memo, conflict: { uid: 'u-9', message: 'm', seenAt: memo.seenAt } }, report), false, 'a conflict open');
+  assert.equal(reportUnchanged({ ...memo, seenAt: undefined }, report), false, 'never reported');
 });

@@ -194,6 +194,20 @@ async function replaceUnpinned(
   );
 }
 
+/** How old a registration's last report may be before an unchanged one is sent again (its MigrationLastSeen). */
+export const REPORT_HEARTBEAT_MS = 3_600_000;
+
+/**
+ * Whether a report says nothing the registration does not hold already: the same uid, API servers and versions,
+ * svm version, no open conflict, and its last report younger than REPORT_HEARTBEAT_MS.
+ */
+export function reportUnchanged(memo: RegistrationMemo, report: ClusterReport): boolean {
+  if (memo.uid !== report.uid || memo.conflict !== undefined || memo.svmVersion !== report.svmVersion || !memo.seenAt) return false;
+  if (JSON.stringify(memo.servers ?? []) !== JSON.stringify(report.servers)) return false;
+  const age = Date.parse(report.seenAt) - Date.parse(memo.seenAt);
+  return age >= 0 && age < REPORT_HEARTBEAT_MS;
+}
+
 /** A worker's confirmation: the uid its name is pinned to (its API's), or why it must serve nothing. */
 export type Confirmation = { pinned: string } | { conflict: string; pinned?: string };
 
@@ -208,7 +222,8 @@ export type Confirmation = { pinned: string } | { conflict: string; pinned?: str
  *   4. the pin read back: another uid (a worker of this name with another uid started it first) is a conflict, and a
  *      claim step 2 made is given back.
  * A conflict is reported too (the registration keeps it, without pinning anything) unless `quiet` (asked again while one
- * is known: only its end is news).
+ * is known: only its end is news). A report the pinned registration holds already (reportUnchanged) ends at step 1:
+ * nothing is sent.
  */
 export async function confirmIdentity(
   client: Client,
@@ -227,6 +242,9 @@ export async function confirmIdentity(
     return { conflict: message, ...(pinned ? { pinned } : {}) };
   };
   const before = await pinOf(client, name);
+  // Nothing changed since the registration's last report, and it is fresh: confirmed by that read alone, nothing sent
+  // (a fleet's idle registrations cost Temporal no action between heartbeats).
+  if (before?.uid === uid && reportUnchanged(before.memo, report)) return { pinned: uid };
   if (before?.uid && before.uid !== uid)
     return conflict(
       `cluster "${name}" is pinned to kube-system uid ${before.uid}, but the API this worker reaches (${where}) answers ${uid}: another cluster (check the worker's kubeconfig), or ${name} recreated (then: svm fleet pin ${name} --uid ${uid})`,
