@@ -5,6 +5,7 @@ import { nearNames, planCampaign } from '../src/client/fleet-check';
 import { campaignInput, dryRunTable } from '../src/client/cli-fleet';
 import type { RegisteredCluster } from '../src/client/fleet';
 import { reportUnchanged } from '../src/kube/cluster-identity';
+import { probeWait } from '../src/workflows/campaign';
 
 const reg = (name: string, extra: Partial<RegisteredCluster> = {}): RegisteredCluster => ({
   name,
@@ -98,4 +99,17 @@ void test('a report the registration holds already, and younger than the heartbe
   assert.equal(reportUnchanged({ ...memo, servers: [...report.servers, { server: '10.0.0.2:6443', version: 'v1.37.2' }] }, report), false);
   assert.equal(reportUnchanged({ ...memo, conflict: { uid: 'u-9', message: 'm', seenAt: memo.seenAt } }, report), false, 'a conflict open');
   assert.equal(reportUnchanged({ ...memo, seenAt: undefined }, report), false, 'never reported');
+});
+
+void test("a campaign's probe of a cluster away waits twice as long each time, from unreachableAfterSeconds to an hour", () => {
+  assert.deepEqual(
+    [0, 1, 2, 3, 5, 6, 7, 40].map((misses) => probeWait(60_000, misses) / 1000),
+    [60, 120, 240, 480, 1920, 3600, 3600, 3600],
+  );
+  assert.equal(probeWait(7_200_000, 3), 7_200_000, 'never shorter than unreachableAfterSeconds');
+  // A day away at the default 60 s: the probes it takes (each about five events of the campaign's history).
+  let t = 0;
+  let probes = 0;
+  while (t < 86_400_000) t += probeWait(60_000, probes++);
+  assert.equal(probes, 29);
 });

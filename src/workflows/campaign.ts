@@ -7,8 +7,9 @@
  *
  * A cluster whose worker takes no task within unreachableAfterSeconds (a probe: the clusterIdentity activity with
  * that schedule-to-start timeout) is reported Unreachable and leaves its wave, which goes on without it; it is
- * probed again as often until the deadline, and goes on (its step started, or continued: a step waits in Temporal
- * while its worker is away) once it answers. Pause holds back clusters not started; resume lets them go; abort
+ * probed again until the deadline, each probe waiting in its queue twice as long as the one before (at most an hour),
+ * so that it is taken the moment its worker is back, and goes on (its step started, or continued: a step waits in
+ * Temporal while its worker is away) once it answers. A cluster whose step runs is not probed: its step's end says. Pause holds back clusters not started; resume lets them go; abort
  * cancels every step (their migrations end Aborted) and skips the rest. The table is the result, the
  * campaignStatus query while it runs, and the workflow's current details in the UI.
  *
@@ -21,6 +22,7 @@ import {
   condition,
   isCancellation,
   ParentClosePolicy,
+  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -241,11 +243,25 @@ class Campaign {
     let result: CampaignStepResult | undefined;
     let failed: unknown;
     const every = this.input.unreachableAfterSeconds * 1000;
+    // Bounded history (CAMPAIGN_PROBE_BACKOFF): a cluster away is asked again by a probe that waits in its queue
+    // longer each time (taken the moment its worker is back), and one whose step runs is not probed: the step's end
+    // reports it. Before, ~5 events every period while away and ~10 while running: a day away filled a history.
+    const backoff = patched(CAMPAIGN_PROBE_BACKOFF);
+    // A long probe does not hold the campaign past its deadline or its stop: it is left behind, as when it times out.
+    const givenUp = backoff ? condition(() => this.givenUp).then(() => 'given-up' as const) : undefined;
+    let misses = 0;
     for (;;) {
-      const probe = await this.probe(m);
+      const probe = backoff
+        ? await Promise.race([this.probe(m, Math.min(probeWait(every, misses), Math.max(1, this.deadline - Date.now()))), givenUp!])
+        : await this.probe(m, every);
       if (typeof probe === 'object') return this.end(m, 'Failed', probe.wrong);
-      if (probe !== 'ok') this.away(m, probe);
-      else {
+      if (probe === 'given-up') {
+        // nothing learnt: reported below as it stands
+      } else if (probe !== 'ok') {
+        this.away(m, probe);
+        misses++;
+      } else {
+        misses = 0;
         if (this.stopping() && !step) return this.skip(m, `not started: ${this.message ?? 'the campaign stopped'}`);
         this.reachable(m);
         if (!step) {
@@ -257,11 +273,14 @@ class Campaign {
         }
       }
       // Until the step ends, the next probe is due, or the campaign gives up. A probe no worker took has waited already.
-      if (probe !== 'unreachable')
-        await condition(
-          () => result !== undefined || failed !== undefined || this.givenUp,
-          probe === 'ok' ? every : Math.min(every, Math.max(1, this.deadline - Date.now())),
-        );
+      const settled = () => result !== undefined || failed !== undefined || this.givenUp;
+      if (probe === 'given-up') {
+        // the campaign gave up while the probe waited: nothing to wait for
+      } else if (backoff && probe === 'ok' && step) await condition(settled);
+      else if (backoff && probe === 'error')
+        await condition(settled, Math.min(probeWait(every, misses), Math.max(1, this.deadline - Date.now())));
+      else if (probe !== 'unreachable')
+        await condition(settled, probe === 'ok' ? every : Math.min(every, Math.max(1, this.deadline - Date.now())));
       if (result) return this.succeeded(m, result);
       if (failed) {
         if (isCancellation(failed)) throw failed;
@@ -311,11 +330,11 @@ class Campaign {
     });
   }
 
-  /** Asks the cluster's worker who it is, within unreachableAfterSeconds. */
-  private async probe(m: Member): Promise<'ok' | 'unreachable' | 'error' | { wrong: string }> {
+  /** Asks the cluster's worker who it is: unreachable when no worker takes the probe within waitMs. */
+  private async probe(m: Member, waitMs: number): Promise<'ok' | 'unreachable' | 'error' | { wrong: string }> {
     const { clusterIdentity } = proxyActivities<ProbeActivities>({
       taskQueue: this.placement(m).taskQueue,
-      scheduleToStartTimeout: `${this.input.unreachableAfterSeconds} seconds`,
+      scheduleToStartTimeout: waitMs,
       startToCloseTimeout: '1 minute',
       retry: { maximumAttempts: 1 },
     });
@@ -425,4 +444,15 @@ class Campaign {
 
 function emptyRow(cluster: string): CampaignRow {
   return { cluster, phase: 'Pending', reachable: false, resources: { asked: 0, succeeded: 0 }, objects: 0, failures: [] };
+}
+
+/** The patch of the bounded probes (docs/development.md's ledger): histories from before it probe every period. */
+const CAMPAIGN_PROBE_BACKOFF = 'campaign-probe-backoff';
+
+/** The longest a probe waits in an away cluster's queue: an hour, or unreachableAfterSeconds when that is longer. */
+const PROBE_WAIT_CAP_MS = 3_600_000;
+
+/** How long the probe after `misses` unanswered ones waits: unreachableAfterSeconds, doubled each miss, capped. */
+export function probeWait(everyMs: number, misses: number): number {
+  return Math.min(everyMs * 2 ** Math.min(misses, 30), Math.max(everyMs, PROBE_WAIT_CAP_MS));
 }
