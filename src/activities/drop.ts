@@ -29,8 +29,11 @@ export function createDropActivities(deps: {
         return await checkDrop(deps.kube, input.groupVersion, {
           requestsWindowSeconds: input.requestsWindowSeconds,
           apiservers: deps.apiservers,
-          // A named cluster's records count only when made against its pinned uid (the one its workflow entered with).
-          migrationOf: deps.temporal ? migrationRecords(deps.temporal.client, input.cluster?.uid) : undefined,
+          // A named cluster's records count only when made against its pinned uid (the one its workflow entered with),
+          // and only runs on this worker's task queue (its cluster's, where its migrations run) are svm's records.
+          migrationOf: deps.temporal
+            ? migrationRecords(deps.temporal.client, input.cluster?.uid, Context.current().info.taskQueue)
+            : undefined,
           requestSamples: deps.requestSamples,
           cluster: input.cluster?.name,
           heartbeat: (what) => Context.current().heartbeat(what),

@@ -28,8 +28,9 @@ export interface MigrationRecord {
   record?: PassRecord;
   closeTime?: string;
   /**
-   * A named cluster's record that does not count, and why: its pass was made against another kube-system uid than
-   * the one pinned to the cluster, or names none (made before records carried one).
+   * A record that does not count, and why: a named cluster's pass made against another kube-system uid than the one
+   * pinned to the cluster, or naming none (made before records carried one); a run that is not a migration of svm's
+   * (another workflow type, another task queue than svm's workers poll, a result that is not a migration's).
    */
   notThisCluster?: string;
 }

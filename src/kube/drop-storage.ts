@@ -200,7 +200,12 @@ export function unbackedReason(lookup: RecordLookup, hash: string): string | und
  * MigrationRecords from a Temporal client the caller holds (the worker's, or the CLI's with TEMPORAL_ADDRESS):
  * the workflow's description, and its result's phase when it completed. Only the migration's own summary is read.
  */
-export function migrationRecords(client: Client, pinnedUid?: string): (workflowId: string) => Promise<MigrationRecord | undefined> {
+export function migrationRecords(
+  client: Client,
+  pinnedUid?: string,
+  /** The task queue svm's workers of this cluster poll: a run on another one is not svm's record. Unchecked when absent. */
+  taskQueue?: string,
+): (workflowId: string) => Promise<MigrationRecord | undefined> {
   return async (workflowId) => {
     const handle = client.workflow.getHandle(workflowId);
     let d: Awaited<ReturnType<typeof handle.describe>>;
@@ -213,7 +218,11 @@ export function migrationRecords(client: Client, pinnedUid?: string): (workflowI
     const status = d.status.name;
     const result = status === 'COMPLETED' ? ((await handle.result()) as { phase?: string; record?: PassRecord } | undefined) : undefined;
     const record = result?.phase === 'Succeeded' ? result.record : undefined;
-    const notThisCluster = record && pinnedUid !== undefined ? uidMismatch(record, pinnedUid, workflowId) : undefined;
+    const notThisCluster =
+      result?.phase === 'Succeeded'
+        ? (foreignRun({ type: d.type, taskQueue: d.taskQueue, record }, taskQueue, workflowId) ??
+          (record && pinnedUid !== undefined ? uidMismatch(record, pinnedUid, workflowId) : undefined))
+        : undefined;
     return {
       workflowId,
       status,
@@ -223,6 +232,43 @@ export function migrationRecords(client: Client, pinnedUid?: string): (workflowI
       ...(notThisCluster ? { notThisCluster } : {}),
     };
   };
+}
+
+/** The workflow types whose result is a migration's verdict, at a migration's ID (migrationStart). */
+export const MIGRATION_WORKFLOW_TYPES: readonly string[] = ['migrateResource', 'delegateToBuiltIn'];
+
+/**
+ * Why a Succeeded run at a migration's ID is not svm's record, or undefined when it may be: another workflow type,
+ * another task queue than the one svm's workers of the cluster poll (where known), or a pass record that is not one.
+ * Anyone with access to the Temporal namespace can start a workflow at that ID; only svm's workers run these types
+ * on that queue (docs/security.md, "What a verdict rests on").
+ */
+export function foreignRun(
+  run: { type: string; taskQueue: string; record?: unknown },
+  taskQueue: string | undefined,
+  workflowId: string,
+): string | undefined {
+  if (!MIGRATION_WORKFLOW_TYPES.includes(run.type))
+    return `its last run (${workflowId}) is a ${run.type} workflow, not a migration: not svm's record, so it does not count`;
+  if (taskQueue !== undefined && run.taskQueue !== taskQueue)
+    return `its last run (${workflowId}) ran on task queue ${run.taskQueue}, not ${taskQueue} (the one svm's workers of this cluster poll): not svm's record, so it does not count`;
+  if (run.record !== undefined && !isPassRecord(run.record))
+    return `its last run (${workflowId}) ended Succeeded with a record that is not a migration's pass record: it does not count`;
+  return undefined;
+}
+
+function isPassRecord(r: unknown): r is PassRecord {
+  if (typeof r !== 'object' || r === null) return false;
+  const p = r as Record<string, unknown>;
+  return (
+    (p.by === 'svm' || p.by === 'built-in') &&
+    typeof p.encodingVersion === 'string' &&
+    typeof p.verified === 'boolean' &&
+    typeof p.checked === 'string' &&
+    typeof p.token === 'string' &&
+    (p.storageVersionHash === undefined || typeof p.storageVersionHash === 'string') &&
+    (p.clusterUid === undefined || typeof p.clusterUid === 'string')
+  );
 }
 
 /**
