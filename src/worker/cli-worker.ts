@@ -81,9 +81,10 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
       }
       try {
         if (settings.kubeconfigDir || settings.kubeconfigSecrets) {
-          const { clusters, cleanup } = await poolClusters(settings);
+          const log = createLogger();
+          const { clusters, cleanup } = await poolClusters(settings, log);
           try {
-            await (await createClusterPool(settings, clusters, createLogger())).run();
+            await (await createClusterPool(settings, clusters, log)).run();
           } finally {
             cleanup();
           }

@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import type { Logger } from 'pino';
+import YAML from 'yaml';
 import { CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
 import { KubeClient } from '../kube/client';
 import type { WorkerSettings } from './config';
@@ -62,39 +63,76 @@ interface SecretList {
 }
 
 /**
+ * Why a kubeconfig read from a Secret is not served, or undefined: it must parse, and no user of it may run a
+ * program (`exec`) or an auth-provider plugin. Whoever may write a Secret in that namespace would otherwise run a
+ * program of their choosing inside the process that holds every cluster's credentials. A cluster whose kubeconfig
+ * needs a plugin is served from SVM_KUBECONFIG_DIR, whose files the operator mounts.
+ */
+export function secretKubeconfigRefusal(text: string): string | undefined {
+  let doc: unknown;
+  try {
+    doc = YAML.parse(text);
+  } catch (err) {
+    return `its kubeconfig does not parse: ${err instanceof Error ? err.message.split('\n')[0] : String(err)}`;
+  }
+  const users = (doc as { users?: Array<{ name?: string; user?: Record<string, unknown> }> } | null)?.users ?? [];
+  for (const u of Array.isArray(users) ? users : []) {
+    const plugin = u?.user?.exec !== undefined ? 'exec' : u?.user?.['auth-provider'] !== undefined ? 'auth-provider' : undefined;
+    if (plugin)
+      return `its kubeconfig's user ${u.name ?? '(unnamed)'} runs a plugin (${plugin}), which a pool never runs from a Secret: serve this cluster from SVM_KUBECONFIG_DIR instead`;
+  }
+  return undefined;
+}
+
+/**
  * The clusters whose Cluster API kubeconfig Secret (`<cluster>-kubeconfig`, labelled with the cluster, its kubeconfig
  * in `value`) is in namespace, read through the management cluster's API. Each kubeconfig is written to a file of
- * its own, readable only by this process's user, in a directory made for the pool.
+ * its own, readable only by this process's user, in a directory made for the pool. A Secret that cannot be served (a
+ * label that is no cluster name, a kubeconfig that does not parse or runs a plugin) is left out and said, through
+ * `refused`: the other clusters are served.
  */
-export async function clustersFromSecrets(management: KubeClient, namespace: string, into: string): Promise<ServedCluster[]> {
+export async function clustersFromSecrets(
+  management: KubeClient,
+  namespace: string,
+  into: string,
+  refused: (secret: string, why: string) => void = () => {},
+): Promise<ServedCluster[]> {
   const list = await management.getJson<SecretList>(
     `/api/v1/namespaces/${namespace}/secrets?labelSelector=${encodeURIComponent(CAPI_CLUSTER_LABEL)}`,
   );
   const clusters: ServedCluster[] = [];
+  let left = 0;
   for (const s of list.items.sort((a, b) => (a.metadata.name < b.metadata.name ? -1 : 1))) {
     const name = s.metadata.labels?.[CAPI_CLUSTER_LABEL] ?? '';
     // Cluster API labels other Secrets of a cluster too (its CA, its service-account keys): only its kubeconfig.
     if (s.metadata.name !== `${name}-kubeconfig` || !s.data?.value) continue;
-    if (!CLUSTER_NAME_PATTERN.test(name)) throw new Error(`Secret ${namespace}/${s.metadata.name}: ${CLUSTER_NAME_RULE}, got "${name}"`);
+    const text = Buffer.from(s.data.value, 'base64').toString('utf8');
+    const why = CLUSTER_NAME_PATTERN.test(name) ? secretKubeconfigRefusal(text) : `${CLUSTER_NAME_RULE}, got "${name}"`;
+    if (why) {
+      refused(`${namespace}/${s.metadata.name}`, why);
+      left++;
+      continue;
+    }
     const file = path.join(into, `${name}.kubeconfig`);
-    fs.writeFileSync(file, Buffer.from(s.data.value, 'base64'), { mode: 0o600 });
+    fs.writeFileSync(file, text, { mode: 0o600 });
     clusters.push({ name, kubeconfig: file });
   }
   if (clusters.length === 0)
     throw new Error(
-      `no Cluster API kubeconfig Secret in ${namespace} (label ${CAPI_CLUSTER_LABEL}, named <cluster>-kubeconfig, key value)`,
+      `no Cluster API kubeconfig Secret in ${namespace} to serve (label ${CAPI_CLUSTER_LABEL}, named <cluster>-kubeconfig, key value)${left > 0 ? `: ${left} left out (logged)` : ''}`,
     );
   return clusters;
 }
 
 /** The pool's clusters, from the directory or the Secrets its settings name. */
-export async function poolClusters(settings: WorkerSettings): Promise<{ clusters: ServedCluster[]; cleanup(): void }> {
+export async function poolClusters(settings: WorkerSettings, log?: Logger): Promise<{ clusters: ServedCluster[]; cleanup(): void }> {
   if (settings.kubeconfigDir) return { clusters: clustersFromDir(settings.kubeconfigDir), cleanup: () => {} };
   const into = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-pool-'));
   const cleanup = () => fs.rmSync(into, { recursive: true, force: true });
   const management = KubeClient.fromKubeconfig(settings.kubeconfig);
   try {
-    return { clusters: await clustersFromSecrets(management, settings.kubeconfigSecrets!, into), cleanup };
+    const refused = (secret: string, why: string) => log?.error({ secret }, `a cluster's Secret left out of the pool: ${why}`);
+    return { clusters: await clustersFromSecrets(management, settings.kubeconfigSecrets!, into, refused), cleanup };
   } catch (err) {
     cleanup();
     throw err;
