@@ -369,7 +369,7 @@ async function measure(kube: KubeClient, env: Record<string, string>, crd: Retur
       fetch(`http://127.0.0.1:${metricsPort}/metrics`)
         .then((r) => r.text())
         .then((text) => {
-          const heap = /^svm_process_nodejs_heap_size_total_bytes (\S+)$/m.exec(text);
+          const heap = /^nodejs_heap_size_total_bytes (\S+)$/m.exec(text);
           if (heap) heapSeries.push([at, anon, Math.round(Number(heap[1]) / 1048576)]);
         })
         .catch(() => undefined);

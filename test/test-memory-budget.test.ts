@@ -136,7 +136,7 @@ const kib = (text: string, field: string) => Number(new RegExp(`${field}:\\s+(\\
 async function scrape(port: number): Promise<Record<string, number>> {
   const text = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
   const out: Record<string, number> = {};
-  for (const m of text.matchAll(/^(svm_memory_budget_\w+|svm_process_process_resident_memory_bytes) (\S+)$/gm)) out[m[1]!] = Number(m[2]);
+  for (const m of text.matchAll(/^(svm_memory_budget_\w+|process_resident_memory_bytes) (\S+)$/gm)) out[m[1]!] = Number(m[2]);
   return out;
 }
 
@@ -233,7 +233,7 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once by PU
     const metricsPort = await served;
     await eventually(
       'the worker serves /metrics',
-      async () => (await scrape(metricsPort)).svm_process_process_resident_memory_bytes,
+      async () => (await scrape(metricsPort)).process_resident_memory_bytes,
       120_000,
     );
     // Idle: started (its workflow bundle loaded) once its peak RSS stops moving for 3 s.

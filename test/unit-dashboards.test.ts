@@ -103,6 +103,14 @@ void test('the dashboard and the alerts read only metrics the worker registers',
     assert.deepEqual(unknown, [], `${file} reads metrics the worker does not register:\n${unknown.join('\n')}`);
   }
 
+  // process_* and nodejs_* are prom-client's standard names, which every Node.js process Prometheus scrapes exports:
+  // a query of them takes svm's targets only (those with svm_worker_up), and no alert keys on them.
+  const shared = (e: string) => metricsOf(e).some((n) => /^(process|nodejs)_/.test(n));
+  const unjoined = exprs(dashboard).filter((e) => shared(e) && !/\band on \(job, instance\) svm_worker_up\b/.test(e));
+  assert.deepEqual(unjoined, [], 'dashboard queries of process metrics that would mix in other processes');
+  assert.ok(exprs(dashboard).some(shared), 'the dashboard shows the process metrics');
+  assert.deepEqual(exprs(rules).filter(shared), [], 'alerts on metrics every Node.js process exports');
+
   // The alerts the operations guide promises.
   assert.equal(rules.kind, 'PrometheusRule');
   const alerts = rules.spec.groups.flatMap((g) => g.rules.map((r) => r.alert));

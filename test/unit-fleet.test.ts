@@ -381,8 +381,8 @@ void test("a pool's metrics: one endpoint, each family once, every cluster's ser
   assert.equal(text.split('\n').filter((l) => l === `# TYPE ${name} counter`).length, 1, 'one TYPE line for the family');
   assert.match(text, new RegExp(`^${name}\\{resource="secrets",outcome="migrated",cluster="east"\\} 3$`, 'm'));
   assert.match(text, new RegExp(`^${name}\\{resource="secrets",outcome="migrated",cluster="west"\\} 5$`, 'm'));
-  assert.equal(text.split('\n').filter((l) => l.startsWith('# TYPE svm_process_process_resident_memory_bytes')).length, 1);
-  assert.doesNotMatch(text, /svm_process_process_resident_memory_bytes\{cluster="west"\}/, "the process's metrics once");
+  assert.equal(text.split('\n').filter((l) => l.startsWith('# TYPE process_resident_memory_bytes')).length, 1);
+  assert.doesNotMatch(text, /process_resident_memory_bytes\{cluster="west"\}/, "the process's metrics once");
   assert.match(text, /^svm_worker_up\{cluster="east"\} 1$/m);
   assert.match(text, /^svm_worker_up\{cluster="west"\} 1$/m);
 });

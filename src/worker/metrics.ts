@@ -69,12 +69,14 @@ const VERSION_LABELS: VersionLabel[] = ['temporal_namespace', 'deployment_name',
  * The worker's metrics. A named cluster's carry it as the label `cluster` (its placement's labels: SVM_CLUSTER; each cluster of a pool
  * its own), so that one Prometheus and the dashboard's cluster variable tell the clusters apart; svm_worker_up
  * says which clusters a process serves. The process's own (memory, CPU) are left out in a pool, whose
- * processMetrics() has them once, unlabelled.
+ * processMetrics() has them once, unlabelled. They keep prom-client's standard names (process_*, nodejs_*; no
+ * prefix), which stock Node.js dashboards and alerts read; every Node.js process Prometheus scrapes exports the
+ * same names, so a query of svm's selects its targets by svm_worker_up (the dashboard joins on job and instance).
  */
 export function createMetrics(opts: { placement?: Placement; processMetrics?: boolean } = {}): MigratorMetrics {
   const registry = new Registry();
   registry.setDefaultLabels(opts.placement?.labels ?? {});
-  if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
+  if (opts.processMetrics !== false) collectDefaultMetrics({ register: registry });
   new Gauge({
     name: 'svm_worker_up',
     help: 'A worker of this process serves the cluster of its label (1); no label: the only cluster',
@@ -289,10 +291,10 @@ function getText(url: string): Promise<string> {
   });
 }
 
-/** A pool's process metrics (memory, CPU, event loop), once for all its clusters and labelled with none. */
+/** A pool's process metrics (memory, CPU, event loop; process_*, nodejs_*), once for all its clusters and labelled with none. */
 export function processMetrics(): Pick<MigratorMetrics, 'registry'> {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'svm_process_' });
+  collectDefaultMetrics({ register: registry });
   return { registry };
 }
 
