@@ -231,11 +231,7 @@ void test(`${RESOURCES} migrations of ${COUNT} objects of ~900 KiB at once by PU
     const exited = new Promise<number | null>((r) => worker!.once('exit', (code) => r(code)));
     t.diagnostic(`worker pid ${pid}, log ${logFile}, memory budget ${budget} bytes, limit ${shipped.memoryLimit} bytes`);
     const metricsPort = await served;
-    await eventually(
-      'the worker serves /metrics',
-      async () => (await scrape(metricsPort)).process_resident_memory_bytes,
-      120_000,
-    );
+    await eventually('the worker serves /metrics', async () => (await scrape(metricsPort)).process_resident_memory_bytes, 120_000);
     // Idle: started (its workflow bundle loaded) once its peak RSS stops moving for 3 s.
     let idle = 0;
     for (let stable = 0, i = 0; stable < 3 && i < 60; i++) {
