@@ -427,7 +427,7 @@ void test('a private Prometheus scraping workers as the chart wires them: SvmNoL
     fs.rmSync(dir, { recursive: true, force: true });
   } catch (err) {
     process.stderr.write(
-      `  kept ${dir} (prometheus.yml, rules.yml, prometheus.log)\n${lines.filter((l) => /"level":(40|50)/.test(l)).join('')}`,
+      `  kept ${dir} (prometheus.yml, rules.yml, prometheus.log)\n${lines.filter((l) => /"level":"(warn|error)"/.test(l)).join('')}`,
     );
     throw err;
   } finally {

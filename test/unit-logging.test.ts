@@ -41,16 +41,25 @@ void test('createFileLogger: JSON lines in the file (its directory created), not
     assert.equal(terminal, '');
     const lines = fs.readFileSync(file, 'utf8').trim().split('\n');
     assert.equal(lines.length, 2);
-    const entries = lines.map((l) => JSON.parse(l) as { msg: string; level: number; component: string });
+    const entries = lines.map((l) => JSON.parse(l) as { msg: string; level: string; time: string; component: string });
+    // Levels as words and times in ISO-8601 (UTC), as log pipelines read them; not pino's numbers and epoch milliseconds.
     assert.deepEqual(
       entries.map((e) => [e.level, e.msg, e.component]),
       [
-        [30, 'worker started', 'svm-worker'],
-        [40, 'no longer leader: singletons stopped (stopping)', 'svm-worker'],
+        ['info', 'worker started', 'svm-worker'],
+        ['warn', 'no longer leader: singletons stopped (stopping)', 'svm-worker'],
       ],
     );
+    for (const e of entries) {
+      assert.match(e.time, /^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z$/);
+      assert.ok(Math.abs(Date.parse(e.time) - Date.now()) < 60_000, e.time);
+    }
     // The readable form a terminal would get is a sentence, not JSON.
     assert.match(readableLine(lines[0]!), /^\d\d:\d\d:\d\d\.\d{3} INFO {2}worker started {2}resource=widgets\.example\.com\n$/);
+    assert.equal(readableLine(lines[0]!).slice(0, 12), entries[0]!.time.slice(11, 23), 'the time of the line, in UTC');
+    assert.match(readableLine(lines[1]!), / WARN {2}no longer leader/);
+    // A line of pino's defaults (another logger) reads the same.
+    assert.equal(readableLine('{"level":50,"time":0,"msg":"boom"}'), '00:00:00.000 ERROR boom\n');
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }

@@ -9,10 +9,18 @@ import { startOnFreePort } from './free-port';
 /**
  * The long-running worker's logger (`svm worker`, a container): JSON lines
  * (pino) on stdout, or one readable line per entry when stdout is a
- * terminal. Never object data.
+ * terminal. Never object data. Each line's `level` is a word (`"info"`,
+ * `"warn"`, ...) and its `time` ISO-8601 in UTC, as log pipelines (Loki,
+ * Elasticsearch, Cloud Logging) read them without a mapping, not pino's
+ * numbers and epoch milliseconds.
  */
 export function createLogger(destination?: pino.DestinationStream): Logger {
-  const options = { base: { component: 'svm-worker' }, level: process.env.SVM_LOG_LEVEL || 'info' };
+  const options: pino.LoggerOptions = {
+    base: { component: 'svm-worker' },
+    level: process.env.SVM_LOG_LEVEL || 'info',
+    formatters: { level: (label) => ({ level: label }) },
+    timestamp: pino.stdTimeFunctions.isoTime,
+  };
   if (destination) return pino(options, destination);
   if (process.stdout.isTTY && !process.env.CI)
     return pino(options, { write: (line: string) => void process.stdout.write(readableLine(line)) });
@@ -29,14 +37,18 @@ export function createFileLogger(file: string): Logger {
   return createLogger(pino.destination({ dest: file, mkdir: true, sync: true, append: true }));
 }
 
-const LEVELS: Record<number, string> = { 10: 'TRACE', 20: 'DEBUG', 30: 'INFO', 40: 'WARN', 50: 'ERROR', 60: 'FATAL' };
+/** pino's numeric levels, for a line written by a logger other than createLogger's (pino's defaults). */
+const LEVELS: Record<number, string> = { 10: 'trace', 20: 'debug', 30: 'info', 40: 'warn', 50: 'error', 60: 'fatal' };
 
+/** One JSON log line as a person reads it on a terminal: `HH:MM:SS.mmm LEVEL message  key=value ...`. */
 export function readableLine(json: string): string {
   const { level, time, msg, component: _c, pid: _p, hostname: _h, ...rest } = JSON.parse(json) as Record<string, unknown>;
   const fields = Object.entries(rest)
     .map(([k, v]) => `${k}=${typeof v === 'string' ? v : JSON.stringify(v)}`)
     .join(' ');
-  return `${new Date(Number(time)).toISOString().slice(11, 23)} ${(LEVELS[Number(level)] ?? String(level)).padEnd(5)} ${String(msg)}${fields ? '  ' + fields : ''}\n`;
+  const word = typeof level === 'number' ? (LEVELS[level] ?? String(level)) : String(level);
+  const at = new Date(typeof time === 'number' ? time : String(time));
+  return `${at.toISOString().slice(11, 23)} ${word.toUpperCase().padEnd(5)} ${String(msg)}${fields ? '  ' + fields : ''}\n`;
 }
 
 /** Where the Temporal runtime's log entries (SDK, workflow and activity logs) go: the current worker's logger. */
