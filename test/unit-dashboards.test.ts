@@ -125,7 +125,26 @@ void test('the dashboard and the alerts read only metrics the worker registers',
     assert.ok(alerts.includes(a), `missing alert ${a}`);
   const ops = fs.readFileSync(path.join(root, 'docs', 'operations.md'), 'utf8');
   for (const a of alerts) assert.ok(ops.includes(a), `docs/operations.md does not document ${a}`);
+
+  // Each alert with a runbook names it in runbook_url (not in its description), a section of docs/operations.md;
+  // SvmStatusMirrorFailing has none (the bridge repairs the statuses; its description says where to look).
+  const anchors = new Set([...ops.matchAll(/^#+ (.+)$/gm)].map((m) => anchorOf(m[1]!)));
+  const annotated = rules.spec.groups.flatMap((g) => g.rules) as Array<{ alert: string; annotations: Record<string, string> }>;
+  for (const { alert, annotations } of annotated) {
+    assert.doesNotMatch(annotations.description!, /Runbook:/, `${alert}: the runbook belongs in runbook_url`);
+    if (alert === 'SvmStatusMirrorFailing') continue;
+    const url = annotations.runbook_url;
+    assert.match(url ?? '', /^docs\/operations\.md#/, `${alert}: runbook_url`);
+    assert.ok(anchors.has(url!.split('#')[1]!), `${alert}: ${url} names no section of docs/operations.md`);
+  }
 });
+
+/** GitHub's anchor of a Markdown heading: lower case, punctuation but - and _ dropped, spaces as -. */
+const anchorOf = (heading: string) =>
+  heading
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
 
 /** promtool from Prometheus (Debian's prometheus package; npm test as root installs it: scripts/preflight.ts). */
 const promtool = spawnSync('promtool', ['--version'], { stdio: 'ignore' }).status === 0;
