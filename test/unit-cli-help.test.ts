@@ -12,6 +12,8 @@ import * as path from 'node:path';
 import type { Command } from 'commander';
 import { buildProgram } from '../cli/svm';
 import { CONTRACT_VERSION } from '../src/contract/definitions';
+import { DEFAULT_MIGRATE_ALL_PARALLELISM, defaultMigrationOptions } from '../src/contract/defaults';
+import { DEFAULT_PLAN_QPS } from '../src/contract/plan';
 
 const root = path.join(__dirname, '..');
 const bin = path.join(root, 'bin', 'svm.js');
@@ -72,4 +74,22 @@ void test('svm version: svm version and revision, the contract version, the Temp
     contract: CONTRACT_VERSION,
     temporalSdk: sdk.version,
   });
+});
+
+void test('--help shows the real defaults: svm migrate the workflow options and parallelism, svm plan the rate it assumes (not the worker budget, auto)', async () => {
+  // commander pads and wraps descriptions at 80 columns: compare with the whitespace collapsed.
+  const flat = (s: string) => s.replace(/\s+/g, ' ');
+  const migrate = await svm(['migrate', '--help']);
+  assert.equal(migrate.code, 0, migrate.stderr);
+  const help = flat(migrate.stdout);
+  assert.match(help, new RegExp(`--chunk-size <n> objects per list page \\(default: ${defaultMigrationOptions.chunkSize}\\)`));
+  assert.match(help, new RegExp(`--concurrency <n> .*?\\(default: ${defaultMigrationOptions.concurrency}[;)]`));
+  assert.match(help, new RegExp(`--qps <n> .*?\\(default: ${defaultMigrationOptions.qps}: the worker's budget only\\)`));
+  assert.match(help, new RegExp(`--parallel <n> .*?\\(default: ${DEFAULT_MIGRATE_ALL_PARALLELISM}\\)`));
+  const plan = await svm(['plan', '--help']);
+  assert.equal(plan.code, 0, plan.stderr);
+  const planHelp = flat(plan.stdout);
+  assert.match(planHelp, new RegExp(`--qps <n> [^]*?\\(default: ${DEFAULT_PLAN_QPS}\\)`));
+  assert.doesNotMatch(planHelp, /SVM_QPS default/, "the plan's rate is not the worker's default budget");
+  assert.match(planHelp, /SVM_QPS=auto/);
 });

@@ -74,7 +74,7 @@ export function planCommand(): Command {
       .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
       .option(
         '--qps <n>',
-        "updates per second the estimates assume (the worker's SVM_QPS default; 0: no estimates)",
+        "updates per second the estimates assume (0: no estimates); not the worker's budget, whose default (SVM_QPS=auto) has no fixed rate",
         parseIntArg('--qps', 0, 100_000),
         DEFAULT_PLAN_QPS,
       )

@@ -46,6 +46,7 @@ import type { Plan } from './plan-report';
 import type { PlanOptions } from '../kube/plan';
 import { managedFieldsStart, migrateAllStart, migrationStart, triggerStart } from '../contract/start-options';
 import { Placement } from '../contract/placement';
+import { DEFAULT_MIGRATE_ALL_PARALLELISM } from '../contract/defaults';
 import { ClusterNameSchema } from '../api/cluster';
 import { CLUSTER_NAME_RULE } from '../api/cluster-name';
 import type { storageVersionTrigger } from '../workflows/trigger';
@@ -389,7 +390,7 @@ export class Migrator {
     opts: { parallelism?: number; options?: Partial<MigrationOptions>; resources?: string[] } = {},
   ): Promise<{ handle: WorkflowHandle<typeof migrateAll>; workflowId: string; joined: boolean; resources: ResourceRef[] }> {
     validateOptions(opts.options ?? {});
-    const parallelism = opts.parallelism ?? 4;
+    const parallelism = opts.parallelism ?? DEFAULT_MIGRATE_ALL_PARALLELISM;
     if (!Number.isInteger(parallelism) || parallelism < 1 || parallelism > 64)
       throw new RangeError(`parallelism must be a whole number between 1 and 64, got ${parallelism}`);
     this.discovered = await this.kube.discover();

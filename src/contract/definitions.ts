@@ -79,17 +79,8 @@ export function nextPageLimit(
   return Math.max(1, Math.min(chunkSize, fits));
 }
 
-export const defaultMigrationOptions: MigrationOptions = {
-  chunkSize: 2000,
-  pageBytes: 64 * 1024 * 1024,
-  concurrency: 8,
-  qps: 0,
-  maxChunksPerRun: 200,
-  heartbeatTimeoutSeconds: 30,
-  taskStartTimeoutSeconds: 120,
-  agreementPollSeconds: 15,
-  unverifiedAgreementSeconds: 120,
-};
+/** The defaults, in a module of their own (no zod) that `svm migrate --help` reads. */
+export { defaultMigrationOptions } from './defaults';
 
 export const ResourceRefSchema = z
   .object({

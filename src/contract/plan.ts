@@ -3,7 +3,10 @@
  * upgrade step can go on. Made by src/kube/plan.ts; read as a table by src/client/plan-report.ts.
  */
 
-/** The worker's default budget (SVM_QPS): no-op updates per second shared by every migration. */
+/**
+ * The rate `svm plan`'s estimates assume by default, updates per second. Not the worker's default budget: SVM_QPS is
+ * auto (no fixed rate; it follows the API servers), so a plan can only assume one.
+ */
 export const DEFAULT_PLAN_QPS = 100;
 
 export type PlanVerdict = 'NothingToMigrate' | 'MigrationsNeeded' | 'Blocked';
