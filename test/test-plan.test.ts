@@ -336,7 +336,7 @@ void test('errors exit 3 with a message, bad flags before anything happens', asy
     const unreachable = await svm(['plan'], { KUBECONFIG: nowhere });
     assert.equal(unreachable.code, 3);
     assert.equal(unreachable.stdout, '');
-    assert.match(unreachable.stderr, /^svm plan: .*(ECONNREFUSED|connect|refused)/i);
+    assert.match(unreachable.stderr, /^error: .*(ECONNREFUSED|connect|refused)/i);
   } finally {
     removeTokenKubeconfig(nowhere);
   }
@@ -607,10 +607,10 @@ void test("the drop check run by the worker counts a client since the worker's f
 
 void test('svm plan --drop: a bad group version or flag is refused before anything is read (exit 2; --requests-window alone: 3)', async () => {
   for (const [args, code, message] of [
-    [['--drop', 'v1'], 2, /^svm plan: --drop: "v1" is not <group>\/<version>/],
-    [['--drop', 'Example.com/v1'], 2, /^svm plan: --drop: "Example.com" is not an API group/],
+    [['--drop', 'v1'], 2, /^error: --drop: "v1" is not <group>\/<version>/],
+    [['--drop', 'Example.com/v1'], 2, /^error: --drop: "Example.com" is not an API group/],
     [['--drop', 'example.com/v1', '--requests-window', 'soon'], 2, /--requests-window must be a whole number, got "soon"/],
-    [['--requests-window', '5'], 3, /^svm plan: --requests-window goes with --drop/],
+    [['--requests-window', '5'], 3, /^error: --requests-window goes with --drop/],
   ] as const) {
     // An unreachable API: had anything been attempted, the message would say so.
     const r = await svm(['plan', ...args], { KUBECONFIG: '/nonexistent/kubeconfig' });
@@ -622,7 +622,7 @@ void test('svm plan --drop: a bad group version or flag is refused before anythi
   // A group nobody serves: refused after discovery, before anything else is read.
   const r = await svm(['plan', '--drop', 'nowhere.svm.test/v1'], { KUBECONFIG: readerKubeconfig });
   assert.equal(r.code, 2, r.stderr);
-  assert.match(r.stderr, /^svm plan: no API group nowhere\.svm\.test is served and no CustomResourceDefinition names it\n$/);
+  assert.match(r.stderr, /^error: no API group nowhere\.svm\.test is served and no CustomResourceDefinition names it\n$/);
 });
 
 void test('svm plan --drop: a version its group never had (a typo) is unknown (exit 2), no resource, the note saying what the group serves', async () => {
@@ -745,7 +745,7 @@ void test('what the managedFields check guards against: v1 removed while managed
     await withWorkerAs(plane, workerKubeconfig, async (_m, _w, taskQueue) => {
       const off = await cli(taskQueue);
       assert.equal(off.code, 2, off.stdout + off.stderr);
-      assert.match(off.stderr, /^svm managed-fields: the managedFields rewrite is off on this worker/);
+      assert.match(off.stderr, /^error: the managedFields rewrite is off on this worker/);
     });
     // A bad input is refused by the CLI before anything starts (exit 2).
     const bad = await svm(['managed-fields', c.name, '--from', 'v1'], {

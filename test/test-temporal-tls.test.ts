@@ -139,7 +139,7 @@ void test('`svm status` without a client certificate is refused: the server requ
   assert.equal(r.code, 1);
   assert.match(
     r.stderr,
-    /^svm: cannot connect to Temporal: the Temporal server at 127\.0\.0\.1:\d+ requires a client certificate \(mTLS\)/,
+    /^error: cannot connect to Temporal: the Temporal server at 127\.0\.0\.1:\d+ requires a client certificate \(mTLS\)/,
   );
   assert.match(r.stderr, /TEMPORAL_TLS_CLIENT_CERT_PATH and TEMPORAL_TLS_CLIENT_KEY_PATH/);
 });

@@ -144,3 +144,43 @@ void test('a reader that goes away (`svm ... | head`) ends the command quietly w
   assert.doesNotMatch(stderr, /EPIPE|Unhandled 'error' event/);
   assert.equal(code, 0, stderr);
 });
+
+void test('one error prefix: a bad flag (commander), a refused input and a failed command all end with `error: <message>`, as kubectl', async () => {
+  const { execFile } = await import('node:child_process');
+  const path = await import('node:path');
+  const bin = path.join(__dirname, '..', 'bin', 'svm.js');
+  const run = (args: string[]) =>
+    new Promise<{ code: number; stderr: string }>((resolve) =>
+      execFile(process.execPath, [bin, ...args], { env: { ...process.env, KUBECONFIG: '/nonexistent/kubeconfig' } }, (err, _out, stderr) =>
+        resolve({ code: err ? (typeof err.code === 'number' ? err.code : 1) : 0, stderr }),
+      ),
+    );
+  for (const args of [
+    ['migrate', 'secrets', '--chunk-size', 'x'], // commander's own
+    ['migrate'], // refused by the command (runProgram)
+    ['plan', '--requests-window', '5'], // svm plan's own refusal
+    ['plan'], // svm plan's failure (no kubeconfig)
+    ['managed-fields', 'secrets', '--from', 'v1'], // svm managed-fields' failure
+  ]) {
+    const r = await run(args);
+    assert.notEqual(r.code, 0, `svm ${args.join(' ')}`);
+    assert.match(r.stderr, /^error: \S/, `svm ${args.join(' ')}: ${r.stderr}`);
+    assert.doesNotMatch(r.stderr, /^svm( [a-z-]+)?: /m, `svm ${args.join(' ')}: ${r.stderr}`);
+  }
+});
+
+void test('no command writes another prefix than error: or warning: (src/client, src/config, src/worker, src/dev, cli)', async () => {
+  const fs = await import('node:fs');
+  const path = await import('node:path');
+  const root = path.join(__dirname, '..');
+  const files = (dir: string): string[] =>
+    fs.readdirSync(dir, { withFileTypes: true }).flatMap((e) => {
+      const p = path.join(dir, e.name);
+      return e.isDirectory() ? files(p) : p.endsWith('.ts') ? [p] : [];
+    });
+  const found: string[] = [];
+  for (const f of ['src/client', 'src/config', 'src/worker', 'src/dev', 'cli'].flatMap((d) => files(path.join(root, d))))
+    for (const [i, line] of fs.readFileSync(f, 'utf8').split('\n').entries())
+      if (/stderr\.write\(\s*[`'"]svm( [a-z-]+)?: /.test(line)) found.push(`${path.relative(root, f)}:${i + 1}: ${line.trim()}`);
+  assert.deepEqual(found, []);
+});

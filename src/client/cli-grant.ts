@@ -1,6 +1,6 @@
 /** `svm grant`: the narrow grant that lets the worker migrate one resource its default rights leave out. */
 import { Command, Option } from 'commander';
-import { kubeconfigOption, withExamples } from '../config/cli-options';
+import { kubeconfigOption, warningLine, withExamples } from '../config/cli-options';
 import { resolveResource } from '../kube/resolve';
 import { servedByAggregatedApi } from '../kube/fence-probe';
 import { DEFAULT_SERVICE_ACCOUNT, grantManifests, managedFieldsGrantManifests, MANAGED_FIELDS_SERVICE_ACCOUNT, needsGrant } from './grant';
@@ -31,11 +31,13 @@ export function grantCommand(): Command {
           return;
         }
         if (!needsGrant(ref))
-          process.stderr.write(`svm grant: ${resource} is in the worker's default rights (deploy/rbac.yaml); printed anyway\n`);
+          process.stderr.write(warningLine(`${resource} is in the worker's default rights (deploy/rbac.yaml); printed anyway`));
         const aggregated = await servedByAggregatedApi(kube, ref);
         if (aggregated === undefined)
           process.stderr.write(
-            `svm grant: whether an aggregated API serves ${resource} could not be read (get apiservices): if one does, no fence sees its requests\n`,
+            warningLine(
+              `whether an aggregated API serves ${resource} could not be read (get apiservices): if one does, no fence sees its requests`,
+            ),
           );
         process.stdout.write(grantManifests({ ...ref, aggregated: aggregated === true }, o.serviceAccount ?? DEFAULT_SERVICE_ACCOUNT));
       } finally {

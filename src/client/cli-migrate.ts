@@ -12,7 +12,7 @@
 import { tableLines } from './table';
 import { Command, Option } from 'commander';
 import type { SingleBar } from 'cli-progress';
-import { clusterOption, kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
+import { clusterOption, errorLine, kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
 import { DEFAULT_MIGRATE_ALL_PARALLELISM, defaultMigrationOptions as defaults } from '../contract/defaults';
 import type { KubeClient } from '../kube/client';
 import type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, MigrationSummary, Migrator } from './index';
@@ -429,7 +429,7 @@ bad input) or an error.
         try {
           await rewriteManagedFields(resource, o);
         } catch (err) {
-          process.stderr.write(`svm managed-fields: ${rootReason(err)}\n`);
+          process.stderr.write(errorLine(rootReason(err)));
           process.exitCode = 2;
         }
       })

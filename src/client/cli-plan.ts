@@ -5,7 +5,7 @@ import type { Client } from '@temporalio/client';
 import type { Placement } from '../contract/placement';
 import type { DropReport } from '../contract/drop';
 import type { DropCheckOptions } from '../kube/drop-check';
-import { clusterOption, kubeconfigOption, parseIntArg } from '../config/cli-options';
+import { clusterOption, errorLine, kubeconfigOption, parseIntArg, warningLine } from '../config/cli-options';
 import { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
 
 export const PLAN_HELP = `
@@ -103,7 +103,7 @@ export function planCommand(): Command {
       .action(async (o: PlanFlags) => {
         if (o.drop !== undefined) return dropAction({ ...o, drop: o.drop });
         if (o.requestsWindow !== undefined || o.onWorker) {
-          process.stderr.write(`svm plan: ${o.onWorker ? '--on-worker' : '--requests-window'} goes with --drop\n`);
+          process.stderr.write(errorLine(`${o.onWorker ? '--on-worker' : '--requests-window'} goes with --drop`));
           process.exitCode = PLAN_ERROR_EXIT_CODE;
           return;
         }
@@ -122,7 +122,7 @@ export function planCommand(): Command {
           process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
           process.exitCode = plan.exitCode;
         } catch (err) {
-          process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
+          process.stderr.write(errorLine(err));
           process.exitCode = PLAN_ERROR_EXIT_CODE;
         } finally {
           kube?.close();
@@ -171,7 +171,7 @@ async function dropAction(o: {
     process.stdout.write(o.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : dropTable(report));
     process.exitCode = report.exitCode;
   } catch (err) {
-    process.stderr.write(`svm plan: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(errorLine(err));
     process.exitCode = DROP_ERROR_EXIT_CODE;
   } finally {
     kube?.close();
@@ -257,7 +257,7 @@ async function readRecords(
   try {
     temporal = await connectTemporal(cluster);
   } catch (err) {
-    process.stderr.write(`svm plan: migration workflows not read: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(warningLine(`migration workflows not read: ${err instanceof Error ? err.message : String(err)}`));
     return {};
   }
   try {

@@ -11,6 +11,7 @@
  * client nor the Kubernetes one.
  */
 import { Command, Help } from 'commander';
+import { errorLine } from '../config/cli-options';
 
 /** A top-level command, listed without being loaded; load() builds it (requiring its module) when a run names it. */
 export interface CommandEntry {
@@ -187,7 +188,7 @@ export function versionAlias(argv: string[]): string[] {
   return argv.length === 3 && (first === '--version' || first === '-V') ? [argv[0]!, argv[1]!, 'version'] : argv;
 }
 
-/** Runs the program: an error ends as `svm: <message>` on stderr and exit code 1. */
+/** Runs the program: an error ends as `error: <message>` on stderr (errorLine) and exit code 1. */
 export async function runProgram(program: Command, argv: string[] = process.argv): Promise<void> {
   // `svm status | head`: the reader has gone, so stop quietly, as other command-line tools do, instead of a stack
   // trace of the write that found the pipe closed.
@@ -198,7 +199,7 @@ export async function runProgram(program: Command, argv: string[] = process.argv
   try {
     await program.parseAsync(argv);
   } catch (err: unknown) {
-    process.stderr.write(`svm: ${err instanceof Error ? err.message : String(err)}\n`);
+    process.stderr.write(errorLine(err));
     process.exitCode = 1;
   }
 }

@@ -12,6 +12,13 @@ export function parseIntArg(name: string, min: number, max: number) {
   };
 }
 
+/**
+ * The line a command ends with when it fails: `error: <message>`, the one prefix of every svm error, as kubectl's
+ * (and commander's own, for a bad flag). A note that does not stop the command is `warning: <message>`.
+ */
+export const errorLine = (err: unknown): string => `error: ${err instanceof Error ? err.message : String(err)}\n`;
+export const warningLine = (message: string): string => `warning: ${message}\n`;
+
 export const kubeconfigOption = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');
 
 /** Appends an "Example(s):" section to a command's --help (every svm command has one). */
