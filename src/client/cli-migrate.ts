@@ -55,47 +55,46 @@ interface MigrateFlags {
   kubeconfig?: string;
 }
 
+// The defaults in --help are the workflow's, not commander defaults: an unset flag leaves the option to the workflow (and
+// a joined migration its own).
 function migrateCommand(): Command {
-  return (
-    withExamples(new Command('migrate'), [
-      'svm migrate secrets --wait                      # one resource, with a progress bar',
-      'svm migrate widgets.example.com --qps 50        # at most 50 updates/s for this one',
-      'svm migrate deployments.apps configmaps --parallel 2',
-      'svm migrate --all --parallel 4                  # every migratable resource, then a summary',
-    ])
-      .argument('[resources...]', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
-      .option('--all', 'migrate every migratable resource, then print a summary (waits)')
-      .option(
-        '--parallel <n>',
-        `with --all or several resources: migrations at once (default: ${DEFAULT_MIGRATE_ALL_PARALLELISM})`,
-        parseIntArg('--parallel', 1, 64),
-      )
-      .option('--wait', 'wait for the end, showing progress')
-      // Not commander defaults: an unset flag leaves the option to the workflow (and a joined migration its own).
-      .option('--chunk-size <n>', `objects per list page (default: ${defaults.chunkSize})`, parseIntArg('--chunk-size', 1, 10_000))
-      .option(
-        '--concurrency <n>',
-        `no-op updates in flight per chunk, at most (default: ${defaults.concurrency}; the worker's adaptive concurrency may keep fewer)`,
-        parseIntArg('--concurrency', 1, 256),
-      )
-      .option(
-        '--qps <n>',
-        `ceiling of updates per second for this migration (default: ${defaults.qps}: the worker's budget only)`,
-        parseIntArg('--qps', 0, 100_000),
-      )
-      .addOption(kubeconfigOption())
-      .addOption(clusterOption())
-      .action(async (resources: string[], o: MigrateFlags) => {
-        if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
-        if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
-        refuseNames(resources);
-        if (o.all || resources.length > 1) {
-          await withMigrator(o, (m) => migrateSeveral(m, o.all ? undefined : resources, o));
-          return;
-        }
-        await withMigrator(o, (m) => migrateOne(m, resources[0]!, o));
-      })
-  );
+  return withExamples(new Command('migrate'), [
+    'svm migrate secrets --wait                      # one resource, with a progress bar',
+    'svm migrate widgets.example.com --qps 50        # at most 50 updates/s for this one',
+    'svm migrate deployments.apps configmaps --parallel 2',
+    'svm migrate --all --parallel 4                  # every migratable resource, then a summary',
+  ])
+    .argument('[resources...]', 'resource[.group], e.g. secrets, deployments.apps, widgets.example.com')
+    .option('--all', 'migrate every migratable resource, then print a summary (waits)')
+    .option(
+      '--parallel <n>',
+      `with --all or several resources: migrations at once (default: ${DEFAULT_MIGRATE_ALL_PARALLELISM})`,
+      parseIntArg('--parallel', 1, 64),
+    )
+    .option('--wait', 'wait for the end, showing progress')
+    .option('--chunk-size <n>', `objects per list page (default: ${defaults.chunkSize})`, parseIntArg('--chunk-size', 1, 10_000))
+    .option(
+      '--concurrency <n>',
+      `no-op updates in flight per chunk, at most (default: ${defaults.concurrency}; the worker's adaptive concurrency may keep fewer)`,
+      parseIntArg('--concurrency', 1, 256),
+    )
+    .option(
+      '--qps <n>',
+      `ceiling of updates per second for this migration (default: ${defaults.qps}: the worker's budget only)`,
+      parseIntArg('--qps', 0, 100_000),
+    )
+    .addOption(kubeconfigOption())
+    .addOption(clusterOption())
+    .action(async (resources: string[], o: MigrateFlags) => {
+      if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
+      if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
+      refuseNames(resources);
+      if (o.all || resources.length > 1) {
+        await withMigrator(o, (m) => migrateSeveral(m, o.all ? undefined : resources, o));
+        return;
+      }
+      await withMigrator(o, (m) => migrateOne(m, resources[0]!, o));
+    });
 }
 
 /** The migration options the flags give (each unset one: the workflow's default). */
