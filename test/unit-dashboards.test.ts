@@ -210,3 +210,44 @@ void test('promtool: the SvmCurrentVersionWithoutWorker test fails on a wrong ex
     fs.rmSync(dir, { recursive: true, force: true });
   }
 });
+
+void test("promtool: the dashboard's process panels show svm's workers only, a pool once, and follow the cluster variable", () => {
+  assert.ok(promtool, 'promtool is missing: apt-get install prometheus (npm test as root installs it)');
+  const dashboard = JSON.parse(fs.readFileSync(DASHBOARD, 'utf8')) as unknown;
+  const rss = exprs(dashboard).find((e) => e.startsWith('process_resident_memory_bytes'));
+  assert.ok(rss, 'no RSS panel');
+  // Grafana's substitution of $cluster: All is .*, one cluster its name.
+  const at = (cluster: string) => rss.replaceAll('$cluster', cluster);
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-dash-'));
+  try {
+    fs.writeFileSync(path.join(dir, 'none.yml'), stringify({ groups: [] }));
+    // A single worker (a), a pool of east and west (p: its process metrics unlabelled), another Node.js process (o).
+    const input_series = [
+      { series: 'process_resident_memory_bytes{job="svm",instance="a"}', values: '100x5' },
+      { series: 'svm_worker_up{job="svm",instance="a"}', values: '1x5' },
+      { series: 'process_resident_memory_bytes{job="svm",instance="p"}', values: '200x5' },
+      { series: 'svm_worker_up{job="svm",instance="p",cluster="east"}', values: '1x5' },
+      { series: 'svm_worker_up{job="svm",instance="p",cluster="west"}', values: '1x5' },
+      { series: 'process_resident_memory_bytes{job="other",instance="o"}', values: '300x5' },
+    ];
+    const sample = (instance: string, value: number) => ({
+      labels: `process_resident_memory_bytes{job="svm",instance="${instance}"}`,
+      value,
+    });
+    const promql_expr_test = [
+      { expr: at('.*'), eval_time: '2m', exp_samples: [sample('a', 100), sample('p', 200)] },
+      { expr: at('east'), eval_time: '2m', exp_samples: [sample('p', 200)] },
+      { expr: at('north'), eval_time: '2m', exp_samples: [] },
+    ];
+    fs.writeFileSync(
+      path.join(dir, 'dashboard.test.yml'),
+      stringify({ rule_files: ['none.yml'], tests: [{ interval: '1m', input_series, promql_expr_test }] }),
+    );
+    execFileSync('promtool', ['test', 'rules', path.join(dir, 'dashboard.test.yml')], { stdio: 'pipe' });
+  } catch (err) {
+    const e = err as { stdout?: Buffer; stderr?: Buffer; message: string };
+    assert.fail(`${e.message}\n${e.stdout?.toString() ?? ''}${e.stderr?.toString() ?? ''}`);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+});
