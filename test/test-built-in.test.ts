@@ -110,8 +110,8 @@ void test('own while the built-in still runs: svm reports the standard object an
         'svm reported the object',
         async () =>
           lines
-            .map((l) => JSON.parse(l) as { name?: string; writers?: string[]; msg: string; level: number })
-            .find((l) => l.name === name && l.level >= 50 && (l.writers ?? []).some((w) => w.startsWith('kube-controller-manager'))),
+            .map((l) => JSON.parse(l) as { name?: string; writers?: string[]; msg: string; level: string })
+            .find((l) => l.name === name && l.level === 'error' && (l.writers ?? []).some((w) => w.startsWith('kube-controller-manager'))),
         90_000,
       );
       assert.match(reported.msg, /another controller \(kube-controller-manager/);
@@ -129,7 +129,7 @@ void test('own while the built-in still runs: svm reports the standard object an
         'svm said it leaves the new object to the built-in',
         async () =>
           lines
-            .map((l) => JSON.parse(l) as { name?: string; msg: string; level: number })
+            .map((l) => JSON.parse(l) as { name?: string; msg: string; level: string })
             // Said either way: the built-in may already have marked it Running when svm looks (then it is its).
             .find(
               (l) =>

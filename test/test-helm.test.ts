@@ -611,7 +611,7 @@ async function withChartWorker<T>(
   const m = await Migrator.connect({ temporal: { ...settings.temporal, address: settings.temporal.address! }, kubeconfig });
   try {
     const result = await w.runUntil(() => fn({ w, m, port: w.metricsPort!, sa }));
-    return { result, warnings: logs.filter((l) => /"level":(40|50)/.test(l)) };
+    return { result, warnings: logs.filter((l) => /"level":"(warn|error)"/.test(l)) };
   } finally {
     await m.close();
     removeTokenKubeconfig(kubeconfig);

@@ -97,7 +97,10 @@ export function createCampaignStepActivities(deps: {
           qps: 0,
           apiservers: deps.apiservers,
           ...(deps.temporal
-            ? { migrationOf: migrationRecords(deps.temporal.client, await deps.pinnedUid?.(), deps.temporal.placement.taskQueue), cluster: deps.temporal.placement.name }
+            ? {
+                migrationOf: migrationRecords(deps.temporal.client, await deps.pinnedUid?.(), deps.temporal.placement.taskQueue),
+                cluster: deps.temporal.placement.name,
+              }
             : {}),
         });
         for (const i of plan.items)

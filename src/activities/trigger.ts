@@ -161,7 +161,11 @@ async function readStates(kube: KubeClient): Promise<Record<string, StateSnapsho
 /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
 async function migrationStatus(deps: TriggerDeps, name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
   if (!deps.temporal) return { status: 'none' };
-  const r = await migrationRecords(deps.temporal.client, await deps.pinnedUid?.(), deps.temporal.placement.taskQueue)(deps.temporal.placement.id(`migrate/${name}`));
+  const r = await migrationRecords(
+    deps.temporal.client,
+    await deps.pinnedUid?.(),
+    deps.temporal.placement.taskQueue,
+  )(deps.temporal.placement.id(`migrate/${name}`));
   if (!r) return { status: 'none' };
   if (r.status === 'RUNNING') return { status: 'running' };
   if (r.status !== 'COMPLETED') return { status: 'failed' };

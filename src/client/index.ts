@@ -320,7 +320,11 @@ export class Migrator {
     // A settled StorageState counts only on the migration's record, read through this client's Temporal.
     // A named cluster's records count only against its pinned uid, and only for the cluster the kubeconfig reaches.
     const here = await identity().judgedPlacement(this.client, this.kube, this.placement);
-    return planner().makePlan(this.kube, { migrationOf: records().migrationRecords(this.client, here.uid, here.taskQueue), cluster: here.name, ...opts });
+    return planner().makePlan(this.kube, {
+      migrationOf: records().migrationRecords(this.client, here.uid, here.taskQueue),
+      cluster: here.name,
+      ...opts,
+    });
   }
 
   /** Resolves and validates a resource name; throws InvalidResourceError with the reason. */
