@@ -23,7 +23,7 @@ import { resolveResource } from '../src/kube/resolve';
 import { startOptions } from '../src/contract/start-options';
 import type { delegateToBuiltIn } from '../src/workflows/delegate-to-built-in';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { eventually, withWorker } from './helpers/migrate';
+import { eventually, withWorker, workflowResult } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
@@ -54,7 +54,7 @@ void test('defer: svm hands the pass to the built-in under agreement and records
       ...startOptions(ref, taskQueue),
       args: [{ resource: ref, pollSeconds: 1 }],
     });
-    const result = await handle.result();
+    const result = await workflowResult(handle);
     const seconds = (Date.now() - started) / 1000;
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.match(result.message ?? '', /the built-in migrator migrated .* agreed on v2 from its creation to its success/);

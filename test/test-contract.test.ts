@@ -21,7 +21,7 @@ import type { WorkerSettings } from '../src/worker/config';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { getCrd } from '../src/kube/crds';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
-import { eventually, withWorker } from './helpers/migrate';
+import { eventually, withWorker, workflowResult } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { forgetNames, freeIdentity } from './helpers/identity';
 
@@ -336,7 +336,7 @@ async function resolutionRefusal(op: WithStartWorkflowOperation<Workflow>): Prom
 
 async function workflowFailure(id: string): Promise<ApplicationFailure> {
   try {
-    await plane.temporal.client.workflow.getHandle(id).result();
+    await workflowResult(plane.temporal.client.workflow.getHandle(id));
   } catch (err) {
     if (err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure) return err.cause;
     throw err;
@@ -401,7 +401,7 @@ void test("a full-reference start under an ID that is not its resource's is refu
     await untouched(crd, 20);
     // The same input under the resource's own ID (start options) runs.
     const h = await plane.temporal.client.workflow.start('migrateResource', { ...startOptions(ref, taskQueue), args: [{ resource: ref }] });
-    assert.equal(((await h.result()) as { phase: string }).phase, 'Succeeded');
+    assert.equal(((await workflowResult(h)) as { phase: string }).phase, 'Succeeded');
   });
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
     [`${crd.group}/v2`]: 20,

@@ -30,7 +30,7 @@ import { getCrd } from '../src/kube/crds';
 import { pinOf } from '../src/kube/cluster-identity';
 import { applyCrd, createObjects, deleteCrd, testCrd } from './helpers/crd';
 import { serverPlane, testPlane, uniq, type TestPlane } from './helpers/plane';
-import { eventually } from './helpers/migrate';
+import { eventually, workflowResult } from './helpers/migrate';
 import { fleetWorkers, type FleetWorkers } from './helpers/fleet-workers';
 import { forgetNames, freeIdentity } from './helpers/identity';
 
@@ -150,7 +150,7 @@ async function refusedEverywhere(phase: string): Promise<void> {
     args: [{ clusters: [east], migrate: [crd.name], unreachableAfterSeconds: 5, deadlineSeconds: 60 }],
   });
   await eventually(`${phase}: the campaign ends`, async () => (await h.describe()).status.name !== 'RUNNING' || undefined, 120_000);
-  const s = (await h.result()) as CampaignStatus;
+  const s = (await workflowResult(h, 30_000)) as CampaignStatus;
   const row = s.rows.find((r) => r.cluster === east)!;
   process.stdout.write(`# ${phase}: campaign over ${east}: ${s.phase}; ${row.phase}: ${row.note}\n`);
   assert.equal(row.phase, 'Failed');
@@ -164,7 +164,7 @@ async function refusedEverywhere(phase: string): Promise<void> {
     args: [{ resource: crd.name, cluster: { name: east } }],
   });
   await eventually(`${phase}: the migration ends`, async () => (await m.describe()).status.name !== 'RUNNING' || undefined, 120_000);
-  const failure = await m.result().then(
+  const failure = await workflowResult(m, 30_000).then(
     () => 'succeeded',
     (err: unknown) => {
       const out: string[] = [];

@@ -35,7 +35,7 @@ import {
   removeTokenKubeconfig,
   type Manifest,
 } from './helpers/rbac-identity';
-import { eventually } from './helpers/migrate';
+import { eventually, workflowResult } from './helpers/migrate';
 import { fleetWorkers, type FleetWorkers } from './helpers/fleet-workers';
 import { forgetNames, freeIdentity } from './helpers/identity';
 
@@ -214,7 +214,7 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
 
   // south's worker comes back: its cluster completes, and so does the campaign.
   southWorker = await fw.start('south', southEnv);
-  const result = (await h.result()) as CampaignStatus;
+  const result = (await workflowResult(h, 300_000)) as CampaignStatus;
   const table = await fleet(['status', name]);
   process.stdout.write(`# ${table.trimEnd().split('\n').join('\n# ')}\n`);
   assert.equal(result.phase, 'Succeeded', table);

@@ -15,6 +15,7 @@ import { createMigratorWorker, type MigratorWorker } from '../src/worker/worker'
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { forgetNames, freeIdentity } from './helpers/identity';
+import { workflowResult } from './helpers/waits';
 
 let plane: TestPlane;
 let connection: Connection;
@@ -85,7 +86,7 @@ void test('a campaign over a named cluster and one whose worker never answers: t
         },
       ],
     });
-    return (await h.result()) as CampaignStatus;
+    return (await workflowResult(h)) as CampaignStatus;
   });
   process.stdout.write(`# campaign: ${JSON.stringify(status)}\n`);
   const east = status.rows.find((r) => r.cluster === 'east')!;
@@ -124,7 +125,7 @@ void test('a task of another cluster, or of another uid, is refused before anyth
       args: [{ ...resource, cluster: { name: 'west' } }],
     });
     const failure = (h: typeof a) =>
-      h.result().then(
+      workflowResult(h, 120_000).then(
         () => 'succeeded',
         (err: unknown) => {
           let e: unknown = err;

@@ -13,7 +13,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { endLeftovers, eventually, withWorker } from './helpers/migrate';
-import { bounded } from './helpers/waits';
+import { bounded, workflowResult } from './helpers/waits';
 import { MIGRATE_ALL_WORKFLOW_ID, migrateAllProgressQuery, type MigrateAllRow } from '../src/contract/definitions';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
@@ -119,7 +119,7 @@ void test('svm migrate --all migrates every resource once, with a correct summar
   );
   // The run the first client started went on without it, to the end, every resource Succeeded; the second client
   // followed that run and started none.
-  const firstRows = (await plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID, firstRun).result()) as MigrateAllRow[];
+  const firstRows = (await workflowResult(plane.temporal.client.workflow.getHandle(MIGRATE_ALL_WORKFLOW_ID, firstRun))) as MigrateAllRow[];
   assert.equal(firstRows.length, expected.length);
   assert.deepEqual(
     firstRows.filter((r) => r.result !== 'Succeeded').map((r) => `${r.resource}: ${r.message}`),

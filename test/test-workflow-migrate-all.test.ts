@@ -23,7 +23,7 @@ import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../s
 import { migrateAllProgressQuery, type MigrateAllInput, type MigrateAllRow } from '../src/contract/definitions';
 import { migrateAll } from '../src/workflows/migrate-all';
 import { migrateResource } from '../src/workflows/migrate-resource';
-import { eventually } from './helpers/migrate';
+import { eventually, workflowResult } from './helpers/migrate';
 import { recordHistories, recording } from './helpers/histories';
 import { workflowTestEnv } from './helpers/workflow-env';
 
@@ -152,7 +152,7 @@ void test('every resource migrated once, by a child with its usual workflow ID, 
   const resources = names('alpha', 5);
   const rows = await run(cluster, async (tq) => {
     const h = await startAll(tq, { resources, parallelism: 2 });
-    const rows = await h.result();
+    const rows = await workflowResult(h);
     record(h.workflowId, h.firstExecutionRunId);
     const progress = await h.query(migrateAllProgressQuery);
     assert.equal(progress.total, 5);
@@ -191,9 +191,9 @@ void test('a migration already running is joined and followed to its end, not st
       return p.done.length === 2 && p.running.length === 1 && p;
     });
     cluster.held.get(groupResourceString(b))!();
-    const rows = await h.result();
+    const rows = await workflowResult(h);
     record(h.workflowId, h.firstExecutionRunId);
-    assert.equal((await own.result()).phase, 'Succeeded');
+    assert.equal((await workflowResult(own)).phase, 'Succeeded');
     return rows;
   });
   const byName = new Map(rows.map((r) => [r.resource, r]));
@@ -212,7 +212,7 @@ void test('a failed migration is a row with its reason; the others go on and the
   cluster.failing.add(groupResourceString(resources[1]!));
   const rows: MigrateAllRow[] = await run(cluster, async (tq) => {
     const h = await startAll(tq, { resources, parallelism: 1 });
-    const rows = await h.result();
+    const rows = await workflowResult(h);
     record(h.workflowId, h.firstExecutionRunId);
     return rows;
   });
@@ -242,13 +242,13 @@ void test('cancelling the initializer aborts its own migrations and leaves a joi
       return p.running.length === 2 && cluster.inFlight.has(groupResourceString(mine));
     });
     await h.cancel();
-    await assert.rejects(h.result(), (err: unknown) => err instanceof WorkflowFailedError);
+    await assert.rejects(workflowResult(h), (err: unknown) => err instanceof WorkflowFailedError);
     record(h.workflowId, h.firstExecutionRunId);
-    const child = await wf.env.client.workflow.getHandle(migrationWorkflowId(mine)).result();
+    const child = await workflowResult(wf.env.client.workflow.getHandle(migrationWorkflowId(mine)));
     assert.equal(child.phase, 'Aborted', 'the initializer’s own migration was stopped');
     assert.equal((await other.describe()).status.name, 'RUNNING', 'the joined migration is not the initializer’s to stop');
     cluster.held.get(groupResourceString(theirs))!();
-    assert.equal((await other.result()).phase, 'Succeeded');
+    assert.equal((await workflowResult(other)).phase, 'Succeeded');
   });
 });
 
@@ -256,7 +256,7 @@ void test('bad input is refused before anything starts', async () => {
   const cluster = new Cluster();
   await run(cluster, async (tq) => {
     const h = await startAll(tq, { resources: names('eps', 1), parallelism: 0 });
-    await assert.rejects(h.result(), (err: unknown) => {
+    await assert.rejects(workflowResult(h), (err: unknown) => {
       assert.ok(err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure);
       assert.equal(err.cause.type, 'InvalidInput');
       assert.match(err.cause.message, /parallelism must be a whole number between 1 and 64/);

@@ -33,7 +33,7 @@ import {
   type MigrateResourceInput,
   type MigrationResult,
 } from '../src/workflows/migrate-resource';
-import { eventually } from './helpers/migrate';
+import { eventually, workflowResult } from './helpers/migrate';
 
 const REF: ResourceRef = {
   group: 'example.com',
@@ -202,7 +202,7 @@ async function failure(p: Promise<unknown>): Promise<ApplicationFailure> {
 
 void test('a whole pass under one agreement: Succeeded, the success recorded once, the message says what was checked', async () => {
   const d = new Doubles();
-  const result: MigrationResult = await run(d, async (start) => (await start()).result());
+  const result: MigrationResult = await run(d, async (start) => workflowResult(await start()));
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.counters.migrated, 30);
   assert.deepEqual(
@@ -227,7 +227,7 @@ void test('waiting for agreement continues-as-new and can last; once agreed, one
       return p.phase === 'WaitingForAgreement' && p;
     });
     assert.match(waiting.message ?? '', /waiting for agreement: API servers serve different storageVersionHashes/);
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded');
   assert.ok(result.runs > 1, `waiting should have continued as new (runs ${result.runs})`);
@@ -243,7 +243,7 @@ void test('an agreement svm cannot verify per server is accepted once it held, t
   // at the 4th answer; by the workflow clock it would take ~30 polls.
   d.agreement = () => ({ ...agreed('t1'), verified: false, checked: '1 of 2 API servers (one address)', at: base + polls++ * 10_000 });
   const result = await run(d, async (start) =>
-    (await start({ options: { agreementPollSeconds: 1, heartbeatTimeoutSeconds: 5, unverifiedAgreementSeconds: 30 } })).result(),
+    workflowResult(await start({ options: { agreementPollSeconds: 1, heartbeatTimeoutSeconds: 5, unverifiedAgreementSeconds: 30 } })),
   );
   assert.equal(result.phase, 'Succeeded');
   assert.equal(polls, 4 + 1, 'accepted at the 4th answer (held 30 s by the readings), then read once more to record the success');
@@ -259,7 +259,7 @@ void test('agreement lost mid-chunk: the chunk stops, the pass starts over from 
     await eventually('the chunk to start', async () => started.n > 0);
     moving.token = 't2'; // the storage version was republished
     await h.signal(agreementChangedSignal, 'StorageVersion widgets modified');
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.restarts, 1);
@@ -309,7 +309,7 @@ void test('the first steps at once: the object is created while agreement is rea
         },
       }),
     }),
-    async (start) => (await start()).result(),
+    async (start) => workflowResult(await start()),
   );
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.deepEqual(
@@ -325,7 +325,7 @@ void test('agreement moved between the last chunk and the verdict: no success re
   const d = new Doubles();
   let reads = 0;
   d.agreement = () => (++reads <= 1 ? agreed('t1') : agreed('t2'));
-  const result = await run(d, async (start) => (await start()).result());
+  const result = await run(d, async (start) => workflowResult(await start()));
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.restarts, 1);
   assert.deepEqual(
@@ -343,7 +343,7 @@ void test('an abort that arrives after the last chunk, while the verdict re-chec
     // The signal is in history before the re-check's answer: the workflow sees the abort first.
     await h.signal(abortSignal, { reason: 'rollback' });
     held.release();
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Aborted', result.message);
   assert.match(result.message ?? '', /rollback/);
@@ -360,7 +360,7 @@ void test('the version waited on stops being served: the resource is resolved ag
       ? ({ ...disagree('t0'), reason: 'widgets.example.com is not served with a storageVersionHash', notServed: true } as Agreement)
       : agreed('t1', 'v3');
   d.resolve = () => ({ ...REF, version: 'v3', storageVersionHash: 'h3' });
-  const result = await run(d, async (start) => (await start()).result());
+  const result = await run(d, async (start) => workflowResult(await start()));
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.deepEqual(d.resolved, ['widgets.example.com']);
   assert.deepEqual([...new Set(d.chunks.map((c) => c.resource.version))], ['v3'], 'every chunk lists through the version served now');
@@ -380,7 +380,7 @@ void test('the version waited on stops being served and the resource is gone: Fa
       nonRetryable: true,
     });
   };
-  const result = await failure(run(d, async (start) => (await start()).result()));
+  const result = await failure(run(d, async (start) => workflowResult(await start())));
   assert.match(result.message, /no longer served at v2 and cannot be resolved again: the API servers serve no resource "widgets"/);
   assert.equal(d.chunks.length, 0);
   assert.deepEqual(d.recorded, []);
@@ -403,7 +403,7 @@ void test('a re-check that cannot read agreement does not wedge the workflow: th
     await eventually('the chunk to start', async () => started.n > 0);
     broken = true;
     await h.signal(agreementChangedSignal);
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.restarts, 1);
@@ -417,7 +417,7 @@ void test('abort mid-chunk: Aborted with the partial counters, written to the St
     const h = await start();
     await eventually('the chunk to start', async () => started.n > 0);
     await h.signal(abortSignal, 'operator said so');
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Aborted');
   assert.equal(result.message, 'aborted: operator said so');
@@ -483,7 +483,7 @@ void test('a pause acknowledged as the last chunk finishes holds the verdict: no
     assert.equal(held.reads(), 2, 'no agreement read while paused');
     const resumed = await h.executeUpdate(resumeUpdate, { args: [{}] });
     assert.equal(resumed.paused, false, 'the resume is acknowledged: the migration has not ended');
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.equal(d.recorded.length, 1, 'the success recorded once, after the resume');
@@ -501,7 +501,7 @@ void test('a pause held at the verdict, then an abort: Aborted, nothing recorded
     held.release();
     await eventually('Paused at the verdict', async () => (await h.query(progressQuery)).phase === 'Paused');
     await h.signal(abortSignal, { reason: 'rollback' });
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Aborted', result.message);
   assert.match(result.message ?? '', /rollback/);
@@ -522,7 +522,7 @@ void test('an abort acknowledged while the agreement is read again after a resum
     const ack = await h.executeUpdate(abortUpdate, { args: [{ reason: 'rollback' }] });
     assert.equal(ack.abortRequested, 'rollback');
     held.at(3).release();
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Aborted', result.message);
   assert.deepEqual(d.recorded, [], 'an acknowledged abort is never followed by a success');
@@ -549,7 +549,7 @@ void test('a pause or an abort while the success is being recorded is refused, s
       assert.match(refused.message, /has migrated every object and is recording its success/);
     }
     release();
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.equal(d.recorded.length, 1);
@@ -569,7 +569,7 @@ void test('pause holds between chunks, resume goes on', async () => {
     await new Promise((r) => setTimeout(r, 1500));
     assert.equal((await h.query(progressQuery)).counters.chunks, before, 'no chunk while paused');
     await h.signal(resumeSignal);
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded');
   assert.ok(d.phases.includes('Paused'));
@@ -602,7 +602,7 @@ void test('a pause holds across runs: agreement moving while paused starts the p
       'the new run knows it is paused',
     );
     await h.executeUpdate(resumeUpdate, { args: [{}] });
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.restarts, 1);
@@ -642,7 +642,7 @@ void test('pause stops the chunk in flight; resume lists the same page again, sk
     await new Promise((r) => setTimeout(r, 1000));
     assert.equal(d.chunks.length, 2, 'nothing runs while paused');
     await h.signal(resumeSignal);
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded');
   assert.deepEqual(
@@ -664,7 +664,7 @@ void test('an activity that exhausts its retries outside a chunk: Failed with th
   d.recordMigrated = async () => {
     throw ApplicationFailure.nonRetryable('CRD status could not be written', 'Forbidden');
   };
-  const f = await run(d, async (start) => failure((await start()).result()));
+  const f = await run(d, async (start) => failure(workflowResult(await start())));
   assert.equal(f.type, 'MigrationFailed');
   assert.match(f.message, /migration of widgets\.example\.com stopped: CRD status could not be written/);
   const last = d.statuses.at(-1)!;
@@ -688,7 +688,7 @@ void test('a task no worker starts in time is scheduled again with twice the wai
     const result = await workflows.runUntil(async () => {
       await eventually('the first task to time out unstarted', async () => (await events()).some(neverStarted), 30_000);
       const activities = await Worker.create({ connection, taskQueue, activities: d.activities() });
-      return activities.runUntil(h.result());
+      return activities.runUntil(workflowResult(h));
     });
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.equal(result.counters.migrated, 30);
@@ -720,7 +720,7 @@ void test('a failing chunk ends Failed with the reason in the status', async () 
   d.chunk = async () => {
     throw ApplicationFailure.nonRetryable('HTTP 500 InternalError', 'KubeError');
   };
-  const f = await run(d, async (start) => failure((await start()).result()));
+  const f = await run(d, async (start) => failure(workflowResult(await start())));
   assert.equal(f.type, 'MigrationFailed');
   assert.equal(d.statuses.at(-1)!.phase, 'Failed');
   assert.match(d.statuses.at(-1)!.message ?? '', /HTTP 500 InternalError/);
@@ -736,7 +736,7 @@ void test('the resource not served any more (404 on the resource itself) starts 
     }
     return d.result(input);
   };
-  const result = await run(d, async (start) => (await start()).result());
+  const result = await run(d, async (start) => workflowResult(await start()));
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.restarts, 1);
   assert.equal(result.counters.notFound, 0);
@@ -751,7 +751,7 @@ void test('cancelling the workflow ends it Aborted, and the status says so', asy
     const h = await start();
     await eventually('the chunk to start', async () => started.n > 0);
     await h.cancel();
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Aborted');
   assert.equal(d.statuses.at(-1)!.phase, 'Aborted');
@@ -760,7 +760,7 @@ void test('cancelling the workflow ends it Aborted, and the status says so', asy
 void test('a continue token from outside is refused before anything is written', async () => {
   const d = new Doubles();
   const f = await run(d, async (start) =>
-    failure((await start({ continueToken: 'abc', migrationObjects: ['typed-by-hand'] } as Partial<MigrateResourceInput>)).result()),
+    failure(workflowResult(await start({ continueToken: 'abc', migrationObjects: ['typed-by-hand'] } as Partial<MigrateResourceInput>))),
   );
   assert.equal(f.type, 'InvalidInput');
   assert.match(f.message, /continueToken is not accepted: a migration succeeds only after a whole pass/);
@@ -779,7 +779,7 @@ void test('carried state from a caller (a forged mid-pass token) is refused', as
     runs: 1,
     restarts: 0,
   };
-  const f = await run(d, async (start) => failure((await start({ carried } as Partial<MigrateResourceInput>)).result()));
+  const f = await run(d, async (start) => failure(workflowResult(await start({ carried } as Partial<MigrateResourceInput>))));
   assert.equal(f.type, 'InvalidInput');
   assert.match(f.message, /carried state is accepted only from an earlier run of this same workflow/);
   assert.equal(d.chunks.length, 0);
@@ -787,7 +787,7 @@ void test('carried state from a caller (a forged mid-pass token) is refused', as
 
 void test('bad options are refused, naming them', async () => {
   const d = new Doubles();
-  const f = await run(d, async (start) => failure((await start({ options: { chunkSize: 0, concurrency: 1.5 } })).result()));
+  const f = await run(d, async (start) => failure(workflowResult(await start({ options: { chunkSize: 0, concurrency: 1.5 } }))));
   assert.equal(f.type, 'InvalidInput');
   assert.match(f.message, /options\.chunkSize: chunkSize must be a whole number between 1 and 10000/);
   assert.match(f.message, /options\.concurrency: concurrency must be a whole number between 1 and 256/);
@@ -836,7 +836,7 @@ void test('Update-with-Start of an invalid input: the resolution update answers 
     );
     assert.equal(answer.type, 'InvalidInput');
     assert.match(answer.message, /options\.chunkSize: chunkSize must be a whole number between 1 and 10000/);
-    const f = await failure((await start.workflowHandle()).result());
+    const f = await failure(workflowResult(await start.workflowHandle()));
     assert.equal(f.type, 'InvalidInput');
     assert.equal(f.message, answer.message);
   });
@@ -858,7 +858,7 @@ void test("a full reference under an ID that is not its resource's is refused (I
       wf.env.client.workflow.executeUpdateWithStart(resolutionUpdate, { args: [{}], startWorkflowOperation: start }),
     );
     assert.equal(answer.type, 'InvalidInput');
-    const f = await failure((await start.workflowHandle()).result());
+    const f = await failure(workflowResult(await start.workflowHandle()));
     assert.equal(f.type, 'InvalidInput');
     assert.match(
       f.message,
@@ -880,7 +880,7 @@ void test('the minimal start under another ID is refused the same way (InvalidIn
     const answer = await updateFailure(h.executeUpdate(resolutionUpdate, { args: [{}] }));
     assert.equal(answer.type, 'InvalidInput');
     assert.match(answer.message, /the workflow ID must be migrate\/widgets\.example\.com/);
-    assert.equal((await failure(h.result())).type, 'InvalidInput');
+    assert.equal((await failure(workflowResult(h))).type, 'InvalidInput');
   });
   assert.deepEqual(d.resolved, ['widgets.example.com']);
   assert.equal(d.chunks.length + d.statuses.length, 0);
@@ -909,7 +909,7 @@ void test("signal arguments that are not the contract's are logged and ignored; 
     assert.equal(p.phase, 'Running', 'the invalid pause and abort changed nothing');
     assert.deepEqual(p.migrationObjects, ['widgets-svm'], 'no empty name attached');
     await h.executeUpdate(abortUpdate, { args: [{ reason: 'a valid one' }] });
-    return { result: await h.result(), history: await h.fetchHistory() };
+    return { result: await workflowResult(h), history: await h.fetchHistory() };
   });
   assert.equal(result.phase, 'Aborted');
   assert.equal(result.message, 'aborted: a valid one');
@@ -929,7 +929,7 @@ void test('pages are bounded by bytes: a first page listed with content holds at
     const listed = Math.min(input.options.chunkSize, input.options.contentLimit ?? Infinity);
     return { ...d.result(input), listed, listedBytes: listed * sizes[index]!, rewrite: 'put' as const };
   };
-  const result = await run(d, async (start) => (await start({ options: { chunkSize: 1000, pageBytes: 16 * MiB } })).result());
+  const result = await run(d, async (start) => workflowResult(await start({ options: { chunkSize: 1000, pageBytes: 16 * MiB } })));
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.deepEqual(
     d.chunks.map((c) => [c.options.chunkSize, c.options.contentLimit]),
@@ -946,7 +946,7 @@ void test('pages are bounded by bytes: a first page listed with content holds at
 void test('metadata-only pages (the empty patch) hold the chunk size from the first page on', async () => {
   const d = new Doubles();
   d.chunksPerPass = 3;
-  const result = await run(d, async (start) => (await start({ options: { chunkSize: 1000 } })).result());
+  const result = await run(d, async (start) => workflowResult(await start({ options: { chunkSize: 1000 } })));
   assert.equal(result.phase, 'Succeeded', result.message);
   assert.deepEqual(
     d.chunks.map((c) => [c.options.chunkSize, c.options.contentLimit]),
@@ -974,7 +974,7 @@ async function pauseFirstPage(partial: ChunkResult, later: (d: Doubles, input: C
     await h.signal(pauseSignal);
     await eventually('Paused', async () => (await h.query(progressQuery)).phase === 'Paused');
     await h.signal(resumeSignal);
-    return h.result();
+    return workflowResult(h);
   });
   assert.equal(result.phase, 'Succeeded', result.message);
   const asked = d.chunks.map((c) => [c.continueToken, c.options.chunkSize, c.options.contentLimit, c.rewrite, c.resume]);
@@ -1035,7 +1035,7 @@ void test('progress search attributes are written on phase changes, not after ev
   d.chunksPerPass = 12;
   const { handle, result } = await run(d, async (start) => {
     const h = await start();
-    return { handle: h, result: await h.result() };
+    return { handle: h, result: await workflowResult(h) };
   });
   assert.equal(result.phase, 'Succeeded');
   assert.equal(result.counters.migrated, 120);

@@ -13,7 +13,7 @@ import type pino from 'pino';
 import { uniq, type TestPlane } from './plane';
 
 /** The bounded waits live in test/helpers/waits.ts; the tests import them from here, beside withWorker. */
-export { eventually, migrationResult } from './waits';
+export { eventually, migrationResult, workflowResult } from './waits';
 
 export async function withWorker<T>(
   plane: TestPlane,

@@ -99,6 +99,17 @@ export function migrationResult(h: MigrationHandle, timeoutMs = 600_000): Promis
 }
 
 /**
+ * A workflow's result (h.result(): a failed workflow rejects with its WorkflowFailedError, as before), for timeoutMs
+ * at most: past it, an error with the workflow's state (workflowState). Every `.result()` of the tests goes through
+ * this (test/unit-suite-bounds.test.ts).
+ */
+export function workflowResult<H extends WorkflowHandle>(h: H, timeoutMs = 600_000): Promise<Awaited<ReturnType<H['result']>>> {
+  return bounded(`the workflow ${h.workflowId} to end`, h.result() as Promise<Awaited<ReturnType<H['result']>>>, timeoutMs, () =>
+    workflowState(h),
+  );
+}
+
+/**
  * What a workflow shows of itself: its execution as the server describes it without a worker (status, the phase and
  * count of its search attributes, each pending activity with its attempt and last failure), and for a migration its
  * progress query (phase, counters, message) when a worker answers it.
