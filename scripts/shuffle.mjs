@@ -2,10 +2,13 @@
 // Prints its arguments after the first in an order drawn from the first (a seed: a whole number, or `random`), one a
 // line; on stderr the seed, so that an order that failed can be run again (SVM_TEST_SHUFFLE=<seed> npm test).
 /* global process */
+// Every seed printed replays: only `random` draws one (it used to be drawn for `1` too, so SVM_TEST_SHUFFLE=1 printed
+// another seed each run and seed 1 itself could never be run). A seed is taken as written, in decimal digits, below
+// 2^32 (the generator's state: a larger one would give the order of another seed).
 const [seedArg, ...items] = process.argv.slice(2);
-const seed = seedArg === 'random' || seedArg === '1' || !seedArg ? Math.floor(Math.random() * 2 ** 31) : Number(seedArg);
-if (!Number.isInteger(seed) || seed < 0) {
-  process.stderr.write(`SVM_TEST_SHUFFLE must be a whole number (a seed) or 'random', not '${seedArg}'\n`);
+const seed = seedArg === 'random' ? Math.floor(Math.random() * 2 ** 31) : /^[0-9]{1,10}$/.test(seedArg ?? '') ? Number(seedArg) : NaN;
+if (!Number.isInteger(seed) || seed < 0 || seed >= 2 ** 32) {
+  process.stderr.write(`SVM_TEST_SHUFFLE must be a whole number below 2^32 (a seed) or 'random', not '${seedArg ?? ''}'\n`);
   process.exit(2);
 }
 // mulberry32: a small seeded generator, the same order for the same seed on every machine.
