@@ -52,12 +52,17 @@ if [[ $checks_rc -ne 0 ]]; then
 fi
 
 echo "== local control plane"
-owndir= sdir= bdir= bpid= file_pid= watchdog=
+owndir= sdir= bdir= bpid= file_pid= watchdog= taps=
 # A plane this run started is taken down and its directory (etcd's data, the logs: some 200 MB) removed; a plane
-# that would not come down keeps its directory, for `svm dev down --dir` and its logs.
+# that would not come down keeps its directory, for `svm dev down --dir` and its logs. First the planes the test
+# files started themselves (their ledgers: down_planes), then the shared ones.
 cleanup() {
   stop_file
   if [[ -n "${bpid:-}" ]]; then kill "$bpid" 2>/dev/null || true; wait "$bpid" 2>/dev/null || true; fi
+  if [[ -n ${taps:-} && -d $taps ]]; then
+    down_planes "the run ended" "$taps"/planes/*
+    rm -rf "$taps"
+  fi
   local d
   for d in "$sdir" "$bdir"; do
     [[ -n "$d" ]] || continue
@@ -70,6 +75,30 @@ cleanup() {
 stop_file() {
   if [[ -n ${watchdog:-} ]]; then kill "$watchdog" 2>/dev/null || true; fi
   if [[ -n ${file_pid:-} ]]; then kill -KILL -- "-$file_pid" 2>/dev/null || true; fi
+}
+# down_planes WHY LEDGER...: takes down every plane a test file's ledger names (test/helpers/plane.ts recordPlane, in
+# SVM_TEST_PLANE_LEDGER: each entry a plane's directory, written before the plane starts) whose directory still
+# holds its state, and removes that directory (or keeps it when the plane would not come down). A plane's servers run
+# detached: without this, a file ended at its bound (or a run interrupted) left its own planes running, and every
+# later file slower. A file that ended well took its planes down already (removePlanes): nothing is left to do.
+down_planes() {
+  local why=$1 ledger entry d
+  shift
+  for ledger in "$@"; do
+    [[ -d $ledger ]] || continue
+    for entry in "$ledger"/*; do
+      [[ -f $entry ]] || continue
+      d=$(<"$entry")
+      rm -f "$entry"
+      [[ -n $d && -e $d/state.json ]] || continue
+      if node bin/svm.js dev down --dir "$d" >/dev/null 2>&1; then
+        rm -rf "$d"
+        echo "-- $(basename "$ledger"): its plane in $d was still there when $why: taken down" >&3
+      else
+        echo "-- $(basename "$ledger"): its plane in $d was still there when $why and did not come down (directory kept)" >&3
+      fi
+    done
+  done
 }
 trap cleanup EXIT
 trap 'exit 130' INT
@@ -172,14 +201,14 @@ items+=("${beside[@]}")
 # that keeps only its tail still shows them, with the time each file took.
 taps=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-tap.XXXXXX")
 queue=$taps/queue
-mkdir "$queue"
+mkdir "$queue" "$taps/planes"
 # Every file has a bound, SVM_TEST_FILE_TIMEOUT seconds (set it to override). The default, 1200 s, is a little
 # over twice the slowest file of the runs since each file leaves the plane as it found it (docs/development.md, on the
 # slow 2-core machine kind: test-trigger 654 s beside the cold builds, test-conformance 575 s cold, 539 warm): room for
 # a colder or slower machine, while a file that hangs costs 20 minutes of the run, not the hour the default was (set
 # when test-trigger once took 22 minutes behind other files' leftovers). A file past it is ended (end_file): its
 # test process says what it was waiting on and how its servers answer (test/helpers/waits.ts), node's runner reports
-# the file failed, and this says which file and when.
+# the file failed, the planes it started are taken down (down_planes), and this says which file and when.
 file_timeout=${SVM_TEST_FILE_TIMEOUT:-1200}
 [[ $file_timeout =~ ^[1-9][0-9]*$ ]] || { echo "SVM_TEST_FILE_TIMEOUT must be a whole number of seconds, not '$file_timeout'" >&2; exit 2; }
 # Each file's time as it ends, beside files included (their output comes at the end): on this script's own stdout.
@@ -215,11 +244,12 @@ watch_file() { # watch_file PID MARK: past $file_timeout s, marks MARK and ends 
   : >"$2"
   end_file "$1"
 }
-run_bounded() { # run_bounded TAP FILE: node's runner on FILE, in a session of its own, for $file_timeout s at most
+run_bounded() { # run_bounded TAP FILE LEDGER: node's runner on FILE, in a session of its own, for $file_timeout s at most
   local rc=0
   # Note: setsid makes node the leader of a new session and process group (its PID theirs) without a fork: a
   # background command of a shell without job control is no group leader. end_file signals that group.
-  setsid node --import tsx --test \
+  # LEDGER: where the file records the planes it starts (test/helpers/plane.ts recordPlane), for down_planes.
+  SVM_TEST_PLANE_LEDGER=$3 setsid node --import tsx --test \
     --test-reporter=spec --test-reporter-destination=stdout \
     --test-reporter=tap --test-reporter-destination="$1" "$2" 3>&- &
   file_pid=$!
@@ -249,7 +279,7 @@ run_files() { # run_files RUN FILE...: one file after another, each in a node of
     s=$SECONDS
     frc=0
     tap="$taps/$run-$(basename "$f" .test.ts).tap" # each file runs once
-    run_bounded "$tap" "$f" || frc=$?
+    run_bounded "$tap" "$f" "$taps/planes/$(basename "$f" .test.ts)" || frc=$?
     took=$((SECONDS - s))
     outcome=passed
     if [[ -e $tap.ended ]]; then
@@ -261,6 +291,9 @@ run_files() { # run_files RUN FILE...: one file after another, each in a node of
     [[ $outcome != passed ]] && note=" ($outcome)"
     echo "$took $run $f$note" >>"$taps/times"
     echo "-- $f: $took s, $outcome ($run run)" >&3
+    # The planes the file started and left (ended at its bound, or failed before its clean-up): taken down now, before
+    # the next file runs beside them.
+    down_planes "the file ended" "$taps/planes/$(basename "$f" .test.ts)"
     [[ $frc -ne 0 ]] && rc=$frc
   done
   return $rc
@@ -325,6 +358,7 @@ if grep -q 'ended past its bound' "$taps/times" 2>/dev/null; then
   grep 'ended past its bound' "$taps/times"
 fi
 node scripts/tap-summary.mjs "$taps"/*.tap || true
+down_planes "the run ended" "$taps"/planes/*
 rm -rf "$taps"
 echo "(the whole suite took $SECONDS s)"
 exit $rc

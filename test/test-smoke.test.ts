@@ -10,9 +10,8 @@ import { after, before, test } from 'node:test';
 import { CoreV1Api, CustomObjectsApi, KubeConfig } from '@kubernetes/client-node';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import { storedVersions } from '../src/dev/etcd-truth';
-import { up } from '../src/dev/plane';
 import { applyCrd, testCrd } from './helpers/crd';
-import { testPlane, uniq, type TestPlane } from './helpers/plane';
+import { testPlane, uniq, up, type TestPlane } from './helpers/plane';
 
 let plane: TestPlane;
 before(async () => {

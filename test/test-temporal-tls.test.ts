@@ -21,13 +21,13 @@ import { installCrds } from '../src/client/cli-migrate';
 import { Migrator } from '../src/client/index';
 import { loadTemporalSettings } from '../src/config/temporal';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
-import { isRunning, up } from '../src/dev/plane';
+import { isRunning } from '../src/dev/plane';
 import { ensureCert } from '../src/dev/tls';
 import { createMigratorWorker } from '../src/worker/worker';
 import { loadWorkerSettings } from '../src/worker/config';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
-import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const run = promisify(execFile);

@@ -24,7 +24,7 @@ import YAML from 'yaml';
 import { installCrds } from '../src/client/cli-migrate';
 import { grantManifests, UNFENCED_GROUPS } from '../src/client/grant';
 import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
-import { restartApiserver, up } from '../src/dev/plane';
+import { restartApiserver } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { KubeClient } from '../src/kube/client';
 import { standardVersion } from '../src/kube/standard-migrations';
@@ -32,7 +32,7 @@ import { CREATED_BY_ANNOTATION } from '../src/activities/built-in';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { migrationResult } from './helpers/waits';
-import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
+import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
 import {
   canI,
   deleteManifests,

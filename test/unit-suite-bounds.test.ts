@@ -62,6 +62,28 @@ void test("no test file or helper awaits a workflow's result unbounded: h.result
   );
 });
 
+/**
+ * Files that start a plane with src/dev/plane's own up(), each another engineer's: each opens it with testPlane({ dir })
+ * right after, which records it, so only a file ended while that first up() runs leaves it unrecorded.
+ */
+const UNRECORDED_UP_EXCEPTIONS = ['test-conformance.test.ts', 'test-standard-v1beta1.test.ts', 'test-upgrade.test.ts'];
+
+void test("no test file starts a plane unrecorded: up() is test/helpers/plane.ts's, which scripts/test.sh's ledger sees", () => {
+  const found = readdirSync(__dirname)
+    .filter((f) => f.endsWith('.test.ts') && f !== path.basename(__filename))
+    .filter((f) => /import\s*\{[^}]*\bup\b[^}]*\}\s*from\s*'\.\.\/src\/dev\/plane'/.test(readFileSync(path.join(__dirname, f), 'utf8')));
+  assert.deepEqual(
+    found.filter((f) => !UNRECORDED_UP_EXCEPTIONS.includes(f)),
+    [],
+    "import up from './helpers/plane' (it records the plane, recordPlane)",
+  );
+  assert.deepEqual(
+    UNRECORDED_UP_EXCEPTIONS.filter((f) => !found.includes(f)),
+    [],
+    'an exception that no longer imports src/dev/plane up: remove it from UNRECORDED_UP_EXCEPTIONS',
+  );
+});
+
 void test('eventually: past its bound it names what it waited for and what the last check saw; a check still running at the bound keeps what the one before saw', async () => {
   let n = 0;
   await assert.rejects(

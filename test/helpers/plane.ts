@@ -8,7 +8,8 @@
  * load balancer) and nothing else; it finds each server itself. Tests that
  * must reach one particular server use kubeOf(i).
  */
-import { rmSync } from 'node:fs';
+import { createHash } from 'node:crypto';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -18,7 +19,7 @@ import {
   readState,
   restartApiserver,
   setStorageVersionApi,
-  up,
+  up as planeUp,
   type PlaneShape,
   type PlaneState,
   type UpOptions,
@@ -69,6 +70,35 @@ export const TEST_RETRY: Readonly<RetryPolicy> = {
   transientReadAttempts: 6,
   retryRaw: true,
 };
+
+/**
+ * Records a plane this file starts in `dir` for scripts/test.sh, before anything of it runs: the plane's servers run
+ * detached, so a file ended at its bound (or a run interrupted) would leave them running. scripts/test.sh gives each
+ * file a ledger of its own (SVM_TEST_PLANE_LEDGER, a directory under the run's temporary one) and takes down every
+ * plane named there that still runs when the file ends, however it ends, and again when the run ends. The shared
+ * planes (SVM_DEV_DIR, SVM_SERVER_DEV_DIR) are the run's, taken down at its end, and never recorded here. Outside
+ * scripts/test.sh (no ledger) nothing is recorded.
+ */
+export function recordPlane(dir: string): void {
+  const ledger = process.env.SVM_TEST_PLANE_LEDGER;
+  if (!ledger) return;
+  const own = path.resolve(dir);
+  const shared = [process.env.SVM_DEV_DIR, process.env.SVM_SERVER_DEV_DIR].filter((d): d is string => !!d).map((d) => path.resolve(d));
+  if (shared.includes(own)) return;
+  mkdirSync(ledger, { recursive: true });
+  // One entry a plane (named by its directory's hash: a file may start the same plane twice), its directory the content.
+  writeFileSync(path.join(ledger, createHash('sha256').update(own).digest('hex').slice(0, 16)), `${own}\n`);
+}
+
+/**
+ * `svm dev up` (src/dev/plane.ts up) for a test: the plane recorded first (recordPlane), so that scripts/test.sh takes
+ * it down if the file cannot. Test files start planes through this or testPlane(), never through src/dev/plane's
+ * own up (test/unit-suite-bounds.test.ts).
+ */
+export async function up(opts: UpOptions): ReturnType<typeof planeUp> {
+  recordPlane(opts.dir);
+  return planeUp(opts);
+}
 
 /**
  * The suite's shared plane; or, with `dir`, a plane of the test's own (e.g. another Kubernetes release), brought up by
