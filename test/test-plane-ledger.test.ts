@@ -8,6 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
+import { msToTs } from '@temporalio/common/lib/time';
 import { countKeys } from '../src/dev/etcd-truth';
 import { readState, restartApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
@@ -44,6 +45,11 @@ void test('what a file made after the mark is gone when it closes, and its serve
   const workflowId = uniq('ledger-wf');
   // No worker polls this queue: the workflow stays running until something ends it.
   await plane.temporal.client.workflow.start('migrateResource', { workflowId, taskQueue: uniq('ledger-tq'), args: [] });
+  const temporalNamespace = uniq('ledger');
+  await plane.temporal.connection.workflowService.registerNamespace({
+    namespace: temporalNamespace,
+    workflowExecutionRetentionPeriod: msToTs('1 day'),
+  });
   await restartApiserver(plane.dir, 1, OLD_ENCODING_FLAGS, () => undefined);
   assert.equal(await countKeys(plane.etcd, `/registry/${crd.group}/${crd.plural}/`), 30);
 
@@ -63,6 +69,14 @@ void test('what a file made after the mark is gone when it closes, and its serve
     'every API server runs with the flags it had at the mark',
   );
   assert.equal((await plane.temporal.client.workflow.getHandle(workflowId).describe()).status.name, 'TERMINATED');
+  const namespaces = await plane.temporal.connection.workflowService.listNamespaces({ pageSize: 1000 });
+  assert.deepEqual(
+    (namespaces.namespaces ?? [])
+      .filter((n) => n.namespaceInfo?.name === temporalNamespace && Number(n.namespaceInfo.state) !== 3)
+      .map((n) => n.namespaceInfo?.name),
+    [],
+    'the Temporal namespace the file registered is deleted (or being deleted)',
+  );
   // A second look finds nothing more to do.
   assert.deepEqual(await leavePlaneAsFound(plane, mark), []);
 });

@@ -4,8 +4,9 @@
  *
  * markPlane reads, when a file opens the plane: every object's uid (metadata only, every listable and deletable
  * resource of every group), the API servers' flags and release, whether the StorageVersion API is on and
- * kube-controller-manager runs, and the running workflows. leavePlaneAsFound, when the file closes it, puts back
- * what the file changed: the workflows it left running are terminated, the servers get their flags back, the
+ * kube-controller-manager runs, the running workflows and Temporal's namespaces. leavePlaneAsFound, when the file
+ * closes it, puts back what the file changed: the workflows it left running are terminated, the Temporal namespaces
+ * it registered are deleted (their workflows with them), the servers get their flags back, the
  * CustomResourceDefinitions it made go (their objects with them), then every other object it made, and the
  * namespaces it made are emptied and finalized (the plane runs no namespace controller); etcd drops the old
  * revisions. Objects the API servers make themselves (identity leases, automanaged APIServices, bootstrap APF and
@@ -44,6 +45,8 @@ export interface PlaneMark {
   storageVersionApi: boolean;
   controllerManager: boolean;
   workflows: Set<string>;
+  /** Temporal's namespaces (the file's client's server), deleted ones left out. */
+  temporalNamespaces: Set<string>;
 }
 
 const base = (k: Pick<Kind, 'group' | 'version'>) => (k.group ? `/apis/${k.group}/${k.version}` : `/api/${k.version}`);
@@ -131,6 +134,21 @@ async function runningWorkflows(client: Client): Promise<Set<string>> {
   return ids;
 }
 
+/** NAMESPACE_STATE_DELETED (temporal.api.enums.v1.NamespaceState): a namespace being deleted, not one to delete again. */
+const NAMESPACE_DELETED = 3;
+
+async function temporalNamespaces(client: Client): Promise<Set<string>> {
+  const names = new Set<string>();
+  let nextPageToken: Uint8Array | undefined;
+  do {
+    const page = await client.workflowService.listNamespaces({ pageSize: 100, nextPageToken });
+    for (const n of page.namespaces ?? [])
+      if (n.namespaceInfo?.name && Number(n.namespaceInfo.state) !== NAMESPACE_DELETED) names.add(n.namespaceInfo.name);
+    nextPageToken = page.nextPageToken?.length ? page.nextPageToken : undefined;
+  } while (nextPageToken);
+  return names;
+}
+
 async function objectsByKind(kube: KubeClient): Promise<Array<{ kind: Kind; objects: Listed[] }>> {
   const all = await kinds(kube);
   return Promise.all(all.map(async (kind) => ({ kind, objects: await listAll(kube, kind) })));
@@ -146,6 +164,7 @@ export async function markPlane(dir: string, kube: KubeClient, temporal: Client)
     storageVersionApi: state.storageVersionApi,
     controllerManager: isRunning(state.controllerManager),
     workflows: await runningWorkflows(temporal),
+    temporalNamespaces: await temporalNamespaces(temporal),
   };
 }
 
@@ -354,6 +373,10 @@ export async function leavePlaneAsFound(
       .terminate('the test file that started it has ended')
       .catch(() => undefined);
   if (left.length > 0) done.push(`${left.length} running workflows terminated`);
+  // Temporal deletes a namespace in the background (its workflows, then the namespace): asked here, not awaited.
+  const namespaces = [...(await temporalNamespaces(plane.temporal.client))].filter((n) => !mark.temporalNamespaces.has(n));
+  for (const namespace of namespaces) await plane.temporal.client.connection.operatorService.deleteNamespace({ namespace });
+  if (namespaces.length > 0) done.push(`${namespaces.length} Temporal namespaces deleted (${namespaces.join(', ')})`);
   await serversAsMarked(plane.dir, mark, done);
   await objectsAsMarked(plane.kube, mark, done, crdWaits);
   if (done.length > 0) await compactEtcd(plane.etcd).catch(() => undefined);
