@@ -246,14 +246,20 @@ const VALIDATIONS = `  validations:
       reason: Forbidden
 `;
 
-/** The fence's ValidatingAdmissionPolicy and its binding, as YAML documents. */
-export function fencePolicy(s: FenceSettings): string {
+/** deploy/'s labels of the fence's objects (YAML lines under metadata.labels). */
+const DEPLOY_LABELS = '    app.kubernetes.io/name: svm';
+
+/** The chart's: the recommended labels and helm.sh/chart of every object of the release (charts/svm/templates/_helpers.tpl). */
+export const CHART_LABELS = '    {{- include "svm.labels" (dict "root" .root "component" "worker") | nindent 4 }}';
+
+/** The fence's ValidatingAdmissionPolicy and its binding, as YAML documents; labels: the lines under metadata.labels. */
+export function fencePolicy(s: FenceSettings, labels = DEPLOY_LABELS): string {
   return `apiVersion: admissionregistration.k8s.io/v1
 kind: ValidatingAdmissionPolicy
 metadata:
   name: ${s.name}
   labels:
-    app.kubernetes.io/name: svm
+${labels}
 spec:
   failurePolicy: Fail
   matchConstraints:
@@ -274,7 +280,7 @@ kind: ValidatingAdmissionPolicyBinding
 metadata:
   name: ${s.name}
   labels:
-    app.kubernetes.io/name: svm
+${labels}
 spec:
   policyName: ${s.name}
   validationActions: ["Deny"]
@@ -336,7 +342,7 @@ too: edit that, not this file (test/unit-static-fence.test.ts fails when it diff
 # The fence: the worker's rights are a re-encode and nothing more.
 # Rendered by the chart for its ServiceAccount,
 #   ${CHART_SETTINGS.user}.
-${EXPLANATION}${fencePolicy(CHART_SETTINGS)}{{- end -}}
+${EXPLANATION}${fencePolicy(CHART_SETTINGS, CHART_LABELS)}{{- end -}}
 
 {{- define "svm.admissionConfiguration" -}}
 ${ADMISSION_CONFIGURATION}{{- end -}}

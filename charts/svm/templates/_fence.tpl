@@ -44,7 +44,7 @@ kind: ValidatingAdmissionPolicy
 metadata:
   name: {{ .name }}
   labels:
-    app.kubernetes.io/name: svm
+    {{- include "svm.labels" (dict "root" .root "component" "worker") | nindent 4 }}
 spec:
   failurePolicy: Fail
   matchConstraints:
@@ -180,7 +180,7 @@ kind: ValidatingAdmissionPolicyBinding
 metadata:
   name: {{ .name }}
   labels:
-    app.kubernetes.io/name: svm
+    {{- include "svm.labels" (dict "root" .root "component" "worker") | nindent 4 }}
 spec:
   policyName: {{ .name }}
   validationActions: ["Deny"]

@@ -13,8 +13,54 @@ system:serviceaccount:{{ .Release.Namespace }}:{{ include "svm.migrator" . }}
 system:serviceaccount:{{ .Release.Namespace }}:{{ .Values.namePrefix }}-managed-fields
 {{- end -}}
 
+{{/* The image: repository@digest when image.digest is set (the tag is then ignored), else repository:tag. */}}
 {{- define "svm.image" -}}
+{{- if .Values.image.digest -}}
+{{ .Values.image.repository }}@{{ .Values.image.digest }}
+{{- else -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+{{- end -}}
+
+{{/* The placeholder repository values.yaml ships: NOTES.txt warns while it is in use. */}}
+{{- define "svm.placeholderImage" -}}
+ghcr.io/example/svm
+{{- end -}}
+
+{{/* helm.sh/chart: <name>-<version>, as `helm create` spells it. */}}
+{{- define "svm.chart" -}}
+{{ printf "%s-%s" .Chart.Name .Chart.Version | replace "+" "_" | trunc 63 | trimSuffix "-" }}
+{{- end -}}
+
+{{/*
+The labels of every object: the Kubernetes recommended labels and helm.sh/chart.
+Context: (dict "root" $ "component" "worker").
+*/}}
+{{- define "svm.labels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/version: {{ .root.Values.image.tag | default .root.Chart.AppVersion | trunc 63 | quote }}
+app.kubernetes.io/managed-by: {{ .root.Release.Service }}
+app.kubernetes.io/component: {{ .component }}
+helm.sh/chart: {{ include "svm.chart" .root }}
+{{- end -}}
+
+{{/*
+The labels a selector matches: the worker's Pods by name and component. Kept as the first chart (and deploy/)
+had them, without app.kubernetes.io/instance: a Deployment's selector is immutable, so adding a label to it would
+make `helm upgrade` from an earlier release fail. (One release per namespace: the worker's leader Lease is
+per namespace anyway.) Context: (dict "root" $ "component" "worker").
+*/}}
+{{- define "svm.selectorLabels" -}}
+app.kubernetes.io/name: {{ .root.Chart.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The entries of a Pod's imagePullSecrets (values.yaml imagePullSecrets: names, or {name: ...} objects). */}}
+{{- define "svm.imagePullSecretList" -}}
+{{- range .Values.imagePullSecrets }}
+- name: {{ if kindIs "string" . }}{{ . }}{{ else }}{{ .name }}{{ end }}
+{{- end }}
 {{- end -}}
 
 {{/* The Temporal settings, shared by the worker and the pre-upgrade Job (env entries). */}}
