@@ -110,6 +110,55 @@ async function template(args: string[]): Promise<Manifest[]> {
   return objects((await helm(['template', 'svm', CHART, ...args])).stdout);
 }
 
+/** The labels the chart gives every object and Pod template, beyond deploy/'s: the release's and the chart's. */
+const RELEASE_LABELS = ['app.kubernetes.io/instance', 'app.kubernetes.io/version', 'app.kubernetes.io/managed-by', 'helm.sh/chart'];
+type Labelled = { metadata?: { labels?: Record<string, string> } };
+/** An object's labels and its Pod template's, where it has them. */
+const labelSets = (o: unknown): Array<Record<string, string> | undefined> => [
+  (o as Labelled).metadata?.labels,
+  (o as { spec?: { template?: Labelled } }).spec?.template?.metadata?.labels,
+];
+
+/**
+ * The chart's objects as deploy/ writes them: without RELEASE_LABELS, and without the component label where
+ * deploy/'s object has none. Everything else must be equal.
+ */
+function asShipped(rendered: Manifest[], shipped: Manifest[]): Manifest[] {
+  const reference = byName(shipped);
+  return rendered.map((o) => {
+    const copy = structuredClone(o);
+    const ref = labelSets(reference[`${o.kind}/${o.metadata.name}`]);
+    labelSets(copy).forEach((labels, i) => {
+      if (!labels) return;
+      for (const k of RELEASE_LABELS) delete labels[k];
+      if (!ref[i]?.['app.kubernetes.io/component']) delete labels['app.kubernetes.io/component'];
+    });
+    return copy;
+  });
+}
+
+/** Every object and Pod template carries the recommended labels and helm.sh/chart, of this release and chart. */
+function assertStandardLabels(rendered: Manifest[], releaseName: string) {
+  const chart = YAML.parse(fs.readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { version: string; appVersion: string };
+  for (const o of rendered) {
+    if (o.kind === 'CustomResourceDefinition') continue; // crds/ is not templated: Helm installs it as it is
+    const [own, pod] = labelSets(o);
+    const template = (o as { spec?: { template?: unknown } }).spec?.template;
+    for (const [where, labels] of [
+      [`${o.kind}/${o.metadata.name}`, own],
+      ...(template ? [[`${o.kind}/${o.metadata.name} Pod template`, pod] as const] : []),
+    ] as const) {
+      assert.ok(labels, `${where} has no labels`);
+      assert.equal(labels['app.kubernetes.io/name'], 'svm', where);
+      assert.equal(labels['app.kubernetes.io/instance'], releaseName, where);
+      assert.equal(labels['app.kubernetes.io/version'], chart.appVersion, where);
+      assert.equal(labels['app.kubernetes.io/managed-by'], 'Helm', where);
+      assert.equal(labels['helm.sh/chart'], `svm-${chart.version}`, where);
+      assert.match(labels['app.kubernetes.io/component'] ?? '', /^[a-z-]+$/, `${where}: no component`);
+    }
+  }
+}
+
 /** kustomize re-folds multi-line strings (the CEL expressions): compare them with runs of whitespace collapsed. */
 function collapseWhitespace(v: unknown): unknown {
   if (typeof v === 'string') return v.replace(/\s+/g, ' ');
@@ -157,7 +206,7 @@ void test('helm lint passes: default values, the hook Job in each mode, TLS and 
   }
 });
 
-void test('with default values the chart renders exactly the objects of deploy/ (the Namespace with namespace.create)', async () => {
+void test('with default values the chart renders exactly the objects of deploy/ (the Namespace with namespace.create), with the standard labels', async () => {
   const pkg = JSON.parse(fs.readFileSync(path.join(ROOT, 'package.json'), 'utf8')) as { version: string };
   const chart = YAML.parse(fs.readFileSync(path.join(CHART, 'Chart.yaml'), 'utf8')) as { appVersion: string };
   assert.equal(chart.appVersion, pkg.version, 'Chart.yaml appVersion is not package.json version');
@@ -167,18 +216,26 @@ void test('with default values the chart renders exactly the objects of deploy/ 
   const shipped = kustomization.resources.flatMap((f) => readManifests(f));
   assert.equal(shipped.length, 19);
 
+  // The chart adds the release's labels (RELEASE_LABELS) and a component to every object: deploy/ has not a
+  // release. The selectors are deploy/'s (name and component), so an upgrade from the first chart keeps them.
   const defaults = await template(['-n', 'svm-system', '--include-crds']);
-  assert.deepStrictEqual(byName(defaults), byName(shipped.filter((o) => o.kind !== 'Namespace')));
+  assertStandardLabels(defaults, 'svm');
+  assert.deepStrictEqual(byName(asShipped(defaults, shipped)), byName(shipped.filter((o) => o.kind !== 'Namespace')));
   const withNamespace = await template(['-n', 'svm-system', '--include-crds', '--set', 'namespace.create=true']);
-  assert.deepStrictEqual(byName(withNamespace), byName(shipped));
+  assertStandardLabels(withNamespace, 'svm');
+  assert.deepStrictEqual(byName(asShipped(withNamespace, shipped)), byName(shipped));
+  const deployment = defaults.find((o) => o.kind === 'Deployment') as unknown as { spec: { selector: unknown } };
+  assert.deepEqual(deployment.spec.selector, { matchLabels: { 'app.kubernetes.io/name': 'svm', 'app.kubernetes.io/component': 'worker' } });
 
   // And kustomize's own rendering of deploy/ (which re-folds multi-line strings).
   const kustomized = objects((await kubectl(['kustomize', DEPLOY_DIR])).stdout);
-  assert.deepStrictEqual(collapseWhitespace(byName(withNamespace)), collapseWhitespace(byName(kustomized)));
+  assert.deepStrictEqual(collapseWhitespace(byName(asShipped(withNamespace, shipped))), collapseWhitespace(byName(kustomized)));
 
   // deploy/pre-upgrade-job.yaml is the chart's hook Job with its defaults.
   const hook = await template(['-n', 'svm-system', '--set', 'preUpgradeJob.enabled=true', '--show-only', 'templates/pre-upgrade-job.yaml']);
-  assert.deepStrictEqual(byName(hook), byName(readManifests('pre-upgrade-job.yaml')));
+  assertStandardLabels(hook, 'svm');
+  const shippedHook = readManifests('pre-upgrade-job.yaml');
+  assert.deepStrictEqual(byName(asShipped(hook, shippedHook)), byName(shippedHook));
 
   // deploy/managed-fields.yaml (not in kustomization.yaml: off by default) is what managedFields.rewrite=true adds,
   // with SVM_MANAGED_FIELDS_AS on the worker naming its identity.
@@ -186,7 +243,8 @@ void test('with default values the chart renders exactly the objects of deploy/ 
   const added = rewrite.filter(
     (o) => (o.metadata.labels as Record<string, string> | undefined)?.['app.kubernetes.io/component'] === 'managed-fields',
   );
-  assert.deepStrictEqual(byName(added), byName(readManifests('managed-fields.yaml')));
+  assertStandardLabels(added, 'svm');
+  assert.deepStrictEqual(byName(asShipped(added, readManifests('managed-fields.yaml'))), byName(readManifests('managed-fields.yaml')));
   const env = (o: Manifest) =>
     (o as unknown as { spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } } }).spec
       .template.spec.containers[0]!.env;
@@ -223,7 +281,10 @@ void test("the fence and its manifest-loaded copy (staticFence.enabled) name the
     const staticFence = objects(data[`${fenceName}.yaml`]!);
     assert.deepEqual(staticFence, JSON.parse(JSON.stringify(api).replaceAll(`"${fenceName}"`, `"${fenceName}.static.k8s.io"`)));
     assert.deepEqual(objects(data['admission-configuration.yaml']!), readManifests('static-fence/admission-configuration.yaml'));
-    if (namespace === 'svm-system') assert.deepEqual(staticFence, readManifests('static-fence/svm-worker-no-op-only.yaml'));
+    if (namespace === 'svm-system') {
+      const shippedFence = readManifests('static-fence/svm-worker-no-op-only.yaml');
+      assert.deepEqual(asShipped(staticFence, shippedFence), shippedFence);
+    }
   }
   // Off by default: deploy/ has no such ConfigMap.
   assert.ok(!(await template(['-n', 'svm-system'])).some((o) => o.kind === 'ConfigMap'));
@@ -353,6 +414,219 @@ void test('the pre-upgrade hook Job renders the command asked for, with the work
   }
 });
 
+interface WorkerPod {
+  metadata: { labels: Record<string, string>; annotations: Record<string, string> };
+  spec: {
+    imagePullSecrets?: Array<{ name: string }>;
+    priorityClassName?: string;
+    topologySpreadConstraints?: Array<Record<string, unknown>>;
+    volumes: Array<{ name: string; secret?: { secretName: string } }>;
+    containers: Array<Container & { image: string }>;
+  };
+}
+const workerPod = (o: Manifest | undefined) => {
+  assert.ok(o, 'no worker Deployment');
+  return (o as unknown as { spec: { template: WorkerPod } }).spec.template;
+};
+const WORKER_SELECTOR = { 'app.kubernetes.io/name': 'svm', 'app.kubernetes.io/component': 'worker' };
+
+void test("the worker Pod's options: image digest, pull secrets, Pod annotations and labels, PriorityClass, topology spread, extra volumes, ServiceAccount annotations", async () => {
+  const digest = `sha256:${'0123456789abcdef'.repeat(4)}`;
+  const rendered = byName(
+    await template([
+      '-n',
+      'svm-system',
+      ...[
+        'image.repository=registry.example.com/svm',
+        'image.tag=9.9.9',
+        `image.digest=${digest}`,
+        'imagePullSecrets[0].name=regcred',
+        'imagePullSecrets[1]=other',
+        'podAnnotations.example\\.com/team=storage',
+        'podLabels.team=storage',
+        'priorityClassName=platform-low',
+        'topologySpreadConstraints[0].maxSkew=1',
+        'topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone',
+        'topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway',
+        'topologySpreadConstraints[1].maxSkew=2',
+        'topologySpreadConstraints[1].topologyKey=kubernetes.io/hostname',
+        'topologySpreadConstraints[1].whenUnsatisfiable=DoNotSchedule',
+        'topologySpreadConstraints[1].labelSelector.matchLabels.team=storage',
+        'extraVolumes[0].name=extra',
+        'extraVolumes[0].configMap.name=extra',
+        'extraVolumeMounts[0].name=extra',
+        'extraVolumeMounts[0].mountPath=/etc/extra',
+        'serviceAccount.annotations.eks\\.amazonaws\\.com/role-arn=arn:aws:iam::1:role/svm',
+        'preUpgradeJob.enabled=true',
+        'setupJob.enabled=true',
+      ].flatMap((v) => ['--set', v]),
+    ]),
+  );
+  const pod = workerPod(rendered['Deployment/svm-worker']);
+  // A digest wins over the tag, in the worker and both hook Jobs.
+  const image = `registry.example.com/svm@${digest}`;
+  assert.equal(pod.spec.containers[0]!.image, image);
+  for (const job of ['Job/svm-pre-upgrade', 'Job/svm-setup']) {
+    const jobPod = workerPod(rendered[job]);
+    assert.equal(jobPod.spec.containers[0]!.image, image, job);
+    assert.deepEqual(jobPod.spec.imagePullSecrets, [{ name: 'regcred' }, { name: 'other' }], job);
+  }
+  assert.deepEqual(pod.spec.imagePullSecrets, [{ name: 'regcred' }, { name: 'other' }]);
+  // The version label is the image's tag.
+  assert.equal(pod.metadata.labels['app.kubernetes.io/version'], '9.9.9');
+  // Pod annotations and labels beside the chart's own; the selector unchanged.
+  assert.equal(pod.metadata.annotations['example.com/team'], 'storage');
+  assert.equal(pod.metadata.annotations['prometheus.io/scrape'], 'true');
+  assert.equal(pod.metadata.labels.team, 'storage');
+  assert.deepEqual((rendered['Deployment/svm-worker'] as unknown as { spec: { selector: unknown } }).spec.selector, {
+    matchLabels: WORKER_SELECTOR,
+  });
+  assert.equal(pod.spec.priorityClassName, 'platform-low');
+  // A constraint without a labelSelector spreads the worker Pods; one with its own keeps it.
+  assert.deepEqual(pod.spec.topologySpreadConstraints, [
+    {
+      maxSkew: 1,
+      topologyKey: 'topology.kubernetes.io/zone',
+      whenUnsatisfiable: 'ScheduleAnyway',
+      labelSelector: { matchLabels: WORKER_SELECTOR },
+    },
+    {
+      maxSkew: 2,
+      topologyKey: 'kubernetes.io/hostname',
+      whenUnsatisfiable: 'DoNotSchedule',
+      labelSelector: { matchLabels: { team: 'storage' } },
+    },
+  ]);
+  assert.ok(pod.spec.volumes.some((v) => v.name === 'extra'));
+  assert.ok(pod.spec.containers[0]!.volumeMounts.some((m) => m.name === 'extra' && m.mountPath === '/etc/extra'));
+  assert.ok(
+    pod.spec.volumes.some((v) => v.name === 'tmp'),
+    "the chart's own volume is kept",
+  );
+  const sa = rendered['ServiceAccount/svm-migrator'] as unknown as { metadata: { annotations: Record<string, string> } };
+  assert.deepEqual(sa.metadata.annotations, { 'eks.amazonaws.com/role-arn': 'arn:aws:iam::1:role/svm' });
+
+  // Without them: none of these fields, the image by tag.
+  const plain = workerPod(byName(await template(['-n', 'svm-system']))['Deployment/svm-worker']);
+  assert.equal(plain.spec.containers[0]!.image, `ghcr.io/example/svm:${CHART_APP_VERSION}`);
+  for (const field of ['imagePullSecrets', 'priorityClassName', 'topologySpreadConstraints'] as const)
+    assert.ok(!(field in plain.spec), field);
+
+  // A digest that is not one fails before anything renders.
+  await assert.rejects(helm(['template', 'svm', CHART, '--set', 'image.digest=latest']), (e: Error) => {
+    assert.match(String((e as { stderr?: string }).stderr), /image\/digest/);
+    return true;
+  });
+});
+
+void test('the PodDisruptionBudget: rendered with more than one replica (maxUnavailable 1), on or off by value, minAvailable instead', async () => {
+  const pdbs = async (...set: string[]) =>
+    (await template(['-n', 'svm-system', ...set.flatMap((v) => ['--set', v])])).filter(
+      (o) => o.kind === 'PodDisruptionBudget',
+    ) as unknown as Array<Manifest & { spec: Record<string, unknown> }>;
+  assert.deepEqual(await pdbs(), [], 'one replica: no budget');
+  const [pdb] = await pdbs('replicas=3');
+  assert.ok(pdb, 'no budget with 3 replicas');
+  assert.equal(pdb.metadata.name, 'svm-worker');
+  assert.deepEqual(pdb.spec, { maxUnavailable: 1, unhealthyPodEvictionPolicy: 'AlwaysAllow', selector: { matchLabels: WORKER_SELECTOR } });
+  assertStandardLabels([pdb], 'svm');
+  assert.deepEqual(await pdbs('replicas=3', 'podDisruptionBudget.enabled=false'), []);
+  assert.equal((await pdbs('podDisruptionBudget.enabled=true')).length, 1, 'forced on with one replica');
+  const [min] = await pdbs('replicas=3', 'podDisruptionBudget.minAvailable=50%', 'podDisruptionBudget.unhealthyPodEvictionPolicy=');
+  assert.deepEqual(min!.spec, { minAvailable: '50%', selector: { matchLabels: WORKER_SELECTOR } });
+  assert.deepEqual(await pdbs('replicas=3', 'worker.enabled=false', 'admissionPolicies.enabled=false', 'flowcontrol.enabled=false'), []);
+});
+
+void test('the setup hook Job: svm setup before the worker of an install or upgrade, with Temporal admin credentials of its own, off by default', async () => {
+  assert.ok(!(await template(['-n', 'svm-system'])).some((o) => o.metadata.name === 'svm-setup'), 'a setup Job by default');
+  const common = ['-n', 'svm-system', '--set', 'setupJob.enabled=true', '--set', 'temporal.apiKeySecret.name=worker-key'];
+  const job = byName(await template(common))['Job/svm-setup'] as unknown as Manifest & {
+    metadata: { annotations: Record<string, string> };
+    spec: { template: { spec: { automountServiceAccountToken: boolean; serviceAccountName?: string; containers: Container[] } } };
+  };
+  assert.ok(job, 'no setup Job');
+  assertStandardLabels([job], 'svm');
+  assert.deepEqual(job.metadata.annotations, {
+    'helm.sh/hook': 'pre-install,pre-upgrade',
+    'helm.sh/hook-weight': '-20',
+    'helm.sh/hook-delete-policy': 'before-hook-creation,hook-succeeded',
+  });
+  const spec = job.spec.template.spec;
+  // Temporal only: no ServiceAccount token.
+  assert.equal(spec.automountServiceAccountToken, false);
+  assert.equal(spec.serviceAccountName, undefined);
+  const c = spec.containers[0]!;
+  assert.deepEqual(c.args, ['setup']);
+  // The worker's key by default; its own when given, with its own client certificate.
+  assert.deepEqual(temporalEnv(c).find((e) => e.name === 'TEMPORAL_API_KEY')!.valueFrom, {
+    secretKeyRef: { name: 'worker-key', key: 'api-key' },
+  });
+  const admin = byName(
+    await template([
+      ...common,
+      '--set',
+      'setupJob.apiKeySecret.name=admin-key',
+      '--set',
+      'setupJob.clientCertSecret=admin-cert',
+      '--set',
+      'temporal.tls.clientCertSecret=worker-cert',
+    ]),
+  );
+  const adminPod = podOf(admin['Job/svm-setup']);
+  const adminEnv = temporalEnv(adminPod.containers[0]!);
+  assert.deepEqual(adminEnv.find((e) => e.name === 'TEMPORAL_API_KEY')!.valueFrom, { secretKeyRef: { name: 'admin-key', key: 'api-key' } });
+  assert.ok(adminPod.volumes.some((v) => v.name === 'temporal-tls' && JSON.stringify(v.secret) === '{"secretName":"admin-cert"}'));
+  // The worker keeps its own.
+  const worker = podOf(admin['Deployment/svm-worker']);
+  assert.deepEqual(temporalEnv(worker.containers[0]!).find((e) => e.name === 'TEMPORAL_API_KEY')!.valueFrom, {
+    secretKeyRef: { name: 'worker-key', key: 'api-key' },
+  });
+  assert.ok(worker.volumes.some((v) => v.name === 'temporal-tls' && JSON.stringify(v.secret) === '{"secretName":"worker-cert"}'));
+  // The same Temporal settings otherwise: what `svm setup` reads.
+  const names = (env: Container['env']) => env.map((e) => e.name);
+  assert.deepEqual(names(adminEnv), names(temporalEnv(worker.containers[0]!)));
+});
+
+void test("the pool preset (presets/pool.yaml): the worker serves the clusters of a mounted Secret of kubeconfigs, as docs/fleet.md's pool", async () => {
+  const rendered = await template(['-n', 'svm-system', '-f', path.join(CHART, 'presets', 'pool.yaml')]);
+  const pod = workerPod(byName(rendered)['Deployment/svm-worker']);
+  const c = pod.spec.containers[0]!;
+  const mount = c.volumeMounts.find((m) => m.name === 'clusters');
+  assert.deepEqual(mount, { name: 'clusters', mountPath: '/etc/svm/clusters', readOnly: true });
+  assert.deepEqual(
+    pod.spec.volumes.find((v) => v.name === 'clusters'),
+    { name: 'clusters', secret: { secretName: 'svm-clusters' } },
+  );
+  // Each env name once (the preset's fence settings replace the chart's), and what the worker makes of them: a pool.
+  const names = c.env.map((e) => e.name);
+  assert.deepEqual(names, [...new Set(names)], 'an env name twice');
+  const env = Object.fromEntries(c.env.map((e) => [e.name, e.value ?? '']));
+  const settings = loadWorkerSettings({ ...env, SVM_QPS: env.SVM_QPS ?? '' });
+  assert.equal(settings.kubeconfigDir, '/etc/svm/clusters');
+  assert.equal(settings.temporal.cluster, undefined);
+  assert.equal(settings.requireFence, false);
+  assert.equal(settings.requireStaticFence, false);
+  // Nothing that guards or grants the release's ServiceAccount in the management cluster.
+  assert.ok(!rendered.some((o) => o.kind.startsWith('ValidatingAdmissionPolicy') || o.kind === 'FlowSchema'));
+  const role = byName(rendered)['ClusterRole/svm-migrator'] as unknown as { rules: Array<{ verbs: string[] }> };
+  assert.ok(!role.rules.some((r) => r.verbs.includes('patch') && r.verbs.includes('list')), 'list and patch granted');
+});
+
+void test('NOTES.txt: how to get the svm command, and a warning while the image is the placeholder', async () => {
+  const notes = async (...set: string[]) =>
+    (await helm(['install', 'svm', CHART, '-n', 'svm-system', '--dry-run=client', ...set.flatMap((v) => ['--set', v])])).stdout.split(
+      'NOTES:',
+    )[1] ?? '';
+  const placeholder = await notes();
+  assert.match(placeholder, /WARNING: image\.repository is the placeholder ghcr\.io\/example\/svm/);
+  assert.match(placeholder, /kubectl -n svm-system exec deploy\/svm-worker -- node bin\/svm\.js migrate --all --wait/);
+  assert.match(placeholder, /npx --package \.\/temporal-storage-version-migrator-[0-9.]+\.tgz svm/);
+  assert.match(placeholder, /svm setup/);
+  const own = await notes('image.repository=registry.example.com/svm', 'setupJob.enabled=true');
+  assert.doesNotMatch(own, /WARNING/);
+  assert.match(own, /registered there by the hook Job svm-setup/);
+});
+
 /** The install's values: the plane's Temporal, a task queue of the test's own, a budget. */
 const installValues = () => [
   '--set',
@@ -395,17 +669,23 @@ void test('monitoring on: the release holds the dashboard of deploy/grafana, the
   const monitor = rendered['ServiceMonitor/svm-worker'] as unknown as { metadata: { namespace: string }; spec: unknown };
   assert.ok(monitor, 'no ServiceMonitor with the PrometheusRule');
   assert.equal(monitor.metadata.namespace, 'mon');
-  const asShipped = await template(['-n', 'svm-system', '--set', 'monitoring.serviceMonitor.enabled=true']);
+  const withMonitor = await template(['-n', 'svm-system', '--set', 'monitoring.serviceMonitor.enabled=true']);
+  const shippedMonitor = readManifests(path.join('prometheus', 'svm-servicemonitor.yaml'));
   assert.deepStrictEqual(
-    byName(asShipped.filter((o) => o.kind === 'ServiceMonitor')),
-    byName(readManifests(path.join('prometheus', 'svm-servicemonitor.yaml'))),
+    byName(
+      asShipped(
+        withMonitor.filter((o) => o.kind === 'ServiceMonitor'),
+        shippedMonitor,
+      ),
+    ),
+    byName(shippedMonitor),
   );
   // It selects the Service of the worker Pods by its labels, and scrapes the Service's port by its name.
-  const service = byName(asShipped)['Service/svm-worker-metrics'] as unknown as {
+  const service = byName(withMonitor)['Service/svm-worker-metrics'] as unknown as {
     metadata: { labels: Record<string, string> };
     spec: { selector: Record<string, string>; ports: Array<{ name: string; targetPort: string }> };
   };
-  const sm = byName(asShipped)['ServiceMonitor/svm-worker'] as unknown as {
+  const sm = byName(withMonitor)['ServiceMonitor/svm-worker'] as unknown as {
     spec: { selector: { matchLabels: Record<string, string> }; endpoints: Array<{ port: string; path: string }> };
   };
   for (const [k, v] of Object.entries(sm.spec.selector.matchLabels)) assert.equal(service.metadata.labels[k], v, k);
@@ -413,7 +693,7 @@ void test('monitoring on: the release holds the dashboard of deploy/grafana, the
     sm.spec.endpoints.map((e) => e.port),
     service.spec.ports.map((p) => p.name),
   );
-  const worker = byName(asShipped)['Deployment/svm-worker'] as unknown as {
+  const worker = byName(withMonitor)['Deployment/svm-worker'] as unknown as {
     spec: { template: { metadata: { labels: Record<string, string> }; spec: { containers: Array<{ ports: Array<{ name: string }> }> } } };
   };
   for (const [k, v] of Object.entries(service.spec.selector)) assert.equal(worker.spec.template.metadata.labels[k], v, k);
@@ -464,7 +744,9 @@ void test('helm template, hook Job included, passes the API server (server-side 
   assert.match(dry.stdout, new RegExp(`deployment\\.apps/${prefix}-worker serverside-applied`));
   assert.match(dry.stdout, new RegExp(`job\\.batch/${prefix}-pre-upgrade serverside-applied`));
 
-  // Every optional part of the templates: mTLS, an API key, extra env, scheduling, a narrowed role, plan.
+  // Every optional part of the templates: mTLS, an API key, extra env, scheduling, a narrowed role, plan, the
+  // Pod options (a digest, pull secrets, a PriorityClass, topology spread, extra volumes), the PodDisruptionBudget
+  // of 3 replicas, ServiceAccount annotations, the setup Job.
   const other = await helm([
     'template',
     release,
@@ -485,6 +767,20 @@ void test('helm template, hook Job included, passes the API server (server-side 
       'preUpgradeJob.enabled=true',
       'preUpgradeJob.command=plan',
       'staticFence.enabled=true',
+      `image.digest=sha256:${'a'.repeat(64)}`,
+      'imagePullSecrets[0].name=regcred',
+      'priorityClassName=system-cluster-critical',
+      'topologySpreadConstraints[0].maxSkew=1',
+      'topologySpreadConstraints[0].topologyKey=topology.kubernetes.io/zone',
+      'topologySpreadConstraints[0].whenUnsatisfiable=ScheduleAnyway',
+      'podAnnotations.example\\.com/team=storage',
+      'podLabels.team=storage',
+      'extraVolumes[0].name=clusters',
+      'extraVolumes[0].secret.secretName=svm-clusters',
+      'extraVolumeMounts[0].name=clusters',
+      'extraVolumeMounts[0].mountPath=/etc/svm/clusters',
+      'serviceAccount.annotations.example\\.com/role=svm',
+      'setupJob.enabled=true',
     ].flatMap((v) => ['--set', v]),
     '--set-string',
     'extraEnv[0].value=8',
@@ -493,6 +789,8 @@ void test('helm template, hook Job included, passes the API server (server-side 
   const dryOther = await kubectl(['apply', '-f', file, '--server-side', '--field-manager=svm-test', '--dry-run=server']);
   assert.equal(dryOther.stderr, '', 'the API server warned about the chart');
   assert.equal(dryOther.stdout.match(/serverside-applied \(server dry run\)/g)?.length, objects(other.stdout).length, dryOther.stdout);
+  assert.ok(byName(objects(other.stdout))['PodDisruptionBudget/hx-worker'], 'no PodDisruptionBudget with 3 replicas');
+  assert.ok(byName(objects(other.stdout))['Job/hx-setup'], 'no setup Job');
   const narrowed = byName(objects(other.stdout))['ClusterRole/hx-migrator'] as unknown as {
     rules: Array<{ resources?: string[]; verbs: string[] }>;
   };
@@ -512,6 +810,7 @@ void test('helm install into a fresh namespace creates every object of the relea
 
   const manifestText = (await helm(['get', 'manifest', release, '-n', ns])).stdout;
   const manifest = objects(manifestText);
+  assertStandardLabels(manifest, release);
   assert.deepEqual(manifest.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
     `ClusterRole/${prefix}-migrator`,
     `ClusterRoleBinding/${prefix}-migrator`,
