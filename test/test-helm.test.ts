@@ -184,7 +184,7 @@ const podOf = (o: Manifest | undefined) => {
 const temporalEnv = (c: Container) =>
   c.env.filter((e) => e.name.startsWith('TEMPORAL_') && e.name !== 'TEMPORAL_DEPLOYMENT_NAME' && e.name !== 'TEMPORAL_WORKER_BUILD_ID');
 
-void test('helm lint passes: default values, the hook Job in each mode, TLS and an API key', async () => {
+void test('helm lint passes: default values, the hook Job in each mode, TLS and an API key, replicas with a PDB, the setup Job, the pool preset', async () => {
   for (const set of [
     [],
     ['--set', 'preUpgradeJob.enabled=true'],
@@ -199,6 +199,17 @@ void test('helm lint passes: default values, the hook Job in each mode, TLS and 
       'versioning.buildId=b-42',
     ],
     ['--set', 'staticFence.enabled=true'],
+    [
+      '--set',
+      'replicas=3',
+      '--set',
+      'setupJob.enabled=true',
+      '--set',
+      `image.digest=sha256:${'f'.repeat(64)}`,
+      '--set',
+      'imagePullSecrets[0].name=regcred',
+    ],
+    ['-f', path.join(CHART, 'presets', 'pool.yaml')],
   ]) {
     const { stdout } = await helm(['lint', '--strict', CHART, ...set]);
     assert.match(stdout, /1 chart\(s\) linted, 0 chart\(s\) failed/, `${set.join(' ')}\n${stdout}`);
