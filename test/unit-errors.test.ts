@@ -6,7 +6,11 @@
 import test from 'node:test';
 import assert from 'node:assert/strict';
 import { isObjectNotFound } from '../src/activities/migrate-chunk';
-import { neverSent } from '../src/kube/client';
+import { KubeClient, neverSent } from '../src/kube/client';
+import { errorLine } from '../src/config/cli-options';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
+import * as path from 'node:path';
 import type { ResourceRef } from '../src/api/resource';
 import {
   classifyResponse,
@@ -535,4 +539,32 @@ void test('neverSent: only transport errors that prove the request never reached
     false,
     'a reset after sending may have been applied',
   );
+});
+
+void test('a Kubernetes API that does not answer is named with its address; a kubeconfig that does not parse, with its file', async () => {
+  const dir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-kubeconfig-'));
+  try {
+    const file = path.join(dir, 'config');
+    fs.writeFileSync(
+      file,
+      'apiVersion: v1\nkind: Config\nclusters:\n- name: c\n  cluster: {server: "https://127.0.0.1:2", insecure-skip-tls-verify: true}\ncontexts:\n- name: c\n  context: {cluster: c, user: u}\ncurrent-context: c\nusers:\n- name: u\n  user: {}\n',
+    );
+    const kube = KubeClient.fromKubeconfig(file, {
+      retry: { unsentAttempts: 0, throttledReadAttempts: 0, transientReadAttempts: 0, retryRaw: false },
+    });
+    const err = await kube.getJson('/version').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    kube.close();
+    assert.match(
+      errorLine(err),
+      /^error: the Kubernetes API at https:\/\/127\.0\.0\.1:2 did not answer \(.*ECONNREFUSED.*\): check the kubeconfig \(KUBECONFIG or --kubeconfig\)/,
+    );
+    fs.writeFileSync(file, 'clusters: [\n  - {name: c\n');
+    assert.throws(() => KubeClient.fromKubeconfig(file), new RegExp(`^Error: the kubeconfig ${file} could not be read: [^\\n]+$`));
+    assert.equal(errorLine(new Error('plain')), 'error: plain\n');
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
 });

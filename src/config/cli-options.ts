@@ -16,7 +16,18 @@ export function parseIntArg(name: string, min: number, max: number) {
  * The line a command ends with when it fails: `error: <message>`, the one prefix of every svm error, as kubectl's
  * (and commander's own, for a bad flag). A note that does not stop the command is `warning: <message>`.
  */
-export const errorLine = (err: unknown): string => `error: ${err instanceof Error ? err.message : String(err)}\n`;
+export const errorLine = (err: unknown): string => `error: ${explained(err)}\n`;
+
+/**
+ * An error's message, saying which service failed where the message alone does not: a Kubernetes API that did not
+ * answer (a transport error of the kube layer, its KubeErrorInfo.server) is named with its address.
+ */
+function explained(err: unknown): string {
+  const e = err as { message?: string; kind?: string; info?: { server?: string } } | undefined;
+  if (e?.kind === 'network' && e.info?.server)
+    return `the Kubernetes API at ${e.info.server} did not answer (${e.message}): check the kubeconfig (KUBECONFIG or --kubeconfig) and that the API server, or the tunnel to it, is running`;
+  return err instanceof Error ? err.message : String(err);
+}
 export const warningLine = (message: string): string => `warning: ${message}\n`;
 
 export const kubeconfigOption = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');

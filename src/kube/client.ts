@@ -189,6 +189,16 @@ function readBody(res: http.IncomingMessage): Promise<string> {
   });
 }
 
+/** Loads a kubeconfig; one that does not parse is named, with the parser's first line (not its code frame). */
+function loadKubeconfig(file: string | undefined, load: () => void): void {
+  try {
+    load();
+  } catch (err) {
+    const said = (err instanceof Error ? err.message : String(err)).split('\n')[0];
+    throw new Error(`the kubeconfig ${file ?? '(in-cluster)'} could not be read: ${said}`);
+  }
+}
+
 export class KubeClient {
   readonly server: string;
   private readonly agent: http.Agent;
@@ -215,13 +225,16 @@ export class KubeClient {
   /** From a kubeconfig path, or KUBECONFIG / ~/.kube/config / in-cluster when undefined. */
   static fromKubeconfig(path?: string, opts: { maxSockets?: number; retry?: Readonly<RetryPolicy> } = {}): KubeClient {
     const kc = new KubeConfig();
-    if (path) kc.loadFromFile(path);
+    if (path) loadKubeconfig(path, () => kc.loadFromFile(path));
     else if (!process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST && !existsSync(join(homedir(), '.kube', 'config'))) {
       // client-node would fall back to http://localhost:8080 and fail with a puzzling message.
       throw new Error(
         'no Kubernetes configuration: set KUBECONFIG or --kubeconfig, or run in a cluster (`svm dev up` writes one and `source .svm-dev/env` exports it)',
       );
-    } else kc.loadFromDefault();
+    } else
+      loadKubeconfig(process.env.KUBECONFIG || (process.env.KUBERNETES_SERVICE_HOST ? undefined : join(homedir(), '.kube', 'config')), () =>
+        kc.loadFromDefault(),
+      );
     return new KubeClient(kc, opts);
   }
 
@@ -322,6 +335,7 @@ export class KubeClient {
       req.on('error', (e: NodeJS.ErrnoException) => {
         const err = classifyTransportError(e);
         if (!answered && req.reusedSocket && closedAsIdle(e)) err.info.closedIdleConnection = true;
+        err.info.server ??= this.server;
         reject(err);
       });
       if (opts.body !== undefined) req.end(opts.body);
@@ -349,7 +363,9 @@ export class KubeClient {
       const timer = setTimeout(() => req.destroy(timedOut(`request timed out after ${timeoutMs}ms`)), timeoutMs);
       req.on('error', (e) => {
         clearTimeout(timer);
-        reject(classifyTransportError(e));
+        const err = classifyTransportError(e);
+        err.info.server ??= this.server;
+        reject(err);
       });
       req.end();
     });

@@ -82,6 +82,8 @@ export interface KubeErrorInfo {
    * StorageVersion API on, the first seconds after it starts), or 'shuttingDown', a server past its shutdown delay.
    */
   notHandled?: 'storageVersionsPending' | 'shuttingDown';
+  /** For a transport error: the API server address the request went to (the kubeconfig's server). */
+  server?: string;
 }
 
 export class KubeError extends Error {
