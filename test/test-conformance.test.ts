@@ -40,6 +40,8 @@
  *   lists are answered whole and its PUTs with metadata only. Note: an audit
  *   event holds no request headers, so the Accept svm sent shows as what the
  *   API server answered (it logs the reply as converted for the client).
+ *   Each check first waits (bounded) until both servers' audit logs hold a
+ *   request made after the migration (auditCaughtUp), and a missing log fails.
  *
  * A plane of this file's own: its API servers restart with an encryption
  * configuration and an audit policy, which the shared plane must not carry.
@@ -47,7 +49,7 @@
  * printed; docs/standard-api.md quotes it.
  */
 import assert from 'node:assert/strict';
-import { mkdirSync, mkdtempSync, readFileSync, writeFileSync, existsSync } from 'node:fs';
+import { closeSync, existsSync, mkdirSync, mkdtempSync, openSync, readSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -141,14 +143,43 @@ interface AuditEvent {
   responseObject?: { kind?: string };
 }
 
+/** Server i's audit log from a byte offset on; the log is required (both servers write one since restartServers). */
+function auditText(i: number, from: number): string {
+  assert.ok(existsSync(auditLog(i)), `API server ${i} writes its audit log ${auditLog(i)}`);
+  const fd = openSync(auditLog(i), 'r');
+  try {
+    const size = statSync(auditLog(i)).size;
+    const buf = Buffer.alloc(Math.max(0, size - from));
+    readSync(fd, buf, 0, buf.length, from);
+    return buf.toString('utf8');
+  } finally {
+    closeSync(fd);
+  }
+}
+
+/**
+ * Waits (bounded) until each API server's audit log holds a request made now, through that server: an API server
+ * writes a request's ResponseComplete event after its reply, so a log read right after the migration may lack the
+ * last requests (this file slept 2 s for them, and skipped a log that was missing). After the marker, every request
+ * the migrator made before it is in the log.
+ */
+async function auditCaughtUp(from: number[]): Promise<void> {
+  const marker = uniq('audit-marker');
+  for (const i of [0, 1]) await p.kubeOf(i).raw('GET', `/api/v1/namespaces/${marker}`);
+  await eventually(
+    `both API servers' audit logs holding the marker request ${marker}`,
+    async () => [0, 1].every((i) => existsSync(auditLog(i)) && auditText(i, from[i] ?? 0).includes(marker)),
+    30_000,
+    async () =>
+      [0, 1].map((i) => `${auditLog(i)}: ${existsSync(auditLog(i)) ? `${statSync(auditLog(i)).size} bytes` : 'missing'}`).join(', '),
+  );
+}
+
 /** The audit events of one migrator since the given byte offsets of each server's log. */
 function auditOf(whose: (e: AuditEvent) => boolean, from: number[]): AuditEvent[] {
   const out: AuditEvent[] = [];
   for (const i of [0, 1]) {
-    if (!existsSync(auditLog(i))) continue;
-    const text = readFileSync(auditLog(i))
-      .subarray(from[i] ?? 0)
-      .toString('utf8');
+    const text = auditText(i, from[i] ?? 0);
     for (const line of text.split('\n')) {
       if (!line.trim()) continue;
       const e = JSON.parse(line) as AuditEvent;
@@ -157,7 +188,7 @@ function auditOf(whose: (e: AuditEvent) => boolean, from: number[]): AuditEvent[
   }
   return out;
 }
-const auditMark = (): number[] => [0, 1].map((i) => (existsSync(auditLog(i)) ? readFileSync(auditLog(i)).length : 0));
+const auditMark = (): number[] => [0, 1].map((i) => (existsSync(auditLog(i)) ? statSync(auditLog(i)).size : 0));
 
 /** The events of requests on one resource. */
 const onResource = (events: AuditEvent[], resource: { group: string; resource: string }): AuditEvent[] =>
@@ -510,8 +541,7 @@ for (const who of ['svm', 'built-in'] as const) {
       const rvs2 = await resourceVersions('/api/v1/secrets');
       const moved = [...rvs].filter(([k, v]) => rvs2.has(k) && rvs2.get(k) !== v).map(([k]) => k);
       assert.deepEqual(moved, [], 'the second migration changed no resourceVersion');
-      // The audit log is written as requests complete: give the last ones a moment.
-      await new Promise((r) => setTimeout(r, 2000));
+      await auditCaughtUp(mark);
       const events = auditOf(whose, mark);
       const a = auditCheck(events, { group: '', resource: 'secrets' }, who === 'svm' ? svmOwnWrite : builtInOwnWrite);
       assert.deepEqual(a.elsewhere, [], `${who} writes nothing but the Secrets and its own objects`);
@@ -555,7 +585,7 @@ for (const who of ['svm', 'built-in'] as const) {
       const now = await resourceVersions(collection);
       const rewritten = [...rvs].filter(([k, v]) => now.has(k) && now.get(k) !== v).map(([k]) => k);
       assert.deepEqual(rewritten, [], 'no object already in the storage version was rewritten');
-      await new Promise((r) => setTimeout(r, 2000));
+      await auditCaughtUp(mark);
       const a = auditCheck(auditOf(whose, mark), { group: crd.group, resource: crd.plural }, who === 'svm' ? svmOwnWrite : builtInOwnWrite);
       assert.deepEqual(a.elsewhere, [], `${who} writes nothing but the resource and its own objects`);
       row(
@@ -619,7 +649,7 @@ for (const who of ['svm', 'built-in'] as const) {
         assert.notEqual(now.cr2, rv.cr2, 'cr2 (stored in v1) rewritten');
         assert.equal(now.cr3, rv.cr3, 'cr3 (already in v2) not rewritten');
         assert.equal(now.cr4, rv.cr4, 'cr4 (already in v2) not rewritten');
-        await new Promise((r) => setTimeout(r, 2000));
+        await auditCaughtUp(mark);
         const events = auditOf(whose, mark);
         const a = auditCheck(events, { group: crd.group, resource: crd.plural }, who === 'svm' ? svmOwnWrite : builtInOwnWrite);
         assert.deepEqual(a.elsewhere, [], `${who} writes nothing but the resource and its own objects`);
@@ -808,7 +838,7 @@ void test('svm by the PUT path (SVM_REWRITE_METHOD=put, as where a server refuse
   }
   const notV2 = Object.entries(await storedAt(crd)).filter(([, v]) => v !== `${crd.group}/v2`);
   assert.deepEqual(notV2, [], 'every object stored in v2');
-  await new Promise((r) => setTimeout(r, 2000));
+  await auditCaughtUp(mark);
   const replies = repliesOf(auditOf(isSvm, mark), { group: crd.group, resource: crd.plural });
   // The metadata-only list in a namespace no object can be in: the resource's resourceVersion for the status.
   const allowed = [`list ${crd.kind}List`, 'list PartialObjectMetadataList', 'update PartialObjectMetadata', 'update Status'];

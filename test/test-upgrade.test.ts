@@ -15,7 +15,10 @@
  *        `svm grant` prints for the admission objects and the CRD), owning
  *        storagemigration.k8s.io objects (SVM_STANDARD_MIGRATIONS=own); no
  *        migration while the servers disagree, each changed resource
- *        migrated once they agree, storedVersions pruned only then; and the
+ *        migrated once they agree, storedVersions pruned only then (nothing
+ *        written while they disagree is judged in etcd: no key of a changed
+ *        resource has a new revision from before API server 0's upgrade to
+ *        the start of API server 1's); and the
  *        worker started on the previous release takes a
  *        storagemigration.k8s.io/v1 object once the servers serve v1;
  *   the built-in alone: after the upgrade, one storagemigration.k8s.io/v1
@@ -44,7 +47,7 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
-import { storedVersions } from '../src/dev/etcd-truth';
+import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, startControllerManager, up } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { getCrd } from '../src/kube/crds';
@@ -250,6 +253,18 @@ after(() => {
 });
 
 let changed: string[] = [];
+const TRIGGER_PERIOD_S = 10;
+
+/** Each created built-in resource's keys in etcd with their modRevision. */
+async function keyRevisions(p: TestPlane): Promise<Map<string, Map<string, number>>> {
+  const out = new Map<string, Map<string, number>>();
+  for (const t of TEMPLATES)
+    out.set(
+      `${t.resource}.${t.group}`,
+      new Map((await readStoredObjects(p.etcd, `/registry/${t.resource}/`)).map((o) => [o.key, o.modRevision])),
+    );
+  return out;
+}
 /** The admission policies whose v1beta1 the 1.36 -> 1.37 upgrade lets go: the drop check's subjects. */
 const MAP = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'].map((r) => `${r}.admissionregistration.k8s.io`);
 
@@ -285,7 +300,7 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       // A period long enough that a server's entry outlives its restart (entries last three periods): with 2 s, a
       // server restarting gracefully (its lease and endpoint deleted) was absent long enough for a migration to run and
       // succeed without it, whose record the drop check then rightly refuses (a server added since the pass).
-      await m.startTrigger({ periodSeconds: 10, maxBackoffSeconds: 10 });
+      await m.startTrigger({ periodSeconds: TRIGGER_PERIOD_S, maxBackoffSeconds: TRIGGER_PERIOD_S });
       await eventually(
         'the trigger recorded the first hashes',
         async () => (await p.kube.raw('GET', storageStatePath(crd.name))).status === 200,
@@ -333,7 +348,10 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
         );
       }
 
-      // API server 0 first: the two servers now disagree on every resource whose storage version moved.
+      // API server 0 first: the two servers now disagree on every resource whose storage version moved. The keys'
+      // revisions in etcd from here on judge "nothing written while they disagree" (below).
+      const keysBefore = await keyRevisions(p);
+      const windowFrom = Date.now();
       await restartApiserver(dir, 0, [], quiet, { version: current });
       const after0 = await hashesOf(p, 0);
       changed = [...before.keys()].filter((k) => after0.has(k) && after0.get(k) !== before.get(k)).sort();
@@ -343,22 +361,28 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       // create objects of would otherwise pass unjudged.
       const without = changed.filter((name) => !TEMPLATES.some((t) => `${t.resource}.${t.group}` === name));
       assert.deepEqual(without, [], `changed resources with no objects in this test (add a template): ${without.join(', ')}`);
-      // While they disagree, no migration of a changed resource may run a pass (one may wait for agreement).
-      const migrating = async () => {
-        const running: string[] = [];
-        for (const name of changed) {
-          const h = p.temporal.client.workflow.getHandle(`migrate/${name}`);
-          const d = await h.describe().catch(() => undefined);
-          if (d?.status.name !== 'RUNNING') continue;
-          const phase = (await h.query<{ phase: string }>('progress')).phase;
-          if (phase !== 'WaitingForAgreement' && phase !== 'Pending') running.push(`${name}=${phase}`);
-        }
-        return running;
-      };
-      for (let i = 0; i < 4; i++) {
-        assert.deepEqual(await migrating(), [], 'no pass while the API servers disagree');
-        await new Promise((r) => setTimeout(r, 2000));
-      }
+      // While they disagree, nothing of a changed resource may be written (a migration may wait for agreement). Judged
+      // in etcd over the whole interval whose ends this test makes: from before API server 0's upgrade to the start of
+      // API server 1's, held for two of the trigger's periods after server 0 serves the new release (until 2026-12-07:
+      // 4 samples, 2 s apart, of the migrations' own phase).
+      await new Promise((r) => setTimeout(r, 2 * TRIGGER_PERIOD_S * 1000));
+      const keysAtAgreement = await keyRevisions(p);
+      const written = changed.flatMap((name) => {
+        const [was, now] = [keysBefore.get(name) ?? new Map<string, number>(), keysAtAgreement.get(name) ?? new Map<string, number>()];
+        return [
+          ...[...was].filter(([k, rev]) => now.get(k) !== rev).map(([k, rev]) => `${k}: revision ${rev} -> ${now.get(k) ?? 'gone'}`),
+          ...[...now.keys()].filter((k) => !was.has(k)).map((k) => `${k}: new`),
+        ];
+      });
+      assert.ok(
+        changed.every((name) => (keysBefore.get(name)?.size ?? 0) > 0),
+        'every changed resource has keys in etcd to judge',
+      );
+      assert.deepEqual(
+        written,
+        [],
+        `nothing of a changed resource written in etcd while the API servers disagreed (${((Date.now() - windowFrom) / 1000).toFixed(1)} s, from before API server 0's upgrade to the start of API server 1's)`,
+      );
       const t0 = Date.now();
       await restartApiserver(dir, 1, [], quiet, { version: current });
       // The operator's chart upgrade moves its CRD's storage version; kube-controller-manager is upgraded last.
