@@ -3,10 +3,15 @@
  * its storage version migrator (test/integration/storageversionmigrator of
  * k8s.io/kubernetes v1.37.2), written for this project, run against svm
  * (SVM_STANDARD_MIGRATIONS=own, the built-in off, the worker as the shipped
- * ServiceAccount with its rights and fence) and then, as the control, against
- * the built-in itself (kube-controller-manager with its migrator, svm off) on
- * the same plane. Both get storagemigration.k8s.io/v1 objects, as upgrade
- * tooling creates them, and `kubectl wait`-style conditions are awaited.
+ * ServiceAccount with its rights and fence), and svm's verdicts held to those
+ * of the built-in itself (kube-controller-manager with its migrator, svm off),
+ * recorded on the same release in test/fixtures/built-in-reference.json
+ * (test/helpers/built-in-reference.ts): with SVM_RECORD_BUILT_IN=1 (`npm run
+ * reference:built-in`) this file runs the built-in's half alone, as its live
+ * control did, and rewrites the reference; a reference of another release
+ * fails the file with that command. Both get storagemigration.k8s.io/v1
+ * objects, as upgrade tooling creates them, and `kubectl wait`-style
+ * conditions are awaited.
  *
  * - Secrets under an encryption-key rotation: judged by the key prefix of
  *   every Secret's value in etcd; a second migration changes no
@@ -62,8 +67,10 @@ import { PROBE_LABEL } from '../src/kube/fence-probe';
 import { getCrd } from '../src/kube/crds';
 import { startConversionWebhook, webhookHost } from './helpers/webhook';
 import { compareOutcomes, deleteBuiltInObjects, parityOutcomes } from './helpers/parity';
+import { builtInReference, recordedNote, recordReference, recording, type ConformanceReference } from './helpers/built-in-reference';
 import { restartApiserver, startControllerManager, stopControllerManager, up } from '../src/dev/plane';
 import { findStandardMigration } from '../src/kube/standard-migrations';
+import { kubeVersions } from '../src/dev/tools';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
 import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -428,7 +435,35 @@ const resultsFile = path.join(process.env.SVM_RESULTS_DIR ?? path.join(process.c
 /** Status parity rows: case | condition | built-in | svm | verdict. */
 const parity: string[] = [];
 
+/**
+ * The built-in is a recorded reference (test/helpers/built-in-reference.ts): this file runs svm and holds it to what
+ * the built-in did on this release, or, with SVM_RECORD_BUILT_IN=1 (`npm run reference:built-in`), runs the built-in
+ * alone, as its live control did, and records it.
+ */
+const migrators: readonly Who[] = recording ? ['built-in'] : ['svm'];
+let reference: ConformanceReference | undefined;
+const recordedCases: ConformanceReference['cases'] = {};
+let recordedParity: ConformanceReference['parity'] | undefined;
+const CASES = ['secrets', 'concurrent', 'conversion', 'brokenWebhook'];
+
+/**
+ * One case's verdicts: recording, the built-in's, kept for the reference; otherwise svm's, held to the built-in's
+ * recorded ones (those named in `only`, or all).
+ */
+function caseVerdict(key: string, who: Who, verdict: Record<string, unknown>, seconds?: number, only?: string[]): void {
+  if (who === 'built-in') {
+    recordedCases[key] = { verdict, ...(seconds === undefined ? {} : { seconds: Number(seconds.toFixed(1)) }) };
+    return;
+  }
+  const ref = reference!.cases[key];
+  assert.ok(ref, `the built-in's reference holds the case ${key}: run \`npm run reference:built-in\``);
+  const pick = (v: Record<string, unknown>) => (only ? Object.fromEntries(only.map((k) => [k, v[k]])) : v);
+  assert.deepEqual(pick(verdict), pick(ref.verdict), `svm's verdicts on ${key} are the built-in's (${recordedNote(reference!)})`);
+}
+
 before(async () => {
+  // First, before any server starts: a reference recorded on another release fails the file at once, with the command.
+  if (!recording) reference = builtInReference('conformance');
   dir = mkdtempSync(path.join(tmpdir(), 'svm-conformance-'));
   await up({ dir, apiservers: 2, storageVersionApi: false, log: quiet });
   writeFileSync(
@@ -462,11 +497,35 @@ before(async () => {
   );
 });
 after(async () => {
+  if (recording) {
+    const missing = [...CASES.filter((k) => !recordedCases[k]), ...(recordedParity ? [] : ['parity'])];
+    if (missing.length) console.log(`\nthe built-in's reference NOT recorded: no verdict of ${missing.join(', ')} (a case failed)`);
+    else
+      recordReference('conformance', {
+        kubernetes: p.state.kubeVersion ?? kubeVersions().current,
+        recordedAt: new Date().toISOString(),
+        cases: recordedCases,
+        rows: table.map((r) => ({ case: r.case, text: r['built-in'] ?? '' })),
+        parity: recordedParity!,
+      });
+  } else if (reference) {
+    for (const r of reference.rows) row(r.case, 'built-in', `${r.text} (${recordedNote(reference)})`);
+  }
   if (table.length || parity.length) {
     mkdirSync(path.dirname(resultsFile), { recursive: true });
     writeFileSync(
       resultsFile,
-      JSON.stringify({ kubernetes: p ? p.state.kubeVersion : undefined, at: new Date().toISOString(), table, parity }, null, 2) + '\n',
+      JSON.stringify(
+        {
+          kubernetes: p ? p.state.kubeVersion : undefined,
+          at: new Date().toISOString(),
+          builtIn: recording ? 'run live, recorded' : reference && recordedNote(reference),
+          table,
+          parity,
+        },
+        null,
+        2,
+      ) + '\n',
     );
     if (parity.length) console.log(`\n=== status parity (v1): case | condition | built-in | svm | verdict ===\n${parity.join('\n')}`);
     console.log(`\n=== conformance: the built-in's cases, svm and the built-in side by side (${resultsFile}) ===`);
@@ -509,7 +568,7 @@ async function deleteUnfinished(names: string[]): Promise<void> {
   }
 }
 
-for (const who of ['svm', 'built-in'] as const) {
+for (const who of migrators) {
   void test(`${who}: Secrets under an encryption-key rotation end under the new key in etcd; a second migration changes no resourceVersion; the audit log shows only reads and re-encodes`, async () => {
     const whose = who === 'svm' ? isSvm : isBuiltIn;
     const ns = uniq('enc');
@@ -540,6 +599,11 @@ for (const who of ['svm', 'built-in'] as const) {
       assert.deepEqual(Object.values(second.outcomes), ['Succeeded'], JSON.stringify(second));
       const rvs2 = await resourceVersions('/api/v1/secrets');
       const moved = [...rvs].filter(([k, v]) => rvs2.has(k) && rvs2.get(k) !== v).map(([k]) => k);
+      const verdict = {
+        migrations: [...Object.values(first.outcomes), ...Object.values(second.outcomes)],
+        everySecretUnderTheNewKeyInEtcd: JSON.stringify(after1) === JSON.stringify({ [next]: total }),
+        resourceVersionsChangedBySecondPass: moved.length,
+      };
       assert.deepEqual(moved, [], 'the second migration changed no resourceVersion');
       await auditCaughtUp(mark);
       const events = auditOf(whose, mark);
@@ -553,6 +617,7 @@ for (const who of ['svm', 'built-in'] as const) {
         who,
         `${total} Secrets (${SECRETS} created for the case); first migration ${seconds.toFixed(1)} s from creation to Succeeded; etcd ${JSON.stringify(after1)}; second pass: 0 resourceVersions changed; audit: ${a.requests} requests on secrets ${JSON.stringify(a.codes)}, writes elsewhere ${a.elsewhere.length}`,
       );
+      caseVerdict('secrets', who, { ...verdict, writesElsewhere: a.elsewhere.length }, seconds);
     });
   });
 
@@ -581,9 +646,10 @@ for (const who of ['svm', 'built-in'] as const) {
         churn = await c.stop();
       }
       const failed = Object.entries(outcomes).filter(([, o]) => o !== 'Succeeded');
-      assert.deepEqual(failed, [], `every one of the ${CONCURRENT} migrations Succeeded`);
       const now = await resourceVersions(collection);
       const rewritten = [...rvs].filter(([k, v]) => now.has(k) && now.get(k) !== v).map(([k]) => k);
+      const verdict = { succeeded: `${CONCURRENT - failed.length}/${CONCURRENT}`, currentObjectsRewritten: rewritten.length };
+      assert.deepEqual(failed, [], `every one of the ${CONCURRENT} migrations Succeeded`);
       assert.deepEqual(rewritten, [], 'no object already in the storage version was rewritten');
       await auditCaughtUp(mark);
       const a = auditCheck(auditOf(whose, mark), { group: crd.group, resource: crd.plural }, who === 'svm' ? svmOwnWrite : builtInOwnWrite);
@@ -593,6 +659,7 @@ for (const who of ['svm', 'built-in'] as const) {
         who,
         `${CONCURRENT}/${CONCURRENT} Succeeded in ${seconds.toFixed(1)} s (${churn.created} created, ${churn.deleted} deleted meanwhile); 0 objects rewritten; audit: ${a.requests} requests on the resource ${JSON.stringify(a.codes)}, writes elsewhere ${a.elsewhere.length}`,
       );
+      caseVerdict('concurrent', who, { ...verdict, writesElsewhere: a.elsewhere.length }, seconds);
     });
   });
 
@@ -644,6 +711,13 @@ for (const who of ['svm', 'built-in'] as const) {
           `/apis/${crd.group}/v2/namespaces/${ns}/${crd.plural}`,
         );
         const now = Object.fromEntries(list.items.map((i) => [i.metadata.name, i.metadata.resourceVersion]));
+        const verdict = {
+          migrations: Object.values(result.outcomes),
+          objectsNotV2InEtcd: notV2.length,
+          storedVersions: (await getCrd(p.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions,
+          readableThroughV2: ['cr1', 'cr2', 'cr3', 'cr4'].filter((n) => now[n]),
+          rewritten: ['cr1', 'cr2', 'cr3', 'cr4'].filter((n) => now[n] && now[n] !== rv[n]),
+        };
         for (const n of ['cr1', 'cr2', 'cr3', 'cr4']) assert.ok(now[n], `${n} readable through v2`);
         assert.notEqual(now.cr1, rv.cr1, 'cr1 (written in v1) rewritten');
         assert.notEqual(now.cr2, rv.cr2, 'cr2 (stored in v1) rewritten');
@@ -659,6 +733,7 @@ for (const who of ['svm', 'built-in'] as const) {
           who,
           `Succeeded in ${result.seconds.toFixed(1)} s (${churn.created} created, ${churn.deleted} deleted meanwhile); ${list.items.length} objects readable after, all v2 in etcd; storedVersions [v2]; audit: ${a.requests} requests ${JSON.stringify(a.codes)}, writes elsewhere ${a.elsewhere.length}`,
         );
+        caseVerdict('conversion', who, { ...verdict, writesElsewhere: a.elsewhere.length }, result.seconds);
       });
     } finally {
       if (hookOpen) await hook.close();
@@ -763,6 +838,7 @@ for (const who of ['svm', 'built-in'] as const) {
       await deleteUnfinished([names.healthy, names.broken]);
       assert.notEqual(b.done, 'Succeeded', `the broken resource ended Succeeded, yet none of its objects can be read: ${b.message}`);
       const brokenNow = new Map((await readStoredObjects(p.etcd, brokenPrefix)).map((o) => [o.key, o]));
+      const brokenWritten = brokenBefore.filter((o) => brokenNow.get(o.key)?.modRevision !== o.modRevision).length;
       for (const o of brokenBefore) {
         const now = brokenNow.get(o.key);
         assert.equal(now?.modRevision, o.modRevision, `${o.key} of the broken resource was written`);
@@ -786,6 +862,25 @@ for (const who of ['svm', 'built-in'] as const) {
         assert.ok(brokenStored.includes('v1'), `v1 stays in the broken CRD's storedVersions: ${JSON.stringify(brokenStored)}`);
       }
       if (h.done === 'Succeeded') assert.equal(healthyV2, 20, `the healthy resource Succeeded: every object in v2 in etcd`);
+      // Held to the built-in's: what held in every run of it (the broken one not Succeeded, none of its objects
+      // written, v1 in etcd); its verdicts themselves differ from run to run and from svm's (the table).
+      caseVerdict(
+        'brokenWebhook',
+        who,
+        {
+          brokenSucceeded: b.done === 'Succeeded',
+          brokenKeysWritten: brokenWritten,
+          brokenKeysCameOrWent: brokenNow.size !== brokenBefore.length,
+          healthy: h.done ?? 'no verdict',
+          healthySeconds: at.healthy,
+          healthyObjectsV2InEtcd: healthyV2,
+          broken: b.done ?? 'no verdict',
+          brokenSeconds: at.broken,
+          brokenStoredVersions: brokenStored,
+        },
+        undefined,
+        ['brokenSucceeded', 'brokenKeysWritten', 'brokenKeysCameOrWent'],
+      );
       if (who === 'svm') {
         assert.equal(h.done, 'Succeeded', `the healthy resource is migrated: ${h.message}`);
         const d = await p.temporal.client.workflow
@@ -817,7 +912,11 @@ const grantWithUpdate = async (crd: TestCrd) =>
       ),
   );
 
-void test('svm by the PUT path (SVM_REWRITE_METHOD=put, as where a server refuses the patch): the audit log shows the one path that reads content, its lists answered whole, its PUTs with metadata only, no patch', async () => {
+void test('svm by the PUT path (SVM_REWRITE_METHOD=put, as where a server refuses the patch): the audit log shows the one path that reads content, its lists answered whole, its PUTs with metadata only, no patch', async (t) => {
+  if (recording) {
+    t.skip('recording the built-in (SVM_RECORD_BUILT_IN=1)');
+    return;
+  }
   const crd = testCrd(`${uniq('put')}.svm.test`);
   const ns = uniq('put');
   await applyCrd(p.kube, crd, 'v1');
@@ -854,10 +953,13 @@ void test('svm by the PUT path (SVM_REWRITE_METHOD=put, as where a server refuse
   );
 });
 
-void test('status parity with the real built-in (v1): a success, a webhook denial, a missing resource, and the CRD StorageMigrating condition; differences only where documented', async () => {
+void test('status parity with the real built-in (v1, its recorded reference): a success, a webhook denial, a missing resource, and the CRD StorageMigrating condition; differences only where documented', async () => {
+  if (recording) {
+    recordedParity = await parityOutcomes(p, 'built-in', (fn) => withMigrator('built-in', fn));
+    return;
+  }
   const svm = await parityOutcomes(p, 'svm', (fn) => withMigrator('svm', fn), grantFor);
-  const builtIn = await parityOutcomes(p, 'built-in', (fn) => withMigrator('built-in', fn));
-  const { undocumented, table: rows } = compareOutcomes(builtIn, svm);
+  const { undocumented, table: rows } = compareOutcomes(reference!.parity, svm);
   parity.push(...rows);
-  assert.deepEqual(undocumented, [], 'svm reports what the built-in reports, but for documented differences');
+  assert.deepEqual(undocumented, [], `svm reports what the built-in reports (${recordedNote(reference!)}), but for documented differences`);
 });

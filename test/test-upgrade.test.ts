@@ -3,12 +3,18 @@
  * control plane, on planes of this file's own (the suite's runs 1.37 only).
  *
  * Both runs start on the previous release (two API servers behind the load
- * balancer, kube-controller-manager without any migrator), with objects of
- * every built-in resource this test knows how to create and a CRD whose
- * storage version an operator's chart moves during the upgrade. Then, as an
- * HA control plane is upgraded: API server 0, API server 1,
- * kube-controller-manager. Which resources' storageVersionHash changed is
- * found at run time (discovery of both releases), printed, never hard-coded.
+ * balancer), with objects of every built-in resource this test knows how to
+ * create and a CRD whose storage version an operator's chart moves during
+ * the upgrade. Then, as an HA control plane is upgraded: API server 0, API
+ * server 1, and kube-controller-manager (of the new release, without a
+ * migrator in the svm run) started last. Until 2026-12-07 a 1.36
+ * kube-controller-manager without a migrator ran from the start: no check
+ * read it (it ran only its garbage collector, which none of these objects
+ * gives anything to do, and svm's own mode looks only at who writes
+ * storagemigration.k8s.io status), and it was the one reason besides the
+ * built-in's runs to build 1.36's kube-controller-manager. Which resources'
+ * storageVersionHash changed is found at run time (discovery of both
+ * releases), printed, never hard-coded.
  *
  *   svm: its trigger runs throughout, the worker as the shipped
  *        ServiceAccount (deploy/ rights and fence, with the narrow grant
@@ -23,7 +29,13 @@
  *        storagemigration.k8s.io/v1 object once the servers serve v1;
  *   the built-in alone: after the upgrade, one storagemigration.k8s.io/v1
  *        object per changed resource (what upgrade tooling creates), waited
- *        on, every one Succeeded.
+ *        on, every one Succeeded. A recorded reference
+ *        (test/fixtures/built-in-reference.json,
+ *        test/helpers/built-in-reference.ts): run live only with
+ *        SVM_RECORD_BUILT_IN=1 (`npm run reference:built-in`, which skips the
+ *        svm run); otherwise svm's run is held to it (the same changed
+ *        resources, the same encodings in etcd after), and a reference of
+ *        other releases than tools/versions.json's fails the file at once.
  *
  * In the svm run, `svm plan --drop admissionregistration.k8s.io/v1beta1`'s
  * check before and after: "not yet" on the previous release (the mutating
@@ -45,7 +57,7 @@ import assert from 'node:assert/strict';
 import { mkdirSync, mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
-import { after, test } from 'node:test';
+import { after, before, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, startControllerManager, up } from '../src/dev/plane';
@@ -71,11 +83,17 @@ import {
 } from './helpers/rbac-identity';
 import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
+import { builtInReference, recordedNote, recordReference, recording, type UpgradeReference } from './helpers/built-in-reference';
 
 const { current, previous } = kubeVersions();
 const quiet = () => undefined;
 const planes: string[] = [];
 after(async () => removePlanes(...planes));
+let reference: UpgradeReference | undefined;
+// First, before any server starts: a reference recorded on other releases fails the file at once, with the command.
+before(() => {
+  if (!recording) reference = builtInReference('upgrade');
+});
 
 /** Built-in objects this test can create on either release: [apiVersion, plural, manifest]. */
 const TEMPLATES: Array<{ group: string; resource: string; create: (p: TestPlane, name: string) => Promise<unknown> }> = [
@@ -161,14 +179,13 @@ interface Setup {
   tag: string;
 }
 
-/** A plane on the previous release with the objects, and kube-controller-manager of that release without a migrator. */
+/** A plane on the previous release with the objects (no kube-controller-manager: it is upgraded, started here, last). */
 async function setUp(): Promise<Setup> {
   const dir = mkdtempSync(path.join(tmpdir(), 'svm-upgrade-'));
   planes.push(dir);
   await up({ dir, apiservers: 2, kubeVersion: previous, storageVersionApi: false, log: quiet });
   const p = await testPlane({ dir });
   await installCrds(p.kube);
-  await startControllerManager(dir, { builtInMigrator: false, version: previous }, quiet);
   const tag = uniq('up');
   for (const t of TEMPLATES) for (let i = 0; i < PER_RESOURCE; i++) await t.create(p, `${tag}-${i}`);
   const crd = testCrd(`${tag}.svm.test`);
@@ -253,6 +270,8 @@ after(() => {
 });
 
 let changed: string[] = [];
+/** svm's run: each migrated resource's encodings in etcd after (resource -> apiVersion -> count), held to the built-in's. */
+let svmEtcd: Record<string, Record<string, number>> | undefined;
 const TRIGGER_PERIOD_S = 10;
 
 /** Each created built-in resource's keys in etcd with their modRevision. */
@@ -268,7 +287,11 @@ async function keyRevisions(p: TestPlane): Promise<Map<string, Map<string, numbe
 /** The admission policies whose v1beta1 the 1.36 -> 1.37 upgrade lets go: the drop check's subjects. */
 const MAP = ['mutatingadmissionpolicies', 'mutatingadmissionpolicybindings'].map((r) => `${r}.admissionregistration.k8s.io`);
 
-void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while the API servers disagree, migrates every changed resource once they agree; etcd clean`, async () => {
+void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while the API servers disagree, migrates every changed resource once they agree; etcd clean`, async (t) => {
+  if (recording) {
+    t.skip('recording the built-in (SVM_RECORD_BUILT_IN=1)');
+    return;
+  }
   const s = await setUp();
   const { p, dir, crd } = s;
   const before = await hashesOf(p, 0);
@@ -387,6 +410,8 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       await restartApiserver(dir, 1, [], quiet, { version: current });
       // The operator's chart upgrade moves its CRD's storage version; kube-controller-manager is upgraded last.
       await applyCrd(p.kube, crd, 'v2');
+      // kube-controller-manager of the new release (no migrator: svm owns the standard objects), the upgrade's last
+      // step, as a cluster's (the current release's is built for svm's defer mode anyway).
       await startControllerManager(dir, { builtInMigrator: false, version: current }, quiet);
 
       for (const name of [...changed, crd.name]) {
@@ -409,6 +434,7 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       const expected = { ...(await storageApiVersions(p, 0, changed)), [crd.name]: `${crd.group}/v2` };
       const counts = Object.fromEntries([...changed.map((n) => [n, PER_RESOURCE] as const), [crd.name, CRD_OBJECTS] as const]);
       assertNewEncoding('svm', etcd, expected, counts);
+      svmEtcd = Object.fromEntries(Object.entries(etcd).map(([k, v]) => [k === crd.name ? 'the CRD' : k, v]));
       assert.deepEqual((await getCrd(p.kube, { group: crd.group, resource: crd.plural })).status?.storedVersions, ['v2']);
 
       // Upgraded and migrated: the admission policies' v1beta1 can go (stored as v1 on both servers, a whole pass
@@ -560,20 +586,51 @@ async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: strin
   }
 }
 
-void test(`the built-in migrator alone through the same upgrade: one storagemigration.k8s.io/v1 object per changed resource after the upgrade`, async () => {
-  assert.ok(changed.length > 0, 'the svm run found the changed resources');
+void test(`the built-in migrator alone through the same upgrade (its recorded reference): one storagemigration.k8s.io/v1 object per changed resource after the upgrade`, async () => {
+  if (!recording) {
+    // svm's run held to the built-in's recorded one: the same upgrade (the same storage versions moved), every
+    // built-in migration Succeeded, and the same encodings in etcd after.
+    const ref = reference!;
+    assert.ok(changed.length > 0 && svmEtcd, 'the svm run found the changed resources and migrated them');
+    assert.deepEqual(
+      changed,
+      ref.changed,
+      `the storage versions ${previous} -> ${current} moves are those the built-in's run met (${recordedNote(ref)})`,
+    );
+    assert.deepEqual(
+      Object.entries(ref.outcomes).filter(([, o]) => o !== 'Succeeded'),
+      [],
+      'every built-in migration Succeeded (recorded)',
+    );
+    assert.deepEqual(svmEtcd, ref.etcd, `svm leaves etcd as the built-in did (${recordedNote(ref)})`);
+    recordResult('builtIn', {
+      recorded: recordedNote(ref),
+      objects: Object.keys(ref.outcomes).length,
+      secondsToAllFinished: ref.secondsToAllFinished,
+      outcomes: ref.outcomes,
+      etcd: ref.etcd,
+      storedVersions: ref.storedVersions,
+      line: `${ref.line} (${recordedNote(ref)})`,
+    });
+    return;
+  }
+  // Recording: the built-in alone, as its live control ran (the svm run is skipped: the changed resources found here).
   const s = await setUp();
   const { p, dir, crd } = s;
+  const before = await hashesOf(p, 0);
   await restartApiserver(dir, 0, [], quiet, { version: current });
+  const after0 = await hashesOf(p, 0);
+  changed = [...before.keys()].filter((k) => after0.has(k) && after0.get(k) !== before.get(k)).sort();
+  assert.ok(changed.length > 0, 'some built-in resource changes its storage version between the releases');
   await restartApiserver(dir, 1, [], quiet, { version: current });
   await applyCrd(p.kube, crd, 'v2');
   await startControllerManager(dir, { builtInMigrator: true, version: current }, quiet);
   const t0 = Date.now();
-  const names: string[] = [];
+  const names: Array<[string, string]> = [];
   for (const full of [...changed, crd.name]) {
     const dot = full.indexOf('.');
     const name = `${s.tag}-${full.slice(0, dot)}`.slice(0, 63);
-    names.push(name);
+    names.push([full === crd.name ? 'the CRD' : full, name]);
     await p.kube.request('POST', '/apis/storagemigration.k8s.io/v1/storageversionmigrations', {
       body: JSON.stringify({
         apiVersion: 'storagemigration.k8s.io/v1',
@@ -583,39 +640,46 @@ void test(`the built-in migrator alone through the same upgrade: one storagemigr
       }),
     });
   }
-  const outcomes: string[] = [];
-  for (const name of names) {
+  const outcomes: Record<string, string> = {};
+  const lines: string[] = [];
+  for (const [resource, name] of names) {
     const done = await eventually(
       `the built-in finished ${name}`,
       async () => {
         const o = await findStandardMigration(p.kube, name);
-        const c = o?.status?.conditions?.find((x) => (x.type === 'Succeeded' || x.type === 'Failed') && x.status === 'True');
-        return c && `${name}: ${c.type} (${c.message})`;
+        return o?.status?.conditions?.find((x) => (x.type === 'Succeeded' || x.type === 'Failed') && x.status === 'True');
       },
       240_000,
     );
-    outcomes.push(done);
+    outcomes[resource] = done.type;
+    lines.push(`${resource}: ${done.type} (${done.message})`);
   }
   const seconds = (Date.now() - t0) / 1000;
-  const etcd = await etcdEncodings(s, changed);
+  const etcdNow = await etcdEncodings(s, changed);
+  const etcd = Object.fromEntries(Object.entries(etcdNow).map(([k, v]) => [k === crd.name ? 'the CRD' : k, v]));
   const crdAfter = await getCrd(p.kube, { group: crd.group, resource: crd.plural });
-  recordResult('builtIn', {
-    objects: names.length,
-    secondsToAllFinished: Number(seconds.toFixed(1)),
-    outcomes,
-    etcd,
-    storedVersions: crdAfter.status?.storedVersions,
-    line: `built-in alone (${names.length} objects created after the upgrade): ${seconds.toFixed(1)} s to every object finished; ${outcomes.join('; ')}; etcd after: ${JSON.stringify(etcd)}; CRD storedVersions ${JSON.stringify(crdAfter.status?.storedVersions)}`,
-  });
   // Its outcome, judged as svm's: every object Succeeded, etcd holds the storage version discovery names now.
   assert.deepEqual(
-    outcomes.filter((o) => !/: Succeeded /.test(o)),
+    Object.entries(outcomes).filter(([, o]) => o !== 'Succeeded'),
     [],
-    'every built-in migration Succeeded',
+    `every built-in migration Succeeded: ${lines.join('; ')}`,
   );
   const expected = { ...(await storageApiVersions(p, 0, changed)), [crd.name]: `${crd.group}/v2` };
   const counts = Object.fromEntries([...changed.map((n) => [n, PER_RESOURCE] as const), [crd.name, CRD_OBJECTS] as const]);
-  assertNewEncoding('the built-in', etcd, expected, counts);
+  assertNewEncoding('the built-in', etcdNow, expected, counts);
   assert.deepEqual(crdAfter.status?.storedVersions, ['v2']);
+  const line = `built-in alone (${names.length} objects created after the upgrade): ${seconds.toFixed(1)} s to every object finished; ${lines.join('; ')}; etcd after: ${JSON.stringify(etcd)}; CRD storedVersions ${JSON.stringify(crdAfter.status?.storedVersions)}`;
+  recordResult('builtIn', { objects: names.length, secondsToAllFinished: Number(seconds.toFixed(1)), outcomes, etcd, line });
+  recordReference('upgrade', {
+    from: previous,
+    to: current,
+    recordedAt: new Date().toISOString(),
+    changed,
+    outcomes,
+    secondsToAllFinished: Number(seconds.toFixed(1)),
+    etcd,
+    storedVersions: crdAfter.status?.storedVersions,
+    line,
+  });
   await p.close();
 });
