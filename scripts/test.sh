@@ -39,7 +39,7 @@ echo "== tools (built once, cached outside the repository)"
 # Helm (test-helm, early in the main run); the previous release last. A cold machine: docs/development.md.
 bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
 later=()
-if [[ $# -eq 0 ]]; then later=(kube-controller-manager helm temporal-server upgradetool kube-previous); fi
+if [[ $# -eq 0 ]]; then later=(kube-controller-manager helm temporal-server upgradetool kube-apiserver-previous); fi
 
 echo "== typecheck and lint"
 checks_rc=0

@@ -12,8 +12,10 @@
 #   kube-apiserver kube-controller-manager kubectl
 #                                Kubernetes (the default release); `kube` is all three
 #   kube-apiserver-previous kube-controller-manager-previous kubectl-previous
-#                                the release before; `kube-previous` is its two servers (what the
-#                                rolling-upgrade test runs; no test runs kubectl-previous)
+#                                the release before; `kube-previous` is its two servers. npm test
+#                                builds its kube-apiserver only (the rolling upgrade, the planes on
+#                                it); its kube-controller-manager, for 1.36's built-in migrator, only
+#                                `npm run reference:built-in` runs; no test runs kubectl-previous
 #   temporal-cli                 the Temporal CLI (dev server and Web UI)
 #   temporal-server              temporal-server, temporal-sql-tool, its schema and the UI server (scripts/tools.d)
 #   helm                         Helm (the chart's tests; scripts/tools.d)
@@ -42,7 +44,7 @@ for a in "$@"; do
   case "$a" in
     --dry-run | --list) dry=1 ;;
     -h | --help)
-      sed -n '2,23p' "$0" | sed 's/^# \{0,1\}//'
+      sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     all) names+=("${every[@]}") ;;
