@@ -35,7 +35,7 @@ echo "== tools (built once, cached outside the repository)"
 # few percent busy in test-apf, under half in test-bridge; two lanes together about 81 %), so those builds overlap
 # their waits, where before the first test a build adds its whole time; they do slow the tests beside them
 # (test-trigger took 654 s beside them in the cold run of 2026-12-06, 300 warm). A test that needs one first waits for its build (scripts/tools.sh holds a lock, released
-# between two of them). kube-controller-manager first (the first file beside needs it, as does test-built-in), then
+# between two of them). kube-controller-manager first (test-built-in and test-workflow-delegate need it: svm's defer mode), then
 # Helm (test-helm, early in the main run); the previous release last. A cold machine: docs/development.md.
 bash scripts/tools.sh etcd etcdctl kube-apiserver kubectl temporal-cli >/dev/null
 later=()
