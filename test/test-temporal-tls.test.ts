@@ -1,14 +1,20 @@
 /**
- * svm on a Temporal server that requires mTLS, configured the Temporal way.
- * A plane of this file's own (the suite's runs without TLS): `svm dev up
- * --temporal server --temporal-tls` runs temporal-server on PostgreSQL with
- * client certificates required on the frontend and between its services,
- * certificates the plane makes (its own CA, not the API servers'), and an env
- * file with Temporal's standard TEMPORAL_TLS_* variables. Then: one migration
- * over mTLS with etcd as judge; clients without a certificate, with the wrong
- * CA or the wrong server name are refused with a message that says which; and
- * a Temporal CLI TOML profile (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE) works
- * for `svm` and the Temporal CLI alike.
+ * svm on a secured Temporal server, configured the Temporal way: the suite's
+ * one secured server plane (the suite's others run without TLS or
+ * authorization). `svm dev up --temporal server --temporal-tls --temporal-auth`
+ * runs temporal-server on PostgreSQL with client certificates required on the
+ * frontend and between its services, certificates the plane makes (its own
+ * CA, not the API servers'), and its JWT claim mapper and default authorizer
+ * with a signing key the plane makes; the env file has Temporal's standard
+ * TEMPORAL_TLS_* variables and an administrator's TEMPORAL_API_KEY. Then: one
+ * migration over mTLS with etcd as judge; clients without a certificate, with
+ * the wrong CA or the wrong server name are refused with a message that says
+ * which; a Temporal CLI TOML profile (TEMPORAL_CONFIG_FILE, TEMPORAL_PROFILE)
+ * works for `svm` and the Temporal CLI alike; and what the authorizer
+ * enforces, which svm's trust domains rest on (docs/security.md): a credential
+ * for one namespace runs svm's worker and client there (a migration, etcd as
+ * judge), and can start, signal, read, poll or complete nothing in another.
+ * (No Web UI runs on this plane: the UI server would need an OIDC provider.)
  */
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
@@ -17,11 +23,15 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
+import { Connection } from '@temporalio/client';
+import { msToTs } from '@temporalio/common/lib/time';
 import { installCrds } from '../src/client/cli-migrate';
 import { Migrator } from '../src/client/index';
 import { loadTemporalSettings } from '../src/config/temporal';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { isRunning } from '../src/dev/plane';
+import { ensureTemporalAuth, mintTemporalToken, temporalPermission } from '../src/dev/temporal-auth';
+import { temporalTlsConnection } from '../src/dev/temporal-server';
 import { ensureCert } from '../src/dev/tls';
 import { createMigratorWorker } from '../src/worker/worker';
 import { loadWorkerSettings } from '../src/worker/config';
@@ -44,9 +54,12 @@ before(async () => {
     apiservers: 1,
     temporal: 'server',
     temporalTls: true,
+    temporalAuth: true,
     log: (l) => process.stderr.write(`  [plane] ${l}\n`),
   });
-  process.stderr.write(`  plane with temporal-server (mTLS) on PostgreSQL up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
+  process.stderr.write(
+    `  plane with temporal-server (mTLS, JWT authorization) on PostgreSQL up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`,
+  );
   plane = await testPlane({ dir });
   await installCrds(plane.kube);
 });
@@ -99,11 +112,11 @@ void test('the frontend requires mTLS with the plane’s own CA, and the env fil
   assert.equal(p().temporal.settings.tlsCert, tls.clientCert);
   const info = await p().temporal.connection.workflowService.getClusterInfo({});
   assert.equal(info.persistenceStore, 'postgres12');
-  // the UI server reaches the frontend with its client certificate
-  const res = await fetch(`${p().env.TEMPORAL_UI_URL}/api/v1/namespaces`);
-  assert.equal(res.status, 200, 'the UI server lists namespaces through the mTLS frontend');
-  const body = (await res.json()) as { namespaces?: Array<{ namespaceInfo?: { name?: string } }> };
-  assert.ok(body.namespaces?.some((n) => n.namespaceInfo?.name === 'default'));
+  // and authorized: the env file's administrator token (the plane's key signed it)
+  assert.match(config, /authorizer: default/);
+  assert.match(config, /internal-frontend:/, "the server's system worker goes through the internal frontend");
+  assert.ok(p().env.TEMPORAL_API_KEY, 'the env file carries TEMPORAL_API_KEY');
+  assert.equal(p().temporal.settings.apiKey, p().env.TEMPORAL_API_KEY);
 });
 
 void test('a CRD is migrated over mTLS (worker and client with the env file’s certificates): etcd confirms', async () => {
@@ -213,6 +226,7 @@ void test('a Temporal CLI TOML profile works for `svm status` and the Temporal C
       '[profile.svm-tls]',
       `address = "${p().env.TEMPORAL_ADDRESS}"`,
       'namespace = "default"',
+      `api_key = "${p().env.TEMPORAL_API_KEY}"`,
       '[profile.svm-tls.tls]',
       `server_ca_cert_path = "${tls.ca}"`,
       `client_cert_path = "${tls.clientCert}"`,
@@ -239,6 +253,173 @@ void test('a Temporal CLI TOML profile works for `svm status` and the Temporal C
     TEMPORAL_TLS_KEY: tls.clientKey,
     TEMPORAL_TLS_CA: tls.ca,
     TEMPORAL_TLS_SERVER_NAME: tls.serverName,
+    TEMPORAL_API_KEY: p().env.TEMPORAL_API_KEY!,
   });
   assert.equal(aliases.code, 0, aliases.stderr);
+});
+
+/** What a call with `apiKey` answers: 'allowed', or the gRPC status name it was refused with (7: PERMISSION_DENIED). */
+async function answer(call: () => Promise<unknown>): Promise<string> {
+  try {
+    await call();
+    return 'allowed';
+  } catch (err) {
+    const e = err as { code?: number; cause?: { code?: number } };
+    const code = e.code ?? e.cause?.code;
+    return code === 7 ? 'PERMISSION_DENIED' : code === 16 ? 'UNAUTHENTICATED' : `code ${code}: ${(err as Error).message}`;
+  }
+}
+
+void test('authorization: a credential for one namespace runs svm there (a migration, etcd as judge), and starts, signals, reads, polls or completes nothing in another', async () => {
+  const auth = p().state.temporalServer!.auth!;
+  const admin = p().temporal.connection;
+  const [domA, domB] = [uniq('dom-a'), uniq('dom-b')];
+  for (const namespace of [domA, domB]) {
+    await admin.workflowService.registerNamespace({ namespace, workflowExecutionRetentionPeriod: msToTs('1 day') });
+    // svm setup (the administrator's token) adds svm's search attributes, once the frontend's namespace cache knows it
+    let r = await svm(['setup'], { ...temporalEnv(), TEMPORAL_NAMESPACE: namespace });
+    for (let i = 0; i < 15 && r.code !== 0; i++) {
+      await new Promise((res) => setTimeout(res, 2000));
+      r = await svm(['setup'], { ...temporalEnv(), TEMPORAL_NAMESPACE: namespace });
+    }
+    assert.equal(r.code, 0, `svm setup (administrator) of ${namespace}: ${r.stderr}`);
+  }
+  const token = (permissions: string[], ttlSeconds = 600, now?: number) =>
+    mintTemporalToken(auth, { subject: 'svm-test', permissions, ttlSeconds, now });
+  const writerA = token([temporalPermission(domA, 'write')]);
+
+  // svm's worker and client with domain A's credential only, in domain A: a migration, judged in etcd.
+  const COUNT = 20;
+  const crd = testCrd(`${uniq('auth')}.svm.test`);
+  await applyCrd(p().kube, crd, 'v1');
+  await createObjects(p().kube, crd, 'v1', COUNT, { namespace: uniq('ns'), payload: (i) => ({ index: i }) });
+  const prefix = `/registry/${crd.group}/${crd.plural}/`;
+  await applyCrd(p().kube, crd, 'v2');
+  const scoped = { ...p().temporal.settings, namespace: domA, apiKey: writerA };
+  const taskQueue = uniq('tq');
+  const worker = await createMigratorWorker({ ...p().workerSettings(taskQueue), temporal: { ...scoped, taskQueue } });
+  const m = await Migrator.connect({ temporal: { ...scoped, address: scoped.address!, taskQueue }, kubeconfig: p().env.KUBECONFIG });
+  const result = await worker.runUntil(async () => migrationResult(await m.start(crd.name, { chunkSize: 10 }))).finally(() => m.close());
+  assert.equal(result.phase, 'Succeeded', result.message);
+  assert.deepEqual((await storedVersions(p().etcd, prefix)).byApiVersion, { [`${crd.group}/v2`]: COUNT }, 'etcd: every object at v2');
+  process.stderr.write(`  in ${domA} with a ${domA}:write token: ${COUNT} objects migrated (etcd: all at v2)\n`);
+
+  // The same credential against domain B (and default): a workflow of B's to aim at, started by the administrator.
+  const victim = uniq('victim');
+  await admin.workflowService.startWorkflowExecution({
+    namespace: domB,
+    workflowId: victim,
+    workflowType: { name: 'migrateResource' },
+    taskQueue: { name: 'nobody' },
+    requestId: victim,
+  });
+  const as = async (apiKey: string) =>
+    Connection.connect({ address: p().env.TEMPORAL_ADDRESS!, tls: temporalTlsConnection(tlsFiles()), apiKey });
+  const a = await as(writerA);
+  const routes = (namespace: string): Array<[string, () => Promise<unknown>]> => [
+    [
+      'start',
+      () =>
+        a.workflowService.startWorkflowExecution({
+          namespace,
+          workflowId: uniq('forged'),
+          workflowType: { name: 'migrateResource' },
+          taskQueue: { name: 'nobody' },
+          requestId: uniq('r'),
+        }),
+    ],
+    [
+      'signal',
+      () => a.workflowService.signalWorkflowExecution({ namespace, workflowExecution: { workflowId: victim }, signalName: 'abort' }),
+    ],
+    ['describe', () => a.workflowService.describeWorkflowExecution({ namespace, execution: { workflowId: victim } })],
+    ['list', () => a.workflowService.listWorkflowExecutions({ namespace, pageSize: 1 })],
+    ['history', () => a.workflowService.getWorkflowExecutionHistory({ namespace, execution: { workflowId: victim } })],
+    [
+      'poll workflow tasks',
+      () => a.workflowService.pollWorkflowTaskQueue({ namespace, taskQueue: { name: 'nobody' }, identity: 'forger' }),
+    ],
+    [
+      'poll activity tasks',
+      () => a.workflowService.pollActivityTaskQueue({ namespace, taskQueue: { name: 'nobody' }, identity: 'forger' }),
+    ],
+    ['complete an activity', () => a.workflowService.respondActivityTaskCompletedById({ namespace, workflowId: victim, activityId: '1' })],
+    ['terminate', () => a.workflowService.terminateWorkflowExecution({ namespace, workflowExecution: { workflowId: victim } })],
+  ];
+  try {
+    for (const namespace of [domB, 'default']) {
+      for (const [what, call] of routes(namespace)) {
+        const got = await answer(call);
+        process.stderr.write(`  ${domA}:write token, ${what} in ${namespace === domB ? 'the other domain' : namespace}: ${got}\n`);
+        assert.equal(got, 'PERMISSION_DENIED', `${what} in ${namespace}`);
+      }
+    }
+    const nsAdmin = await answer(() =>
+      a.workflowService.registerNamespace({ namespace: uniq('mine'), workflowExecutionRetentionPeriod: msToTs('1 day') }),
+    );
+    assert.equal(nsAdmin, 'PERMISSION_DENIED', 'registering a namespace');
+    // its own domain: a read answers (the proof that the refusals above are the namespace's, not the token's)
+    assert.equal(await answer(() => a.workflowService.listWorkflowExecutions({ namespace: domA, pageSize: 1 })), 'allowed');
+  } finally {
+    await a.close();
+  }
+  // The victim is as it was: running, no signal in its history.
+  const d = await admin.workflowService.describeWorkflowExecution({ namespace: domB, execution: { workflowId: victim } });
+  assert.equal(d.workflowExecutionInfo?.status, 1, "the other domain's workflow still running");
+  const h = await admin.workflowService.getWorkflowExecutionHistory({ namespace: domB, execution: { workflowId: victim } });
+  assert.equal(h.history?.events?.length, 2, 'its history: started and its first task scheduled, nothing more');
+
+  // A reader of A may not start there; a token expired, or signed by another key, is refused everything.
+  const other = ensureTemporalAuth(mkdtempSync(path.join(tmpdir(), 'svm-other-key-')));
+  const cases: Array<[string, string, 'start' | 'list']> = [
+    [`${domA}:read`, token([temporalPermission(domA, 'read')]), 'start'],
+    ['expired', token([temporalPermission(domA, 'write')], 60, Date.now() - 3_600_000), 'list'],
+    [
+      'signed by another key',
+      mintTemporalToken(other, { subject: 'svm-test', permissions: [temporalPermission(domA, 'write')], ttlSeconds: 600 }),
+      'list',
+    ],
+  ];
+  for (const [what, apiKey, route] of cases) {
+    // (a token that carries no valid claims is refused at the connection's first call already)
+    const got = await answer(async () => {
+      const c = await as(apiKey);
+      try {
+        await (route === 'start'
+          ? c.workflowService.startWorkflowExecution({
+              namespace: domA,
+              workflowId: uniq('r'),
+              workflowType: { name: 'migrateResource' },
+              taskQueue: { name: 'nobody' },
+              requestId: uniq('r'),
+            })
+          : c.workflowService.listWorkflowExecutions({ namespace: domA, pageSize: 1 }));
+      } finally {
+        await c.close();
+      }
+    });
+    process.stderr.write(`  ${what} token, ${route} in ${domA}: ${got}\n`);
+    assert.equal(got, 'PERMISSION_DENIED', `${what}: ${route}`);
+  }
+
+  // svm's commands say what was refused: an expired key, and none at all.
+  const expired = await svm(['status'], { ...temporalEnv(), TEMPORAL_NAMESPACE: domA, TEMPORAL_API_KEY: cases[1]![1] });
+  process.stderr.write(`  svm status with an expired token: exit ${expired.code}: ${expired.stderr.trim()}\n`);
+  assert.equal(expired.code, 1);
+  assert.match(expired.stderr, /refused svm's credential: the API key \(TEMPORAL_API_KEY or the profile's api_key\) is expired/);
+  const none = await svm(['status'], temporalEnv(['TEMPORAL_API_KEY']));
+  process.stderr.write(`  svm status without a token: exit ${none.code}: ${none.stderr.trim()}\n`);
+  assert.equal(none.code, 1);
+  assert.match(none.stderr, /requires a credential and svm has none: set TEMPORAL_API_KEY/);
+
+  // svm's worker given A's credential but B's namespace does not start, and says why.
+  const refused = await createMigratorWorker({
+    ...p().workerSettings(uniq('tq')),
+    temporal: { ...scoped, namespace: domB, taskQueue: uniq('tq') },
+  }).then(
+    () => assert.fail("the worker started in another domain's namespace"),
+    (e: Error) => e.message,
+  );
+  process.stderr.write(`  svm worker with ${domA}'s token in ${domB}: ${refused}\n`);
+  assert.match(refused, /denied|permission|authoriz/i);
 });

@@ -13,6 +13,7 @@ import {
   type TemporalMode,
 } from './plane';
 import { isRunning } from './processes';
+import { mintTemporalToken, temporalPermission, TEMPORAL_ROLES, TEMPORAL_SYSTEM_SCOPE, type TemporalRole } from './temporal-auth';
 import { kubeToolName, kubeVersions } from './tools';
 
 export function devCommand(): Command {
@@ -36,6 +37,11 @@ export function devCommand(): Command {
       'with --temporal server: the frontend requires mTLS (a CA and certificates made by the plane in DIR/pki/temporal); the env file gets TEMPORAL_TLS_* for every client',
     )
     .option('--no-temporal-tls', 'temporal-server without TLS (a plane that had it must be down first)')
+    .option(
+      '--temporal-auth',
+      "with --temporal server: the frontend requires a JWT signed by the plane's key (temporal-server's claim mapper and default authorizer); the env file gets an administrator's TEMPORAL_API_KEY, `svm dev token` mints narrower ones; no Web UI",
+    )
+    .option('--no-temporal-auth', 'temporal-server without authorization (a plane that had it must be down first)')
     .option(
       '--temporal-arg <arg...>',
       'extra flag for the Temporal dev server (repeatable); with --temporal server only --dynamic-config-value KEY=VALUE and --log-level',
@@ -72,6 +78,7 @@ export function devCommand(): Command {
         temporalArg?: string[];
         temporal?: TemporalMode;
         temporalTls?: boolean;
+        temporalAuth?: boolean;
         storageVersionApi?: boolean;
         loopback?: boolean;
         kubeVersion?: string;
@@ -96,6 +103,7 @@ export function devCommand(): Command {
           temporalArgs: o.temporalArg,
           temporal: o.temporal,
           temporalTls: o.temporalTls,
+          temporalAuth: o.temporalAuth,
           storageVersionApi: o.storageVersionApi,
           loopback: o.loopback,
           kubeVersion: o.kubeVersion,
@@ -106,7 +114,7 @@ export function devCommand(): Command {
         process.stdout.write(envText);
         const servers = state.apiservers.map((a) => a.url).join(', ');
         process.stderr.write(
-          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL${state.temporalServer?.tls ? ' (mTLS)' : ''}` : 'dev server'} ${state.temporal.port}; kube-controller-manager ${cmNow ? (cmNow.builtInMigrator ? 'with its built-in migrator' : 'without its built-in migrator') : 'none'}; source ${o.dir}/env\n`,
+          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL${state.temporalServer?.tls ? ' (mTLS)' : ''}${state.temporalServer?.auth ? ' (JWT authorization)' : ''}` : 'dev server'} ${state.temporal.port}; kube-controller-manager ${cmNow ? (cmNow.builtInMigrator ? 'with its built-in migrator' : 'without its built-in migrator') : 'none'}; source ${o.dir}/env\n`,
         );
       },
     );
@@ -117,6 +125,27 @@ export function devCommand(): Command {
     .option('--dir <dir>', 'state directory', defaultDevDir())
     .action(async (o: { dir: string }) => {
       await down(o.dir);
+    });
+  dev
+    .command('token')
+    .description("mint a Temporal token signed by the plane's key (a plane started with --temporal-auth), for one namespace and role")
+    .option('--dir <dir>', 'state directory', defaultDevDir())
+    .requiredOption('--namespace <ns>', `the namespace the token is for ("${TEMPORAL_SYSTEM_SCOPE}" for every namespace)`)
+    .option('--role <role>', `${TEMPORAL_ROLES.join(', ')}: what temporal-server's default authorizer lets it do there`, 'write')
+    .option('--ttl <seconds>', 'how long it is valid', parseIntArg('--ttl', 1, 30 * 24 * 3600), 3600)
+    .option('--subject <name>', "the token's subject (the principal Temporal records)", 'svm-dev')
+    .addHelpText(
+      'after',
+      '\nExample:\n  TEMPORAL_API_KEY=$(svm dev token --dir .svm-auth --namespace east --role write) svm worker   # a worker that reaches one namespace\n',
+    )
+    .action((o: { dir: string; namespace: string; role: string; ttl: number; subject: string }) => {
+      const auth = readState(o.dir)?.temporalServer?.auth;
+      if (!auth)
+        throw new Error(
+          `the plane in ${o.dir} runs no Temporal authorization: svm dev up --dir ${o.dir} --temporal server --temporal-auth`,
+        );
+      const permission = temporalPermission(o.namespace, o.role as TemporalRole);
+      process.stdout.write(`${mintTemporalToken(auth, { subject: o.subject, permissions: [permission], ttlSeconds: o.ttl })}\n`);
     });
   dev
     .command('status')
@@ -143,8 +172,12 @@ export function devCommand(): Command {
         ...(state.temporalMode === 'server' && ts
           ? [
               row('postgresql 15', ts.postgres, `127.0.0.1:${ts.postgres.port} (${ts.postgres.dataDir})`),
-              row(`temporal-server ${ts.version}`, t, `127.0.0.1:${t.port}${ts.tls ? ` (mTLS, CA ${ts.tls.ca})` : ''}`),
-              row(`temporal-ui-server ${ts.ui.version}`, ts.ui, `http://127.0.0.1:${t.uiPort}`),
+              row(
+                `temporal-server ${ts.version}`,
+                t,
+                `127.0.0.1:${t.port}${ts.tls ? ` (mTLS, CA ${ts.tls.ca})` : ''}${ts.auth ? ` (JWT authorization, keys ${ts.auth.jwks})` : ''}`,
+              ),
+              ...(ts.auth ? [] : [row(`temporal-ui-server ${ts.ui.version}`, ts.ui, `http://127.0.0.1:${t.uiPort}`)]),
             ]
           : [row('temporal dev server', t, `127.0.0.1:${t.port}, UI http://127.0.0.1:${t.uiPort}`)]),
       ];

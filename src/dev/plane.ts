@@ -44,6 +44,7 @@ import {
   finishTemporalServer,
   newTemporalServerRecord,
   ensureTemporalTls,
+  smallintPort,
   startPostgres,
   startTemporalServer,
   stopPostgres,
@@ -52,6 +53,7 @@ import {
   type TemporalServerRecord,
 } from './temporal-server';
 import { ensureCa, ensureServingCert } from './tls';
+import { ensureTemporalAuth, planeAdminToken } from './temporal-auth';
 import { devServerDynamicConfigArgs } from './temporal-dynamic-config';
 import { ensureTools, expectedToolPaths, kubeBinaries, kubeToolName, kubeVersions, type ToolName, type ToolPaths } from './tools';
 
@@ -145,6 +147,12 @@ export interface UpOptions {
    * the plane's current setting (off for a new plane).
    */
   temporalTls?: boolean;
+  /**
+   * With temporal 'server': the frontend requires a JWT signed by the plane's key (temporal-server's claim mapper and
+   * default authorizer: src/dev/temporal-auth.ts), and the env file carries a `temporal-system:admin` token as
+   * TEMPORAL_API_KEY. No Web UI is served then. Undefined keeps the plane's current setting (off for a new plane).
+   */
+  temporalAuth?: boolean;
   /** Serve the alpha StorageVersion API. Undefined keeps the plane's current setting (off for a new plane). */
   storageVersionApi?: boolean;
   /** Force the loopback shape even where the cluster shape is possible. */
@@ -361,6 +369,7 @@ function writeEnv(state: PlaneState, tools: ToolPaths): string {
     `TEMPORAL_CLI=${tools.temporal}`,
     `SVM_TEMPORAL=${state.temporalMode ?? 'dev'}`,
     ...Object.entries(state.temporalServer?.tls ? temporalTlsEnv(state.temporalServer.tls) : {}).map(([k, v]) => `${k}=${v}`),
+    ...(state.temporalServer?.auth ? [`TEMPORAL_API_KEY=${planeAdminToken(state.temporalServer.auth)}`] : []),
     `KUBE_VERSION=${state.kubeVersion ?? kubeVersions().current}`,
   ];
   // `export` so that `source DIR/env` reaches the commands run after it.
@@ -663,6 +672,32 @@ async function applyTemporalOptions(state: PlaneState, opts: UpOptions, running:
     if (state.temporalServer && !opts.temporalTls) delete state.temporalServer.tls;
   }
   if (state.temporalServer && (opts.temporalTls || state.temporalServer.tls)) state.temporalServer.tls = ensureTemporalTls(dir);
+  await chooseTemporalAuth(dir, state, opts.temporalAuth);
+}
+
+/** `--temporal-auth`: JWT authorization on temporal-server (its signing key made once), or none. */
+async function chooseTemporalAuth(dir: string, state: PlaneState, wanted: boolean | undefined): Promise<void> {
+  const rec = state.temporalServer;
+  if (wanted !== undefined) {
+    if (wanted && state.temporalMode !== 'server')
+      throw new Error('--temporal-auth needs --temporal server: the dev server has no authorizer');
+    if (Boolean(rec?.auth) !== wanted && isRunning(state.temporal))
+      throw new Error(
+        `the plane in ${dir} runs temporal-server ${rec?.auth ? 'with' : 'without'} authorization; 'svm dev down --dir ${dir}' first`,
+      );
+    if (rec && !wanted) {
+      delete rec.auth;
+      delete rec.ports.internalFrontend;
+      delete rec.ports.internalFrontendMembership;
+    }
+  }
+  if (rec && (wanted || rec.auth)) {
+    rec.auth = ensureTemporalAuth(dir);
+    const taken = new Set(Object.values(rec.ports).filter((p): p is number => p !== undefined));
+    rec.ports.internalFrontend ??= await smallintPort(taken);
+    taken.add(rec.ports.internalFrontend);
+    rec.ports.internalFrontendMembership ??= await smallintPort(taken);
+  }
 }
 
 /**

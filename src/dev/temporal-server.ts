@@ -38,6 +38,7 @@ import { searchAttributeDefinitions } from '../contract/search-attributes';
 import { isRunning, startProcess, stopProcess, waitFor, type ProcessRecord } from './processes';
 import { freePort, holdsPorts, portOpen, startServerOnPorts, waitServing } from './ports';
 import { ensureCa, ensureCert } from './tls';
+import { planeAdminToken, temporalServerAuthConfig, type TemporalAuthFiles } from './temporal-auth';
 import { toolsDir } from './tools';
 
 // ------------------------------------------------------------ the deployment, as docker-compose.yml has it too
@@ -167,10 +168,15 @@ export interface TemporalServerRecord {
     matchingMembership: number;
     worker: number;
     workerMembership: number;
+    /** With `--temporal-auth`: the internal-frontend, through which the server's own system worker skips the authorizer. */
+    internalFrontend?: number;
+    internalFrontendMembership?: number;
   };
   ui: ProcessRecord & { version: string; root: string };
   /** With `--temporal-tls`: the frontend requires mTLS (certificates made by the plane, DIR/pki/temporal/). */
   tls?: TemporalTlsFiles;
+  /** With `--temporal-auth`: the frontend requires a JWT the plane's key signed (src/dev/temporal-auth.ts). */
+  auth?: TemporalAuthFiles;
 }
 
 /**
@@ -374,12 +380,14 @@ export function temporalServerConfig(opts: {
     global: {
       membership: { maxJoinDuration: '30s', broadcastAddress: '127.0.0.1' },
       ...(rec.tls ? { tls: temporalServerTlsConfig(rec.tls) } : {}),
+      ...(rec.auth ? { authorization: temporalServerAuthConfig(rec.auth) } : {}),
     },
     services: {
       frontend: svc(opts.frontendPort, rec.ports.frontendMembership, { httpPort: rec.ports.frontendHttp }),
       history: svc(rec.ports.history, rec.ports.historyMembership),
       matching: svc(rec.ports.matching, rec.ports.matchingMembership),
       worker: svc(rec.ports.worker, rec.ports.workerMembership),
+      ...(rec.auth ? { 'internal-frontend': svc(rec.ports.internalFrontend!, rec.ports.internalFrontendMembership!) } : {}),
     },
     clusterMetadata: {
       enableGlobalNamespace: false,
@@ -615,7 +623,9 @@ export async function startTemporalServer(
     fs.mkdirSync(path.dirname(rec.config), { recursive: true });
     fs.writeFileSync(rec.dynamicConfig, YAML.stringify({ ...SERVER_DYNAMIC_CONFIG, ...dynamicConfig }));
     frontend.log = path.join(path.dirname(rec.config), 'temporal-server.log');
-    const services = Object.keys(rec.ports) as Array<keyof TemporalServerRecord['ports']>;
+    // Every port the record holds (the internal-frontend's only with authorization).
+    const services = (Object.keys(rec.ports) as Array<keyof TemporalServerRecord['ports']>).filter((k) => rec.ports[k] !== undefined);
+    const portOf = (k: keyof TemporalServerRecord['ports']) => rec.ports[k]!;
     const start = async ([frontendPort, ...others]: number[]) => {
       frontend.port = frontendPort!;
       services.forEach((k, i) => (rec.ports[k] = others[i]!));
@@ -623,22 +633,25 @@ export async function startTemporalServer(
         mode: 0o600,
       });
       log(
-        `starting temporal-server ${tools.version} on 127.0.0.1:${frontend.port}${rec.tls ? ' (mTLS required)' : ''} (PostgreSQL 127.0.0.1:${rec.postgres.port})`,
+        `starting temporal-server ${tools.version} on 127.0.0.1:${frontend.port}${rec.tls ? ' (mTLS required)' : ''}${rec.auth ? ' (JWT authorization)' : ''} (PostgreSQL 127.0.0.1:${rec.postgres.port})`,
       );
       frontend.binary = tools.server;
-      frontend.pid = await startProcess(tools.server, ['--config-file', rec.config, '--allow-no-auth', 'start'], frontend.log);
+      // The services to start: the default four, and with authorization the internal-frontend (not started unless named).
+      const only = rec.auth ? ['frontend', 'internal-frontend', 'history', 'matching', 'worker'].flatMap((s) => ['--service', s]) : [];
+      frontend.pid = await startProcess(tools.server, ['--config-file', rec.config, '--allow-no-auth', 'start', ...only], frontend.log);
       save();
       // Until it holds every one of its ports (finishTemporalServer waits for it to serve).
-      await waitServing('temporal-server', frontend, [frontend.port, ...services.map((k) => rec.ports[k])], undefined, 90_000);
+      await waitServing('temporal-server', frontend, [frontend.port, ...services.map(portOf)], undefined, 90_000);
     };
-    await startServerOnPorts('temporal-server', frontend, [frontend.port, ...services.map((k) => rec.ports[k])], start, {
+    await startServerOnPorts('temporal-server', frontend, [frontend.port, ...services.map(portOf)], start, {
       draw: smallintPort,
       names: ['frontend', ...services],
       log,
     });
     save();
   }
-  if (!isRunning(rec.ui)) {
+  // The UI server calls the frontend without a token (it would need an OIDC provider): not started with authorization.
+  if (!rec.auth && !isRunning(rec.ui)) {
     const start = async ([uiPort]: number[]) => {
       frontend.uiPort = uiPort!;
       writeUiConfig(frontend, rec);
@@ -720,7 +733,12 @@ export async function finishTemporalServer(
     frontend,
     async () => {
       if (!(await portOpen(frontend.port))) return false;
-      conn = await Connection.connect({ address, connectTimeout: 5_000, tls: rec.tls ? temporalTlsConnection(rec.tls) : undefined });
+      conn = await Connection.connect({
+        address,
+        connectTimeout: 5_000,
+        tls: rec.tls ? temporalTlsConnection(rec.tls) : undefined,
+        ...(rec.auth ? { apiKey: planeAdminToken(rec.auth) } : {}),
+      });
       return true;
     },
     90_000,
@@ -772,7 +790,8 @@ export async function finishTemporalServer(
     await connection.close();
   }
   // Ready when it lists namespaces through the frontend, not when it serves its page: its own connection to the
-  // frontend comes up after that (a test asking it at once got 503).
+  // frontend comes up after that (a test asking it at once got 503). None with authorization (see startTemporalServer).
+  if (rec.auth) return;
   await waitFor(
     'the Temporal UI server',
     rec.ui,

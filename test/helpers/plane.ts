@@ -152,7 +152,7 @@ export async function testPlane(opts: { dir?: string; up?: Omit<UpOptions, 'dir'
       // workers mostly run with the plane's administrator kubeconfig, which no fence matches; the workers run as the
       // ServiceAccount (test-worker-rights, test-conformance, test-upgrade, test-memory-budget) turn them on.
       const base = loadWorkerSettings({
-        ...Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('TEMPORAL_TLS'))),
+        ...Object.fromEntries(Object.entries(env).filter(([k]) => k.startsWith('TEMPORAL_TLS') || k === 'TEMPORAL_API_KEY')),
         TEMPORAL_ADDRESS: env.TEMPORAL_ADDRESS,
         KUBECONFIG: env.KUBECONFIG,
         TEMPORAL_TASK_QUEUE: taskQueue,
