@@ -254,6 +254,21 @@ void test('a refused TLS connection is explained from the SDK error’s own word
   assert.equal((said as { cause?: unknown }).cause, other);
 });
 
+void test("a credential the server's authorizer refuses is explained: an API key refused, or none given (docs/temporal-server.md#authorization)", async () => {
+  const denied = new Error('Failed to connect to Temporal server');
+  (denied as { cause?: unknown }).cause = new Error('7 PERMISSION_DENIED: Request unauthorized.');
+  const withKey = await explainTemporalConnectError(denied, { address: '127.0.0.1:7233', apiKey: 'jwt', namespace: 'east' });
+  assert.match(
+    withKey.message,
+    /^cannot connect to Temporal: the Temporal server at 127\.0\.0\.1:7233 refused svm's credential: the API key \(TEMPORAL_API_KEY or the profile's api_key\) is expired, signed by a key the server does not trust, or grants nothing in namespace east/,
+  );
+  const without = await explainTemporalConnectError(new Error('16 UNAUTHENTICATED: missing token'), { address: '127.0.0.1:7233' });
+  assert.match(
+    without.message,
+    /requires a credential and svm has none: set TEMPORAL_API_KEY \(or the profile's api_key\) to a token that grants namespace default/,
+  );
+});
+
 void test('when the SDK error says nothing (Node’s gRPC: "Failed to connect"), one TLS handshake finds why: against a local mTLS server', async () => {
   const pki = ensureTemporalTls(path.join(dir, 'plane'));
   const otherCa = ensureCa(path.join(dir, 'other-ca'));

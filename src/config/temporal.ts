@@ -242,7 +242,7 @@ function tlsGiven(t: Partial<TemporalSettings>): { ca: string; cert: string; ser
   };
 }
 
-type Refusal = 'no-client-cert' | 'client-cert-refused' | 'server-name' | 'server-ca' | 'not-tls' | 'needs-tls';
+type Refusal = 'no-client-cert' | 'client-cert-refused' | 'server-name' | 'server-ca' | 'not-tls' | 'needs-tls' | 'unauthorized';
 
 /** The refusal a connection error's text names (the Rust core's, OpenSSL's and Node's wordings), if any. */
 export function refusalOf(text: string, hasClientCert: boolean): Refusal | undefined {
@@ -274,6 +274,8 @@ export function refusalOf(text: string, hasClientCert: boolean): Refusal | undef
     )
   )
     return 'not-tls';
+  // The server's authorizer (docs/temporal-server.md#authorization): the connection's first call was refused.
+  if (/permission_denied|permissiondenied|request unauthorized|unauthenticated/.test(m)) return 'unauthorized';
   return undefined;
 }
 
@@ -363,6 +365,9 @@ export async function explainTemporalConnectError(err: unknown, settings: Partia
     'server-ca': `${at} presented a certificate that ${given.ca} does not trust: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that signed the server's certificate`,
     'not-tls': `${at} does not speak TLS: set TEMPORAL_TLS=false (or remove the TLS settings)`,
     'needs-tls': `${at} did not answer in plaintext: it may require TLS (set TEMPORAL_TLS=true and the TLS settings)`,
+    unauthorized: settings.apiKey
+      ? `${at} refused svm's credential: the API key (TEMPORAL_API_KEY or the profile's api_key) is expired, signed by a key the server does not trust, or grants nothing in namespace ${settings.namespace ?? 'default'}`
+      : `${at} requires a credential and svm has none: set TEMPORAL_API_KEY (or the profile's api_key) to a token that grants namespace ${settings.namespace ?? 'default'}`,
   };
   const e = new Error(`cannot connect to Temporal: ${why[refusal]} (${original.message.trim()})`);
   (e as { cause?: unknown }).cause = original;
