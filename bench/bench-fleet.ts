@@ -31,100 +31,73 @@
  * The stand-in is not Kubernetes (no storage, no encoding): what its figures say is Temporal's and the pool's
  * cost, not a migration's. Not part of `npm test`.
  */
-import { spawn, type ChildProcess } from "node:child_process";
-import {
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readFileSync,
-  rmSync,
-  writeFileSync,
-} from "node:fs";
-import { freemem, tmpdir } from "node:os";
-import * as path from "node:path";
-import { parseArgs } from "node:util";
-import { Client, Connection } from "@temporalio/client";
-import { temporal } from "@temporalio/proto";
-import {
-  campaignWorkflowId,
-  clusterRegistrationId,
-  type CampaignStatus,
-} from "../src/contract/fleet";
-import { searchAttributeDefinitions } from "../src/contract/search-attributes";
-import { clusterTaskQueue, fleetTaskQueue } from "../src/api/cluster";
-import { devServerDynamicConfigArgs } from "../src/dev/temporal-dynamic-config";
-import { freePort, portOpen } from "../src/dev/ports";
-import { ensureTools } from "../src/dev/tools";
-import {
-  BENCH_GROUP,
-  BENCH_RESOURCE,
-  standInKubeconfig,
-} from "./fleet-stand-in";
-import { positiveWholes } from "./lib/args";
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdirSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { freemem, tmpdir } from 'node:os';
+import * as path from 'node:path';
+import { parseArgs } from 'node:util';
+import { Client, Connection } from '@temporalio/client';
+import { temporal } from '@temporalio/proto';
+import { campaignWorkflowId, clusterRegistrationId, type CampaignStatus } from '../src/contract/fleet';
+import { searchAttributeDefinitions } from '../src/contract/search-attributes';
+import { clusterTaskQueue, fleetTaskQueue } from '../src/api/cluster';
+import { devServerDynamicConfigArgs } from '../src/dev/temporal-dynamic-config';
+import { freePort, portOpen } from '../src/dev/ports';
+import { ensureTools } from '../src/dev/tools';
+import { BENCH_GROUP, BENCH_RESOURCE, standInKubeconfig } from './fleet-stand-in';
+import { positiveWholes } from './lib/args';
 
-const root = path.join(__dirname, "..");
+const root = path.join(__dirname, '..');
 const { values } = parseArgs({
   options: {
-    clusters: { type: "string", default: "100,1000" },
-    objects: { type: "string", default: "10" },
-    away: { type: "string", default: "0" },
-    periods: { type: "string", default: "60" },
-    "unreachable-after": { type: "string", default: "5" },
-    parallel: { type: "string", default: "100" },
-    "budget-seconds": { type: "string", default: "900" },
-    out: { type: "string", default: path.join(root, "bench", "results") },
-    note: { type: "string", default: "" },
-    "pool-log": { type: "string" },
+    clusters: { type: 'string', default: '100,1000' },
+    objects: { type: 'string', default: '10' },
+    away: { type: 'string', default: '0' },
+    periods: { type: 'string', default: '60' },
+    'unreachable-after': { type: 'string', default: '5' },
+    parallel: { type: 'string', default: '100' },
+    'budget-seconds': { type: 'string', default: '900' },
+    out: { type: 'string', default: path.join(root, 'bench', 'results') },
+    note: { type: 'string', default: '' },
+    'pool-log': { type: 'string' },
   },
 });
-const SIZES = values.clusters.split(",").map((n) => Number(n.trim()));
+const SIZES = values.clusters.split(',').map((n) => Number(n.trim()));
 if (SIZES.some((n) => !Number.isInteger(n) || n < 1) || SIZES.length === 0)
-  throw new Error(
-    `--clusters: sizes, whole numbers of at least 1, comma-separated (e.g. 100,1000), got "${values.clusters}"`,
-  );
+  throw new Error(`--clusters: sizes, whole numbers of at least 1, comma-separated (e.g. 100,1000), got "${values.clusters}"`);
 for (let i = 1; i < SIZES.length; i++)
   if (SIZES[i]! <= SIZES[i - 1]!)
-    throw new Error(
-      `--clusters: sizes in increasing order (the slope is between them), got "${values.clusters}"`,
-    );
-const [OBJECTS, PERIODS, UNREACHABLE_AFTER, PARALLEL, BUDGET] = positiveWholes(
-  values,
-  ["objects", "periods", "unreachable-after", "parallel", "budget-seconds"],
-) as [number, number, number, number, number];
-const AWAY = values.away === "0" ? 0 : positiveWholes(values, ["away"])[0]!;
-if (PARALLEL > 100)
-  throw new Error("--parallel: at most 100 (the campaign allows no more)");
-if (UNREACHABLE_AFTER < 5)
-  throw new Error(
-    "--unreachable-after: at least 5 seconds (the campaign allows no less)",
-  );
+    throw new Error(`--clusters: sizes in increasing order (the slope is between them), got "${values.clusters}"`);
+const [OBJECTS, PERIODS, UNREACHABLE_AFTER, PARALLEL, BUDGET] = positiveWholes(values, [
+  'objects',
+  'periods',
+  'unreachable-after',
+  'parallel',
+  'budget-seconds',
+]) as [number, number, number, number, number];
+const AWAY = values.away === '0' ? 0 : positiveWholes(values, ['away'])[0]!;
+if (PARALLEL > 100) throw new Error('--parallel: at most 100 (the campaign allows no more)');
+if (UNREACHABLE_AFTER < 5) throw new Error('--unreachable-after: at least 5 seconds (the campaign allows no less)');
 
 const t00 = performance.now();
-const log = (s: string) =>
-  process.stderr.write(
-    `[fleet ${((performance.now() - t00) / 1000).toFixed(0).padStart(5)}s] ${s}\n`,
-  );
+const log = (s: string) => process.stderr.write(`[fleet ${((performance.now() - t00) / 1000).toFixed(0).padStart(5)}s] ${s}\n`);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const kib = (pid: number, field: "VmRSS" | "VmHWM") =>
-  Number(
-    new RegExp(`^${field}:\\s+(\\d+) kB`, "m").exec(
-      readFileSync(`/proc/${pid}/status`, "utf8"),
-    )?.[1] ?? NaN,
-  );
+const kib = (pid: number, field: 'VmRSS' | 'VmHWM') =>
+  Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
 const mib = (k: number) => Math.round(k / 1024);
 
 /** History event types counted as actions (as Temporal Cloud bills them, roughly). */
 const ACTIONS = new Set([
-  "WORKFLOW_EXECUTION_STARTED",
-  "ACTIVITY_TASK_SCHEDULED",
-  "TIMER_STARTED",
-  "START_CHILD_WORKFLOW_EXECUTION_INITIATED",
-  "WORKFLOW_EXECUTION_SIGNALED",
-  "SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED",
-  "UPSERT_WORKFLOW_SEARCH_ATTRIBUTES",
-  "WORKFLOW_PROPERTIES_MODIFIED",
-  "MARKER_RECORDED",
-  "WORKFLOW_EXECUTION_UPDATE_ACCEPTED",
+  'WORKFLOW_EXECUTION_STARTED',
+  'ACTIVITY_TASK_SCHEDULED',
+  'TIMER_STARTED',
+  'START_CHILD_WORKFLOW_EXECUTION_INITIATED',
+  'WORKFLOW_EXECUTION_SIGNALED',
+  'SIGNAL_EXTERNAL_WORKFLOW_EXECUTION_INITIATED',
+  'UPSERT_WORKFLOW_SEARCH_ATTRIBUTES',
+  'WORKFLOW_PROPERTIES_MODIFIED',
+  'MARKER_RECORDED',
+  'WORKFLOW_EXECUTION_UPDATE_ACCEPTED',
 ]);
 
 export interface Histories {
@@ -150,7 +123,7 @@ export interface Round {
   registeredSeconds?: number;
   campaign: { events: number; actions: number };
   perCluster: { events: number; actions: number; workflows: number };
-  largestHistory?: Histories["largest"];
+  largestHistory?: Histories['largest'];
   largestRegistration?: { events: number; bytes: number };
   rss: { idleMiB: number; peakMiB: number };
   longPolls?: { pollers: number; taskQueues: number; perServedCluster: number };
@@ -165,7 +138,8 @@ export interface Round {
   awayHistory?: Array<{
     periods: number;
     seconds: number;
-    largest: Histories["largest"];
+    largest: Histories['largest'];
+    campaignEvents: number;
   }>;
   phase: string;
 }
@@ -201,32 +175,27 @@ async function startTemporal(): Promise<{
   child: ChildProcess;
   stop(): Promise<void>;
 }> {
-  const { temporal: cli } = ensureTools(["temporal-cli"], log);
+  const { temporal: cli } = ensureTools(['temporal-cli'], log);
   const port = await freePort();
   const uiPort = await freePort(new Set([port]));
   const child = spawn(
     cli,
     [
-      "server",
-      "start-dev",
-      "--ip=127.0.0.1",
+      'server',
+      'start-dev',
+      '--ip=127.0.0.1',
       `--port=${port}`,
       `--ui-port=${uiPort}`,
-      "--namespace=default",
-      "--log-level=error",
-      ...searchAttributeDefinitions.flatMap((sa) => [
-        "--search-attribute",
-        `${sa.name}=${sa.type}`,
-      ]),
+      '--namespace=default',
+      '--log-level=error',
+      ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
       ...devServerDynamicConfigArgs(),
     ],
-    { stdio: ["ignore", "ignore", "inherit"] },
+    { stdio: ['ignore', 'ignore', 'inherit'] },
   );
   for (let i = 0; !(await portOpen(port)); i++) {
-    if (child.exitCode !== null)
-      throw new Error(`the Temporal dev server exited (${child.exitCode})`);
-    if (i > 300)
-      throw new Error("the Temporal dev server did not listen within 60 s");
+    if (child.exitCode !== null) throw new Error(`the Temporal dev server exited (${child.exitCode})`);
+    if (i > 300) throw new Error('the Temporal dev server did not listen within 60 s');
     await sleep(200);
   }
   return { address: `127.0.0.1:${port}`, child, stop: () => stopChild(child) };
@@ -235,66 +204,47 @@ async function startTemporal(): Promise<{
 function stopChild(child: ChildProcess): Promise<void> {
   return new Promise((resolve) => {
     if (child.exitCode !== null || child.signalCode !== null) return resolve();
-    child.once("exit", () => resolve());
-    child.kill("SIGTERM");
-    setTimeout(() => child.kill("SIGKILL"), 10_000).unref();
+    child.once('exit', () => resolve());
+    child.kill('SIGTERM');
+    setTimeout(() => child.kill('SIGKILL'), 10_000).unref();
   });
 }
 
 /** The stand-in's process, serving n simulated clusters. */
-async function startStandIn(
-  n: number,
-): Promise<{
+async function startStandIn(n: number): Promise<{
   port: number;
   child: ChildProcess;
   stats(): Promise<Record<string, unknown>>;
 }> {
   const child = spawn(
     process.execPath,
-    [
-      "--import",
-      "tsx",
-      path.join(__dirname, "fleet-stand-in.ts"),
-      "--clusters",
-      String(n),
-      "--objects",
-      String(OBJECTS),
-    ],
+    ['--import', 'tsx', path.join(__dirname, 'fleet-stand-in.ts'), '--clusters', String(n), '--objects', String(OBJECTS)],
     {
       cwd: root,
-      stdio: ["ignore", "pipe", "inherit"],
+      stdio: ['ignore', 'pipe', 'inherit'],
     },
   );
   const port = await new Promise<number>((resolve, reject) => {
-    let out = "";
-    child.stdout!.on("data", (d: Buffer) => {
+    let out = '';
+    child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
       const m = /\{"port":(\d+)\}/.exec(out);
       if (m) resolve(Number(m[1]));
     });
-    child.once("exit", (code) =>
-      reject(new Error(`the stand-in exited (${code})`)),
-    );
+    child.once('exit', (code) => reject(new Error(`the stand-in exited (${code})`)));
   });
-  const stats = async () =>
-    (await (
-      await fetch(`http://127.0.0.1:${port}/stand-in/stats`)
-    ).json()) as Record<string, unknown>;
+  const stats = async () => (await (await fetch(`http://127.0.0.1:${port}/stand-in/stats`)).json()) as Record<string, unknown>;
   return { port, child, stats };
 }
 
 /** An event type's name without its prefix (the history holds the proto enum's number). */
 function eventTypeName(t: unknown): string {
-  const n = typeof t === "number" ? t : Number(t);
-  return (temporal.api.enums.v1.EventType[n] ?? "").replace(/^EVENT_TYPE_/, "");
+  const n = typeof t === 'number' ? t : Number(t);
+  return (temporal.api.enums.v1.EventType[n] ?? '').replace(/^EVENT_TYPE_/, '');
 }
 
 /** At most `limit` of fn at once over items. */
-async function eachLimited<T>(
-  items: T[],
-  limit: number,
-  fn: (t: T) => Promise<void>,
-): Promise<void> {
+async function eachLimited<T>(items: T[], limit: number, fn: (t: T) => Promise<void>): Promise<void> {
   let next = 0;
   await Promise.all(
     Array.from({ length: Math.min(limit, items.length) }, async () => {
@@ -304,11 +254,7 @@ async function eachLimited<T>(
 }
 
 /** Every execution started since `since` (the server is the bench's own: they are the campaign's), read whole. */
-async function histories(
-  client: Client,
-  since: Date,
-  campaignId: string,
-): Promise<Histories & { taskQueues: Set<string> }> {
+async function histories(client: Client, since: Date, campaignId: string): Promise<Histories & { taskQueues: Set<string> }> {
   const runs: Array<{
     workflowId: string;
     runId: string;
@@ -330,19 +276,16 @@ async function histories(
     events: 0,
     actions: 0,
     bytes: 0,
-    largest: { workflowId: "", type: "", events: 0, bytes: 0 },
+    largest: { workflowId: '', type: '', events: 0, bytes: 0 },
     campaign: { events: 0, actions: 0, runs: 0 },
     taskQueues: new Set(),
   };
   await eachLimited(runs, 16, async (r) => {
-    const h = await client.workflow
-      .getHandle(r.workflowId, r.runId)
-      .fetchHistory();
+    const h = await client.workflow.getHandle(r.workflowId, r.runId).fetchHistory();
     const events = h.events ?? [];
     const bytes = temporal.api.history.v1.History.encode(h).finish().length;
     let actions = 0;
-    for (const e of events)
-      if (ACTIONS.has(eventTypeName(e.eventType))) actions++;
+    for (const e of events) if (ACTIONS.has(eventTypeName(e.eventType))) actions++;
     out.byType[r.type] = (out.byType[r.type] ?? 0) + 1;
     out.events += events.length;
     out.actions += actions;
@@ -365,15 +308,10 @@ async function histories(
 }
 
 /** The largest history among the clusters' registrations. */
-async function largestRegistration(
-  client: Client,
-  names: string[],
-): Promise<{ events: number; bytes: number }> {
+async function largestRegistration(client: Client, names: string[]): Promise<{ events: number; bytes: number }> {
   let largest = { events: 0, bytes: 0 };
   await eachLimited(names, 16, async (c) => {
-    const h = await client.workflow
-      .getHandle(clusterRegistrationId(c))
-      .fetchHistory();
+    const h = await client.workflow.getHandle(clusterRegistrationId(c)).fetchHistory();
     const events = h.events?.length ?? 0;
     if (events > largest.events)
       largest = {
@@ -385,11 +323,7 @@ async function largestRegistration(
 }
 
 /** Pollers DescribeTaskQueue reports over the queues, workflow and activity. */
-async function pollers(
-  connection: Connection,
-  namespace: string,
-  queues: Set<string>,
-): Promise<number> {
+async function pollers(connection: Connection, namespace: string, queues: Set<string>): Promise<number> {
   let n = 0;
   await eachLimited([...queues], 16, async (name) => {
     for (const taskQueueType of [
@@ -408,18 +342,11 @@ async function pollers(
 }
 
 /** Waits until every named cluster's registration holds its uid. */
-async function registered(
-  client: Client,
-  names: string[],
-  timeoutMs: number,
-): Promise<void> {
+async function registered(client: Client, names: string[], timeoutMs: number): Promise<void> {
   const left = new Set(names);
   const deadline = Date.now() + timeoutMs;
   while (left.size > 0) {
-    if (Date.now() > deadline)
-      throw new Error(
-        `${left.size} of ${names.length} clusters did not register within ${timeoutMs / 1000} s`,
-      );
+    if (Date.now() > deadline) throw new Error(`${left.size} of ${names.length} clusters did not register within ${timeoutMs / 1000} s`);
     await eachLimited([...left], 32, async (c) => {
       const d = await client.workflow
         .getHandle(clusterRegistrationId(c))
@@ -431,13 +358,7 @@ async function registered(
   }
 }
 
-async function round(
-  client: Client,
-  connection: Connection,
-  address: string,
-  n: number,
-  scratch: string,
-): Promise<Round> {
+async function round(client: Client, connection: Connection, address: string, n: number, scratch: string): Promise<Round> {
   const tag = Date.now().toString(36);
   const total = n + AWAY;
   const standIn = await startStandIn(total);
@@ -445,54 +366,34 @@ async function round(
   const served = names.slice(0, n);
   const dir = path.join(scratch, `pool-${tag}`);
   mkdirSync(dir);
-  served.forEach((c, i) =>
-    writeFileSync(
-      path.join(dir, `${c}.kubeconfig`),
-      standInKubeconfig(standIn.port, i, c),
-    ),
-  );
+  served.forEach((c, i) => writeFileSync(path.join(dir, `${c}.kubeconfig`), standInKubeconfig(standIn.port, i, c)));
   const base = `bench-fleet-${tag}`;
   const startPool = (kubeconfigs: string) =>
-    spawn(process.execPath, [path.join(root, "bin", "svm.js"), "worker"], {
+    spawn(process.execPath, [path.join(root, 'bin', 'svm.js'), 'worker'], {
       env: {
         ...process.env,
         TEMPORAL_ADDRESS: address,
-        TEMPORAL_NAMESPACE: "default",
+        TEMPORAL_NAMESPACE: 'default',
         TEMPORAL_TASK_QUEUE: base,
         SVM_KUBECONFIG_DIR: kubeconfigs,
-        SVM_BRIDGE: "false",
-        SVM_WATCH_AGREEMENT: "false",
-        SVM_LOG_LEVEL: values["pool-log"] ? "info" : "warn",
+        SVM_BRIDGE: 'false',
+        SVM_WATCH_AGREEMENT: 'false',
+        SVM_LOG_LEVEL: values['pool-log'] ? 'info' : 'warn',
       },
-      stdio: [
-        "ignore",
-        values["pool-log"] ? openSync(values["pool-log"], "a") : "ignore",
-        "inherit",
-      ],
+      stdio: ['ignore', values['pool-log'] ? openSync(values['pool-log'], 'a') : 'ignore', 'inherit'],
     });
   if (AWAY > 0) {
     // The clusters away were there once: served by a pool of their own until registered (so the campaign knows
     // them, as a fleet knows a cluster that went away), then that pool is killed, and no worker serves them again.
     const awayDir = path.join(scratch, `away-${tag}`);
     mkdirSync(awayDir);
-    names
-      .slice(n)
-      .forEach((c, i) =>
-        writeFileSync(
-          path.join(awayDir, `${c}.kubeconfig`),
-          standInKubeconfig(standIn.port, n + i, c),
-        ),
-      );
+    names.slice(n).forEach((c, i) => writeFileSync(path.join(awayDir, `${c}.kubeconfig`), standInKubeconfig(standIn.port, n + i, c)));
     const gone = startPool(awayDir);
     try {
       await registered(client, names.slice(n), 120_000);
     } finally {
-      gone.kill("SIGKILL");
-      await new Promise((r) =>
-        gone.exitCode !== null || gone.signalCode !== null
-          ? r(undefined)
-          : gone.once("exit", r),
-      );
+      gone.kill('SIGKILL');
+      await new Promise((r) => (gone.exitCode !== null || gone.signalCode !== null ? r(undefined) : gone.once('exit', r)));
     }
     log(`${AWAY} clusters registered, and their pool killed: away from now on`);
   }
@@ -505,20 +406,17 @@ async function round(
     let idle = 0;
     for (let stable = 0, i = 0; stable < 3 && i < 60; i++) {
       await sleep(1000);
-      const now = kib(pid, "VmRSS");
+      const now = kib(pid, 'VmRSS');
       stable = Math.abs(now - idle) < 1024 + idle / 100 ? stable + 1 : 0;
       idle = now;
     }
-    log(
-      `${n} served cluster(s) registered in ${registeredSeconds.toFixed(0)} s; pool pid ${pid} idle at ${mib(idle)} MiB`,
-    );
+    log(`${n} served cluster(s) registered in ${registeredSeconds.toFixed(0)} s; pool pid ${pid} idle at ${mib(idle)} MiB`);
     const name = `bench-${tag}`;
     const campaignId = campaignWorkflowId(name);
     const since = new Date(Date.now() - 1000);
-    const deadlineSeconds =
-      AWAY > 0 ? Math.max(60, 2 * PERIODS * UNREACHABLE_AFTER + 30) : 3600;
+    const deadlineSeconds = AWAY > 0 ? Math.max(60, 2 * PERIODS * UNREACHABLE_AFTER + 30) : 3600;
     const t0 = performance.now();
-    const h = await client.workflow.start("fleetCampaign", {
+    const h = await client.workflow.start('fleetCampaign', {
       workflowId: campaignId,
       taskQueue: fleetTaskQueue(base),
       args: [
@@ -532,7 +430,7 @@ async function round(
         },
       ],
     });
-    const awayHistory: Round["awayHistory"] = [];
+    const awayHistory: Round['awayHistory'] = [];
     const result = h.result() as Promise<CampaignStatus>;
     let ended = false;
     void result.then(
@@ -549,21 +447,14 @@ async function round(
           periods: k,
           seconds: Math.round((performance.now() - t0) / 1000),
           largest: hs.largest,
+          campaignEvents: hs.campaign.events,
         });
-        log(
-          `after ${k} periods of ${UNREACHABLE_AFTER} s: largest history ${JSON.stringify(hs.largest)}`,
-        );
+        log(`after ${k} periods of ${UNREACHABLE_AFTER} s: largest history ${JSON.stringify(hs.largest)}`);
       }
-    const budget = setTimeout(
-      () =>
-        void h
-          .terminate("bench-fleet: over --budget-seconds")
-          .catch(() => undefined),
-      BUDGET * 1000,
-    );
+    const budget = setTimeout(() => void h.terminate('bench-fleet: over --budget-seconds').catch(() => undefined), BUDGET * 1000);
     const status = await result.finally(() => clearTimeout(budget));
     const seconds = (performance.now() - t0) / 1000;
-    const peak = kib(pid, "VmHWM");
+    const peak = kib(pid, 'VmHWM');
     const stats = (await standIn.stats()) as {
       writes: number;
       objectsWritten: number;
@@ -573,13 +464,10 @@ async function round(
     };
     // Every served cluster's objects written; with clusters away, the campaign ends past its deadline (or however a
     // campaign says so), not failed.
-    const ok =
-      AWAY > 0
-        ? !["Failed", "Aborted", "Stopped", "Succeeded"].includes(status.phase)
-        : status.phase === "Succeeded";
+    const ok = AWAY > 0 ? !['Failed', 'Aborted', 'Stopped', 'Succeeded'].includes(status.phase) : status.phase === 'Succeeded';
     if (!ok || stats.objectsWritten !== n * OBJECTS)
       throw new Error(
-        `the campaign ended ${status.phase} (${AWAY > 0 ? "past its deadline" : "Succeeded"} wanted), ${stats.objectsWritten} of ${n * OBJECTS} objects written: ${JSON.stringify(status).slice(0, 2000)}`,
+        `the campaign ended ${status.phase} (${AWAY > 0 ? 'past its deadline' : 'Succeeded'} wanted), ${stats.objectsWritten} of ${n * OBJECTS} objects written: ${JSON.stringify(status).slice(0, 2000)}`,
       );
     const hs = await histories(client, since, campaignId);
     if (AWAY > 0)
@@ -587,14 +475,10 @@ async function round(
         periods: Math.floor(seconds / UNREACHABLE_AFTER),
         seconds: Math.round(seconds),
         largest: hs.largest,
+        campaignEvents: hs.campaign.events,
       });
-    const queues = new Set([
-      fleetTaskQueue(base),
-      base,
-      ...served.map((c) => clusterTaskQueue(base, c)),
-      ...hs.taskQueues,
-    ]);
-    const polls = await pollers(connection, "default", queues);
+    const queues = new Set([fleetTaskQueue(base), base, ...served.map((c) => clusterTaskQueue(base, c)), ...hs.taskQueues]);
+    const polls = await pollers(connection, 'default', queues);
     const reg = await largestRegistration(client, served);
     const r: Round = {
       clusters: n,
@@ -636,17 +520,11 @@ async function round(
 }
 
 /** A size not run: projected from the measured rounds (linear in clusters; the RSS by the slope). */
-function estimated(
-  n: number,
-  measured: Round[],
-  slope: FleetFigures["slope"],
-): Round {
+function estimated(n: number, measured: Round[], slope: FleetFigures['slope']): Round {
   const last = measured[measured.length - 1]!;
   const first = measured[0]!;
-  const rssSlope =
-    slope?.rssMiBPerServedCluster ?? last.rss.idleMiB / last.clusters;
-  const peakSlope =
-    slope?.peakMiBPerServedCluster ?? last.rss.peakMiB / last.clusters;
+  const rssSlope = slope?.rssMiBPerServedCluster ?? last.rss.idleMiB / last.clusters;
+  const peakSlope = slope?.peakMiBPerServedCluster ?? last.rss.peakMiB / last.clusters;
   return {
     clusters: n,
     away: AWAY,
@@ -654,12 +532,8 @@ function estimated(
     seconds: Number((last.secondsPerCluster * (n + AWAY)).toFixed(0)),
     secondsPerCluster: last.secondsPerCluster,
     campaign: {
-      events: Math.round(
-        (last.campaign.events / (last.clusters + AWAY)) * (n + AWAY),
-      ),
-      actions: Math.round(
-        (last.campaign.actions / (last.clusters + AWAY)) * (n + AWAY),
-      ),
+      events: Math.round((last.campaign.events / (last.clusters + AWAY)) * (n + AWAY)),
+      actions: Math.round((last.campaign.actions / (last.clusters + AWAY)) * (n + AWAY)),
     },
     perCluster: last.perCluster,
     rss: {
@@ -675,22 +549,18 @@ function estimated(
           },
         }
       : {}),
-    phase: "estimate",
+    phase: 'estimate',
   };
 }
 
-function slopeOf(rounds: Round[]): FleetFigures["slope"] {
+function slopeOf(rounds: Round[]): FleetFigures['slope'] {
   const m = rounds.filter((r) => !r.estimate);
   if (m.length < 2) return undefined;
   const a = m[0]!;
   const b = m[m.length - 1]!;
   return {
-    rssMiBPerServedCluster: Number(
-      ((b.rss.idleMiB - a.rss.idleMiB) / (b.clusters - a.clusters)).toFixed(2),
-    ),
-    peakMiBPerServedCluster: Number(
-      ((b.rss.peakMiB - a.rss.peakMiB) / (b.clusters - a.clusters)).toFixed(2),
-    ),
+    rssMiBPerServedCluster: Number(((b.rss.idleMiB - a.rss.idleMiB) / (b.clusters - a.clusters)).toFixed(2)),
+    peakMiBPerServedCluster: Number(((b.rss.peakMiB - a.rss.peakMiB) / (b.clusters - a.clusters)).toFixed(2)),
     between: [a.clusters, b.clusters],
   };
 }
@@ -699,12 +569,8 @@ function slopeOf(rounds: Round[]): FleetFigures["slope"] {
 function wontFit(n: number, measured: Round[]): string | undefined {
   if (measured.length === 0) return undefined;
   const e = estimated(n, measured, slopeOf(measured));
-  const seconds =
-    e.seconds +
-    (measured[measured.length - 1]!.registeredSeconds ?? 0) *
-      (n / measured[measured.length - 1]!.clusters);
-  if (seconds > BUDGET)
-    return `about ${Math.round(seconds)} s (the pool's start and the campaign), over --budget-seconds ${BUDGET}`;
+  const seconds = e.seconds + (measured[measured.length - 1]!.registeredSeconds ?? 0) * (n / measured[measured.length - 1]!.clusters);
+  if (seconds > BUDGET) return `about ${Math.round(seconds)} s (the pool's start and the campaign), over --budget-seconds ${BUDGET}`;
   if (e.rss.peakMiB * 1024 * 1024 > freemem() * 0.6)
     return `about ${e.rss.peakMiB} MiB of pool RSS, over 60% of the ${mib(freemem() / 1024)} MiB free`;
   return undefined;
@@ -714,8 +580,8 @@ async function main(): Promise<void> {
   const server = await startTemporal();
   log(`Temporal dev server at ${server.address}`);
   const connection = await Connection.connect({ address: server.address });
-  const client = new Client({ connection, namespace: "default" });
-  const scratch = mkdtempSync(path.join(tmpdir(), "svm-bench-fleet-"));
+  const client = new Client({ connection, namespace: 'default' });
+  const scratch = mkdtempSync(path.join(tmpdir(), 'svm-bench-fleet-'));
   const rounds: Round[] = [];
   try {
     for (const n of SIZES) {
@@ -726,9 +592,7 @@ async function main(): Promise<void> {
         rounds.push(estimated(n, measured, slopeOf(measured)));
         continue;
       }
-      log(
-        `${n} clusters${AWAY > 0 ? ` and ${AWAY} away` : ""}: ${OBJECTS} objects each`,
-      );
+      log(`${n} clusters${AWAY > 0 ? ` and ${AWAY} away` : ''}: ${OBJECTS} objects each`);
       const r = await round(client, connection, server.address, n, scratch);
       rounds.push(r);
       log(JSON.stringify(r));
@@ -743,17 +607,16 @@ async function main(): Promise<void> {
   const last = measured[measured.length - 1]!;
   const first = measured[0]!;
   const perCluster = slope?.rssMiBPerServedCluster ?? NaN;
-  const campaignEventsPerCluster =
-    last.campaign.events / (last.clusters + AWAY);
+  const campaignEventsPerCluster = last.campaign.events / (last.clusters + AWAY);
   const figures: FleetFigures = {
     date: new Date().toISOString(),
-    command: `npm run bench:fleet -- ${process.argv.slice(2).join(" ")}`.trim(),
+    command: `npm run bench:fleet -- ${process.argv.slice(2).join(' ')}`.trim(),
     note: values.note,
     objects: OBJECTS,
     rounds,
     slope,
     thousandClusters: {
-      note: "an estimate from the measured rounds, not a measurement: linear in clusters, the RSS by the slope between the two sizes measured",
+      note: 'an estimate from the measured rounds, not a measurement: linear in clusters, the RSS by the slope between the two sizes measured',
       historyEvents: Math.round(1000 * last.perCluster.events),
       actions: Math.round(1000 * last.perCluster.actions),
       campaignEvents: Math.round(1000 * campaignEventsPerCluster),
@@ -761,26 +624,21 @@ async function main(): Promise<void> {
       poolRssMiBPerCluster: Number(perCluster.toFixed(1)),
       poolsOf1GiB:
         Number.isFinite(perCluster) && perCluster > 0
-          ? Math.ceil(
-              1000 / Math.floor((1024 - first.rss.idleMiB) / perCluster + 1),
-            )
+          ? Math.ceil(1000 / Math.floor((1024 - first.rss.idleMiB) / perCluster + 1))
           : undefined,
     },
   };
   mkdirSync(values.out, { recursive: true });
-  const file = path.join(
-    values.out,
-    `bench-fleet-${figures.date.replace(/[:.]/g, "-")}.json`,
-  );
-  writeFileSync(file, JSON.stringify(figures, null, 2) + "\n");
+  const file = path.join(values.out, `bench-fleet-${figures.date.replace(/[:.]/g, '-')}.json`);
+  writeFileSync(file, JSON.stringify(figures, null, 2) + '\n');
   for (const r of rounds) {
-    const what = r.estimate ? "ESTIMATE (not run)" : r.phase;
+    const what = r.estimate ? 'ESTIMATE (not run)' : r.phase;
     process.stdout.write(
-      `clusters ${r.clusters}${r.away ? ` + ${r.away} away` : ""} [${what}]: wall ${r.seconds} s; largest history ${r.largestHistory ? `${r.largestHistory.events} events / ${r.largestHistory.bytes} bytes (${r.largestHistory.type})` : "-"}; per cluster ${r.perCluster.events} events, ${r.perCluster.actions} actions, ${r.perCluster.workflows} workflows; campaign's own ${r.campaign.events} events; pool RSS idle ${r.rss.idleMiB} MiB, peak ${r.rss.peakMiB} MiB; long polls per served cluster ${r.longPolls?.perServedCluster ?? "-"}\n`,
+      `clusters ${r.clusters}${r.away ? ` + ${r.away} away` : ''} [${what}]: wall ${r.seconds} s; largest history ${r.largestHistory ? `${r.largestHistory.events} events / ${r.largestHistory.bytes} bytes (${r.largestHistory.type})` : '-'}; per cluster ${r.perCluster.events} events, ${r.perCluster.actions} actions, ${r.perCluster.workflows} workflows; campaign's own ${r.campaign.events} events; pool RSS idle ${r.rss.idleMiB} MiB, peak ${r.rss.peakMiB} MiB; long polls per served cluster ${r.longPolls?.perServedCluster ?? '-'}\n`,
     );
     for (const a of r.awayHistory ?? [])
       process.stdout.write(
-        `  away: after ${a.periods} periods (${a.seconds} s) the largest history is ${a.largest.events} events (${a.largest.type} ${a.largest.workflowId})\n`,
+        `  away: after ${a.periods} periods (${a.seconds} s) the largest history is ${a.largest.events} events (${a.largest.type} ${a.largest.workflowId}); the campaign's own ${a.campaignEvents}\n`,
       );
   }
   if (slope)
@@ -791,8 +649,6 @@ async function main(): Promise<void> {
 }
 
 void main().catch((err: unknown) => {
-  process.stderr.write(
-    `bench-fleet: ${err instanceof Error ? err.stack : String(err)}\n`,
-  );
+  process.stderr.write(`bench-fleet: ${err instanceof Error ? err.stack : String(err)}\n`);
   process.exit(1);
 });
