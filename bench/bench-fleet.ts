@@ -22,7 +22,8 @@
  *   - long polls per served cluster: the pollers DescribeTaskQueue reports over the pool's task queues (the fleet
  *     queue, each cluster's, and every queue a campaign's workflow ran on; workflow and activity) / N.
  * A size that would not fit this machine (--budget-seconds, default 900 s a round; or the memory free) is not run:
- * its figures are estimated from the measured slope, and written as an estimate.
+ * its figures are estimated from the measured slope (between the two largest sizes measured; when only one was, a
+ * tenth of it is measured too, for the slope), and written as an estimate.
  *
  * With --away A --periods K: A more simulated clusters are named in the campaign but given to no worker; the
  * campaign's unreachableAfterSeconds is --unreachable-after (default 5) and its deadline a little past 2K periods.
@@ -521,8 +522,8 @@ async function round(client: Client, connection: Connection, address: string, n:
 
 /** A size not run: projected from the measured rounds (linear in clusters; the RSS by the slope). */
 function estimated(n: number, measured: Round[], slope: FleetFigures['slope']): Round {
-  const last = measured[measured.length - 1]!;
-  const first = measured[0]!;
+  const last = largest(measured);
+  // From the largest size measured, by the slope (the run makes sure there is one: see the anchor in main).
   const rssSlope = slope?.rssMiBPerServedCluster ?? last.rss.idleMiB / last.clusters;
   const peakSlope = slope?.peakMiBPerServedCluster ?? last.rss.peakMiB / last.clusters;
   return {
@@ -537,8 +538,8 @@ function estimated(n: number, measured: Round[], slope: FleetFigures['slope']): 
     },
     perCluster: last.perCluster,
     rss: {
-      idleMiB: Math.round(first.rss.idleMiB + rssSlope * (n - first.clusters)),
-      peakMiB: Math.round(first.rss.peakMiB + peakSlope * (n - first.clusters)),
+      idleMiB: Math.round(last.rss.idleMiB + rssSlope * (n - last.clusters)),
+      peakMiB: Math.round(last.rss.peakMiB + peakSlope * (n - last.clusters)),
     },
     ...(last.longPolls
       ? {
@@ -554,9 +555,10 @@ function estimated(n: number, measured: Round[], slope: FleetFigures['slope']): 
 }
 
 function slopeOf(rounds: Round[]): FleetFigures['slope'] {
-  const m = rounds.filter((r) => !r.estimate);
+  // Between the two largest sizes measured (by clusters): the cost of one more served cluster where it is largest.
+  const m = rounds.filter((r) => !r.estimate).sort((x, y) => x.clusters - y.clusters);
   if (m.length < 2) return undefined;
-  const a = m[0]!;
+  const a = m[m.length - 2]!;
   const b = m[m.length - 1]!;
   return {
     rssMiBPerServedCluster: Number(((b.rss.idleMiB - a.rss.idleMiB) / (b.clusters - a.clusters)).toFixed(2)),
@@ -565,11 +567,17 @@ function slopeOf(rounds: Round[]): FleetFigures['slope'] {
   };
 }
 
+/** The largest size measured. */
+function largest(measured: Round[]): Round {
+  return measured.reduce((a, b) => (b.clusters > a.clusters ? b : a));
+}
+
 /** Why size n would not fit (time or memory), judged from the rounds measured; undefined when it would. */
 function wontFit(n: number, measured: Round[]): string | undefined {
   if (measured.length === 0) return undefined;
   const e = estimated(n, measured, slopeOf(measured));
-  const seconds = e.seconds + (measured[measured.length - 1]!.registeredSeconds ?? 0) * (n / measured[measured.length - 1]!.clusters);
+  const last = largest(measured);
+  const seconds = e.seconds + (last.registeredSeconds ?? 0) * (n / last.clusters);
   if (seconds > BUDGET) return `about ${Math.round(seconds)} s (the pool's start and the campaign), over --budget-seconds ${BUDGET}`;
   if (e.rss.peakMiB * 1024 * 1024 > freemem() * 0.6)
     return `about ${e.rss.peakMiB} MiB of pool RSS, over 60% of the ${mib(freemem() / 1024)} MiB free`;
@@ -588,6 +596,15 @@ async function main(): Promise<void> {
       const measured = rounds.filter((r) => !r.estimate);
       const why = wontFit(n, measured);
       if (why) {
+        // A slope needs two sizes: when only one was measured, a tenth of it is measured too (an anchor round).
+        if (measured.length === 1 && measured[0]!.clusters >= 4) {
+          const anchor = Math.max(2, Math.floor(measured[0]!.clusters / 10));
+          log(`${n} clusters will not fit (${why}); ${anchor} clusters measured first, for the slope`);
+          const r = await round(client, connection, server.address, anchor, scratch);
+          rounds.push(r);
+          log(JSON.stringify(r));
+          measured.push(r);
+        }
         log(`${n} clusters not run: ${why}; estimated from the measured slope`);
         rounds.push(estimated(n, measured, slopeOf(measured)));
         continue;
@@ -602,7 +619,7 @@ async function main(): Promise<void> {
     await server.stop();
     rmSync(scratch, { recursive: true, force: true });
   }
-  const measured = rounds.filter((r) => !r.estimate);
+  const measured = rounds.filter((r) => !r.estimate).sort((x, y) => x.clusters - y.clusters);
   const slope = slopeOf(rounds);
   const last = measured[measured.length - 1]!;
   const first = measured[0]!;
