@@ -24,7 +24,7 @@ import {
 } from '../contract/definitions';
 import { migrationStatus } from '../contract/migration-status';
 import { rootMessage } from './failures';
-import type { ShortActivities } from './migration-activities';
+import type { ShortActivities } from './task-start';
 import { INVALID_ARGUMENT, INVALID_INPUT, INVALID_RESOURCE } from '../contract/reasons';
 
 type AdmissionActivities = Pick<ShortActivities, 'resolveMigrationResource' | 'reportStatus'>;

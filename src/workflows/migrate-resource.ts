@@ -66,9 +66,8 @@ import { passRecord } from '../contract/pass-record';
 import { MigrationGroup, MigrationResource } from '../contract/search-attributes';
 import { admitInput, refuseArgument, validSignal } from './admission';
 import { cancelledChunkResult, failureType, rootMessage } from './failures';
-import { chunkActivities, shortActivities } from './migration-activities';
 import { MigrationState } from './migration-state';
-import { taskStartWait } from './task-start';
+import { shortActivities, taskStartWait } from './task-start';
 import type { z } from 'zod';
 import { AGREEMENT_CHANGED, INVALID_RESOURCE, MIGRATION_FAILED, NO_LONGER_SERVED, RESOURCE_GONE } from '../contract/reasons';
 
@@ -179,7 +178,7 @@ async function waitForAgreement(migration: MigrationState): Promise<boolean> {
     if (migration.historyIsLong(polls, MAX_WAITS_PER_RUN)) return migration.continueAsNew(carried);
     let message: string;
     try {
-      const a = await migration.activities.agreement(migration.ref);
+      const a = await migration.activities.short.agreement(migration.ref);
       const accepting = acceptAgreement(a, unverified, migration.options.unverifiedAgreementSeconds, Date.now());
       unverified = accepting.hold;
       if (accepting.accepted) {
@@ -226,7 +225,7 @@ function servedVersionMessage(migration: MigrationState, was: string, a: Agreeme
 /** Has the agreement this pass started under broken or moved? Reads it; a failed read counts as broken. */
 async function agreementMoved(migration: MigrationState): Promise<string | undefined> {
   try {
-    const a = await migration.activities.agreement(migration.ref);
+    const a = await migration.activities.short.agreement(migration.ref);
     return sameAgreement(migration.carried.agreement!, a) ? undefined : agreementChangeReason(migration, a);
   } catch (err) {
     return `agreement could not be re-checked (${rootMessage(err)})`;
@@ -246,7 +245,7 @@ function agreementChangeReason(migration: MigrationState, a: Agreement): string 
  */
 async function resolveAgain(migration: MigrationState): Promise<ResourceRef> {
   try {
-    return await migration.activities.resolveMigrationResource({ resource: migration.name });
+    return await migration.activities.short.resolveMigrationResource({ resource: migration.name });
   } catch (err) {
     if (failureType(err) !== INVALID_RESOURCE) throw err;
     throw ApplicationFailure.create({
@@ -309,7 +308,7 @@ async function runChunk(migration: MigrationState): Promise<ChunkOutcome | Start
   const scope = new CancellationScope();
   migration.chunkScope = scope;
   const { summary, input } = chunkRequest(migration);
-  const { migrateChunk } = chunkActivities(migration.options.heartbeatTimeoutSeconds, summary, migration.taskStartWait);
+  const migrateChunk = migration.activities.chunk(summary);
   let outcome: ChunkOutcome | undefined;
   // Both settle paths are handled here: nothing floats.
   const settled = scope
@@ -453,7 +452,7 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
   migration.startRecording();
   let recorded: { hash?: string } | undefined;
   try {
-    recorded = await migration.activities.recordMigrated(migration.ref, migration.carried.agreement!);
+    recorded = await migration.activities.short.recordMigrated(migration.ref, migration.carried.agreement!);
   } catch (err) {
     migration.recordFailed();
     if (failureType(err) === AGREEMENT_CHANGED)

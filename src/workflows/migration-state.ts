@@ -42,7 +42,7 @@ import { isTerminalPhase, migrationStatus, type FinalPhase } from '../contract/m
 import type { PassRecord } from '../contract/pass-record';
 import { MigrationMigrated, MigrationPhase as PhaseAttr } from '../contract/search-attributes';
 import { rootMessage } from './failures';
-import { shortActivities, type ShortActivities } from './migration-activities';
+import { MigrationActivities } from './task-start';
 import { MIGRATION_FAILED } from '../contract/reasons';
 import { abortAsked, end, firstMode, pauseHeld, recordFailed, startRecording, withAbort, withPause, type Mode } from './migration-mode';
 
@@ -57,11 +57,16 @@ import { abortAsked, end, firstMode, pauseHeld, recordFailed, startRecording, wi
  */
 const PROGRESS_ATTRIBUTE_CHUNKS = 10;
 
-/** The StorageVersionMigration objects that mirror the migration's status. Bounded: the set is carried across continue-as-new. */
+/**
+ * The StorageVersionMigration objects that mirror the migration's status, and the writes to them in order. Bounded:
+ * the set is carried across continue-as-new.
+ */
 class MigrationObjects {
   private readonly names: Set<string>;
   /** The set was full once (said in the log once per run). */
   private saidFull = false;
+  /** Writes to the objects started and not yet waited for (stepsAtOnce), in order. */
+  private pendingWrites: Promise<void> | undefined;
 
   constructor(
     names: string[] | undefined,
@@ -103,6 +108,27 @@ class MigrationObjects {
   dropGone(written: StatusReport | void): void {
     for (const name of written?.gone ?? []) this.names.delete(name);
   }
+
+  /**
+   * Starts a write to the objects after those already in the background (at once when there are none), waited for
+   * by waitForBackgroundWrites(); its failure, if any, is thrown there (never left unhandled).
+   */
+  writeInBackground(step: () => Promise<void>): void {
+    const before = this.pendingWrites;
+    const run = (async () => {
+      if (before) await before;
+      await step();
+    })();
+    run.catch(() => undefined);
+    this.pendingWrites = run;
+  }
+
+  /** Waits for the writes started in the background; throws the first one's failure. */
+  async waitForBackgroundWrites(): Promise<void> {
+    const p = this.pendingWrites;
+    this.pendingWrites = undefined;
+    if (p) await p;
+  }
 }
 
 export class MigrationState {
@@ -141,13 +167,10 @@ export class MigrationState {
      */
     stepsAtOnce: patched('start-steps-at-once'),
   };
-  /** Writes to the StorageVersionMigration objects started and not yet waited for (stepsAtOnce), in order. */
-  private pendingWrites: Promise<void> | undefined;
   /** The search attributes written last in this run: the phase, and at which chunk count. */
   private shownAttributes?: { phase: MigrationPhase; chunks: number };
-  /** Seconds a task may wait for a worker before it is scheduled again; undefined in runs from before that. */
-  readonly taskStartWait: number | undefined;
-  readonly activities: ShortActivities;
+  /** The activities this run calls (a task no worker starts in time is scheduled again, in runs since that: task-start.ts). */
+  readonly activities: MigrationActivities;
 
   constructor(input: ResolvedInput, reschedulesTasks: boolean) {
     this.ref = input.resource;
@@ -155,8 +178,8 @@ export class MigrationState {
     this.options = { ...defaultMigrationOptions, ...input.options };
     this.givenOptions = input.options;
     this.here = Placement.running(workflowInfo().taskQueue, input.cluster);
-    this.taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
-    this.activities = shortActivities(this.taskStartWait);
+    const taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
+    this.activities = new MigrationActivities(taskStartWait, this.options.heartbeatTimeoutSeconds);
     this.carried = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
     this.carried.runs++;
     this.mode = firstMode(this.carried.paused === true);
@@ -279,8 +302,8 @@ export class MigrationState {
     this.upsertAttributes(next, writeStatus);
     this.showDetails(next);
     if (writeStatus) {
-      await this.waitForBackgroundWrites(); // statuses are written in order, to every object created so far
-      this.objects.dropGone(await this.activities.reportStatus(this.objects.list(), this.status(), this.name));
+      await this.objects.waitForBackgroundWrites(); // statuses are written in order, to every object created so far
+      this.objects.dropGone(await this.activities.short.reportStatus(this.objects.list(), this.status(), this.name));
     }
   }
 
@@ -291,8 +314,8 @@ export class MigrationState {
   publishWithBackgroundWrite(next: MigrationPhase): Promise<void> {
     if (!this.patches.stepsAtOnce) return this.publish(next);
     const published = this.publish(next, false); // no write: settles at once
-    this.writeInBackground(async () =>
-      this.objects.dropGone(await this.activities.reportStatus(this.objects.list(), this.status(), this.name)),
+    this.objects.writeInBackground(async () =>
+      this.objects.dropGone(await this.activities.short.reportStatus(this.objects.list(), this.status(), this.name)),
     );
     return published;
   }
@@ -301,18 +324,11 @@ export class MigrationState {
   async ensureMigrationObject(): Promise<void> {
     const name = `${this.name}-${uuid4().slice(0, 8)}`;
     const create = async () => {
-      const created = await this.activities.ensureMigrationObject(this.ref, workflowInfo().workflowId, name);
+      const created = await this.activities.short.ensureMigrationObject(this.ref, workflowInfo().workflowId, name);
       if (created) this.objects.add(created);
     };
-    if (this.patches.stepsAtOnce) this.writeInBackground(create);
+    if (this.patches.stepsAtOnce) this.objects.writeInBackground(create);
     else await create();
-  }
-
-  /** Waits for the writes started in the background; throws the first one's failure. */
-  async waitForBackgroundWrites(): Promise<void> {
-    const p = this.pendingWrites;
-    this.pendingWrites = undefined;
-    if (p) await p;
   }
 
   /** The phase and the migrated count as search attributes, when due (always, in histories from before sparse ones). */
@@ -353,20 +369,6 @@ export class MigrationState {
     return migrationStatus({ phase, message, workflowId: workflowInfo().workflowId, progress, endedAt });
   }
 
-  /**
-   * Starts a write after those already in the background (at once when there are none), waited for by
-   * waitForBackgroundWrites(); its failure, if any, is thrown there (never left unhandled).
-   */
-  private writeInBackground(step: () => Promise<void>): void {
-    const before = this.pendingWrites;
-    const run = (async () => {
-      if (before) await before;
-      await step();
-    })();
-    run.catch(() => undefined);
-    this.pendingWrites = run;
-  }
-
   // ------------------------------------------------------------ how a run ends
 
   /** Writes the final status (even while the workflow is being cancelled) and returns or throws the result. */
@@ -375,9 +377,11 @@ export class MigrationState {
     if (final === 'Succeeded') this.record = record;
     await CancellationScope.nonCancellable(async () => {
       // A background write that failed does not keep the final status from being written.
-      await this.waitForBackgroundWrites().catch((err: unknown) =>
-        log.warn('an earlier write of the StorageVersionMigration status failed', { resource: this.name, error: rootMessage(err) }),
-      );
+      await this.objects
+        .waitForBackgroundWrites()
+        .catch((err: unknown) =>
+          log.warn('an earlier write of the StorageVersionMigration status failed', { resource: this.name, error: rootMessage(err) }),
+        );
       await this.publish(final);
     });
     log.info('migration finished', { resource: this.name, phase: final, ...this.carried.counters });
@@ -389,7 +393,7 @@ export class MigrationState {
 
   /** Continue-as-new with the whole state, once every handler has finished. */
   async continueAsNew(carried: CarriedState): Promise<never> {
-    await this.waitForBackgroundWrites();
+    await this.objects.waitForBackgroundWrites();
     await condition(allHandlersFinished);
     // Note: typed by the workflow's signature, not `typeof migrateResource`: the workflow imports this state.
     return continueAsNew<(input: MigrateResourceInput) => Promise<MigrationResult>>(

@@ -19,9 +19,14 @@
  * objects updated and counted once more as a whole; the others read or
  * write idempotently. The trigger does not use this: its period fails and the
  * next observes again (its decisions must not be applied late).
+ *
+ * Below them, migrateResource's own activities and their timeouts and retries: one proxy for the short activities,
+ * and one per chunk (MigrationActivities).
  */
-import { log, patched, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
+import { ActivityCancellationType, log, patched, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
+import type { Activities } from '../activities';
 import { defaultMigrationOptions } from '../contract/definitions';
+import { AGREEMENT_CHANGED, INVALID_RESOURCE, PROGRAMMING_ERRORS } from '../contract/reasons';
 import { causeOfKind } from './failures';
 
 /** The first wait for a worker to start a task, when a workflow has no option for it (a migration's default). */
@@ -78,4 +83,63 @@ export function reschedulingActivities<A extends object>(options: ActivityOption
       };
     },
   });
+}
+
+// ------------------------------------------------------------ migrateResource's activities
+
+/** A proxy per chunk, so that each chunk carries its own summary in the UI's event history. */
+const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string, taskStartWait: number | undefined) =>
+  reschedulingActivities<Activities>(
+    {
+      summary,
+      // An abort waits for the chunk to stop, so its partial counters arrive.
+      cancellationType: ActivityCancellationType.WAIT_CANCELLATION_COMPLETED,
+      startToCloseTimeout: '10 minutes',
+      heartbeatTimeout: `${heartbeatTimeoutSeconds} seconds`,
+      retry: {
+        initialInterval: '2s',
+        backoffCoefficient: 2,
+        maximumInterval: '1 minute',
+        maximumAttempts: 12,
+        nonRetryableErrorTypes: PROGRAMMING_ERRORS,
+      },
+    },
+    taskStartWait,
+  );
+
+/** The short activities: an agreement check, recording success, the StorageVersionMigration objects, resolving. */
+export const shortActivities = (taskStartWait: number | undefined) =>
+  reschedulingActivities<Activities>(
+    {
+      startToCloseTimeout: '1 minute',
+      retry: {
+        initialInterval: '1s',
+        maximumInterval: '30s',
+        maximumAttempts: 10,
+        nonRetryableErrorTypes: [...PROGRAMMING_ERRORS, AGREEMENT_CHANGED, INVALID_RESOURCE],
+      },
+    },
+    taskStartWait,
+  );
+export type ShortActivities = ReturnType<typeof shortActivities>;
+
+/**
+ * One run of migrateResource's activities: the short ones, and the chunk's (a proxy per chunk). Each task is scheduled
+ * again when no worker starts it within `taskStartWait` seconds; undefined in runs from before that (they replay as
+ * they ran).
+ */
+export class MigrationActivities {
+  readonly short: ShortActivities;
+
+  constructor(
+    private readonly taskStartWait: number | undefined,
+    private readonly heartbeatTimeoutSeconds: number,
+  ) {
+    this.short = shortActivities(taskStartWait);
+  }
+
+  /** The chunk activity, its task named by `summary` in the UI's event history. */
+  chunk(summary: string): Activities['migrateChunk'] {
+    return chunkActivities(this.heartbeatTimeoutSeconds, summary, this.taskStartWait).migrateChunk;
+  }
 }
