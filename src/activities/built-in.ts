@@ -10,6 +10,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { STANDARD_GROUP, standardFinished, type StandardMigration } from '../api/standard-migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
 import { sameAgreement, type Agreement } from '../contract/agreement';
+import type { BuiltInView } from '../contract/built-in';
 import type { KubeClient } from '../kube/client';
 import { createStandardMigration, findStandardMigration, standardVersion } from '../kube/standard-migrations';
 import { refineStorageState } from '../kube/storage-states';
@@ -18,13 +19,7 @@ import { AGREEMENT_CHANGED, STANDARD_API_NOT_SERVED } from '../contract/reasons'
 /** Who created a standard object for the built-in: the workflow that follows it (not the workflow-id annotation: svm does not act on it). */
 export const CREATED_BY_ANNOTATION = 'migration.k8s.io/created-by-workflow';
 
-export type BuiltInState = 'pending' | 'running' | 'succeeded' | 'failed' | 'gone';
-
-export interface BuiltInView {
-  state: BuiltInState;
-  /** The built-in's own words (its Running or Failed condition), for the progress message. */
-  message?: string;
-}
+export type { BuiltInState, BuiltInView } from '../contract/built-in';
 
 /** What the built-in's conditions say (pure). */
 export function builtInView(o: StandardMigration | undefined): BuiltInView {

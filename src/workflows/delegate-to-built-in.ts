@@ -39,7 +39,7 @@ import { z } from 'zod';
 import { ClusterRefSchema } from '../api/cluster';
 import { currentCluster, enterCluster } from './cluster-context';
 import type { Activities } from '../activities';
-import type { BuiltInView } from '../activities/built-in';
+import type { BuiltInView } from '../contract/built-in';
 import { zeroCounters } from '../api/counters';
 import type { MigrationPhase } from '../api/migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
