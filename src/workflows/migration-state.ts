@@ -135,7 +135,6 @@ export class MigrationState {
   /** The resource and the version it is migrated through (resolved again if that version stops being served while waiting). */
   ref: ResourceRef;
   readonly name: string;
-  readonly options: MigrationOptions;
   /** The options as given (what continue-as-new carries: a worker of an older version knows every field of them). */
   private readonly givenOptions: Partial<MigrationOptions> | undefined;
   /** Where it runs: the cluster (with the uid recorded at the start) when one is named, carried into the next run. */
@@ -175,7 +174,6 @@ export class MigrationState {
   constructor(input: ResolvedInput, reschedulesTasks: boolean) {
     this.ref = input.resource;
     this.name = groupResourceString(this.ref);
-    this.options = { ...defaultMigrationOptions, ...input.options };
     this.givenOptions = input.options;
     this.here = Placement.running(workflowInfo().taskQueue, input.cluster);
     const taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
@@ -184,6 +182,11 @@ export class MigrationState {
     this.carried.runs++;
     this.mode = firstMode(this.carried.paused === true);
     this.objects = new MigrationObjects(input.migrationObjects, this.name);
+  }
+
+  /** The options, each one not given at its default (a view of the options as given). */
+  get options(): MigrationOptions {
+    return { ...defaultMigrationOptions, ...this.givenOptions };
   }
 
   // ------------------------------------------------------------ messages
