@@ -302,10 +302,13 @@ void test("a pool's directory: a cluster per file, named by it; hidden entries s
     fs.writeFileSync(path.join(dir, '..data', 'east.kubeconfig'), 'apiVersion: v1\n');
     fs.symlinkSync(path.join('..data', 'east.kubeconfig'), path.join(dir, 'east.kubeconfig'));
     fs.writeFileSync(path.join(dir, 'west'), 'apiVersion: v1\n');
-    assert.deepEqual(clustersFromDir(dir), [
-      { name: 'east', kubeconfig: path.join(dir, 'east.kubeconfig') },
-      { name: 'west', kubeconfig: path.join(dir, 'west') },
-    ]);
+    assert.deepEqual(
+      clustersFromDir(dir).map(({ name, kubeconfig }) => ({ name, kubeconfig })),
+      [
+        { name: 'east', kubeconfig: path.join(dir, 'east.kubeconfig') },
+        { name: 'west', kubeconfig: path.join(dir, 'west') },
+      ],
+    );
     fs.writeFileSync(path.join(dir, 'west.yaml'), '');
     assert.throws(() => clustersFromDir(dir), /west and west\.yaml both name cluster "west"/);
     fs.rmSync(path.join(dir, 'west.yaml'));
@@ -324,11 +327,17 @@ void test("a pool from Cluster API's Secrets: each cluster's <name>-kubeconfig, 
     metadata: { name, labels: { [CAPI_CLUSTER_LABEL]: cluster } },
     ...(value ? { data: { value: Buffer.from(value).toString('base64') } } : {}),
   });
+  // Every cluster has its Cluster object but "gone", whose kubeconfig Secret outlived it.
+  const capi = ['west', 'east', 'north', 'Bad_Name', 'south', 'up', 'torn'];
   const management = {
     getJson: (p: string) => {
       asked.push(p);
+      if (p === '/apis/cluster.x-k8s.io') return Promise.resolve({ preferredVersion: { groupVersion: 'cluster.x-k8s.io/v1beta2' } });
+      if (p === '/apis/cluster.x-k8s.io/v1beta2/namespaces/capi-system/clusters')
+        return Promise.resolve({ items: capi.map((name) => ({ metadata: { name } })) });
       return Promise.resolve({
         items: [
+          secret('gone-kubeconfig', 'gone', 'kind: Config # gone\n'),
           secret('west-kubeconfig', 'west', 'kind: Config # west\n'),
           secret('west-ca', 'west', 'not a kubeconfig'),
           secret('east-kubeconfig', 'east', 'kind: Config # east\n'),
@@ -348,20 +357,28 @@ void test("a pool from Cluster API's Secrets: each cluster's <name>-kubeconfig, 
   try {
     const refused: string[] = [];
     const clusters = await clustersFromSecrets(management, 'capi-system', into, (secret, why) => refused.push(`${secret}: ${why}`));
-    assert.deepEqual(asked, ['/api/v1/namespaces/capi-system/secrets?labelSelector=cluster.x-k8s.io%2Fcluster-name']);
+    assert.deepEqual(asked, [
+      '/api/v1/namespaces/capi-system/secrets?labelSelector=cluster.x-k8s.io%2Fcluster-name',
+      '/apis/cluster.x-k8s.io',
+      '/apis/cluster.x-k8s.io/v1beta2/namespaces/capi-system/clusters',
+    ]);
     assert.deepEqual(
       clusters.map((c) => c.name),
       ['east', 'west'],
       'the CA Secret and one without a value are not clusters',
     );
     // One Secret that cannot be served is left out and said; the pool serves the others.
-    assert.equal(refused.length, 4, refused.join('\n'));
+    assert.equal(refused.length, 5, refused.join('\n'));
+    assert.match(
+      refused.find((r) => r.startsWith('capi-system/gone-kubeconfig')) ?? '',
+      /no Cluster API Cluster object "gone" in capi-system/,
+    );
     assert.match(refused.find((r) => r.startsWith('capi-system/Bad_Name-kubeconfig')) ?? '', /a cluster name is a DNS label.*"Bad_Name"/);
     assert.match(
       refused.find((r) => r.startsWith('capi-system/south-kubeconfig')) ?? '',
-      /user admin runs a plugin \(exec\).*SVM_KUBECONFIG_DIR/,
+      /user admin runs a plugin \(exec "\/bin\/sh"\).*SVM_POOL_KUBECONFIG_PLUGINS/,
     );
-    assert.match(refused.find((r) => r.startsWith('capi-system/up-kubeconfig')) ?? '', /user old runs a plugin \(auth-provider\)/);
+    assert.match(refused.find((r) => r.startsWith('capi-system/up-kubeconfig')) ?? '', /user old runs a plugin \(auth-provider "gcp"\)/);
     assert.match(refused.find((r) => r.startsWith('capi-system/torn-kubeconfig')) ?? '', /does not parse/);
     assert.deepEqual(fs.readdirSync(into).sort(), ['east.kubeconfig', 'west.kubeconfig'], 'nothing of a refused Secret written');
     assert.equal(fs.readFileSync(clusters[0]!.kubeconfig, 'utf8'), 'kind: Config # east\n');

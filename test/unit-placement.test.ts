@@ -68,3 +68,35 @@ void test("the contract's startOptions is the placement's, on the task queue giv
   assert.equal(o.taskQueue, 'svm/cluster/east');
   assert.equal('args' in o, false);
 });
+
+void test("a cluster's queue from its registration (a pool's): where it runs, and nothing else; IDs, input and header unchanged", () => {
+  const own = Placement.of('svm', { name: 'east', uid: 'u-1' });
+  const pooled = Placement.of('svm', { name: 'east', uid: 'u-1', queue: 'svm/pool/mgmt' });
+  assert.equal(own.taskQueue, 'svm/cluster/east');
+  assert.equal(pooled.taskQueue, 'svm/pool/mgmt');
+  for (const p of [own, pooled]) {
+    assert.equal(p.id('migrate/deployments.apps'), 'migrate/east/deployments.apps');
+    assert.deepEqual(p.cluster, { name: 'east', uid: 'u-1' }, 'the queue is in no input nor header');
+    assert.deepEqual(p.input({ a: 1 }), { a: 1, cluster: { name: 'east', uid: 'u-1' } });
+    assert.deepEqual(Object.keys(p.headers({})), ['svm-cluster']);
+  }
+  assert.deepEqual(own.start(migrationStart({ resource: ref })).args, pooled.start(migrationStart({ resource: ref })).args);
+  assert.equal(pooled.start(migrationStart({ resource: ref })).taskQueue, 'svm/pool/mgmt');
+  // The queue is kept through withUid, given by withQueue, and dropped by withQueue(undefined) (the cluster's own again).
+  assert.equal(Placement.of('svm', { name: 'east', queue: 'svm/pool/mgmt' }).withUid('u-2').taskQueue, 'svm/pool/mgmt');
+  assert.equal(own.withQueue('svm/pool/mgmt').taskQueue, 'svm/pool/mgmt');
+  assert.equal(pooled.withQueue(undefined).taskQueue, 'svm/cluster/east');
+  // A single cluster has no registration: a queue is not looked at.
+  assert.equal(Placement.of('svm').withQueue('svm/pool/mgmt').taskQueue, 'svm');
+});
+
+void test("a workflow on a pool's queue starts its children and activities there; on its cluster's own queue as before", () => {
+  const onPool = Placement.running('svm/pool/mgmt', { name: 'east', uid: 'u-1' });
+  assert.equal(onPool.taskQueue, 'svm/pool/mgmt');
+  assert.equal(onPool.id('migrate/secrets'), 'migrate/east/secrets');
+  assert.deepEqual(onPool.cluster, { name: 'east', uid: 'u-1' });
+  assert.equal(onPool.withUid('u-2').taskQueue, 'svm/pool/mgmt');
+  const onOwn = Placement.running('svm/cluster/east', { name: 'east' });
+  assert.equal(onOwn.base, 'svm');
+  assert.equal(onOwn.taskQueue, 'svm/cluster/east');
+});

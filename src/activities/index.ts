@@ -106,8 +106,12 @@ export function createActivities(deps: ActivityDeps) {
     ...createChunkActivities({ ...deps, apiservers }, metrics),
     ...createAgreementActivities(kube, agreement),
     ...createCampaignStepActivities({ kube, apiservers, temporal: deps.temporal, pinnedUid }),
-    /** The cluster this worker serves, as its API answers now: what a named workflow records at its start (src/workflows/cluster-context.ts). */
-    async clusterIdentity(): Promise<{ name?: string; uid: string }> {
+    /**
+     * The cluster this worker serves, as its API answers now: what a named workflow records at its start
+     * (src/workflows/cluster-context.ts). A campaign's probe, which carries no cluster header, names the cluster it asks
+     * (`asked`): a pool serves the one named (src/worker/pool-dispatch.ts); a worker of one cluster answers its own.
+     */
+    async clusterIdentity(_asked?: { name: string }): Promise<{ name?: string; uid: string }> {
       const uid = deps.clusterUid ? await deps.clusterUid() : await clusterUidReader(kube)();
       // A single-cluster worker's answer names none (undefined is left out of the payload).
       return { name: deps.temporal?.placement.name, uid };

@@ -38,6 +38,14 @@ export function clusterTaskQueue(base: string, cluster: string): string {
   return `${base}/cluster/${cluster}`;
 }
 
+/**
+ * A pool's task queue (`<base>/pool/<pool>`): one process (and its replicas) serving many clusters of one trust domain
+ * polls it for all of them (src/worker/cluster-pool.ts); each task names its cluster in the CLUSTER_HEADER.
+ */
+export function poolTaskQueue(base: string, pool: string): string {
+  return `${base}/pool/${pool}`;
+}
+
 /** The fleet's own task queue: campaigns and the cluster registry, which talk only to Temporal (`<base>/fleet`). */
 export function fleetTaskQueue(base: string): string {
   return `${base}/fleet`;

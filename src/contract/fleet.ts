@@ -45,6 +45,8 @@ export interface RegistrationMemo {
   svmVersion?: string;
   seenAt?: string;
   conflict?: IdentityConflict;
+  /** The task queue that serves the cluster (a pool's, or its own): where its workflows are started (Placement's queue). */
+  queue?: string;
 }
 
 /** What a cluster's worker reports of it (on start and every SVM_CLUSTER_REPORT_SECONDS). No object data. */
@@ -61,6 +63,8 @@ export const ClusterReportSchema = z
     seenAt: z.string().max(40),
     /** Set when the worker found its API is not the cluster pinned to this name: why (the report counts for nothing else). */
     conflict: z.string().max(2000).optional(),
+    /** The task queue the reporting worker serves the cluster on: its own (`<base>/cluster/<name>`) or its pool's. */
+    queue: z.string().min(1).max(1000).optional(),
   })
   .strict();
 export type ClusterReport = z.infer<typeof ClusterReportSchema>;

@@ -14,6 +14,14 @@
  */
 import { defaultPayloadConverter, TypedSearchAttributes, type Payload, type SearchAttributePair } from '@temporalio/common';
 import { CLUSTER_HEADER, clusterTaskQueue, idInCluster, type ClusterRef } from '../api/cluster';
+
+/**
+ * A cluster as a placement takes it: its name, its uid once known, and the task queue that serves it when its
+ * registration names one (`queue`: a pool's, src/api/cluster.ts poolTaskQueue; absent: the cluster's own,
+ * `<base>/cluster/<name>`). The queue decides where its workflows and activities run, nothing else: it is in no
+ * workflow ID, no input and no header.
+ */
+export type PlacedCluster = ClusterRef & { queue?: string };
 import { MigrationCluster } from './search-attributes';
 
 /** What a start needs besides the placement: the workflow's kind, its ID (unplaced), its input and its description. */
@@ -44,8 +52,11 @@ export abstract class Placement {
     readonly base: string,
   ) {}
 
-  /** The placement on a base task queue, in a cluster (a name, or a name and uid) or none. */
-  static of(base: string, cluster?: string | ClusterRef): Placement {
+  /**
+   * The placement on a base task queue, in a cluster (a name, or a name and uid, and the queue its registration
+   * names) or none. A single cluster has no registration: a queue given with no cluster is not looked at.
+   */
+  static of(base: string, cluster?: string | PlacedCluster): Placement {
     if (!cluster) return new SingleCluster(base);
     return new InCluster(base, typeof cluster === 'string' ? { name: cluster } : cluster);
   }
@@ -75,6 +86,11 @@ export abstract class Placement {
   abstract input<I extends object>(input: I): Placed<I>;
   /** The same placement with the cluster's uid (unchanged when none is named). */
   abstract withUid(uid: string | undefined): Placement;
+  /**
+   * The same placement on the task queue the cluster's registration names (a pool's); undefined: the cluster's own.
+   * Unchanged when no cluster is named.
+   */
+  abstract withQueue(queue: string | undefined): Placement;
   /** The same placement, its base taken from the task queue it runs on. */
   protected abstract runningOn(queue: string): Placement;
 
@@ -134,6 +150,9 @@ class SingleCluster extends Placement {
   withUid(): Placement {
     return this;
   }
+  withQueue(): Placement {
+    return this;
+  }
   protected runningOn(queue: string): Placement {
     return new SingleCluster(queue);
   }
@@ -142,12 +161,15 @@ class SingleCluster extends Placement {
 /** A named cluster's placement, in a fleet on one Temporal namespace (docs/fleet.md). */
 class InCluster extends Placement {
   readonly cluster: ClusterRef;
-  constructor(base: string, ref: ClusterRef) {
+  /** The queue its registration names (a pool's); undefined: the cluster's own. */
+  private readonly queue: string | undefined;
+  constructor(base: string, ref: PlacedCluster) {
     super(base);
     this.cluster = { name: ref.name, ...(ref.uid ? { uid: ref.uid } : {}) };
+    this.queue = ref.queue || undefined;
   }
   get taskQueue(): string {
-    return clusterTaskQueue(this.base, this.cluster.name);
+    return this.queue ?? clusterTaskQueue(this.base, this.cluster.name);
   }
   get attributes(): SearchAttributePair[] {
     return [{ key: MigrationCluster, value: this.cluster.name }];
@@ -171,11 +193,16 @@ class InCluster extends Placement {
     return { ...input, cluster: this.cluster };
   }
   withUid(uid: string | undefined): Placement {
-    return new InCluster(this.base, { name: this.cluster.name, uid });
+    return new InCluster(this.base, { name: this.cluster.name, uid, ...(this.queue ? { queue: this.queue } : {}) });
   }
+  withQueue(queue: string | undefined): Placement {
+    return new InCluster(this.base, { ...this.cluster, ...(queue ? { queue } : {}) });
+  }
+  /** On its own queue (`<base>/cluster/<name>`): that base; on any other (a pool's): that queue, for what it starts too. */
   protected runningOn(queue: string): Placement {
     const suffix = clusterTaskQueue('', this.cluster.name);
-    return new InCluster(queue.endsWith(suffix) ? queue.slice(0, -suffix.length) : queue, this.cluster);
+    if (queue.endsWith(suffix)) return new InCluster(queue.slice(0, -suffix.length), this.cluster);
+    return new InCluster(queue, { ...this.cluster, queue });
   }
 }
 

@@ -41,6 +41,8 @@ export interface Pin {
   memo: RegistrationMemo;
   /** The registration's run. */
   runId: string;
+  /** The task queue that serves the cluster, as its workers reported it (a pool's); undefined: the cluster's own. */
+  queue?: string;
 }
 
 async function describeRunning(client: Client, workflowId: string) {
@@ -58,12 +60,19 @@ export async function pinOf(client: Client, name: string): Promise<Pin | undefin
   const d = await describeRunning(client, clusterRegistrationId(name));
   if (!d) return undefined;
   const memo = (d.memo ?? {}) as RegistrationMemo;
-  return { ...(memo.uid ? { uid: memo.uid } : {}), ...(memo.conflict ? { conflict: memo.conflict } : {}), memo, runId: d.runId };
+  return {
+    ...(memo.uid ? { uid: memo.uid } : {}),
+    ...(memo.conflict ? { conflict: memo.conflict } : {}),
+    ...(memo.queue ? { queue: memo.queue } : {}),
+    memo,
+    runId: d.runId,
+  };
 }
 
 /**
  * A placement with the uid pinned to its cluster (its registration's; none while the cluster is not registered, and
- * its workflows then read it from their worker, which confirms it first). An unnamed placement is returned as it is.
+ * its workflows then read it from their worker, which confirms it first), on the task queue its registration names
+ * (a pool's; the cluster's own while it names none or is not registered). An unnamed placement is returned as it is.
  * Refused while the cluster's identity is in conflict: `refused` says what the caller does not do then.
  */
 export async function pinnedPlacement(client: Client, placement: Placement, refused: string): Promise<Placement> {
@@ -73,7 +82,7 @@ export async function pinnedPlacement(client: Client, placement: Placement, refu
     throw new Error(
       `cluster "${placement.name}"'s identity is in conflict: ${pin.conflict.message} (reported ${pin.conflict.seenAt}). ${refused}. Fix the worker that reported it, then confirm the cluster's identity: svm fleet pin ${placement.name} --uid <its kube-system uid>`,
     );
-  return placement.withUid(pin?.uid);
+  return placement.withUid(pin?.uid).withQueue(pin?.queue);
 }
 
 /**
@@ -147,6 +156,7 @@ async function startRegistration(
     ...(uid ? { uid } : {}),
     ...(report ? { servers: report.servers, svmVersion: report.svmVersion, seenAt: report.seenAt } : {}),
     ...(conflict ? { conflict } : {}),
+    ...(report?.queue ? { queue: report.queue } : {}),
   };
   const options = {
     workflowId: clusterRegistrationId(name),
@@ -199,10 +209,11 @@ export const REPORT_HEARTBEAT_MS = 3_600_000;
 
 /**
  * Whether a report says nothing the registration does not hold already: the same uid, API servers and versions,
- * svm version, no open conflict, and its last report younger than REPORT_HEARTBEAT_MS.
+ * svm version, task queue, no open conflict, and its last report younger than REPORT_HEARTBEAT_MS.
  */
 export function reportUnchanged(memo: RegistrationMemo, report: ClusterReport): boolean {
   if (memo.uid !== report.uid || memo.conflict !== undefined || memo.svmVersion !== report.svmVersion || !memo.seenAt) return false;
+  if ((memo.queue ?? undefined) !== (report.queue ?? undefined)) return false;
   if (JSON.stringify(memo.servers ?? []) !== JSON.stringify(report.servers)) return false;
   const age = Date.parse(report.seenAt) - Date.parse(memo.seenAt);
   return age >= 0 && age < REPORT_HEARTBEAT_MS;
@@ -309,7 +320,7 @@ export async function repin(client: Client, fleetQueue: string, name: string, ui
   const m = pin?.memo;
   const report =
     same && m?.servers && m.svmVersion && m.seenAt
-      ? { name, uid, servers: m.servers, svmVersion: m.svmVersion, seenAt: m.seenAt }
+      ? { name, uid, servers: m.servers, svmVersion: m.svmVersion, seenAt: m.seenAt, ...(m.queue ? { queue: m.queue } : {}) }
       : undefined;
   await startRegistration(client, fleetQueue, name, { uid, ...(report ? { report } : {}) });
   if (holder === undefined) await claimUid(client, fleetQueue, uid, name);

@@ -2,7 +2,8 @@
 import { Command } from 'commander';
 import { clusterOption, kubeconfigOption } from '../config/cli-options';
 import { loadWorkerSettings } from './config';
-import { createClusterPool, poolClusters } from './cluster-pool';
+import { poolSource } from './cluster-pool';
+import { createClusterPool } from './pool';
 import { createLogger, createMigratorWorker } from './worker';
 
 /** A Temporal dev server that lives and dies with the worker (the embedded default when TEMPORAL_ADDRESS is unset). */
@@ -55,7 +56,7 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
         'Examples:',
         '  TEMPORAL_ADDRESS=temporal:7233 svm worker --qps 100   # JSON log lines on stdout (a container)',
         '  svm worker                                            # no TEMPORAL_ADDRESS: a local Temporal dev server too',
-        '  svm worker --kubeconfig-dir /etc/svm/clusters         # one process, a worker per cluster (docs/fleet.md)',
+        '  svm worker --kubeconfig-dir /etc/svm/clusters         # one process serving a pool of clusters (docs/fleet.md)',
         '',
       ].join('\n'),
     )
@@ -82,12 +83,15 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
       try {
         if (settings.kubeconfigDir || settings.kubeconfigSecrets) {
           const log = createLogger();
-          const { clusters, cleanup } = await poolClusters(settings, log);
+          const source = poolSource(settings, log);
+          let pool;
           try {
-            await (await createClusterPool(settings, clusters, log)).run();
-          } finally {
-            cleanup();
+            pool = await createClusterPool(settings, source, log);
+          } catch (err) {
+            source.cleanup();
+            throw err;
           }
+          await pool.run(); // cleans up its source when it ends
         } else await (await createMigratorWorker(settings)).run();
       } finally {
         await local?.stop();

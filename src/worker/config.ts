@@ -50,6 +50,35 @@ export const WorkerSettings = z.object({
     .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a namespace name (lowercase letters, digits and -, at most 63)')
     .optional(),
   /**
+   * A pool's name (SVM_POOL_NAME): its clusters' workflows and activities run on `<task queue>/pool/<name>`, which
+   * every replica of the pool polls, and its Worker Deployment is `<deployment>-pool-<name>`. Unset: the Secrets'
+   * namespace, or the directory's base name (src/worker/cluster-pool.ts, poolNameOf). Two pools on one Temporal
+   * namespace and task queue need two names.
+   */
+  poolName: z
+    .string()
+    .regex(/^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/, 'must be a DNS label (lowercase letters, digits and -, at most 63)')
+    .optional(),
+  /**
+   * In a pool only: the kubeconfig plugins a served cluster's kubeconfig may run (SVM_POOL_KUBECONFIG_PLUGINS, comma
+   * separated): an `exec` command exactly as the kubeconfig writes it, or an `auth-provider`'s name. A kubeconfig
+   * whose user names any other is not served (said, and the other clusters are). Empty (the default): none.
+   */
+  poolKubeconfigPlugins: z
+    .preprocess(
+      (v) =>
+        typeof v === 'string'
+          ? v
+              .split(',')
+              .map((x) => x.trim())
+              .filter((x) => x.length > 0)
+          : v,
+      z.array(z.string().min(1).max(1000)).max(100),
+    )
+    .default([]),
+  /** In a pool: how often it reads its directory or Secrets again, to serve a new cluster and let a removed one go. 0: once. */
+  poolRescanSeconds: int(0, 3600).default(15),
+  /**
    * The load budget: 'auto' (the default) follows what the API servers can take, through the adaptive
    * concurrency's queue rule (src/kube/adaptive-concurrency.ts): no fixed rate, more updates in flight while
    * their answers stay near the servers' own baseline, fewer when answers queue up or a 429 arrives. A number
@@ -190,6 +219,9 @@ export const settingSources: Record<string, string> = {
   kubeconfig: 'KUBECONFIG',
   kubeconfigDir: 'SVM_KUBECONFIG_DIR',
   kubeconfigSecrets: 'SVM_KUBECONFIG_SECRETS',
+  poolName: 'SVM_POOL_NAME',
+  poolKubeconfigPlugins: 'SVM_POOL_KUBECONFIG_PLUGINS',
+  poolRescanSeconds: 'SVM_POOL_RESCAN_SECONDS',
   qps: 'SVM_QPS',
   maxConcurrentChunks: 'SVM_MAX_CONCURRENT_CHUNKS',
   memoryBudgetBytes: 'SVM_MEMORY_BUDGET_BYTES',
@@ -245,6 +277,9 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   kubeconfig: env.KUBECONFIG || undefined,
   kubeconfigDir: env.SVM_KUBECONFIG_DIR || undefined,
   kubeconfigSecrets: env.SVM_KUBECONFIG_SECRETS || undefined,
+  poolName: env.SVM_POOL_NAME || undefined,
+  poolKubeconfigPlugins: env.SVM_POOL_KUBECONFIG_PLUGINS || undefined,
+  poolRescanSeconds: env.SVM_POOL_RESCAN_SECONDS || undefined,
   qps: env.SVM_QPS || undefined,
   maxConcurrentChunks: env.SVM_MAX_CONCURRENT_CHUNKS || undefined,
   memoryBudgetBytes: env.SVM_MEMORY_BUDGET_BYTES || undefined,
@@ -291,6 +326,9 @@ export function loadWorkerSettings(
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
     kubeconfigDir: pick(flags.kubeconfigDir, base.kubeconfigDir),
     kubeconfigSecrets: pick(flags.kubeconfigSecrets, base.kubeconfigSecrets),
+    poolName: base.poolName,
+    poolKubeconfigPlugins: base.poolKubeconfigPlugins,
+    poolRescanSeconds: base.poolRescanSeconds,
     qps: pick(flags.qps, base.qps),
     maxConcurrentChunks: pick(flags.maxConcurrentChunks, base.maxConcurrentChunks),
     memoryBudgetBytes: base.memoryBudgetBytes,

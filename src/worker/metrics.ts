@@ -300,13 +300,15 @@ export function processMetrics(): Pick<MigratorMetrics, 'registry'> {
 
 /** Serves /metrics; appends the text of sdkMetricsUrl (the Temporal runtime's exporter) when given. */
 export async function serveMetrics(
-  metrics: Pick<MigratorMetrics, 'registry'> | Array<Pick<MigratorMetrics, 'registry'>>,
+  metrics: Pick<MigratorMetrics, 'registry'> | Array<Pick<MigratorMetrics, 'registry'>> | (() => Array<Pick<MigratorMetrics, 'registry'>>),
   port: number,
   host: string,
   sdkMetricsUrl?: string,
 ): Promise<{ port: number; close(): Promise<void> }> {
-  const registries = (Array.isArray(metrics) ? metrics : [metrics]).map((m) => m.registry);
+  // A function: read at every scrape (a pool's clusters come and go).
+  const current = typeof metrics === 'function' ? metrics : () => (Array.isArray(metrics) ? metrics : [metrics]);
   const server = http.createServer((req, res) => {
+    const registries = current().map((m) => m.registry);
     if (req.url !== '/metrics') {
       res.statusCode = req.url === '/healthz' ? 200 : 404;
       res.end(req.url === '/healthz' ? 'ok\n' : 'not found\n');

@@ -23,6 +23,8 @@ export async function clusterReport(opts: {
   uid: () => Promise<string>;
   apiservers: ApiServerSource;
   svmVersion: string;
+  /** The task queue this worker serves the cluster on (its own, or its pool's): the registration tells start paths. */
+  queue?: string;
   now?: () => number;
 }): Promise<ClusterReport> {
   const found = await opts.apiservers.find();
@@ -38,6 +40,7 @@ export async function clusterReport(opts: {
     uid: await opts.uid(),
     servers: versions.sort((a, b) => (a.server < b.server ? -1 : a.server > b.server ? 1 : 0)),
     svmVersion: opts.svmVersion,
+    ...(opts.queue ? { queue: opts.queue } : {}),
     seenAt: new Date((opts.now ?? Date.now)()).toISOString(),
   };
 }
@@ -77,6 +80,7 @@ export class ClusterIdentity {
     uid: () => Promise<string>;
     apiservers: ApiServerSource;
     svmVersion: string;
+    queue?: string;
     log: Logger;
     metrics?: MigratorMetrics;
   }): ClusterIdentity {

@@ -74,14 +74,27 @@ export function defaultBuildId(build: { version: string; revision: string }): st
   return `${build.version}-${build.revision}`;
 }
 
+/**
+ * The Worker Deployment of a trust domain's workers (docs/fleet.md): a single-cluster install's is
+ * TEMPORAL_DEPLOYMENT_NAME as given; a named cluster's own workers (SVM_CLUSTER) add `-cluster-<name>`, a pool's
+ * `-pool-<pool>`. Each domain's new build then becomes Current on its own, without taking routing for the others.
+ */
+export type DeploymentDomain = { cluster: string } | { pool: string };
+
+export function deploymentNameOf(name: string, domain?: DeploymentDomain): string {
+  if (!domain) return name;
+  return 'cluster' in domain ? `${name}-cluster-${domain.cluster}` : `${name}-pool-${domain.pool}`;
+}
+
 /** Worker.create's workerDeploymentOptions, or undefined for an unversioned worker. */
 export function workerDeploymentOptions(
   v: VersioningSettings,
   build: () => { version: string; revision: string },
+  domain?: DeploymentDomain,
 ): WorkerDeploymentOptions | undefined {
   if (!v.deploymentName) return undefined;
   return {
-    version: { deploymentName: v.deploymentName, buildId: v.buildId ?? defaultBuildId(build()) },
+    version: { deploymentName: deploymentNameOf(v.deploymentName, domain), buildId: v.buildId ?? defaultBuildId(build()) },
     useWorkerVersioning: true,
     // Every workflow type, through the worker's default, not setWorkflowOptions in workflow code: a behaviour set there
     // is sent by unversioned workers too, and the server refuses their workflow tasks ("versioning behavior cannot be

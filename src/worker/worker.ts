@@ -98,7 +98,7 @@ export function activityPolls(slots: number): number {
 }
 
 /** The worker's memory budget, reported on /metrics. */
-function memoryBudget(bytes: number, metrics: MigratorMetrics | undefined): MemoryBudget {
+export function memoryBudget(bytes: number, metrics: MigratorMetrics | undefined): MemoryBudget {
   metrics?.memoryBudget.set(bytes);
   metrics?.memoryHeld.set(0);
   metrics?.memoryWaiting.set(0);
@@ -112,6 +112,13 @@ function memoryBudget(bytes: number, metrics: MigratorMetrics | undefined): Memo
       metrics?.memoryWaitSeconds.inc(seconds);
     },
   });
+}
+
+/** The process's V8 settings (SVM_SEMI_SPACE_MIB, SVM_V8_OPTIMIZE_FOR_SIZE, SVM_HEAP_GROWING_PERCENT), before any worker is made. */
+export function tuneV8(settings: WorkerSettings): void {
+  limitYoungGeneration(settings.semiSpaceMiB);
+  optimizeForSize(settings.v8OptimizeForSize);
+  limitHeapGrowth(settings.heapGrowingPercent);
 }
 
 export interface MigratorWorker {
@@ -149,13 +156,15 @@ function clusterIdentity(
     ...deps,
     fleetQueue: fleetTaskQueue(t.taskQueue),
     name: t.cluster,
+    // Its own queue, said in its registration: start paths place the cluster's workflows there (and not on a pool's).
+    queue: Placement.of(t.taskQueue, t.cluster).taskQueue,
     where: `kubeconfig ${settings.kubeconfig ?? process.env.KUBECONFIG ?? '(in-cluster)'}, server ${deps.kube.server}`,
     svmVersion: svmBuild().version,
   });
 }
 
 /** Runs the fleet's worker (if any) while main runs, and shuts it down once main has ended. */
-async function alongside<T>(fleet: Worker | undefined, main: Promise<T>): Promise<T> {
+export async function alongside<T>(fleet: Worker | undefined, main: Promise<T>): Promise<T> {
   if (!fleet) return main;
   const running = fleet.run();
   try {
@@ -167,7 +176,7 @@ async function alongside<T>(fleet: Worker | undefined, main: Promise<T>): Promis
 }
 
 /** The worker's load controls from its settings: the fixed rate (0 under auto), its budget, adaptive concurrency and memory budget. */
-function loadControls(settings: WorkerSettings, metrics: MigratorMetrics | undefined) {
+export function loadControls(settings: WorkerSettings, metrics: MigratorMetrics | undefined, shared: { memory?: MemoryBudget } = {}) {
   // SVM_QPS=auto (the default): no fixed rate; the adaptive concurrency below follows the API servers.
   const fixedQps = settings.qps === 'auto' ? 0 : settings.qps;
   // This replica's part of the cluster-wide budget: held shut until the membership loop grants a share. Unlimited
@@ -186,7 +195,8 @@ function loadControls(settings: WorkerSettings, metrics: MigratorMetrics | undef
       })
     : undefined;
   // Bytes of listed objects every chunk of every migration in this process holds together (0: none).
-  const memory = settings.memoryBudgetBytes > 0 ? memoryBudget(settings.memoryBudgetBytes, metrics) : undefined;
+  // In a pool, the process's one budget, shared by its clusters (it bounds the process's memory, not a cluster's load).
+  const memory = shared.memory ?? (settings.memoryBudgetBytes > 0 ? memoryBudget(settings.memoryBudgetBytes, metrics) : undefined);
   return { fixedQps, budget, concurrency, memory };
 }
 
@@ -230,7 +240,7 @@ async function temporalWorker(
  * The fleet's worker beside a named cluster's (SVM_FLEET_WORKER): campaigns and registrations on the fleet task
  * queue, with the one activity that lists registrations. No Kubernetes, no cluster check: they belong to no cluster.
  */
-async function fleetWorker(connection: NativeConnection, settings: WorkerSettings, client: Client): Promise<Worker> {
+export async function fleetWorker(connection: NativeConnection, settings: WorkerSettings, client: Client): Promise<Worker> {
   const t = settings.temporal;
   return Worker.create({
     connection,
@@ -254,9 +264,7 @@ export interface InPool {
 export async function createMigratorWorker(settings: WorkerSettings, log: Logger = createLogger(), pool?: InPool): Promise<MigratorWorker> {
   const t = settings.temporal;
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
-  limitYoungGeneration(settings.semiSpaceMiB);
-  optimizeForSize(settings.v8OptimizeForSize);
-  limitHeapGrowth(settings.heapGrowingPercent);
+  tuneV8(settings);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined, pool !== undefined);
   const metrics =
     settings.metricsPort !== undefined
@@ -316,7 +324,8 @@ function workerParts(
     sampler: workerRequestSampler(apiservers, settings.requestSampleSeconds, log),
     controls: loadControls(settings, metrics),
     // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
-    deployment: workerDeploymentOptions(settings.versioning, () => svmBuild()),
+    // A named cluster's own deployment (src/worker/versioning.ts, deploymentNameOf): its builds become Current alone.
+    deployment: workerDeploymentOptions(settings.versioning, () => svmBuild(), t.cluster ? { cluster: t.cluster } : undefined),
     clusterId: clusterIdentity(settings, { client, uid: clusterUid, apiservers, kube, log, metrics }),
   };
 }

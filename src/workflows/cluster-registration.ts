@@ -105,6 +105,8 @@ export async function clusterRegistration(input: RegistrationInput): Promise<voi
       ...(state.uid ? { uid: state.uid } : {}),
       ...(r ? { servers: r.servers, svmVersion: r.svmVersion, seenAt: r.seenAt } : {}),
       ...(state.conflict ? { conflict: state.conflict } : {}),
+      // Where the cluster is served (a pool's queue, or its own): start paths place its workflows there.
+      ...(r?.queue ? { queue: r.queue } : {}),
     };
     upsertMemo(memo);
     setCurrentDetails(details(input.name, state));

@@ -1,0 +1,127 @@
+/**
+ * A pool's one activity worker serving all its clusters (docs/fleet.md, "A pool of workers in a management
+ * cluster"): every task a pool takes names its cluster in the CLUSTER_HEADER (src/workflows/cluster-context.ts puts
+ * it there), and is run with that cluster's activities: its kube client, budget, adaptive rate, leases, metrics.
+ * Before it runs, the cluster's identity is checked as a worker of its own checks it (src/worker/cluster-check.ts).
+ *
+ * A task of a cluster the pool does not serve:
+ *   - one it let go (its kubeconfig removed), or has not taken yet (its registration names this pool's queue: a
+ *     replica that read the change first, or this one before its next rescan): a retryable failure, so that the task
+ *     waits in Temporal and runs once a replica serves the cluster again;
+ *   - any other: WrongCluster, non-retryable, as on a worker of another cluster.
+ * A campaign's probe (clusterIdentity with no header) names the cluster it asks in its argument (`{ name }`), as a
+ * pool serves many; without one it is refused.
+ */
+import { AsyncLocalStorage } from 'node:async_hooks';
+import { Context } from '@temporalio/activity';
+import { ApplicationFailure } from '@temporalio/common';
+import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
+import { CLUSTER_IDENTITY_ACTIVITY, WRONG_CLUSTER, type ClusterRef } from '../api/cluster';
+import { clusterOfHeaders, refusal, type IdentityCheck } from './cluster-check';
+
+/** The failure type of a task whose cluster this pool let go or has not taken yet: retried, it waits for a replica that serves it. */
+export const CLUSTER_NOT_SERVED_HERE = 'ClusterNotServedHere';
+
+/** How long a task of a cluster not served here waits before it is tried again. */
+export const NOT_SERVED_RETRY_SECONDS = 30;
+
+/** What the pool holds of one served cluster, for its tasks. */
+export interface PoolMember<A> {
+  name: string;
+  activities: A;
+  identity: IdentityCheck | undefined;
+  /** Activities of it running now: it is let go once none runs. */
+  running: number;
+}
+
+/** Why the pool does not serve a cluster: 'wait' (let go, or not taken yet) or 'wrong' (not this pool's). */
+export type Absence = 'wait' | 'wrong';
+
+/** The cluster a task asks for: its header's; a headerless probe's argument (`{ name }`). */
+export function wantedCluster(
+  headers: ActivityExecuteInput['headers'],
+  activityType: string,
+  args: unknown[],
+): { ref?: ClusterRef; probe: boolean } {
+  const ref = clusterOfHeaders(headers);
+  if (ref) return { ref, probe: false };
+  if (activityType !== CLUSTER_IDENTITY_ACTIVITY) return { probe: false };
+  const asked = args[0] as { name?: unknown } | undefined;
+  return typeof asked?.name === 'string' ? { ref: { name: asked.name }, probe: true } : { probe: true };
+}
+
+/**
+ * The member a task runs with, or the failure it ends with (thrown). Pure of Temporal's context: the activity type
+ * and arguments are given.
+ */
+export async function memberFor<A>(
+  members: ReadonlyMap<string, PoolMember<A>>,
+  absent: (name: string) => Promise<Absence>,
+  pool: string,
+  input: { headers: ActivityExecuteInput['headers']; args: unknown[]; activityType: string },
+): Promise<PoolMember<A>> {
+  const { ref, probe } = wantedCluster(input.headers, input.activityType, input.args);
+  if (!ref)
+    throw ApplicationFailure.create({
+      type: WRONG_CLUSTER,
+      message: `this task names no cluster, but the worker that took it is pool "${pool}", which serves several: nothing was done (a single-cluster workflow belongs on its cluster's worker)`,
+      nonRetryable: true,
+    });
+  const member = members.get(ref.name);
+  if (!member) {
+    if ((await absent(ref.name)) === 'wait')
+      throw ApplicationFailure.create({
+        type: CLUSTER_NOT_SERVED_HERE,
+        message: `cluster "${ref.name}" is not served by this replica of pool "${pool}" now (let go, or not taken yet): the task waits for a worker that serves it`,
+        nextRetryDelay: `${NOT_SERVED_RETRY_SECONDS}s`,
+      });
+    throw ApplicationFailure.create({
+      type: WRONG_CLUSTER,
+      message: `this task belongs to cluster "${ref.name}" but the worker that took it is pool "${pool}", which does not serve it: nothing was done; check the cluster's registration and the pool's kubeconfigs`,
+      nonRetryable: true,
+    });
+  }
+  // The name matches by construction; the identity (pinned uid, the API's answer now, the workflow's recorded uid) as
+  // on a worker of its own. A probe skips the name check there only, as it does on a worker of its own.
+  const why = await refusal(probe ? undefined : ref, probe ? undefined : member.name, member.identity, input.activityType);
+  if (why) throw ApplicationFailure.create({ type: WRONG_CLUSTER, message: why, nonRetryable: true });
+  return member;
+}
+
+/**
+ * The pool's activities and their interceptor: each activity of `names` runs the member's own, for the member its
+ * task names (memberFor); a member's running count follows its tasks.
+ */
+export function poolDispatch<A extends object>(o: {
+  names: string[];
+  members: ReadonlyMap<string, PoolMember<A>>;
+  absent: (name: string) => Promise<Absence>;
+  pool: string;
+}) {
+  const current = new AsyncLocalStorage<PoolMember<A>>();
+  const activities = Object.fromEntries(
+    o.names.map((name) => [
+      name,
+      (...args: unknown[]) => {
+        const member = current.getStore();
+        if (!member) throw new Error(`activity ${name} ran outside the pool's dispatch`);
+        return (member.activities as Record<string, (...a: unknown[]) => unknown>)[name]!(...args);
+      },
+    ]),
+  );
+  const interceptor = (): { inbound: ActivityInboundCallsInterceptor } => ({
+    inbound: {
+      async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>): Promise<unknown> {
+        const activityType = Context.current().info.activityType;
+        const member = await memberFor(o.members, o.absent, o.pool, { headers: input.headers, args: input.args, activityType });
+        member.running++;
+        try {
+          return await current.run(member, () => next(input));
+        } finally {
+          member.running--;
+        }
+      },
+    },
+  });
+  return { activities, interceptor };
+}
