@@ -139,7 +139,13 @@ export class ClusterIdentity {
   }
 }
 
-/** Confirms and reports every intervalSeconds (0: only the first, at start); a failed one is logged and tried next time. */
+/** How soon a report that failed is tried again (within the period): a cluster whose API or Temporal was away at start. */
+export const REPORT_RETRY_SECONDS = 30;
+
+/**
+ * Confirms and reports every intervalSeconds (0: only the first, at start); a failed one is logged and tried again
+ * within REPORT_RETRY_SECONDS (or the period, when shorter).
+ */
 export function startRegistration(
   identity: ClusterIdentity,
   intervalSeconds: number,
@@ -147,16 +153,19 @@ export function startRegistration(
 ): { stop(): void; reported: Promise<void> } {
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
-  const report = async () => {
+  const report = async (): Promise<boolean> => {
     try {
       await identity.confirm();
+      return true;
     } catch (err) {
-      log.warn({ err: String(err) }, 'could not confirm and report the cluster to its registration; tried again next period');
+      log.warn({ err: String(err) }, 'could not confirm and report the cluster to its registration; tried again soon');
+      return false;
     }
   };
   const loop = async () => {
-    await report();
-    if (!stopped && intervalSeconds > 0) timer = setTimeout(() => void loop(), intervalSeconds * 1000);
+    const ok = await report();
+    const next = ok ? intervalSeconds : Math.min(intervalSeconds, REPORT_RETRY_SECONDS);
+    if (!stopped && intervalSeconds > 0) timer = setTimeout(() => void loop(), next * 1000);
   };
   const reported = loop();
   return {
