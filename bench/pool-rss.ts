@@ -13,7 +13,8 @@
  *   - the pollers Temporal sees on the pool's queue (DescribeTaskQueue, workflow and activity) and the long polls
  *     the pool's settings allow, whatever N;
  *   - the slope between consecutive Ns, in MiB per served cluster (not the total divided by N).
- * Temporal is a dev server of this bench (in memory). Written to <out>/pool-rss-<date>.json. Not part of `npm test`.
+ * Temporal is a dev server of this bench (in memory). Written to <out>/pool-rss-<date>.json (docs/bench by default). Not part
+ * of `npm test`.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -34,12 +35,14 @@ import { pinOf } from '../src/kube/cluster-identity';
 import { startOnFreePort, portOpen } from '../src/dev/ports';
 import { ensureTools } from '../src/dev/tools';
 import { devServerDynamicConfigArgs } from '../src/dev/temporal-dynamic-config';
+import { loadWorkerSettings } from '../src/worker/config';
+import { activityPolls } from '../src/worker/worker';
 
 const root = path.join(__dirname, '..');
 const { values } = parseArgs({
   options: {
     clusters: { type: 'string', default: '10,100' },
-    out: { type: 'string', default: path.join(root, 'bench', 'results') },
+    out: { type: 'string', default: path.join(root, 'docs', 'bench') },
   },
 });
 const SIZES = values.clusters.split(',').map((n) => Number(n));
@@ -279,8 +282,12 @@ async function main(): Promise<void> {
     await connection.close();
     server.stop();
   }
-  // The long polls one pool holds whatever N (its settings, the defaults): the pool worker's workflow polls (normal and
-  // sticky, at most its 4 workflow task slots' worth) and 2 activity polls, and the fleet worker's (likewise, and 1).
+  // The long polls one pool holds whatever N, from its settings (the defaults) as the SDK sizes them: workflow task
+  // polls (normal and sticky together) at most min(10, workflow task slots), activity polls activityPolls(slots) for
+  // the pool's worker and 1 for the fleet's worker beside it.
+  const d = loadWorkerSettings({ TEMPORAL_ADDRESS: 'x:1' });
+  const wft = Math.min(10, d.maxConcurrentWorkflowTasks);
+  const polls = { pool: wft + activityPolls(d.maxConcurrentChunks * 2), fleet: wft + 1 };
   const slopes = figures.slice(1).map((f, i) => {
     const a = figures[i]!;
     return {
@@ -296,6 +303,7 @@ async function main(): Promise<void> {
       (f) =>
         `${String(f.clusters).padStart(8)}  ${f.idleMiB.toFixed(1).padStart(8)}  ${f.afterTasksMiB.toFixed(1).padStart(21)}  ${f.peakMiB.toFixed(1).padStart(8)}  ${f.registeredSeconds.toFixed(1).padStart(12)}  ${f.tasksSeconds.toFixed(1).padStart(7)}  ${f.pollers.workflow}/${f.pollers.activity}`,
     ),
+    `long polls the pool holds whatever N (its settings): ${polls.pool} (its worker: ${wft} workflow, ${polls.pool - wft} activity) + ${polls.fleet} (the fleet's worker) = ${polls.pool + polls.fleet}; per served cluster ${figures.map((f) => `${((polls.pool + polls.fleet) / f.clusters).toFixed(3)} at ${f.clusters}`).join(', ')}`,
     ...slopes.map(
       (s) =>
         `slope ${s.from} -> ${s.to}: ${s.idleMiBPerCluster.toFixed(3)} MiB per served cluster idle, ${s.afterTasksMiBPerCluster.toFixed(3)} after a task each`,
@@ -304,7 +312,7 @@ async function main(): Promise<void> {
   process.stdout.write(lines.join('\n') + '\n');
   mkdirSync(values.out, { recursive: true });
   const file = path.join(values.out, `pool-rss-${new Date().toISOString().replace(/[:.]/g, '-')}.json`);
-  writeFileSync(file, JSON.stringify({ date: new Date().toISOString(), sizes: SIZES, figures, slopes }, null, 2) + '\n');
+  writeFileSync(file, JSON.stringify({ date: new Date().toISOString(), sizes: SIZES, figures, slopes, polls }, null, 2) + '\n');
   process.stdout.write(`written: ${path.relative(root, file)}\n`);
 }
 

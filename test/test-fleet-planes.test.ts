@@ -6,7 +6,10 @@
  *   - south: a plane of this file at the release before (1.36), taken down at the end.
  * Their workers run as shipped: south's in-cluster style (`svm worker` with deploy/deployment.yaml's environment,
  * as the ServiceAccount of deploy/'s manifests, with `svm grant` of the CRD); north's and east's in one process,
- * a pool serving both by a kubeconfig each (SVM_KUBECONFIG_DIR), as a management cluster would host them.
+ * a pool serving both by a kubeconfig each (SVM_KUBECONFIG_DIR) on its one task queue, as a management cluster
+ * would host them. The pool starts with north alone: east's kubeconfig is added to its directory while it runs
+ * (served within a minute: registered on the pool's queue, and migrated by the campaign), and north's is removed
+ * at the end (let go).
  *
  * `svm fleet migrate` starts a campaign that moves a CRD's storage version in all three and checks drop readiness
  * of its old version; south's worker is stopped while the canary runs: the others finish, south is reported
@@ -38,6 +41,8 @@ import {
 import { eventually, workflowResult } from './helpers/migrate';
 import { fleetWorkers, type FleetWorkers } from './helpers/fleet-workers';
 import { forgetNames, freeIdentity } from './helpers/identity';
+import { clusterTaskQueue, poolTaskQueue } from '../src/api/cluster';
+import { pinOf } from '../src/kube/cluster-identity';
 
 const COUNT = 200;
 
@@ -134,14 +139,24 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
   const [north, east, south] = members as [Member, Member, Member];
   for (const m of members) assert.deepEqual(await versionsOf(m), { [`${m.crd.group}/v1`]: COUNT }, `${m.name} starts at v1`);
 
-  // The pool (north and east, by kubeconfig: an administrator's, which no fence matches) and south's worker.
+  // The pool (north, then east, by kubeconfig: an administrator's, which no fence matches) and south's worker.
   const kubeconfigs = path.join(scratch, 'clusters');
   mkdirSync(kubeconfigs);
-  for (const m of [north, east]) writeFileSync(path.join(kubeconfigs, `${m.name}.kubeconfig`), readFileSync(m.plane.env.KUBECONFIG!));
+  const kubeconfigOf = (m: Member) => path.join(kubeconfigs, `${m.name}.kubeconfig`);
+  writeFileSync(kubeconfigOf(north), readFileSync(north.plane.env.KUBECONFIG!));
   const pool = await fw.start(
     'pool',
-    fw.env({ SVM_KUBECONFIG_DIR: kubeconfigs, SVM_REQUIRE_FENCE: 'false', SVM_REQUIRE_STATIC_FENCE: 'false', SVM_BRIDGE: 'false' }),
+    fw.env({
+      SVM_KUBECONFIG_DIR: kubeconfigs,
+      SVM_POOL_NAME: 'mgmt',
+      SVM_POOL_RESCAN_SECONDS: '5',
+      SVM_REQUIRE_FENCE: 'false',
+      SVM_REQUIRE_STATIC_FENCE: 'false',
+      SVM_BRIDGE: 'false',
+    }),
   );
+  // east joins the running pool: its kubeconfig added to the directory.
+  writeFileSync(kubeconfigOf(east), readFileSync(east.plane.env.KUBECONFIG!));
   const southEnv = fw.env({ KUBECONFIG: saKubeconfig!, SVM_CLUSTER: south.name, SVM_FLEET_WORKER: 'false' });
   let southWorker = await fw.start('south', southEnv);
 
@@ -164,6 +179,12 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
     const uid = (await m.plane.kube.getJson<{ metadata: { uid: string } }>('/api/v1/namespaces/kube-system')).metadata.uid;
     assert.equal(byName.get(m.name)?.uid, uid, `${m.name}'s registration holds its kube-system uid`);
   }
+  // Where each is served, as its registration says (and start paths place its workflows): the pool's one queue for
+  // north and east, south's own.
+  const client = temporal.temporal.client;
+  assert.equal((await pinOf(client, north.name))?.queue, poolTaskQueue(base, 'mgmt'));
+  assert.equal((await pinOf(client, east.name))?.queue, poolTaskQueue(base, 'mgmt'));
+  assert.equal((await pinOf(client, south.name))?.queue, clusterTaskQueue(base, south.name));
 
   // The campaign, as an operator starts it: the CRD in every cluster, then whether its v1 may be dropped there.
   const name = uniq('crd-v2');
@@ -233,6 +254,20 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
   // The pool's one /metrics: each of its clusters' series under its own label.
   const metrics = await (await fetch(`http://127.0.0.1:${pool.metricsPort}/metrics`)).text();
   for (const m of [north, east]) assert.match(metrics, new RegExp(`^svm_objects_total\\{[^}]*cluster="${m.name}"[^}]*\\} ${COUNT}$`, 'm'));
+
+  // north's kubeconfig removed: the pool lets it go (its series leave /metrics, its leases are given back, it says
+  // so), and serves east still.
+  rmSync(kubeconfigOf(north));
+  const letGo = new RegExp(`"cluster":"${north.name}".*cluster let go by the pool: its kubeconfig is gone`);
+  await eventually(
+    'north let go by the pool',
+    async () => {
+      const text = await (await fetch(`http://127.0.0.1:${pool.metricsPort}/metrics`)).text();
+      const gone = !text.includes(`cluster="${north.name}"`) && text.includes(`svm_worker_up{cluster="${east.name}"} 1`);
+      return gone && letGo.test(readFileSync(pool.log, 'utf8')) ? true : undefined;
+    },
+    60_000,
+  );
   await fw.stop(southWorker.proc);
   await fw.stop(pool.proc);
 });

@@ -178,15 +178,24 @@ export async function createClusterPool(settings: WorkerSettings, source: PoolSo
     }
   };
 
-  /** A cluster let go: no new task of it runs here; once its running ones end, what it holds is stopped. */
-  const release = async (n: string, why: string) => {
+  /**
+   * A cluster let go: from now on no new task of it runs here (at once, before anything is awaited); once its running
+   * ones end, what it holds is stopped. Draining does not hold up the rescan that let it go (a cluster taken meanwhile).
+   */
+  const draining = new Set<Promise<void>>();
+  const release = (n: string, why: string): Promise<void> => {
     const m = members.get(n);
-    if (!m) return;
+    if (!m) return Promise.resolve();
     members.delete(n);
     letGo.add(n);
-    while (m.running > 0) await delay(200);
-    await m.stop().catch((err: unknown) => log.warn({ cluster: n, err: String(err) }, 'a cluster let go did not stop cleanly'));
-    log.info({ cluster: n }, `cluster let go by the pool: ${why}`);
+    const drained = (async () => {
+      while (m.running > 0) await delay(200);
+      await m.stop().catch((err: unknown) => log.warn({ cluster: n, err: String(err) }, 'a cluster let go did not stop cleanly'));
+      log.info({ cluster: n }, `cluster let go by the pool: ${why}`);
+    })();
+    draining.add(drained);
+    void drained.finally(() => draining.delete(drained));
+    return drained;
   };
 
   takeAll(initial);
@@ -227,7 +236,7 @@ export async function createClusterPool(settings: WorkerSettings, source: PoolSo
     if (!found) return;
     const diff = diffClusters(new Map([...members].map(([n, m]) => [n, m.served.digest])), found);
     const kept = new Set(found.map((c) => c.name));
-    await Promise.all(diff.letGo.map((n) => release(n, kept.has(n) ? 'its kubeconfig changed (taken again)' : 'its kubeconfig is gone')));
+    for (const n of diff.letGo) void release(n, kept.has(n) ? 'its kubeconfig changed (taken again)' : 'its kubeconfig is gone');
     takeAll(diff.take);
   };
   const rescan = () => (rescanning ??= rescanNow().finally(() => (rescanning = undefined)));
@@ -272,7 +281,8 @@ export async function createClusterPool(settings: WorkerSettings, source: PoolSo
     } finally {
       if (timer) clearInterval(timer);
       await rescanning?.catch(() => undefined);
-      await Promise.all([...members.keys()].map((n) => release(n, 'the pool stops')));
+      for (const n of [...members.keys()]) void release(n, 'the pool stops');
+      await Promise.all([...draining]);
       await versioning?.stop();
       await endpoint?.close();
       await connection.close();
