@@ -12,7 +12,7 @@ import * as path from 'node:path';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import { CLUSTER_HEADER, CLUSTER_IDENTITY_ACTIVITY, poolTaskQueue, WRONG_CLUSTER } from '../src/api/cluster';
 import { diffClusters, kubeconfigPluginRefusal, poolNameOf, scanDir } from '../src/worker/cluster-pool';
-import { CLUSTER_NOT_SERVED_HERE, memberFor, type Absence, type PoolMember } from '../src/worker/pool-dispatch';
+import { CLUSTER_NOT_SERVED_HERE, memberFor, notServedRetrySeconds, type Absence, type PoolMember } from '../src/worker/pool-dispatch';
 import { deploymentNameOf, workerDeploymentOptions } from '../src/worker/versioning';
 import { reportUnchanged } from '../src/kube/cluster-identity';
 
@@ -69,6 +69,7 @@ void test('a task of a cluster the pool let go (or has not taken) waits, retried
   assert.equal(waits.type, CLUSTER_NOT_SERVED_HERE);
   assert.equal(waits.nonRetryable, false);
   assert.ok(waits.nextRetryDelay, 'tried again after a delay');
+  assert.deepEqual([1, 2, 9, 10, 50].map(notServedRetrySeconds), [30, 60, 270, 300, 300], 'later and later, at most 5 minutes');
   const wrong = await failure(run(header({ name: 'south' })));
   assert.equal(wrong.type, WRONG_CLUSTER);
   assert.equal(wrong.nonRetryable, true);

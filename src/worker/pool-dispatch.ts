@@ -6,8 +6,9 @@
  *
  * A task of a cluster the pool does not serve:
  *   - one it let go (its kubeconfig removed), or has not taken yet (its registration names this pool's queue: a
- *     replica that read the change first, or this one before its next rescan): a retryable failure, so that the task
- *     waits in Temporal and runs once a replica serves the cluster again;
+ *     replica that read the change first, or this one before its next rescan): a retryable failure, tried again
+ *     later and later (notServedRetrySeconds), so that the task waits in Temporal and runs once a replica serves the
+ *     cluster again, within its retry policy's attempts;
  *   - any other: WrongCluster, non-retryable, as on a worker of another cluster.
  * A campaign's probe (clusterIdentity with no header) names the cluster it asks in its argument (`{ name }`), as a
  * pool serves many; without one it is refused.
@@ -22,8 +23,14 @@ import { clusterOfHeaders, refusal, type IdentityCheck } from './cluster-check';
 /** The failure type of a task whose cluster this pool let go or has not taken yet: retried, it waits for a replica that serves it. */
 export const CLUSTER_NOT_SERVED_HERE = 'ClusterNotServedHere';
 
-/** How long a task of a cluster not served here waits before it is tried again. */
+/**
+ * How long a task of a cluster not served here waits before it is tried again: 30 s times its attempt, at most 5
+ * minutes (a migration's short activities, 10 attempts, wait about 27 minutes in all; its chunks, 12, about 37).
+ */
 export const NOT_SERVED_RETRY_SECONDS = 30;
+export const NOT_SERVED_RETRY_MAX_SECONDS = 300;
+export const notServedRetrySeconds = (attempt: number): number =>
+  Math.min(NOT_SERVED_RETRY_SECONDS * Math.max(1, attempt), NOT_SERVED_RETRY_MAX_SECONDS);
 
 /** What the pool holds of one served cluster, for its tasks. */
 export interface PoolMember<A> {
@@ -58,7 +65,7 @@ export async function memberFor<A>(
   members: ReadonlyMap<string, PoolMember<A>>,
   absent: (name: string) => Promise<Absence>,
   pool: string,
-  input: { headers: ActivityExecuteInput['headers']; args: unknown[]; activityType: string },
+  input: { headers: ActivityExecuteInput['headers']; args: unknown[]; activityType: string; attempt?: number },
 ): Promise<PoolMember<A>> {
   const { ref, probe } = wantedCluster(input.headers, input.activityType, input.args);
   if (!ref)
@@ -73,7 +80,7 @@ export async function memberFor<A>(
       throw ApplicationFailure.create({
         type: CLUSTER_NOT_SERVED_HERE,
         message: `cluster "${ref.name}" is not served by this replica of pool "${pool}" now (let go, or not taken yet): the task waits for a worker that serves it`,
-        nextRetryDelay: `${NOT_SERVED_RETRY_SECONDS}s`,
+        nextRetryDelay: `${notServedRetrySeconds(input.attempt ?? 1)}s`,
       });
     throw ApplicationFailure.create({
       type: WRONG_CLUSTER,
@@ -112,8 +119,8 @@ export function poolDispatch<A extends object>(o: {
   const interceptor = (): { inbound: ActivityInboundCallsInterceptor } => ({
     inbound: {
       async execute(input: ActivityExecuteInput, next: Next<ActivityInboundCallsInterceptor, 'execute'>): Promise<unknown> {
-        const activityType = Context.current().info.activityType;
-        const member = await memberFor(o.members, o.absent, o.pool, { headers: input.headers, args: input.args, activityType });
+        const { activityType, attempt } = Context.current().info;
+        const member = await memberFor(o.members, o.absent, o.pool, { headers: input.headers, args: input.args, activityType, attempt });
         member.running++;
         try {
           return await current.run(member, () => next(input));
