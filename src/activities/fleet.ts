@@ -24,11 +24,18 @@ export interface CampaignCluster {
   uid?: string;
   /** Its identity's open conflict: the campaign starts nothing there. */
   conflict?: string;
+  /** The task queue its registration names (a pool's); undefined: the cluster's own. Placement.of takes it. */
+  queue?: string;
 }
 
 /** A cluster of the campaign from its registration's memo. */
 function campaignCluster(name: string, memo: RegistrationMemo | undefined): CampaignCluster {
-  return { name, ...(memo?.uid ? { uid: memo.uid } : {}), ...(memo?.conflict ? { conflict: memo.conflict.message } : {}) };
+  return {
+    name,
+    ...(memo?.uid ? { uid: memo.uid } : {}),
+    ...(memo?.conflict ? { conflict: memo.conflict.message } : {}),
+    ...(memo?.queue ? { queue: memo.queue } : {}),
+  };
 }
 
 const REGISTRATION_PREFIX = clusterRegistrationId('');

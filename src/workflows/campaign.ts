@@ -60,7 +60,7 @@ interface FleetActivities {
   resolveCampaignClusters(input: { clusters?: string[]; where?: string }): Promise<CampaignCluster[]>;
 }
 interface ProbeActivities {
-  clusterIdentity(): Promise<{ name?: string; uid: string }>;
+  clusterIdentity(asked?: { name: string }): Promise<{ name?: string; uid: string }>;
 }
 
 type Life = 'waiting' | 'active' | 'away' | 'done';
@@ -339,7 +339,7 @@ class Campaign {
       retry: { maximumAttempts: 1 },
     });
     try {
-      const who = await clusterIdentity();
+      const who = await clusterIdentity({ name: m.c.name });
       if (who.name !== m.c.name)
         return { wrong: `the worker on ${m.c.name}'s task queue serves ${who.name ? `cluster "${who.name}"` : 'no named cluster'}` };
       if (m.c.uid && who.uid !== m.c.uid)
