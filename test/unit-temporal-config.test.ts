@@ -15,6 +15,7 @@ import type { AddressInfo } from 'node:net';
 import { after, test } from 'node:test';
 import * as tls from 'node:tls';
 import {
+  checkNamespaceAccess,
   explainTemporalConnectError,
   loadTemporalSettings,
   probeTls,
@@ -267,6 +268,34 @@ void test("a credential the server's authorizer refuses is explained: an API key
     without.message,
     /requires a credential and svm has none: set TEMPORAL_API_KEY \(or the profile's api_key\) to a token that grants namespace default/,
   );
+});
+
+void test('once connected, a namespace svm may not use, or that does not exist, is said naming the server and the namespace; other errors are left to the first call', async () => {
+  const answering = (err?: Error & { code?: number }) =>
+    ({
+      workflowService: {
+        describeNamespace: async () => {
+          if (err) throw err;
+          return {};
+        },
+      },
+    }) as unknown as Parameters<typeof checkNamespaceAccess>[0];
+  const grpc = (code: number, message: string) => Object.assign(new Error(message), { code });
+  const target = { address: '127.0.0.1:7233', namespace: 'east' };
+  await checkNamespaceAccess(answering(), target);
+  await assert.rejects(
+    checkNamespaceAccess(answering(grpc(7, '7 PERMISSION_DENIED: Request unauthorized.')), target),
+    /^Error: cannot use Temporal: the Temporal server at 127\.0\.0\.1:7233 requires a credential and svm has none: set TEMPORAL_API_KEY .* grants namespace east \(7 PERMISSION_DENIED/,
+  );
+  await assert.rejects(
+    checkNamespaceAccess(answering(grpc(7, 'denied')), { ...target, apiKey: 'jwt' }),
+    /refused svm's credential: .* grants nothing in namespace east/,
+  );
+  await assert.rejects(
+    checkNamespaceAccess(answering(grpc(5, '5 NOT_FOUND: Namespace east is not found.')), target),
+    /^Error: cannot use Temporal: namespace "east" does not exist on the Temporal server at 127\.0\.0\.1:7233: create it \(temporal operator namespace create --namespace east\), then run svm setup/,
+  );
+  await checkNamespaceAccess(answering(grpc(14, '14 UNAVAILABLE')), target); // left to the command's own call
 });
 
 void test('when the SDK error says nothing (Node’s gRPC: "Failed to connect"), one TLS handshake finds why: against a local mTLS server', async () => {

@@ -18,6 +18,7 @@
  * Shared by the client (`svm migrate`, `Migrator.connect`) and the worker, so
  * it lives below both.
  */
+import type { Connection } from '@temporalio/client';
 import { loadClientConfigProfile, toClientOptions, type ClientConfigProfile, type ConfigDataSource } from '@temporalio/envconfig';
 import { readFileSync } from 'node:fs';
 import { isIP } from 'node:net';
@@ -327,6 +328,38 @@ export async function probeTls(settings: Partial<TemporalSettings> & { address: 
   });
 }
 
+/** Why the server's authorizer refused svm (docs/temporal-server.md#authorization): its API key, or none given. */
+function unauthorizedText(settings: Partial<TemporalSettings> & { address: string }): string {
+  const at = `the Temporal server at ${settings.address}`;
+  const ns = settings.namespace ?? 'default';
+  return settings.apiKey
+    ? `${at} refused svm's credential: the API key (TEMPORAL_API_KEY or the profile's api_key) is expired, signed by a key the server does not trust, or grants nothing in namespace ${ns}`
+    : `${at} requires a credential and svm has none: set TEMPORAL_API_KEY (or the profile's api_key) to a token that grants namespace ${ns}`;
+}
+
+/**
+ * Once connected: may svm use its namespace? A server with an authorizer lets a connection open without a credential
+ * (its first call is a health check), and refuses the first real one; a namespace that does not exist fails every
+ * call. Both are said here, naming the server and the namespace, instead of at the command's first call ("Failed to
+ * list workflows"). Any other error is left to that call.
+ */
+export async function checkNamespaceAccess(
+  connection: Connection,
+  settings: Partial<TemporalSettings> & { address: string },
+): Promise<void> {
+  const namespace = settings.namespace ?? 'default';
+  try {
+    await connection.workflowService.describeNamespace({ namespace });
+  } catch (err) {
+    const code = (err as { code?: number }).code;
+    if (code === 7 || code === 16) throw new Error(`cannot use Temporal: ${unauthorizedText(settings)} (${(err as Error).message})`);
+    if (code === 5)
+      throw new Error(
+        `cannot use Temporal: namespace "${namespace}" does not exist on the Temporal server at ${settings.address}: create it (temporal operator namespace create --namespace ${namespace}), then run svm setup; or set TEMPORAL_NAMESPACE`,
+      );
+  }
+}
+
 /**
  * A refused connection, explained: what the server or svm refused and which
  * setting changes it, the original message kept at the end. The SDK error's
@@ -365,9 +398,7 @@ export async function explainTemporalConnectError(err: unknown, settings: Partia
     'server-ca': `${at} presented a certificate that ${given.ca} does not trust: set TEMPORAL_TLS_SERVER_CA_CERT_PATH to the CA that signed the server's certificate`,
     'not-tls': `${at} does not speak TLS: set TEMPORAL_TLS=false (or remove the TLS settings)`,
     'needs-tls': `${at} did not answer in plaintext: it may require TLS (set TEMPORAL_TLS=true and the TLS settings)`,
-    unauthorized: settings.apiKey
-      ? `${at} refused svm's credential: the API key (TEMPORAL_API_KEY or the profile's api_key) is expired, signed by a key the server does not trust, or grants nothing in namespace ${settings.namespace ?? 'default'}`
-      : `${at} requires a credential and svm has none: set TEMPORAL_API_KEY (or the profile's api_key) to a token that grants namespace ${settings.namespace ?? 'default'}`,
+    unauthorized: unauthorizedText(settings),
   };
   const e = new Error(`cannot connect to Temporal: ${why[refusal]} (${original.message.trim()})`);
   (e as { cause?: unknown }).cause = original;
