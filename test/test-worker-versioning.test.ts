@@ -193,12 +193,15 @@ void test('migrations started on version N finish on N+1 after N+1 becomes Curre
       const [s] = await m.status(crd.name);
       assert.deepEqual(s?.deploymentVersion, { deploymentName, buildId: buildN1, behavior: 'AUTO_UPGRADE' });
     }
-    const { stdout } = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'status', crds[0]!.name], {
+    const { stdout } = await run(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'status', crds[0]!.name, '-o', 'wide'], {
       env: { ...process.env, KUBECONFIG: p().env.KUBECONFIG, TEMPORAL_ADDRESS: p().temporal.address, TEMPORAL_TASK_QUEUE: taskQueue },
     });
     assert.match(
       stdout,
-      new RegExp(`: Succeeded .*\\[COMPLETED on ${deploymentName}\\.${buildN1.replace(/\./g, '\\.')} \\(AUTO_UPGRADE\\)\\]`),
+      new RegExp(
+        `^${crds[0]!.name.replace(/\./g, '\\.')} +Succeeded .* ${deploymentName}\\.${buildN1.replace(/\./g, '\\.')} \\(AUTO_UPGRADE\\) `,
+        'm',
+      ),
     );
 
     // etcd, the judge: every object at v2, content unchanged.

@@ -1,6 +1,6 @@
 /** `svm grant`: the narrow grant that lets the worker migrate one resource its default rights leave out. */
 import { Command, Option } from 'commander';
-import { kubeconfigOption, warningLine, withExamples } from '../config/cli-options';
+import { contextOption, kubeconfigOption, warningLine, withExamples } from '../config/cli-options';
 import { resolveResource } from '../kube/resolve';
 import { servedByAggregatedApi } from '../kube/fence-probe';
 import { DEFAULT_SERVICE_ACCOUNT, grantManifests, managedFieldsGrantManifests, MANAGED_FIELDS_SERVICE_ACCOUNT, needsGrant } from './grant';
@@ -19,11 +19,12 @@ export function grantCommand(): Command {
       'instead: patch on the resource for the managedFields rewrite (svm managed-fields; deploy/managed-fields.yaml)',
     )
     .addOption(kubeconfigOption())
+    .addOption(contextOption())
     .allowExcessArguments(false)
-    .action(async (resource: string, o: { serviceAccount?: string; managedFields?: boolean; kubeconfig?: string }) => {
+    .action(async (resource: string, o: { serviceAccount?: string; managedFields?: boolean; kubeconfig?: string; context?: string }) => {
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
-      const kube = KubeClient.fromKubeconfig(o.kubeconfig);
+      const kube = KubeClient.fromKubeconfig(o.kubeconfig, { context: o.context });
       try {
         const ref = await resolveResource(kube, resource);
         if (o.managedFields) {

@@ -9,10 +9,20 @@
  * The file reads top to bottom: the commands by name, then each command (its
  * flags and help, then its action), then what several of them share.
  */
-import { tableLines } from './table';
-import { Command, Option } from 'commander';
+import { age, formatted, interruption, rowsTable, tableLines, watchPrinter, watchRows, type RowForm } from './table';
+import { Command } from 'commander';
 import type { SingleBar } from 'cli-progress';
-import { clusterOption, errorLine, kubeconfigOption, parseIntArg, withExamples } from '../config/cli-options';
+import {
+  clusterOption,
+  contextOption,
+  errorLine,
+  kubeconfigOption,
+  outputOption,
+  parseIntArg,
+  watchOption,
+  withExamples,
+  type OutputFormat,
+} from '../config/cli-options';
 import { DEFAULT_MIGRATE_ALL_PARALLELISM, defaultMigrationOptions as defaults } from '../contract/defaults';
 import type { KubeClient } from '../kube/client';
 import type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, MigrationSummary, Migrator } from './index';
@@ -53,6 +63,7 @@ interface MigrateFlags {
   concurrency?: number;
   qps?: number;
   kubeconfig?: string;
+  context?: string;
 }
 
 // The defaults in --help are the workflow's, not commander defaults: an unset flag leaves the option to the workflow (and
@@ -84,6 +95,7 @@ function migrateCommand(): Command {
       parseIntArg('--qps', 0, 100_000),
     )
     .addOption(kubeconfigOption())
+    .addOption(contextOption())
     .addOption(clusterOption())
     .action(async (resources: string[], o: MigrateFlags) => {
       if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
@@ -195,37 +207,79 @@ export function summaryTable(rows: MigrateAllRow[]): string {
 
 // ------------------------------------------------------------ svm status
 
+interface StatusFlags extends Target {
+  output: OutputFormat;
+  watch?: boolean;
+}
+
 function statusCommand(): Command {
   return withExamples(new Command('status'), [
-    'svm status                     # every migration',
-    'svm status widgets.example.com',
-    'svm status -o json             # for tools',
+    'svm status                     # every migration: RESOURCE PHASE MIGRATED RATE AGE',
+    'svm status widgets.example.com -o wide',
+    'svm status -o json             # for tools (-o yaml, -o name: one resource a line)',
+    'svm status -w                  # then a line for each migration that changes, until Ctrl-C',
   ])
     .argument('[resource]')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+    .addOption(outputOption(['text', 'wide', 'json', 'yaml', 'name']))
+    .addOption(watchOption('after the table, a line for each migration whose phase or count changes, until interrupted'))
     .addOption(kubeconfigOption())
+    .addOption(contextOption())
     .addOption(clusterOption())
-    .action(async (resource: string | undefined, o: { output: string; kubeconfig?: string }) => {
+    .action(async (resource: string | undefined, o: StatusFlags) => {
       if (resource !== undefined) refuseNames([resource]);
       await withMigrator(o, async (m) => {
-        const list = await m.status(resource);
-        if (o.output === 'json') {
-          process.stdout.write(JSON.stringify(list, null, 2) + '\n');
+        const form = statusForm(Date.now, resource);
+        if (o.watch) {
+          await watchRows({
+            fetch: () => m.status(resource),
+            id: (s) => s.workflowId,
+            state: (s) => JSON.stringify([s.status, s.phase, s.progress?.counters]),
+            emit: watchPrinter(o.output, form, (text) => process.stdout.write(text)),
+            intervalMs: 2000,
+            signal: interruption(),
+          });
           return;
         }
-        if (list.length === 0) process.stdout.write(resource ? `no migration of ${resource}\n` : 'no migrations\n');
-        for (const s of list) process.stdout.write(statusText(s));
+        const list = await m.status(resource);
+        process.stdout.write(formatted(o.output, list, { text: (wide) => rowsTable(form, list, wide), names: () => list.map(form.name) }));
       });
     });
 }
 
-/** One migration's lines: its progress where it has one, its status, and which Worker Deployment Version runs it. */
-function statusText(s: MigrationSummary): string {
-  // Which Worker Deployment Version runs it (ran it), when versioned workers do (docs/deploy.md, "Upgrading svm").
-  const on = s.deploymentVersion
-    ? ` on ${s.deploymentVersion.deploymentName}.${s.deploymentVersion.buildId}${s.deploymentVersion.behavior ? ` (${s.deploymentVersion.behavior})` : ''}`
-    : '';
-  return s.progress ? `${line(s.progress)} [${s.status}${on}]\n${objectsLine(s.progress)}` : `${s.resource}: ${s.status}${on}\n`;
+/** A migration's phase: its own (Running, Succeeded, ...), else its workflow's status as a word (Terminated, TimedOut). */
+const phaseOf = (s: MigrationSummary): string =>
+  s.phase ?? s.status.toLowerCase().replace(/(^|_)([a-z])/g, (_m, _u: string, c: string) => c.toUpperCase());
+
+/**
+ * `svm status` as a table, like kubectl's: RESOURCE PHASE MIGRATED RATE AGE (the age of the pass, from its start);
+ * -o wide adds the objects that failed, the Worker Deployment Version that runs it (docs/deploy.md, "Upgrading svm")
+ * and the workflow. -o name prints the resource, as svm status/pause/abort take it.
+ */
+export function statusForm(now: () => number, resource?: string): RowForm<MigrationSummary> {
+  return {
+    header: (wide) => ['RESOURCE', 'PHASE', 'MIGRATED', 'RATE', 'AGE', ...(wide ? ['FAILED', 'WORKER VERSION', 'WORKFLOW'] : [])],
+    right: [2, 3],
+    cells: (s, wide) => {
+      const p = s.progress;
+      const v = s.deploymentVersion;
+      return [
+        s.resource,
+        phaseOf(s),
+        p ? String(p.counters.migrated) : '-',
+        p ? `${p.objectsPerSecond}/s` : '-',
+        p ? age(now() - p.startedAt) : '-',
+        ...(wide
+          ? [
+              p ? String(p.counters.failed) : '-',
+              v ? `${v.deploymentName}.${v.buildId}${v.behavior ? ` (${v.behavior})` : ''}` : '-',
+              s.workflowId,
+            ]
+          : []),
+      ];
+    },
+    name: (s) => s.resource,
+    empty: resource ? `no migration of ${resource}` : 'no migrations',
+  };
 }
 
 // ------------------------------------------------------------ svm abort|pause|resume
@@ -233,9 +287,10 @@ function statusText(s: MigrationSummary): string {
 type SteerName = 'abort' | 'pause' | 'resume';
 
 function signalCommand(name: SteerName): Command {
-  const cmd = withExamples(new Command(name).argument('<resource>').addOption(kubeconfigOption()).addOption(clusterOption()), [
-    name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`,
-  ]);
+  const cmd = withExamples(
+    new Command(name).argument('<resource>').addOption(kubeconfigOption()).addOption(contextOption()).addOption(clusterOption()),
+    [name === 'abort' ? `svm abort widgets.example.com --reason "rollback of the upgrade"` : `svm ${name} widgets.example.com`],
+  );
   if (name === 'abort') cmd.option('--reason <text>', 'why (recorded in the status)');
   cmd.option(
     '--answer-within <seconds>',
@@ -243,7 +298,7 @@ function signalCommand(name: SteerName): Command {
     parseIntArg('--answer-within', 1, 3600),
     30,
   );
-  return cmd.action(async (resource: string, o: { kubeconfig?: string; reason?: string; answerWithin: number }) => {
+  return cmd.action(async (resource: string, o: { kubeconfig?: string; context?: string; reason?: string; answerWithin: number }) => {
     refuseNames([resource]);
     await withMigrator(o, (m) => steer(m, name, resource, o));
   });
@@ -281,8 +336,9 @@ function triggerCommand(): Command {
       parseIntArg('--staleness', 1, 10 * 86_400),
     )
     .addOption(kubeconfigOption())
+    .addOption(contextOption())
     .addOption(clusterOption())
-    .action(async (o: { period: number; staleness?: number; kubeconfig?: string }) => {
+    .action(async (o: { period: number; staleness?: number; kubeconfig?: string; context?: string }) => {
       await withMigrator(o, async (m) => {
         const h = await m.startTrigger({ periodSeconds: o.period, stalenessSeconds: o.staleness });
         process.stderr.write(`trigger running as workflow ${h.workflowId}, every ${o.period}s\n`);
@@ -293,8 +349,9 @@ function triggerCommand(): Command {
     .description('stop it')
     .addHelpText('after', '\nExample:\n  svm trigger stop   # explicit `svm migrate` and StorageVersionMigration objects still work\n')
     .addOption(kubeconfigOption())
+    .addOption(contextOption())
     .addOption(clusterOption())
-    .action(async (o: { kubeconfig?: string }) => {
+    .action(async (o: Target) => {
       await withMigrator(o, (m) => m.stopTrigger());
       process.stderr.write('trigger stopped\n');
     });
@@ -347,9 +404,10 @@ function crdsCommand(): Command {
     .description('create or update the CRDs in the cluster')
     .addHelpText('after', '\nExample:\n  svm crds install --kubeconfig ~/.kube/config\n')
     .addOption(kubeconfigOption())
+    .addOption(contextOption())
     .addOption(clusterOption())
-    .action(async (o: { kubeconfig?: string }) => {
-      const kube = kubeClient().KubeClient.fromKubeconfig(o.kubeconfig);
+    .action(async (o: Target) => {
+      const kube = kubeClient().KubeClient.fromKubeconfig(o.kubeconfig, { context: o.context });
       try {
         await installCrds(kube);
       } finally {
@@ -387,8 +445,9 @@ export async function installCrds(kube: KubeClient): Promise<void> {
 interface ManagedFieldsFlags {
   from: string;
   to?: string;
-  output: 'text' | 'json';
+  output: OutputFormat;
   kubeconfig?: string;
+  context?: string;
 }
 
 function managedFieldsCommand(): Command {
@@ -400,8 +459,9 @@ function managedFieldsCommand(): Command {
       .argument('<resource>', 'the resource, as for svm migrate')
       .requiredOption('--from <group/version>', 'the API version whose managedFields entries are rewritten')
       .option('--to <version>', "the version they name instead (default: a CRD's storage version, or the group's preferred version)")
-      .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+      .addOption(outputOption(['text', 'json', 'yaml']))
       .addOption(kubeconfigOption())
+      .addOption(contextOption())
       .addOption(clusterOption())
       .allowExcessArguments(false)
       // A bad or missing flag is a refusal (2), never "some remain" (1).
@@ -443,9 +503,11 @@ async function rewriteManagedFields(resource: string, o: ManagedFieldsFlags): Pr
   if (!input.success) throw new Error(definitions().explainInput(input.error));
   const r = await withMigrator(o, (m) => m.rewriteManagedFields(input.data));
   process.stdout.write(
-    o.output === 'json'
-      ? JSON.stringify(r, null, 2) + '\n'
-      : `${r.resource}: ${r.entries} managedFields entries of ${r.rewritten} objects rewritten from ${r.from} to ${r.to}; ${r.objects} objects listed, ${r.changedMeanwhile} changed meanwhile, ${r.gone} gone; ${r.remaining} still name ${r.from}\n`,
+    formatted(o.output, r, {
+      names: () => [r.resource],
+      text: () =>
+        `${r.resource}: ${r.entries} managedFields entries of ${r.rewritten} objects rewritten from ${r.from} to ${r.to}; ${r.objects} objects listed, ${r.changedMeanwhile} changed meanwhile, ${r.gone} gone; ${r.remaining} still name ${r.from}\n`,
+    }),
   );
   process.exitCode = r.remaining === 0 ? 0 : 1;
 }
@@ -470,6 +532,7 @@ function refuseNames(resources: string[]): void {
 /** What every command that reaches Temporal takes: the kubeconfig (--kubeconfig) and the cluster (--cluster). */
 interface Target {
   kubeconfig?: string;
+  context?: string;
   cluster?: string;
 }
 
@@ -482,6 +545,7 @@ async function withMigrator<T>(target: Target, fn: (m: Migrator) => Promise<T>):
   const m = await client().Migrator.connect({
     temporal: { ...t, address: t.address },
     kubeconfig: target.kubeconfig,
+    context: target.context,
     cluster: target.cluster,
   });
   try {

@@ -1,12 +1,27 @@
 /** `svm plan`: what must be migrated before the next upgrade step can go on (read-only). */
-import { Command, Option, type CommanderError } from 'commander';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { Command, type CommanderError } from 'commander';
 import type { KubeClient } from '../kube/client';
 import type { Client } from '@temporalio/client';
 import type { Placement } from '../contract/placement';
 import type { DropReport } from '../contract/drop';
 import type { DropCheckOptions } from '../kube/drop-check';
-import { clusterOption, errorLine, kubeconfigOption, parseIntArg, warningLine } from '../config/cli-options';
+import {
+  clusterOption,
+  contextOption,
+  errorLine,
+  kubeconfigOption,
+  outputOption,
+  parseIntArg,
+  warningLine,
+  watchOption,
+  type OutputFormat,
+} from '../config/cli-options';
+import { formatted, interruption } from './table';
 import { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE, planTable } from './plan-report';
+
+/** How often --watch makes the plan (or the drop check) again. */
+export const PLAN_WATCH_SECONDS = 10;
 
 export const PLAN_HELP = `
 Lists every resource that must be migrated before an upgrade step that drops
@@ -48,9 +63,15 @@ reach up to a day back (SVM_REQUEST_SAMPLE_SECONDS). Exit codes with --drop:
   2  unknown (something could not be checked, or nothing to check), or an
      error
 
+With --watch the plan (or the check) is made again every ${PLAN_WATCH_SECONDS} seconds and
+printed each time it changes, until interrupted; the exit code is then the
+last one's. -o json prints each on one line.
+
 Examples:
   svm plan                      # a table
-  svm plan -o json | jq .items  # for machines
+  svm plan -o json | jq .items  # for machines (-o yaml too)
+  svm migrate $(svm plan -o name)   # migrate what the plan lists
+  svm plan --watch              # again every ${PLAN_WATCH_SECONDS}s while migrations run
   svm plan --qps 20             # estimates at 20 updates/s
   svm plan --drop example.com/v1                     # can v1 be removed from the CRD?
   svm plan --drop admissionregistration.k8s.io/v1beta1 -o json --requests-window 60
@@ -59,9 +80,11 @@ Examples:
 
 /** The flags of `svm plan`. */
 interface PlanFlags {
-  output: 'text' | 'json';
+  output: OutputFormat;
+  watch?: boolean;
   qps: number;
   kubeconfig?: string;
+  context?: string;
   drop?: string;
   requestsWindow?: number;
   onWorker?: boolean;
@@ -71,7 +94,10 @@ interface PlanFlags {
 export function planCommand(): Command {
   return (
     new Command('plan')
-      .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
+      .addOption(outputOption(['text', 'json', 'yaml', 'name']))
+      .addOption(
+        watchOption(`make the plan (or the check) again every ${PLAN_WATCH_SECONDS}s and print it when it changes, until interrupted`),
+      )
       .option(
         '--qps <n>',
         "updates per second the estimates assume (0: no estimates); not the worker's budget, whose default (SVM_QPS=auto) has no fixed rate",
@@ -79,6 +105,7 @@ export function planCommand(): Command {
         DEFAULT_PLAN_QPS,
       )
       .addOption(kubeconfigOption())
+      .addOption(contextOption())
       .addOption(clusterOption())
       .option(
         '--drop <group/version>',
@@ -101,6 +128,11 @@ export function planCommand(): Command {
         process.exit(err.exitCode === 0 ? 0 : drop ? DROP_ERROR_EXIT_CODE : PLAN_ERROR_EXIT_CODE);
       })
       .action(async (o: PlanFlags) => {
+        if (o.watch && o.output === 'name') {
+          process.stderr.write(errorLine('--watch prints the whole plan each time: give -o text, json or yaml, not name'));
+          process.exitCode = o.drop !== undefined ? DROP_ERROR_EXIT_CODE : PLAN_ERROR_EXIT_CODE;
+          return;
+        }
         if (o.drop !== undefined) return dropAction({ ...o, drop: o.drop });
         if (o.requestsWindow !== undefined || o.onWorker) {
           process.stderr.write(errorLine(`${o.onWorker ? '--on-worker' : '--requests-window'} goes with --drop`));
@@ -115,12 +147,14 @@ export function planCommand(): Command {
           const { KubeClient } = require('../kube/client') as typeof import('../kube/client');
           const { makePlan } = require('../kube/plan') as typeof import('../kube/plan');
           /* eslint-enable @typescript-eslint/no-require-imports */
-          kube = KubeClient.fromKubeconfig(o.kubeconfig);
-          const records = await readRecords(kube, o.cluster);
+          const k = (kube = KubeClient.fromKubeconfig(o.kubeconfig, { context: o.context }));
+          const records = await readRecords(k, o.cluster);
           closeTemporal = records.close;
-          const plan = await makePlan(kube, { qps: o.qps, migrationOf: records.migrationOf, cluster: records.cluster });
-          process.stdout.write(o.output === 'json' ? JSON.stringify(plan, null, 2) + '\n' : planTable(plan));
-          process.exitCode = plan.exitCode;
+          await repeated(o, {
+            make: () => makePlan(k, { qps: o.qps, migrationOf: records.migrationOf, cluster: records.cluster }),
+            text: planTable,
+            names: (plan) => plan.items.map((i) => i.resource),
+          });
         } catch (err) {
           process.stderr.write(errorLine(err));
           process.exitCode = PLAN_ERROR_EXIT_CODE;
@@ -135,9 +169,46 @@ export function planCommand(): Command {
 /** The exit code of `svm plan --drop` when the check could not be made (the same as Unknown: a gate must not pass). */
 export const DROP_ERROR_EXIT_CODE = 2;
 
+/**
+ * Makes the plan (or the check) and prints it in the format asked, its exit code the command's; with --watch again
+ * every PLAN_WATCH_SECONDS, printed when it changed (json on one line), until interrupted.
+ */
+async function repeated<R extends { exitCode: number }>(
+  o: { output: OutputFormat; watch?: boolean },
+  r: { make: () => Promise<R>; text: (report: R) => string; names: (report: R) => string[] },
+): Promise<void> {
+  const print = (report: R, oneLine: boolean) =>
+    process.stdout.write(
+      oneLine && o.output === 'json'
+        ? JSON.stringify(report) + '\n'
+        : formatted(o.output, report, { text: () => r.text(report), names: () => r.names(report) }),
+    );
+  if (!o.watch) {
+    const report = await r.make();
+    print(report, false);
+    process.exitCode = report.exitCode;
+    return;
+  }
+  const signal = interruption();
+  let last: string | undefined;
+  while (!signal.aborted) {
+    const report = await r.make();
+    const key = JSON.stringify(report);
+    if (key !== last) {
+      if (last !== undefined && o.output !== 'json') process.stdout.write(o.output === 'yaml' ? '---\n' : '\n');
+      print(report, true);
+      last = key;
+    }
+    process.exitCode = report.exitCode;
+    await sleep(PLAN_WATCH_SECONDS * 1000, undefined, { signal }).catch(() => undefined);
+  }
+}
+
 async function dropAction(o: {
-  output: 'text' | 'json';
+  output: OutputFormat;
+  watch?: boolean;
   kubeconfig?: string;
+  context?: string;
   drop: string;
   requestsWindow?: number;
   onWorker?: boolean;
@@ -155,21 +226,21 @@ async function dropAction(o: {
     const { checkDrop } = require('../kube/drop-check') as typeof import('../kube/drop-check');
     const { dropTable } = require('./drop-report') as typeof import('./drop-report');
     /* eslint-enable @typescript-eslint/no-require-imports */
-    let report: DropReport;
+    let make: () => Promise<DropReport>;
     if (o.onWorker) {
-      report = await dropCheckOnWorker(o.drop, o.requestsWindow, o.cluster);
+      make = () => dropCheckOnWorker(o.drop, o.requestsWindow, o.cluster);
     } else {
-      kube = KubeClient.fromKubeconfig(o.kubeconfig);
-      const records = await readRecords(kube, o.cluster);
+      const k = (kube = KubeClient.fromKubeconfig(o.kubeconfig, { context: o.context }));
+      const records = await readRecords(k, o.cluster);
       closeTemporal = records.close;
-      report = await checkDrop(kube, o.drop, {
-        requestsWindowSeconds: o.requestsWindow,
-        migrationOf: records.migrationOf,
-        cluster: records.cluster,
-      });
+      make = () =>
+        checkDrop(k, o.drop, {
+          requestsWindowSeconds: o.requestsWindow,
+          migrationOf: records.migrationOf,
+          cluster: records.cluster,
+        });
     }
-    process.stdout.write(o.output === 'json' ? JSON.stringify(report, null, 2) + '\n' : dropTable(report));
-    process.exitCode = report.exitCode;
+    await repeated(o, { make, text: dropTable, names: (report) => report.resources.map((x) => x.resource) });
   } catch (err) {
     process.stderr.write(errorLine(err));
     process.exitCode = DROP_ERROR_EXIT_CODE;

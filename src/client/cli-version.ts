@@ -1,8 +1,9 @@
 /** `svm version`: svm's version and revision, the workflow contract's version and the Temporal SDK's (read from package.json files: nothing of the SDK is loaded). */
 import * as fs from 'node:fs';
-import { Command, Option } from 'commander';
+import { Command } from 'commander';
 import { CONTRACT_VERSION } from '../contract/version';
-import { withExamples } from '../config/cli-options';
+import { outputOption, withExamples, type OutputFormat } from '../config/cli-options';
+import { formatted } from './table';
 import { svmBuild } from '../config/build-info';
 
 export { gitRevision } from '../config/build-info';
@@ -21,15 +22,14 @@ export function versionInfo(): VersionInfo {
 }
 
 export function versionCommand(): Command {
-  const cmd = new Command('version')
-    .addOption(new Option('-o, --output <format>', 'output format').choices(['text', 'json']).default('text'))
-    .action((o: { output: string }) => {
-      const v = versionInfo();
-      process.stdout.write(
-        o.output === 'json'
-          ? JSON.stringify(v, null, 2) + '\n'
-          : `svm ${v.svm} (revision ${v.revision})\nworkflow contract v${v.contract}\nTemporal TypeScript SDK ${v.temporalSdk}\n`,
-      );
-    });
+  const cmd = new Command('version').addOption(outputOption(['text', 'json', 'yaml'])).action((o: { output: OutputFormat }) => {
+    const v = versionInfo();
+    process.stdout.write(
+      formatted(o.output, v, {
+        names: () => [v.svm],
+        text: () => `svm ${v.svm} (revision ${v.revision})\nworkflow contract v${v.contract}\nTemporal TypeScript SDK ${v.temporalSdk}\n`,
+      }),
+    );
+  });
   return withExamples(cmd, ['svm version', 'svm version -o json   # for tools']);
 }

@@ -82,6 +82,8 @@ export interface MigratorOptions {
   temporal?: TemporalTarget;
   /** Path to a kubeconfig; KUBECONFIG / in-cluster when omitted. */
   kubeconfig?: string;
+  /** The kubeconfig's context to use (kubectl's --context); its current-context when omitted. */
+  context?: string;
   /**
    * The cluster, when one Temporal namespace serves several (docs/fleet.md): its workflows are started on its task
    * queue, with its name in their IDs, search attributes and input. Default: temporal.cluster, else SVM_CLUSTER;
@@ -260,7 +262,7 @@ export class Migrator {
 
   private constructor(
     readonly client: Client,
-    private readonly kubeconfig: string | undefined,
+    private readonly kubeconfig: { path?: string; context?: string },
     /** Where its workflows run: the cluster's task queue, IDs and search attribute when one is named. */
     readonly placement: Placement,
     private readonly connection: Connection,
@@ -291,7 +293,7 @@ export class Migrator {
 
   /** The Kubernetes client, made (from the kubeconfig given to connect) when first needed: status and signals by workflow need none. */
   get kube(): KubeClient {
-    return (this.kubeClient ??= kubeClient().KubeClient.fromKubeconfig(this.kubeconfig));
+    return (this.kubeClient ??= kubeClient().KubeClient.fromKubeconfig(this.kubeconfig.path, { context: this.kubeconfig.context }));
   }
 
   static async connect(opts: MigratorOptions = {}): Promise<Migrator> {
@@ -301,7 +303,7 @@ export class Migrator {
       await connection.close();
       throw new RangeError(`cluster "${cluster}": ${CLUSTER_NAME_RULE}`);
     }
-    return new Migrator(client, opts.kubeconfig, Placement.of(t.taskQueue, cluster), connection);
+    return new Migrator(client, { path: opts.kubeconfig, context: opts.context }, Placement.of(t.taskQueue, cluster), connection);
   }
 
   async close(): Promise<void> {

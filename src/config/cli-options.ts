@@ -32,6 +32,23 @@ export const warningLine = (message: string): string => `warning: ${message}\n`;
 
 export const kubeconfigOption = () => new Option('--kubeconfig <path>', 'kubeconfig (default: KUBECONFIG, ~/.kube/config or in-cluster)');
 
+/** `--context <name>`: the kubeconfig's context to use, as kubectl's (a name it does not have is refused when it is read). */
+export const contextOption = () =>
+  new Option('--context <name>', "the kubeconfig context to use (default: the kubeconfig's current-context)");
+
+/**
+ * The output formats of a command that prints a table, as kubectl's: `text` (the table), `wide` (more columns, where
+ * a command has them), `json` and `yaml` (the same object, a stable shape: docs/cli.md), `name` (one name a line).
+ */
+export type OutputFormat = 'text' | 'wide' | 'json' | 'yaml' | 'name';
+
+/** `-o, --output <format>`: the given formats only; a format not among them is refused before anything connects. */
+export const outputOption = (formats: readonly OutputFormat[] = ['text', 'json', 'yaml', 'name']) =>
+  new Option('-o, --output <format>', 'output format').choices(formats).default('text');
+
+/** `-w, --watch`, as kubectl's: what the command then prints until it is interrupted (Ctrl-C), in its own words. */
+export const watchOption = (description: string) => new Option('-w, --watch', description);
+
 /** Appends an "Example(s):" section to a command's --help (every svm command has one). */
 export function withExamples<C extends Command>(cmd: C, examples: string[]): C {
   cmd.addHelpText('after', `\n${examples.length > 1 ? 'Examples' : 'Example'}:\n${examples.map((e) => `  ${e}`).join('\n')}\n`);

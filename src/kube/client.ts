@@ -199,6 +199,17 @@ function loadKubeconfig(file: string | undefined, load: () => void): void {
   }
 }
 
+/** Makes the named context the current one; a context the kubeconfig does not have is refused with the ones it has. */
+function useContext(kc: KubeConfig, context: string, file: string | undefined): void {
+  if (!kc.getContextObject(context)) {
+    const names = kc.getContexts().map((c) => c.name);
+    throw new Error(
+      `the kubeconfig ${file ?? '(in-cluster)'} has no context "${context}" (${names.length ? `its contexts: ${names.join(', ')}` : 'it has none'})`,
+    );
+  }
+  kc.setCurrentContext(context);
+}
+
 export class KubeClient {
   readonly server: string;
   private readonly agent: http.Agent;
@@ -222,8 +233,11 @@ export class KubeClient {
     this.agent = new Agent({ keepAlive: true, maxSockets: opts.maxSockets ?? 64 });
   }
 
-  /** From a kubeconfig path, or KUBECONFIG / ~/.kube/config / in-cluster when undefined. */
-  static fromKubeconfig(path?: string, opts: { maxSockets?: number; retry?: Readonly<RetryPolicy> } = {}): KubeClient {
+  /**
+   * From a kubeconfig path, or KUBECONFIG / ~/.kube/config / in-cluster when undefined; opts.context names the
+   * kubeconfig's context to use instead of its current-context (kubectl's --context).
+   */
+  static fromKubeconfig(path?: string, opts: { maxSockets?: number; retry?: Readonly<RetryPolicy>; context?: string } = {}): KubeClient {
     const kc = new KubeConfig();
     if (path) loadKubeconfig(path, () => kc.loadFromFile(path));
     else if (!process.env.KUBECONFIG && !process.env.KUBERNETES_SERVICE_HOST && !existsSync(join(homedir(), '.kube', 'config'))) {
@@ -235,6 +249,7 @@ export class KubeClient {
       loadKubeconfig(process.env.KUBECONFIG || (process.env.KUBERNETES_SERVICE_HOST ? undefined : join(homedir(), '.kube', 'config')), () =>
         kc.loadFromDefault(),
       );
+    if (opts.context !== undefined) useContext(kc, opts.context, path ?? process.env.KUBECONFIG);
     return new KubeClient(kc, opts);
   }
 
