@@ -42,15 +42,29 @@ RUN npm run build \
  && if [ -n "$SVM_GIT_REVISION" ]; then echo "$SVM_GIT_REVISION"; \
     else echo "c$( { find dist -type f -print0 | sort -z | xargs -0 sha256sum; sha256sum package-lock.json; } | sha256sum | cut -c1-12)"; fi > dist/revision \
  && npm prune --omit=dev --no-audit --no-fund \
- && npm cache clean --force
+ && npm cache clean --force \
+ && if [ -e node_modules/tsx ] || [ -e node_modules/esbuild ]; then echo "tsx or esbuild left in the runtime's node_modules" >&2; exit 1; fi
 # The Temporal SDK package carries its native module prebuilt for five
 # platforms (~25 MB each); keep only the one this image runs on.
 RUN keep="$(node -p "require('./node_modules/@temporalio/core-bridge/common.js').getPrebuiltTargetName()")" \
  && find node_modules/@temporalio/core-bridge/releases -mindepth 1 -maxdepth 1 ! -name "$keep" -exec rm -rf {} + \
  && test -f "node_modules/@temporalio/core-bridge/releases/$keep/index.node"
 
-# Runtime stage: same base, no compiler, no dev dependencies, no npm cache.
+# Runtime stage: same base, no compiler, no dev dependencies (no tsx, no esbuild: `node bin/svm.js` runs the
+# compiled dist/), no npm cache.
 FROM node:20-bookworm-slim AS runtime
+# The OCI labels: `npm run release` (scripts/release.ts) passes these; a plain build leaves them empty.
+ARG SVM_VERSION=
+ARG SVM_GIT_COMMIT=
+ARG SVM_SOURCE=
+ARG SVM_CREATED=
+LABEL org.opencontainers.image.title="svm" \
+      org.opencontainers.image.description="Kubernetes storage version migration as durable Temporal workflows" \
+      org.opencontainers.image.licenses="Apache-2.0" \
+      org.opencontainers.image.version="${SVM_VERSION}" \
+      org.opencontainers.image.revision="${SVM_GIT_COMMIT}" \
+      org.opencontainers.image.source="${SVM_SOURCE}" \
+      org.opencontainers.image.created="${SVM_CREATED}"
 ENV NODE_ENV=production
 # A small young generation from the start (the worker also caps it, SVM_SEMI_SPACE_MIB, but set at process
 # start it saves ~35 MiB of peak RSS instead of ~15: bench/results, docs/benchmarks.md).

@@ -47,6 +47,9 @@ function bundleFits(args) {
   const command = args[0];
   if (process.env.SVM_CLIENT_BUNDLE === 'off' || !command || command.startsWith('-') || UNBUNDLED_COMMANDS.includes(command)) return false;
   if (args.some((a) => a === '-h' || a === '--help')) return false;
+  // An installed package (in a node_modules) was packed whole, and npm writes its files in no set order: their times
+  // say nothing of which was built after which.
+  if (root.split(path.sep).includes('node_modules')) return fs.existsSync(bundled);
   try {
     return fs.statSync(bundled).mtimeMs >= fs.statSync(compiled).mtimeMs;
   } catch {

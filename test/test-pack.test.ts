@@ -375,7 +375,8 @@ void test('installed, the CLI package needs nothing but its declared dependencie
   );
   // The install holds no tooling of this checkout's: what ran there ran on the declared dependencies alone.
   const dev = Object.keys(readJson<PackageJson>(path.join(root, 'package.json')).devDependencies ?? {});
-  for (const d of ['typescript', '@temporalio/testing', 'eslint', 'playwright-core']) {
+  // tsx (and with it esbuild's native binary) included: the installed svm runs its compiled code, never the sources.
+  for (const d of ['typescript', '@temporalio/testing', 'eslint', 'playwright-core', 'tsx', 'esbuild']) {
     assert.ok(dev.includes(d), `${d} is a dev dependency here`);
     assert.equal(fs.existsSync(path.join(cliUser, 'node_modules', d)), false, `${d} is not installed in the project`);
   }
@@ -386,6 +387,19 @@ void test('installed, the CLI package needs nothing but its declared dependencie
   });
   const v = JSON.parse(stdout) as { svm: string; revision: string; contract: string };
   assert.deepEqual({ svm: v.svm, revision: v.revision, contract: v.contract }, { svm: pkg.version, revision: 'unknown', contract: '1' });
+  // `svm --help` and a client command, as npx runs them: the compiled code; a client command from the client bundle
+  // (npm writes the package's files in no set order, so their times must not decide).
+  const help = await run(path.join(cliUser, 'node_modules', '.bin', 'svm'), ['--help'], {
+    cwd: cliUser,
+    env: cleanEnv({ SVM_START_REPORT: '1' }),
+  });
+  assert.match(help.stdout, /^Usage: svm /);
+  assert.equal(help.stderr, 'svm start: dist/cli/svm.js\n');
+  const status = await run(path.join(cliUser, 'node_modules', '.bin', 'svm'), ['status', '-o', 'xml'], {
+    cwd: cliUser,
+    env: cleanEnv({ SVM_START_REPORT: '1' }),
+  }).catch((err: { stderr: string }) => err);
+  assert.match(status.stderr, /^svm start: dist\/cli\/svm-client\.js, code cache (used|not used)\n/);
   assert.deepEqual(await runContractProgram(cliUser), CONTRACT_PRINTED);
 });
 

@@ -98,8 +98,11 @@ export class ImageStore {
     return v;
   }
 
-  /** The base from Debian, then the Dockerfile of the checkout as it is, tagged tag, with revision as SVM_GIT_REVISION. */
-  async build(tag: string, revision: string): Promise<void> {
+  /**
+   * The base from Debian, then the Dockerfile of the checkout as it is, tagged tag, with revision as SVM_GIT_REVISION
+   * and any further build arguments (the release's: its OCI labels, scripts/release.ts).
+   */
+  async build(tag: string, revision: string, buildArgs: Record<string, string> = {}): Promise<void> {
     const root = packageRoot();
     const tar = path.join(this.work, 'base.tar');
     await this.timed('base rootfs', () => runIn('bash', [path.join(root, 'scripts', 'image-base.sh'), tar], 900_000));
@@ -120,6 +123,7 @@ export class ImageStore {
           ...mounts,
           '--build-arg',
           `SVM_GIT_REVISION=${revision}`,
+          ...Object.entries(buildArgs).flatMap(([k, v]) => ['--build-arg', `${k}=${v}`]),
           '-f',
           'Dockerfile',
           '-t',
