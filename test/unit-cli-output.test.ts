@@ -10,7 +10,7 @@ import * as fs from 'node:fs';
 import * as os from 'node:os';
 import * as path from 'node:path';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
-import { statusForm } from '../src/client/cli-migrate';
+import { statusForm, statusState } from '../src/client/cli-migrate';
 import { age, formatted, rowsTable, watchPrinter, watchRows } from '../src/client/table';
 import { KubeClient } from '../src/kube/client';
 import type { MigrationSummary } from '../src/client/index';
@@ -124,7 +124,7 @@ async function watched(format: 'text' | 'json' | 'yaml' | 'name', looks: Migrati
       return Promise.resolve(rows);
     },
     id: (s) => s.workflowId,
-    state: (s) => JSON.stringify([s.status, s.phase, s.progress?.counters]),
+    state: statusState,
     emit: watchPrinter(
       format,
       statusForm(() => NOW),
@@ -145,11 +145,13 @@ void test('--watch: the table, then a row for each migration that changed, in th
     progress: { ...later.progress!, phase: 'Succeeded' },
   };
   // Looks 2 and 4 change nothing (a rate or an age alone is no change): nothing printed for them.
+  // The last look: the workflow closed after its phase said Succeeded, the same counts: no row again.
   const looks = [
     [secrets, widgets],
     [secrets, widgets],
     [secrets, later],
     [secrets, later],
+    [secrets, { ...done, status: 'RUNNING' }],
     [secrets, done],
   ];
   assert.equal(

@@ -233,7 +233,7 @@ function statusCommand(): Command {
           await watchRows({
             fetch: () => m.status(resource),
             id: (s) => s.workflowId,
-            state: (s) => JSON.stringify([s.status, s.phase, s.progress?.counters]),
+            state: statusState,
             emit: watchPrinter(o.output, form, (text) => process.stdout.write(text)),
             intervalMs: 2000,
             signal: interruption(),
@@ -245,6 +245,9 @@ function statusCommand(): Command {
       });
     });
 }
+
+/** What --watch prints a row again for: the phase and the counts (not the workflow closing after its phase said Succeeded). */
+export const statusState = (s: MigrationSummary): string => JSON.stringify([phaseOf(s), s.progress?.counters]);
 
 /** A migration's phase: its own (Running, Succeeded, ...), else its workflow's status as a word (Terminated, TimedOut). */
 const phaseOf = (s: MigrationSummary): string =>
