@@ -112,3 +112,29 @@ void test("docs/development.md's ledger lists every patch the workflows ask, and
   assert.ok(asked.size >= 10, `found ${asked.size} patches in src/workflows`);
   assert.deepEqual([...listed].sort(), [...asked].sort());
 });
+
+void test("the README's first screen (its first 500 words) says what svm needs, what it prints and how to install it", () => {
+  const words = read('README.md').split(/\s+/).filter(Boolean);
+  const first = words.slice(0, 500).join(' ');
+  const versions = JSON.parse(read('tools/versions.json')) as Record<string, string | { version: string }>;
+  const version = (k: string) => {
+    const v = versions[k]!;
+    return (typeof v === 'string' ? v : v.version).replace(/^v/, '');
+  };
+  const engines = (JSON.parse(read('package.json')) as { engines: { node: string } }).engines.node.replace(/^>=/, '');
+  const missing = Object.entries({
+    'a Temporal server': /Temporal server/,
+    // The releases the suite runs, as tools/versions.json pins them.
+    [`Kubernetes ${version('kubernetes')}`]: new RegExp(version('kubernetes').replace(/\./g, '\\.')),
+    [`Kubernetes ${version('kubernetesPrevious')}`]: new RegExp(version('kubernetesPrevious').replace(/\./g, '\\.')),
+    [`temporal-server ${version('temporalServer')}`]: new RegExp(version('temporalServer').replace(/\./g, '\\.')),
+    [`Node.js >= ${engines}`]: new RegExp(`Node\\.js >= ?${engines.replace(/\./g, '\\.')}`),
+    // What it prints: svm status's table and svm migrate --wait's result.
+    'svm status and its table': /\$ svm status RESOURCE PHASE MIGRATED RATE AGE/,
+    'svm migrate --wait and its result': /\$ svm migrate \S+ --wait .*: Succeeded migrated=\d+/,
+    // The way to a cluster: the chart and the CLI.
+    'helm install': /helm install /,
+    'the CLI from npm': /npx /,
+  }).filter(([, re]) => !re.test(first));
+  assert.deepEqual(missing, [], `the README's first 500 words do not name: ${missing.map(([k]) => k).join(', ')}`);
+});
