@@ -95,6 +95,14 @@ if (process.env.SVM_WRITE_CODE_CACHE === '1') {
   require(compiled).main();
 } else {
   if (process.env.SVM_START_REPORT === '1') process.stderr.write('svm start: the sources, through tsx\n');
-  require('tsx/cjs');
+  // tsx is a dev dependency: a checkout has it; an installed package (or the image) runs its compiled code, never this.
+  try {
+    require('tsx/cjs');
+  } catch {
+    process.stderr.write(
+      `error: no compiled code in ${path.join(root, 'dist')} to run, nor tsx to run the sources (npm ci installs it and builds dist/)\n`,
+    );
+    process.exit(1);
+  }
   require(path.join(root, 'cli', 'svm.ts')).main();
 }
