@@ -371,7 +371,7 @@ function setupCommand(): Command {
 
 /** Registers svm's search attributes on the namespace of the Temporal settings, saying which were added and which were there. */
 async function registerOnNamespace(): Promise<void> {
-  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } = temporalConfig();
+  const { checkNamespaceAccess, explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } = temporalConfig();
   /* eslint-disable @typescript-eslint/no-require-imports */
   const { Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
   const { registerSearchAttributes } = require('./setup') as typeof import('./setup');
@@ -381,6 +381,10 @@ async function registerOnNamespace(): Promise<void> {
   const target = { ...t, address: t.address };
   const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
     throw await explainTemporalConnectError(e, target);
+  });
+  await checkNamespaceAccess(connection, target).catch(async (e: unknown) => {
+    await connection.close();
+    throw e;
   });
   try {
     const r = await registerSearchAttributes(connection, t.namespace);

@@ -255,7 +255,7 @@ async function dropAction(o: {
 /** Temporal, as the settings (and --cluster, over SVM_CLUSTER) give it: the client and where the cluster's workflows run. */
 async function connectTemporal(cluster: string | undefined): Promise<{ client: Client; here: Placement; close: () => Promise<void> }> {
   /* eslint-disable @typescript-eslint/no-require-imports */
-  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
+  const { checkNamespaceAccess, explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
     require('../config/temporal') as typeof import('../config/temporal');
   const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
   const { Placement } = require('../contract/placement') as typeof import('../contract/placement');
@@ -264,6 +264,10 @@ async function connectTemporal(cluster: string | undefined): Promise<{ client: C
   const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS ?? '' };
   const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
     throw await explainTemporalConnectError(e, target);
+  });
+  await checkNamespaceAccess(connection, target).catch(async (e: unknown) => {
+    await connection.close();
+    throw e;
   });
   return {
     client: new Client({ connection, namespace: t.namespace }),
