@@ -22,8 +22,8 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { clusterTaskQueue, fleetTaskQueue, idInCluster } from '../src/api/cluster';
-import { campaignWorkflowId, type CampaignStatus } from '../src/contract/fleet';
-import type { RegisteredCluster } from '../src/client/fleet';
+import { campaignWorkflowId, CAMPAIGN_WORKFLOW_TYPE, type CampaignStatus } from '../src/contract/fleet';
+import { CampaignHandle, type RegisteredCluster } from '../src/client/fleet';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { getCrd } from '../src/kube/crds';
@@ -144,13 +144,18 @@ async function refusedEverywhere(phase: string): Promise<void> {
   const client = eastPlane.temporal.client;
   await assert.rejects(client.workflow.getHandle(campaignWorkflowId(campaign)).describe(), /not found/i, 'no campaign started');
   // A campaign started straight through Temporal (any SDK): east's row fails with the conflict, nothing started there.
-  const h = await client.workflow.start('fleetCampaign', {
+  const started = uniq('c');
+  const h = await client.workflow.start(CAMPAIGN_WORKFLOW_TYPE, {
     taskQueue: fleetTaskQueue(base),
-    workflowId: campaignWorkflowId(uniq('c')),
+    workflowId: campaignWorkflowId(started),
     args: [{ clusters: [east], migrate: [crd.name], unreachableAfterSeconds: 5, deadlineSeconds: 60 }],
   });
   await eventually(`${phase}: the campaign ends`, async () => (await h.describe()).status.name !== 'RUNNING' || undefined, 120_000);
-  const s = (await workflowResult(h, 30_000)) as CampaignStatus;
+  const result = (await workflowResult(h, 30_000)) as CampaignStatus;
+  assert.equal(result.counts?.Failed, 1);
+  assert.match(result.failures?.[0]?.note ?? '', /identity is in conflict/);
+  // Its row, as `svm fleet status` pages it from the campaign's member.
+  const s = await new CampaignHandle(started, h, client).status();
   const row = s.rows.find((r) => r.cluster === east)!;
   process.stdout.write(`# ${phase}: campaign over ${east}: ${s.phase}; ${row.phase}: ${row.note}\n`);
   assert.equal(row.phase, 'Failed');

@@ -21,12 +21,12 @@ import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import YAML from 'yaml';
-import { campaignStatusQuery, campaignWorkflowId, type CampaignStatus } from '../src/contract/fleet';
+import { campaignWorkflowId, type CampaignStatus } from '../src/contract/fleet';
 import { grantManifests } from '../src/client/grant';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { kubeVersions } from '../src/dev/tools';
-import type { RegisteredCluster } from '../src/client/fleet';
+import { CampaignHandle, type RegisteredCluster } from '../src/client/fleet';
 import { campaignTable } from '../src/client/cli-fleet';
 import { applyCrd, createObjects, deleteCrd, testCrd, type TestCrd } from './helpers/crd';
 import { removePlanes, serverPlane, testPlane, uniq, type TestPlane } from './helpers/plane';
@@ -209,7 +209,9 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
   ]);
   assert.match(started, new RegExp(`campaign ${name} started`));
   const h = temporal.temporal.client.workflow.getHandle(campaignWorkflowId(name));
-  const status = () => h.query(campaignStatusQuery);
+  // The campaign's status with its rows (each cluster's member's, paged from visibility), as `svm fleet status` reads it.
+  const campaign = new CampaignHandle(name, h, temporal.temporal.client);
+  const status = () => campaign.status();
   const row = (s: CampaignStatus, m: Member) => s.rows.find((r) => r.cluster === m.name)!;
 
   // While the canary runs, south's worker is stopped (as a Deployment scaled to zero: SIGTERM).
@@ -230,17 +232,25 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
   process.stdout.write(`# while south's worker was away:\n# ${campaignTable(away).trimEnd().split('\n').join('\n# ')}\n`);
   assert.match(row(away, south).note ?? '', /no worker took a task in 5s/);
   assert.equal(away.phase, 'Running', 'the campaign waits for south until its deadline');
+  // The campaign's own status names south in flight, away (its member probes it), and counts the others done.
+  assert.deepEqual(
+    away.inflight?.map((f) => [f.cluster, f.phase]),
+    [[south.name, 'Unreachable']],
+  );
+  assert.equal(away.counts?.Succeeded, 2);
   assert.deepEqual(await versionsOf(south), { [`${south.crd.group}/v1`]: COUNT }, 'south: nothing written while its worker was away');
   for (const m of [north, east]) assert.deepEqual(await versionsOf(m), { [`${m.crd.group}/v2`]: COUNT }, `${m.name}: every object at v2`);
 
   // south's worker comes back: its cluster completes, and so does the campaign.
   southWorker = await fw.start('south', southEnv);
-  const result = (await workflowResult(h, 300_000)) as CampaignStatus;
+  const ended = (await workflowResult(h, 300_000)) as CampaignStatus;
   const table = await fleet(['status', name]);
   process.stdout.write(`# ${table.trimEnd().split('\n').join('\n# ')}\n`);
-  assert.equal(result.phase, 'Succeeded', table);
+  assert.equal(ended.phase, 'Succeeded', table);
+  assert.equal(ended.counts?.Succeeded, 3);
+  const result: CampaignStatus = { ...ended, rows: await campaign.rows(ended) };
   const json = JSON.parse(await fleet(['status', name, '-o', 'json'])) as CampaignStatus;
-  assert.deepEqual(json, result, "`svm fleet status -o json` is the workflow's result");
+  assert.deepEqual(json, result, "`svm fleet status -o json` is the workflow's result with its members' rows");
   for (const m of members) {
     const r = row(result, m);
     assert.equal(r.phase, 'Succeeded', `${m.name}: ${r.note}`);

@@ -8,7 +8,8 @@ import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import { clusterTaskQueue, fleetTaskQueue, idInCluster } from '../src/api/cluster';
-import { campaignWorkflowId, clusterRegistrationId, type CampaignStatus } from '../src/contract/fleet';
+import { campaignWorkflowId, clusterRegistrationId, CAMPAIGN_WORKFLOW_TYPE, type CampaignStatus } from '../src/contract/fleet';
+import { CampaignHandle } from '../src/client/fleet';
 import { installCrds } from '../src/client/cli-migrate';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { createMigratorWorker, type MigratorWorker } from '../src/worker/worker';
@@ -75,9 +76,10 @@ void test('a campaign over a named cluster and one whose worker never answers: t
     // campaign accepts (deadlineSeconds, src/contract/fleet.ts). What an unreachable cluster is while the campaign runs,
     // and that it completes once its worker is back, is test-fleet-planes' (south); the deadline passing on a cluster
     // that never answers, and DeadlineExceeded, are this test's alone.
-    const h = await client.workflow.start('fleetCampaign', {
+    const name = uniq('c');
+    const h = await client.workflow.start(CAMPAIGN_WORKFLOW_TYPE, {
       taskQueue: fleetTaskQueue(base),
-      workflowId: campaignWorkflowId(uniq('c')),
+      workflowId: campaignWorkflowId(name),
       args: [
         {
           clusters: ['east', 'west'],
@@ -90,7 +92,13 @@ void test('a campaign over a named cluster and one whose worker never answers: t
         },
       ],
     });
-    return (await workflowResult(h, 180_000)) as CampaignStatus;
+    const result = (await workflowResult(h, 180_000)) as CampaignStatus;
+    // The result counts; each cluster's row is its member's, as `svm fleet status` pages them.
+    assert.deepEqual(
+      { clusters: result.counts?.clusters, Succeeded: result.counts?.Succeeded, Unreachable: result.counts?.Unreachable },
+      { clusters: 2, Succeeded: 1, Unreachable: 1 },
+    );
+    return new CampaignHandle(name, h, client).status();
   });
   process.stdout.write(`# campaign: ${JSON.stringify(status)}\n`);
   const east = status.rows.find((r) => r.cluster === 'east')!;

@@ -364,6 +364,7 @@ void test("compose: the registered search attributes are exactly the migrator's,
     MigrationCluster: 'Keyword',
     MigrationKubeVersions: 'KeywordList',
     MigrationLastSeen: 'Datetime',
+    MigrationCampaign: 'Keyword',
   };
   assert.deepEqual(registered, expected);
   // ...and the same list the workflows use.

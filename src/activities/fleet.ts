@@ -76,6 +76,41 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
       }
       return [...out.values()];
     },
+
+    /**
+     * A windowed campaign's clusters, by name only: those named (in order), then those whose registration matches
+     * `where` (sorted by name), each once. No registration is described here (each member reads its own pin when it
+     * starts: campaignClusterPin), so ten thousand clusters are one paged visibility list, not ten thousand describes.
+     * A query Temporal refuses fails the campaign (InvalidInput).
+     */
+    async resolveCampaignNames(input: { clusters?: string[]; where?: string }): Promise<string[]> {
+      const c = client();
+      const names = new Set(input.clusters ?? []);
+      if (input.where) {
+        const found: string[] = [];
+        try {
+          for await (const w of c.workflow.list({
+            query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${input.where})`,
+            pageSize: 1000,
+          })) {
+            if (w.workflowId.startsWith(REGISTRATION_PREFIX)) found.push(w.workflowId.slice(REGISTRATION_PREFIX.length));
+          }
+        } catch (err) {
+          throw ApplicationFailure.create({
+            type: INVALID_INPUT,
+            message: `the clusters' query was refused: ${err instanceof Error ? err.message : String(err)}`,
+            nonRetryable: true,
+          });
+        }
+        for (const f of found.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) names.add(f);
+      }
+      return [...names];
+    },
+
+    /** One cluster's pin, for its campaign member: the uid registered, and its open conflict (none for an unregistered name). */
+    async campaignClusterPin(name: string): Promise<CampaignCluster> {
+      return campaignCluster(name, (await pinOf(client(), name))?.memo);
+    },
   };
 }
 

@@ -2,7 +2,7 @@
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { CAMPAIGN_NAME_PATTERN, CAMPAIGN_NAME_RULE, CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
 import { parseIntArg, withExamples } from '../config/cli-options';
-import type { CampaignInput, CampaignStatus, Fleet, RegisteredCluster } from './fleet';
+import type { CampaignHandle, CampaignInput, CampaignStatus, Fleet, RegisteredCluster } from './fleet';
 import { groupVersionRefusal } from '../contract/drop';
 import { planCampaign, type PlannedCluster } from './fleet-check';
 import { tableLines } from './table';
@@ -36,9 +36,25 @@ function ratio(value: string): number {
   return n;
 }
 
+/** A windowed campaign's counts in a line: clusters done, running, failed, away. */
+export function campaignProgress(s: CampaignStatus): string {
+  const c = s.counts;
+  if (!c) return `campaign ${s.name}: ${s.phase}, wave ${s.wave}`;
+  const done = c.Succeeded + c.Failed + c.Skipped + c.Aborted;
+  return (
+    `campaign ${s.name}: ${s.phase}, wave ${s.wave}: ${done} of ${c.clusters} clusters done (${c.Succeeded} succeeded, ${c.Failed} failed` +
+    `${c.Skipped ? `, ${c.Skipped} skipped` : ''}${c.Aborted ? `, ${c.Aborted} aborted` : ''}), ${c.Running} running, ${c.Unreachable} unreachable, ${c.Pending} pending`
+  );
+}
+
 /** The campaign's table: a line per cluster, then each failure and note. */
 export function campaignTable(s: CampaignStatus): string {
   const out = [`campaign ${s.name}: ${s.phase}, wave ${s.wave}${s.message ? ` (${s.message})` : ''}`];
+  const c = s.counts;
+  if (c)
+    out.push(
+      `${c.clusters} clusters: ${c.Succeeded} succeeded, ${c.Failed} failed, ${c.Running} running, ${c.Unreachable} unreachable, ${c.Pending} pending, ${c.Skipped} skipped, ${c.Aborted} aborted`,
+    );
   const cells = s.rows.map((r) => [
     r.cluster,
     r.phase,
@@ -52,6 +68,8 @@ export function campaignTable(s: CampaignStatus): string {
     if (r.note) out.push(`${r.cluster}: ${r.note}`);
     for (const f of r.failures) out.push(`${r.cluster}: ${f.resource} failed: ${f.reason}`);
   }
+  if (c && c.Pending > 0) out.push(`${c.Pending} cluster(s) not started yet`);
+  if (s.skipped && s.skipped.leftOff > 0) out.push(`${s.skipped.leftOff} more cluster(s) skipped: ${s.skipped.note}`);
   return out.join('\n') + '\n';
 }
 
@@ -217,6 +235,8 @@ function migrateCommand(): Command {
           );
           return;
         }
+        // Progress as it happens (on stderr: stdout is the table, or JSON), then the table.
+        await follow(c, (now) => process.stderr.write(`${campaignProgress(now)}\n`));
         const { status: s, refused } = await fleet.checkedStatus(await c.result());
         write(o.output, s, campaignTable(s));
         if (s.phase !== 'Succeeded' || refused.length > 0) process.exitCode = CAMPAIGN_EXIT.notSucceeded;
@@ -230,19 +250,66 @@ function migrateCommand(): Command {
   ]);
 }
 
+/** How often `--wait` and `--watch` ask a campaign how it stands. */
+const FOLLOW_EVERY_MS = 5_000;
+const ENDED_PHASES = new Set(['Succeeded', 'Failed', 'Stopped', 'Aborted', 'DeadlineExceeded']);
+
+/** Calls `changed` with the campaign's summary each time its progress changes, until it ends. */
+async function follow(
+  c: CampaignHandle,
+  changed: (s: CampaignStatus) => void,
+  read: () => Promise<CampaignStatus> = () => c.summary(),
+): Promise<void> {
+  let last = '';
+  let failures = 0;
+  for (;;) {
+    let s: CampaignStatus;
+    try {
+      s = await read();
+      failures = 0;
+    } catch (err) {
+      // A query between two runs of the campaign, or while its worker restarts: asked again, three times in a row at most.
+      if (++failures >= 3) throw err;
+      await new Promise((r) => setTimeout(r, FOLLOW_EVERY_MS));
+      continue;
+    }
+    const line = JSON.stringify({ ...s, inflight: undefined, counts: s.counts, rows: s.rows.map((r) => [r.cluster, r.phase, r.note]) });
+    if (line !== last) changed(s);
+    last = line;
+    if (ENDED_PHASES.has(s.phase)) return;
+    await new Promise((r) => setTimeout(r, FOLLOW_EVERY_MS));
+  }
+}
+
 function statusCommand(): Command {
   const cmd = new Command('status')
     .argument('<campaign>', "the campaign's name")
+    .option('--watch', 'print the table again each time it changes, until the campaign ends')
     .addOption(outputOption())
-    .action(async (name: string, o: { output: string }) => {
+    .action(async (name: string, o: { output: string; watch?: boolean }) => {
       await withFleet(async (fleet) => {
+        const c = fleet.campaign(name);
         // Each verdict checked against the uid pinned to its cluster now: one that is not counts for nothing (exit 1).
-        const { status: s, refused } = await fleet.checkedStatus(await fleet.campaign(name).status());
-        write(o.output, s, campaignTable(s));
-        if (refused.length > 0) process.exitCode = CAMPAIGN_EXIT.notSucceeded;
+        const print = async (status: CampaignStatus) => {
+          const { status: s, refused } = await fleet.checkedStatus(status);
+          write(o.output, s, campaignTable(s));
+          process.exitCode = refused.length > 0 ? CAMPAIGN_EXIT.notSucceeded : 0;
+        };
+        if (!o.watch) return print(await c.status());
+        let printing = Promise.resolve();
+        await follow(
+          c,
+          (s) => void (printing = printing.then(() => print(s))),
+          () => c.status(),
+        );
+        await printing;
       });
     });
-  return withExamples(cmd, ['svm fleet status crd-v2', 'svm fleet status crd-v2 -o json | jq \'.rows[] | select(.phase != "Succeeded")\'']);
+  return withExamples(cmd, [
+    'svm fleet status crd-v2',
+    'svm fleet status crd-v2 --watch',
+    'svm fleet status crd-v2 -o json | jq \'.rows[] | select(.phase != "Succeeded")\'',
+  ]);
 }
 
 function signalCommand(verb: 'pause' | 'resume' | 'abort', what: string): Command {

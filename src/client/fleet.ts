@@ -22,19 +22,23 @@ import {
   campaignResumeSignal,
   campaignStatusQuery,
   campaignWorkflowId,
+  campaignMemberStateQuery,
+  CAMPAIGN_MEMBER_WORKFLOW_TYPE,
   CAMPAIGN_WORKFLOW_TYPE,
   CLUSTER_REGISTRATION_WORKFLOW_TYPE,
   clusterRegistrationId,
   type CampaignInput,
+  type CampaignRow,
   type CampaignStatus,
   type IdentityConflict,
   type RegistrationMemo,
 } from '../contract/fleet';
 import { forget, pinOf, repin, type Pin, type Repin } from '../kube/cluster-identity';
 import { explainInput } from '../contract/definitions';
-import { MigrationKubeVersions, MigrationLastSeen, MigrationPhase } from '../contract/search-attributes';
+import { MigrationCampaign, MigrationKubeVersions, MigrationLastSeen, MigrationPhase } from '../contract/search-attributes';
 import { connectTemporal, type TemporalTarget } from './connect';
 import type { fleetCampaign } from '../workflows/campaign';
+import type { windowedCampaign } from '../workflows/campaign-window';
 
 export type { CampaignInput, CampaignRow, CampaignStatus, ClusterPhase, CampaignPhase } from '../contract/fleet';
 
@@ -52,17 +56,34 @@ export interface RegisteredCluster {
   conflict?: IdentityConflict;
 }
 
+/** Members' rows per page of the visibility list: each memo at most ~20 KiB (MEMBER_MEMO_FAILURES), a page well under gRPC's 4 MiB. */
+export const ROWS_PAGE = 100;
+
+/** The phases a campaign ends in. */
+const CAMPAIGN_ENDED = new Set(['Succeeded', 'Failed', 'Stopped', 'Aborted', 'DeadlineExceeded']);
+
 export class CampaignHandle {
   constructor(
     readonly name: string,
-    readonly workflow: WorkflowHandle<typeof fleetCampaign>,
+    readonly workflow: WorkflowHandle<typeof windowedCampaign> | WorkflowHandle<typeof fleetCampaign>,
+    private readonly client?: Client,
   ) {}
 
-  /** The table now: the query while it runs, its result once ended (an ended campaign needs no worker). */
+  /**
+   * The table now, with a row per cluster started: a windowed campaign's summary (the query while it runs, its
+   * result once ended: an ended campaign needs no worker) and its members' rows, paged from visibility; a legacy
+   * campaign's table as it is.
+   */
   async status(): Promise<CampaignStatus> {
+    const s = await this.summary();
+    return s.runId ? { ...s, rows: await this.rows(s) } : s;
+  }
+
+  /** The campaign's own status, without its members' rows (a windowed one's counts, failures and clusters in flight). */
+  async summary(): Promise<CampaignStatus> {
     const d = await this.describe();
     if (d.status.name === 'RUNNING') return this.workflow.query(campaignStatusQuery);
-    if (d.status.name === 'COMPLETED') return this.workflow.result();
+    if (d.status.name === 'COMPLETED') return (await this.workflow.result()) as CampaignStatus;
     return {
       name: this.name,
       phase: 'Aborted',
@@ -73,8 +94,52 @@ export class CampaignHandle {
   }
 
   /** The table once the campaign has ended. */
-  result(): Promise<CampaignStatus> {
-    return this.workflow.result();
+  async result(): Promise<CampaignStatus> {
+    await this.workflow.result();
+    return this.status();
+  }
+
+  /**
+   * A windowed campaign's rows: its members (MigrationCampaign = its name, of its first run: a campaign of the same
+   * name before is another's), each member's latest run's memo, paged; a member still running in visibility once
+   * the campaign has ended (visibility a moment behind) is asked its row; then the clusters skipped, as the
+   * campaign names them. Sorted by wave, then name.
+   */
+  async rows(s: CampaignStatus): Promise<CampaignRow[]> {
+    if (!this.client) return s.rows;
+    const ended = CAMPAIGN_ENDED.has(s.phase);
+    const rows = new Map<string, CampaignRow>();
+    const late: Array<Promise<void>> = [];
+    const query = `WorkflowType = '${CAMPAIGN_MEMBER_WORKFLOW_TYPE}' AND ${MigrationCampaign.name} = '${this.name}'`;
+    for await (const w of this.client.workflow.list({ query, pageSize: ROWS_PAGE })) {
+      const memo = (w.memo ?? {}) as { row?: CampaignRow; campaignRun?: string };
+      // An earlier run of a member (continued as new) holds an older row: its latest run is listed too.
+      if (memo.campaignRun !== s.runId || !memo.row || w.status.name === 'CONTINUED_AS_NEW') continue;
+      const row = memo.row;
+      rows.set(row.cluster, row);
+      if (ended && w.status.name === 'RUNNING')
+        late.push(
+          this.client.workflow
+            .getHandle(w.workflowId)
+            .query(campaignMemberStateQuery)
+            .then((m) => void rows.set(row.cluster, m.row))
+            .catch(() => undefined),
+        );
+    }
+    await Promise.all(late);
+    for (const cluster of s.skipped?.clusters ?? [])
+      if (!rows.has(cluster))
+        rows.set(cluster, {
+          cluster,
+          phase: 'Skipped',
+          reachable: false,
+          resources: { asked: 0, succeeded: 0 },
+          objects: 0,
+          failures: [],
+          note: s.skipped!.note,
+        });
+    const wave = (r: CampaignRow) => r.wave ?? Number.MAX_SAFE_INTEGER;
+    return [...rows.values()].sort((a, b) => wave(a) - wave(b) || (a.cluster < b.cluster ? -1 : a.cluster > b.cluster ? 1 : 0));
   }
 
   /** Holds back the clusters not started. A signal: taken once the fleet's worker runs, if it does not now. */
@@ -146,14 +211,17 @@ export class Fleet {
     const parsed = CampaignInputSchema.safeParse(input);
     if (!parsed.success) throw new RangeError(`invalid campaign: ${explainInput(parsed.error)}`);
     try {
-      const h = await this.client.workflow.start<typeof fleetCampaign>(CAMPAIGN_WORKFLOW_TYPE, {
+      const h = await this.client.workflow.start<typeof windowedCampaign>(CAMPAIGN_WORKFLOW_TYPE, {
         workflowId: campaignWorkflowId(name),
         taskQueue: this.taskQueue,
         args: [input],
-        typedSearchAttributes: [{ key: MigrationPhase, value: 'Running' }],
+        typedSearchAttributes: [
+          { key: MigrationPhase, value: 'Running' },
+          { key: MigrationCampaign, value: name },
+        ],
         staticSummary: `Campaign ${name}`,
       });
-      return new CampaignHandle(name, h);
+      return new CampaignHandle(name, h, this.client);
     } catch (err) {
       if (err instanceof WorkflowExecutionAlreadyStartedError)
         throw new Error(`a campaign "${name}" is already running (svm fleet status ${name})`);
@@ -161,8 +229,9 @@ export class Fleet {
     }
   }
 
+  /** A campaign by name: a windowed one, or a legacy one (fleetCampaign) started before (its table is read as it is). */
   campaign(name: string): CampaignHandle {
-    return new CampaignHandle(name, this.client.workflow.getHandle<typeof fleetCampaign>(campaignWorkflowId(name)));
+    return new CampaignHandle(name, this.client.workflow.getHandle<typeof windowedCampaign>(campaignWorkflowId(name)), this.client);
   }
 
   /** The registered clusters (sorted by name), those whose registration matches `where` when given. */
@@ -210,10 +279,13 @@ export class Fleet {
    */
   async checkedStatus(s: CampaignStatus): Promise<{ status: CampaignStatus; refused: string[] }> {
     const refused: string[] = [];
+    // The pins of many rows: one paged list of the registrations (a describe per cluster for a few).
+    const listed = s.rows.length > 20 ? new Map((await this.clusters()).map((c) => [c.name, c])) : undefined;
+    const pinFor = async (cluster: string) => (listed ? listed.get(cluster) : await pinOf(this.client, cluster));
     const rows = await Promise.all(
       s.rows.map(async (r) => {
         if (!r.uid || !['Succeeded', 'Failed'].includes(r.phase)) return r;
-        const pin = await pinOf(this.client, r.cluster);
+        const pin = await pinFor(r.cluster);
         const why = pin?.conflict
           ? `its identity is in conflict now (${pin.conflict.message})`
           : pin?.uid && pin.uid !== r.uid

@@ -85,9 +85,19 @@ export function kubeVersionsOf(report: Pick<ClusterReport, 'servers'>): string[]
 
 // ------------------------------------------------------------------ campaigns
 
-export const CAMPAIGN_WORKFLOW_TYPE = 'fleetCampaign';
+/**
+ * A campaign's workflow (src/workflows/campaign-window.ts): an in-flight window over a member per cluster, its own
+ * history bounded by continue-as-new. Campaigns started before it are of the type `fleetCampaign`
+ * (LEGACY_CAMPAIGN_WORKFLOW_TYPE, src/workflows/campaign.ts, kept so that they replay and finish).
+ */
+export const CAMPAIGN_WORKFLOW_TYPE = 'windowedCampaign';
+export const LEGACY_CAMPAIGN_WORKFLOW_TYPE = 'fleetCampaign';
+/** One cluster of a campaign (src/workflows/campaign-member.ts): its probe, its step, its row. */
+export const CAMPAIGN_MEMBER_WORKFLOW_TYPE = 'campaignMember';
 export const CAMPAIGN_STEP_WORKFLOW_TYPE = 'clusterCampaignStep';
 export const campaignWorkflowId = (name: string) => `svm-campaign/${name}`;
+/** A member's ID: a prefix of its own, so that no step's ID (`svm-campaign/<cluster>/<name>`) can be the same. */
+export const campaignMemberId = (name: string, cluster: string) => `svm-campaign-member/${name}/${cluster}`;
 
 const seconds = (min: number, max: number, what: string) => z.number().int().min(min).max(max).describe(what);
 
@@ -142,7 +152,7 @@ export const CampaignInputSchema = z
   })
   .strict()
   .refine((i) => (i.clusters?.length ?? 0) > 0 || i.where !== undefined, { message: 'name the clusters (clusters) or a query (where)' })
-  .describe('the input of fleetCampaign; minimal: {"clusters": ["a", "b"], "migrate": "all"}');
+  .describe('the input of windowedCampaign (and of fleetCampaign, before it); minimal: {"clusters": ["a", "b"], "migrate": "all"}');
 export type CampaignInput = z.input<typeof CampaignInputSchema>;
 export type CampaignSettings = z.output<typeof CampaignInputSchema>;
 
@@ -182,7 +192,44 @@ export type CampaignRow = z.infer<typeof CampaignRowSchema>;
 export const CampaignPhaseSchema = z.enum(['Running', 'Paused', 'Succeeded', 'Failed', 'Stopped', 'Aborted', 'DeadlineExceeded']);
 export type CampaignPhase = z.infer<typeof CampaignPhaseSchema>;
 
-/** The campaign's table: its result, the campaignStatus query, and `svm fleet status -o json`. */
+/** How many clusters of a campaign stand in each phase. */
+export const CampaignCountsSchema = z
+  .object({
+    clusters: z.number().int(),
+    Pending: z.number().int(),
+    Running: z.number().int(),
+    Unreachable: z.number().int(),
+    Succeeded: z.number().int(),
+    Failed: z.number().int(),
+    Skipped: z.number().int(),
+    Aborted: z.number().int(),
+  })
+  .strict();
+export type CampaignCounts = z.infer<typeof CampaignCountsSchema>;
+
+/** A failed cluster as the campaign keeps it: its note and its first failures (at most CAMPAIGN_FAILURE_DETAIL). */
+export const CampaignFailureSchema = z
+  .object({ cluster: z.string(), note: z.string().optional(), failures: z.array(Failure), more: z.number().int().optional() })
+  .strict();
+export type CampaignFailure = z.infer<typeof CampaignFailureSchema>;
+
+/** A cluster in flight: its member runs (its step, or its probe while it is away). */
+export const CampaignInFlightSchema = z
+  .object({
+    cluster: z.string(),
+    phase: z.enum(['Pending', 'Running', 'Unreachable']),
+    wave: z.number().int(),
+    since: z.string().optional(),
+  })
+  .strict();
+export type CampaignInFlight = z.infer<typeof CampaignInFlightSchema>;
+
+/**
+ * The campaign's table: its result, the campaignStatus query, and `svm fleet status -o json`. A windowed campaign's
+ * result and query carry no rows (they live in its members, whose memo holds each cluster's row): counts, the failed
+ * clusters (at most CAMPAIGN_FAILURES_KEPT), the clusters in flight and those skipped (at most CAMPAIGN_SKIPPED_NAMED
+ * named); `svm fleet status` adds the rows, paged from the members. A legacy campaign's (fleetCampaign) carry rows.
+ */
 export const CampaignStatusSchema = z
   .object({
     name: z.string(),
@@ -192,12 +239,87 @@ export const CampaignStatusSchema = z
     rows: z.array(CampaignRowSchema),
     /** Why it stopped, when it did. */
     message: z.string().optional(),
+    /** A windowed campaign's: how many clusters in each phase. */
+    counts: CampaignCountsSchema.optional(),
+    /** A windowed campaign's: the failed clusters, the first CAMPAIGN_FAILURES_KEPT; failuresLeftOff says how many more. */
+    failures: z.array(CampaignFailureSchema).optional(),
+    failuresLeftOff: z.number().int().optional(),
+    /** A windowed campaign's: the clusters in flight (running, or away and probed by their member). */
+    inflight: z.array(CampaignInFlightSchema).optional(),
+    inflightLeftOff: z.number().int().optional(),
+    /** A windowed campaign's: the clusters skipped (never started), the first CAMPAIGN_SKIPPED_NAMED, and why. */
+    skipped: z
+      .object({ clusters: z.array(z.string()), leftOff: z.number().int(), note: z.string() })
+      .strict()
+      .optional(),
+    /** A windowed campaign's first run: its members carry it (a campaign of the same name before is another's). */
+    runId: z.string().optional(),
+    startedAt: z.string().optional(),
   })
   .strict()
-  .describe("fleetCampaign's result and campaignStatus query, and the output of svm fleet status -o json");
+  .describe(
+    "windowedCampaign's (and fleetCampaign's) result and campaignStatus query, and the output of svm fleet status -o json (with the members' rows)",
+  );
 export type CampaignStatus = z.infer<typeof CampaignStatusSchema>;
 
 export const campaignStatusQuery = defineQuery<CampaignStatus>('campaignStatus');
+
+/** The failed clusters a campaign's status names (the others are counted); each with at most CAMPAIGN_FAILURE_DETAIL failures, each reason at most 200 characters. */
+export const CAMPAIGN_FAILURES_KEPT = 200;
+export const CAMPAIGN_FAILURE_DETAIL = 3;
+/** The clusters in flight a campaign's status names (running ones first; those away beyond it are counted). */
+export const CAMPAIGN_INFLIGHT_NAMED = 1000;
+/** The skipped clusters a campaign's status names. */
+export const CAMPAIGN_SKIPPED_NAMED = 1000;
+/** A member's memo keeps its row with at most this many failures (its result has them all), each reason at most 500 characters. */
+export const MEMBER_MEMO_FAILURES = 20;
+
+/** What a member tells its campaign (by workflow ID: the campaign's current run): away, back, or its end and row. */
+export interface MemberReport {
+  cluster: string;
+  /** The campaign's first run ID, as the member was given it. */
+  campaignRun: string;
+  event: 'away' | 'back' | 'ended';
+  /** With `ended`: the row (failures capped as in the memo). */
+  row?: CampaignRow;
+}
+export const campaignMemberReportSignal = defineSignal<[MemberReport]>('campaignMemberReport');
+/** The campaign stopped (or passed its deadline): the member ends as it stands; its step, if any, goes on. */
+export const memberGiveUpSignal = defineSignal<[string]>('giveUpCampaignMember');
+
+/** A member's input (src/workflows/campaign-member.ts); `carried` is its own, across continue-as-new. */
+export interface CampaignMemberInput {
+  campaign: string;
+  campaignWorkflowId: string;
+  campaignRun: string;
+  cluster: string;
+  wave: number;
+  step: Omit<CampaignStepInput, 'cluster'>;
+  unreachableAfterSeconds: number;
+  /** When it gives up (epoch ms): the campaign's deadline. */
+  deadline: number;
+  limits?: CampaignLimits;
+  carried?: {
+    row: CampaignRow;
+    uid?: string;
+    misses: number;
+    probes: number;
+    runs: number;
+  };
+}
+
+/** Bounds a campaign and its members hold; smaller ones are for tests (a history crossing runs in seconds). */
+export interface CampaignLimits {
+  /** A campaign's run continues as new past this many events (or when Temporal suggests it). Default 4,000. */
+  campaignHistoryEvents?: number;
+  /** A member's run continues as new past this many events. Default 1,000. */
+  memberHistoryEvents?: number;
+  /** Every probe waits this long (no doubling): a test's hundreds of probe periods in seconds. Default: unset. */
+  probeWaitMs?: number;
+}
+
+/** What a member's `campaignMemberState` query answers: its row, and its probes so far (all runs). */
+export const campaignMemberStateQuery = defineQuery<{ row: CampaignRow; probes: number; runs: number }>('campaignMemberState');
 export const campaignPauseSignal = defineSignal<[string?]>('pauseCampaign');
 export const campaignResumeSignal = defineSignal('resumeCampaign');
 export const campaignAbortSignal = defineSignal<[string?]>('abortCampaign');

@@ -14,6 +14,8 @@ export const MigrationCluster = defineSearchAttributeKey('MigrationCluster', Sea
 /** On a cluster's registration (docs/fleet.md): the Kubernetes versions its API servers report, and when its worker last reported. */
 export const MigrationKubeVersions = defineSearchAttributeKey('MigrationKubeVersions', SearchAttributeType.KEYWORD_LIST);
 export const MigrationLastSeen = defineSearchAttributeKey('MigrationLastSeen', SearchAttributeType.DATETIME);
+/** On a campaign and each of its members (docs/fleet.md): the campaign's name; a member's rows are paged by it. */
+export const MigrationCampaign = defineSearchAttributeKey('MigrationCampaign', SearchAttributeType.KEYWORD);
 
 /** Name and CLI type name (as `temporal operator search-attribute create --type` spells it). */
 export const searchAttributeDefinitions: ReadonlyArray<{ name: string; type: 'Keyword' | 'Int' | 'KeywordList' | 'Datetime' }> = [
@@ -24,4 +26,5 @@ export const searchAttributeDefinitions: ReadonlyArray<{ name: string; type: 'Ke
   { name: MigrationCluster.name, type: 'Keyword' },
   { name: MigrationKubeVersions.name, type: 'KeywordList' },
   { name: MigrationLastSeen.name, type: 'Datetime' },
+  { name: MigrationCampaign.name, type: 'Keyword' },
 ];

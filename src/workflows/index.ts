@@ -8,3 +8,5 @@ export { rewriteManagedFields } from './rewrite-managed-fields';
 export { clusterRegistration, clusterUidClaim } from './cluster-registration';
 export { fleetCampaign } from './campaign';
 export { clusterCampaignStep } from './campaign-step';
+export { windowedCampaign } from './campaign-window';
+export { campaignMember } from './campaign-member';
