@@ -302,6 +302,8 @@ export interface CampaignMemberInput {
   carried?: {
     row: CampaignRow;
     uid?: string;
+    /** The task queue its registration names (a pool's), when not the cluster's own. */
+    queue?: string;
     misses: number;
     probes: number;
     runs: number;

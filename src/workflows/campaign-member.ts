@@ -61,7 +61,7 @@ interface MemberActivities {
   campaignClusterPin(name: string): Promise<CampaignCluster>;
 }
 interface ProbeActivities {
-  clusterIdentity(): Promise<{ name?: string; uid: string }>;
+  clusterIdentity(asked?: { name: string }): Promise<{ name?: string; uid: string }>;
 }
 
 /** A member's run continues as new past this many events, while its cluster is away (CampaignLimits.memberHistoryEvents). */
@@ -98,6 +98,8 @@ export async function campaignMember(input: CampaignMemberInput): Promise<Campai
 class Member {
   private readonly row: CampaignRow;
   private uid?: string;
+  /** The task queue its registration names (a pool's, which serves its clusters on one queue), or its own. */
+  private queue?: string;
   private misses: number;
   private probes: number;
   private readonly runs: number;
@@ -111,6 +113,7 @@ class Member {
     const c = input.carried;
     this.row = c?.row ?? { ...emptyRow(input.cluster), wave: input.wave };
     this.uid = c?.uid;
+    this.queue = c?.queue;
     this.misses = c?.misses ?? 0;
     this.probes = c?.probes ?? 0;
     this.runs = (c?.runs ?? 0) + 1;
@@ -148,6 +151,7 @@ class Member {
       // A cluster whose identity is in conflict gets nothing started: its worker would refuse it anyway.
       if (pin.conflict) return this.end('Failed', `its identity is in conflict: ${pin.conflict}`);
       this.uid = pin.uid;
+      this.queue = pin.queue;
     }
     const deadlineLeft = () => Math.max(1, this.input.deadline - Date.now());
     const over = () => this.givenUp !== undefined || this.deadlinePassed;
@@ -204,13 +208,24 @@ class Member {
   private continue(): Promise<CampaignRow> {
     return continueAsNew<typeof campaignMember>({
       ...this.input,
-      carried: { row: this.row, ...(this.uid ? { uid: this.uid } : {}), misses: this.misses, probes: this.probes, runs: this.runs },
+      carried: {
+        row: this.row,
+        ...(this.uid ? { uid: this.uid } : {}),
+        ...(this.queue ? { queue: this.queue } : {}),
+        misses: this.misses,
+        probes: this.probes,
+        runs: this.runs,
+      },
     });
   }
 
-  /** Where its step and probe run: its cluster, with the uid its registration gave. */
+  /** Where its step and probe run: its cluster, with the uid and the task queue its registration gave. */
   private placement(): Placement {
-    return Placement.of(this.placementBase, { name: this.input.cluster, ...(this.uid ? { uid: this.uid } : {}) });
+    return Placement.of(this.placementBase, {
+      name: this.input.cluster,
+      ...(this.uid ? { uid: this.uid } : {}),
+      ...(this.queue ? { queue: this.queue } : {}),
+    });
   }
 
   private startStep(): Promise<ChildWorkflowHandle<typeof clusterCampaignStep>> {
@@ -238,7 +253,8 @@ class Member {
       retry: { maximumAttempts: 1 },
     });
     try {
-      const who = await clusterIdentity();
+      // named: a pool's worker answers for the cluster asked (its own worker, for the one it serves)
+      const who = await clusterIdentity({ name: this.input.cluster });
       if (who.name !== name)
         return { wrong: `the worker on ${name}'s task queue serves ${who.name ? `cluster "${who.name}"` : 'no named cluster'}` };
       if (this.uid && who.uid !== this.uid)
