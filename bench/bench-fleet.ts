@@ -39,7 +39,7 @@ import * as path from 'node:path';
 import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
-import { campaignWorkflowId, clusterRegistrationId, type CampaignStatus } from '../src/contract/fleet';
+import { CAMPAIGN_WORKFLOW_TYPE, campaignWorkflowId, clusterRegistrationId, type CampaignStatus } from '../src/contract/fleet';
 import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 import { clusterTaskQueue, fleetTaskQueue } from '../src/api/cluster';
 import { devServerDynamicConfigArgs } from '../src/dev/temporal-dynamic-config';
@@ -417,7 +417,7 @@ async function round(client: Client, connection: Connection, address: string, n:
     const since = new Date(Date.now() - 1000);
     const deadlineSeconds = AWAY > 0 ? Math.max(60, 2 * PERIODS * UNREACHABLE_AFTER + 30) : 3600;
     const t0 = performance.now();
-    const h = await client.workflow.start('fleetCampaign', {
+    const h = await client.workflow.start(CAMPAIGN_WORKFLOW_TYPE, {
       workflowId: campaignId,
       taskQueue: fleetTaskQueue(base),
       args: [
