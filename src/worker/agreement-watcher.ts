@@ -13,7 +13,9 @@
  * - API servers joining, leaving or restarting (an identity lease in
  *   kube-system created, deleted or taken by a new process, or the ready
  *   addresses of the `kubernetes` EndpointSlice changing) -> every running
- *   migration, since each one's agreement counts and asks the servers. Lease
+ *   migration of its own cluster (where one Temporal namespace serves
+ *   several, the visibility query is narrowed to the worker's placement),
+ *   since each one's agreement counts and asks the servers. Lease
  *   renewals (every few seconds) are not changes.
  *
  * A watch that keeps failing logs once, then once every few minutes, not once
@@ -35,7 +37,7 @@ import { IDENTITY_LEASES_PATH } from '../kube/leases';
 import { STORAGE_VERSIONS_PATH, storageVersionApiServed } from '../kube/storage-versions';
 import { watchForever } from '../kube/watch';
 import { agreementChangedSignal } from '../contract/definitions';
-import { placedId } from '../contract/placement';
+import { Placement, placedId } from '../contract/placement';
 
 /** How often a StorageVersion API that is not served is looked for again. */
 const PROBE_INTERVAL_MS = 5 * 60_000;
@@ -82,7 +84,7 @@ function nameOf(obj: unknown): string {
 }
 
 /** Tells one migration to re-check agreement; a migration that is not running is not found, and that is fine. */
-async function signal(opts: WatcherOptions, workflowId: string, why: string): Promise<void> {
+async function signal(opts: Pick<WatcherOptions, 'client' | 'log'>, workflowId: string, why: string): Promise<void> {
   try {
     await opts.client.workflow.getHandle(workflowId).signal(agreementChangedSignal, why);
     opts.log.info({ workflowId, why }, 'signalled a migration to re-check agreement');
@@ -91,10 +93,19 @@ async function signal(opts: WatcherOptions, workflowId: string, why: string): Pr
   }
 }
 
-/** Every running migration: the set of API servers is part of every agreement. */
-async function signalAll(opts: WatcherOptions, why: string): Promise<void> {
+/**
+ * The visibility query of the running migrations the watcher signals: its own cluster's only (its placement's
+ * MigrationCluster), when one Temporal namespace serves several. Another cluster's API servers are not this
+ * cluster's: a server of this one restarting says nothing of another's agreement.
+ */
+export function runningMigrationsQuery(cluster: string | undefined): string {
+  return Placement.of('', cluster).query(`WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'`);
+}
+
+/** Every running migration of the watcher's cluster: the set of its API servers is part of every agreement. */
+export async function signalAll(opts: Pick<WatcherOptions, 'client' | 'log' | 'cluster'>, why: string): Promise<void> {
   try {
-    for await (const w of opts.client.workflow.list({ query: `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'` })) {
+    for await (const w of opts.client.workflow.list({ query: runningMigrationsQuery(opts.cluster) })) {
       await signal(opts, w.workflowId, why);
     }
   } catch (err) {
