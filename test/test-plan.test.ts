@@ -460,7 +460,10 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
 
   // Migrated (a worker), then the check as a workflow: storedVersions and the migration are ready; the objects'
   // managedFields still name v1.
+  // The CLI reads records on its TEMPORAL_TASK_QUEUE: the workers' (src/kube/migration-record.ts).
+  let migratedOn = '';
   const migrated = await withWorker(plane, async (m, taskQueue) => {
+    migratedOn = taskQueue;
     const result = await migrationResult(await m.start(c.name));
     assert.equal(result.phase, 'Succeeded', result.message);
     // A bad input is refused before anything is read.
@@ -515,13 +518,16 @@ void test('svm plan --drop: not yet with each reason, ready once migrated and ap
     const res = await applyObject(c, ns, names[i]!, 'v2', 'drop-owner', { index: i });
     assert.equal(res.status, 200, res.body);
   });
-  const ready = (await dropJson(gv, ['--requests-window', '3'], { TEMPORAL_ADDRESS: plane.temporal.address })).report;
+  const ready = (
+    await dropJson(gv, ['--requests-window', '3'], { TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: migratedOn })
+  ).report;
   assert.equal(ready.verdict, 'Ready', JSON.stringify(ready, null, 2));
   assert.deepEqual(new Set(Object.values(verdicts(ready, c.name))), new Set(['Ready']));
   assert.match(reasonOf(ready, c.name, 'requests'), /^no client used .* in the last 3s: /);
   const table = await svm(['plan', '--drop', gv, '--requests-window', '1'], {
     KUBECONFIG: readerKubeconfig,
     TEMPORAL_ADDRESS: plane.temporal.address,
+    TEMPORAL_TASK_QUEUE: migratedOn,
   });
   assert.equal(table.code, 0, table.stdout + table.stderr);
   console.log(`$ svm plan --drop ${gv} --requests-window 1   # migrated, applied at v2\n${table.stdout}`);
@@ -1063,7 +1069,11 @@ void test('svm plan and --drop: records the worker token can forge do not count:
     );
 
     // A real migration: its record makes the migration check ready, and etcd agrees.
-    const result = await withWorker(plane, async (m) => migrationResult(await m.start(c.name)));
+    let queue = '';
+    const result = await withWorker(plane, async (m, taskQueue) => {
+      queue = taskQueue;
+      return migrationResult(await m.start(c.name));
+    });
     assert.equal(result.phase, 'Succeeded', result.message);
     assert.equal(result.record?.by, 'svm');
     assert.equal(result.record?.encodingVersion, 'v2');
@@ -1071,8 +1081,9 @@ void test('svm plan and --drop: records the worker token can forge do not count:
     assert.deepEqual((await storedVersions(plane.etcd, { group: c.group, resource: c.plural, custom: true })).byApiVersion, {
       [`${c.group}/v2`]: N,
     });
-    const real = (await dropJson(gv, ['--requests-window', '0'], { TEMPORAL_ADDRESS: plane.temporal.address })).report;
-    const planned = (await planJson([], { TEMPORAL_ADDRESS: plane.temporal.address })).plan;
+    const onQueue = { TEMPORAL_ADDRESS: plane.temporal.address, TEMPORAL_TASK_QUEUE: queue };
+    const real = (await dropJson(gv, ['--requests-window', '0'], onQueue)).report;
+    const planned = (await planJson([], onQueue)).plan;
     assert.equal(
       planned.items.find((i) => i.resource === c.name),
       undefined,

@@ -65,6 +65,7 @@ import { kubeVersions } from '../src/dev/tools';
 import { getCrd } from '../src/kube/crds';
 import { dropTable } from '../src/client/drop-report';
 import { checkDrop, migrationRecords } from '../src/kube/drop-check';
+import { Placement } from '../src/contract/placement';
 import { versionNamer } from '../src/kube/agreement';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { storageStatePath } from '../src/kube/storage-states';
@@ -330,10 +331,12 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
     'svm-migrator',
     dir,
   );
+  let triggerQueue = '';
   await withWorkerAs(
     p,
     kubeconfig,
-    async (m) => {
+    async (m, _w, taskQueue) => {
+      triggerQueue = taskQueue;
       // A period long enough that a server's entry outlives its restart (entries last three periods): with 2 s, a
       // server restarting gracefully (its lease and endpoint deleted) was absent long enough for a migration to run and
       // succeed without it, whose record the drop check then rightly refuses (a server added since the pass).
@@ -371,7 +374,7 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       // Can v1beta1 of the admission policies be dropped? Not on the previous release: it is their storage version.
       const dropBefore = await checkDrop(p.kube, 'admissionregistration.k8s.io/v1beta1', {
         requestsWindowSeconds: 0,
-        migrationOf: migrationRecords(p.temporal.client),
+        migrationOf: migrationRecords(p.temporal.client, Placement.of(taskQueue)),
       });
       console.log(`svm plan --drop admissionregistration.k8s.io/v1beta1 on ${previous}:\n${dropTable(dropBefore)}`);
       assert.equal(dropBefore.verdict, 'NotYet');
@@ -457,7 +460,7 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
       // StorageState stays [Unknown] (nothing records where objects written before were stored).
       const dropAfter = await checkDrop(p.kube, 'admissionregistration.k8s.io/v1beta1', {
         requestsWindowSeconds: 2,
-        migrationOf: migrationRecords(p.temporal.client),
+        migrationOf: migrationRecords(p.temporal.client, Placement.of(taskQueue)),
       });
       console.log(`svm plan --drop admissionregistration.k8s.io/v1beta1 on ${current}, migrated:\n${dropTable(dropAfter)}`);
       for (const name of MAP) {
@@ -513,7 +516,7 @@ void test(`svm through a rolling upgrade ${previous} -> ${current}: waits while 
     // that have no manifest-loaded fence (1.36 cannot load one), as docs/security.md says to run it there.
     { settings: { maxConcurrentChunks: 8, bridge: true, standardMigrations: 'own', requireFence: true } },
   )
-    .then(() => rollbackWhileStopped(p, dir, kubeconfig))
+    .then(() => rollbackWhileStopped(p, dir, kubeconfig, triggerQueue))
     .finally(() => removeTokenKubeconfig(kubeconfig));
   await p.close();
 });
@@ -533,11 +536,12 @@ async function holders(p: TestPlane): Promise<string[]> {
  * the admission policies' v1beta1 is not ready; a migration records a new pass and it is ready again; and every
  * object then reads and applies at v1.
  */
-async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: string): Promise<void> {
-  const drop = () =>
+async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: string, triggerQueue: string): Promise<void> {
+  // Each record counts only on the task queue of the workers that made it (src/kube/migration-record.ts).
+  const drop = (taskQueue: string) =>
     checkDrop(p.kube, 'admissionregistration.k8s.io/v1beta1', {
       requestsWindowSeconds: 2,
-      migrationOf: migrationRecords(p.temporal.client),
+      migrationOf: migrationRecords(p.temporal.client, Placement.of(taskQueue)),
     });
   const migrationOf = (report: Awaited<ReturnType<typeof drop>>, name: string) =>
     report.resources.find((r) => r.resource === name)?.checks.find((c) => c.check === 'migration');
@@ -558,7 +562,7 @@ async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: strin
     },
     120_000,
   );
-  const rolled = await drop();
+  const rolled = await drop(triggerQueue);
   console.log(`svm plan --drop admissionregistration.k8s.io/v1beta1 after a rollback and roll-forward, svm stopped:\n${dropTable(rolled)}`);
   for (const name of MAP) {
     const m = migrationOf(rolled, name);
@@ -567,10 +571,12 @@ async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: strin
     assert.match(m.reason, /says objects are persisted only in .*, but that mirror is the worker's token's to write/);
   }
   // svm again: a migration of each records a pass under the agreement of now.
+  let queue = '';
   await withWorkerAs(
     p,
     kubeconfig,
-    async (m) => {
+    async (m, _w, taskQueue) => {
+      queue = taskQueue;
       for (const name of MAP) {
         const result = await migrationResult(await m.start(name));
         assert.equal(result.phase, 'Succeeded', `${name}: ${result.message}`);
@@ -578,7 +584,7 @@ async function rollbackWhileStopped(p: TestPlane, dir: string, kubeconfig: strin
     },
     { settings: { requireFence: true } },
   );
-  const again = await drop();
+  const again = await drop(queue);
   for (const name of MAP) assert.equal(migrationOf(again, name)?.verdict, 'Ready', `${name}: ${JSON.stringify(migrationOf(again, name))}`);
   // Every object reads at v1 and applies (server-side, as its own manager) at v1.
   for (const name of MAP) {

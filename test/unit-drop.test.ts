@@ -13,7 +13,6 @@ import { storageVersionHashOf } from '../src/kube/agreement';
 import { classifyResponse } from '../src/kube/errors';
 import { rewriteManagedFieldsAt } from '../src/kube/managed-fields';
 import { test } from 'node:test';
-import { foreignRun } from '../src/kube/drop-storage';
 import { dropTable } from '../src/client/drop-report';
 import {
   combineVerdicts,
@@ -325,8 +324,8 @@ function fakeCluster(c: FakeCluster) {
     close: () => undefined,
   };
   /** migrate/<plural.group>: as c.records says, by default a record that holds now. */
-  const migrationOf = async (workflowId: string): Promise<MigrationRecord | undefined> => {
-    const key = workflowId.slice('migrate/'.length);
+  const migrationOf = async (r: { group: string; resource: string }): Promise<MigrationRecord | undefined> => {
+    const key = `${r.resource}.${r.group}`;
     const given = c.records?.[key] ?? 'holds';
     if (given === 'none') return undefined;
     if (given !== 'holds') return given;
@@ -741,25 +740,4 @@ void test('the migration check rests on the record in Temporal: a mirror the wor
     checkOf(pruned, 'widgets.ex.com', 'migration')!.reason,
     /; status\.storedVersions no longer names v1, but that mirror is the worker's token's to write: without the record it does not count$/,
   );
-});
-
-void test("a Succeeded run at a migration's ID counts only as svm's: a migration type, on the cluster's task queue, with a pass record", () => {
-  const record = { by: 'svm', encodingVersion: 'v2', verified: true, checked: 'every API server', token: 't', storageVersionHash: 'h' };
-  const id = 'migrate/widgets.example.com';
-  assert.equal(foreignRun({ type: 'migrateResource', taskQueue: 'q/cluster/east', record }, 'q/cluster/east', id), undefined);
-  assert.equal(foreignRun({ type: 'delegateToBuiltIn', taskQueue: 'q', record }, 'q', id), undefined);
-  assert.equal(foreignRun({ type: 'migrateResource', taskQueue: 'elsewhere' }, undefined, id), undefined, 'no queue known: not checked');
-  assert.match(
-    foreignRun({ type: 'forged', taskQueue: 'q', record }, 'q', id) ?? '',
-    /is a forged workflow, not a migration: not svm's record/,
-  );
-  assert.match(
-    foreignRun({ type: 'migrateResource', taskQueue: 'attacker', record }, 'q/cluster/victim', id) ?? '',
-    /ran on task queue attacker, not q\/cluster\/victim \(the one svm's workers of this cluster poll\)/,
-  );
-  assert.match(
-    foreignRun({ type: 'migrateResource', taskQueue: 'q', record: { by: 'svm' } }, 'q', id) ?? '',
-    /not a migration's pass record/,
-  );
-  assert.match(foreignRun({ type: 'migrateResource', taskQueue: 'q', record: 'Ready' }, 'q', id) ?? '', /not a migration's pass record/);
 });

@@ -20,7 +20,9 @@ import { refusal } from '../src/worker/cluster-check';
 import { CLUSTER_IDENTITY_ACTIVITY } from '../src/api/cluster';
 import { passRecord } from '../src/contract/pass-record';
 import type { Agreement } from '../src/contract/agreement';
-import { migrationCheck, uidMismatch } from '../src/kube/drop-storage';
+import { migrationCheck } from '../src/kube/drop-storage';
+import { checkRecord } from '../src/kube/migration-record';
+import { zeroCounters } from '../src/api/counters';
 import { Placement } from '../src/contract/placement';
 
 const defaults = { parallel: 2, parallelism: 2, pauseBetweenWaves: 0, unreachableAfter: 60, deadline: 86_400, output: 'text' };
@@ -272,13 +274,24 @@ void test("a named cluster's verdict counts only against its pinned uid; one fro
     clusterUid: 'u-east',
   });
   assert.equal(pass.clusterUid, 'u-east');
-  assert.equal(uidMismatch(pass, 'u-east', 'migrate/east/widgets.example.com'), undefined);
-  assert.match(
-    uidMismatch(pass, 'u-new', 'migrate/east/widgets.example.com')!,
-    /made against kube-system uid u-east, but the cluster is pinned to u-new/,
-  );
+  // The record check (src/kube/migration-record.ts) against east's placement pinned to `uid`.
+  const uidMismatch = (record: typeof pass, uid: string) => {
+    const checked = checkRecord(
+      {
+        workflowId: 'migrate/east/widgets.example.com',
+        type: 'migrateResource',
+        taskQueue: 'q/cluster/east',
+        input: { resource: 'widgets.example.com', cluster: { name: 'east' } },
+        result: { phase: 'Succeeded', counters: zeroCounters(), record },
+      },
+      { resource: { group: 'example.com', resource: 'widgets' }, taskQueue: 'q/cluster/east', cluster: { name: 'east', uid } },
+    );
+    return checked.counts ? undefined : checked.why;
+  };
+  assert.equal(uidMismatch(pass, 'u-east'), undefined);
+  assert.match(uidMismatch(pass, 'u-new')!, /made against kube-system uid u-east, but the cluster is pinned to u-new/);
   const { clusterUid: _c, ...legacy } = pass;
-  assert.match(uidMismatch(legacy, 'u-east', 'migrate/east/widgets.example.com')!, /names no cluster uid \(made before svm recorded one\)/);
+  assert.match(uidMismatch(legacy, 'u-east')!, /names no cluster uid \(made before svm recorded one\)/);
   // The drop check's migration verdict: Unknown, with that reason, however good the pass.
   const found = { workflowId: 'migrate/east/widgets.example.com', status: 'COMPLETED', phase: 'Succeeded', record: pass };
   const now = { agreed: true, verified: true, checked: '2 of 2', token: 't', encodingVersion: 'v2', source: 'discovery' } as Agreement;
@@ -287,7 +300,7 @@ void test("a named cluster's verdict counts only against its pinned uid; one fro
     migrationCheck(target, 'widgets.example.com', { storageVersion: 'example.com/v2', agreement: now }, { found }).verdict,
     'Ready',
   );
-  const foreign = { found: { ...found, notThisCluster: uidMismatch(pass, 'u-new', found.workflowId)! } };
+  const foreign = { found: { ...found, refused: uidMismatch(pass, 'u-new')! } };
   const c = migrationCheck(target, 'widgets.example.com', { storageVersion: 'example.com/v2', agreement: now }, foreign);
   assert.equal(c.verdict, 'Unknown');
   assert.match(c.reason, /another cluster's verdict does not count/);

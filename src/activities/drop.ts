@@ -15,6 +15,7 @@ import type { KubeClient } from '../kube/client';
 import { checkDrop, DropInputError, migrationRecords } from '../kube/drop-check';
 import type { RequestSamples } from '../kube/request-samples';
 import { INVALID_INPUT } from '../contract/reasons';
+import { Placement } from '../contract/placement';
 
 export function createDropActivities(deps: {
   kube: KubeClient;
@@ -29,10 +30,10 @@ export function createDropActivities(deps: {
         return await checkDrop(deps.kube, input.groupVersion, {
           requestsWindowSeconds: input.requestsWindowSeconds,
           apiservers: deps.apiservers,
-          // A named cluster's records count only when made against its pinned uid (the one its workflow entered with),
-          // and only runs on this worker's task queue (its cluster's, where its migrations run) are svm's records.
+          // Each record checked (src/kube/migration-record.ts) against this workflow's placement: the task queue it
+          // runs on (its cluster's, where its migrations run) and its cluster with the pinned uid it entered with.
           migrationOf: deps.temporal
-            ? migrationRecords(deps.temporal.client, input.cluster?.uid, Context.current().info.taskQueue)
+            ? migrationRecords(deps.temporal.client, Placement.running(Context.current().info.taskQueue, input.cluster))
             : undefined,
           requestSamples: deps.requestSamples,
           cluster: input.cluster?.name,

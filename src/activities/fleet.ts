@@ -140,7 +140,7 @@ export function createCampaignStepActivities(deps: {
           apiservers: deps.apiservers,
           ...(deps.temporal
             ? {
-                migrationOf: migrationRecords(deps.temporal.client, await deps.pinnedUid?.(), deps.temporal.placement.taskQueue),
+                migrationOf: migrationRecords(deps.temporal.client, deps.temporal.placement.withUid(await deps.pinnedUid?.())),
                 cluster: deps.temporal.placement.name,
               }
             : {}),

@@ -5,12 +5,21 @@
  * starting a second one. It heartbeats while it waits, so a worker that dies
  * hands the wait to another; cancelling it stops the following, never the
  * migration followed.
+ *
+ * What it followed counts only once checked (src/kube/migration-record.ts,
+ * checkRecord): a run at the migration's ID that anyone with the namespace's
+ * credentials started (another workflow type, another task queue, an input
+ * naming another resource or cluster, a result that is not a migration's, a
+ * pass of another resource or uid) is reported Failed, saying why, with none
+ * of its counters: the initializer never reports Succeeded on a forged run.
  */
 import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { ApplicationFailure } from '@temporalio/common';
 import { zeroCounters } from '../api/counters';
 import type { MigrationCounters, MigrationPhase } from '../api/migration';
+import { Placement } from '../contract/placement';
+import { checkRecord, expectationOf, readMigrationRun } from '../kube/migration-record';
 
 export interface FollowedMigration {
   phase: MigrationPhase;
@@ -20,7 +29,28 @@ export interface FollowedMigration {
 
 const HEARTBEAT_MS = 10_000;
 
-export function createFollowActivities(temporal: { client: Client } | undefined) {
+/** The resource a migration's workflow ID names: its last segment (`migrate/<cluster>/<plural>.<group>`). */
+function resourceOfId(workflowId: string): { group: string; resource: string } {
+  const name = workflowId.slice(workflowId.lastIndexOf('/') + 1);
+  const dot = name.indexOf('.');
+  return dot < 0 ? { group: '', resource: name } : { group: name.slice(dot + 1), resource: name.slice(0, dot) };
+}
+
+/**
+ * temporal.placement: the worker's (its cluster); pinnedUid: the uid pinned to a named cluster. The queue expected
+ * of the followed run is the one this activity runs on: the initializer's, where its own migrations run.
+ */
+export function createFollowActivities(temporal: { client: Client; placement?: Placement } | undefined, pinnedUid?: () => Promise<string>) {
+  /** Why the run that ended at workflowId is not svm's migration of its resource here, or undefined when it is. */
+  const refusal = async (client: Client, workflowId: string): Promise<string | undefined> => {
+    const found = await readMigrationRun(client, workflowId);
+    if (!found) return `${workflowId} is no longer in Temporal: its result cannot be checked`;
+    if (found.status !== 'COMPLETED') return undefined;
+    const placement = Placement.running(Context.current().info.taskQueue, temporal?.placement?.cluster).withUid(await pinnedUid?.());
+    const checked = checkRecord(found.run, expectationOf(placement, resourceOfId(workflowId)));
+    return checked.counts ? undefined : checked.why;
+  };
+
   return {
     async followMigration(workflowId: string): Promise<FollowedMigration> {
       if (!temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client to follow a migration with');
@@ -48,6 +78,8 @@ export function createFollowActivities(temporal: { client: Client } | undefined)
           throw e;
         }
         const r = outcome.r ?? {};
+        const refused = await refusal(temporal.client, workflowId);
+        if (refused) return { phase: 'Failed', counters: zeroCounters(), message: `the joined migration does not count: ${refused}` };
         return { phase: r.phase ?? 'Succeeded', counters: r.counters ?? zeroCounters(), ...(r.message ? { message: r.message } : {}) };
       } finally {
         clearInterval(beat);

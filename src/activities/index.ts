@@ -98,7 +98,7 @@ export function createActivities(deps: ActivityDeps) {
       standardMigrations: deps.standardMigrations,
       mirrorWithoutRecord: deps.metrics && ((resource, without) => deps.metrics!.mirrorsWithoutRecord.set({ resource }, without ? 1 : 0)),
     }),
-    ...createFollowActivities(deps.temporal),
+    ...createFollowActivities(deps.temporal, pinnedUid),
     ...createResolveActivities(kube),
     ...createDropActivities({ kube, apiservers, temporal: deps.temporal, requestSamples: deps.requestSamples }),
     ...createManagedFieldsActivities({ kube, managedFieldsAs: deps.managedFieldsAs }),

@@ -159,19 +159,21 @@ async function readStates(kube: KubeClient): Promise<Record<string, StateSnapsho
 }
 
 /** The resource's migration workflow: how its last run stands, and the pass its result records when it succeeded. */
-async function migrationStatus(deps: TriggerDeps, name: string): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
+async function migrationStatus(
+  deps: TriggerDeps,
+  resource: { group: string; resource: string },
+): Promise<{ status: MigrationStatus; recorded?: RecordedPass }> {
   if (!deps.temporal) return { status: 'none' };
-  const r = await migrationRecords(
-    deps.temporal.client,
-    await deps.pinnedUid?.(),
-    deps.temporal.placement.taskQueue,
-  )(deps.temporal.placement.id(`migrate/${name}`));
+  // Checked against the worker's placement (its queue, its cluster with the uid pinned to it): src/kube/migration-record.ts.
+  const placement = deps.temporal.placement.withUid(await deps.pinnedUid?.());
+  const r = await migrationRecords(deps.temporal.client, placement)(resource);
   if (!r) return { status: 'none' };
   if (r.status === 'RUNNING') return { status: 'running' };
   if (r.status !== 'COMPLETED') return { status: 'failed' };
+  // A run that is not svm's record of this resource in this cluster (another workflow type, queue, input, result
+  // or uid: checkRecord) is no pass of it: migrated again.
+  if (r.refused) return { status: 'failed' };
   if (r.phase !== 'Succeeded') return { status: 'aborted' };
-  // Another cluster's pass (or one naming no uid, in a named cluster) is no pass of this one: migrated again.
-  if (r.notThisCluster) return { status: 'failed' };
   // A result with no record (an older svm), or a record naming no hash (none was read), cannot be matched to a
   // hash: the StorageState is believed, as before (never a migration started again every period for it).
   if (!r.record?.storageVersionHash) return { status: 'succeeded', recorded: { legacy: true } };
@@ -184,17 +186,18 @@ async function migrationStatus(deps: TriggerDeps, name: string): Promise<{ statu
  */
 async function lookUpMigrations(
   deps: TriggerDeps,
-  names: Iterable<string>,
+  resources: Iterable<ObservedResource>,
   states: Record<string, StateSnapshot>,
   known: Record<string, string> | undefined,
 ): Promise<{ migrations: Record<string, MigrationStatus>; recorded: Record<string, RecordedPass> }> {
   const migrations: Record<string, MigrationStatus> = {};
   const recorded: Record<string, RecordedPass> = {};
-  for (const name of names) {
+  for (const o of resources) {
+    const name = o.name;
     const st = states[name];
     const settled = st !== undefined && st.persisted.length === 1 && st.persisted[0] === st.current;
     if (settled && (!known || known[name] === st.current)) continue;
-    const m = await migrationStatus(deps, name);
+    const m = await migrationStatus(deps, o);
     migrations[name] = m.status;
     if (m.recorded) recorded[name] = m.recorded;
   }
@@ -208,7 +211,7 @@ async function lookUpMigrations(
 async function observe(deps: TriggerDeps, known: Record<string, string> | undefined): Promise<Observation> {
   const { reading, verified, checked } = await readDiscovery(deps);
   const states = await readStates(deps.kube);
-  const { migrations, recorded } = await lookUpMigrations(deps, reading.byName.keys(), states, known);
+  const { migrations, recorded } = await lookUpMigrations(deps, reading.byName.values(), states, known);
   return {
     observed: [...reading.byName.values()].sort((a, b) => compareStrings(a.name, b.name)),
     states,

@@ -338,7 +338,7 @@ async function readRecords(
   }
   try {
     const here = await judgedPlacement(temporal.client, kube, temporal.here);
-    return { migrationOf: migrationRecords(temporal.client, here.uid), cluster: here.name, close: temporal.close };
+    return { migrationOf: migrationRecords(temporal.client, here), cluster: here.name, close: temporal.close };
   } catch (err) {
     await temporal.close();
     throw err;

@@ -323,7 +323,7 @@ export class Migrator {
     // A named cluster's records count only against its pinned uid, and only for the cluster the kubeconfig reaches.
     const here = await identity().judgedPlacement(this.client, this.kube, this.placement);
     return planner().makePlan(this.kube, {
-      migrationOf: records().migrationRecords(this.client, here.uid),
+      migrationOf: records().migrationRecords(this.client, here),
       cluster: here.name,
       ...opts,
     });

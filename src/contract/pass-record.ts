@@ -32,13 +32,19 @@ export interface PassRecord {
    * install's records, and in records from before it was kept.
    */
   clusterUid?: string;
+  /**
+   * The resource the pass migrated (`plural.group`, a core resource's plural). A verdict on another resource does not
+   * count (src/kube/migration-record.ts). Absent in records from before it was kept: there the run's start input
+   * names the resource.
+   */
+  resource?: string;
 }
 
 /** The record of a pass that succeeded under `agreement`, its final reading. */
 export function passRecord(
   agreement: Agreement,
   by: PassRecord['by'],
-  extra: { storageVersionHash?: string; object?: string; clusterUid?: string } = {},
+  extra: { storageVersionHash?: string; object?: string; clusterUid?: string; resource?: string } = {},
 ): PassRecord {
   const hash = extra.storageVersionHash ?? agreement.hash;
   return {
@@ -51,5 +57,6 @@ export function passRecord(
     token: agreement.token,
     ...(agreement.at !== undefined ? { at: agreement.at } : {}),
     ...(extra.clusterUid ? { clusterUid: extra.clusterUid } : {}),
+    ...(extra.resource ? { resource: extra.resource } : {}),
   };
 }

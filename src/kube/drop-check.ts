@@ -73,7 +73,8 @@ import { lookUpRecord, migrationCheck, storageApiVersion, storageVersionCheck, s
 
 export { DropInputError, type DropCheckOptions, type MigrationRecord } from './drop-shared';
 export { requestsCheck, serverRequests } from './drop-requests';
-export { migrationRecords, storageVersionCheck } from './drop-storage';
+export { storageVersionCheck } from './drop-storage';
+export { checkRecord, migrationRecords, type RecordExpectation } from './migration-record';
 export { managedFieldsCheck } from './drop-managed-fields';
 
 /**
@@ -164,7 +165,11 @@ async function checkResource(
   const storageVersion = agreement && storageApiVersion(agreement, group, crd !== undefined);
   const storedCheck = crd && storedVersionsCheck(crd, version, key);
   const servedHash = agreement?.agreed ? (agreement.hash ?? viaEntry?.storageVersionHash) : undefined;
-  const lookup = await lookUpRecord(placedId(migrationWorkflowId({ group, resource: name }), opts.cluster), opts.migrationOf);
+  const lookup = await lookUpRecord(
+    { group, resource: name },
+    placedId(migrationWorkflowId({ group, resource: name }), opts.cluster),
+    opts.migrationOf,
+  );
   const migration = migrationCheck(target, key, { storageVersion, state: g.stateOf(name), servedHash, storedCheck, agreement }, lookup);
   const managedFields = await managedFieldsFinding(kube, target, name, key, other, opts.heartbeat ?? (() => undefined));
   const storageVersionFinding: DropCheck = agreement

@@ -28,11 +28,13 @@ export interface MigrationRecord {
   record?: PassRecord;
   closeTime?: string;
   /**
-   * A record that does not count, and why: a named cluster's pass made against another kube-system uid than the one
-   * pinned to the cluster, or naming none (made before records carried one); a run that is not a migration of svm's
-   * (another workflow type, another task queue than svm's workers poll, a result that is not a migration's).
+   * Why the run does not count as svm's record of this resource in this cluster (src/kube/migration-record.ts,
+   * checkRecord): another workflow type, another task queue than svm's workers of the cluster poll, an input naming
+   * another resource or cluster, a result that is not a migration's, a pass record of another resource or made
+   * against another uid than the one pinned to the cluster (or naming none, in a named cluster). Its record is
+   * dropped.
    */
-  notThisCluster?: string;
+  refused?: string;
 }
 
 export interface DropCheckOptions {
@@ -40,8 +42,11 @@ export interface DropCheckOptions {
   requestsWindowSeconds?: number;
   /** Where the API servers are found; default: the `kubernetes` EndpointSlice and identity leases, as the worker does. */
   apiservers?: ApiServerSource;
-  /** The resource's migration workflow, where a Temporal client is at hand (the worker's activity; the CLI with TEMPORAL_ADDRESS). */
-  migrationOf?: (workflowId: string) => Promise<MigrationRecord | undefined>;
+  /**
+   * The resource's migration workflow, its last run checked (src/kube/migration-record.ts: migrationRecords over a
+   * placement), where a Temporal client is at hand (the worker's activity; the CLI with TEMPORAL_ADDRESS).
+   */
+  migrationOf?: (resource: { group: string; resource: string }) => Promise<MigrationRecord | undefined>;
   /** The cluster whose migration workflows migrationOf is asked for, when one Temporal namespace serves several. */
   cluster?: string;
   /**

@@ -2,12 +2,10 @@
  * The drop check's storage checks: storageVersion (the agreement), storedVersions (a CRD's status) and migration
  * (the StorageState or storedVersions on record, and the resource's migration workflow in Temporal).
  */
-import type { Client } from '@temporalio/client';
 import type { CustomResourceDefinition } from '../api/custom-resource-definition';
 import type { StorageState } from '../api/migration';
 import type { DropCheck } from '../contract/drop';
 import { holdsSince, tokenChange, type Agreement } from './agreement';
-import type { PassRecord } from '../contract/pass-record';
 import { why, type DropCheckOptions, type DropTarget, type MigrationRecord } from './drop-shared';
 import { storageStateReason } from './storage-states';
 
@@ -104,6 +102,7 @@ function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: stri
   const rec = lookup.found;
   const id = rec.workflowId;
   if (rec.status === 'RUNNING') return { verdict: 'NotYet', reason: `its migration workflow ${id} is running` };
+  if (rec.refused) return { verdict: 'Unknown', reason: rec.refused };
   const ended = `${rec.phase ?? rec.status}${rec.closeTime ? ` at ${rec.closeTime}` : ''}`;
   if (rec.phase !== 'Succeeded')
     return {
@@ -111,7 +110,6 @@ function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: stri
       reason: `its last migration workflow ${id} ended ${ended}: no whole pass is on record (svm migrate ${key})`,
     };
   const p = rec.record;
-  if (rec.notThisCluster) return { verdict: 'Unknown', reason: rec.notThisCluster };
   if (!p)
     return {
       verdict: 'Unknown',
@@ -165,13 +163,17 @@ function mirrorOf(
  * The resource's last migration workflow as Temporal describes it, or why there is none to read: no Temporal
  * client at hand, none in Temporal, or Temporal did not answer.
  */
-export async function lookUpRecord(id: string, migrationOf: DropCheckOptions['migrationOf']): Promise<RecordLookup> {
+export async function lookUpRecord(
+  resource: { group: string; resource: string },
+  id: string,
+  migrationOf: DropCheckOptions['migrationOf'],
+): Promise<RecordLookup> {
   if (!migrationOf)
     return {
       missing: `the record of a whole pass is the migration workflow ${id} in Temporal, and no Temporal client is at hand (set TEMPORAL_ADDRESS)`,
     };
   try {
-    const found = await migrationOf(id);
+    const found = await migrationOf(resource);
     if (found) return { found };
     return {
       missing: `Temporal holds no migration workflow ${id}: never migrated by svm, migrated by another migrator, or past the namespace's retention`,
@@ -188,97 +190,13 @@ export async function lookUpRecord(id: string, migrationOf: DropCheckOptions['mi
  */
 export function unbackedReason(lookup: RecordLookup, hash: string): string | undefined {
   if ('missing' in lookup) return lookup.missing;
-  const { workflowId, status, phase, record, notThisCluster } = lookup.found;
+  const { workflowId, status, phase, record, refused } = lookup.found;
   if (status === 'RUNNING') return `its migration workflow ${workflowId} is running`;
+  if (refused) return refused;
   if (phase !== 'Succeeded') return `its last migration workflow ${workflowId} ended ${phase ?? status}`;
-  if (notThisCluster) return notThisCluster;
   const recorded = record?.storageVersionHash;
   return recorded === undefined || recorded === hash ? undefined : `its last whole pass on record (${workflowId}) was at ${recorded}`;
 }
 
-/**
- * MigrationRecords from a Temporal client the caller holds (the worker's, or the CLI's with TEMPORAL_ADDRESS):
- * the workflow's description, and its result's phase when it completed. Only the migration's own summary is read.
- */
-export function migrationRecords(
-  client: Client,
-  pinnedUid?: string,
-  /** The task queue svm's workers of this cluster poll: a run on another one is not svm's record. Unchecked when absent. */
-  taskQueue?: string,
-): (workflowId: string) => Promise<MigrationRecord | undefined> {
-  return async (workflowId) => {
-    const handle = client.workflow.getHandle(workflowId);
-    let d: Awaited<ReturnType<typeof handle.describe>>;
-    try {
-      d = await handle.describe();
-    } catch (err) {
-      if (err instanceof Error && err.name === 'WorkflowNotFoundError') return undefined;
-      throw err;
-    }
-    const status = d.status.name;
-    const result = status === 'COMPLETED' ? ((await handle.result()) as { phase?: string; record?: PassRecord } | undefined) : undefined;
-    const record = result?.phase === 'Succeeded' ? result.record : undefined;
-    const notThisCluster =
-      result?.phase === 'Succeeded'
-        ? (foreignRun({ type: d.type, taskQueue: d.taskQueue, record }, taskQueue, workflowId) ??
-          (record && pinnedUid !== undefined ? uidMismatch(record, pinnedUid, workflowId) : undefined))
-        : undefined;
-    return {
-      workflowId,
-      status,
-      ...(result?.phase ? { phase: result.phase } : {}),
-      ...(record ? { record } : {}),
-      ...(d.closeTime ? { closeTime: d.closeTime.toISOString() } : {}),
-      ...(notThisCluster ? { notThisCluster } : {}),
-    };
-  };
-}
-
-/** The workflow types whose result is a migration's verdict, at a migration's ID (migrationStart). */
-export const MIGRATION_WORKFLOW_TYPES: readonly string[] = ['migrateResource', 'delegateToBuiltIn'];
-
-/**
- * Why a Succeeded run at a migration's ID is not svm's record, or undefined when it may be: another workflow type,
- * another task queue than the one svm's workers of the cluster poll (where known), or a pass record that is not one.
- * Anyone with access to the Temporal namespace can start a workflow at that ID; only svm's workers run these types
- * on that queue (docs/security.md, "What a verdict rests on").
- */
-export function foreignRun(
-  run: { type: string; taskQueue: string; record?: unknown },
-  taskQueue: string | undefined,
-  workflowId: string,
-): string | undefined {
-  if (!MIGRATION_WORKFLOW_TYPES.includes(run.type))
-    return `its last run (${workflowId}) is a ${run.type} workflow, not a migration: not svm's record, so it does not count`;
-  if (taskQueue !== undefined && run.taskQueue !== taskQueue)
-    return `its last run (${workflowId}) ran on task queue ${run.taskQueue}, not ${taskQueue} (the one svm's workers of this cluster poll): not svm's record, so it does not count`;
-  if (run.record !== undefined && !isPassRecord(run.record))
-    return `its last run (${workflowId}) ended Succeeded with a record that is not a migration's pass record: it does not count`;
-  return undefined;
-}
-
-function isPassRecord(r: unknown): r is PassRecord {
-  if (typeof r !== 'object' || r === null) return false;
-  const p = r as Record<string, unknown>;
-  return (
-    (p.by === 'svm' || p.by === 'built-in') &&
-    typeof p.encodingVersion === 'string' &&
-    typeof p.verified === 'boolean' &&
-    typeof p.checked === 'string' &&
-    typeof p.token === 'string' &&
-    (p.storageVersionHash === undefined || typeof p.storageVersionHash === 'string') &&
-    (p.clusterUid === undefined || typeof p.clusterUid === 'string')
-  );
-}
-
-/**
- * Why a named cluster's pass record does not count for the cluster pinned to `pinnedUid`, or undefined when it
- * does: it was made against another kube-system uid (another cluster answered under the name, or the cluster was
- * recreated since), or names none (an svm from before records carried it: migrate once more to make one).
- */
-export function uidMismatch(record: PassRecord, pinnedUid: string, workflowId: string): string | undefined {
-  if (record.clusterUid === pinnedUid) return undefined;
-  return record.clusterUid
-    ? `its last whole pass (${workflowId}) was made against kube-system uid ${record.clusterUid}, but the cluster is pinned to ${pinnedUid}: another cluster's verdict does not count`
-    : `its last whole pass (${workflowId}) names no cluster uid (made before svm recorded one), so it cannot be shown to be this cluster's (pinned to ${pinnedUid}): migrate once more to record one`;
-}
+/** The reader of checked records and its check live in src/kube/migration-record.ts; re-exported for their readers here. */
+export { checkRecord, migrationRecords, MIGRATION_WORKFLOW_TYPES } from './migration-record';

@@ -371,7 +371,11 @@ async function checkSettledStates(
   const lookups = await Promise.all(
     settled.map(async (s) => ({
       s,
-      lookup: await lookUpRecord(placedId(migrationWorkflowId({ group: s.group, resource: s.resource }), records.cluster), records.of),
+      lookup: await lookUpRecord(
+        { group: s.group, resource: s.resource },
+        placedId(migrationWorkflowId({ group: s.group, resource: s.resource }), records.cluster),
+        records.of,
+      ),
     })),
   );
   for (const { s, lookup } of lookups) {

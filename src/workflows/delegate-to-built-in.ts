@@ -348,7 +348,12 @@ class Delegation {
   /** hash: what the StorageState was refined to (undefined in histories from before it was returned). */
   succeeded(hash?: string): MigrationResult {
     const s = this.carried;
-    this.record = passRecord(s.agreement!, 'built-in', { storageVersionHash: hash, object: s.current, clusterUid: currentCluster()?.uid });
+    this.record = passRecord(s.agreement!, 'built-in', {
+      storageVersionHash: hash,
+      object: s.current,
+      clusterUid: currentCluster()?.uid,
+      resource: this.name,
+    });
     return this.finish(
       'Succeeded',
       `the built-in migrator migrated ${this.name} (${s.current}) and the API servers agreed on ${s.agreement!.encodingVersion} from its creation to its success: ${s.agreement!.checked}`,

@@ -468,6 +468,6 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
   return migration.finish(
     'Succeeded',
     `migrated every object of ${migration.name} to ${a.encodingVersion} in one whole pass; ${agreed}`,
-    passRecord(a, 'svm', { storageVersionHash: recorded?.hash, clusterUid: currentCluster()?.uid }),
+    passRecord(a, 'svm', { storageVersionHash: recorded?.hash, clusterUid: currentCluster()?.uid, resource: migration.name }),
   );
 }
