@@ -50,6 +50,7 @@ export const commandEntries: CommandEntry[] = [
   c.setup,
   c.crds,
   c.plan,
+  c.prune,
   c['managed-fields'],
   c.grant,
   c.fleet,

@@ -27,6 +27,7 @@ void test('svm: every command, in the order of svm --help', () => {
       'setup',
       'crds',
       'plan',
+      'prune',
       'managed-fields',
       'grant',
       'fleet',

@@ -72,6 +72,8 @@ export interface ActivityDeps {
   requireStaticFence?: boolean;
   /** SVM_REQUIRE_FENCE: every other resource only where svm's fence refuses the worker a change (src/kube/fence-probe.ts). */
   requireFence?: boolean;
+  /** SVM_PRUNE: 'operator' leaves a CRD's status (storedVersions, its condition) to `svm prune`; default 'worker'. */
+  prune?: 'worker' | 'operator';
 }
 
 export type { Agreement };
@@ -104,7 +106,7 @@ export function createActivities(deps: ActivityDeps) {
     ...createManagedFieldsActivities({ kube, managedFieldsAs: deps.managedFieldsAs }),
     ...createBuiltInActivities({ kube, agreement, discoveryHash: (ref) => discoveryHash(kube, ref) }),
     ...createChunkActivities({ ...deps, apiservers }, metrics),
-    ...createAgreementActivities(kube, agreement),
+    ...createAgreementActivities(kube, agreement, deps.prune ?? 'worker'),
     ...createCampaignStepActivities({ kube, apiservers, temporal: deps.temporal, pinnedUid }),
     /**
      * The cluster this worker serves, as its API answers now: what a named workflow records at its start
@@ -207,7 +209,7 @@ function createChunkActivities(deps: ActivityDeps, metrics: ResourceMetrics) {
 // ---------------------------------------------------------------- agreement
 
 /** The agreement the workflow waits for and checks, and the effect of a pass made under it. */
-function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRef) => Promise<CrdAgreement>) {
+function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRef) => Promise<CrdAgreement>, prune: 'worker' | 'operator') {
   return {
     /**
      * Do the API servers agree on the resource's storage version, and what was checked? A read: it changes nothing.
@@ -236,6 +238,12 @@ function createAgreementActivities(kube: KubeClient, agreement: (ref: ResourceRe
       if (hash) await refineStorageState(kube, groupResourceString(ref), hash);
       const recorded = hash ? { hash } : {};
       if (!ref.custom) return recorded;
+      // SVM_PRUNE=operator: the pass's record in Temporal is what says the CRD is ready to prune; `svm prune`, under
+      // the operator's identity, prunes on it (src/kube/prune.ts). The worker's token holds no right on CRD status.
+      if (prune === 'operator') {
+        Context.current().log.info('storedVersions left for svm prune (SVM_PRUNE=operator)', { resource: groupResourceString(ref) });
+        return recorded;
+      }
       return { storedVersions: await pruneToAgreed(kube, ref, agreed), ...recorded };
     },
   };
@@ -306,8 +314,10 @@ function createMirrorActivities(deps: ActivityDeps, metrics: ResourceMetrics) {
     async reportStatus(names: string[], status: StorageVersionMigrationStatus, resource: string): Promise<StatusReport> {
       const writeTimeoutMs = deps.mirror?.writeTimeoutMs ?? MIRROR_WRITE_TIMEOUT_MS;
       metrics.phase(resource, status.phase);
-      // A custom resource's failed pass: its CRD's StorageMigrating condition says so, as the built-in's does.
-      if (status.phase === 'Failed' && resource.includes('.')) await markCrdFailed(kube, resource, writeTimeoutMs);
+      // A custom resource's failed pass: its CRD's StorageMigrating condition says so, as the built-in's does (not
+      // under SVM_PRUNE=operator: the worker's token may not write a CRD's status there).
+      if (status.phase === 'Failed' && resource.includes('.') && deps.prune !== 'operator')
+        await markCrdFailed(kube, resource, writeTimeoutMs);
       metrics.reported(resource, status.phase);
       const budgetMs = deps.mirror?.budgetMs ?? MIRROR_BUDGET_MS;
       return { gone: await writeStatuses(names, status, { apis, writeTimeoutMs, budgetMs, failed: metrics.mirrorFailed }) };

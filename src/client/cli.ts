@@ -34,6 +34,7 @@ const planModule = () => require('./cli-plan') as typeof import('./cli-plan');
 const grantModule = () => require('./cli-grant') as typeof import('./cli-grant');
 const versionModule = () => require('./cli-version') as typeof import('./cli-version');
 const fleetModule = () => require('./cli-fleet') as typeof import('./cli-fleet');
+const pruneModule = () => require('./cli-prune') as typeof import('./cli-prune');
 /* eslint-enable @typescript-eslint/no-require-imports */
 
 /** The client's commands by name, for the composition root to order among the others. */
@@ -92,6 +93,13 @@ export const clientCommandEntries = {
     term: '[options]',
     description: 'what must be migrated before the next upgrade step can go on (read-only; exit 0 nothing, 1 needed, 2 blocked, 3 error)',
     load: () => planModule().planCommand(),
+  },
+  prune: {
+    name: 'prune',
+    term: '[options] [crds...]',
+    description:
+      "prune CRDs' status.storedVersions to their storage version with your identity, on the checked record of a whole pass (for SVM_PRUNE=operator; exit 0 pruned, 1 refused, 2 error)",
+    load: () => pruneModule().pruneCommand(),
   },
   grant: {
     name: 'grant',

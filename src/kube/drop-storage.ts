@@ -97,7 +97,7 @@ export function migrationCheck(
 }
 
 /** The record's verdict: Ready on a whole pass under the agreement that holds now, else NotYet or Unknown and why. */
-function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: string): Omit<DropCheck, 'check'> {
+export function judgeRecord(lookup: RecordLookup, now: Agreement | undefined, key: string): Omit<DropCheck, 'check'> {
   if ('missing' in lookup) return { verdict: 'Unknown', reason: lookup.missing };
   const rec = lookup.found;
   const id = rec.workflowId;

@@ -168,6 +168,13 @@ export const WorkerSettings = z.object({
    */
   requireFence: bool.default(false),
   /**
+   * Who prunes a CRD's status.storedVersions after a whole pass: 'worker' (the default) in the pass's own last step,
+   * with the worker's token; 'operator': the worker leaves it, and `svm prune` (the operator's kubeconfig, or the
+   * pre-upgrade Job) prunes it on the pass's checked record. With 'operator' the worker's token needs no right on
+   * customresourcedefinitions/status (docs/security.md, "The prune").
+   */
+  prune: z.enum(['worker', 'operator']).default('worker'),
+  /**
    * The ServiceAccount the managedFields rewrite (rewriteManagedFields, `svm managed-fields`) writes as, by
    * impersonation: its username, system:serviceaccount:<namespace>:<name>. Unset (the default): the rewrite is off
    * and refused. deploy/managed-fields.yaml creates that identity, lets the worker impersonate it and fences it.
@@ -237,6 +244,7 @@ export const settingSources: Record<string, string> = {
   triggerApi: 'SVM_TRIGGER_API',
   requireStaticFence: 'SVM_REQUIRE_STATIC_FENCE',
   requireFence: 'SVM_REQUIRE_FENCE',
+  prune: 'SVM_PRUNE',
   managedFieldsAs: 'SVM_MANAGED_FIELDS_AS',
   requestSampleSeconds: 'SVM_REQUEST_SAMPLE_SECONDS',
   clusterReportSeconds: 'SVM_CLUSTER_REPORT_SECONDS',
@@ -295,6 +303,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   triggerApi: env.SVM_TRIGGER_API || undefined,
   requireStaticFence: env.SVM_REQUIRE_STATIC_FENCE || undefined,
   requireFence: env.SVM_REQUIRE_FENCE || undefined,
+  prune: env.SVM_PRUNE || undefined,
   managedFieldsAs: env.SVM_MANAGED_FIELDS_AS || undefined,
   requestSampleSeconds: env.SVM_REQUEST_SAMPLE_SECONDS || undefined,
   clusterReportSeconds: env.SVM_CLUSTER_REPORT_SECONDS || undefined,
@@ -344,6 +353,7 @@ export function loadWorkerSettings(
     triggerApi: pick(flags.triggerApi, base.triggerApi),
     requireStaticFence: base.requireStaticFence,
     requireFence: base.requireFence,
+    prune: base.prune,
     managedFieldsAs: base.managedFieldsAs,
     requestSampleSeconds: base.requestSampleSeconds,
     clusterReportSeconds: base.clusterReportSeconds,

@@ -349,6 +349,7 @@ function activityDeps(settings: WorkerSettings, p: WorkerParts): Parameters<type
     managedFieldsAs: settings.managedFieldsAs,
     requireStaticFence: settings.requireStaticFence,
     requireFence: settings.requireFence,
+    prune: settings.prune,
   };
 }
 
