@@ -50,7 +50,7 @@ export function pruneCommand(): Command {
     .addHelpText('after', PRUNE_HELP)
     .exitOverride((err: CommanderError) => process.exit(err.exitCode === 0 ? 0 : PRUNE_ERROR_EXIT_CODE))
     .action(async (crds: string[], o: PruneFlags) => {
-      if (o.all === crds.length > 0) {
+      if (Boolean(o.all) === crds.length > 0) {
         process.stderr.write(errorLine(o.all ? 'name CRDs or --all, not both' : 'name the CRDs to prune, or --all'));
         process.exitCode = PRUNE_ERROR_EXIT_CODE;
         return;
