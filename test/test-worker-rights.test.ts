@@ -15,15 +15,28 @@
  */
 import assert from 'node:assert/strict';
 import { execFile } from 'node:child_process';
-import { copyFileSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, cpSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
 import { after, test } from 'node:test';
 import YAML from 'yaml';
+import type { Client } from '@temporalio/client';
+import { defaultPayloadConverter } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
+import { Migrator } from '../src/client';
+import { zeroCounters } from '../src/api/counters';
+import { Placement } from '../src/contract/placement';
+import { kubernetesEndpoints } from '../src/kube/apiservers';
+import { CRDS_PATH, getCrd } from '../src/kube/crds';
+import { checkDrop } from '../src/kube/drop-check';
+import { migrationRecords } from '../src/kube/migration-record';
+import { resolveResource } from '../src/kube/resolve';
+import { readAgreement } from '../src/kube/server-agreements';
+import { createMigratorWorker } from '../src/worker/worker';
 import { installCrds } from '../src/client/cli-migrate';
 import { grantManifests, UNFENCED_GROUPS } from '../src/client/grant';
-import { etcdPrefix, readStoredObjects } from '../src/dev/etcd-truth';
+import { etcdPrefix, readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver } from '../src/dev/plane';
 import { kubeVersions } from '../src/dev/tools';
 import { KubeClient } from '../src/kube/client';
@@ -1161,3 +1174,242 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
     await plane.close();
   }
 });
+
+/**
+ * A workflow at `id` on task queue `queue`, started and completed by a hand-written poller with `result`: what anyone
+ * holding the Temporal namespace's credentials can make, no worker of svm's involved (issue 61's ten-line worker).
+ */
+async function forgeRun(client: Client, queue: string, id: string, type: string, input: unknown, result: unknown): Promise<void> {
+  await client.workflow.start(type, { taskQueue: queue, workflowId: id, args: [input] });
+  const namespace = client.options.namespace;
+  // A long poll: the server wants a deadline, and answers at once (the task is there).
+  const task = await client.withDeadline(Date.now() + 30_000, () =>
+    client.workflowService.pollWorkflowTaskQueue({
+      namespace,
+      taskQueue: { name: queue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+      identity: 'forger',
+    }),
+  );
+  assert.equal(task.workflowExecution?.workflowId, id, 'the forger took its own workflow task');
+  await client.workflowService.respondWorkflowTaskCompleted({
+    namespace,
+    taskToken: task.taskToken,
+    identity: 'forger',
+    commands: [
+      {
+        commandType: temporal.api.enums.v1.CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+        completeWorkflowExecutionCommandAttributes: { result: { payloads: [defaultPayloadConverter.toPayload(result)] } },
+      },
+    ],
+  });
+  assert.equal((await client.workflow.getHandle(id).describe()).status.name, 'COMPLETED');
+}
+
+/** deploy/ as an overlay with the prune-operator component renders it (SVM_PRUNE=operator). */
+async function kustomizedPruneOperator(plane: TestPlane): Promise<Manifest[]> {
+  const root = mkdtempSync(path.join(tmpdir(), 'svm-prune-operator-'));
+  try {
+    cpSync(DEPLOY_DIR, path.join(root, 'deploy'), { recursive: true });
+    mkdirSync(path.join(root, 'overlay'));
+    writeFileSync(path.join(root, 'overlay', 'kustomization.yaml'), 'resources: [../deploy]\ncomponents: [../deploy/prune-operator]\n');
+    const { stdout } = await run(plane.env.KUBECTL!, ['kustomize', path.join(root, 'overlay')], { timeout: 120_000, maxBuffer: 64 << 20 });
+    return YAML.parseAllDocuments(stdout).map((d) => d.toJS() as Manifest);
+  } finally {
+    rmSync(root, { recursive: true, force: true });
+  }
+}
+
+void test(`${kubeVersions().current}: a record counts only once checked, and under SVM_PRUNE=operator storedVersions are the operator's to prune: forged runs (another type, another queue, an input for another resource, an off-schema result, a pass record of another resource) make no drop verdict and no prune, with etcd at v1; a migration leaves storedVersions as they are and the worker's token is refused the status write; svm prune prunes on the real record`, async () => {
+  const plane = await testPlane();
+  const admin = plane.kube;
+  const client = plane.temporal.client;
+  const crdStatus = ['clusterrolebindings', 'clusterroles'].map((k) => `/apis/rbac.authorization.k8s.io/v1/${k}/svm-migrator-crd-status`);
+  const c = testCrd(`${uniq('prune')}.svm.test`);
+  const ns = uniq('prune');
+  const N = 20;
+  const queue = uniq('tq-prune');
+  const id = `migrate/${c.name}`;
+  const crdPath = `${CRDS_PATH}/${c.name}`;
+  const grant = YAML.parseAllDocuments(grantManifests({ group: c.group, resource: c.plural, custom: true })).map(
+    (d) => d.toJS() as Manifest,
+  );
+  let kubeconfig: string | undefined;
+  let sa: KubeClient | undefined;
+  const storedNow = async () => (await getCrd(admin, { group: c.group, resource: c.plural })).status?.storedVersions;
+  const etcdNow = async () => (await storedVersions(plane.etcd, { group: c.group, resource: c.plural, custom: true })).byApiVersion;
+  try {
+    // The shipped rights as the component renders them: no svm-migrator-crd-status. An install moved to the component
+    // deletes what `kubectl apply -k` does not prune (the role and binding other test files apply with rbac.yaml).
+    const manifests = await kustomizedPruneOperator(plane);
+    assert.equal(manifests.filter((m) => m.metadata.name === 'svm-migrator-crd-status').length, 0, 'the component drops the rule');
+    const env = (
+      manifests.find((m) => m.kind === 'Deployment') as unknown as {
+        spec: { template: { spec: { containers: Array<{ env: Array<{ name: string; value?: string }> }> } } };
+      }
+    ).spec.template.spec.containers[0]!.env;
+    assert.deepEqual(
+      env.find((e) => e.name === 'SVM_PRUNE'),
+      { name: 'SVM_PRUNE', value: 'operator' },
+    );
+    await serverSideApply(admin, rightsOf(manifests));
+    for (const p of crdStatus) await admin.raw('DELETE', p);
+    await serverSideApply(admin, grant);
+    await installCrds(admin);
+    await applyCrd(admin, c, 'v1');
+    await createObjects(admin, c, 'v1', N, { namespace: ns });
+    await applyCrd(admin, c, 'v2');
+    assert.deepEqual(await storedNow(), ['v1', 'v2']);
+    assert.deepEqual(await etcdNow(), { [`${c.group}/v1`]: N });
+    kubeconfig = writeTokenKubeconfig(admin.server, await serviceAccountToken(admin, SA_NAMESPACE, SA_NAME), SA_NAME, plane.dir);
+    sa = KubeClient.fromKubeconfig(kubeconfig);
+
+    // The worker's token may not prune (RBAC: no right on CRD status), and nothing is written.
+    await eventually(
+      'RBAC to drop the status right',
+      async () =>
+        !(await canI(sa!, { verb: 'patch', group: 'apiextensions.k8s.io', resource: 'customresourcedefinitions', subresource: 'status' })),
+      30_000,
+    );
+    const byToken = await sa.raw('PATCH', `${crdPath}/status`, {
+      body: JSON.stringify({ status: { storedVersions: ['v2'] } }),
+      contentType: MERGE,
+    });
+    assert.equal(byToken.status, 403, `the token's prune: ${byToken.status} ${byToken.body.slice(0, 300)}`);
+    assert.deepEqual(await storedNow(), ['v1', 'v2'], 'storedVersions unchanged');
+    console.log(`[prune] the worker's token prunes storedVersions under SVM_PRUNE=operator: ${byToken.status}`);
+
+    // The forger: what it would complete a run with, a record that holds now (it can have the agreement's token by
+    // asking as svm does), and the drop check and svm prune that read it as the workers' queue's.
+    const apiservers = kubernetesEndpoints(admin);
+    const ref = await resolveResource(admin, c.name);
+    const agreed = await readAgreement(admin, apiservers, ref);
+    apiservers.close();
+    assert.ok(agreed.agreed, agreed.reason);
+    const record = {
+      by: 'svm',
+      encodingVersion: 'v2',
+      storageVersionHash: agreed.hash,
+      verified: agreed.verified,
+      checked: agreed.checked,
+      token: agreed.token,
+      resource: c.name,
+    };
+    const honest = { phase: 'Succeeded', counters: zeroCounters(), message: 'forged', record, migrationObjects: [] };
+    const records = migrationRecords(client, Placement.of(queue));
+    const migrationVerdict = async () => {
+      const report = await checkDrop(admin, `${c.group}/v1`, { requestsWindowSeconds: 0, migrationOf: records });
+      return report.resources.find((r) => r.resource === c.name)!.checks.find((x) => x.check === 'migration')!;
+    };
+    const pruneCli = (taskQueue: string) =>
+      svmCli(['prune', c.name], {
+        KUBECONFIG: plane.env.KUBECONFIG!,
+        TEMPORAL_ADDRESS: plane.temporal.address,
+        TEMPORAL_TASK_QUEUE: taskQueue,
+      });
+    const routes: Array<[string, () => Promise<void>, RegExp]> = [
+      [
+        'another workflow type',
+        () => forgeRun(client, queue, id, 'forgedMigration', { resource: ref }, honest),
+        /is a forgedMigration workflow, not a migration/,
+      ],
+      [
+        'another task queue',
+        () => forgeRun(client, uniq('attacker'), id, 'migrateResource', { resource: ref }, honest),
+        /ran on task queue attacker-.*, not tq-prune-.* \(the one svm's workers of this cluster poll\)/,
+      ],
+      [
+        'an input naming another resource',
+        () => forgeRun(client, queue, id, 'migrateResource', { resource: 'configmaps' }, honest),
+        /was started for configmaps/,
+      ],
+      [
+        'a result off the schema',
+        () => forgeRun(client, queue, id, 'migrateResource', { resource: ref }, { phase: 'Succeeded', record }),
+        /ended with a result that is not a migration's \(counters: /,
+      ],
+      [
+        'a pass record of another resource',
+        () =>
+          forgeRun(client, queue, id, 'migrateResource', { resource: ref }, { ...honest, record: { ...record, resource: 'configmaps' } }),
+        /recorded a pass of configmaps/,
+      ],
+    ];
+    for (const [what, forge, reason] of routes) {
+      await forge();
+      // Not Ready: the record does not count (the check's reason first; the storedVersions mirror, which still names
+      // v1, holds the verdict at NotYet besides).
+      const m = await migrationVerdict();
+      assert.notEqual(m.verdict, 'Ready', `${what}: ${m.reason}`);
+      assert.match(m.reason, reason, what);
+      assert.match(m.reason, /: not svm's record of .*, so it does not count/, what);
+      const pruned = await pruneCli(queue);
+      assert.equal(pruned.code, 1, `${what}: svm prune exited ${pruned.code}: ${pruned.stdout}${pruned.stderr}`);
+      assert.match(pruned.stdout, new RegExp(`${c.name.replace(/\./g, '\\.')} +refused +\\[v1, v2\\] +`), what);
+      assert.match(pruned.stdout, reason, what);
+      assert.deepEqual(await storedNow(), ['v1', 'v2'], `${what}: storedVersions unchanged`);
+      console.log(`[forged: ${what}] drop: ${m.verdict}: ${m.reason}`);
+    }
+    // The limit the check says it has: the same result by a poller of the workers' own queue counts (only trust
+    // domains refuse that). Shown so that each refusal above is the check's, not the record's.
+    await forgeRun(client, queue, id, 'migrateResource', { resource: ref }, honest);
+    const beyond = await migrationVerdict();
+    assert.match(
+      beyond.reason,
+      /ended Succeeded at .*: a whole pass by svm to v2, under the agreement that holds now/,
+      `a poller of the real queue is beyond the check (docs/security.md): ${beyond.reason}`,
+    );
+    console.log(`[forged by a poller of the workers' queue: beyond the check] drop: ${beyond.verdict}: ${beyond.reason}`);
+    assert.deepEqual(await etcdNow(), { [`${c.group}/v1`]: N }, 'etcd: every object still at v1');
+
+    // The real migration, by the shipped worker under SVM_PRUNE=operator: Succeeded, etcd at v2, storedVersions left.
+    const w = await createMigratorWorker({ ...plane.workerSettings(queue, { requireFence: true, prune: 'operator' }), kubeconfig });
+    const m = await Migrator.connect({ temporal: { ...plane.temporal.settings, taskQueue: queue }, kubeconfig });
+    try {
+      const result = await w.runUntil(async () => migrationResult(await m.start(c.name)));
+      assert.equal(result.phase, 'Succeeded', result.message);
+      assert.equal(result.record?.resource, c.name);
+    } finally {
+      await m.close();
+    }
+    assert.deepEqual(await etcdNow(), { [`${c.group}/v2`]: N });
+    assert.deepEqual(await storedNow(), ['v1', 'v2'], 'the worker left storedVersions');
+    // svm prune, with the operator's kubeconfig: a CLI on another queue than the workers' refuses their record too.
+    const elsewhere = await pruneCli(uniq('tq-other'));
+    assert.equal(elsewhere.code, 1, elsewhere.stdout + elsewhere.stderr);
+    assert.match(elsewhere.stdout, /ran on task queue tq-prune-.*, not tq-other-.*/);
+    const done = await pruneCli(queue);
+    console.log(`$ svm prune ${c.name}\n${done.stdout}`);
+    assert.equal(done.code, 0, done.stdout + done.stderr);
+    assert.match(
+      done.stdout,
+      new RegExp(`${c.name.replace(/\./g, '\\.')} +pruned +\\[v1, v2\\] -> \\[v2\\] +its last migration workflow ${id}`),
+    );
+    assert.deepEqual(await storedNow(), ['v2']);
+    const again = await pruneCli(queue);
+    assert.equal(again.code, 0, again.stdout);
+    assert.match(again.stdout, /nothing +\[v2\] +status\.storedVersions is \[v2\] already/);
+  } finally {
+    sa?.close();
+    removeTokenKubeconfig(kubeconfig);
+    await admin.raw('DELETE', crdPath);
+    await deleteManifests(admin, grant).catch(() => undefined);
+    // The shared plane as rbac.yaml leaves it for the other files.
+    await serverSideApply(admin, readManifests('rbac.yaml'));
+    await plane.close();
+  }
+});
+
+/** The CLI as a user runs it (bin/svm.js), its exit code and output. */
+function svmCli(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      [path.join(__dirname, '..', 'bin', 'svm.js'), ...args],
+      { env: { ...process.env, ...env }, timeout: 180_000, maxBuffer: 16 << 20 },
+      (err, stdout, stderr) => {
+        if (err && typeof err.code !== 'number') return reject(new Error(`svm ${args.join(' ')}: ${err.message}\n${stderr}`));
+        resolve({ code: err ? (err.code as number) : 0, stdout, stderr });
+      },
+    );
+  });
+}

@@ -5,13 +5,16 @@
  * real activity (it only talks to Temporal). What is asserted: every
  * resource gets one migration with the usual workflow ID, never more than
  * `parallelism` at once, a running migration is joined rather than started
- * twice, a failed one is a row and not the end, cancelling stops the
- * initializer's own migrations and leaves joined ones alone.
+ * twice (and a joined run counts only once checked: one pre-started on a
+ * queue of someone's own is a Failed row), a failed one is a row and not the end,
+ * cancelling stops the initializer's own migrations and leaves joined ones
+ * alone.
  */
 import assert from 'node:assert/strict';
 import { beforeEach, test } from 'node:test';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure } from '@temporalio/common';
+import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
+import { temporal } from '@temporalio/proto';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { Agreement } from '../src/activities';
@@ -204,6 +207,67 @@ void test('a migration already running is joined and followed to its end, not st
   assert.equal(cluster.chunksOf.get(groupResourceString(b)), 2, 'b was migrated by one pass only');
   assert.equal(byName.get(groupResourceString(a))!.joined, false);
   assert.equal(byName.get(groupResourceString(c))!.result, 'Succeeded');
+});
+
+/** Completes the workflow task waiting on `queue` with `result`: a hand-written poller, no worker of svm's. */
+async function completeAsForger(queue: string, result: unknown): Promise<void> {
+  const client = wf.env.client;
+  const namespace = client.options.namespace;
+  const task = await client.withDeadline(Date.now() + 30_000, () =>
+    client.workflowService.pollWorkflowTaskQueue({
+      namespace,
+      taskQueue: { name: queue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
+      identity: 'forger',
+    }),
+  );
+  await client.workflowService.respondWorkflowTaskCompleted({
+    namespace,
+    taskToken: task.taskToken,
+    identity: 'forger',
+    commands: [
+      {
+        commandType: temporal.api.enums.v1.CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
+        completeWorkflowExecutionCommandAttributes: { result: { payloads: [defaultPayloadConverter.toPayload(result)] } },
+      },
+    ],
+  });
+}
+
+void test("a run someone pre-started at a migration's ID on a queue of their own is joined and does not count: its row is Failed, saying why, with none of its counters", async () => {
+  const cluster = new Cluster();
+  const [a, b] = names('delta', 2) as [ResourceRef, ResourceRef];
+  const attacker = `attacker-${Date.now()}-${seq++}`;
+  const rows = await run(cluster, async (tq) => {
+    // Anyone with the namespace's credentials: b's migration pre-started on a queue no worker of svm's polls, to be
+    // completed Succeeded once the initializer has joined it (issue 61; src/kube/migration-record.ts).
+    const forged = await wf.env.client.workflow.start(migrateResource, {
+      taskQueue: attacker,
+      workflowId: migrationWorkflowId(b),
+      args: [{ resource: b }],
+    });
+    const h = await startAll(tq, { resources: [a, b], parallelism: 2 });
+    await eventually('a to be done and b joined', async () => {
+      const p = await h.query(migrateAllProgressQuery);
+      return p.done.length === 1 && p.running.length === 1 && p;
+    });
+    await completeAsForger(attacker, {
+      phase: 'Succeeded',
+      counters: { ...zeroCounters(), migrated: 999 },
+      message: 'forged',
+      record: { by: 'svm', encodingVersion: 'v2', verified: true, checked: 'forged', token: 't1', resource: groupResourceString(b) },
+    });
+    assert.equal((await forged.describe()).status.name, 'COMPLETED');
+    return workflowResult(h);
+  });
+  const rb = rows.find((r) => r.resource === groupResourceString(b))!;
+  assert.deepEqual([rb.joined, rb.result, rb.objects], [true, 'Failed', 0]);
+  assert.match(
+    rb.message ?? '',
+    /^the joined migration does not count: its last run \(migrate\/delta1s\.example\.com\) ran on task queue attacker-.*, not migrate-all-.* \(the one svm's workers of this cluster poll\): not svm's record of delta1s\.example\.com, so it does not count$/,
+  );
+  console.log(`[forged join] ${rb.resource}: ${rb.result}: ${rb.message}`);
+  assert.equal(cluster.chunksOf.get(groupResourceString(b)), undefined, 'b itself was never migrated');
+  assert.equal(rows.find((r) => r.resource === groupResourceString(a))!.result, 'Succeeded');
 });
 
 void test('a failed migration is a row with its reason; the others go on and the initializer ends normally', async () => {
