@@ -109,7 +109,7 @@ void test('each forged record is refused, saying why', () => {
     [
       'an input naming another uid',
       { ...honest, input: { resource: 'widgets.example.com', cluster: { name: 'east', uid: 'u-west' } } },
-      /was started against kube-system uid u-west, but the cluster is pinned to u-east/,
+      /was started against kube-system uid u-west, but the cluster is pinned to u-east: another cluster's verdict does not count/,
     ],
     [
       'a single-cluster install, an input naming a cluster',
@@ -154,6 +154,15 @@ void test('each forged record is refused, saying why', () => {
     assert.equal(c.counts, false, `${what}: counted`);
     assert.match((c as { why: string }).why, reason, what);
   }
+  // A start input against another uid with a pass record of that uid: named by the pass record, as issue 58 words it.
+  assert.match(
+    why({
+      ...honest,
+      input: { resource: 'widgets.example.com', cluster: { name: 'east', uid: 'u-west' } },
+      result: { phase: 'Succeeded', counters: zeroCounters(), record: { ...record, clusterUid: 'u-west' } },
+    })!,
+    /^its last whole pass \(migrate\/east\/widgets\.example\.com\) was made against kube-system uid u-west, but the cluster is pinned to u-east: another cluster's verdict does not count$/,
+  );
   // Each refusal (but the uid's, which names the pass) names the run and what it is not.
   assert.match(
     why({ ...honest, type: 'x' })!,

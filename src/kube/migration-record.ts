@@ -82,6 +82,7 @@ export function checkRecord(run: MigrationRun, expect: RecordExpectation): Check
   const record = verdict.phase === 'Succeeded' ? verdict.record : undefined;
   if (record?.resource !== undefined && record.resource !== groupResourceString(expect.resource))
     return refused(`recorded a pass of ${record.resource}`);
+  // The uid last: a verdict made against another uid is named as such (the pass record's, else the start input's).
   const uid = expect.cluster?.uid;
   if (record && uid !== undefined && record.clusterUid !== uid)
     return {
@@ -89,6 +90,12 @@ export function checkRecord(run: MigrationRun, expect: RecordExpectation): Check
       why: record.clusterUid
         ? `its last whole pass (${run.workflowId}) was made against kube-system uid ${record.clusterUid}, but the cluster is pinned to ${uid}: another cluster's verdict does not count`
         : `its last whole pass (${run.workflowId}) names no cluster uid (made before svm recorded one), so it cannot be shown to be this cluster's (pinned to ${uid}): migrate once more to record one`,
+    };
+  const started = (run.input as { cluster?: { uid?: unknown } }).cluster?.uid;
+  if (uid !== undefined && started !== undefined && started !== uid)
+    return {
+      counts: false,
+      why: `its last run (${run.workflowId}) was started against kube-system uid ${String(started)}, but the cluster is pinned to ${uid}: another cluster's verdict does not count`,
     };
   return { counts: true, verdict };
 }
@@ -110,8 +117,7 @@ function inputRefusal(input: unknown, expect: RecordExpectation): string | undef
     return cluster === undefined ? undefined : `was started in cluster ${String(cluster?.name)}, and this install names none`;
   if (typeof cluster !== 'object' || cluster === null || cluster.name !== expect.cluster.name)
     return `was started ${cluster && typeof cluster === 'object' ? `in cluster ${String(cluster.name)}` : 'in no cluster'}`;
-  if (cluster.uid !== undefined && expect.cluster.uid !== undefined && cluster.uid !== expect.cluster.uid)
-    return `was started against kube-system uid ${String(cluster.uid)}, but the cluster is pinned to ${expect.cluster.uid}`;
+  // Its uid is compared last (checkRecord), so that another uid's verdict is named as such.
   return undefined;
 }
 
