@@ -40,11 +40,10 @@ import { parseArgs } from 'node:util';
 import { Client, Connection } from '@temporalio/client';
 import { temporal } from '@temporalio/proto';
 import { CAMPAIGN_WORKFLOW_TYPE, campaignWorkflowId, clusterRegistrationId, type CampaignStatus } from '../src/contract/fleet';
-import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 import { clusterTaskQueue, fleetTaskQueue } from '../src/api/cluster';
-import { devServerDynamicConfigArgs } from '../src/dev/temporal-dynamic-config';
 import { freePort, portOpen } from '../src/dev/ports';
 import { ensureTools } from '../src/dev/tools';
+import { devServerArgs } from '../src/dev/local-temporal';
 import { BENCH_GROUP, BENCH_RESOURCE, standInKubeconfig } from './fleet-stand-in';
 import { positiveWholes } from './lib/args';
 
@@ -179,21 +178,7 @@ async function startTemporal(): Promise<{
   const { temporal: cli } = ensureTools(['temporal-cli'], log);
   const port = await freePort();
   const uiPort = await freePort(new Set([port]));
-  const child = spawn(
-    cli,
-    [
-      'server',
-      'start-dev',
-      '--ip=127.0.0.1',
-      `--port=${port}`,
-      `--ui-port=${uiPort}`,
-      '--namespace=default',
-      '--log-level=error',
-      ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
-      ...devServerDynamicConfigArgs(),
-    ],
-    { stdio: ['ignore', 'ignore', 'inherit'] },
-  );
+  const child = spawn(cli, devServerArgs({ port: port!, uiPort: uiPort!, logLevel: 'error' }), { stdio: ['ignore', 'ignore', 'inherit'] });
   for (let i = 0; !(await portOpen(port)); i++) {
     if (child.exitCode !== null) throw new Error(`the Temporal dev server exited (${child.exitCode})`);
     if (i > 300) throw new Error('the Temporal dev server did not listen within 60 s');

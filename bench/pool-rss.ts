@@ -30,13 +30,12 @@ import { temporal as proto } from '@temporalio/proto';
 import { poolTaskQueue } from '../src/api/cluster';
 import { managedFieldsStart } from '../src/contract/start-options';
 import { Placement } from '../src/contract/placement';
-import { searchAttributeDefinitions } from '../src/contract/search-attributes';
 import { pinOf } from '../src/kube/cluster-identity';
 import { startOnFreePort, portOpen } from '../src/dev/ports';
 import { ensureTools } from '../src/dev/tools';
-import { devServerDynamicConfigArgs } from '../src/dev/temporal-dynamic-config';
 import { loadWorkerSettings } from '../src/worker/config';
 import { activityPolls } from '../src/worker/worker';
+import { devServerArgs } from '../src/dev/local-temporal';
 
 const root = path.join(__dirname, '..');
 const { values } = parseArgs({
@@ -107,21 +106,9 @@ async function devServer(): Promise<{ address: string; stop(): void }> {
     'the bench Temporal dev server',
     async ([port, uiPort]) => {
       let stderr = '';
-      const child: ChildProcess = spawn(
-        temporal,
-        [
-          'server',
-          'start-dev',
-          '--ip=127.0.0.1',
-          `--port=${port}`,
-          `--ui-port=${uiPort}`,
-          '--namespace=default',
-          '--log-level=error',
-          ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
-          ...devServerDynamicConfigArgs(),
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
-      );
+      const child: ChildProcess = spawn(temporal, devServerArgs({ port: port!, uiPort: uiPort!, logLevel: 'error' }), {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       child.stderr!.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-2000)));
       const deadline = Date.now() + 60_000;
       while (!(await portOpen(port!))) {

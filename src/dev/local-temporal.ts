@@ -13,6 +13,25 @@ import { holdsPorts, portOpen, startOnFreePort } from './ports';
 import { ensureTools } from './tools';
 import { devServerDynamicConfigArgs } from './temporal-dynamic-config';
 
+/**
+ * The Temporal dev server's arguments as svm runs it (the worker's embedded default, the benches): on 127.0.0.1,
+ * the default namespace, svm's search attributes and dynamic config; in memory unless given a SQLite file.
+ */
+export function devServerArgs(o: { port: number; uiPort: number; dbFile?: string; logLevel: 'warn' | 'error' }): string[] {
+  return [
+    'server',
+    'start-dev',
+    '--ip=127.0.0.1',
+    `--port=${o.port}`,
+    `--ui-port=${o.uiPort}`,
+    ...(o.dbFile ? [`--db-filename=${o.dbFile}`] : []),
+    '--namespace=default',
+    `--log-level=${o.logLevel}`,
+    ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
+    ...devServerDynamicConfigArgs(),
+  ];
+}
+
 export interface LocalTemporal {
   address: string;
   uiUrl: string;
@@ -30,22 +49,9 @@ export async function startLocalTemporal(log: (line: string) => void): Promise<L
   const { child, port, uiPort } = await startOnFreePort(
     'the local Temporal dev server',
     async ([port, uiPort]) => {
-      const child: ChildProcess = spawn(
-        temporal,
-        [
-          'server',
-          'start-dev',
-          '--ip=127.0.0.1',
-          `--port=${port}`,
-          `--ui-port=${uiPort}`,
-          `--db-filename=${dbFile}`,
-          '--namespace=default',
-          '--log-level=warn',
-          ...searchAttributeDefinitions.flatMap((sa) => ['--search-attribute', `${sa.name}=${sa.type}`]),
-          ...devServerDynamicConfigArgs(),
-        ],
-        { stdio: ['ignore', 'ignore', 'pipe'] },
-      );
+      const child: ChildProcess = spawn(temporal, devServerArgs({ port: port!, uiPort: uiPort!, dbFile, logLevel: 'warn' }), {
+        stdio: ['ignore', 'ignore', 'pipe'],
+      });
       let stderr = '';
       let closed = false;
       child.stderr?.on('data', (d: Buffer) => (stderr = (stderr + d.toString('utf8')).slice(-2000)));
