@@ -278,16 +278,41 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   });
   warnIfRewriteForced(log);
   const parts = workerParts(settings, { kube, connection, log, metrics });
-  const worker = await temporalWorker(
-    connection,
-    settings,
-    createActivities(activityDeps(settings, parts)),
-    parts.deployment,
-    parts.clusterId,
-    parts.placement,
+  try {
+    const worker = await temporalWorker(
+      connection,
+      settings,
+      createActivities(activityDeps(settings, parts)),
+      parts.deployment,
+      parts.clusterId,
+      parts.placement,
+    );
+    const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, parts.client) : undefined;
+    return new WorkerProcess({ ...parts, settings, pool, sdkUrl, worker, fleet });
+  } catch (err) {
+    // Refused (a namespace it may not use, say): what was opened for it is closed, or the process never exits.
+    closeParts(parts);
+    await connection.close().catch(() => undefined);
+    throw explainWorkerCreateError(err, t);
+  }
+}
+
+/** What workerParts opened, closed (the connection is closed by its owner). */
+function closeParts(p: Pick<WorkerParts, 'sampler' | 'kube' | 'apiservers'>): void {
+  p.sampler.stop();
+  p.kube.close();
+  p.apiservers.close();
+}
+
+/** A worker the server refuses its namespace: said as svm's client says it (the Rust core's words kept). */
+function explainWorkerCreateError(err: unknown, t: WorkerSettings['temporal']): unknown {
+  const message = err instanceof Error ? err.message : String(err);
+  if (!/PermissionDenied|PERMISSION_DENIED/.test(message)) return err;
+  const e = new Error(
+    `cannot use Temporal: the Temporal server at ${t.address} refused svm's credential for namespace ${t.namespace}: ${t.apiKey ? "the API key (TEMPORAL_API_KEY or the profile's api_key) is expired, signed by a key the server does not trust, or grants nothing there" : 'svm has none (set TEMPORAL_API_KEY)'} (${message.split('\n')[0]})`,
   );
-  const fleet = t.cluster && settings.fleetWorker ? await fleetWorker(connection, settings, parts.client) : undefined;
-  return new WorkerProcess({ ...parts, settings, pool, sdkUrl, worker, fleet });
+  (e as { cause?: unknown }).cause = err;
+  return e;
 }
 
 /** What a worker is made of beside its Temporal worker: made once, from its settings, its API and its connection. */
@@ -376,9 +401,7 @@ class WorkerProcess implements MigratorWorker {
   }
 
   async close(): Promise<void> {
-    this.o.sampler.stop();
-    this.o.kube.close();
-    this.o.apiservers.close();
+    closeParts(this.o);
     await this.o.connection.close();
   }
 
