@@ -225,7 +225,7 @@ void test('with default values the chart renders exactly the objects of deploy/ 
   // What `kubectl apply -k deploy/` applies: the files kustomization.yaml lists, as written.
   const kustomization = YAML.parse(fs.readFileSync(path.join(DEPLOY_DIR, 'kustomization.yaml'), 'utf8')) as { resources: string[] };
   const shipped = kustomization.resources.flatMap((f) => readManifests(f));
-  assert.equal(shipped.length, 19);
+  assert.equal(shipped.length, 21);
 
   // The chart adds the release's labels (RELEASE_LABELS) and a component to every object: deploy/ has not a
   // release. The selectors are deploy/'s (name and component), so an upgrade from the first chart keeps them.

@@ -342,7 +342,7 @@ void test('errors exit 3 with a message, bad flags before anything happens', asy
   }
   for (const [args, message] of [
     [['--qps', '-1'], /error: option '--qps <n>' argument '-1' is invalid\. --qps must be a whole number, got "-1"/],
-    [['-o', 'yaml'], /error: option '-o, --output <format>' argument 'yaml' is invalid\. Allowed choices are text, json\./],
+    [['-o', 'bogus'], /error: option '-o, --output <format>' argument 'bogus' is invalid\. Allowed choices are text, json, yaml, name\./],
     [['secrets'], /error: too many arguments for 'plan'/],
   ] as const) {
     // An unreachable API: had anything been attempted, the message would say so.
