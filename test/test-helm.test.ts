@@ -750,7 +750,7 @@ void test('helm template, hook Job included, passes the API server (server-side 
     ...installValues(),
   ]);
   const rendered = objects(stdout);
-  assert.equal(rendered.length, 22); // deploy/'s 18 without the Namespace, the hook's 4
+  assert.equal(rendered.length, 24); // deploy/'s 20 without the Namespace, the hook's 4
   const file = path.join(helmHome, 'rendered.yaml');
   fs.writeFileSync(file, stdout);
   const dry = await kubectl(['apply', '-f', file, '--server-side', '--field-manager=svm-test', '--force-conflicts', '--dry-run=server']);
@@ -828,7 +828,9 @@ void test('helm install into a fresh namespace creates every object of the relea
   assertStandardLabels(manifest, release);
   assert.deepEqual(manifest.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
     `ClusterRole/${prefix}-migrator`,
+    `ClusterRole/${prefix}-migrator-crd-status`,
     `ClusterRoleBinding/${prefix}-migrator`,
+    `ClusterRoleBinding/${prefix}-migrator-crd-status`,
     `Deployment/${prefix}-worker`,
     `FlowSchema/${prefix}-migrator`,
     `FlowSchema/${prefix}-migrator-leases`,
