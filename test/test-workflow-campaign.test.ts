@@ -23,7 +23,7 @@ import {
 import { MigrationCampaign } from '../src/contract/search-attributes';
 import { CampaignHandle } from '../src/client/fleet';
 import { workflowTestEnv } from './helpers/workflow-env';
-import { eventually } from './helpers/waits';
+import { eventually, workflowResult } from './helpers/waits';
 
 const wf = workflowTestEnv(10_000);
 
@@ -120,7 +120,7 @@ void test('a cluster away for hundreds of probe periods: every history bounded, 
       );
       // Aborted: the away member is cancelled and reports; the campaign ends Aborted.
       await h.signal(campaignAbortSignal, 'the test is over');
-      const result = (await h.result()) as CampaignStatus;
+      const result = (await workflowResult(h, 300_000)) as CampaignStatus;
       process.stdout.write(`# result: ${JSON.stringify(result)}\n`);
       assert.equal(result.phase, 'Aborted');
       assert.equal(result.counts?.Succeeded, 1);
@@ -172,7 +172,7 @@ void test('a campaign of 40 clusters continues as new past its bound, carrying i
       args: [{ clusters, migrate: 'all', parallel: 3, maxFailureRatio: 1 }, { limits: { campaignHistoryEvents: 100 } }],
       typedSearchAttributes: [{ key: MigrationCampaign, value: name }],
     });
-    return (await h.result()) as CampaignStatus;
+    return (await workflowResult(h, 300_000)) as CampaignStatus;
   });
   const runs = (await histories(name)).filter((r) => r.id === campaignWorkflowId(name));
   print('40 clusters', runs);
@@ -220,7 +220,7 @@ void test('the first failure stops a campaign: the clusters not started are skip
       args: [{ clusters: ['a', 'b', 'c', 'd', 'e'], canary: 'c', migrate: 'all', parallel: 2 }],
       typedSearchAttributes: [{ key: MigrationCampaign, value: name }],
     });
-    return (await h.result()) as CampaignStatus;
+    return (await workflowResult(h, 300_000)) as CampaignStatus;
   });
   assert.equal(result.phase, 'Stopped');
   assert.equal(result.message, 'stopped on the first failure (c)');

@@ -73,6 +73,7 @@ void test('promotion: the newest version takes over; an older one (a restarted p
 void test('every workflow type runs AUTO_UPGRADE through the worker default, none pinned (the replay fixtures guard them all); no type sets a behaviour of its own, which unversioned workers would send too', () => {
   const types = Object.entries(workflows as Record<string, unknown>).filter(([, v]) => typeof v === 'function');
   assert.deepEqual(types.map(([k]) => k).sort(), [
+    'campaignMember',
     'checkVersionDrop',
     'clusterCampaignStep',
     'clusterRegistration',
@@ -83,6 +84,7 @@ void test('every workflow type runs AUTO_UPGRADE through the worker default, non
     'migrateResource',
     'rewriteManagedFields',
     'storageVersionTrigger',
+    'windowedCampaign',
   ]);
   for (const [name, fn] of types)
     assert.equal(
