@@ -93,6 +93,11 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
           }
           await pool.run(); // cleans up its source when it ends
         } else await (await createMigratorWorker(settings)).run();
+      } catch (err) {
+        // A worker that ends on an error ends its process, once the error is said (runProgram writes it): the SDK's
+        // runtime can hold the process open after a refused start (a namespace its credential may not use).
+        setTimeout(() => process.exit(1), 1000);
+        throw err;
       } finally {
         await local?.stop();
       }
