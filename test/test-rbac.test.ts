@@ -88,7 +88,9 @@ void test('deploy/ renders with kustomize and the API server accepts all of it (
   const rendered = YAML.parseAllDocuments((await kubectl(['kustomize', DEPLOY_DIR])).stdout).map((d) => d.toJS() as Manifest);
   assert.deepEqual(rendered.map((o) => `${o.kind}/${o.metadata.name}`).sort(), [
     'ClusterRole/svm-migrator',
+    'ClusterRole/svm-migrator-crd-status',
     'ClusterRoleBinding/svm-migrator',
+    'ClusterRoleBinding/svm-migrator-crd-status',
     'CustomResourceDefinition/storagestates.migration.k8s.io',
     'CustomResourceDefinition/storageversionmigrations.migration.k8s.io',
     'Deployment/svm-worker',
