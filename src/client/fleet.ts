@@ -22,7 +22,6 @@ import {
   campaignResumeSignal,
   campaignStatusQuery,
   campaignWorkflowId,
-  campaignMemberStateQuery,
   CAMPAIGN_MEMBER_WORKFLOW_TYPE,
   CAMPAIGN_WORKFLOW_TYPE,
   CLUSTER_REGISTRATION_WORKFLOW_TYPE,
@@ -117,12 +116,17 @@ export class CampaignHandle {
       if (memo.campaignRun !== s.runId || !memo.row || w.status.name === 'CONTINUED_AS_NEW') continue;
       const row = memo.row;
       rows.set(row.cluster, row);
+      // Visibility lags: a member it still lists as running may have ended. Its describe holds the memo as the member
+      // last wrote it, from the server alone (a query would wait for a worker, and the fleet's may be gone).
       if (ended && w.status.name === 'RUNNING')
         late.push(
           this.client.workflow
             .getHandle(w.workflowId)
-            .query(campaignMemberStateQuery)
-            .then((m) => void rows.set(row.cluster, m.row))
+            .describe()
+            .then((d) => {
+              const m = (d.memo ?? {}) as { row?: CampaignRow; campaignRun?: string };
+              if (m.row && m.campaignRun === s.runId) rows.set(row.cluster, m.row);
+            })
             .catch(() => undefined),
         );
     }
