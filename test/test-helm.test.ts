@@ -42,6 +42,7 @@ import {
   type Manifest,
 } from './helpers/rbac-identity';
 import { migrationResult } from './helpers/waits';
+import { credentialExposure, parseSecretRefs } from '../src/kube/credential-exposure';
 
 const run = promisify(execFile);
 const ROOT = path.resolve(__dirname, '..');
@@ -530,6 +531,84 @@ void test("the worker Pod's options: image digest, pull secrets, Pod annotations
   });
 });
 
+void test('the Temporal credential as files no Kubernetes read returns (temporal.credentialsVolume), and the Secrets the worker is told to check', async () => {
+  const csi = [
+    'temporal.credentialsVolume.csi.driver=csi.cert-manager.io',
+    'temporal.credentialsVolume.csi.readOnly=true',
+    'temporal.credentialsVolume.csi.volumeAttributes.csi\\.cert-manager\\.io/issuer-name=temporal-ca',
+    'temporal.credentialsFiles.ca=ca.crt',
+    'preUpgradeJob.enabled=true',
+  ];
+  const rendered = byName(await template(['-n', 'svm-system', ...csi.flatMap((v) => ['--set', v])]));
+  for (const name of ['Deployment/svm-worker', 'Job/svm-pre-upgrade']) {
+    const pod = podOf(rendered[name]);
+    const env = Object.fromEntries(pod.containers[0]!.env.map((e) => [e.name, e.value ?? e.valueFrom]));
+    assert.equal(env.TEMPORAL_TLS, 'true', name);
+    assert.equal(env.TEMPORAL_TLS_CLIENT_CERT_PATH, '/etc/svm/temporal-credentials/tls.crt', name);
+    assert.equal(env.TEMPORAL_TLS_CLIENT_KEY_PATH, '/etc/svm/temporal-credentials/tls.key', name);
+    assert.equal(env.TEMPORAL_TLS_SERVER_CA_CERT_PATH, '/etc/svm/temporal-credentials/ca.crt', name);
+    // Nothing of the credential in a Secret: no env from one, no Secret volume, nothing for the worker to check.
+    assert.ok(!pod.containers[0]!.env.some((e) => 'valueFrom' in e), name);
+    assert.ok(!('SVM_TEMPORAL_CREDENTIAL_SECRETS' in env), name);
+    const volumes = (pod as unknown as { volumes: Array<Record<string, unknown>> }).volumes;
+    assert.ok(!volumes.some((v) => 'secret' in v), name);
+    assert.deepEqual(
+      volumes.find((v) => v.name === 'temporal-credentials'),
+      {
+        name: 'temporal-credentials',
+        csi: { driver: 'csi.cert-manager.io', readOnly: true, volumeAttributes: { 'csi.cert-manager.io/issuer-name': 'temporal-ca' } },
+      },
+      name,
+    );
+    assert.ok(
+      (pod.containers[0] as unknown as { volumeMounts: Array<Record<string, unknown>> }).volumeMounts.some(
+        (m) => m.name === 'temporal-credentials' && m.mountPath === '/etc/svm/temporal-credentials' && m.readOnly === true,
+      ),
+      name,
+    );
+  }
+  // A profile (TOML with api_key) from the volume.
+  const profile = podOf(
+    byName(
+      await template([
+        '-n',
+        'svm-system',
+        '--set',
+        'temporal.credentialsVolume.csi.driver=secrets-store.csi.k8s.io',
+        '--set',
+        'temporal.credentialsFiles.profile=temporal.toml',
+        '--set',
+        'temporal.credentialsFiles.clientCert=',
+      ]),
+    )['Deployment/svm-worker'],
+  );
+  const penv = Object.fromEntries(profile.containers[0]!.env.map((e) => [e.name, e.value]));
+  assert.equal(penv.TEMPORAL_CONFIG_FILE, '/etc/svm/temporal-credentials/temporal.toml');
+  assert.ok(!('TEMPORAL_TLS_CLIENT_CERT_PATH' in penv));
+  // Secrets: the worker is told which, to check them against its own token.
+  const secrets = podOf(
+    byName(
+      await template([
+        '-n',
+        'ops',
+        '--set',
+        'temporal.apiKeySecret.name=temporal-key',
+        '--set',
+        'temporal.tls.clientCertSecret=temporal-mtls',
+      ]),
+    )['Deployment/svm-worker'],
+  );
+  assert.equal(
+    secrets.containers[0]!.env.find((e) => e.name === 'SVM_TEMPORAL_CREDENTIAL_SECRETS')?.value,
+    'ops/temporal-key,ops/temporal-mtls',
+  );
+  // Two client certificates, or two credentials, are refused before anything renders.
+  await assert.rejects(
+    helm(['template', 'svm', CHART, '--set', 'temporal.credentialsVolume.csi.driver=x', '--set', 'temporal.tls.clientCertSecret=m']),
+    (e: Error) => /both give a client certificate/.test(String((e as { stderr?: string }).stderr)),
+  );
+});
+
 void test('the PodDisruptionBudget: rendered with more than one replica (maxUnavailable 1), on or off by value, minAvailable instead', async () => {
   const pdbs = async (...set: string[]) =>
     (await template(['-n', 'svm-system', ...set.flatMap((v) => ['--set', v])])).filter(
@@ -970,6 +1049,11 @@ void test('a worker with exactly the installed ServiceAccount rights and Deploym
   const t0 = Date.now();
   const { result, warnings } = await withChartWorker(async ({ w, m, port, sa }) => {
     assert.equal((await whoAmI(w.kube)).username, `system:serviceaccount:${ns}:${sa}`);
+    // The release's token can read any Secret of its namespace (it lists Secrets cluster-wide, to migrate them):
+    // a Temporal credential kept in one is its holder's, as the real authorizer answers (temporal.credentialsVolume).
+    assert.deepEqual(await credentialExposure(w.kube, parseSecretRefs('temporal-key', ns)), [
+      { secret: `${ns}/temporal-key`, verbs: ['list'] },
+    ]);
     // The probes' endpoint answers.
     const health = await fetch(`http://127.0.0.1:${port}/healthz`);
     assert.equal(health.status, 200);

@@ -48,6 +48,7 @@ import { migratableResources } from './migratable';
 import { placedId } from '../contract/placement';
 import { DEFAULT_PLAN_QPS, type Plan, type PlanExitCode, type PlanItem, type PlanVerdict } from '../contract/plan';
 import { compareStrings } from '../api/order';
+import { workerNotes } from './credential-exposure';
 
 export { DEFAULT_PLAN_QPS, PLAN_ERROR_EXIT_CODE } from '../contract/plan';
 export { storageStateReason };
@@ -146,7 +147,8 @@ type Candidate = Pick<
 /**
  * Makes the plan: reads CRDs, StorageStates, every API server's discovery
  * (and StorageVersions where served), then counts the objects of each listed
- * resource. Only GETs: nothing is written.
+ * resource; reads svm's worker Deployments for what the plan should say about them (credential-exposure.ts). Only
+ * GETs, and access reviews that store nothing: nothing is written.
  */
 export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promise<Plan> {
   const qps = opts.qps ?? DEFAULT_PLAN_QPS;
@@ -255,6 +257,10 @@ export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promis
       else if (notMigratableReason(r)) c.blockedBy = notMigratableReason(r);
       else if (a && !a.agreed) c.blockedBy = `${a.reason ?? 'the API servers do not agree on its storage version'} (checked: ${a.checked})`;
     }
+
+    // svm's own workers: a Temporal credential within their token's reach, a prune left to the operator.
+    const crdsToPrune = [...candidates.values()].filter((c) => c.sources.includes('storedVersions')).length;
+    notes.push(...(await workerNotes(kube, { crdsToPrune })));
 
     // Counts: one list with limit=1 per listed resource (a read).
     const items = await Promise.all(

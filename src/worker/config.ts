@@ -8,6 +8,7 @@ import { hostname } from 'node:os';
 import { z } from 'zod';
 import { explainSettings, SettingsError, settingBool as bool } from '../config/settings';
 import { TemporalSettings, temporalFromEnv, temporalSettingSources } from '../config/temporal';
+import { parseSecretRefs } from '../kube/credential-exposure';
 import { VersioningSettings, versioningFromEnv, versioningSettingSources } from './versioning';
 
 export { SettingsError } from '../config/settings';
@@ -175,6 +176,13 @@ export const WorkerSettings = z.object({
    */
   prune: z.enum(['worker', 'operator']).default('worker'),
   /**
+   * The Secrets that hold this worker's Temporal credential (`namespace/name`, or `name` in the worker's namespace,
+   * comma-separated; the chart sets it from temporal.apiKeySecret and temporal.tls.clientCertSecret). At start the
+   * worker asks whether its own token can read them, and says so (a log line, svm_temporal_credential_readable,
+   * a note in `svm plan`). Unset: nothing to check (a CSI volume, or no credential).
+   */
+  temporalCredentialSecrets: z.string().optional(),
+  /**
    * The ServiceAccount the managedFields rewrite (rewriteManagedFields, `svm managed-fields`) writes as, by
    * impersonation: its username, system:serviceaccount:<namespace>:<name>. Unset (the default): the rewrite is off
    * and refused. deploy/managed-fields.yaml creates that identity, lets the worker impersonate it and fences it.
@@ -245,6 +253,7 @@ export const settingSources: Record<string, string> = {
   requireStaticFence: 'SVM_REQUIRE_STATIC_FENCE',
   requireFence: 'SVM_REQUIRE_FENCE',
   prune: 'SVM_PRUNE',
+  temporalCredentialSecrets: 'SVM_TEMPORAL_CREDENTIAL_SECRETS',
   managedFieldsAs: 'SVM_MANAGED_FIELDS_AS',
   requestSampleSeconds: 'SVM_REQUEST_SAMPLE_SECONDS',
   clusterReportSeconds: 'SVM_CLUSTER_REPORT_SECONDS',
@@ -304,6 +313,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   requireStaticFence: env.SVM_REQUIRE_STATIC_FENCE || undefined,
   requireFence: env.SVM_REQUIRE_FENCE || undefined,
   prune: env.SVM_PRUNE || undefined,
+  temporalCredentialSecrets: env.SVM_TEMPORAL_CREDENTIAL_SECRETS || undefined,
   managedFieldsAs: env.SVM_MANAGED_FIELDS_AS || undefined,
   requestSampleSeconds: env.SVM_REQUEST_SAMPLE_SECONDS || undefined,
   clusterReportSeconds: env.SVM_CLUSTER_REPORT_SECONDS || undefined,
@@ -354,6 +364,7 @@ export function loadWorkerSettings(
     requireStaticFence: base.requireStaticFence,
     requireFence: base.requireFence,
     prune: base.prune,
+    temporalCredentialSecrets: base.temporalCredentialSecrets,
     managedFieldsAs: base.managedFieldsAs,
     requestSampleSeconds: base.requestSampleSeconds,
     clusterReportSeconds: base.clusterReportSeconds,
@@ -374,6 +385,11 @@ export function loadWorkerSettings(
     throw new SettingsError(
       `invalid setting: SVM_TRIGGER_API=standard hands migrations to the built-in migrator, which needs SVM_STANDARD_MIGRATIONS=defer (it is ${parsed.data.standardMigrations})`,
     );
+  }
+  try {
+    parseSecretRefs(parsed.data.temporalCredentialSecrets, parsed.data.kubeNamespace);
+  } catch (err) {
+    throw new SettingsError(`invalid setting: SVM_TEMPORAL_CREDENTIAL_SECRETS: ${(err as Error).message}`);
   }
   const pool = parsed.data.kubeconfigDir !== undefined || parsed.data.kubeconfigSecrets !== undefined;
   if (parsed.data.kubeconfigDir !== undefined && parsed.data.kubeconfigSecrets !== undefined)

@@ -39,6 +39,8 @@ export interface MigratorMetrics {
   leader: Gauge;
   /** A named cluster's worker: 1 while its API is not the cluster pinned to its name (it serves nothing), else 0. */
   identityConflict: Gauge;
+  /** 1 when a Secret holding the worker's Temporal credential is readable with its own token, else 0 (src/kube/credential-exposure.ts). */
+  credentialReadable: Gauge;
   /** This replica's share of the cluster-wide budget, updates per second (0 while holding); unset when the budget is unlimited. */
   budgetShare: Gauge;
   /** Updates waiting for a token of the budget on this replica now; unset when the budget is unlimited. */
@@ -173,7 +175,9 @@ function mirrorMetrics(
 }
 
 /** This replica: its concurrency, its status reports, its cluster identity, its leadership. */
-function replicaMetrics(registry: Registry): Pick<MigratorMetrics, 'concurrencyLimit' | 'statusReported' | 'identityConflict' | 'leader'> {
+function replicaMetrics(
+  registry: Registry,
+): Pick<MigratorMetrics, 'concurrencyLimit' | 'statusReported' | 'identityConflict' | 'credentialReadable' | 'leader'> {
   return {
     concurrencyLimit: new Gauge({
       name: 'svm_update_concurrency_limit',
@@ -189,6 +193,11 @@ function replicaMetrics(registry: Registry): Pick<MigratorMetrics, 'concurrencyL
     identityConflict: new Gauge({
       name: 'svm_cluster_identity_conflict',
       help: '1 while the API this worker reaches is not the cluster pinned to its name (it serves nothing until resolved: svm fleet pin), else 0; unset on a single-cluster worker',
+      registers: [registry],
+    }),
+    credentialReadable: new Gauge({
+      name: 'svm_temporal_credential_readable',
+      help: "1 when a Secret holding this worker's Temporal credential (SVM_TEMPORAL_CREDENTIAL_SECRETS) can be read with the worker's own Kubernetes token (get or list), else 0; unset when none is named",
       registers: [registry],
     }),
     leader: new Gauge({

@@ -15,6 +15,7 @@ import { createActivities } from '../activities';
 import { warnIfRewriteForced } from '../activities/migrate-chunk';
 import { kubernetesEndpoints } from '../kube/apiservers';
 import { clusterUidReader } from '../kube/cluster-uid';
+import { credentialExposure, exposureMessage, parseSecretRefs } from '../kube/credential-exposure';
 import { fleetTaskQueue } from '../api/cluster';
 import { Placement } from '../contract/placement';
 import { createFleetActivities } from '../activities/fleet';
@@ -446,6 +447,7 @@ class WorkerProcess implements MigratorWorker {
   private async withServices<T>(fn: () => Promise<T>): Promise<T> {
     const { settings, log, clusterId, deployment, client, holder, metrics } = this.o;
     const endpoint = await this.serveMetrics();
+    void this.reportCredentialReach();
     // A named cluster confirms its identity and reports itself to its registration in Temporal (where campaigns find
     // it), before its worker polls: a conflict is said at start.
     const registration = clusterId ? startRegistration(clusterId, settings.clusterReportSeconds, log) : undefined;
@@ -461,6 +463,29 @@ class WorkerProcess implements MigratorWorker {
       releaseIdentity(this.o.identity);
       this.metricsPort = undefined;
       await endpoint?.close();
+    }
+  }
+
+  /**
+   * Whether the Secrets named as holding this worker's Temporal credential can be read with its own token: said at
+   * start, as a warning and svm_temporal_credential_readable (src/kube/credential-exposure.ts). Never fatal.
+   */
+  private async reportCredentialReach(): Promise<void> {
+    const { settings, kube, log, metrics, pool } = this.o;
+    if (pool) return; // a pool's kubeconfigs reach the served clusters, not where its own credential is kept
+    const refs = parseSecretRefs(settings.temporalCredentialSecrets, settings.kubeNamespace);
+    if (refs.length === 0) return;
+    try {
+      const found = await credentialExposure(kube, refs);
+      metrics?.credentialReadable.set(found.length > 0 ? 1 : 0);
+      if (found.length > 0) log.warn({ secrets: found.map((f) => f.secret) }, exposureMessage('this worker', found));
+      else
+        log.info(
+          { secrets: refs.map((r) => `${r.namespace}/${r.name}`) },
+          "the Temporal credential's Secrets are beyond this worker's token",
+        );
+    } catch (err) {
+      log.warn({ err: (err as Error).message }, "could not check whether this worker's token can read its Temporal credential's Secrets");
     }
   }
 

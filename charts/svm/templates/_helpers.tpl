@@ -73,7 +73,17 @@ app.kubernetes.io/component: {{ .component }}
   value: {{ .Values.temporal.taskQueue }}
 - name: SVM_CLUSTER
   value: {{ .Values.cluster | quote }}
-{{- if or .Values.temporal.tls.enabled .Values.temporal.tls.clientCertSecret .Values.temporal.tls.caSecret }}
+{{- $files := dict }}
+{{- if .Values.temporal.credentialsVolume }}
+{{- $files = .Values.temporal.credentialsFiles | default dict }}
+{{- if and $files.clientCert .Values.temporal.tls.clientCertSecret }}
+{{- fail "temporal.credentialsVolume (credentialsFiles.clientCert) and temporal.tls.clientCertSecret both give a client certificate: give one (credentialsFiles.clientCert empty leaves the Secret's)" }}
+{{- end }}
+{{- if and $files.profile .Values.temporal.apiKeySecret.name }}
+{{- fail "temporal.credentialsVolume (credentialsFiles.profile) and temporal.apiKeySecret both give a credential: give one" }}
+{{- end }}
+{{- end }}
+{{- if or .Values.temporal.tls.enabled .Values.temporal.tls.clientCertSecret .Values.temporal.tls.caSecret $files.clientCert $files.ca }}
 - name: TEMPORAL_TLS
   value: "true"
 {{- end }}
@@ -91,11 +101,50 @@ app.kubernetes.io/component: {{ .component }}
 - name: TEMPORAL_TLS_SERVER_NAME
   value: {{ . | quote }}
 {{- end }}
+{{- if and $files.clientCert $files.clientKey }}
+- name: TEMPORAL_TLS_CLIENT_CERT_PATH
+  value: /etc/svm/temporal-credentials/{{ $files.clientCert }}
+- name: TEMPORAL_TLS_CLIENT_KEY_PATH
+  value: /etc/svm/temporal-credentials/{{ $files.clientKey }}
+{{- end }}
+{{- with $files.ca }}
+- name: TEMPORAL_TLS_SERVER_CA_CERT_PATH
+  value: /etc/svm/temporal-credentials/{{ . }}
+{{- end }}
+{{- with $files.profile }}
+- name: TEMPORAL_CONFIG_FILE
+  value: /etc/svm/temporal-credentials/{{ . }}
+{{- end }}
 {{- if .Values.temporal.apiKeySecret.name }}
 - name: TEMPORAL_API_KEY
   valueFrom:
     secretKeyRef:
       name: {{ .Values.temporal.apiKeySecret.name }}
       key: {{ .Values.temporal.apiKeySecret.key }}
+{{- end }}
+{{- end -}}
+
+{{/* The Secrets that hold the worker's Temporal credential, as SVM_TEMPORAL_CREDENTIAL_SECRETS reads them (the worker
+says when its own token can read them). A CA is no credential. */}}
+{{- define "svm.credentialSecrets" -}}
+{{- $s := list }}
+{{- with .Values.temporal.apiKeySecret.name }}{{ $s = append $s (printf "%s/%s" $.Release.Namespace .) }}{{ end }}
+{{- with .Values.temporal.tls.clientCertSecret }}{{ $s = append $s (printf "%s/%s" $.Release.Namespace .) }}{{ end }}
+{{- join "," $s }}
+{{- end -}}
+
+{{/* The volume of temporal.credentialsVolume and its mount (context: the root). */}}
+{{- define "svm.credentialsMount" -}}
+{{- if .Values.temporal.credentialsVolume }}
+- name: temporal-credentials
+  mountPath: /etc/svm/temporal-credentials
+  readOnly: true
+{{- end }}
+{{- end -}}
+{{- define "svm.credentialsVolume" -}}
+{{- with .Values.temporal.credentialsVolume }}
+# The Temporal credential as files no Kubernetes read returns (values.yaml temporal.credentialsVolume).
+- name: temporal-credentials
+  {{- toYaml . | nindent 2 }}
 {{- end }}
 {{- end -}}
