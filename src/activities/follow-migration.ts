@@ -11,7 +11,8 @@
  * credentials started (another workflow type, another task queue, an input
  * naming another resource or cluster, a result that is not a migration's, a
  * pass of another resource or uid) is reported Failed, saying why, with none
- * of its counters: the initializer never reports Succeeded on a forged run.
+ * of its counters: the initializer never reports Succeeded on a forged run. One still running when the
+ * initializer comes to it is not waited on: it is terminated (evictForeignRun), and the row says so.
  */
 import { Context } from '@temporalio/activity';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
@@ -19,7 +20,7 @@ import { ApplicationFailure } from '@temporalio/common';
 import { zeroCounters } from '../api/counters';
 import type { MigrationCounters, MigrationPhase } from '../api/migration';
 import { Placement } from '../contract/placement';
-import { checkRecord, expectationOf, readMigrationRun } from '../kube/migration-record';
+import { checkRecord, evictForeignRun, expectationOf, readMigrationRun } from '../kube/migration-record';
 
 export interface FollowedMigration {
   phase: MigrationPhase;
@@ -55,6 +56,12 @@ export function createFollowActivities(temporal: { client: Client; placement?: P
     async followMigration(workflowId: string): Promise<FollowedMigration> {
       if (!temporal) throw ApplicationFailure.nonRetryable('this worker has no Temporal client to follow a migration with');
       const ctx = Context.current();
+      // A run at the ID that is not svm's migration is not waited on (a forged one, on a queue nobody polls, would
+      // hold the initializer forever): terminated, and this row Failed, saying so.
+      const placement = Placement.running(ctx.info.taskQueue, temporal.placement?.cluster);
+      const evicted = await evictForeignRun(temporal.client, workflowId, expectationOf(placement, resourceOfId(workflowId)));
+      if (evicted)
+        return { phase: 'Failed', counters: zeroCounters(), message: `${evicted}; nothing of it counts: migrate the resource again` };
       const beat = setInterval(() => ctx.heartbeat(), HEARTBEAT_MS);
       try {
         // result() follows the migration across continue-as-new to its last run.

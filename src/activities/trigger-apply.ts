@@ -17,6 +17,7 @@ import { missingReencodeRights } from '../kube/access';
 import { KubeError } from '../kube/errors';
 import { resolveResource } from '../kube/resolve';
 import { listStandardMigrations, standardVersion } from '../kube/standard-migrations';
+import { evictForeignRun, expectationOf } from '../kube/migration-record';
 import { createStorageState, patchStorageStateStatus } from '../kube/storage-states';
 import { CREATED_BY_ANNOTATION } from './built-in';
 import type { TriggerDeps } from './trigger';
@@ -137,6 +138,9 @@ export class TriggerPeriod {
     }
     // One setting chooses the API: svm's own pass, or the built-in's behind svm's agreement checks (same workflow ID).
     const spec = migrationStart({ resource: ref }, this.deps.triggerApi === 'standard' ? 'delegateToBuiltIn' : 'migrateResource');
+    // A run at the migration's ID that is not svm's migration would be joined, and waited on, forever: terminated first.
+    const evicted = await evictForeignRun(client, placement.id(spec.id), expectationOf(placement, ref));
+    if (evicted) warnOnce(`evicted:${name}`, `${evicted}; starting svm's migration of ${name}`);
     await client.workflow.start(spec.type, placement.start(spec));
     this.started.push(name);
   }

@@ -66,11 +66,8 @@ export function checkRecord(run: MigrationRun, expect: RecordExpectation): Check
     counts: false,
     why: `its last run (${run.workflowId}) ${why}: not svm's record of ${groupResourceString(expect.resource)}${expect.cluster ? ` in cluster ${expect.cluster.name}` : ''}, so it does not count`,
   });
-  if (!MIGRATION_WORKFLOW_TYPES.includes(run.type)) return refused(`is a ${run.type} workflow, not a migration`);
-  if (run.taskQueue !== expect.taskQueue)
-    return refused(`ran on task queue ${run.taskQueue}, not ${expect.taskQueue} (the one svm's workers of this cluster poll)`);
-  const input = inputRefusal(run.input, expect);
-  if (input) return refused(input);
+  const notStarted = startRefusal(run, expect);
+  if (notStarted) return refused(notStarted);
   const parsed = MigrationVerdictSchema.safeParse(run.result);
   if (!parsed.success) {
     const issue = parsed.error.issues[0];
@@ -98,6 +95,39 @@ export function checkRecord(run: MigrationRun, expect: RecordExpectation): Check
       why: `its last run (${run.workflowId}) was started against kube-system uid ${String(started)}, but the cluster is pinned to ${uid}: another cluster's verdict does not count`,
     };
   return { counts: true, verdict };
+}
+
+/**
+ * Why a run, running or ended, was not started as svm's migration of the expected resource here (its type, its
+ * task queue, its start input), or undefined when it was. Pure.
+ */
+export function startRefusal(run: MigrationRun, expect: RecordExpectation): string | undefined {
+  if (!MIGRATION_WORKFLOW_TYPES.includes(run.type)) return `is a ${run.type} workflow, not a migration`;
+  if (run.taskQueue !== expect.taskQueue)
+    return `ran on task queue ${run.taskQueue}, not ${expect.taskQueue} (the one svm's workers of this cluster poll)`;
+  return inputRefusal(run.input, expect);
+}
+
+/**
+ * A run holding a migration's ID that svm did not start as that migration (anyone with the namespace's
+ * credentials can start one, on a queue nobody polls, so that whatever joins it waits forever): terminated,
+ * saying why, so that the real migration can start. Returns what was terminated and why, or undefined when the
+ * ID is free, ended, or held by svm's own run.
+ */
+export async function evictForeignRun(client: Client, workflowId: string, expect: RecordExpectation): Promise<string | undefined> {
+  const found = await readMigrationRun(client, workflowId);
+  if (!found || found.status !== 'RUNNING') return undefined;
+  const why = startRefusal(found.run, expect);
+  if (!why) return undefined;
+  const said = `a run at ${workflowId} that ${why} held the ID of svm's migration of ${groupResourceString(expect.resource)}`;
+  await client.workflow
+    .getHandle(workflowId)
+    .terminate(`svm: ${said}`)
+    .catch((err: unknown) => {
+      // Ended meanwhile: nothing left to terminate.
+      if (!(err instanceof Error && err.name === 'WorkflowNotFoundError')) throw err;
+    });
+  return `${said}: terminated`;
 }
 
 /** Why the start input is not the expected migration's, or undefined when it is. */
