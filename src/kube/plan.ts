@@ -153,129 +153,145 @@ type Candidate = Pick<
 export async function makePlan(kube: KubeClient, opts: PlanOptions = {}): Promise<Plan> {
   const qps = opts.qps ?? DEFAULT_PLAN_QPS;
   if (!Number.isFinite(qps) || qps < 0) throw new RangeError(`qps must be a number >= 0 (0: unlimited), got ${qps}`);
-  const now = opts.now ?? Date.now;
-  const notes: string[] = [];
   const ownSource = opts.apiservers ? undefined : kubernetesEndpoints(kube);
-  const source = opts.apiservers ?? ownSource!;
   try {
-    const [discovered, crds, states, storageVersions, found] = await Promise.all([
-      kube.discover(),
-      listAllIfServed(kube, CRDS_PATH, 'CustomResourceDefinition').then((l) =>
-        l?.map((c) => parseAs(CustomResourceDefinition, c, { kind: 'CustomResourceDefinition' })),
-      ),
-      listAllIfServed(kube, storageStatePath(), 'StorageState'),
-      listAllIfServed(kube, STORAGE_VERSIONS_PATH, 'StorageVersion').then((l) =>
-        l?.map((v) => parseAs(StorageVersion, v, { kind: 'StorageVersion' })),
-      ),
-      source.find(),
-    ]);
-    if (!crds) throw new Error('the API server does not serve CustomResourceDefinitions (apiextensions.k8s.io/v1)');
-    if (!states)
-      notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed): only CRDs and agreement were checked');
-    else if (states.length === 0)
-      notes.push('no StorageState objects (`svm trigger start` keeps them): built-in resources were checked for agreement only');
-
-    const agreementOf = await agreementReader(kube, {
-      discovered,
-      crds,
-      storageVersions,
-      found,
-      now,
-    });
-    const crdByResource = new Map(crds.map((c) => [`${c.spec.names.plural}.${c.spec.group}`, c]));
-
-    const migratable = migratableResources(discovered);
-    const byKey = new Map(migratable.map((r) => [groupResourceString({ group: r.group, resource: r.name }), r]));
-    /** The resource as the migrator would list it: the version it is stored in, or the preferred served version. */
-    const served = (group: string, name: string): DiscoveredResource | undefined =>
-      byKey.get(groupResourceString({ group, resource: name })) ??
-      discovered.find((r) => r.group === group && r.name === name && r.preferred) ??
-      discovered.find((r) => r.group === group && r.name === name);
-
-    const agreements = new Map<string, Agreement>();
-    const unverified = new Set<string>();
-    let checked = '';
-    for (const [key, r] of byKey) {
-      const a = agreementOf(r);
-      agreements.set(key, a);
-      if (a.agreed && !a.verified) unverified.add(a.checked);
-      if (a.source === 'discovery' || !checked) checked = a.checked;
-    }
-    if (unverified.size > 0) notes.push(`agreement could not be verified per API server for some resources: ${[...unverified].join('; ')}`);
-
-    const candidates = new Map<string, Candidate>();
-    const candidate = (group: string, name: string): Candidate => {
-      const key = groupResourceString({ group, resource: name });
-      let c = candidates.get(key);
-      if (!c) candidates.set(key, (c = { group, name, sources: [], reasons: [] }));
-      return c;
-    };
-
+    const seen = await readCluster(kube, opts.apiservers ?? ownSource!, opts.now ?? Date.now);
+    const candidates = new Candidates();
     // 1. CRDs whose storedVersions hold more than their storage version.
-    for (const crd of crds) {
-      const { storageVersion, storedVersions, left } = crdStoredVersionsLeft(crd);
-      if (left.length === 0) continue;
-      const c = candidate(crd.spec.group, crd.spec.names.plural);
-      c.sources.push('storedVersions');
-      c.storedVersions = storedVersions;
-      c.storageVersion = storageVersion;
-      c.reasons.push(
-        `CRD status.storedVersions [${storedVersions.join(', ')}] holds ${left.join(', ')} besides the storage version ${storageVersion ?? '(none)'}`,
-      );
-    }
-
+    for (const crd of seen.crds) candidates.addStoredVersions(crd);
     // 2. StorageStates that say objects may be stored in another version.
-    const settled = storageStateCandidates(states ?? [], {
-      served: (group, name) => served(group, name) !== undefined,
+    const settled = storageStateCandidates(seen.states ?? [], {
+      served: (group, name) => seen.served(group, name) !== undefined,
       agreedHash: (key) => {
-        const a = agreements.get(key);
+        const a = seen.agreements.get(key);
         return a?.agreed ? a.hash : undefined;
       },
-      notes,
-      candidate,
+      notes: seen.notes,
+      candidate: (group, name) => candidates.get(group, name),
     });
-
     // 2b. StorageStates saying every object is stored in the served hash: mirrors, believed only on the record.
-    await checkSettledStates(settled, opts.migrationOf && { of: opts.migrationOf, cluster: opts.cluster }, notes, (s) =>
-      candidate(s.group, s.resource),
+    await checkSettledStates(settled, opts.migrationOf && { of: opts.migrationOf, cluster: opts.cluster }, seen.notes, (st) =>
+      candidates.get(st.group, st.resource),
     );
-
     // 3. Resources whose API servers disagree.
-    for (const [key, a] of agreements) {
-      if (a.agreed) continue;
-      const r = byKey.get(key)!;
-      const c = candidate(r.group, r.name);
-      c.sources.push('disagreement');
-      c.reasons.push(a.reason ?? 'the API servers do not agree on its storage version');
-    }
-
+    for (const [key, a] of seen.agreements) if (!a.agreed) candidates.addDisagreement(seen.byKey.get(key)!, a);
     // What can run now, and what blocks.
-    for (const [key, c] of candidates) {
-      const r = served(c.group, c.name);
-      const a = agreements.get(key);
-      if (!r) c.blockedBy = `no version of ${key} is served, so its objects cannot be listed`;
-      else if (notMigratableReason(r)) c.blockedBy = notMigratableReason(r);
-      else if (a && !a.agreed) c.blockedBy = `${a.reason ?? 'the API servers do not agree on its storage version'} (checked: ${a.checked})`;
+    for (const [key, c] of candidates.all()) {
+      const blocked = blockedBy(key, seen.served(c.group, c.name), seen.agreements.get(key));
+      if (blocked) c.blockedBy = blocked;
     }
-
     // svm's own workers: a Temporal credential within their token's reach, a prune left to the operator.
-    const crdsToPrune = [...candidates.values()].filter((c) => c.sources.includes('storedVersions')).length;
-    notes.push(...(await workerNotes(kube, { crdsToPrune })));
-
+    seen.notes.push(...(await workerNotes(kube, { crdsToPrune: candidates.fromStoredVersions() })));
     // Counts: one list with limit=1 per listed resource (a read).
     const items = await Promise.all(
-      [...candidates.entries()].map(async ([key, c]) => {
-        const r = served(c.group, c.name);
+      candidates.all().map(async ([key, c]) => {
+        const r = seen.served(c.group, c.name);
         return planItem(key, c, r ? await countObjects(kube, r) : { objects: null, note: 'not served' }, {
           qps,
-          custom: crdByResource.has(key),
+          custom: seen.crdByResource.has(key),
         });
       }),
     );
-    return finishPlan(items, qps, checked || 'no migratable resources', notes);
+    return finishPlan(items, qps, seen.checked || 'no migratable resources', seen.notes);
   } finally {
     ownSource?.close();
   }
+}
+
+/** What the plan reads of the cluster, and each migratable resource's agreement, with the notes so far. */
+async function readCluster(kube: KubeClient, source: ApiServerSource, now: () => number) {
+  const notes: string[] = [];
+  const [discovered, crds, states, storageVersions, found] = await Promise.all([
+    kube.discover(),
+    listAllIfServed(kube, CRDS_PATH, 'CustomResourceDefinition').then((l) =>
+      l?.map((c) => parseAs(CustomResourceDefinition, c, { kind: 'CustomResourceDefinition' })),
+    ),
+    listAllIfServed(kube, storageStatePath(), 'StorageState'),
+    listAllIfServed(kube, STORAGE_VERSIONS_PATH, 'StorageVersion').then((l) =>
+      l?.map((v) => parseAs(StorageVersion, v, { kind: 'StorageVersion' })),
+    ),
+    source.find(),
+  ]);
+  if (!crds) throw new Error('the API server does not serve CustomResourceDefinitions (apiextensions.k8s.io/v1)');
+  if (!states)
+    notes.push('StorageStates are not served (the migration.k8s.io CRDs are not installed): only CRDs and agreement were checked');
+  else if (states.length === 0)
+    notes.push('no StorageState objects (`svm trigger start` keeps them): built-in resources were checked for agreement only');
+
+  const agreementOf = await agreementReader(kube, { discovered, crds, storageVersions, found, now });
+  const byKey = new Map(migratableResources(discovered).map((r) => [groupResourceString({ group: r.group, resource: r.name }), r]));
+  const agreements = new Map<string, Agreement>();
+  const unverified = new Set<string>();
+  let checked = '';
+  for (const [key, r] of byKey) {
+    const a = agreementOf(r);
+    agreements.set(key, a);
+    if (a.agreed && !a.verified) unverified.add(a.checked);
+    if (a.source === 'discovery' || !checked) checked = a.checked;
+  }
+  if (unverified.size > 0) notes.push(`agreement could not be verified per API server for some resources: ${[...unverified].join('; ')}`);
+  return {
+    crds,
+    states,
+    notes,
+    byKey,
+    agreements,
+    checked,
+    crdByResource: new Map(crds.map((c) => [`${c.spec.names.plural}.${c.spec.group}`, c])),
+    /** The resource as the migrator would list it: the version it is stored in, or the preferred served version. */
+    served: (group: string, name: string): DiscoveredResource | undefined =>
+      byKey.get(groupResourceString({ group, resource: name })) ??
+      discovered.find((r) => r.group === group && r.name === name && r.preferred) ??
+      discovered.find((r) => r.group === group && r.name === name),
+  };
+}
+
+/** The resources the plan lists, by group/resource, each with why. */
+class Candidates {
+  private readonly byKey = new Map<string, Candidate>();
+
+  get(group: string, name: string): Candidate {
+    const key = groupResourceString({ group, resource: name });
+    let c = this.byKey.get(key);
+    if (!c) this.byKey.set(key, (c = { group, name, sources: [], reasons: [] }));
+    return c;
+  }
+
+  all(): Array<[string, Candidate]> {
+    return [...this.byKey.entries()];
+  }
+
+  /** A CRD whose storedVersions hold more than its storage version. */
+  addStoredVersions(crd: CrdInfo & { spec: { group: string; names: { plural: string } } }): void {
+    const { storageVersion, storedVersions, left } = crdStoredVersionsLeft(crd);
+    if (left.length === 0) return;
+    const c = this.get(crd.spec.group, crd.spec.names.plural);
+    c.sources.push('storedVersions');
+    c.storedVersions = storedVersions;
+    c.storageVersion = storageVersion;
+    c.reasons.push(
+      `CRD status.storedVersions [${storedVersions.join(', ')}] holds ${left.join(', ')} besides the storage version ${storageVersion ?? '(none)'}`,
+    );
+  }
+
+  addDisagreement(r: DiscoveredResource, a: Agreement): void {
+    const c = this.get(r.group, r.name);
+    c.sources.push('disagreement');
+    c.reasons.push(a.reason ?? 'the API servers do not agree on its storage version');
+  }
+
+  fromStoredVersions(): number {
+    return [...this.byKey.values()].filter((c) => c.sources.includes('storedVersions')).length;
+  }
+}
+
+/** Why a listed resource cannot be migrated now, or undefined when it can. */
+function blockedBy(key: string, r: DiscoveredResource | undefined, a: Agreement | undefined): string | undefined {
+  if (!r) return `no version of ${key} is served, so its objects cannot be listed`;
+  const notMigratable = notMigratableReason(r);
+  if (notMigratable) return notMigratable;
+  if (a && !a.agreed) return `${a.reason ?? 'the API servers do not agree on its storage version'} (checked: ${a.checked})`;
+  return undefined;
 }
 
 /**
