@@ -24,6 +24,7 @@ import {
   type OutputFormat,
 } from '../config/cli-options';
 import { DEFAULT_MIGRATE_ALL_PARALLELISM, defaultMigrationOptions as defaults } from '../contract/defaults';
+import { isTerminalPhase } from '../api/phases';
 import type { KubeClient } from '../kube/client';
 import type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, MigrationSummary, Migrator } from './index';
 
@@ -159,7 +160,8 @@ function progressDisplay(): { show(p: MigrationProgress): void; stop(): void } {
   return {
     show: (p) => {
       if (!tty) {
-        process.stderr.write(line(p) + '\n');
+        // The final phase is the result's own line (printResult): not said twice where both streams are one log.
+        if (!isTerminalPhase(p.phase)) process.stderr.write(line(p) + '\n');
         return;
       }
       bar ??= progressBar(p.resource);
