@@ -17,6 +17,8 @@ import { migrationRecords } from '../kube/drop-storage';
 import { CLUSTER_REGISTRATION_WORKFLOW_TYPE, clusterRegistrationId, type RegistrationMemo } from '../contract/fleet';
 import { pinOf } from '../kube/cluster-identity';
 import { INVALID_INPUT, NOT_ENABLED } from '../contract/reasons';
+import type { FleetDomains } from '../fleet/domains';
+import { createFleetDomainActivities } from './fleet-domain';
 
 export interface CampaignCluster {
   name: string;
@@ -26,6 +28,10 @@ export interface CampaignCluster {
   conflict?: string;
   /** The task queue its registration names (a pool's); undefined: the cluster's own. Placement.of takes it. */
   queue?: string;
+  /** With trust domains (src/fleet/domains.ts): the domain it is bound to; its member reaches it there only. */
+  domain?: string;
+  /** Said in its row: a registration of its name found outside its domain, ignored. */
+  note?: string;
 }
 
 /** A cluster of the campaign from its registration's memo. */
@@ -40,13 +46,32 @@ function campaignCluster(name: string, memo: RegistrationMemo | undefined): Camp
 
 const REGISTRATION_PREFIX = clusterRegistrationId('');
 
-export function createFleetActivities(deps: { temporal?: { client: Client } }) {
+export function createFleetActivities(deps: { temporal?: { client: Client }; domains?: FleetDomains }) {
   const client = () => {
     if (!deps.temporal)
       throw ApplicationFailure.create({ type: NOT_ENABLED, message: 'this worker has no Temporal client', nonRetryable: true });
     return deps.temporal.client;
   };
+  const toDomains = createFleetDomainActivities({ ...(deps.domains ? { domains: deps.domains } : {}), fleetClient: client });
+  /** With trust domains: the registrations matching `where` in each domain's namespace, each name bound to that domain. */
+  const namesInDomains = async (d: FleetDomains, where: string): Promise<string[]> => {
+    const found: string[] = [];
+    for (const domain of d.all) {
+      const c = await d.client(domain.name);
+      for await (const w of c.workflow.list({
+        query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${where})`,
+        pageSize: 1000,
+      })) {
+        if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
+        const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
+        // A registration counts in its own domain only: a name bound to another (or to none) is ignored here.
+        if (d.domainOf(name)?.name === domain.name) found.push(name);
+      }
+    }
+    return found;
+  };
   return {
+    ...toDomains,
     /**
      * The campaign's clusters: those named (in order), then those whose registration matches `where` (sorted by
      * name), each once, with the uid registered. A query Temporal refuses fails the campaign (InvalidInput).
@@ -89,12 +114,14 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
       if (input.where) {
         const found: string[] = [];
         try {
-          for await (const w of c.workflow.list({
-            query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${input.where})`,
-            pageSize: 1000,
-          })) {
-            if (w.workflowId.startsWith(REGISTRATION_PREFIX)) found.push(w.workflowId.slice(REGISTRATION_PREFIX.length));
-          }
+          if (deps.domains) found.push(...(await namesInDomains(deps.domains, input.where)));
+          else
+            for await (const w of c.workflow.list({
+              query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${input.where})`,
+              pageSize: 1000,
+            })) {
+              if (w.workflowId.startsWith(REGISTRATION_PREFIX)) found.push(w.workflowId.slice(REGISTRATION_PREFIX.length));
+            }
         } catch (err) {
           throw ApplicationFailure.create({
             type: INVALID_INPUT,
@@ -109,6 +136,8 @@ export function createFleetActivities(deps: { temporal?: { client: Client } }) {
 
     /** One cluster's pin, for its campaign member: the uid registered, and its open conflict (none for an unregistered name). */
     async campaignClusterPin(name: string): Promise<CampaignCluster> {
+      // With trust domains: its registration in its own domain (the member then reaches it there only).
+      if (deps.domains) return toDomains.domainClusterPin(name);
       return campaignCluster(name, (await pinOf(client(), name))?.memo);
     },
   };

@@ -304,6 +304,10 @@ export interface CampaignMemberInput {
     uid?: string;
     /** The task queue its registration names (a pool's), when not the cluster's own. */
     queue?: string;
+    /** With trust domains: the domain its cluster is bound to, its step there (started), and its pin's note. */
+    domain?: string;
+    stepRun?: { workflowId: string; runId: string };
+    pinNote?: string;
     misses: number;
     probes: number;
     runs: number;

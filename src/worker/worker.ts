@@ -19,6 +19,7 @@ import { credentialExposure, exposureMessage, parseSecretRefs } from '../kube/cr
 import { fleetTaskQueue } from '../api/cluster';
 import { Placement } from '../contract/placement';
 import { createFleetActivities } from '../activities/fleet';
+import { FleetDomains } from '../fleet/domains';
 import { ClusterIdentity, startRegistration } from './registration';
 import { clusterCheck } from './cluster-check';
 import { workerRequestSampler } from '../kube/request-samples';
@@ -241,19 +242,33 @@ async function temporalWorker(
  * The fleet's worker beside a named cluster's (SVM_FLEET_WORKER): campaigns and registrations on the fleet task
  * queue, with the one activity that lists registrations. No Kubernetes, no cluster check: they belong to no cluster.
  */
-export async function fleetWorker(connection: NativeConnection, settings: WorkerSettings, client: Client): Promise<Worker> {
+export async function fleetWorker(
+  connection: NativeConnection,
+  settings: WorkerSettings,
+  client: Client,
+  env: NodeJS.ProcessEnv = process.env,
+): Promise<Worker> {
   const t = settings.temporal;
-  return Worker.create({
+  // Trust domains (SVM_FLEET_DOMAINS, docs/fleet.md): this worker alone holds a client per domain; unset: one namespace.
+  const domains = FleetDomains.fromEnv(env, t);
+  const worker = await Worker.create({
     connection,
     namespace: t.namespace,
     taskQueue: fleetTaskQueue(t.taskQueue),
     workflowBundle: await workflowBundleOption(),
-    activities: createFleetActivities({ temporal: { client } }),
+    activities: createFleetActivities({ temporal: { client }, ...(domains ? { domains } : {}) }),
     maxCachedWorkflows: settings.maxCachedWorkflows,
     maxConcurrentWorkflowTaskExecutions: settings.maxConcurrentWorkflowTasks,
-    maxConcurrentActivityTaskExecutions: 2,
-    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: 1 },
+    // With domains, each member in flight holds a slot while it awaits its step (awaitDomainStep): room for a window's.
+    maxConcurrentActivityTaskExecutions: domains ? 200 : 2,
+    activityTaskPollerBehavior: { type: 'simple-maximum', maximum: domains ? 2 : 1 },
   });
+  if (domains) {
+    // The domains' connections end with the worker (runUntil runs through run).
+    const run = worker.run.bind(worker);
+    worker.run = () => run().finally(() => domains.close());
+  }
+  return worker;
 }
 
 /** How a worker lives beside others in one process (a pool of clusters, src/worker/cluster-pool.ts). */

@@ -52,6 +52,7 @@ import {
 } from '../contract/fleet';
 import { MigrationPhase } from '../contract/search-attributes';
 import type { CampaignCluster } from '../activities/fleet';
+import type { DomainCluster, DomainStepState, DomainVerdict } from '../activities/fleet-domain';
 import { failureType, rootMessage } from './failures';
 import { neverStarted } from './task-start';
 import type { clusterCampaignStep } from './campaign-step';
@@ -60,12 +61,24 @@ import { INVALID_INPUT } from '../contract/reasons';
 interface MemberActivities {
   campaignClusterPin(name: string): Promise<CampaignCluster>;
 }
+/** The fleet's activities toward a trust domain (src/activities/fleet-domain.ts): a member in a domain reaches it through these only. */
+interface DomainActivities {
+  startDomainStep(input: { cluster: DomainCluster; campaign: string; step: CampaignMemberInput['step'] }): Promise<DomainStepRun>;
+  awaitDomainStep(input: DomainStepRun & { domain: string; waitMs: number }): Promise<DomainStepState>;
+  judgeDomainStep(input: { cluster: DomainCluster; campaign: string; dropCheck?: string; named?: string[] }): Promise<DomainVerdict>;
+  cancelDomainStep(input: { cluster: DomainCluster; campaign: string }): Promise<void>;
+}
 interface ProbeActivities {
   clusterIdentity(asked?: { name: string }): Promise<{ name?: string; uid: string }>;
 }
 
 /** A member's run continues as new past this many events, while its cluster is away (CampaignLimits.memberHistoryEvents). */
 export const MEMBER_HISTORY_EVENTS = 1000;
+
+/** The longest one awaitDomainStep waits for a domain's step: one activity's events per 5 minutes of a step. */
+const DOMAIN_AWAIT_MS = 300_000;
+
+type DomainStepRun = { workflowId: string; runId: string };
 
 /** The longest a probe waits in an away cluster's queue: an hour, or unreachableAfterSeconds when that is longer. */
 const PROBE_WAIT_CAP_MS = 3_600_000;
@@ -108,6 +121,10 @@ class Member {
   private deadlinePassed = false;
   private readonly every: number;
   private readonly placementBase = fleetBaseQueue(workflowInfo().taskQueue);
+  /** With trust domains: the domain its cluster is bound to (its pin said so), its step there, and the pin's note. */
+  private domain?: string;
+  private stepRun?: DomainStepRun;
+  private pinNote?: string;
 
   constructor(private readonly input: CampaignMemberInput) {
     const c = input.carried;
@@ -117,6 +134,9 @@ class Member {
     this.misses = c?.misses ?? 0;
     this.probes = c?.probes ?? 0;
     this.runs = (c?.runs ?? 0) + 1;
+    this.domain = c?.domain;
+    this.stepRun = c?.stepRun;
+    this.pinNote = c?.pinNote;
     this.every = input.unreachableAfterSeconds * 1000;
     setHandler(campaignMemberStateQuery, () => ({ row: this.row, probes: this.probes, runs: this.runs }));
     setHandler(memberGiveUpSignal, (why) => void (this.givenUp ??= why || 'the campaign stopped'));
@@ -131,8 +151,11 @@ class Member {
     try {
       done = await this.life();
     } catch (err) {
-      if (isCancellation(err)) this.end('Aborted', 'aborted: the campaign was aborted');
-      else this.end('Failed', rootMessage(err));
+      if (isCancellation(err)) {
+        // In a domain, its step is there: cancelled through the fleet's client of the domain (its migrations end Aborted).
+        if (this.domain && this.stepRun) await CancellationScope.nonCancellable(() => this.cancelDomainStep());
+        this.end('Aborted', 'aborted: the campaign was aborted');
+      } else this.end('Failed', rootMessage(err));
     }
     // Continued as new outside the catch: continueAsNew ends the run by throwing.
     if (done === 'continue') return this.continue();
@@ -152,7 +175,14 @@ class Member {
       if (pin.conflict) return this.end('Failed', `its identity is in conflict: ${pin.conflict}`);
       this.uid = pin.uid;
       this.queue = pin.queue;
+      // Bound to a trust domain (the fleet's configuration): reached there only, through the fleet's activities.
+      // A pin recorded before domains names none: today's path, unchanged (the branch follows the recorded result).
+      if (pin.domain) {
+        this.domain = pin.domain;
+        this.pinNote = pin.note;
+      }
     }
+    if (this.domain) return this.inDomain(this.domain);
     const deadlineLeft = () => Math.max(1, this.input.deadline - Date.now());
     const over = () => this.givenUp !== undefined || this.deadlinePassed;
     for (;;) {
@@ -174,6 +204,85 @@ class Member {
       const bound = Math.max(50, this.input.limits?.memberHistoryEvents ?? MEMBER_HISTORY_EVENTS);
       if (workflowInfo().historyLength >= bound || workflowInfo().continueAsNewSuggested) return 'continue';
     }
+  }
+
+  /** Its cluster as the domain's activities take it. */
+  private domainCluster(domain: string): DomainCluster {
+    return {
+      domain,
+      name: this.input.cluster,
+      ...(this.uid ? { uid: this.uid } : {}),
+      ...(this.queue ? { queue: this.queue } : {}),
+    };
+  }
+
+  /**
+   * A cluster in a trust domain: its step started (or joined) in its domain's namespace, awaited there (each wait
+   * bounded), then its row judged from the domain's own records (judgeDomainStep: checkRecord on each migration),
+   * never from the step's result. No probe: a step whose first task no worker takes within unreachableAfterSeconds
+   * is reported away, and back once it is taken.
+   */
+  private async inDomain(domain: string): Promise<'ended' | 'continue'> {
+    const over = () => this.givenUp !== undefined || this.deadlinePassed;
+    if (over()) return this.giveUp(this.stepRun !== undefined);
+    const acts = proxyActivities<DomainActivities>({
+      startToCloseTimeout: '2 minutes',
+      retry: { maximumAttempts: 10, maximumInterval: '30s', nonRetryableErrorTypes: [INVALID_INPUT] },
+    });
+    const cluster = this.domainCluster(domain);
+    this.stepRun ??= await acts.startDomainStep({ cluster, campaign: this.input.campaign, step: this.input.step });
+    const run = this.stepRun;
+    const { awaitDomainStep } = proxyActivities<DomainActivities>({
+      startToCloseTimeout: DOMAIN_AWAIT_MS + 120_000,
+      heartbeatTimeout: '1 minute',
+      retry: { maximumAttempts: 10, maximumInterval: '30s', nonRetryableErrorTypes: [INVALID_INPUT] },
+    });
+    const bound = Math.max(50, this.input.limits?.memberHistoryEvents ?? MEMBER_HISTORY_EVENTS);
+    for (;;) {
+      const taken = this.row.phase === 'Running';
+      const waitMs = Math.max(1000, Math.min(taken ? DOMAIN_AWAIT_MS : this.every, this.input.deadline - Date.now()));
+      const state = await Promise.race([awaitDomainStep({ ...run, domain, waitMs }), condition(over).then(() => 'given-up' as const)]);
+      if (state === 'given-up') return this.giveUp(true);
+      if (state.ended) {
+        if (state.status !== 'completed')
+          return this.end('Failed', `its step in domain ${domain} ${state.status}${state.message ? `: ${state.message}` : ''}`);
+        const verdict = await acts.judgeDomainStep({
+          cluster,
+          campaign: this.input.campaign,
+          ...(this.input.step.dropCheck ? { dropCheck: this.input.step.dropCheck } : {}),
+          ...(Array.isArray(this.input.step.migrate) ? { named: this.input.step.migrate } : {}),
+        });
+        return this.judged(domain, verdict);
+      }
+      if (state.started && !taken) this.reachable();
+      else if (!state.started) await this.away('unreachable');
+      if (workflowInfo().historyLength >= bound || workflowInfo().continueAsNewSuggested) return 'continue';
+      if (over()) return this.giveUp(true);
+    }
+  }
+
+  private async cancelDomainStep(): Promise<void> {
+    const { cancelDomainStep } = proxyActivities<DomainActivities>({
+      startToCloseTimeout: '1 minute',
+      retry: { maximumAttempts: 5, maximumInterval: '10s' },
+    });
+    await cancelDomainStep({ cluster: this.domainCluster(this.domain!), campaign: this.input.campaign }).catch(() => undefined);
+  }
+
+  /** The row from the domain's checked records: Succeeded only when every migration's record counts and succeeded. */
+  private judged(domain: string, v: DomainVerdict): 'ended' {
+    if (v.clusterUid) this.row.uid = v.clusterUid;
+    this.row.resources = v.resources;
+    this.row.objects = v.objects;
+    this.row.failures = v.failures;
+    if (v.drop) this.row.drop = v.drop;
+    const notes = [
+      ...(v.failures.length > 0 ? [`${v.failures.length} migration(s) did not succeed`] : []),
+      ...(v.refused > 0 ? [`${v.refused} record(s) in domain ${domain} refused by the check`] : []),
+      ...(v.drop && v.drop.verdict !== 'Ready' ? [`drop check: ${v.drop.verdict}`] : []),
+      ...(this.pinNote ? [this.pinNote] : []),
+    ];
+    return this.end(v.failures.length === 0 ? 'Succeeded' : 'Failed', notes.length > 0 ? notes.join('; ') : undefined);
   }
 
   /** The cluster answered: its step, then its verdict (or the deadline, or the campaign's giving up). */
@@ -212,6 +321,9 @@ class Member {
         row: this.row,
         ...(this.uid ? { uid: this.uid } : {}),
         ...(this.queue ? { queue: this.queue } : {}),
+        ...(this.domain ? { domain: this.domain } : {}),
+        ...(this.stepRun ? { stepRun: this.stepRun } : {}),
+        ...(this.pinNote ? { pinNote: this.pinNote } : {}),
         misses: this.misses,
         probes: this.probes,
         runs: this.runs,
