@@ -26,6 +26,7 @@ import { after, before, test } from 'node:test';
 import { Client, Connection } from '@temporalio/client';
 import { defaultPayloadConverter } from '@temporalio/common';
 import { msToTs } from '@temporalio/common/lib/time';
+import { historyToJSON } from '@temporalio/common/lib/proto-utils';
 import { temporal } from '@temporalio/proto';
 import { NativeConnection } from '@temporalio/worker';
 import { clusterTaskQueue, fleetTaskQueue } from '../src/api/cluster';
@@ -43,6 +44,7 @@ import { pinOf } from '../src/kube/cluster-identity';
 import { migrationRecords } from '../src/kube/migration-record';
 import { createMigratorWorker, fleetWorker, type MigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { recording } from './helpers/histories';
 import { kubeSystemUid } from './helpers/identity';
 import { eventually, workflowResult } from './helpers/migrate';
 import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
@@ -206,6 +208,27 @@ async function answer(call: () => Promise<unknown>): Promise<string> {
   }
 }
 
+/**
+ * With SVM_RECORD_HISTORIES=1: every run of a campaign's members in F (following continue-as-new) saved as a fixture
+ * `dmember-<scenario>-<i>.json` for test/unit-replay.test.ts (members of a domain: their activities toward it).
+ */
+async function recordMembers(campaign: string, clusters: string[], scenario: string): Promise<void> {
+  if (!recording()) return;
+  const client = adminIn(nsF);
+  const out = path.join(repo, 'test', 'fixtures', 'histories');
+  for (const c of clusters) {
+    const workflowId = campaignMemberId(campaign, c);
+    let runId: string | undefined =
+      (await client.workflow.getHandle(workflowId).describe()).raw.workflowExecutionInfo?.firstRunId ?? undefined;
+    for (let i = 0; runId; i++) {
+      const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
+      const file = path.join(out, `dmember-${scenario}-${c === a ? 'a' : 'b'}-${i}.json`);
+      writeFileSync(file, JSON.stringify({ workflowId, history: historyToJSON(history) }) + '\n');
+      runId = history.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
+    }
+  }
+}
+
 const revisions = async (c: typeof crdA) => new Map((await readStoredObjects(p().etcd, prefixOf(c))).map((o) => [o.key, o.modRevision]));
 const payload = (v: unknown) => ({ payloads: [defaultPayloadConverter.toPayload(v)] });
 
@@ -361,6 +384,7 @@ void test("a campaign in the fleet's namespace over a (domain A) and b (domain B
       process.stderr.write(
         `  campaign ${name}: ${c} ${rows[c]!.phase} ${rows[c]!.resources.succeeded}/${rows[c]!.resources.asked} ${rows[c]!.objects} objects, uid ${rows[c]!.uid}${rows[c]!.note ? ` (${rows[c]!.note})` : ''}\n`,
       );
+    await recordMembers(name, [a, b], 'a-campaign-over-two-domains-succeeded');
     assert.equal(status.phase, 'Succeeded', status.message);
     for (const c of [a, b]) {
       const row = rows[c]!;
@@ -451,6 +475,7 @@ void test("a step's word is not the row's: b's own credential completes b's step
     });
     const status = await workflowResult(h.workflow, 600_000);
     const row = (await member.result()) as CampaignRow;
+    await recordMembers(name, [b], 'a-forged-step-in-its-domain-fails-the-row');
     process.stderr.write(
       `  campaign ${name} over b, its step forged in B: ${status.phase}; b ${row.phase}: ${row.failures.map((f) => f.reason).join('; ')}\n`,
     );

@@ -1,5 +1,5 @@
 /**
- * The fleet's trust domains configuration (src/fleet/domains.ts, SVM_FLEET_DOMAINS): what is accepted, what is
+ * The fleet's trust domains configuration (src/activities/fleet-domains.ts, SVM_FLEET_DOMAINS): what is accepted, what is
  * refused before the worker starts, and that without it the fleet is one namespace.
  */
 import assert from 'node:assert/strict';
@@ -7,7 +7,7 @@ import { mkdtempSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { test } from 'node:test';
-import { FleetDomains } from '../src/fleet/domains';
+import { FleetDomains } from '../src/activities/fleet-domains';
 import { TemporalSettings } from '../src/config/temporal';
 
 const fleet = TemporalSettings.parse({ address: '127.0.0.1:7233', namespace: 'fleet', taskQueue: 'svm' });

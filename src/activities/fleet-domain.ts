@@ -1,5 +1,5 @@
 /**
- * The fleet's activities toward a trust domain (src/fleet/domains.ts, docs/fleet.md "Trust domains"): on the fleet's
+ * The fleet's activities toward a trust domain (src/activities/fleet-domains.ts, docs/fleet.md "Trust domains"): on the fleet's
  * task queue, in the fleet's namespace, each with the client of the domain the cluster is bound to. A campaign's
  * member reaches its cluster only through these (a child workflow cannot cross namespaces):
  *
@@ -24,7 +24,7 @@ import { Placement } from '../contract/placement';
 import { INVALID_INPUT } from '../contract/reasons';
 import { pinOf } from '../kube/cluster-identity';
 import { checkRecord, expectationOf, readMigrationRun } from '../kube/migration-record';
-import type { FleetDomains } from '../fleet/domains';
+import type { FleetDomains } from './fleet-domains';
 import type { CampaignCluster } from './fleet';
 
 /** A cluster's place in its domain, as a member carries it: where its step and migrations run. */

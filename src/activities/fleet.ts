@@ -17,7 +17,7 @@ import { migrationRecords } from '../kube/drop-storage';
 import { CLUSTER_REGISTRATION_WORKFLOW_TYPE, clusterRegistrationId, type RegistrationMemo } from '../contract/fleet';
 import { pinOf } from '../kube/cluster-identity';
 import { INVALID_INPUT, NOT_ENABLED } from '../contract/reasons';
-import type { FleetDomains } from '../fleet/domains';
+import type { FleetDomains } from './fleet-domains';
 import { createFleetDomainActivities } from './fleet-domain';
 
 export interface CampaignCluster {
@@ -28,7 +28,7 @@ export interface CampaignCluster {
   conflict?: string;
   /** The task queue its registration names (a pool's); undefined: the cluster's own. Placement.of takes it. */
   queue?: string;
-  /** With trust domains (src/fleet/domains.ts): the domain it is bound to; its member reaches it there only. */
+  /** With trust domains (src/activities/fleet-domains.ts): the domain it is bound to; its member reaches it there only. */
   domain?: string;
   /** Said in its row: a registration of its name found outside its domain, ignored. */
   note?: string;

@@ -19,7 +19,7 @@ import { credentialExposure, exposureMessage, parseSecretRefs } from '../kube/cr
 import { fleetTaskQueue } from '../api/cluster';
 import { Placement } from '../contract/placement';
 import { createFleetActivities } from '../activities/fleet';
-import { FleetDomains } from '../fleet/domains';
+import { FleetDomains } from '../activities/fleet-domains';
 import { ClusterIdentity, startRegistration } from './registration';
 import { clusterCheck } from './cluster-check';
 import { workerRequestSampler } from '../kube/request-samples';
