@@ -223,7 +223,7 @@ async function recordMembers(campaign: string, clusters: string[], scenario: str
     for (let i = 0; runId; i++) {
       const history = await client.workflow.getHandle(workflowId, runId).fetchHistory();
       const file = path.join(out, `dmember-${scenario}-${c === a ? 'a' : 'b'}-${i}.json`);
-      writeFileSync(file, JSON.stringify({ workflowId, history: historyToJSON(history) }) + '\n');
+      writeFileSync(file, JSON.stringify({ workflowId, history: JSON.parse(historyToJSON(history)) as unknown }) + '\n');
       runId = history.events?.at(-1)?.workflowExecutionContinuedAsNewEventAttributes?.newExecutionRunId ?? undefined;
     }
   }

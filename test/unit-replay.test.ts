@@ -100,6 +100,16 @@ void test('there are recorded histories of every kind of ending', () => {
     );
 });
 
+void test("campaign members' histories are among them: recorded by the code before trust domains (one namespace)", () => {
+  // smember-*: campaignMember as of ab0cb7e, before trust domains (a cluster that answers; one away, continuing as new, then back),
+  // on a dev server with stub activities.
+  for (const k of ['smember-a-cluster-that-answers', 'smember-a-cluster-away-then-back-1'])
+    assert.ok(
+      fixtures.some((f) => f.startsWith(k)),
+      `no recorded member history ${k}* in ${dir}`,
+    );
+});
+
 void test('every recorded history replays against the current workflow code', async () => {
   const histories = fixtures.map((f) => {
     const { workflowId, history } = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { workflowId: string; history: unknown };
