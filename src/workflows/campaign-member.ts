@@ -14,6 +14,10 @@
  * - it checks the step's verdict against the pinned uid, and ends at the deadline, or when the campaign gives up
  *   (memberGiveUpSignal) or aborts (a cancellation: its step is cancelled, its migrations end Aborted).
  *
+ * With trust domains (docs/fleet.md "Trust domains"), when its pin names the domain its cluster is bound to, none of
+ * the above crosses into the cluster's namespace: the fleet's activities (src/activities/fleet-domain.ts) start or
+ * join its step there, await it, and judge its row from the domain's own migration records (checkRecord); no probe.
+ *
  * Its row is its memo (`row`, failures capped at MEMBER_MEMO_FAILURES) and its search attributes (MigrationCampaign,
  * MigrationCluster, MigrationPhase), where `svm fleet status` pages them; its result is the whole row; at its end it
  * signals the row to the campaign by workflow ID (the campaign's current run). While its cluster is away it continues
