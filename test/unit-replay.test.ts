@@ -100,10 +100,15 @@ void test('there are recorded histories of every kind of ending', () => {
     );
 });
 
-void test("campaign members' histories are among them: recorded by the code before trust domains (one namespace)", () => {
+void test("campaign members' histories are among them: recorded by the code before trust domains (one namespace), and members in a domain", () => {
   // smember-*: campaignMember as of ab0cb7e, before trust domains (a cluster that answers; one away, continuing as new, then back),
-  // on a dev server with stub activities.
-  for (const k of ['smember-a-cluster-that-answers', 'smember-a-cluster-away-then-back-1'])
+  // on a dev server with stub activities; dmember-*: test/test-fleet-domains.test.ts under SVM_RECORD_HISTORIES=1.
+  for (const k of [
+    'smember-a-cluster-that-answers',
+    'smember-a-cluster-away-then-back-1',
+    'dmember-a-campaign-over-two-domains',
+    'dmember-a-forged-step',
+  ])
     assert.ok(
       fixtures.some((f) => f.startsWith(k)),
       `no recorded member history ${k}* in ${dir}`,
