@@ -27,9 +27,9 @@
  *   - svm's runs: each gets a NEW `svm worker` process, started after
  *     kube-controller-manager runs without the migrator, and stopped after
  *     the run. svm in own mode (SVM_STANDARD_MIGRATIONS=own, the one setting
- *     the bench gives it besides where the plane is) takes no new standard
- *     object for 10 minutes once it has seen the built-in act
- *     (src/worker/bridge.ts, BUILT_IN_QUIET_MS); a worker that starts after
+ *     the bench gives it besides where the plane is) takes a new standard
+ *     object only two minutes after its creation for 10 minutes once it has
+ *     seen the built-in act (src/worker/bridge.ts, BUILT_IN_QUIET_MS); a worker that starts after
  *     the built-in's objects are finished never sees it act (a finished object
  *     it lists is not acting). That keeps both sides on the same API, rather
  *     than giving svm its own migration.k8s.io/v1alpha1 objects.
@@ -350,9 +350,9 @@ async function oneRun(
   const gcSyncedSeconds = since(t);
   let child: ChildProcess | undefined;
   if (side === 'svm') {
-    // svm in own mode takes no new standard object for 10 minutes after the built-in last wrote one's status
-    // (src/worker/bridge.ts, BUILT_IN_QUIET_MS): the built-in's finished objects of the runs before go first, as an
-    // operator who turned the built-in off would do; otherwise svm's warm-up would wait those minutes.
+    // svm in own mode takes a new standard object only two minutes after its creation for 10 minutes after the
+    // built-in last wrote one's status (src/worker/bridge.ts, BUILT_IN_QUIET_MS): the built-in's finished objects of
+    // the runs before go first, as an operator who turned the built-in off would do; otherwise svm would wait.
     const gone = await deleteBuiltInObjects(kube);
     if (gone) log(`run ${index}: deleted the built-in's ${gone} finished storagemigration.k8s.io objects`);
     child = spawn(process.execPath, [worker.bin, 'worker'], { env: worker.env, stdio: ['ignore', 'ignore', 'inherit'] });

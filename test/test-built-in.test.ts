@@ -4,8 +4,10 @@
  *  - defer: svm's delegateToBuiltIn creates a standard object only once the
  *    API servers agree, the built-in migrates it, svm records success; etcd
  *    holds only the new version, and the built-in pruned storedVersions;
- *  - own while the built-in still runs (the misconfiguration): svm reports
- *    the object both act on.
+ *  - own while the built-in still runs (the misconfiguration): svm leaves
+ *    what the built-in wrote first to it and says so (an Event); once the
+ *    built-in is off, a new object is taken two minutes after its creation
+ *    and migrated by svm (etcd at the new version).
  * kube-controller-manager runs for this file only.
  */
 import assert from 'node:assert/strict';
@@ -18,7 +20,8 @@ import { getCrd } from '../src/kube/crds';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { deleteBuiltInObjects } from './helpers/parity';
 import { WORKFLOW_ID_ANNOTATION } from '../src/kube/migrations';
-import { LEFT_TO_BUILT_IN_REASON } from '../src/worker/bridge';
+import { LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN_REASON } from '../src/worker/bridge';
+import { OWN_TAKE_AFTER_MS } from '../src/worker/bridge-decision';
 import { resolveResource } from '../src/kube/resolve';
 import { startOptions } from '../src/contract/start-options';
 import type { delegateToBuiltIn } from '../src/workflows/delegate-to-built-in';
@@ -36,7 +39,7 @@ after(async () => {
   if (plane) {
     await stopControllerManager(plane.dir);
     // The built-in's objects go with it: an own-mode svm of a later file would see its recent status writes and
-    // rightly leave new standard objects to a built-in it believes still runs (for 10 minutes).
+    // give each new standard object two minutes for a built-in it believes still runs (for 10 minutes).
     await deleteBuiltInObjects(plane);
   }
   await plane?.close();
@@ -82,12 +85,47 @@ void test('defer: svm hands the pass to the built-in under agreement and records
   });
 });
 
-void test('own while the built-in still runs: svm reports the standard object another controller acts on, then takes no new one', async () => {
-  const crd = testCrd(`${uniq('both')}.svm.test`);
-  await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', 20, { namespace: uniq('ns') });
-  await applyCrd(plane.kube, crd, 'v2');
-  const name = uniq('both');
+const standardPath = '/apis/storagemigration.k8s.io/v1/storageversionmigrations';
+
+async function createStandard(name: string, crd: { group: string; plural: string }): Promise<number> {
+  await plane.kube.request('POST', standardPath, {
+    body: JSON.stringify({
+      apiVersion: 'storagemigration.k8s.io/v1',
+      kind: 'StorageVersionMigration',
+      metadata: { name },
+      spec: { resource: { group: crd.group, resource: crd.plural } },
+    }),
+  });
+  const created = (await findStandardMigration(plane.kube, name))?.metadata.creationTimestamp;
+  return Date.parse(created ?? '');
+}
+
+async function eventOn(name: string, reason: string): Promise<{ message?: string }> {
+  return eventually(`a ${reason} Event on ${name}`, async () => {
+    const events = await plane.kube.getJson<{
+      items: Array<{ reason?: string; message?: string; involvedObject: { name?: string } }>;
+    }>('/api/v1/namespaces/default/events', { fieldSelector: `involvedObject.name=${name}` });
+    return events.items.find((e) => e.reason === reason);
+  });
+}
+
+const statusWriters = (o: Awaited<ReturnType<typeof findStandardMigration>>) =>
+  (o?.metadata.managedFields ?? []).filter((f) => f.subresource === 'status').map((f) => ({ manager: f.manager, time: f.time }));
+
+void test('own: an object the built-in wrote first is left to it (an Event says so); once it stops, a new object nobody writes is taken two minutes after its creation and migrated by svm', async () => {
+  const builtInCrd = testCrd(`${uniq('both')}.svm.test`);
+  const svmCrd = testCrd(`${uniq('own')}.svm.test`);
+  for (const crd of [builtInCrd, svmCrd]) {
+    await applyCrd(plane.kube, crd, 'v1');
+    await createObjects(plane.kube, crd, 'v1', 20, { namespace: uniq('ns') });
+    await applyCrd(plane.kube, crd, 'v2');
+  }
+  // Before svm runs, the built-in acts on one object: the worker finds it at its first list.
+  const seed = uniq('seed');
+  await createStandard(seed, builtInCrd);
+  await eventually('the built-in wrote the first object', async () =>
+    statusWriters(await findStandardMigration(plane.kube, seed)).some((w) => w.manager?.startsWith('kube-controller-manager')),
+  );
   const lines: string[] = [];
   const logTo = new Writable({
     write(chunk: Buffer, _enc, cb) {
@@ -95,75 +133,92 @@ void test('own while the built-in still runs: svm reports the standard object an
       cb();
     },
   });
+  const logged = () =>
+    lines.map((l) => JSON.parse(l) as { name?: string; writers?: string[]; msg: string; level: string; takeAt?: string });
+  const names = [seed];
   await withWorker(
     plane,
     async () => {
-      await plane.kube.request('POST', '/apis/storagemigration.k8s.io/v1/storageversionmigrations', {
-        body: JSON.stringify({
-          apiVersion: 'storagemigration.k8s.io/v1',
-          kind: 'StorageVersionMigration',
-          metadata: { name },
-          spec: { resource: { group: crd.group, resource: crd.plural } },
-        }),
-      });
       const reported = await eventually(
-        'svm reported the object',
+        'svm reported the object the built-in acts on',
         async () =>
-          lines
-            .map((l) => JSON.parse(l) as { name?: string; writers?: string[]; msg: string; level: string })
-            .find((l) => l.name === name && l.level === 'error' && (l.writers ?? []).some((w) => w.startsWith('kube-controller-manager'))),
+          logged().find(
+            (l) => l.name === seed && l.level === 'error' && (l.writers ?? []).some((w) => w.startsWith('kube-controller-manager')),
+          ),
         90_000,
       );
       assert.match(reported.msg, /another controller \(kube-controller-manager/);
-      // Having seen the built-in act, svm takes no new standard object: it says why, and writes nothing to it.
-      const next = uniq('after-built-in');
-      await plane.kube.request('POST', '/apis/storagemigration.k8s.io/v1/storageversionmigrations', {
-        body: JSON.stringify({
-          apiVersion: 'storagemigration.k8s.io/v1',
-          kind: 'StorageVersionMigration',
-          metadata: { name: next },
-          spec: { resource: { group: crd.group, resource: crd.plural } },
-        }),
-      });
-      const left = await eventually(
-        'svm said it leaves the new object to the built-in',
-        async () =>
-          lines
-            .map((l) => JSON.parse(l) as { name?: string; msg: string; level: string })
-            // Said either way: the built-in may already have marked it Running when svm looks (then it is its).
-            .find(
-              (l) =>
-                l.name === next &&
-                (/^not taking StorageVersionMigration .*the built-in migrator runs in this cluster/.test(l.msg) ||
-                  /another controller .* runs StorageVersionMigration/.test(l.msg)),
-            ),
-        60_000,
+      // (Most likely finished by the built-in by now: svm writes nothing to a finished object, and posts no Event.)
+
+      // A new object while the built-in runs: svm waits, the built-in writes it first, svm steps back and says so.
+      // Of a resource just created: the built-in's garbage-collector cache learns it at its next discovery (every
+      // 30 s), so it does not finish the object before svm has looked at it (svm leaves finished objects be).
+      const racedCrd = testCrd(`${uniq('new')}.svm.test`);
+      await applyCrd(plane.kube, racedCrd, 'v1');
+      await createObjects(plane.kube, racedCrd, 'v1', 20, { namespace: uniq('ns') });
+      await applyCrd(plane.kube, racedCrd, 'v2');
+      const raced = uniq('raced');
+      names.push(raced);
+      await createStandard(raced, racedCrd);
+      const leftEvent = await eventOn(raced, LEFT_TO_BUILT_IN_REASON);
+      process.stderr.write(`[built-in] the Event on ${raced}, which the built-in wrote first: ${leftEvent.message}\n`);
+      assert.match(
+        leftEvent.message ?? '',
+        /^svm leaves this object to another controller \(kube-controller-manager.*\), which wrote its status first/,
       );
-      process.stderr.write(`[built-in] svm on a new object once the built-in acted: ${left.msg.slice(0, 160)}\n`);
-      if (/^not taking/.test(left.msg)) {
-        // Said on the object too, where `kubectl describe` shows it, with when svm takes it.
-        const event = await eventually('an Event on the object left to the built-in', async () => {
-          const events = await plane.kube.getJson<{
-            items: Array<{ reason?: string; message?: string; involvedObject: { name?: string } }>;
-          }>('/api/v1/namespaces/default/events', { fieldSelector: `involvedObject.name=${next}` });
-          return events.items.find((e) => e.reason === LEFT_TO_BUILT_IN_REASON);
-        });
-        assert.match(
-          event.message ?? '',
-          /^svm leaves this object to the built-in migrator, which acted on StorageVersionMigration .* at .*: svm \(SVM_STANDARD_MIGRATIONS=own\) takes no new object while another controller acts, and takes this one after \d{4}-\d\d-\d\dT.* if no controller has started it by then$/,
-        );
-        process.stderr.write(`[built-in] the Event on ${next}: ${event.message}\n`);
-      }
-      const obj = await findStandardMigration(plane.kube, next);
-      // (Its creation here is svm's too: the test's client names itself svm. Its status is what svm would write.)
+      await eventually(
+        'the built-in finished the object it wrote first',
+        async () => {
+          const o = await findStandardMigration(plane.kube, raced);
+          return o?.status?.conditions?.some((c) => c.type === 'Succeeded' && c.status === 'True');
+        },
+        120_000,
+      );
+      const racedObj = await findStandardMigration(plane.kube, raced);
+      assert.ok(!statusWriters(racedObj).some((w) => w.manager === 'svm'), 'svm wrote no status to the object the built-in wrote first');
+      assert.equal(racedObj?.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], undefined, 'nor attached it to a workflow');
+      assert.equal(
+        racedObj?.status?.conditions?.find((c) => c.type === 'migration.k8s.io/Progress'),
+        undefined,
+      );
+
+      // The operator turns the built-in off (kube-controller-manager --controllers=...,-storage-version-migrator-controller).
+      await startControllerManager(plane.dir, { builtInMigrator: false }, () => undefined);
+      const mine = uniq('own');
+      names.push(mine);
+      const createdAt = await createStandard(mine, svmCrd);
+      const waiting = await eventOn(mine, WAITING_FOR_BUILT_IN_REASON);
+      process.stderr.write(`[built-in] the Event on ${mine}, created with the built-in seen lately: ${waiting.message}\n`);
+      const takeAt = Date.parse(/takes this object at (\S+),/.exec(waiting.message ?? '')?.[1] ?? '');
+      assert.equal(takeAt, createdAt + OWN_TAKE_AFTER_MS, 'svm takes it two minutes after its creation');
+      const done = await eventually(
+        `svm took ${mine} and it Succeeded`,
+        async () => {
+          const o = await findStandardMigration(plane.kube, mine);
+          return o?.status?.conditions?.some((c) => c.type === 'Succeeded' && c.status === 'True') ? o : undefined;
+        },
+        OWN_TAKE_AFTER_MS + 120_000,
+      );
+      const writers = statusWriters(done);
+      assert.deepEqual([...new Set(writers.map((w) => w.manager))], ['svm'], 'svm alone wrote its status');
+      assert.ok(done.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], 'attached to its migration workflow');
+      assert.ok(done.status?.conditions?.some((c) => c.type === 'migration.k8s.io/Progress'));
+      // Not before its time: svm's first status write comes once the two minutes passed (managedFields' seconds).
+      const firstWrite = Math.min(...writers.map((w) => Date.parse(w.time ?? '')));
       assert.ok(
-        !(obj?.metadata.managedFields ?? []).some((f) => f.manager === 'svm' && f.subresource === 'status'),
-        'svm wrote no status to the object it left to the built-in',
+        firstWrite >= Math.floor(takeAt / 1000) * 1000,
+        `svm wrote ${mine} at ${new Date(firstWrite).toISOString()}, before ${new Date(takeAt).toISOString()}`,
       );
-      assert.equal(obj?.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], undefined, 'nor attached it to a workflow');
-      // Not left Running behind by a built-in that stops with this file.
-      for (const n of [name, next]) await plane.kube.raw('DELETE', `/apis/storagemigration.k8s.io/v1/storageversionmigrations/${n}`);
+      process.stderr.write(
+        `[built-in] ${mine}: created ${new Date(createdAt).toISOString()}, Succeeded by svm ${((Date.now() - createdAt) / 1000).toFixed(1)} s after its creation; svm's status writes: ${JSON.stringify(writers)}\n`,
+      );
+      const took = logged().find((l) => l.name === mine && l.msg === 'StorageVersionMigration attached to its migration workflow');
+      assert.ok(took, 'svm logged that it took it');
     },
     { settings: { bridge: true, standardMigrations: 'own' }, logTo },
   );
+  assert.deepEqual((await storedVersions(plane.etcd, { group: svmCrd.group, resource: svmCrd.plural, custom: true })).byApiVersion, {
+    [`${svmCrd.group}/v2`]: 20,
+  });
+  for (const n of names) await plane.kube.raw('DELETE', `${standardPath}/${n}`);
 });

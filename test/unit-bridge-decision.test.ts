@@ -4,7 +4,7 @@
  */
 import test from 'node:test';
 import assert from 'node:assert/strict';
-import { decide, type BridgeSituation, type WorkflowSeen } from '../src/worker/bridge-decision';
+import { decide, OWN_TAKE_AFTER_MS, type BridgeSituation, type WorkflowSeen } from '../src/worker/bridge-decision';
 import { zeroCounters } from '../src/api/counters';
 import { migrationWorkflowId } from '../src/api/resource';
 import { idInCluster } from '../src/api/cluster';
@@ -31,10 +31,12 @@ const object = (over: Partial<Obj> = {}): Obj => ({
   otherWriters: [],
   ...over,
 });
+const NOW = Date.UTC(2026, 11, 7, 12);
 const situation = (over: Partial<BridgeSituation> = {}): BridgeSituation => ({
   object: object(),
   api: 'sigs',
   builtInActing: false,
+  now: NOW,
   ...over,
 });
 const attached = (workflow: WorkflowSeen | undefined, over: Partial<Obj> = {}, workflowId = WID): BridgeSituation =>
@@ -75,9 +77,42 @@ void test('standard API, marked Running by another controller: left to it', () =
   assert.deepEqual(decide(situation({ api: 'standard', object: object({ state: 'upstreamRunning' }) })), { act: 'leaveToOtherController' });
 });
 
-void test('standard API, new, the built-in acted lately: left to the built-in; on the sigs API not', () => {
-  assert.deepEqual(decide(situation({ api: 'standard', builtInActing: true })), { act: 'leaveToBuiltIn' });
-  assert.deepEqual(decide(situation({ api: 'sigs', builtInActing: true })), { act: 'attach', takeover: false });
+void test('standard API, not annotated, another controller wrote its status first (only its resourceVersion, or Running): left to it', () => {
+  // The built-in's first write is status.resourceVersion (its resource-version controller): no condition yet.
+  const first = object({ state: 'new', otherWriters: ['kube-controller-manager'], createdAt: NOW - 5_000 });
+  assert.deepEqual(decide(situation({ api: 'standard', object: first })), { act: 'leaveToOtherController' });
+  assert.deepEqual(decide(situation({ api: 'standard', object: first, builtInActing: true })), { act: 'leaveToOtherController' });
+  // Long after its creation too: whoever wrote first keeps it.
+  assert.deepEqual(decide(situation({ api: 'standard', object: { ...first, createdAt: NOW - 3_600_000 } })), {
+    act: 'leaveToOtherController',
+  });
+  // svm's own objects are not another controller's: the sigs API has no other writers to look at.
+  assert.deepEqual(decide(situation({ api: 'sigs', object: first })), { act: 'attach', takeover: false });
+});
+
+void test('standard API, new, nobody wrote it, the built-in acted lately: taken two minutes after its creation, not before', () => {
+  const young = object({ createdAt: NOW - 30_000 });
+  assert.equal(OWN_TAKE_AFTER_MS, 120_000);
+  assert.deepEqual(decide(situation({ api: 'standard', builtInActing: true, object: young })), {
+    act: 'waitForOtherController',
+    takeAt: NOW - 30_000 + OWN_TAKE_AFTER_MS,
+    afterMs: 90_000,
+  });
+  // At two minutes (and after): nobody wrote it, so svm takes it.
+  for (const age of [OWN_TAKE_AFTER_MS, OWN_TAKE_AFTER_MS + 1, 3_600_000])
+    assert.deepEqual(decide(situation({ api: 'standard', builtInActing: true, object: object({ createdAt: NOW - age }) })), {
+      act: 'attach',
+      takeover: false,
+    });
+  // The built-in not seen lately: at once.
+  assert.deepEqual(decide(situation({ api: 'standard', object: young })), { act: 'attach', takeover: false });
+  // On the sigs API the built-in plays no part.
+  assert.deepEqual(decide(situation({ api: 'sigs', builtInActing: true, object: young })), { act: 'attach', takeover: false });
+  // A spec.continueToken is refused once svm takes it, not before.
+  assert.equal(
+    decide(situation({ api: 'standard', builtInActing: true, object: { ...young, continueToken: 'x' } })).act,
+    'waitForOtherController',
+  );
 });
 
 void test('new, spec.continueToken set: refused, ContinueTokenRefused', () => {

@@ -77,6 +77,8 @@ export interface ObjectView {
   otherWriters: string[];
   /** When another writer last wrote its status (ms since the epoch), if ever: a built-in acting now, or long ago. */
   lastOtherWrite?: number;
+  /** metadata.creationTimestamp (ms since the epoch), when the server gave one. */
+  createdAt?: number;
 }
 
 export interface MigrationObjectApi {
@@ -146,6 +148,12 @@ export function standardState(o: StandardMigration): MigrationObjectState {
   return 'new';
 }
 
+/** The creation time of an object, when it parses. */
+function createdAt(timestamp: string | undefined): { createdAt?: number } {
+  const at = timestamp === undefined ? NaN : Date.parse(timestamp);
+  return Number.isFinite(at) ? { createdAt: at } : {};
+}
+
 export function standardApi(kube: KubeClient): MigrationObjectApi {
   const view = (o: StandardMigration): ObjectView => {
     const workflowId = o.metadata.annotations?.[WORKFLOW_ID_ANNOTATION];
@@ -160,6 +168,7 @@ export function standardApi(kube: KubeClient): MigrationObjectApi {
       statusFromWorkflow: state === 'inProgress' || state === 'finished' ? workflowId : undefined,
       otherWriters: otherStatusWriters(o),
       lastOtherWrite: lastOtherStatusWrite(o),
+      ...createdAt(o.metadata.creationTimestamp),
     };
   };
   return {

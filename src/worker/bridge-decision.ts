@@ -7,9 +7,15 @@
  *   ---------------------------------------------  ------------------------------------------------
  *   finished (our terminal phase, or upstream's     none: it is never run again
  *     Succeeded=True / Failed=True, no phase)
- *   standard API, marked Running by another         leaveToOtherController: never two controllers
- *     controller (the built-in), not annotated
- *   standard API, new, the built-in acted lately    leaveToBuiltIn: svm takes no new object while it acts
+ *   standard API, not annotated, another            leaveToOtherController: it wrote first, so it is
+ *     controller wrote its status (the built-in's       its; svm steps back and says so (log, metric, an
+ *     first write is status.resourceVersion, then       Event on the object): never two controllers
+ *     Running=True)
+ *   standard API, new, nobody else wrote it, the    waitForOtherController: taken at creation +
+ *     built-in acted lately (BUILT_IN_QUIET_MS),      OWN_TAKE_AFTER_MS unless another controller writes
+ *     created less than OWN_TAKE_AFTER_MS ago          it first (an Event says when); looked at again then
+ *   ... created OWN_TAKE_AFTER_MS ago or more, or   attach (below): nobody took it in the time a running
+ *     the built-in not seen lately                    built-in takes to act on a new object
  *   new, spec.continueToken set                     end: Failed, reason ContinueTokenRefused
  *   new                                             attach (signalWithStart), then annotate; a resource
  *                                                     not migratable is refused there: Failed, reason
@@ -75,8 +81,22 @@ export type WorkflowSeen =
   | { state: 'closed'; status: string; objectFinished: false; result: MigrationResult }
   | { state: 'closed'; status: string; objectFinished: false; cause: string };
 
+/**
+ * Own mode, the built-in seen acting lately: how long svm leaves a new standard object to whichever controller
+ * writes it first, from its creation. A running built-in writes status.resourceVersion within seconds of a
+ * creation and acts within about a minute (pkg/controller/storageversionmigrator of v1.37.2 retries a resource
+ * its discovery or garbage-collector cache does not know yet for one minute after the object's creation, and
+ * fails it then): an object nobody wrote in two minutes has no other controller.
+ */
+export const OWN_TAKE_AFTER_MS = 2 * 60_000;
+
 export interface BridgeSituation {
-  object: Pick<ObjectView, 'state' | 'workflowId' | 'statusFromWorkflow' | 'continueToken' | 'ref' | 'resource' | 'otherWriters'>;
+  object: Pick<
+    ObjectView,
+    'state' | 'workflowId' | 'statusFromWorkflow' | 'continueToken' | 'ref' | 'resource' | 'otherWriters' | 'createdAt'
+  >;
+  /** The time of the look (ms since the epoch): an object's age is measured against it. */
+  now: number;
   /** The API the bridge serves: standard objects another controller runs are left to it. */
   api: 'sigs' | 'standard';
   /** The cluster the bridge's worker serves, if named (the workflow IDs carry it). */
@@ -90,7 +110,8 @@ export interface BridgeSituation {
 export type BridgeAction =
   | { act: 'none' }
   | { act: 'leaveToOtherController' }
-  | { act: 'leaveToBuiltIn' }
+  /** Own mode: left to any controller that writes it before takeAt (ms since the epoch), looked at again after afterMs. */
+  | { act: 'waitForOtherController'; takeAt: number; afterMs: number }
   | { act: 'attach'; takeover: boolean }
   | { act: 'lookAtWorkflow'; workflowId: string }
   | { act: 'recheckLater'; afterMs: number }
@@ -127,8 +148,13 @@ export function decide(s: BridgeSituation): BridgeAction {
     if (!s.workflow) return { act: 'lookAtWorkflow', workflowId };
     return decideAttached(s, workflowId, s.workflow);
   }
-  if (object.state === 'upstreamRunning' && s.api === 'standard') return { act: 'leaveToOtherController' };
-  if (s.api === 'standard' && s.builtInActing) return { act: 'leaveToBuiltIn' };
+  if (s.api === 'standard') {
+    if (object.state === 'upstreamRunning' || object.otherWriters.length > 0) return { act: 'leaveToOtherController' };
+    if (s.builtInActing && object.createdAt !== undefined) {
+      const takeAt = object.createdAt + OWN_TAKE_AFTER_MS;
+      if (s.now < takeAt) return { act: 'waitForOtherController', takeAt, afterMs: takeAt - s.now };
+    }
+  }
   if (object.state === 'new' && object.continueToken !== undefined)
     return failed(CONTINUE_TOKEN_REFUSED_MESSAGE, CONTINUE_TOKEN_REFUSED, 'StorageVersionMigration refused: spec.continueToken is set');
   return { act: 'attach', takeover: object.state === 'upstreamRunning' };

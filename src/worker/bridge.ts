@@ -13,8 +13,10 @@
  * adapter (src/worker/migration-objects.ts): migration.k8s.io/v1alpha1 and,
  * where the operator chose svm for it (SVM_STANDARD_MIGRATIONS=own), the
  * standard storagemigration.k8s.io API. A standard object another controller
- * (the built-in) marked Running is never touched; one svm acts on that another
- * controller writes too is reported (log and metric): never two controllers.
+ * (the built-in) wrote first is never touched, and svm says so on it (an
+ * Event); one svm acts on that another controller writes too is reported (log
+ * and metric): never two controllers. Once the built-in was seen acting, a new
+ * object is taken two minutes after its creation if nobody wrote it by then.
  * Both take the resource exactly as its spec names it (plural and group).
  *
  * Errors are classified before anything terminal is written: a network blip
@@ -49,7 +51,7 @@ import { migrationStart } from '../contract/start-options';
 import type { Placement } from '../contract/placement';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
 import { postEvent } from './unattended';
-import { decide, type BridgeAction, type BridgeSituation, type WorkflowSeen } from './bridge-decision';
+import { decide, OWN_TAKE_AFTER_MS, type BridgeAction, type BridgeSituation, type WorkflowSeen } from './bridge-decision';
 
 export interface BridgeOptions {
   kube: KubeClient;
@@ -65,18 +67,21 @@ export interface BridgeOptions {
   api?: MigrationObjectApi;
   /** Called when another controller writes the status of an object svm acts on (never two controllers). */
   onSharedObject?: (name: string, writers: string[]) => void;
-  /** Called for each new standard object left alone because the built-in migrator was seen acting (own mode). */
+  /** Called for each unattached standard object svm leaves to the controller that wrote it first (own mode). */
   onLeftToBuiltIn?: (name: string) => void;
-  /** Where the Events about objects left to the built-in go: default (cluster-scoped objects' Events live there). */
+  /** Where the Events about standard objects go: default (cluster-scoped objects' Events live there). */
   eventNamespace?: string;
 }
 
-/** The reason of the Event on a standard object svm leaves to the built-in migrator (own mode). */
+/** The reason of the Event on a standard object svm leaves to the controller that wrote it first (own mode). */
 export const LEFT_TO_BUILT_IN_REASON = 'LeftToBuiltIn';
+/** The reason of the Event on a new standard object svm waits on before taking it (own mode, the built-in seen lately). */
+export const WAITING_FOR_BUILT_IN_REASON = 'WaitingForBuiltIn';
 
 /**
- * Own mode: once another controller (the built-in migrator) is seen to have written a standard object's status,
- * svm takes no new one until this long after that write: the two would race for every object.
+ * Own mode: for this long after another controller (the built-in migrator) was last seen writing a standard
+ * object's status, svm gives each new object OWN_TAKE_AFTER_MS from its creation for that controller to write it
+ * first, and takes it then if none did.
  */
 export const BUILT_IN_QUIET_MS = 10 * 60_000;
 
@@ -118,8 +123,10 @@ export class Bridge {
   private readonly reported = new Set<string>();
   /** Own mode: when another controller was last seen acting on a standard object, and on which. */
   private builtInSeen: { at: number; name: string; writers: string[] } | undefined;
-  /** New standard objects already left to the built-in (uid), so the log says it once. */
+  /** Unattached standard objects already left to another controller (uid), so the log and the Event say it once. */
   private readonly objectsLeftToBuiltIn = new Set<string>();
+  /** New standard objects svm waits on (uid): said once, and one look scheduled at a time. */
+  private readonly waiting = new Set<string>();
   /** Objects whose status the bridge copies (more than the workflow lists), by workflow: looked at again when it ends. */
   private readonly followers = new Map<string, Map<string, ObjectView>>();
   /** The progress query in flight or last answered, by workflow (progressOf). */
@@ -165,9 +172,9 @@ export class Bridge {
     if (type === 'DELETED') return this.deleted(event);
 
     // svm owns this API here (own mode): any object another controller writes means two controllers run.
-    if (this.api.kind === 'standard' && event.otherWriters.length > 0 && event.state !== 'new') {
+    if (this.api.kind === 'standard' && event.otherWriters.length > 0) {
       // Acting lately (by the time of its last status write, not by an old object a resync lists again, nor by one
-      // a built-in turned off left Running): svm takes no new object while the built-in acts.
+      // a built-in turned off left Running): svm gives new objects time to be written by it first.
       const at = event.lastOtherWrite;
       if (at !== undefined && Date.now() - at < BUILT_IN_QUIET_MS && (!this.builtInSeen || at > this.builtInSeen.at))
         this.builtInSeen = { at, name, writers: event.otherWriters };
@@ -196,6 +203,7 @@ export class Bridge {
       api: this.api.kind,
       cluster: this.opts.placement.name,
       builtInActing: seen !== undefined,
+      now: Date.now(),
     };
     let action = decide(situation);
     let workflow: WorkflowSeen | undefined;
@@ -226,16 +234,19 @@ export class Bridge {
       case 'lookAtWorkflow': // decide() asks for the workflow once: it answers with an act once it has seen it
         return;
       case 'leaveToOtherController':
-        // Another controller (the built-in) runs it: never two controllers on one object.
+        // Another controller (the built-in) wrote it first: never two controllers on one object.
+        this.waiting.delete(key);
         this.reportShared(
           obj,
           `another controller (${obj.otherWriters.join(', ') || 'unknown'}) runs StorageVersionMigration ${name}: left to it, svm does not act on an object another controller runs`,
         );
+        this.leaveToOtherController(obj);
         return;
-      case 'leaveToBuiltIn':
-        if (seen) this.leaveToBuiltIn(obj, seen);
+      case 'waitForOtherController':
+        this.waitForOtherController(obj, action.takeAt, action.afterMs, seen);
         return;
       case 'attach':
+        this.waiting.delete(key);
         return this.attach(obj, action.takeover);
       case 'copyProgress': {
         const workflowId = obj.workflowId!;
@@ -305,29 +316,67 @@ export class Bridge {
     );
   }
 
-  /** Own mode, the built-in seen acting: a new object is not taken (writes nothing to it), said once per object. */
-  private leaveToBuiltIn(obj: ObjectView, seen: { at: number; name: string; writers: string[] }): void {
-    const key = obj.uid ?? obj.name;
-    if (this.objectsLeftToBuiltIn.has(key)) return;
-    this.objectsLeftToBuiltIn.add(key);
-    this.opts.onLeftToBuiltIn?.(obj.name);
-    // On the object too, where `kubectl describe` shows it, with when svm takes it if nobody has by then.
-    const takenAt = new Date(seen.at + BUILT_IN_QUIET_MS).toISOString();
-    const said =
-      `svm leaves this object to the built-in migrator, which acted on StorageVersionMigration ${seen.name} at ${new Date(seen.at).toISOString()}: ` +
-      `svm (SVM_STANDARD_MIGRATIONS=own) takes no new object while another controller acts, and takes this one after ${takenAt} if no controller has started it by then`;
+  /** An Event on a standard object (cluster-scoped: its Events live in eventNamespace), where `kubectl describe` shows it. */
+  private event(obj: ObjectView, message: string, reason: string): void {
     void postEvent(
       this.opts.kube,
       this.opts.eventNamespace ?? 'default',
       { metadata: { name: obj.name, uid: obj.uid } },
-      said,
+      message,
+      reason,
+    ).catch((err: unknown) => this.log.warn({ name: obj.name, err: errText(err) }, 'could not record the Event'));
+  }
+
+  /** Own mode: an unattached object another controller wrote first is its; said once per object (log, metric, Event). */
+  private leaveToOtherController(obj: ObjectView): void {
+    const key = obj.uid ?? obj.name;
+    if (this.objectsLeftToBuiltIn.has(key)) return;
+    this.objectsLeftToBuiltIn.add(key);
+    this.opts.onLeftToBuiltIn?.(obj.name);
+    const writers = obj.otherWriters.join(', ') || 'unknown';
+    const at = obj.lastOtherWrite === undefined ? '' : ` (last at ${new Date(obj.lastOtherWrite).toISOString()})`;
+    this.event(
+      obj,
+      `svm leaves this object to another controller (${writers}), which wrote its status first${at}: svm (SVM_STANDARD_MIGRATIONS=own) never acts on an object another controller runs. ` +
+        `If that controller is the built-in migrator, turn it off (kube-controller-manager --controllers=...,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
       LEFT_TO_BUILT_IN_REASON,
-    ).catch((err: unknown) =>
-      this.log.warn({ name: obj.name, err: err instanceof Error ? err.message : String(err) }, 'could not record the Event'),
     );
-    this.log.error(
-      { name: obj.name, seenOn: seen.name, writers: seen.writers, seenAt: new Date(seen.at).toISOString() },
-      `not taking StorageVersionMigration ${obj.name}: another controller (${seen.writers.join(', ') || 'unknown'}) acted on StorageVersionMigration ${seen.name} ${Math.round((Date.now() - seen.at) / 1000)}s ago, so the built-in migrator runs in this cluster and svm (SVM_STANDARD_MIGRATIONS=own) leaves new objects to it until it has not been seen for ${BUILT_IN_QUIET_MS / 60_000} minutes; turn it off (kube-controller-manager --controllers=...,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
+  }
+
+  /**
+   * Own mode, the built-in seen acting lately: a new object nobody wrote yet is taken at takeAt unless another
+   * controller writes it first; said once per object (log, Event), and looked at again then.
+   */
+  private waitForOtherController(
+    obj: ObjectView,
+    takeAt: number,
+    afterMs: number,
+    seen: { at: number; name: string; writers: string[] } | undefined,
+  ): void {
+    const key = obj.uid ?? obj.name;
+    if (this.waiting.has(key)) return;
+    this.waiting.add(key);
+    // A second past it: the look then finds it old enough (the resync every 30 s looks too).
+    setTimeout(() => {
+      this.waiting.delete(key);
+      this.enqueue(RECHECK, obj);
+    }, afterMs + 1000).unref();
+    const when = new Date(takeAt).toISOString();
+    const who = seen
+      ? `another controller (${seen.writers.join(', ') || 'unknown'}) acted on StorageVersionMigration ${seen.name} at ${new Date(seen.at).toISOString()}`
+      : 'another controller acted lately';
+    this.event(
+      obj,
+      `svm (SVM_STANDARD_MIGRATIONS=own) takes this object at ${when}, ${OWN_TAKE_AFTER_MS / 60_000} minutes after its creation, unless another controller writes its status first: ${who}, so the built-in migrator may still run in this cluster`,
+      WAITING_FOR_BUILT_IN_REASON,
+    );
+    this.log.warn(
+      {
+        name: obj.name,
+        takeAt: when,
+        ...(seen ? { seenOn: seen.name, writers: seen.writers, seenAt: new Date(seen.at).toISOString() } : {}),
+      },
+      `waiting before taking StorageVersionMigration ${obj.name}: ${who}; svm takes it at ${when} unless another controller writes it first (turn the built-in migrator off: kube-controller-manager --controllers=...,-storage-version-migrator-controller)`,
     );
   }
 

@@ -27,7 +27,7 @@ export interface MigratorMetrics {
   mirrorFailures: Counter;
   /** Standard StorageVersionMigration objects no controller has acted on in time (deferring mode; src/worker/unattended.ts). */
   unattended: Gauge;
-  /** Standard objects svm (own mode) left alone because it saw the built-in migrator act. */
+  /** Standard objects svm (own mode) left to another controller (the built-in migrator) that wrote them first. */
   leftToBuiltIn: Counter;
   /** Per resource: its StorageState says migrated with no whole pass on record in Temporal (the trigger; 1 or 0). */
   mirrorsWithoutRecord: Gauge;
@@ -163,7 +163,7 @@ function mirrorMetrics(
     }),
     leftToBuiltIn: new Counter({
       name: 'svm_standard_migrations_left_to_builtin_total',
-      help: 'storagemigration.k8s.io objects svm was configured to own but left alone because the built-in migrator acts in this cluster',
+      help: 'storagemigration.k8s.io objects svm was configured to own but left to another controller (the built-in migrator), which wrote their status first',
       registers: [registry],
     }),
     mirrorFailures: new Counter({

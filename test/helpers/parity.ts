@@ -168,8 +168,8 @@ export function compareOutcomes(builtIn: Record<Case, Outcome>, svm: Record<Case
 
 /**
  * Deletes the standard objects kube-controller-manager wrote the status of. Run once the built-in is stopped and
- * before svm acts in own mode: svm would see the built-in's recent writes and rightly leave new objects to it
- * (for 10 minutes after the last one).
+ * before svm acts in own mode: svm would see the built-in's recent writes and give each new object two minutes
+ * for it to write first (for 10 minutes after the last one).
  */
 export async function deleteBuiltInObjects(p: TestPlane): Promise<void> {
   const version = await standardVersion(p.kube, true);
