@@ -16,6 +16,7 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { chunksOfPass, eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
+import { EXIT } from '../src/client/exit-codes';
 
 const run = promisify(execFile);
 let plane: TestPlane;
@@ -146,7 +147,7 @@ void test('svm pause, resume and abort: acknowledged by the migration, or refuse
     assert.ok(pause.stderr.startsWith(`${id}: `), pause.stderr);
     await eventually('Paused', async () => (await h.progress()).phase === 'Paused');
     const again = await svm(['pause', crd.name]);
-    assert.equal(again.code, 1, again.stderr);
+    assert.equal(again.code, EXIT.refused, again.stderr);
     assert.ok(again.stderr.includes(`cannot pause: the migration of ${crd.name} is paused already`), again.stderr);
     const resume = await svm(['resume', crd.name]);
     assert.equal(resume.code, 0, resume.stderr);
@@ -159,7 +160,7 @@ void test('svm pause, resume and abort: acknowledged by the migration, or refuse
     assert.match(result.message ?? '', /the CLI says stop/);
     assert.ok(result.counters.migrated < 600, 'the abort came too late to test anything');
     const late = await svm(['resume', crd.name]);
-    assert.equal(late.code, 1, late.stderr);
+    assert.equal(late.code, EXIT.refused, late.stderr);
     assert.match(late.stderr, /is not running \(its last run is completed\): nothing to resume/);
   });
 });
@@ -190,7 +191,7 @@ void test('svm pause with no worker running the migration: no answer within --an
     const signals = (history.events ?? []).filter((e) => e.workflowExecutionSignaledEventAttributes?.signalName === 'pause');
     assert.equal(signals.length, 1, 'the pause signal is in the history');
     const bad = await svm(['pause', crd.name, '--answer-within', '0']);
-    assert.equal(bad.code, 1, bad.stderr);
+    assert.equal(bad.code, EXIT.usage, bad.stderr);
     assert.match(bad.stderr, /--answer-within/);
   } finally {
     await handle.terminate('test: the migration had no worker').catch(() => undefined);

@@ -39,6 +39,7 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
+import { EXIT } from '../src/client/exit-codes';
 
 const run = promisify(execFile);
 const dir = mkdtempSync(path.join(tmpdir(), 'svm-tls-'));
@@ -149,7 +150,7 @@ void test('a CRD is migrated over mTLS (worker and client with the env file’s 
 void test('`svm status` without a client certificate is refused: the server requires one, and the message says which settings', async () => {
   const r = await svm(['status'], temporalEnv(['TEMPORAL_TLS_CLIENT_CERT_PATH', 'TEMPORAL_TLS_CLIENT_KEY_PATH']));
   process.stderr.write(`  svm status without a certificate: exit ${r.code}: ${r.stderr.trim()}\n`);
-  assert.equal(r.code, 1);
+  assert.equal(r.code, EXIT.refused);
   assert.match(
     r.stderr,
     /^error: cannot connect to Temporal: the Temporal server at 127\.0\.0\.1:\d+ requires a client certificate \(mTLS\)/,
@@ -405,11 +406,11 @@ void test('authorization: a credential for one namespace runs svm there (a migra
   // svm's commands say what was refused: an expired key, and none at all.
   const expired = await svm(['status'], { ...temporalEnv(), TEMPORAL_NAMESPACE: domA, TEMPORAL_API_KEY: cases[1]![1] });
   process.stderr.write(`  svm status with an expired token: exit ${expired.code}: ${expired.stderr.trim()}\n`);
-  assert.equal(expired.code, 1);
+  assert.equal(expired.code, EXIT.refused);
   assert.match(expired.stderr, /refused svm's credential: the API key \(TEMPORAL_API_KEY or the profile's api_key\) is expired/);
   const none = await svm(['status'], temporalEnv(['TEMPORAL_API_KEY']));
   process.stderr.write(`  svm status without a token: exit ${none.code}: ${none.stderr.trim()}\n`);
-  assert.equal(none.code, 1);
+  assert.equal(none.code, EXIT.refused);
   assert.match(none.stderr, /requires a credential and svm has none: set TEMPORAL_API_KEY/);
 
   // `svm worker` given A's credential but B's namespace does not start: it says why and exits (run as a user runs

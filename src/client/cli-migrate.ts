@@ -11,6 +11,7 @@
  */
 import { age, formatted, interruption, rowsTable, tableLines, watchPrinter, watchRows, type RowForm } from './table';
 import { Command } from 'commander';
+import { UsageError } from './exit-codes';
 import type { SingleBar } from 'cli-progress';
 import {
   clusterOption,
@@ -99,8 +100,8 @@ function migrateCommand(): Command {
     .addOption(contextOption())
     .addOption(clusterOption())
     .action(async (resources: string[], o: MigrateFlags) => {
-      if (o.all && resources.length > 0) throw new Error('give resources or --all, not both');
-      if (!o.all && resources.length === 0) throw new Error('missing resource (or --all)');
+      if (o.all && resources.length > 0) throw new UsageError('give resources or --all, not both');
+      if (!o.all && resources.length === 0) throw new UsageError('missing resource (or --all)');
       refuseNames(resources);
       if (o.all || resources.length > 1) {
         await withMigrator(o, (m) => migrateSeveral(m, o.all ? undefined : resources, o));
@@ -534,7 +535,7 @@ function rootReason(err: unknown): string {
 function refuseNames(resources: string[]): void {
   for (const r of resources) {
     const refusal = resourceName().resourceNameRefusal(r);
-    if (refusal) throw new Error(refusal);
+    if (refusal) throw new UsageError(refusal);
   }
 }
 
@@ -548,7 +549,7 @@ interface Target {
 async function withMigrator<T>(target: Target, fn: (m: Migrator) => Promise<T>): Promise<T> {
   const t = temporalConfig().loadTemporalSettings(process.env);
   if (!t.address)
-    throw new Error(
+    throw new UsageError(
       'TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend), nor an address in the Temporal profile; `svm dev up` prints one',
     );
   const m = await client().Migrator.connect({

@@ -12,6 +12,7 @@
  */
 import { Command, Help } from 'commander';
 import { errorLine } from '../config/cli-options';
+import { exitCodeOf } from './exit-codes';
 
 /** A top-level command, listed without being loaded; load() builds it (requiring its module) when a run names it. */
 export interface CommandEntry {
@@ -187,8 +188,26 @@ export function svmProgram(commands: Array<Command | CommandEntry>, argv?: strin
     if (c instanceof Command) program.addCommand(c);
     else program.addCommand(!argv || c.name === named ? loadCommand(c) : new ListedCommand(c));
   }
+  throwInsteadOfExit(program);
   return program;
 }
+
+/**
+ * A bad flag or argument makes commander print its `error: ...` line and end the process with 1; here it throws
+ * instead, so that runProgram gives it the usage code (src/client/exit-codes.ts). A command that handles its own
+ * (svm plan, prune and managed-fields, whose codes are verdicts) keeps its handler.
+ */
+function throwInsteadOfExit(cmd: Command): void {
+  if (!(cmd as unknown as { _exitCallback?: unknown })._exitCallback)
+    cmd.exitOverride((err) => {
+      saidByCommander.add(err);
+      throw err;
+    });
+  for (const sub of cmd.commands) throwInsteadOfExit(sub);
+}
+
+/** The errors commander ended a parse with, having printed them (an InvalidArgumentError an action throws is not). */
+const saidByCommander = new WeakSet<Error>();
 
 /** `svm --version` (or -V), as most command-line tools take it, is `svm version`: the arguments to run. */
 export function versionAlias(argv: string[]): string[] {
@@ -196,7 +215,10 @@ export function versionAlias(argv: string[]): string[] {
   return argv.length === 3 && (first === '--version' || first === '-V') ? [argv[0]!, argv[1]!, 'version'] : argv;
 }
 
-/** Runs the program: an error ends as `error: <message>` on stderr (errorLine) and exit code 1. */
+/**
+ * Runs the program: an error ends as `error: <message>` on stderr (errorLine), with the exit code of its class
+ * (exitCodeOf: 64 usage, 69 unreachable, 77 refused, 1 otherwise; docs/cli.md#exit-codes).
+ */
 export async function runProgram(program: Command, argv: string[] = process.argv): Promise<void> {
   // `svm status | head`: the reader has gone, so stop quietly, as other command-line tools do, instead of a stack
   // trace of the write that found the pipe closed.
@@ -207,7 +229,8 @@ export async function runProgram(program: Command, argv: string[] = process.argv
   try {
     await program.parseAsync(argv);
   } catch (err: unknown) {
-    process.stderr.write(errorLine(err));
-    process.exitCode = 1;
+    // commander has already said what was wrong with the flags (or printed the help asked for).
+    if (!(err instanceof Error && saidByCommander.has(err))) process.stderr.write(errorLine(err));
+    process.exitCode = exitCodeOf(err);
   }
 }
