@@ -11,8 +11,11 @@ import * as os from 'node:os';
 import * as path from 'node:path';
 import { parse as parseYaml, parseAllDocuments } from 'yaml';
 import { statusForm, statusState } from '../src/client/cli-migrate';
+import { clusterForm, clustersTable, clusterState } from '../src/client/cli-fleet';
+import type { RegisteredCluster } from '../src/client/fleet';
 import { age, formatted, rowsTable, watchPrinter, watchRows } from '../src/client/table';
 import { KubeClient } from '../src/kube/client';
+import { loadWorkerSettings } from '../src/worker/config';
 import type { MigrationSummary } from '../src/client/index';
 import type { MigrationProgress } from '../src/contract/definitions';
 
@@ -248,4 +251,100 @@ void test('--context: the kubeconfig context used instead of its current-context
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+void test('svm fleet clusters: the table, -o json|yaml|name, and --watch printing a row for each cluster registered or changed (not for LAST SEEN alone)', async () => {
+  const east: RegisteredCluster = {
+    name: 'east',
+    uid: '6f1c0a2e-1111-4c1e-9d0e-000000000001',
+    servers: [{ server: 'https://10.0.0.1:6443', version: 'v1.37.2' }],
+    kubeVersions: ['v1.37.2'],
+    svmVersion: '0.1.0',
+    lastSeen: '2026-12-07T10:00:00Z',
+  };
+  const west: RegisteredCluster = { name: 'west', servers: [], kubeVersions: ['v1.36.3'], lastSeen: '2026-12-07T10:00:02Z' };
+  const clusters = [east, west];
+  assert.equal(
+    formatted('text', clusters, { text: () => clustersTable(clusters), names: () => clusters.map(clusterForm.name) }),
+    [
+      'CLUSTER  UID                                   IDENTITY  KUBERNETES  SVM    LAST SEEN',
+      'east     6f1c0a2e-1111-4c1e-9d0e-000000000001  pinned    v1.37.2     0.1.0  2026-12-07T10:00:00Z',
+      'west     -                                     -         v1.36.3     -      2026-12-07T10:00:02Z',
+      '',
+    ].join('\n'),
+  );
+  const forms = { text: () => clustersTable(clusters), names: () => clusters.map(clusterForm.name) };
+  assert.deepEqual(JSON.parse(formatted('json', clusters, forms)), clusters);
+  assert.deepEqual(parseYaml(formatted('yaml', clusters, forms)), clusters);
+  assert.equal(formatted('name', clusters, forms), 'east\nwest\n');
+  assert.match(clustersTable([]), /^no cluster registered/);
+
+  // Looks: east alone; east seen again (LAST SEEN only: nothing printed); west registers; east upgraded.
+  const looks: RegisteredCluster[][] = [
+    [east],
+    [{ ...east, lastSeen: '2026-12-07T10:01:00Z' }],
+    [{ ...east, lastSeen: '2026-12-07T10:01:00Z' }, west],
+    [{ ...east, kubeVersions: ['v1.38.0'], lastSeen: '2026-12-07T10:02:00Z' }, west],
+  ];
+  const watch = async (format: 'text' | 'json' | 'name') => {
+    let out = '';
+    const ac = new AbortController();
+    let i = 0;
+    await watchRows({
+      fetch: () => {
+        const rows = looks[i++]!;
+        if (i === looks.length) ac.abort();
+        return Promise.resolve(rows);
+      },
+      id: (c) => c.name,
+      state: clusterState,
+      emit: watchPrinter(format, clusterForm, (s) => (out += s)),
+      intervalMs: 0,
+      signal: ac.signal,
+    });
+    return out;
+  };
+  assert.equal(
+    await watch('text'),
+    [
+      'CLUSTER  UID                                   IDENTITY  KUBERNETES  SVM    LAST SEEN',
+      'east     6f1c0a2e-1111-4c1e-9d0e-000000000001  pinned    v1.37.2     0.1.0  2026-12-07T10:00:00Z',
+      'west     -                                     -         v1.36.3     -      2026-12-07T10:00:02Z',
+      'east     6f1c0a2e-1111-4c1e-9d0e-000000000001  pinned    v1.38.0     0.1.0  2026-12-07T10:02:00Z',
+      '',
+    ].join('\n'),
+  );
+  assert.equal(await watch('name'), 'east\nwest\neast\n');
+  assert.deepEqual(
+    (await watch('json'))
+      .trimEnd()
+      .split('\n')
+      .map((l) => (JSON.parse(l) as RegisteredCluster).kubeVersions[0]),
+    ['v1.37.2', 'v1.36.3', 'v1.38.0'],
+  );
+});
+
+void test('svm fleet clusters refuses a bad -o before connecting; its --help shows --watch and the formats', async () => {
+  const env = { ...process.env, TEMPORAL_ADDRESS: '127.0.0.1:1' };
+  const bad = await svm(['fleet', 'clusters', '-o', 'wide'], env);
+  assert.equal(bad.code, 64, bad.stderr);
+  assert.match(
+    bad.stderr,
+    /^error: option '-o, --output <format>' argument 'wide' is invalid\. Allowed choices are text, json, yaml, name\./m,
+  );
+  const help = await svm(['fleet', 'clusters', '--help'], env);
+  const said = help.stdout.replace(/\s+/g, ' ');
+  assert.match(said, /-w, --watch print the table, then a row for each cluster registered or changed/);
+  assert.match(said, /\(choices: "text", "json", "yaml", "name", default: "text"\)/);
+});
+
+void test('svm worker --context (or SVM_KUBE_CONTEXT): the setting the worker makes its Kubernetes client with; its --help shows it and the defaults', async () => {
+  assert.equal(loadWorkerSettings({}, { kubeContext: 'staging' }).kubeContext, 'staging');
+  assert.equal(loadWorkerSettings({ SVM_KUBE_CONTEXT: 'prod' }).kubeContext, 'prod');
+  assert.equal(loadWorkerSettings({ SVM_KUBE_CONTEXT: 'prod' }, { kubeContext: 'staging' }).kubeContext, 'staging');
+  assert.equal(loadWorkerSettings({}).kubeContext, undefined);
+  const help = (await svm(['worker', '--help'], { ...process.env })).stdout.replace(/\s+/g, ' ');
+  assert.match(help, /--context <name> the kubeconfig context to use \(default: the kubeconfig's current-context\)/);
+  assert.match(help, /--qps <n> .*\(default: auto\)/);
+  assert.match(help, new RegExp(`--max-concurrent-chunks <n> .*default: ${loadWorkerSettings({}).maxConcurrentChunks}\\)`));
 });

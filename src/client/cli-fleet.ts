@@ -1,11 +1,11 @@
 /** `svm fleet`: campaigns across the clusters registered in one Temporal namespace (docs/fleet.md). Needs only Temporal. */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { CAMPAIGN_NAME_PATTERN, CAMPAIGN_NAME_RULE, CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
-import { parseIntArg, withExamples } from '../config/cli-options';
+import { outputOption as formatOption, parseIntArg, watchOption, withExamples, type OutputFormat } from '../config/cli-options';
 import type { CampaignHandle, CampaignInput, CampaignStatus, Fleet, RegisteredCluster } from './fleet';
 import { groupVersionRefusal } from '../contract/drop';
 import { planCampaign, type PlannedCluster } from './fleet-check';
-import { tableLines } from './table';
+import { formatted, interruption, rowsTable, tableLines, watchPrinter, watchRows, type RowForm } from './table';
 
 /** Exit codes of `svm fleet migrate --wait`. */
 export const CAMPAIGN_EXIT = { succeeded: 0, notSucceeded: 1 } as const;
@@ -103,17 +103,28 @@ async function matching(fleet: Fleet, where: string): Promise<RegisteredCluster[
   }
 }
 
-export function clustersTable(clusters: RegisteredCluster[]): string {
-  if (clusters.length === 0) return 'no cluster registered (a worker with SVM_CLUSTER set registers its cluster)\n';
-  const cells = clusters.map((c) => [
+/** `svm fleet clusters`' rows: the table's columns, and each cluster's name for -o name. */
+export const clusterForm: RowForm<RegisteredCluster> = {
+  header: () => ['CLUSTER', 'UID', 'IDENTITY', 'KUBERNETES', 'SVM', 'LAST SEEN'],
+  right: [],
+  cells: (c) => [
     c.name,
     c.uid ?? '-',
     c.conflict ? `CONFLICT (${c.conflict.uid})` : c.uid ? 'pinned' : '-',
     c.kubeVersions.join(',') || '-',
     c.svmVersion ?? '-',
     c.lastSeen ?? '-',
-  ]);
-  const out = tableLines(['CLUSTER', 'UID', 'IDENTITY', 'KUBERNETES', 'SVM', 'LAST SEEN'], cells);
+  ],
+  name: (c) => c.name,
+  empty: 'no cluster registered (a worker with SVM_CLUSTER set registers its cluster)',
+};
+
+/** What --watch prints a cluster again for: its identity, pin and versions (not LAST SEEN, which each heartbeat moves). */
+export const clusterState = (c: RegisteredCluster): string =>
+  JSON.stringify([c.uid, c.conflict?.uid, c.conflict?.seenAt, c.kubeVersions, c.svmVersion]);
+
+export function clustersTable(clusters: RegisteredCluster[]): string {
+  const out = rowsTable(clusterForm, clusters, false).trimEnd().split('\n');
   for (const c of clusters) if (c.conflict) out.push(`${c.name}: identity conflict (${c.conflict.seenAt}): ${c.conflict.message}`);
   return out.join('\n') + '\n';
 }
@@ -327,15 +338,38 @@ function signalCommand(verb: 'pause' | 'resume' | 'abort', what: string): Comman
 
 function clustersCommand(): Command {
   const cmd = new Command('clusters')
-    .option('--where <query>', 'only the registrations matching this query')
-    .addOption(outputOption())
-    .action(async (o: { where?: string; output: string }) => {
+    .option('--where <query>', 'only the registrations matching this query (default: every registered cluster)')
+    .addOption(formatOption(['text', 'json', 'yaml', 'name']))
+    .addOption(
+      watchOption(
+        'print the table, then a row for each cluster registered or changed (identity, pin, versions), every 5 seconds, until interrupted',
+      ),
+    )
+    .action(async (o: { where?: string; output: OutputFormat; watch?: boolean }) => {
       await withFleet(async (fleet) => {
+        if (o.watch) {
+          await watchRows({
+            fetch: () => fleet.clusters(o.where),
+            id: (c) => c.name,
+            state: clusterState,
+            emit: watchPrinter(o.output, clusterForm, (text) => process.stdout.write(text)),
+            intervalMs: 5000,
+            signal: interruption(),
+          });
+          return;
+        }
         const clusters = await fleet.clusters(o.where);
-        write(o.output, clusters, clustersTable(clusters));
+        process.stdout.write(
+          formatted(o.output, clusters, { text: () => clustersTable(clusters), names: () => clusters.map(clusterForm.name) }),
+        );
       });
     });
-  return withExamples(cmd, ['svm fleet clusters', 'svm fleet clusters --where "MigrationKubeVersions = \'v1.36.3\'" -o json']);
+  return withExamples(cmd, [
+    'svm fleet clusters',
+    'svm fleet clusters --where "MigrationKubeVersions = \'v1.36.3\'" -o json',
+    'svm fleet clusters -o name   # one name a line: for f in $(svm fleet clusters -o name); do ...',
+    'svm fleet clusters --watch',
+  ]);
 }
 
 const UID_PATTERN = /^[A-Za-z0-9-]{1,64}$/;

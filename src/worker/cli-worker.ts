@@ -1,6 +1,6 @@
 /** `svm worker`: the worker process's command, registered on the `svm` program by cli/svm.ts. */
 import { Command } from 'commander';
-import { clusterOption, kubeconfigOption } from '../config/cli-options';
+import { clusterOption, contextOption, kubeconfigOption } from '../config/cli-options';
 import { loadWorkerSettings } from './config';
 import { poolSource } from './cluster-pool';
 import { createClusterPool } from './pool';
@@ -28,6 +28,7 @@ interface WorkerFlags {
   maxConcurrentChunks?: string;
   bridge?: boolean;
   kubeconfig?: string;
+  context?: string;
   kubeconfigDir?: string;
   kubeconfigSecrets?: string;
   cluster?: string;
@@ -38,11 +39,12 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
     .description('run the migration worker (and the StorageVersionMigration bridge)')
     .option(
       '--qps <n>',
-      'the load budget (SVM_QPS): auto (the default, follows the API servers), a fixed number of updates per second, or 0 for none',
+      'the load budget (SVM_QPS): auto (follows the API servers), a fixed number of updates per second, or 0 for none (default: auto)',
     )
-    .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS)')
+    .option('--max-concurrent-chunks <n>', 'chunks run at once (SVM_MAX_CONCURRENT_CHUNKS; default: 4)')
     .option('--no-bridge', 'do not watch StorageVersionMigration objects')
     .addOption(kubeconfigOption())
+    .addOption(contextOption())
     .addOption(clusterOption())
     .option('--kubeconfig-dir <dir>', 'serve a pool of clusters: a kubeconfig file per cluster, named by it (SVM_KUBECONFIG_DIR)')
     .option(
@@ -66,6 +68,7 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
         maxConcurrentChunks: o.maxConcurrentChunks,
         bridge: o.bridge === false ? false : undefined,
         kubeconfig: o.kubeconfig,
+        kubeContext: o.context,
         cluster: o.cluster,
         kubeconfigDir: o.kubeconfigDir,
         kubeconfigSecrets: o.kubeconfigSecrets,

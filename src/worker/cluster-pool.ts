@@ -291,7 +291,7 @@ export function poolSource(settings: WorkerSettings, log?: Logger): PoolSource {
   }
   const namespace = settings.kubeconfigSecrets!;
   const into = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-pool-'));
-  const management = KubeClient.fromKubeconfig(settings.kubeconfig);
+  const management = KubeClient.fromKubeconfig(settings.kubeconfig, { context: settings.kubeContext });
   return {
     defaultName: namespace,
     initial: async () => settle(await clustersFromSecrets(management, namespace, into, refused, allowed)),

@@ -37,6 +37,8 @@ export const WorkerSettings = z.object({
   /** Worker Versioning (src/worker/versioning.ts): off unless TEMPORAL_DEPLOYMENT_NAME is set. */
   versioning: VersioningSettings.default({ promote: false, checkSeconds: 30 }),
   kubeconfig: z.string().min(1).optional(),
+  /** The kubeconfig's context to use instead of its current-context (`svm worker --context`, as kubectl's). */
+  kubeContext: z.string().min(1).optional(),
   /**
    * A pool serving several clusters from one process (src/worker/cluster-pool.ts, docs/fleet.md): every file of
    * this directory is a cluster's kubeconfig, named by the file (east.kubeconfig serves cluster "east").
@@ -232,6 +234,7 @@ export const settingSources: Record<string, string> = {
   ...temporalSettingSources,
   ...versioningSettingSources,
   kubeconfig: 'KUBECONFIG',
+  kubeContext: 'SVM_KUBE_CONTEXT',
   kubeconfigDir: 'SVM_KUBECONFIG_DIR',
   kubeconfigSecrets: 'SVM_KUBECONFIG_SECRETS',
   poolName: 'SVM_POOL_NAME',
@@ -292,6 +295,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   temporal: temporalFromEnv(env),
   versioning: versioningFromEnv(env),
   kubeconfig: env.KUBECONFIG || undefined,
+  kubeContext: env.SVM_KUBE_CONTEXT || undefined,
   kubeconfigDir: env.SVM_KUBECONFIG_DIR || undefined,
   kubeconfigSecrets: env.SVM_KUBECONFIG_SECRETS || undefined,
   poolName: env.SVM_POOL_NAME || undefined,
@@ -343,6 +347,7 @@ export function loadWorkerSettings(
     },
     versioning: base.versioning,
     kubeconfig: pick(flags.kubeconfig, base.kubeconfig),
+    kubeContext: pick(flags.kubeContext, base.kubeContext),
     kubeconfigDir: pick(flags.kubeconfigDir, base.kubeconfigDir),
     kubeconfigSecrets: pick(flags.kubeconfigSecrets, base.kubeconfigSecrets),
     poolName: base.poolName,

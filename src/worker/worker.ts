@@ -287,7 +287,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
       ? createMetrics({ placement: Placement.of(t.taskQueue, t.cluster), processMetrics: pool === undefined })
       : undefined;
   // The kubeconfig first: a malformed one (a pool's Secret, say) throws before a connection is opened.
-  const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128 });
+  const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128, context: settings.kubeContext });
   const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
     kube.close();
     throw await explainTemporalConnectError(e, { ...t, address: t.address! });
