@@ -28,7 +28,8 @@ export default tseslint.config(
     },
   },
   // The layers' arrows (the table 'What each layer may import' in docs/architecture.md says them layer by layer):
-  // api <- kube <- activities <- worker; api <- config <- client, worker (kube takes only build-info from config);
+  // api <- kube <- activities <- worker; api <- config <- client, worker (kube takes only build-info from config;
+  // api takes only the names of reasons from the contract, reasons.ts, which imports nothing);
   // api <- contract (what workflows, activities and clients exchange) <- kube, workflows, activities, client, worker;
   // workflows import only api and the contract (other layers as types only); the client imports api, kube, config and
   // the contract (workflow code as types only); activities import no workflow module; nothing in src imports src/dev
@@ -61,8 +62,13 @@ export default tseslint.config(
         {
           patterns: [
             {
-              group: [...layers('kube', 'activities', 'worker', 'client', 'workflows', 'contract', 'config', 'dev'), '**/test/**'],
+              group: [...layers('kube', 'activities', 'worker', 'client', 'workflows', 'config', 'dev'), '**/test/**'],
               message: 'src/api is the bottom layer: schemas and pure names only.',
+            },
+            {
+              // The names of reasons and failure types are written once, in src/contract/reasons.ts, which imports nothing.
+              group: ['**/contract/**', '!**/contract/reasons'],
+              message: 'src/api is the bottom layer: of the contract it takes only the names of reasons (src/contract/reasons.ts).',
             },
           ],
         },

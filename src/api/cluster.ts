@@ -27,8 +27,8 @@ export type ClusterRef = z.infer<typeof ClusterRefSchema>;
 /** The activity header that carries a workflow's cluster to the worker that runs its activities. */
 export const CLUSTER_HEADER = 'svm-cluster';
 
-/** The failure type of a task refused because it belongs to another cluster, or the worker's identity is in conflict. */
-export const WRONG_CLUSTER = 'WrongCluster';
+/** The failure type of a task refused because it belongs to another cluster, or the worker's identity is in conflict (named in src/contract/reasons.ts). */
+export { WRONG_CLUSTER } from '../contract/reasons';
 
 /** The activity every named workflow runs first when it has no uid yet: the served cluster's name and uid. */
 export const CLUSTER_IDENTITY_ACTIVITY = 'clusterIdentity';

@@ -4,16 +4,7 @@
  * Pure: used by activities to write status and by tests.
  */
 import type { MigrationCondition, MigrationPhase } from './migration';
-
-// Reasons src/api itself names (the CRD's description, the standard API's built-in message): defined here, below
-// the contract, and listed with every other reason and failure type in src/contract/reasons.ts.
-
-/** The Failed condition's reason when a new object carries spec.continueToken. */
-export const CONTINUE_TOKEN_REFUSED = 'ContinueTokenRefused';
-/** The resource a spec names is not one svm can migrate: a Failed condition's reason, and a failure type. */
-export const INVALID_RESOURCE = 'InvalidResource';
-/** A migration that ended Failed: its workflow's failure type, and the reason of its CRD's StorageMigrating condition. */
-export const MIGRATION_FAILED = 'MigrationFailed';
+import { ABORTED, COMPLETED, FAILED } from '../contract/reasons';
 
 /**
  * The conditions of a phase. `failedReason` names why a Failed phase failed
@@ -24,7 +15,7 @@ export function conditionsFor(
   phase: MigrationPhase,
   message: string | undefined,
   now: string,
-  failedReason = 'Failed',
+  failedReason: string = FAILED,
 ): MigrationCondition[] {
   const c = (type: MigrationCondition['type'], status: MigrationCondition['status'], reason: string): MigrationCondition => ({
     type,
@@ -35,11 +26,11 @@ export function conditionsFor(
   });
   switch (phase) {
     case 'Succeeded':
-      return [c('Running', 'False', 'Completed'), c('Succeeded', 'True', 'Succeeded')];
+      return [c('Running', 'False', COMPLETED), c('Succeeded', 'True', 'Succeeded')];
     case 'Failed':
-      return [c('Running', 'False', 'Completed'), c('Failed', 'True', failedReason)];
+      return [c('Running', 'False', COMPLETED), c('Failed', 'True', failedReason)];
     case 'Aborted':
-      return [c('Running', 'False', 'Aborted'), c('Failed', 'True', 'Aborted')];
+      return [c('Running', 'False', ABORTED), c('Failed', 'True', ABORTED)];
     case 'Pending':
       return [c('Running', 'Unknown', 'Pending')];
     default:

@@ -6,7 +6,7 @@
  * the CRD manifests in deploy/ are generated from them (src/api/crds.ts).
  */
 import { z } from 'zod';
-import { CONTINUE_TOKEN_REFUSED } from './conditions';
+import { CONTINUE_TOKEN_REFUSED } from '../contract/reasons';
 import { isTerminalPhase } from './phases';
 
 export const MIGRATION_GROUP = 'migration.k8s.io';

@@ -13,7 +13,7 @@
  */
 import { z } from 'zod';
 import type { MigrationPhase, StorageVersionMigrationStatus } from './migration';
-import { INVALID_RESOURCE } from './conditions';
+import { ABORTED, BUILT_IN_REASONS, INVALID_RESOURCE } from '../contract/reasons';
 import { isTerminalPhase } from './phases';
 
 export const STANDARD_GROUP = 'storagemigration.k8s.io';
@@ -31,14 +31,6 @@ export const standardRef = (name: string): string => `${STANDARD_REF_PREFIX}${na
 /** The object name of a standard entry, or undefined for a migration.k8s.io/v1alpha1 entry. */
 export const standardName = (ref: string): string | undefined =>
   ref.startsWith(STANDARD_REF_PREFIX) ? ref.slice(STANDARD_REF_PREFIX.length) : undefined;
-
-/** The built-in controller's reasons (pkg/controller/storageversionmigrator, v1.37). */
-export const BUILTIN_REASONS = {
-  running: 'MigrationRunning',
-  completed: 'MigrationCompleted',
-  succeeded: 'StorageVersionMigrationSucceeded',
-  failed: 'StorageVersionMigrationFailed',
-} as const;
 
 /** svm's own condition: counts, rate, phase and workflow, in its message. Its reason is the phase. */
 export const PROGRESS_CONDITION = 'migration.k8s.io/Progress';
@@ -179,13 +171,13 @@ export function standardConditions(
     const lastTransitionTime = old && old.status === status && old.lastTransitionTime ? old.lastTransitionTime : now;
     out.set(type, { type, status, lastTransitionTime, reason, message: text.slice(0, 32_000) });
   };
-  if (phase === 'Running') set('Running', 'True', BUILTIN_REASONS.running, 'The migration is running');
+  if (phase === 'Running') set('Running', 'True', BUILT_IN_REASONS.running, 'The migration is running');
   else if (!terminal) set('Running', 'False', phase, message ?? `the migration is ${phase}`);
   else {
-    set('Running', 'False', BUILTIN_REASONS.completed, 'Migration completed');
-    if (phase === 'Succeeded') set('Succeeded', 'True', BUILTIN_REASONS.succeeded, version === 'v1' ? 'Migration completed' : '');
-    else if (phase === 'Aborted') set('Failed', 'True', 'Aborted', message ?? 'migration aborted');
-    else set('Failed', 'True', BUILTIN_REASONS.failed, builtInFailureMessage(facts, failedReason, version));
+    set('Running', 'False', BUILT_IN_REASONS.completed, 'Migration completed');
+    if (phase === 'Succeeded') set('Succeeded', 'True', BUILT_IN_REASONS.succeeded, version === 'v1' ? 'Migration completed' : '');
+    else if (phase === 'Aborted') set('Failed', 'True', ABORTED, message ?? 'migration aborted');
+    else set('Failed', 'True', BUILT_IN_REASONS.failed, builtInFailureMessage(facts, failedReason, version));
   }
   const own = [progressMessage(facts), ...(failedReason ? [`reason ${failedReason}`] : []), ...(message ? [message] : [])].join('; ');
   set(PROGRESS_CONDITION, terminal ? 'False' : 'True', phase, own);

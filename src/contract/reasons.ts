@@ -11,8 +11,9 @@
  * Failure types: the type of the ApplicationFailure a workflow or an activity fails with, which callers match
  * (nonRetryableErrorTypes, the client's MigrationFailed) and histories record.
  *
- * Those src/api names itself are defined there (the bottom layer: it imports nothing above) and listed here.
- * Free of zod: workflows import this module.
+ * This is the one place a reason's or failure type's string is written: every other module, src/api's included,
+ * imports the name. So this module imports nothing (src/api may import it, below the rest of the contract: the
+ * one exception to src/api's rule, eslint.config.mjs). Free of zod: workflows import this module.
  */
 
 /** The migration failed (objects whose update was refused, or an error it could not go on from). The default. */
@@ -20,14 +21,32 @@ export const FAILED = 'Failed';
 /** The migration was aborted (svm abort, the last StorageVersionMigration attached to it deleted, the workflow cancelled). */
 export const ABORTED = 'Aborted';
 
-// The bridge's refusals of a new object.
+/**
+ * The reason of a migration.k8s.io/v1alpha1 object's Running condition once it ended, whatever the end (as
+ * kube-storage-version-migrator gives it; src/api/conditions.ts). While it runs, the reason is its phase.
+ */
+export const COMPLETED = 'Completed';
 
 /**
- * spec.continueToken is set: svm never resumes from a given token (src/api/conditions.ts: the CRD's description
- * names it). INVALID_RESOURCE: the resource its spec names is not one svm can migrate (not served, not listable
- * and patchable); a failure type too (below).
+ * The built-in controller's reasons (pkg/controller/storageversionmigrator, v1.37), which svm writes on a standard
+ * StorageVersionMigration's Running, Succeeded and Failed conditions as the built-in does (src/api/standard-migration.ts).
  */
-export { CONTINUE_TOKEN_REFUSED, INVALID_RESOURCE } from '../api/conditions';
+export const BUILT_IN_REASONS = {
+  running: 'MigrationRunning',
+  completed: 'MigrationCompleted',
+  succeeded: 'StorageVersionMigrationSucceeded',
+  failed: 'StorageVersionMigrationFailed',
+} as const;
+
+// The bridge's refusals of a new object.
+
+/** spec.continueToken is set: svm never resumes from a given token (the CRD's description names it, src/api/migration.ts). */
+export const CONTINUE_TOKEN_REFUSED = 'ContinueTokenRefused';
+/**
+ * The resource its spec names is not one svm can migrate (not served, not listable and patchable): a Failed
+ * condition's reason, and a failure type (the minimal start's resolution).
+ */
+export const INVALID_RESOURCE = 'InvalidResource';
 /** Its creator set the workflow-id annotation, which only svm sets. */
 export const WORKFLOW_ANNOTATION_REFUSED = 'WorkflowAnnotationRefused';
 
@@ -44,14 +63,20 @@ export const WORKFLOW_CANCELLED = 'WorkflowCancelled';
 export const WORKFLOW_FAILED = 'WorkflowFailed';
 export const WORKFLOW_COMPLETED = 'WorkflowCompleted';
 
+// The Events svm records on a standard StorageVersionMigration it leaves alone (their reason).
+
+/** SVM_STANDARD_MIGRATIONS=own with the built-in acting lately: svm leaves the new object to it (src/worker/bridge.ts). */
+export const LEFT_TO_BUILT_IN = 'LeftToBuiltIn';
+/** A standard object no controller acts on, in the deferring mode (src/worker/unattended.ts). */
+export const NO_CONTROLLER_ACTING = 'NoControllerActing';
+
 // ------------------------------------------------------------ failure types
 
 /**
  * A migration that ended Failed (objects whose update was refused, or an error it could not go on from): its details
- * hold the progress. Also the reason of a CRD's StorageMigrating condition when its migration failed (src/kube/crds.ts:
- * defined in src/api/conditions.ts, below the contract).
+ * hold the progress. Also the reason of a CRD's StorageMigrating condition when its migration failed (src/kube/crds.ts).
  */
-export { MIGRATION_FAILED } from '../api/conditions';
+export const MIGRATION_FAILED = 'MigrationFailed';
 /** A workflow's or an activity's input is not the contract's (or names what cannot be done): never retried. */
 export const INVALID_INPUT = 'InvalidInput';
 /** An update's argument is not the contract's: its validator refuses it (it never enters history). */
@@ -70,8 +95,13 @@ export const FENCE_NOT_IN_FORCE = 'FenceNotInForce';
 export const CONVERSION_WEBHOOK_FAILED = 'ConversionWebhookFailed';
 /** The deferring mode's workflow, where the API servers do not serve storagemigration.k8s.io: no built-in to defer to. */
 export const STANDARD_API_NOT_SERVED = 'StandardApiNotServed';
-/** A task refused because it belongs to another cluster, or the worker's identity is in conflict (src/api/cluster.ts). */
-export { WRONG_CLUSTER } from '../api/cluster';
+/** A task refused because it belongs to another cluster, or the worker's identity is in conflict (src/worker/cluster-check.ts). */
+export const WRONG_CLUSTER = 'WrongCluster';
+/**
+ * A pool's task for a cluster the pool does not serve (yet, or any more): retried, so that a cluster the pool takes
+ * up meanwhile runs it (src/worker/pool-dispatch.ts).
+ */
+export const CLUSTER_NOT_SERVED_HERE = 'ClusterNotServedHere';
 
 /** A chunk's other Kubernetes errors, by their kind (src/kube/errors.ts): Kubethrottled, Kubeforbidden, ... (a 404 is RESOURCE_GONE). */
 export const kubeFailureType = (kind: string): string => `Kube${kind}`;

@@ -7,7 +7,7 @@ import { CustomResourceDefinition, crdName, storageVersionOf } from '../api/cust
 import type { KubeClient } from './client';
 import { retryOnConflict } from './retry';
 import { parseBodyAs } from './typed';
-import { MIGRATION_FAILED } from '../api/conditions';
+import { MIGRATION_FAILED } from '../contract/reasons';
 
 export const CRDS_PATH = '/apis/apiextensions.k8s.io/v1/customresourcedefinitions';
 export const crdPath = (gr: { group: string; resource: string }) => `${CRDS_PATH}/${crdName(gr)}`;

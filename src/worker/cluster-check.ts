@@ -17,14 +17,8 @@
 import { ApplicationFailure, defaultPayloadConverter, type Payload } from '@temporalio/common';
 import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from '@temporalio/worker';
 import { Context } from '@temporalio/activity';
-import {
-  CLUSTER_HEADER,
-  CLUSTER_IDENTITY_ACTIVITY,
-  ClusterRefSchema,
-  WRONG_CLUSTER,
-  wrongClusterMessage,
-  type ClusterRef,
-} from '../api/cluster';
+import { CLUSTER_HEADER, CLUSTER_IDENTITY_ACTIVITY, ClusterRefSchema, wrongClusterMessage, type ClusterRef } from '../api/cluster';
+import { WRONG_CLUSTER } from '../contract/reasons';
 
 /** The cluster a task's header names; undefined for none (a single-cluster workflow, or one recorded before clusters). */
 export function clusterOfHeaders(headers: Record<string, Payload> | undefined): ClusterRef | undefined {

@@ -17,9 +17,10 @@ import type { Logger } from 'pino';
 import { STANDARD_GROUP, type StandardMigration } from '../api/standard-migration';
 import type { KubeClient } from '../kube/client';
 import { listStandardMigrations, standardVersion } from '../kube/standard-migrations';
+import { NO_CONTROLLER_ACTING } from '../contract/reasons';
 import type { MigratorMetrics } from './metrics';
 
-export const UNATTENDED_REASON = 'NoControllerActing';
+export const UNATTENDED_REASON = NO_CONTROLLER_ACTING;
 
 export interface UnattendedOptions {
   kube: KubeClient;

@@ -9,8 +9,9 @@
  */
 import type { Payload } from '@temporalio/common';
 import { proxyActivities, workflowInfo, type WorkflowInterceptorsFactory } from '@temporalio/workflow';
-import { WRONG_CLUSTER, type ClusterRef } from '../api/cluster';
+import type { ClusterRef } from '../api/cluster';
 import { Placement } from '../contract/placement';
+import { WRONG_CLUSTER } from '../contract/reasons';
 
 /** Where this run works, once it entered its cluster: its activities' headers come from it. */
 let here: Placement | undefined;
