@@ -258,7 +258,7 @@ async function connectTemporal(cluster: string | undefined): Promise<{ client: C
   const { checkNamespaceAccess, explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
     require('../config/temporal') as typeof import('../config/temporal');
   const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
-  const { Placement } = require('../contract/placement') as typeof import('../contract/placement');
+  const { commandPlacement } = require('./connect') as typeof import('./connect');
   /* eslint-enable @typescript-eslint/no-require-imports */
   const t = loadTemporalSettings(process.env);
   const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS ?? '' };
@@ -272,7 +272,7 @@ async function connectTemporal(cluster: string | undefined): Promise<{ client: C
   return {
     client: new Client({ connection, namespace: t.namespace }),
     // A named cluster's own queue: its worker runs the check.
-    here: Placement.of(t.taskQueue, cluster ?? t.cluster),
+    here: commandPlacement(t, cluster),
     close: () => connection.close(),
   };
 }

@@ -93,7 +93,7 @@ async function pruneRun(o: PruneFlags, crds: string[]) {
   const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
     require('../config/temporal') as typeof import('../config/temporal');
   const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
-  const { Placement } = require('../contract/placement') as typeof import('../contract/placement');
+  const { commandPlacement } = require('./connect') as typeof import('./connect');
   /* eslint-enable @typescript-eslint/no-require-imports */
   const kube = KubeClient.fromKubeconfig(o.kubeconfig);
   const t = loadTemporalSettings(process.env);
@@ -114,7 +114,7 @@ async function pruneRun(o: PruneFlags, crds: string[]) {
     prune: async (): Promise<PruneOutcome[]> => {
       // The records counted are those of the workers' queue and this cluster (its pinned uid), for the cluster the
       // kubeconfig reaches: another cluster's record never prunes this one's CRD.
-      const here = await judgedPlacement(client, kube, Placement.of(t.taskQueue, o.cluster ?? t.cluster));
+      const here = await judgedPlacement(client, kube, commandPlacement(t, o.cluster));
       return pruneCrds(kube, o.all ? 'all' : crds, {
         migrationOf: migrationRecords(client, here),
         cluster: here.name,

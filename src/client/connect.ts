@@ -8,9 +8,19 @@ import {
   temporalConnectionOptions,
   type TemporalSettings,
 } from '../config/temporal';
+import { Placement } from '../contract/placement';
 
 /** How to reach Temporal: given, or (omitted) Temporal's own client configuration and SVM_CLUSTER. */
 export type TemporalTarget = Partial<TemporalSettings> & { address: string };
+
+/**
+ * Where the workflows of the cluster a command works on run: the one a command names (--cluster, checked by the
+ * option's parser) over SVM_CLUSTER, on the settings' task queue; neither: the single-cluster install's. Every
+ * command that reads or starts a cluster's workflows takes its placement here.
+ */
+export function commandPlacement(t: Pick<TemporalSettings, 'taskQueue' | 'cluster'>, cluster: string | undefined): Placement {
+  return Placement.of(t.taskQueue, cluster ?? t.cluster);
+}
 
 /** Connects; a frontend that cannot be reached, a credential refused or a namespace missing is said in a sentence (src/config/temporal.ts). */
 export async function connectTemporal(

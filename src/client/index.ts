@@ -20,7 +20,7 @@ import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { groupsNamedBy, InvalidResourceError, resolveResource } from '../kube/resolve';
-import { connectTemporal, type TemporalTarget } from './connect';
+import { commandPlacement, connectTemporal, type TemporalTarget } from './connect';
 import {
   abortSignal,
   abortUpdate,
@@ -45,7 +45,7 @@ import type { migrateResource } from '../workflows/migrate-resource';
 import type { Plan } from './plan-report';
 import type { PlanOptions } from '../kube/plan';
 import { managedFieldsStart, migrateAllStart, migrationStart, triggerStart } from '../contract/start-options';
-import { Placement } from '../contract/placement';
+import type { Placement } from '../contract/placement';
 import { DEFAULT_MIGRATE_ALL_PARALLELISM } from '../contract/defaults';
 import { ClusterNameSchema } from '../api/cluster';
 import { CLUSTER_NAME_RULE } from '../api/cluster-name';
@@ -298,12 +298,12 @@ export class Migrator {
 
   static async connect(opts: MigratorOptions = {}): Promise<Migrator> {
     const { client, connection, settings: t } = await connectTemporal(opts.temporal);
-    const cluster = opts.cluster ?? t.cluster;
-    if (cluster !== undefined && !ClusterNameSchema.safeParse(cluster).success) {
+    const here = commandPlacement(t, opts.cluster);
+    if (here.name !== undefined && !ClusterNameSchema.safeParse(here.name).success) {
       await connection.close();
-      throw new RangeError(`cluster "${cluster}": ${CLUSTER_NAME_RULE}`);
+      throw new RangeError(`cluster "${here.name}": ${CLUSTER_NAME_RULE}`);
     }
-    return new Migrator(client, { path: opts.kubeconfig, context: opts.context }, Placement.of(t.taskQueue, cluster), connection);
+    return new Migrator(client, { path: opts.kubeconfig, context: opts.context }, here, connection);
   }
 
   async close(): Promise<void> {

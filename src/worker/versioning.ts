@@ -75,15 +75,16 @@ export function defaultBuildId(build: { version: string; revision: string }): st
 }
 
 /**
- * The Worker Deployment of a trust domain's workers (docs/fleet.md): a single-cluster install's is
- * TEMPORAL_DEPLOYMENT_NAME as given; a named cluster's own workers (SVM_CLUSTER) add `-cluster-<name>`, a pool's
- * `-pool-<pool>`. Each domain's new build then becomes Current on its own, without taking routing for the others.
+ * The Worker Deployment of a trust domain's workers (docs/fleet.md): a single-cluster install's (no domain, or a
+ * cluster with no name: a worker passes its placement's name as it is) is TEMPORAL_DEPLOYMENT_NAME as given; a named
+ * cluster's own workers (SVM_CLUSTER) add `-cluster-<name>`, a pool's `-pool-<pool>`. Each domain's new build then
+ * becomes Current on its own, without taking routing for the others.
  */
-export type DeploymentDomain = { cluster: string } | { pool: string };
+export type DeploymentDomain = { cluster: string | undefined } | { pool: string };
 
 export function deploymentNameOf(name: string, domain?: DeploymentDomain): string {
-  if (!domain) return name;
-  return 'cluster' in domain ? `${name}-cluster-${domain.cluster}` : `${name}-pool-${domain.pool}`;
+  if (domain && 'pool' in domain) return `${name}-pool-${domain.pool}`;
+  return domain?.cluster === undefined ? name : `${name}-cluster-${domain.cluster}`;
 }
 
 /** Worker.create's workerDeploymentOptions, or undefined for an unversioned worker. */

@@ -143,6 +143,7 @@ export interface MigratorWorker {
 /** A named cluster's identity (confirmed before it serves, src/worker/registration.ts); none for a single cluster. */
 function clusterIdentity(
   settings: WorkerSettings,
+  placement: Placement,
   deps: {
     client: Client;
     uid: () => Promise<string>;
@@ -152,14 +153,14 @@ function clusterIdentity(
     metrics?: MigratorMetrics;
   },
 ): ClusterIdentity | undefined {
-  const t = settings.temporal;
-  if (!t.cluster) return undefined;
+  const name = placement.name;
+  if (name === undefined) return undefined;
   return ClusterIdentity.of({
     ...deps,
-    fleetQueue: fleetTaskQueue(t.taskQueue),
-    name: t.cluster,
+    fleetQueue: fleetTaskQueue(placement.base),
+    name,
     // Its own queue, said in its registration: start paths place the cluster's workflows there (and not on a pool's).
-    queue: Placement.of(t.taskQueue, t.cluster).taskQueue,
+    queue: placement.taskQueue,
     where: `kubeconfig ${settings.kubeconfig ?? process.env.KUBECONFIG ?? '(in-cluster)'}, server ${deps.kube.server}`,
     svmVersion: svmBuild().version,
   });
@@ -282,10 +283,10 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
   if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
   tuneV8(settings);
   const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined, pool !== undefined);
-  const metrics =
-    settings.metricsPort !== undefined
-      ? createMetrics({ placement: Placement.of(t.taskQueue, t.cluster), processMetrics: pool === undefined })
-      : undefined;
+  // Where this worker's workflows and activities run, made once from its settings: its cluster's task queue when one
+  // is named.
+  const placement = Placement.of(t.taskQueue, t.cluster);
+  const metrics = settings.metricsPort !== undefined ? createMetrics({ placement, processMetrics: pool === undefined }) : undefined;
   // The kubeconfig first: a malformed one (a pool's Secret, say) throws before a connection is opened.
   const kube = KubeClient.fromKubeconfig(settings.kubeconfig, { maxSockets: 128, context: settings.kubeContext });
   const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
@@ -293,7 +294,7 @@ export async function createMigratorWorker(settings: WorkerSettings, log: Logger
     throw await explainTemporalConnectError(e, { ...t, address: t.address! });
   });
   warnIfRewriteForced(log);
-  const parts = workerParts(settings, { kube, connection, log, metrics });
+  const parts = workerParts(settings, { placement, kube, connection, log, metrics });
   try {
     const worker = await temporalWorker(
       connection,
@@ -334,9 +335,9 @@ function explainWorkerCreateError(err: unknown, t: WorkerSettings['temporal']): 
 /** What a worker is made of beside its Temporal worker: made once, from its settings, its API and its connection. */
 function workerParts(
   settings: WorkerSettings,
-  o: { kube: KubeClient; connection: NativeConnection; log: Logger; metrics: MigratorMetrics | undefined },
+  o: { placement: Placement; kube: KubeClient; connection: NativeConnection; log: Logger; metrics: MigratorMetrics | undefined },
 ) {
-  const { kube, connection, log, metrics } = o;
+  const { placement, kube, connection, log, metrics } = o;
   const t = settings.temporal;
   const clusterUid = clusterUidReader(kube);
   // Every API server, found through the one API address (the `kubernetes` EndpointSlice and identity leases).
@@ -359,15 +360,14 @@ function workerParts(
     identity,
     instance,
     holder: `${identity}_${instance}`,
-    // Where this worker's workflows and activities run: its cluster's task queue when one is named.
-    placement: Placement.of(t.taskQueue, t.cluster),
+    placement,
     // A day of every API server's request counters, for the drop check this worker runs (SVM_REQUEST_SAMPLE_SECONDS).
     sampler: workerRequestSampler(apiservers, settings.requestSampleSeconds, log),
     controls: loadControls(settings, metrics),
     // A version of a Worker Deployment when TEMPORAL_DEPLOYMENT_NAME is set; unversioned otherwise.
     // A named cluster's own deployment (src/worker/versioning.ts, deploymentNameOf): its builds become Current alone.
-    deployment: workerDeploymentOptions(settings.versioning, () => svmBuild(), t.cluster ? { cluster: t.cluster } : undefined),
-    clusterId: clusterIdentity(settings, { client, uid: clusterUid, apiservers, kube, log, metrics }),
+    deployment: workerDeploymentOptions(settings.versioning, () => svmBuild(), { cluster: placement.name }),
+    clusterId: clusterIdentity(settings, placement, { client, uid: clusterUid, apiservers, kube, log, metrics }),
   };
 }
 type WorkerParts = ReturnType<typeof workerParts>;

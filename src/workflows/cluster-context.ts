@@ -13,8 +13,11 @@ import type { ClusterRef } from '../api/cluster';
 import { Placement } from '../contract/placement';
 import { WRONG_CLUSTER } from '../contract/reasons';
 
-/** Where this run works, once it entered its cluster: its activities' headers come from it. */
-let here: Placement | undefined;
+/**
+ * Where this run works: its activities' headers come from it. Until the run enters its cluster (and in a workflow
+ * that never does), an unnamed placement: headers as given. Only its headers are read before enterCluster.
+ */
+let here: Placement = Placement.of('');
 
 interface IdentityActivities {
   clusterIdentity(): Promise<{ name?: string; uid: string }>;
@@ -41,11 +44,10 @@ export async function enterCluster(cluster: ClusterRef | undefined): Promise<Pla
 
 /** The cluster this workflow run entered (with its uid), or undefined: the uid a verdict it makes is made against. */
 export function currentCluster(): ClusterRef | undefined {
-  return here?.cluster;
+  return here.cluster;
 }
 
-const withCluster = <T extends { headers: Record<string, Payload> }>(input: T): T =>
-  here ? { ...input, headers: here.headers(input.headers) } : input;
+const withCluster = <T extends { headers: Record<string, Payload> }>(input: T): T => ({ ...input, headers: here.headers(input.headers) });
 
 /** Registered in the workflow bundle (bundleOptions' workflowInterceptorModules). */
 export const interceptors: WorkflowInterceptorsFactory = () => ({
