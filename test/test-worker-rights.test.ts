@@ -22,8 +22,6 @@ import { promisify } from 'node:util';
 import { after, test } from 'node:test';
 import YAML from 'yaml';
 import type { Client } from '@temporalio/client';
-import { defaultPayloadConverter } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
 import { Migrator } from '../src/client';
 import { zeroCounters } from '../src/api/counters';
 import { Placement } from '../src/contract/placement';
@@ -43,6 +41,7 @@ import { KubeClient } from '../src/kube/client';
 import { standardVersion } from '../src/kube/standard-migrations';
 import { CREATED_BY_ANNOTATION } from '../src/activities/built-in';
 import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd';
+import { completeAsForger } from './helpers/forge';
 import { eventually } from './helpers/migrate';
 import { migrationResult } from './helpers/waits';
 import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
@@ -1181,27 +1180,7 @@ void test(`${kubeVersions().current}: the fence loaded from a manifest (deploy/s
  */
 async function forgeRun(client: Client, queue: string, id: string, type: string, input: unknown, result: unknown): Promise<void> {
   await client.workflow.start(type, { taskQueue: queue, workflowId: id, args: [input] });
-  const namespace = client.options.namespace;
-  // A long poll: the server wants a deadline, and answers at once (the task is there).
-  const task = await client.withDeadline(Date.now() + 30_000, () =>
-    client.workflowService.pollWorkflowTaskQueue({
-      namespace,
-      taskQueue: { name: queue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-      identity: 'forger',
-    }),
-  );
-  assert.equal(task.workflowExecution?.workflowId, id, 'the forger took its own workflow task');
-  await client.workflowService.respondWorkflowTaskCompleted({
-    namespace,
-    taskToken: task.taskToken,
-    identity: 'forger',
-    commands: [
-      {
-        commandType: temporal.api.enums.v1.CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
-        completeWorkflowExecutionCommandAttributes: { result: { payloads: [defaultPayloadConverter.toPayload(result)] } },
-      },
-    ],
-  });
+  assert.equal(await completeAsForger(client, queue, result), id, 'the forger took its own workflow task');
   assert.equal((await client.workflow.getHandle(id).describe()).status.name, 'COMPLETED');
 }
 

@@ -13,8 +13,7 @@
 import assert from 'node:assert/strict';
 import { beforeEach, test } from 'node:test';
 import { Context } from '@temporalio/activity';
-import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
-import { temporal } from '@temporalio/proto';
+import { ApplicationFailure } from '@temporalio/common';
 import { WorkflowFailedError, type Client } from '@temporalio/client';
 import { Worker } from '@temporalio/worker';
 import type { Agreement } from '../src/activities';
@@ -26,6 +25,7 @@ import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../s
 import { migrateAllProgressQuery, type MigrateAllInput, type MigrateAllRow } from '../src/contract/definitions';
 import { migrateAll } from '../src/workflows/migrate-all';
 import { migrateResource } from '../src/workflows/migrate-resource';
+import { completeAsForger } from './helpers/forge';
 import { eventually, workflowResult } from './helpers/migrate';
 import { recordHistories, recording } from './helpers/histories';
 import { workflowTestEnv } from './helpers/workflow-env';
@@ -209,30 +209,6 @@ void test('a migration already running is joined and followed to its end, not st
   assert.equal(byName.get(groupResourceString(c))!.result, 'Succeeded');
 });
 
-/** Completes the workflow task waiting on `queue` with `result`: a hand-written poller, no worker of svm's. */
-async function completeAsForger(queue: string, result: unknown): Promise<void> {
-  const client = wf.env.client;
-  const namespace = client.options.namespace;
-  const task = await client.withDeadline(Date.now() + 30_000, () =>
-    client.workflowService.pollWorkflowTaskQueue({
-      namespace,
-      taskQueue: { name: queue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-      identity: 'forger',
-    }),
-  );
-  await client.workflowService.respondWorkflowTaskCompleted({
-    namespace,
-    taskToken: task.taskToken,
-    identity: 'forger',
-    commands: [
-      {
-        commandType: temporal.api.enums.v1.CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
-        completeWorkflowExecutionCommandAttributes: { result: { payloads: [defaultPayloadConverter.toPayload(result)] } },
-      },
-    ],
-  });
-}
-
 void test("a run someone pre-started at a migration's ID on a queue of their own is not waited on: terminated, its row Failed, saying why, with none of its counters", async () => {
   const cluster = new Cluster();
   const [a, b] = names('delta', 2) as [ResourceRef, ResourceRef];
@@ -270,7 +246,7 @@ void test("a run someone completed at a migration's ID before svm came blocks no
       workflowId: migrationWorkflowId(b),
       args: [{ resource: b }],
     });
-    await completeAsForger(attacker, {
+    await completeAsForger(wf.env.client, attacker, {
       phase: 'Succeeded',
       counters: { ...zeroCounters(), migrated: 999 },
       message: 'forged',
