@@ -19,8 +19,19 @@ import { kubeToolName, kubeVersions } from './tools';
 export function devCommand(): Command {
   // Its one-line description is the composition root's (cli/svm.ts), given when the command is loaded.
   const dev = new Command('dev').addHelpText('after', '\nExamples:\n  svm dev up && source .svm-dev/env\n  svm dev down\n');
-  dev
-    .command('up')
+  upCommand(dev.command('up'));
+  downCommand(dev.command('down'));
+  tokenCommand(dev.command('token'));
+  statusCommand(dev.command('status'));
+  restartApiserverCommand(dev.command('restart-apiserver'));
+  controllerManagerCommand(dev.command('controller-manager'));
+  storageVersionApiCommand(dev.command('storage-version-api'));
+  return dev;
+}
+
+/** `svm dev up`: start (or complete) the plane and print its environment. */
+function upCommand(cmd: Command): Command {
+  return cmd
     .description('start (or complete) the local control plane and print its environment')
     .option('--apiservers <n>', 'number of kube-apiservers sharing one etcd', parseIntArg('--apiservers', 1, 5))
     .option('--dir <dir>', 'state directory (logs, data, kubeconfigs, env)', defaultDevDir())
@@ -71,63 +82,83 @@ export function devCommand(): Command {
       'after',
       '\nExamples:\n  svm dev up --dir .svm-dev --apiservers 2 --kube-version v1.36.3 --controller-manager with-migrator\n  svm dev up --dir .svm-pg --temporal server   # Temporal on PostgreSQL, as users deploy it\n  svm dev up --dir .svm-tls --temporal server --temporal-tls   # ... with mTLS required',
     )
-    .action(
-      async (o: {
-        apiservers?: number;
-        dir: string;
-        temporalArg?: string[];
-        temporal?: TemporalMode;
-        temporalTls?: boolean;
-        temporalAuth?: boolean;
-        storageVersionApi?: boolean;
-        loopback?: boolean;
-        kubeVersion?: string;
-        controllerManager?: string;
-      }) => {
-        const started = Date.now();
-        const before = readState(o.dir);
-        // Like a cluster: kube-controller-manager with its built-in migrator unless told otherwise; one already
-        // running is left as it is when no mode is given (a second `up` does not restart it).
-        const cmMode = o.controllerManager ?? (isRunning(before?.controllerManager) ? undefined : 'with-migrator');
-        const cmVersion = before?.controllerManager?.version ?? o.kubeVersion ?? before?.kubeVersion ?? kubeVersions().current;
-        const { state, envText } = await up({
-          // Built with the servers, in one go: the clients the env file names, and kube-controller-manager.
-          tools: [
-            'kubectl',
-            'etcdctl',
-            'temporal-cli',
-            ...(cmMode && cmMode !== 'none' ? [kubeToolName('kube-controller-manager', cmVersion)] : []),
-          ],
-          dir: o.dir,
-          apiservers: o.apiservers,
-          temporalArgs: o.temporalArg,
-          temporal: o.temporal,
-          temporalTls: o.temporalTls,
-          temporalAuth: o.temporalAuth,
-          storageVersionApi: o.storageVersionApi,
-          loopback: o.loopback,
-          kubeVersion: o.kubeVersion,
-        });
-        if (cmMode === 'none') await stopControllerManager(o.dir);
-        else if (cmMode) await startControllerManager(o.dir, { builtInMigrator: cmMode === 'with-migrator' });
-        const cmNow = readState(o.dir)?.controllerManager;
-        process.stdout.write(envText);
-        const servers = state.apiservers.map((a) => a.url).join(', ');
-        process.stderr.write(
-          `local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${state.temporalMode === 'server' ? `server ${state.temporalServer?.version} on PostgreSQL${state.temporalServer?.tls ? ' (mTLS)' : ''}${state.temporalServer?.auth ? ' (JWT authorization)' : ''}` : 'dev server'} ${state.temporal.port}; kube-controller-manager ${cmNow ? (cmNow.builtInMigrator ? 'with its built-in migrator' : 'without its built-in migrator') : 'none'}; source ${o.dir}/env\n`,
-        );
-      },
-    );
-  dev
-    .command('down')
+    .action(planeUp);
+}
+
+/** What `svm dev up` is given. */
+interface UpOptions {
+  apiservers?: number;
+  dir: string;
+  temporalArg?: string[];
+  temporal?: TemporalMode;
+  temporalTls?: boolean;
+  temporalAuth?: boolean;
+  storageVersionApi?: boolean;
+  loopback?: boolean;
+  kubeVersion?: string;
+  controllerManager?: string;
+}
+
+/** `svm dev up`'s action: the plane up, kube-controller-manager as asked, the env file printed and a line on stderr. */
+async function planeUp(o: UpOptions): Promise<void> {
+  const started = Date.now();
+  const before = readState(o.dir);
+  // Like a cluster: kube-controller-manager with its built-in migrator unless told otherwise; one already
+  // running is left as it is when no mode is given (a second `up` does not restart it).
+  const cmMode = o.controllerManager ?? (isRunning(before?.controllerManager) ? undefined : 'with-migrator');
+  const cmVersion = before?.controllerManager?.version ?? o.kubeVersion ?? before?.kubeVersion ?? kubeVersions().current;
+  const { state, envText } = await up({
+    // Built with the servers, in one go: the clients the env file names, and kube-controller-manager.
+    tools: [
+      'kubectl',
+      'etcdctl',
+      'temporal-cli',
+      ...(cmMode && cmMode !== 'none' ? [kubeToolName('kube-controller-manager', cmVersion)] : []),
+    ],
+    dir: o.dir,
+    apiservers: o.apiservers,
+    temporalArgs: o.temporalArg,
+    temporal: o.temporal,
+    temporalTls: o.temporalTls,
+    temporalAuth: o.temporalAuth,
+    storageVersionApi: o.storageVersionApi,
+    loopback: o.loopback,
+    kubeVersion: o.kubeVersion,
+  });
+  if (cmMode === 'none') await stopControllerManager(o.dir);
+  else if (cmMode) await startControllerManager(o.dir, { builtInMigrator: cmMode === 'with-migrator' });
+  process.stdout.write(envText);
+  process.stderr.write(`local control plane ready in ${((Date.now() - started) / 1000).toFixed(1)}s, ${planeLine(state, o.dir)}
+`);
+}
+
+/** What a plane runs, in the words of `svm dev up`'s last line (after "ready in"). */
+function planeLine(state: Awaited<ReturnType<typeof up>>['state'], dir: string): string {
+  const cmNow = readState(dir)?.controllerManager;
+  const servers = state.apiservers.map((a) => a.url).join(', ');
+  const ts = state.temporalServer;
+  const temporal =
+    state.temporalMode === 'server'
+      ? `server ${ts?.version} on PostgreSQL${ts?.tls ? ' (mTLS)' : ''}${ts?.auth ? ' (JWT authorization)' : ''}`
+      : 'dev server';
+  const cm = cmNow ? (cmNow.builtInMigrator ? 'with its built-in migrator' : 'without its built-in migrator') : 'none';
+  return `${state.shape} shape, Kubernetes ${state.kubeVersion ?? kubeVersions().current}: API ${state.apiUrl} -> ${servers}; StorageVersion API ${state.storageVersionApi ? 'on' : 'off'}; Temporal ${temporal} ${state.temporal.port}; kube-controller-manager ${cm}; source ${dir}/env`;
+}
+
+/** `svm dev down`: stop what `up` started. */
+function downCommand(cmd: Command): Command {
+  return cmd
     .description('stop exactly what `svm dev up` started')
     .addHelpText('after', '\nExample:\n  svm dev down --dir .svm-dev\n')
     .option('--dir <dir>', 'state directory', defaultDevDir())
     .action(async (o: { dir: string }) => {
       await down(o.dir);
     });
-  dev
-    .command('token')
+}
+
+/** `svm dev token`: a Temporal token signed by the plane's key. */
+function tokenCommand(cmd: Command): Command {
+  return cmd
     .description("mint a Temporal token signed by the plane's key (a plane started with --temporal-auth), for one namespace and role")
     .option('--dir <dir>', 'state directory', defaultDevDir())
     .requiredOption('--namespace <ns>', `the namespace the token is for ("${TEMPORAL_SYSTEM_SCOPE}" for every namespace)`)
@@ -147,8 +178,11 @@ export function devCommand(): Command {
       const permission = temporalPermission(o.namespace, o.role as TemporalRole);
       process.stdout.write(`${mintTemporalToken(auth, { subject: o.subject, permissions: [permission], ttlSeconds: o.ttl })}\n`);
     });
-  dev
-    .command('status')
+}
+
+/** `svm dev status`: each process of the plane, up or down. */
+function statusCommand(cmd: Command): Command {
+  return cmd
     .description('what the plane in --dir runs: each process with its pid, address and whether it is up')
     .option('--dir <dir>', 'state directory', defaultDevDir())
     .addHelpText('after', '\nExample:\n  svm dev status --dir .svm-pg   # is PostgreSQL up? where is the UI?\n')
@@ -183,8 +217,11 @@ export function devCommand(): Command {
       ];
       process.stdout.write(lines.join(''));
     });
-  dev
-    .command('restart-apiserver')
+}
+
+/** `svm dev restart-apiserver`: one API server again, with other flags or another release. */
+function restartApiserverCommand(cmd: Command): Command {
+  return cmd
     .description('restart one kube-apiserver, optionally with other flags (simulates a rolling upgrade step)')
     .argument('<index>', 'which API server (0-based)', parseIntArg('index', 0, 4))
     .option('--dir <dir>', 'state directory', defaultDevDir())
@@ -201,8 +238,11 @@ export function devCommand(): Command {
         `kube-apiserver ${index} ready on ${a.url}${a.netns ? ` (netns ${a.netns})` : ''} with [${a.extraArgs.join(' ')}]\n`,
       );
     });
-  dev
-    .command('controller-manager')
+}
+
+/** `svm dev controller-manager`: the plane's kube-controller-manager started, restarted or stopped. */
+function controllerManagerCommand(cmd: Command): Command {
+  return cmd
     .description("start, restart (at another release) or stop the plane's kube-controller-manager")
     .argument('<mode>', 'with-migrator, without-migrator or stop')
     .option('--dir <dir>', 'state directory', defaultDevDir())
@@ -217,8 +257,11 @@ export function devCommand(): Command {
         `kube-controller-manager ${r.version} running (pid ${r.pid}), built-in migrator ${r.builtInMigrator ? 'on' : 'off'}\n`,
       );
     });
-  dev
-    .command('storage-version-api')
+}
+
+/** `svm dev storage-version-api`: the alpha StorageVersion API on or off. */
+function storageVersionApiCommand(cmd: Command): Command {
+  return cmd
     .description('turn the alpha StorageVersion API on or off on a running plane (restarts every API server)')
     .argument('<on|off>', 'on or off', (v: string) => {
       if (v !== 'on' && v !== 'off') throw new InvalidArgumentError(`expected "on" or "off", got "${v}"`);
@@ -230,5 +273,4 @@ export function devCommand(): Command {
       await setStorageVersionApi(o.dir, mode === 'on');
       process.stderr.write(`StorageVersion API ${readState(o.dir)?.storageVersionApi ? 'on' : 'off'} on every API server\n`);
     });
-  return dev;
 }
