@@ -10,7 +10,7 @@ import {
   startControllerManager,
   stopControllerManager,
   up,
-  type TemporalMode,
+  type UpOptions as PlaneUpOptions,
 } from './plane';
 import { isRunning } from './processes';
 import { mintTemporalToken, temporalPermission, TEMPORAL_ROLES, TEMPORAL_SYSTEM_SCOPE, type TemporalRole } from './temporal-auth';
@@ -85,22 +85,11 @@ function upCommand(cmd: Command): Command {
     .action(planeUp);
 }
 
-/** What `svm dev up` is given. */
-interface UpOptions {
-  apiservers?: number;
-  dir: string;
-  temporalArg?: string[];
-  temporal?: TemporalMode;
-  temporalTls?: boolean;
-  temporalAuth?: boolean;
-  storageVersionApi?: boolean;
-  loopback?: boolean;
-  kubeVersion?: string;
-  controllerManager?: string;
-}
+/** What `svm dev up` is given: the plane's options (src/dev/plane.ts) as flags, and kube-controller-manager's mode. */
+type UpFlags = Omit<PlaneUpOptions, 'tools' | 'log' | 'temporalArgs'> & { temporalArg?: string[]; controllerManager?: string };
 
 /** `svm dev up`'s action: the plane up, kube-controller-manager as asked, the env file printed and a line on stderr. */
-async function planeUp(o: UpOptions): Promise<void> {
+async function planeUp(o: UpFlags): Promise<void> {
   const started = Date.now();
   const before = readState(o.dir);
   // Like a cluster: kube-controller-manager with its built-in migrator unless told otherwise; one already
