@@ -13,47 +13,34 @@
  * workflow isolate serves every cluster. Each cluster's registration names the pool's queue, where start paths
  * place its workflows (Placement's queue, src/contract/placement.ts).
  *
- * Clusters come and go (src/worker/cluster-pool.ts, diffClusters): every SVM_POOL_RESCAN_SECONDS the pool reads its
+ * Clusters come and go (src/worker/cluster-pool.ts, diffClusters; PoolRescan below): every SVM_POOL_RESCAN_SECONDS the pool reads its
  * directory or Secrets again; a new cluster is taken; a removed one is let go once its running activities end (its
  * later tasks fail retryably here and wait for a worker that serves it); a changed kubeconfig is let go and taken
  * again, its identity confirmed anew (a recreated cluster is an identity conflict until `svm fleet pin`).
+ *
+ * The parts, each a class whose state is its own fields: ServedMember (src/worker/pool-member.ts), one served
+ * cluster; PoolDispatcher, the clusters served and let go, and which one a task runs with; PoolRescan, the source
+ * read again; Pool, the process's connection and worker and what lives beside them. createClusterPool makes them.
  */
-import { randomUUID } from 'node:crypto';
 import { setTimeout as delay } from 'node:timers/promises';
 import { Client } from '@temporalio/client';
 import { NativeConnection, Worker } from '@temporalio/worker';
 import type { Logger } from 'pino';
-import { fleetTaskQueue, poolTaskQueue } from '../api/cluster';
-import { createActivities } from '../activities';
+import { poolTaskQueue } from '../api/cluster';
 import { warnIfRewriteForced } from '../activities/migrate-chunk';
 import { svmBuild } from '../config/build-info';
 import { explainTemporalConnectError, temporalConnectionOptions } from '../config/temporal';
-import { Placement } from '../contract/placement';
-import { kubernetesEndpoints } from '../kube/apiservers';
 import { pinOf } from '../kube/cluster-identity';
-import { clusterUidReader } from '../kube/cluster-uid';
-import { KubeClient } from '../kube/client';
-import { workerRequestSampler } from '../kube/request-samples';
 import { diffClusters, type PoolSource, type ServedCluster } from './cluster-pool';
 import type { WorkerSettings } from './config';
 import { installRuntime } from './logging';
-import { ClusterMembership } from './membership';
-import { createMetrics, processMetrics, serveMetrics, type MigratorMetrics } from './metrics';
-import { poolDispatch, type Absence, type PoolMember } from './pool-dispatch';
-import { ClusterIdentity, startRegistration } from './registration';
+import { processMetrics, serveMetrics, type MigratorMetrics } from './metrics';
+import { poolDispatch, type Absence } from './pool-dispatch';
+import { ServedMember, type PoolShared } from './pool-member';
 import { startVersioning } from './services';
 import { workerDeploymentOptions } from './versioning';
-import { activityPolls, alongside, fleetWorker, loadControls, memoryBudget, tuneV8 } from './worker';
+import { activityPolls, alongside, fleetWorker, memoryBudget, tuneV8 } from './worker';
 import { workflowBundleOption } from './workflow-bundle';
-
-type Activities = ReturnType<typeof createActivities>;
-
-/** A served cluster: what the pool holds of it beside its activities. */
-interface Member extends PoolMember<Activities> {
-  served: ServedCluster;
-  metrics: MigratorMetrics | undefined;
-  stop(): Promise<void>;
-}
 
 export interface ClusterPool {
   /** The pool's name and task queue. */
@@ -69,148 +56,235 @@ export interface ClusterPool {
   run(): Promise<void>;
 }
 
-/** The pool on its source's clusters: one connection and one Temporal worker for all of them. */
-export async function createClusterPool(settings: WorkerSettings, source: PoolSource, log: Logger): Promise<ClusterPool> {
-  const t = settings.temporal;
-  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
-  tuneV8(settings);
-  const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
-  const name = settings.poolName ?? source.defaultName;
-  const taskQueue = poolTaskQueue(t.taskQueue, name);
-  const initial = await source.initial();
-  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address: t.address })).catch(async (e: unknown) => {
-    throw await explainTemporalConnectError(e, { ...t, address: t.address! });
-  });
-  warnIfRewriteForced(log);
-  const client = new Client({ connection, namespace: t.namespace });
-  const members = new Map<string, Member>();
-  const letGo = new Set<string>();
-  const memory = settings.memoryBudgetBytes > 0 ? memoryBudget(settings.memoryBudgetBytes, undefined) : undefined;
-  const svmVersion = svmBuild().version;
+/**
+ * The clusters a pool serves now and those it let go, and which one a task runs with (the dispatch of
+ * src/worker/pool-dispatch.ts reads `members`; `absent` says why a cluster is not among them).
+ */
+export class PoolDispatcher {
+  readonly members = new Map<string, ServedMember>();
+  /** Clusters let go (or being let go): their tasks wait rather than fail WrongCluster. */
+  private readonly letGo = new Set<string>();
+  /** Members let go whose running tasks have not ended yet. */
+  private readonly draining = new Set<Promise<void>>();
 
-  /** A cluster taken: its client, identity, registration, controls, leases and activities; undefined when its kubeconfig cannot be used. */
-  const take = (c: ServedCluster): Member | undefined => {
-    const clog = log.child({ cluster: c.name });
-    let kube: KubeClient;
-    try {
-      kube = KubeClient.fromKubeconfig(c.kubeconfig, { maxSockets: 128 });
-    } catch (err) {
-      clog.error({ kubeconfig: c.kubeconfig, err: String(err) }, "a cluster's kubeconfig cannot be used: it is not served");
-      return undefined;
-    }
-    const placement = Placement.of(t.taskQueue, { name: c.name, queue: taskQueue });
-    const metrics = settings.metricsPort !== undefined ? createMetrics({ placement, processMetrics: false }) : undefined;
-    const clusterUid = clusterUidReader(kube);
-    const apiservers = kubernetesEndpoints(kube);
-    const instance = randomUUID().slice(0, 8);
-    const holder = `${settings.identity}_${instance}`;
-    const sampler = workerRequestSampler(apiservers, settings.requestSampleSeconds, clog);
-    const controls = loadControls(settings, metrics, { memory });
-    const identity = ClusterIdentity.of({
-      client,
-      fleetQueue: fleetTaskQueue(t.taskQueue),
-      name: c.name,
-      where: `kubeconfig ${c.kubeconfig}, server ${kube.server}`,
-      uid: clusterUid,
-      apiservers,
-      svmVersion,
-      queue: taskQueue,
-      log: clog,
-      metrics,
-    });
-    const activities = createActivities({
-      kube,
-      budget: controls.budget,
-      concurrency: controls.concurrency,
-      memory: controls.memory,
-      metrics,
-      apiservers,
-      requestSamples: sampler.samples,
-      temporal: { client, placement },
-      clusterUid,
-      triggerApi: settings.triggerApi,
-      standardMigrations: settings.standardMigrations,
-      managedFieldsAs: settings.managedFieldsAs,
-      requireStaticFence: settings.requireStaticFence,
-      requireFence: settings.requireFence,
-    });
-    // Confirmed and reported now and every SVM_CLUSTER_REPORT_SECONDS (nothing sent while nothing changed but an
-    // hourly heartbeat); its leases joined once its identity is confirmed.
-    const registration = startRegistration(identity, settings.clusterReportSeconds, clog);
-    const membership = new ClusterMembership({
-      settings,
-      kube,
-      client,
-      placement,
-      identity: settings.identity,
-      holder,
-      instance,
-      fixedQps: controls.fixedQps,
-      budget: controls.budget,
-      log: clog,
-      metrics,
-    });
-    void identity.confirmed.then(() => membership.join());
-    return {
-      name: c.name,
-      served: c,
-      activities,
-      identity,
-      running: 0,
-      metrics,
-      async stop() {
-        registration.stop();
-        await membership.leave();
-        sampler.stop();
-        apiservers.close();
-        kube.close();
-      },
-    };
-  };
+  constructor(
+    private readonly shared: PoolShared,
+    private readonly pool: string,
+  ) {}
 
-  const takeAll = (clusters: ServedCluster[]) => {
+  /** Takes each cluster whose kubeconfig can be used (one that cannot is said and left out). */
+  take(clusters: ServedCluster[]): void {
     for (const c of clusters) {
-      const m = take(c);
+      const m = ServedMember.take(c, this.shared);
       if (!m) continue;
-      members.set(c.name, m);
-      letGo.delete(c.name);
-      log.info({ cluster: c.name, taskQueue }, 'cluster taken into the pool');
+      this.members.set(c.name, m);
+      this.letGo.delete(c.name);
+      this.shared.log.info({ cluster: c.name, taskQueue: this.shared.taskQueue }, 'cluster taken into the pool');
     }
-  };
+  }
 
   /**
    * A cluster let go: from now on no new task of it runs here (at once, before anything is awaited); once its running
    * ones end, what it holds is stopped. Draining does not hold up the rescan that let it go (a cluster taken meanwhile).
    */
-  const draining = new Set<Promise<void>>();
-  const release = (n: string, why: string): Promise<void> => {
-    const m = members.get(n);
+  release(name: string, why: string): Promise<void> {
+    const m = this.members.get(name);
     if (!m) return Promise.resolve();
-    members.delete(n);
-    letGo.add(n);
+    this.members.delete(name);
+    this.letGo.add(name);
+    const log = this.shared.log;
     const drained = (async () => {
       while (m.running > 0) await delay(200);
-      await m.stop().catch((err: unknown) => log.warn({ cluster: n, err: String(err) }, 'a cluster let go did not stop cleanly'));
-      log.info({ cluster: n }, `cluster let go by the pool: ${why}`);
+      await m.stop().catch((err: unknown) => log.warn({ cluster: name, err: String(err) }, 'a cluster let go did not stop cleanly'));
+      log.info({ cluster: name }, `cluster let go by the pool: ${why}`);
     })();
-    draining.add(drained);
-    void drained.finally(() => draining.delete(drained));
+    this.draining.add(drained);
+    void drained.finally(() => this.draining.delete(drained));
     return drained;
-  };
+  }
 
-  takeAll(initial);
-  if (members.size === 0) {
+  /** Lets every cluster go and waits until each has stopped. */
+  async releaseAll(why: string): Promise<void> {
+    for (const n of [...this.members.keys()]) void this.release(n, why);
+    await Promise.all([...this.draining]);
+  }
+
+  /** Why a task's cluster is not served here: 'wait' (let go, or not taken yet) or 'wrong'. */
+  async absent(name: string): Promise<Absence> {
+    if (this.letGo.has(name)) return 'wait';
+    // Not taken yet (a replica that read the change first, or this one before its next rescan): its registration names this pool.
+    return (await pinOf(this.shared.client, name))?.queue === this.shared.taskQueue ? 'wait' : 'wrong';
+  }
+
+  /** The pool's activities (every member has the same names) and the interceptor that runs each with its member. */
+  dispatch() {
+    const first = this.members.values().next().value;
+    if (!first) throw new Error(`pool ${this.pool}: no cluster served`);
+    return poolDispatch({ names: Object.keys(first.activities), members: this.members, absent: (n) => this.absent(n), pool: this.pool });
+  }
+
+  /** The kubeconfig digest of each served cluster (what a rescan compares). */
+  digests(): Map<string, string | undefined> {
+    return new Map([...this.members].map(([n, m]) => [n, m.served.digest]));
+  }
+
+  /** Each served cluster's metrics (read at every scrape: clusters come and go). */
+  metrics(): MigratorMetrics[] {
+    return [...this.members.values()].flatMap((m) => (m.metrics ? [m.metrics] : []));
+  }
+}
+
+/** The pool following its source: read again every SVM_POOL_RESCAN_SECONDS, one reading at a time. */
+export class PoolRescan {
+  private reading: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly source: PoolSource,
+    private readonly dispatcher: PoolDispatcher,
+    private readonly log: Logger,
+  ) {}
+
+  /** Reads the source now (joins a reading under way): takes what is new, lets go what is gone or changed. */
+  now(): Promise<void> {
+    return (this.reading ??= this.once().finally(() => (this.reading = undefined)));
+  }
+
+  private async once(): Promise<void> {
+    const found = await this.source.rescan();
+    if (!found) return;
+    const diff = diffClusters(this.dispatcher.digests(), found);
+    const kept = new Set(found.map((c) => c.name));
+    for (const n of diff.letGo)
+      void this.dispatcher.release(n, kept.has(n) ? 'its kubeconfig changed (taken again)' : 'its kubeconfig is gone');
+    this.dispatcher.take(diff.take);
+  }
+
+  /** Reads it every `seconds` from now on (0: never). */
+  start(seconds: number): void {
+    if (seconds <= 0) return;
+    this.timer = setInterval(
+      () =>
+        void this.now().catch((err: unknown) => this.log.warn({ err: String(err) }, 'the pool could not follow its clusters this time')),
+      seconds * 1000,
+    );
+  }
+
+  /** No more readings; the one under way ends first. */
+  async stop(): Promise<void> {
+    if (this.timer) clearInterval(this.timer);
+    await this.reading?.catch(() => undefined);
+  }
+}
+
+/** The process: its connection, its worker (and the fleet's), and what lives beside them while it runs. */
+class Pool implements ClusterPool {
+  constructor(
+    readonly name: string,
+    readonly taskQueue: string,
+    private readonly o: {
+      settings: WorkerSettings;
+      log: Logger;
+      sdkUrl: string | undefined;
+      source: PoolSource;
+      connection: NativeConnection;
+      client: Client;
+      worker: Worker;
+      fleet: Worker | undefined;
+      deployment: ReturnType<typeof workerDeploymentOptions>;
+      dispatcher: PoolDispatcher;
+      rescanner: PoolRescan;
+    },
+  ) {}
+
+  served(): string[] {
+    return [...this.o.dispatcher.members.keys()].sort();
+  }
+
+  rescan(): Promise<void> {
+    return this.o.rescanner.now();
+  }
+
+  runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
+    return this.withServices(() => alongside(this.o.fleet, this.o.worker.runUntil(fn)));
+  }
+
+  run(): Promise<void> {
+    return this.withServices(() => alongside(this.o.fleet, this.o.worker.run()));
+  }
+
+  /** Runs main with what lives beside the worker: /metrics, the version's promotion, the rescans; then lets every cluster go. */
+  private async withServices<T>(main: () => Promise<T>): Promise<T> {
+    const { settings, log, dispatcher, deployment, client } = this.o;
+    const endpoint =
+      settings.metricsPort !== undefined
+        ? await serveMetrics(
+            ((proc) => () => [...dispatcher.metrics(), proc])(processMetrics()),
+            settings.metricsPort,
+            settings.metricsHost,
+            this.o.sdkUrl,
+          )
+        : undefined;
+    if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost, clusters: dispatcher.members.size }, 'metrics on /metrics');
+    const holder = `${settings.identity}_pool`;
+    const versioning = deployment ? startVersioning({ client, deployment, settings, holder, log, metrics: undefined }) : undefined;
+    this.o.rescanner.start(settings.poolRescanSeconds);
+    log.info(
+      {
+        pool: this.name,
+        taskQueue: this.taskQueue,
+        clusters: [...dispatcher.members.keys()],
+        namespace: settings.temporal.namespace,
+        address: settings.temporal.address,
+        deploymentVersion: deployment ? `${deployment.version.deploymentName}.${deployment.version.buildId}` : 'unversioned',
+      },
+      'serving a pool of clusters',
+    );
+    try {
+      return await main();
+    } finally {
+      await this.o.rescanner.stop();
+      await dispatcher.releaseAll('the pool stops');
+      await versioning?.stop();
+      await endpoint?.close();
+      await this.o.connection.close();
+      this.o.source.cleanup();
+    }
+  }
+}
+
+/** The pool on its source's clusters: one connection and one Temporal worker for all of them. */
+export async function createClusterPool(settings: WorkerSettings, source: PoolSource, log: Logger): Promise<ClusterPool> {
+  const t = settings.temporal;
+  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set');
+  const address = t.address;
+  tuneV8(settings);
+  const sdkUrl = await installRuntime(log, settings.metricsPort !== undefined);
+  const name = settings.poolName ?? source.defaultName;
+  const taskQueue = poolTaskQueue(t.taskQueue, name);
+  const initial = await source.initial();
+  const connection = await NativeConnection.connect(temporalConnectionOptions({ ...t, address })).catch(async (e: unknown) => {
+    throw await explainTemporalConnectError(e, { ...t, address });
+  });
+  warnIfRewriteForced(log);
+  const client = new Client({ connection, namespace: t.namespace });
+  const dispatcher = new PoolDispatcher(
+    {
+      settings,
+      client,
+      taskQueue,
+      memory: settings.memoryBudgetBytes > 0 ? memoryBudget(settings.memoryBudgetBytes, undefined) : undefined,
+      svmVersion: svmBuild().version,
+      log,
+    },
+    name,
+  );
+  dispatcher.take(initial);
+  if (dispatcher.members.size === 0) {
     await connection.close();
     throw new Error(`pool ${name}: no cluster's kubeconfig can be used (logged)`);
   }
-
-  const absent = async (n: string): Promise<Absence> => {
-    if (letGo.has(n)) return 'wait';
-    // Not taken yet (a replica that read the change first, or this one before its next rescan): its registration names this pool.
-    return (await pinOf(client, n))?.queue === taskQueue ? 'wait' : 'wrong';
-  };
-  const names = Object.keys(members.values().next().value!.activities);
-  const dispatch = poolDispatch({ names, members, absent, pool: name });
+  const dispatch = dispatcher.dispatch();
   const deployment = workerDeploymentOptions(settings.versioning, () => svmBuild(), { pool: name });
   const worker = await Worker.create({
     connection,
@@ -229,73 +303,18 @@ export async function createClusterPool(settings: WorkerSettings, source: PoolSo
     maxHeartbeatThrottleInterval: '2 seconds',
   });
   const fleet = settings.fleetWorker ? await fleetWorker(connection, settings, client) : undefined;
-
-  let rescanning: Promise<void> | undefined;
-  const rescanNow = async () => {
-    const found = await source.rescan();
-    if (!found) return;
-    const diff = diffClusters(new Map([...members].map(([n, m]) => [n, m.served.digest])), found);
-    const kept = new Set(found.map((c) => c.name));
-    for (const n of diff.letGo) void release(n, kept.has(n) ? 'its kubeconfig changed (taken again)' : 'its kubeconfig is gone');
-    takeAll(diff.take);
-  };
-  const rescan = () => (rescanning ??= rescanNow().finally(() => (rescanning = undefined)));
-
-  /** Runs main with what lives beside the worker: /metrics, the version's promotion, the rescans; then lets every cluster go. */
-  const withServices = async <T>(main: () => Promise<T>): Promise<T> => {
-    const endpoint =
-      settings.metricsPort !== undefined
-        ? await serveMetrics(
-            (() => {
-              const proc = processMetrics();
-              return () => [...[...members.values()].flatMap((m) => (m.metrics ? [m.metrics] : [])), proc];
-            })(),
-            settings.metricsPort,
-            settings.metricsHost,
-            sdkUrl,
-          )
-        : undefined;
-    if (endpoint) log.info({ port: endpoint.port, host: settings.metricsHost, clusters: members.size }, 'metrics on /metrics');
-    const holder = `${settings.identity}_pool`;
-    const versioning = deployment ? startVersioning({ client, deployment, settings, holder, log, metrics: undefined }) : undefined;
-    const timer =
-      settings.poolRescanSeconds > 0
-        ? setInterval(
-            () => void rescan().catch((err: unknown) => log.warn({ err: String(err) }, 'the pool could not follow its clusters this time')),
-            settings.poolRescanSeconds * 1000,
-          )
-        : undefined;
-    log.info(
-      {
-        pool: name,
-        taskQueue,
-        clusters: [...members.keys()],
-        namespace: t.namespace,
-        address: t.address,
-        deploymentVersion: deployment ? `${deployment.version.deploymentName}.${deployment.version.buildId}` : 'unversioned',
-      },
-      'serving a pool of clusters',
-    );
-    try {
-      return await main();
-    } finally {
-      if (timer) clearInterval(timer);
-      await rescanning?.catch(() => undefined);
-      for (const n of [...members.keys()]) void release(n, 'the pool stops');
-      await Promise.all([...draining]);
-      await versioning?.stop();
-      await endpoint?.close();
-      await connection.close();
-      source.cleanup();
-    }
-  };
-
-  return {
-    name,
-    taskQueue,
-    served: () => [...members.keys()].sort(),
-    rescan,
-    runUntil: (fn) => withServices(() => alongside(fleet, worker.runUntil(fn))),
-    run: () => withServices(() => alongside(fleet, worker.run())),
-  };
+  const rescanner = new PoolRescan(source, dispatcher, log);
+  return new Pool(name, taskQueue, {
+    settings,
+    log,
+    sdkUrl,
+    source,
+    connection,
+    client,
+    worker,
+    fleet,
+    deployment,
+    dispatcher,
+    rescanner,
+  });
 }
