@@ -5,8 +5,8 @@
  * (non-determinism) fails here. No server is needed.
  *
  * Record them again with `SVM_RECORD_HISTORIES=1 npm test -- test/test-workflow-migrate.test.ts`
- * only when a change is meant to be incompatible and is guarded (docs/development.md,
- * "Changing workflow code").
+ * (the campaign's: `node --import tsx bench/campaign-histories.ts`) only when a change is meant to be
+ * incompatible and is guarded (docs/development.md, "Changing workflow code").
  */
 import assert from 'node:assert/strict';
 import * as fs from 'node:fs';
@@ -93,6 +93,18 @@ void test('there are recorded histories of every kind of ending', () => {
     'deleg-continue-as-new-running',
     'deleg-abort-running',
     'deleg-invalid-input',
+    // The windowed campaign's (bench/campaign-histories.ts, real runs with test doubles for the activities): a
+    // cluster that succeeds, one whose step fails, one in conflict and one away (its member continued as new
+    // twice), then an abort; a campaign that continues as new; the first failure stopping a campaign.
+    'camp-ok-failed-away-campaign',
+    'camp-ok-failed-away-member-ok',
+    'camp-ok-failed-away-member-bad',
+    'camp-ok-failed-away-member-conflict',
+    'camp-ok-failed-away-member-away-2',
+    'camp-ok-failed-away-step-ok',
+    'camp-ok-failed-away-step-bad',
+    'camp-continues-as-new-campaign-1',
+    'camp-first-failure-stops-campaign',
   ])
     assert.ok(
       fixtures.some((f) => f.startsWith(k)),
@@ -116,15 +128,17 @@ void test("campaign members' histories are among them: recorded by the code befo
 });
 
 void test('every recorded history replays against the current workflow code', async () => {
+  // Each replayed under its own workflow ID (a campaign's name is its ID's, and its members' IDs are made of it);
+  // the results come in the order given, which names the file.
   const histories = fixtures.map((f) => {
     const { workflowId, history } = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as { workflowId: string; history: unknown };
-    return { workflowId: `${workflowId} (${f})`, history: historyFromJSON(history) };
+    return { workflowId, history: historyFromJSON(history) };
   });
   const failures: string[] = [];
   let replayed = 0;
   for await (const r of Worker.runReplayHistories({ workflowBundle: bundle, replayName: 'svm-replay' }, histories)) {
+    if (r.error) failures.push(`${r.workflowId} (${fixtures[replayed]}): ${r.error.message}`);
     replayed++;
-    if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
   }
   assert.equal(replayed, histories.length);
   assert.deepEqual(failures, [], `histories that no longer replay:\n${failures.join('\n')}`);
@@ -163,21 +177,22 @@ void test('every recorded history replays the same when its workflow tasks ran a
     fixtures.some((f) => f.startsWith(CLOCK_ERA)),
     'a history recorded before the readings (an unverified agreement held by the workflow clock) is among the fixtures',
   );
-  const histories = fixtures
-    .filter((f) => !f.startsWith(CLOCK_ERA))
-    .map((f) => {
-      const { workflowId, history } = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as {
-        workflowId: string;
-        history: { events?: Array<{ eventTime?: string }> };
-      };
-      return { workflowId: `${workflowId} (${f})`, history: historyFromJSON(stretched(history, 1000)) };
-    });
+  const files = fixtures.filter((f) => !f.startsWith(CLOCK_ERA));
+  const histories = files.map((f) => {
+    const { workflowId, history } = JSON.parse(fs.readFileSync(path.join(dir, f), 'utf8')) as {
+      workflowId: string;
+      history: { events?: Array<{ eventTime?: string }> };
+    };
+    return { workflowId, history: historyFromJSON(stretched(history, 1000)) };
+  });
   assert.ok(
     fixtures.some((f) => f.startsWith('wf-an-agreement-svm-cannot-verify-per-server')),
     'a history whose decisions are timed (an unverified agreement held for a while) is among them',
   );
   const failures: string[] = [];
+  let i = 0;
   for await (const r of Worker.runReplayHistories({ workflowBundle: bundle, replayName: 'svm-replay-stretched' }, histories))
-    if (r.error) failures.push(`${r.workflowId}: ${r.error.message}`);
+    if (r.error) failures.push(`${r.workflowId} (${files[i++]}): ${r.error.message}`);
+    else i++;
   assert.deepEqual(failures, [], `histories that replay differently when their workflow tasks ran at other times:\n${failures.join('\n')}`);
 });
