@@ -60,6 +60,7 @@ const { values } = parseArgs({
     out: { type: 'string', default: path.join(root, 'bench', 'results') },
     note: { type: 'string', default: '' },
     'pool-log': { type: 'string' },
+    'pool-cpu-prof': { type: 'string' },
   },
 });
 const SIZES = values.clusters.split(',').map((n) => Number(n.trim()));
@@ -85,6 +86,16 @@ const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 const kib = (pid: number, field: 'VmRSS' | 'VmHWM') =>
   Number(new RegExp(`^${field}:\\s+(\\d+) kB`, 'm').exec(readFileSync(`/proc/${pid}/status`, 'utf8'))?.[1] ?? NaN);
 const mib = (k: number) => Math.round(k / 1024);
+/** CPU seconds a process has used (user + system, /proc/<pid>/stat; clock ticks of 1/100 s). */
+const cpuSeconds = (pid: number | undefined): number => {
+  if (pid === undefined) return NaN;
+  try {
+    const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(f[11]) + Number(f[12])) / 100;
+  } catch {
+    return NaN;
+  }
+};
 
 /** History event types counted as actions (as Temporal Cloud bills them, roughly). */
 const ACTIONS = new Set([
@@ -126,6 +137,20 @@ export interface Round {
   largestHistory?: Histories['largest'];
   largestRegistration?: { events: number; bytes: number };
   rss: { idleMiB: number; peakMiB: number };
+  /**
+   * CPU seconds each process used during the campaign (its start to its result): which one the campaign's wall time
+   * is spent in. And the clusters ended at each minute of the campaign (the campaign's own counts).
+   */
+  cpu?: { pool: number; temporal: number; standIn: number; bench: number };
+  progress?: Array<{
+    seconds: number;
+    ended: number;
+    running: number;
+    campaignEvents: number;
+    pool: number;
+    temporal: number;
+    standIn: number;
+  }>;
   longPolls?: { pollers: number; taskQueues: number; perServedCluster: number };
   standIn?: {
     writes: number;
@@ -344,7 +369,14 @@ async function registered(client: Client, names: string[], timeoutMs: number): P
   }
 }
 
-async function round(client: Client, connection: Connection, address: string, n: number, scratch: string): Promise<Round> {
+async function round(
+  client: Client,
+  connection: Connection,
+  server: { address: string; child: ChildProcess },
+  n: number,
+  scratch: string,
+): Promise<Round> {
+  const address = server.address;
   const tag = Date.now().toString(36);
   const total = n + AWAY;
   const standIn = await startStandIn(total);
@@ -355,19 +387,27 @@ async function round(client: Client, connection: Connection, address: string, n:
   served.forEach((c, i) => writeFileSync(path.join(dir, `${c}.kubeconfig`), standInKubeconfig(standIn.port, i, c)));
   const base = `bench-fleet-${tag}`;
   const startPool = (kubeconfigs: string) =>
-    spawn(process.execPath, [path.join(root, 'bin', 'svm.js'), 'worker'], {
-      env: {
-        ...process.env,
-        TEMPORAL_ADDRESS: address,
-        TEMPORAL_NAMESPACE: 'default',
-        TEMPORAL_TASK_QUEUE: base,
-        SVM_KUBECONFIG_DIR: kubeconfigs,
-        SVM_BRIDGE: 'false',
-        SVM_WATCH_AGREEMENT: 'false',
-        SVM_LOG_LEVEL: values['pool-log'] ? 'info' : 'warn',
+    spawn(
+      process.execPath,
+      [
+        ...(values['pool-cpu-prof'] ? ['--cpu-prof', '--cpu-prof-dir', values['pool-cpu-prof']] : []),
+        path.join(root, 'bin', 'svm.js'),
+        'worker',
+      ],
+      {
+        env: {
+          ...process.env,
+          TEMPORAL_ADDRESS: address,
+          TEMPORAL_NAMESPACE: 'default',
+          TEMPORAL_TASK_QUEUE: base,
+          SVM_KUBECONFIG_DIR: kubeconfigs,
+          SVM_BRIDGE: 'false',
+          SVM_WATCH_AGREEMENT: 'false',
+          SVM_LOG_LEVEL: values['pool-log'] ? 'info' : 'warn',
+        },
+        stdio: ['ignore', values['pool-log'] ? openSync(values['pool-log'], 'a') : 'ignore', 'inherit'],
       },
-      stdio: ['ignore', values['pool-log'] ? openSync(values['pool-log'], 'a') : 'ignore', 'inherit'],
-    });
+    );
   if (AWAY > 0) {
     // The clusters away were there once: served by a pool of their own until registered (so the campaign knows
     // them, as a fleet knows a cluster that went away), then that pool is killed, and no worker serves them again.
@@ -416,6 +456,12 @@ async function round(client: Client, connection: Connection, address: string, n:
         },
       ],
     });
+    const cpu0 = {
+      pool: cpuSeconds(pid),
+      temporal: cpuSeconds(server.child.pid),
+      standIn: cpuSeconds(standIn.child.pid),
+      bench: process.cpuUsage(),
+    };
     const awayHistory: Round['awayHistory'] = [];
     const result = h.result() as Promise<CampaignStatus>;
     let ended = false;
@@ -423,6 +469,31 @@ async function round(client: Client, connection: Connection, address: string, n:
       () => (ended = true),
       () => (ended = true),
     );
+    // Every minute: the clusters ended and running (their members, counted by visibility: a query would wait for a
+    // workflow slot of the pool it measures), so that a slowing campaign shows where.
+    const progress: NonNullable<Round['progress']> = [];
+    const members = (status: string) =>
+      client.workflow
+        .count(`WorkflowType = 'campaignMember' AND MigrationCampaign = '${name}' AND ExecutionStatus = '${status}'`)
+        .then((c) => c.count)
+        .catch(() => NaN);
+    const watching = (async () => {
+      for (let m = 1; !ended; m++) {
+        while (!ended && performance.now() < t0 + m * 60_000) await sleep(1000);
+        if (ended) break;
+        const [done, running] = [await members('Completed'), await members('Running')];
+        const events = (await h.describe().catch(() => undefined))?.historyLength ?? 0;
+        const cpu = {
+          pool: cpuSeconds(pid) - cpu0.pool,
+          temporal: cpuSeconds(server.child.pid) - cpu0.temporal,
+          standIn: cpuSeconds(standIn.child.pid) - cpu0.standIn,
+        };
+        progress.push({ seconds: Math.round((performance.now() - t0) / 1000), ended: done, running, campaignEvents: events, ...cpu });
+        log(
+          `campaign at ${m} min: ${done} of ${total} ended, ${running} members running; its run ${events} events; CPU s since its start: pool ${cpu.pool.toFixed(0)}, temporal ${cpu.temporal.toFixed(0)}, stand-in ${cpu.standIn.toFixed(0)}`,
+        );
+      }
+    })();
     if (AWAY > 0)
       for (const k of [PERIODS, 2 * PERIODS]) {
         const at = t0 + k * UNREACHABLE_AFTER * 1000;
@@ -441,6 +512,15 @@ async function round(client: Client, connection: Connection, address: string, n:
     const status = await result.finally(() => clearTimeout(budget));
     const seconds = (performance.now() - t0) / 1000;
     const peak = kib(pid, 'VmHWM');
+    const benchCpu = process.cpuUsage(cpu0.bench);
+    const cpu = {
+      pool: Number((cpuSeconds(pid) - cpu0.pool).toFixed(1)),
+      temporal: Number((cpuSeconds(server.child.pid) - cpu0.temporal).toFixed(1)),
+      standIn: Number((cpuSeconds(standIn.child.pid) - cpu0.standIn).toFixed(1)),
+      bench: Number(((benchCpu.user + benchCpu.system) / 1e6).toFixed(1)),
+    };
+    await watching;
+    log(`CPU seconds during the campaign: ${JSON.stringify(cpu)}`);
     const stats = (await standIn.stats()) as {
       writes: number;
       objectsWritten: number;
@@ -482,6 +562,8 @@ async function round(client: Client, connection: Connection, address: string, n:
       largestHistory: hs.largest,
       largestRegistration: reg,
       rss: { idleMiB: mib(idle), peakMiB: mib(peak) },
+      cpu,
+      progress,
       longPolls: {
         pollers: polls,
         taskQueues: queues.size,
@@ -585,7 +667,7 @@ async function main(): Promise<void> {
         if (measured.length === 1 && measured[0]!.clusters >= 4) {
           const anchor = Math.max(2, Math.floor(measured[0]!.clusters / 10));
           log(`${n} clusters will not fit (${why}); ${anchor} clusters measured first, for the slope`);
-          const r = await round(client, connection, server.address, anchor, scratch);
+          const r = await round(client, connection, server, anchor, scratch);
           rounds.push(r);
           log(JSON.stringify(r));
           measured.push(r);
@@ -595,7 +677,7 @@ async function main(): Promise<void> {
         continue;
       }
       log(`${n} clusters${AWAY > 0 ? ` and ${AWAY} away` : ''}: ${OBJECTS} objects each`);
-      const r = await round(client, connection, server.address, n, scratch);
+      const r = await round(client, connection, server, n, scratch);
       rounds.push(r);
       log(JSON.stringify(r));
     }
@@ -636,7 +718,7 @@ async function main(): Promise<void> {
   for (const r of rounds) {
     const what = r.estimate ? 'ESTIMATE (not run)' : r.phase;
     process.stdout.write(
-      `clusters ${r.clusters}${r.away ? ` + ${r.away} away` : ''} [${what}]: wall ${r.seconds} s; largest history ${r.largestHistory ? `${r.largestHistory.events} events / ${r.largestHistory.bytes} bytes (${r.largestHistory.type})` : '-'}; per cluster ${r.perCluster.events} events, ${r.perCluster.actions} actions, ${r.perCluster.workflows} workflows; campaign's own ${r.campaign.events} events; pool RSS idle ${r.rss.idleMiB} MiB, peak ${r.rss.peakMiB} MiB; long polls per served cluster ${r.longPolls?.perServedCluster ?? '-'}\n`,
+      `clusters ${r.clusters}${r.away ? ` + ${r.away} away` : ''} [${what}]: wall ${r.seconds} s; largest history ${r.largestHistory ? `${r.largestHistory.events} events / ${r.largestHistory.bytes} bytes (${r.largestHistory.type})` : '-'}; per cluster ${r.perCluster.events} events, ${r.perCluster.actions} actions, ${r.perCluster.workflows} workflows; campaign's own ${r.campaign.events} events; CPU s pool ${r.cpu?.pool ?? '-'}, temporal ${r.cpu?.temporal ?? '-'}, stand-in ${r.cpu?.standIn ?? '-'}; pool RSS idle ${r.rss.idleMiB} MiB, peak ${r.rss.peakMiB} MiB; long polls per served cluster ${r.longPolls?.perServedCluster ?? '-'}\n`,
     );
     for (const a of r.awayHistory ?? [])
       process.stdout.write(
