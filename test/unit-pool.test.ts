@@ -12,7 +12,17 @@ import * as path from 'node:path';
 import { ApplicationFailure, defaultPayloadConverter } from '@temporalio/common';
 import { CLUSTER_HEADER, CLUSTER_IDENTITY_ACTIVITY, poolTaskQueue, WRONG_CLUSTER } from '../src/api/cluster';
 import { diffClusters, kubeconfigPluginRefusal, poolNameOf, scanDir } from '../src/worker/cluster-pool';
-import { CLUSTER_NOT_SERVED_HERE, memberFor, notServedRetrySeconds, type Absence, type PoolMember } from '../src/worker/pool-dispatch';
+import {
+  CLUSTER_LET_GO,
+  CLUSTER_NOT_SERVED_HERE,
+  LET_GO_GRACE_MS,
+  memberFor,
+  notServed,
+  notServedRetrySeconds,
+  type Absence,
+  type NotServedFacts,
+  type PoolMember,
+} from '../src/worker/pool-dispatch';
 import { deploymentNameOf, workerDeploymentOptions } from '../src/worker/versioning';
 import { reportUnchanged } from '../src/kube/cluster-identity';
 
@@ -78,6 +88,58 @@ void test('a task of a cluster the pool let go (or has not taken) waits, retried
   const none = await failure(run({}));
   assert.equal(none.type, WRONG_CLUSTER);
   assert.match(none.message, /names no cluster.*pool "mgmt"/);
+});
+
+void test('a cluster let go: its tasks wait ten minutes for it to come back, then fail ClusterLetGo saying when and why', async () => {
+  const t0 = Date.parse('2026-12-07T12:00:00Z');
+  const reads: string[] = [];
+  const facts = (o: Partial<NotServedFacts>): NotServedFacts => ({
+    name: 'north',
+    pool: 'mgmt',
+    letGo: undefined,
+    now: t0,
+    registeredQueue: () => Promise.resolve('svm/pool/mgmt'),
+    taskQueue: 'svm/pool/mgmt',
+    reread: () => (reads.push('read'), Promise.resolve(true)),
+    served: () => false,
+    ...o,
+  });
+  const letGo = { at: t0, why: 'its kubeconfig is gone' };
+  assert.equal(await notServed(facts({ letGo, now: t0 + LET_GO_GRACE_MS - 1 })), 'wait', 'within the grace it waits');
+  const gone = await notServed(facts({ letGo, now: t0 + LET_GO_GRACE_MS }));
+  assert.ok(typeof gone === 'object', 'past the grace it is gone');
+  assert.match(
+    gone.gone,
+    /cluster "north" was let go by pool "mgmt" at 2026-12-07T12:00:00.000Z \(its kubeconfig is gone\) and has not come back within 10 minutes/,
+  );
+  assert.match(gone.gone, /svm migrate --cluster north/);
+  assert.deepEqual(reads, [], 'a cluster let go is not read for again: the rescans take it back');
+  // Never served here, registered elsewhere: another pool's.
+  assert.equal(await notServed(facts({ registeredQueue: () => Promise.resolve('svm/cluster/north') })), 'wrong');
+  assert.equal(await notServed(facts({ registeredQueue: () => Promise.resolve(undefined) })), 'wrong');
+  // Registered on this pool: the source read again at once; taken if it is there now, gone if not, waits if unreadable.
+  let servedNow = false;
+  const taken = await notServed(facts({ reread: () => ((servedNow = true), Promise.resolve(true)), served: () => servedNow }));
+  assert.equal(taken, 'taken');
+  assert.equal(await notServed(facts({ reread: () => Promise.resolve(false) })), 'wait');
+  const missing = await notServed(facts({}));
+  assert.ok(typeof missing === 'object');
+  assert.match(
+    missing.gone,
+    /registration names pool "mgmt", but the pool's directory or Secrets, read just now, hold no kubeconfig of it/,
+  );
+  // What a task gets for each: a retryable wait, a non-retryable ClusterLetGo, the member once taken.
+  const member: PoolMember<{ who: string }> = { name: 'north', activities: { who: 'north' }, running: 0, identity: undefined };
+  const members = new Map<string, PoolMember<{ who: string }>>();
+  const task = (absent: () => Promise<Absence>) =>
+    memberFor(members, absent, 'mgmt', { headers: header({ name: 'north' }) as never, activityType: 'migrateChunk', args: [], attempt: 3 });
+  const waits = await failure(task(() => Promise.resolve('wait')));
+  assert.deepEqual([waits.type, waits.nonRetryable], [CLUSTER_NOT_SERVED_HERE, false]);
+  const fails = await failure(task(() => Promise.resolve(gone)));
+  assert.deepEqual([fails.type, fails.nonRetryable], [CLUSTER_LET_GO, true]);
+  assert.equal(fails.message, gone.gone);
+  const runs = await task(() => (members.set('north', member), Promise.resolve('taken')));
+  assert.equal(runs.activities.who, 'north');
 });
 
 void test("a campaign's probe (clusterIdentity, no header) is answered for the cluster its argument names", async () => {

@@ -13,10 +13,11 @@
  * workflow isolate serves every cluster. Each cluster's registration names the pool's queue, where start paths
  * place its workflows (Placement's queue, src/contract/placement.ts).
  *
- * Clusters come and go (src/worker/cluster-pool.ts, diffClusters; PoolRescan below): every SVM_POOL_RESCAN_SECONDS the pool reads its
- * directory or Secrets again; a new cluster is taken; a removed one is let go once its running activities end (its
- * later tasks fail retryably here and wait for a worker that serves it); a changed kubeconfig is let go and taken
- * again, its identity confirmed anew (a recreated cluster is an identity conflict until `svm fleet pin`).
+ * Clusters come and go (src/worker/cluster-pool.ts, diffClusters; PoolRescan below): every SVM_POOL_RESCAN_SECONDS
+ * the pool reads its directory or Secrets again; a new cluster is taken; a removed one is let go once its running
+ * activities end (its later tasks wait ten minutes for it to come back, then fail ClusterLetGo:
+ * src/worker/pool-dispatch.ts); a changed kubeconfig is let go and taken again, its identity confirmed anew (a
+ * recreated cluster is an identity conflict until `svm fleet pin`).
  *
  * The parts, each a class whose state is its own fields: ServedMember (src/worker/pool-member.ts), one served
  * cluster; PoolDispatcher, the clusters served and let go, and which one a task runs with; PoolRescan, the source
@@ -35,7 +36,7 @@ import { diffClusters, type PoolSource, type ServedCluster } from './cluster-poo
 import type { WorkerSettings } from './config';
 import { installRuntime } from './logging';
 import { processMetrics, serveMetrics, type MigratorMetrics } from './metrics';
-import { poolDispatch, type Absence } from './pool-dispatch';
+import { notServed, poolDispatch, type Absence } from './pool-dispatch';
 import { ServedMember, type PoolShared } from './pool-member';
 import { startVersioning } from './services';
 import { workerDeploymentOptions } from './versioning';
@@ -62,14 +63,16 @@ export interface ClusterPool {
  */
 export class PoolDispatcher {
   readonly members = new Map<string, ServedMember>();
-  /** Clusters let go (or being let go): their tasks wait rather than fail WrongCluster. */
-  private readonly letGo = new Set<string>();
+  /** Clusters let go (or being let go), when and why: their tasks wait for them a while (notServed). */
+  private readonly letGo = new Map<string, { at: number; why: string }>();
   /** Members let go whose running tasks have not ended yet. */
   private readonly draining = new Set<Promise<void>>();
 
   constructor(
     private readonly shared: PoolShared,
     private readonly pool: string,
+    /** Reads the pool's source again now (PoolRescan.now): false when it could not be read. */
+    private readonly reread: () => Promise<boolean>,
   ) {}
 
   /** Takes each cluster whose kubeconfig can be used (one that cannot is said and left out). */
@@ -91,7 +94,7 @@ export class PoolDispatcher {
     const m = this.members.get(name);
     if (!m) return Promise.resolve();
     this.members.delete(name);
-    this.letGo.add(name);
+    this.letGo.set(name, { at: Date.now(), why });
     const log = this.shared.log;
     const drained = (async () => {
       while (m.running > 0) await delay(200);
@@ -109,11 +112,18 @@ export class PoolDispatcher {
     await Promise.all([...this.draining]);
   }
 
-  /** Why a task's cluster is not served here: 'wait' (let go, or not taken yet) or 'wrong'. */
-  async absent(name: string): Promise<Absence> {
-    if (this.letGo.has(name)) return 'wait';
-    // Not taken yet (a replica that read the change first, or this one before its next rescan): its registration names this pool.
-    return (await pinOf(this.shared.client, name))?.queue === this.shared.taskQueue ? 'wait' : 'wrong';
+  /** Why a task's cluster is not served here (src/worker/pool-dispatch.ts, notServed). */
+  absent(name: string): Promise<Absence> {
+    return notServed({
+      name,
+      pool: this.pool,
+      letGo: this.letGo.get(name),
+      now: Date.now(),
+      registeredQueue: async () => (await pinOf(this.shared.client, name))?.queue,
+      taskQueue: this.shared.taskQueue,
+      reread: this.reread,
+      served: () => this.members.has(name),
+    });
   }
 
   /** The pool's activities (every member has the same names) and the interceptor that runs each with its member. */
@@ -136,7 +146,7 @@ export class PoolDispatcher {
 
 /** The pool following its source: read again every SVM_POOL_RESCAN_SECONDS, one reading at a time. */
 export class PoolRescan {
-  private reading: Promise<void> | undefined;
+  private reading: Promise<boolean> | undefined;
   private timer: NodeJS.Timeout | undefined;
 
   constructor(
@@ -145,19 +155,23 @@ export class PoolRescan {
     private readonly log: Logger,
   ) {}
 
-  /** Reads the source now (joins a reading under way): takes what is new, lets go what is gone or changed. */
-  now(): Promise<void> {
+  /**
+   * Reads the source now (joins a reading under way): takes what is new, lets go what is gone or changed. False
+   * when the source could not be read (nothing changed then).
+   */
+  now(): Promise<boolean> {
     return (this.reading ??= this.once().finally(() => (this.reading = undefined)));
   }
 
-  private async once(): Promise<void> {
+  private async once(): Promise<boolean> {
     const found = await this.source.rescan();
-    if (!found) return;
+    if (!found) return false;
     const diff = diffClusters(this.dispatcher.digests(), found);
     const kept = new Set(found.map((c) => c.name));
     for (const n of diff.letGo)
       void this.dispatcher.release(n, kept.has(n) ? 'its kubeconfig changed (taken again)' : 'its kubeconfig is gone');
     this.dispatcher.take(diff.take);
+    return true;
   }
 
   /** Reads it every `seconds` from now on (0: never). */
@@ -201,8 +215,8 @@ class Pool implements ClusterPool {
     return [...this.o.dispatcher.members.keys()].sort();
   }
 
-  rescan(): Promise<void> {
-    return this.o.rescanner.now();
+  async rescan(): Promise<void> {
+    await this.o.rescanner.now();
   }
 
   runUntil<T>(fn: Promise<T> | (() => Promise<T>)): Promise<T> {
@@ -268,7 +282,7 @@ export async function createClusterPool(settings: WorkerSettings, source: PoolSo
   });
   warnIfRewriteForced(log);
   const client = new Client({ connection, namespace: t.namespace });
-  const dispatcher = new PoolDispatcher(
+  const dispatcher: PoolDispatcher = new PoolDispatcher(
     {
       settings,
       client,
@@ -278,7 +292,10 @@ export async function createClusterPool(settings: WorkerSettings, source: PoolSo
       log,
     },
     name,
+    // A task of a cluster not served here reads the source again (the rescanner, made below, before any task runs).
+    () => rescanner.now(),
   );
+  const rescanner: PoolRescan = new PoolRescan(source, dispatcher, log);
   dispatcher.take(initial);
   if (dispatcher.members.size === 0) {
     await connection.close();
@@ -303,7 +320,6 @@ export async function createClusterPool(settings: WorkerSettings, source: PoolSo
     maxHeartbeatThrottleInterval: '2 seconds',
   });
   const fleet = settings.fleetWorker ? await fleetWorker(connection, settings, client) : undefined;
-  const rescanner = new PoolRescan(source, dispatcher, log);
   return new Pool(name, taskQueue, {
     settings,
     log,
