@@ -38,7 +38,9 @@ const WIRE: Record<string, string> = {
   STANDARD_API_NOT_SERVED: 'StandardApiNotServed',
   WRONG_CLUSTER: 'WrongCluster',
   CLUSTER_NOT_SERVED_HERE: 'ClusterNotServedHere',
+  CLUSTER_LET_GO: 'ClusterLetGo',
   LEFT_TO_BUILT_IN: 'LeftToBuiltIn',
+  WAITING_FOR_BUILT_IN: 'WaitingForBuiltIn',
   NO_CONTROLLER_ACTING: 'NoControllerActing',
 };
 
@@ -65,7 +67,7 @@ void test('reasons: the names other modules export are the same ones', () => {
   assert.equal(reasons.RESOURCE_GONE, RESOURCE_GONE);
   assert.equal(reasons.FENCE_NOT_IN_FORCE, FENCE_NOT_IN_FORCE);
   assert.equal(reasons.NO_CONTROLLER_ACTING, UNATTENDED_REASON);
-  // Still spelled in their own modules (src/worker/bridge.ts, pool-dispatch.ts): the same strings.
+  // Re-exported by the modules that use them (src/worker/bridge.ts, pool-dispatch.ts): the same names.
   assert.equal(reasons.LEFT_TO_BUILT_IN, LEFT_TO_BUILT_IN_REASON);
   assert.equal(reasons.CLUSTER_NOT_SERVED_HERE, CLUSTER_NOT_SERVED_HERE);
 });

@@ -67,6 +67,8 @@ export const WORKFLOW_COMPLETED = 'WorkflowCompleted';
 
 /** SVM_STANDARD_MIGRATIONS=own with the built-in acting lately: svm leaves the new object to it (src/worker/bridge.ts). */
 export const LEFT_TO_BUILT_IN = 'LeftToBuiltIn';
+/** Own mode: a new standard object nobody wrote, taken two minutes after its creation unless another controller writes first. */
+export const WAITING_FOR_BUILT_IN = 'WaitingForBuiltIn';
 /** A standard object no controller acts on, in the deferring mode (src/worker/unattended.ts). */
 export const NO_CONTROLLER_ACTING = 'NoControllerActing';
 
@@ -102,6 +104,8 @@ export const WRONG_CLUSTER = 'WrongCluster';
  * up meanwhile runs it (src/worker/pool-dispatch.ts).
  */
 export const CLUSTER_NOT_SERVED_HERE = 'ClusterNotServedHere';
+/** A pool's task for a cluster the pool let go (removed from its source) and that did not come back: never retried. */
+export const CLUSTER_LET_GO = 'ClusterLetGo';
 
 /** A chunk's other Kubernetes errors, by their kind (src/kube/errors.ts): Kubethrottled, Kubeforbidden, ... (a 404 is RESOURCE_GONE). */
 export const kubeFailureType = (kind: string): string => `Kube${kind}`;

@@ -73,10 +73,9 @@ export interface BridgeOptions {
   eventNamespace?: string;
 }
 
-/** The reason of the Event on a standard object svm leaves to the controller that wrote it first (own mode). */
-export const LEFT_TO_BUILT_IN_REASON = 'LeftToBuiltIn';
-/** The reason of the Event on a new standard object svm waits on before taking it (own mode, the built-in seen lately). */
-export const WAITING_FOR_BUILT_IN_REASON = 'WaitingForBuiltIn';
+/** The reasons of the Events on a standard object svm leaves to another controller, or waits on (own mode): src/contract/reasons.ts. */
+import { LEFT_TO_BUILT_IN as LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN as WAITING_FOR_BUILT_IN_REASON } from '../contract/reasons';
+export { LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN_REASON };
 
 /**
  * Own mode: for this long after another controller (the built-in migrator) was last seen writing a standard

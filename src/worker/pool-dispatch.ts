@@ -26,11 +26,9 @@ import type { ActivityExecuteInput, ActivityInboundCallsInterceptor, Next } from
 import { CLUSTER_IDENTITY_ACTIVITY, WRONG_CLUSTER, type ClusterRef } from '../api/cluster';
 import { clusterOfHeaders, refusal, type IdentityCheck } from './cluster-check';
 
-/** The failure type of a task whose cluster this pool let go or has not taken yet: retried, it waits for a replica that serves it. */
-export const CLUSTER_NOT_SERVED_HERE = 'ClusterNotServedHere';
-
-/** The failure type of a task whose cluster the pool let go and that did not come back (non-retryable). */
-export const CLUSTER_LET_GO = 'ClusterLetGo';
+/** The failure types of a task whose cluster this pool has not taken (retried) or let go for good (not): src/contract/reasons.ts. */
+import { CLUSTER_LET_GO, CLUSTER_NOT_SERVED_HERE } from '../contract/reasons';
+export { CLUSTER_LET_GO, CLUSTER_NOT_SERVED_HERE };
 
 /**
  * How long the tasks of a cluster let go wait for it to come back: 10 minutes (a kubeconfig Secret replaced or
