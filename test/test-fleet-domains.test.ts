@@ -45,6 +45,7 @@ import { migrationRecords } from '../src/kube/migration-record';
 import { createMigratorWorker, fleetWorker, type MigratorWorker } from '../src/worker/worker';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { recording } from './helpers/histories';
+import { completeAsForger } from './helpers/forge';
 import { kubeSystemUid } from './helpers/identity';
 import { eventually, workflowResult } from './helpers/migrate';
 import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
@@ -453,26 +454,7 @@ void test("a step's word is not the row's: b's own credential completes b's step
       120_000,
     );
     // The forger answers the step's first task: Succeeded, one resource migrated, 20 objects, no failure.
-    const task = await inB.withDeadline(Date.now() + 30_000, () =>
-      inB.workflowService.pollWorkflowTaskQueue({
-        namespace: nsB,
-        taskQueue: { name: rogue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-        identity: 'forger',
-      }),
-    );
-    await inB.workflowService.respondWorkflowTaskCompleted({
-      namespace: nsB,
-      taskToken: task.taskToken,
-      identity: 'forger',
-      commands: [
-        {
-          commandType: temporal.api.enums.v1.CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
-          completeWorkflowExecutionCommandAttributes: {
-            result: payload({ clusterUid: uid, resources: { asked: 1, succeeded: 1 }, objects: COUNT, failures: [] }),
-          },
-        },
-      ],
-    });
+    await completeAsForger(inB, rogue, { clusterUid: uid, resources: { asked: 1, succeeded: 1 }, objects: COUNT, failures: [] });
     const status = await workflowResult(h.workflow, 600_000);
     const row = (await member.result()) as CampaignRow;
     await recordMembers(name, [b], 'a-forged-step-in-its-domain-fails-the-row');
@@ -501,37 +483,18 @@ void test('a record forged inside A for cluster a (a hand-written poller on a qu
       workflowId: id,
       args: [{ resource: `${forgedResource.resource}.${forgedResource.group}`, cluster: { name: a, uid } }],
     });
-    const task = await client.withDeadline(Date.now() + 30_000, () =>
-      client.workflowService.pollWorkflowTaskQueue({
-        namespace: nsA,
-        taskQueue: { name: rogue, kind: temporal.api.enums.v1.TaskQueueKind.TASK_QUEUE_KIND_NORMAL },
-        identity: 'forger',
-      }),
-    );
-    await client.workflowService.respondWorkflowTaskCompleted({
-      namespace: nsA,
-      taskToken: task.taskToken,
-      identity: 'forger',
-      commands: [
-        {
-          commandType: temporal.api.enums.v1.CommandType.COMMAND_TYPE_COMPLETE_WORKFLOW_EXECUTION,
-          completeWorkflowExecutionCommandAttributes: {
-            result: payload({
-              phase: 'Succeeded',
-              counters: zeroCounters(),
-              record: {
-                by: 'svm',
-                encodingVersion: `${forgedResource.group}/v2`,
-                verified: true,
-                checked: 'forged',
-                token: 'forged',
-                clusterUid: uid,
-                resource: `${forgedResource.resource}.${forgedResource.group}`,
-              },
-            }),
-          },
-        },
-      ],
+    await completeAsForger(client, rogue, {
+      phase: 'Succeeded',
+      counters: zeroCounters(),
+      record: {
+        by: 'svm',
+        encodingVersion: `${forgedResource.group}/v2`,
+        verified: true,
+        checked: 'forged',
+        token: 'forged',
+        clusterUid: uid,
+        resource: `${forgedResource.resource}.${forgedResource.group}`,
+      },
     });
     assert.equal((await client.workflow.getHandle(id).describe()).status.name, 'COMPLETED');
     // The fleet's judge and every reader use this check, on the domain's own history.
