@@ -68,207 +68,267 @@ function invalid(message: string): ApplicationFailure {
   return ApplicationFailure.create({ type: INVALID_INPUT, message, nonRetryable: true });
 }
 
+/** The domains as the activities reach them: each cluster's domain, its client, the placement of its workers. */
+class DomainAccess {
+  constructor(private readonly deps: { domains?: FleetDomains; fleetClient?: () => Client }) {}
+
+  get domains(): FleetDomains {
+    if (!this.deps.domains) throw invalid('this fleet worker has no trust domains configured (SVM_FLEET_DOMAINS)');
+    return this.deps.domains;
+  }
+
+  get fleetClient(): Client | undefined {
+    return this.deps.fleetClient?.();
+  }
+
+  client(domain: string): Promise<Client> {
+    return this.domains.client(domain);
+  }
+
+  /** Where the cluster's workers run in its domain: the domain workers' base queue, the cluster's name, uid and queue. */
+  placed(c: DomainCluster): Placement {
+    return placementOf(c, this.domains.domain(c.domain).taskQueue);
+  }
+}
+
 export function createFleetDomainActivities(deps: { domains?: FleetDomains; fleetClient?: () => Client }) {
-  const domains = () => {
-    if (!deps.domains) throw invalid('this fleet worker has no trust domains configured (SVM_FLEET_DOMAINS)');
-    return deps.domains;
-  };
-  const placed = (c: DomainCluster) => placementOf(c, domains().domain(c.domain).taskQueue);
-
+  const access = new DomainAccess(deps);
   return {
-    /**
-     * A cluster's pin in its domain: its registration there (uid, queue, open conflict). Registrations of the same
-     * name elsewhere (the fleet's namespace, another domain's) are not read for anything but to say they are ignored.
-     */
-    async domainClusterPin(name: string): Promise<CampaignCluster & { domain: string; note?: string }> {
-      const d = domains();
-      const domain = d.domainOf(name);
-      if (!domain)
-        throw invalid(
-          `cluster "${name}" is in no trust domain of the fleet's configuration (SVM_FLEET_DOMAINS): nothing is started for it`,
-        );
-      const pin = await pinOf(await d.client(domain.name), name);
-      const elsewhere: string[] = [];
-      const fleet = deps.fleetClient?.();
-      if (fleet && (await pinOf(fleet, name).catch(() => undefined))) elsewhere.push(`the fleet's namespace (${fleet.options.namespace})`);
-      for (const other of d.all) {
-        if (other.name === domain.name) continue;
-        const found = await d
-          .client(other.name)
-          .then((c) => pinOf(c, name))
-          .catch(() => undefined);
-        if (found) elsewhere.push(`domain ${other.name} (namespace ${other.namespace})`);
-      }
-      return {
-        name,
-        domain: domain.name,
-        ...(pin?.uid ? { uid: pin.uid } : {}),
-        ...(pin?.conflict ? { conflict: pin.conflict.message } : {}),
-        ...(pin?.queue ? { queue: pin.queue } : {}),
-        ...(elsewhere.length > 0
-          ? {
-              note: `a registration of ${name} in ${elsewhere.join(' and ')} is ignored: ${name} is bound to domain ${domain.name} (namespace ${domain.namespace}), whose registration alone counts`,
-            }
-          : {}),
-      };
-    },
-
-    /** Starts the cluster's step in its domain (`svm-campaign/<cluster>/<campaign>`), or joins the one running there. */
-    async startDomainStep(input: {
-      cluster: DomainCluster;
-      campaign: string;
-      step: Omit<CampaignStepInput, 'cluster'>;
-    }): Promise<{ workflowId: string; runId: string }> {
-      const client = await domains().client(input.cluster.domain);
-      const spec = placed(input.cluster).start({
-        type: CAMPAIGN_STEP_WORKFLOW_TYPE,
-        id: `svm-campaign/${input.campaign}`,
-        input: input.step,
-        summary: `Campaign ${input.campaign}`,
-      });
-      const h = await client.workflow.start(CAMPAIGN_STEP_WORKFLOW_TYPE, spec);
-      return { workflowId: h.workflowId, runId: h.firstExecutionRunId };
-    },
-
-    /**
-     * Waits for the step's end, heartbeating, for at most waitMs (the member calls again while it runs: each call,
-     * and so each history event, is bounded). `started`: its first workflow task was taken (a worker serves it).
-     */
-    async awaitDomainStep(input: { domain: string; workflowId: string; runId: string; waitMs: number }): Promise<DomainStepState> {
-      const client = await domains().client(input.domain);
-      const ctx = Context.current();
-      const handle = client.workflow.getHandle(input.workflowId, input.runId);
-      const until = Date.now() + Math.max(1000, input.waitMs);
-      for (;;) {
-        let d: Awaited<ReturnType<typeof handle.describe>>;
-        try {
-          d = await handle.describe();
-        } catch (err) {
-          if (err instanceof WorkflowNotFoundError) return { ended: true, status: 'gone', message: 'its step is gone from its domain' };
-          throw err;
-        }
-        const s = d.status.name;
-        if (s === 'COMPLETED') return { ended: true, status: 'completed' };
-        if (s === 'FAILED') {
-          const message = await handle.result().then(
-            () => undefined,
-            (err: unknown) => (err instanceof WorkflowFailedError ? (err.cause?.message ?? err.message) : String(err)),
-          );
-          return { ended: true, status: 'failed', ...(message ? { message } : {}) };
-        }
-        if (s === 'CANCELLED') return { ended: true, status: 'cancelled' };
-        if (s === 'TERMINATED') return { ended: true, status: 'terminated' };
-        if (s === 'TIMED_OUT') return { ended: true, status: 'timedOut' };
-        if (s === 'CONTINUED_AS_NEW') return { ended: true, status: 'gone', message: 'its step continued as new (not svm’s step)' };
-        if (Date.now() >= until) return { ended: false, started: d.historyLength > 2 };
-        ctx.heartbeat();
-        await ctx.sleep(Math.max(1, Math.min(2000, until - Date.now())));
-      }
-    },
-
-    /**
-     * The cluster's row from its domain's own records. The step's migrateAll says which resources it ran (its rows
-     * only name them); each one counts as migrated only when its record at `migrate/<cluster>/<resource>` in the
-     * domain's namespace passes checkRecord against the cluster's task queue and pinned uid there. The step's own
-     * result counts for nothing but the failures it names (which only make the row worse).
-     */
-    async judgeDomainStep(input: {
-      cluster: DomainCluster;
-      campaign: string;
-      dropCheck?: string;
-      /** The resources the campaign named, when it named them: each must be accounted for (run, or refused by name). */
-      named?: string[];
-    }): Promise<DomainVerdict> {
-      const client = await domains().client(input.cluster.domain);
-      const placement = placed(input.cluster);
-      const id = stepId(input.cluster, input.campaign);
-      const step = (await client.workflow.getHandle(id).result()) as CampaignStepResult;
-      const rows = await client.workflow
-        .getHandle(`${id}/migrate-all`)
-        .result()
-        .then(
-          (r) => (Array.isArray(r) ? (r as Array<{ resource?: unknown }>) : []),
-          (err: unknown) => {
-            if (err instanceof WorkflowNotFoundError) return [];
-            throw err;
-          },
-        );
-      const names = [...new Set(rows.map((r) => r.resource).filter((r): r is string => typeof r === 'string'))];
-      const failures: DomainVerdict['failures'] = [];
-      let succeeded = 0;
-      let objects = 0;
-      let refused = 0;
-      for (const name of names) {
-        const resource = parseGroupResource(name);
-        const workflowId = placement.id(`migrate/${groupResourceString(resource)}`);
-        const found = await readMigrationRun(client, workflowId);
-        if (!found) {
-          failures.push({ resource: name, reason: `no record of its migration in domain ${input.cluster.domain}` });
-          continue;
-        }
-        if (found.status !== 'COMPLETED') {
-          failures.push({ resource: name, reason: `its migration ${found.status.toLowerCase()}` });
-          continue;
-        }
-        const checked = checkRecord(found.run, expectationOf(placement, resource));
-        if (!checked.counts) {
-          refused++;
-          failures.push({ resource: name, reason: checked.why });
-          continue;
-        }
-        objects += objectsHandled(checked.verdict.counters);
-        if (checked.verdict.phase === 'Succeeded') succeeded++;
-        else
-          failures.push({
-            resource: name,
-            reason: `${checked.verdict.phase}${checked.verdict.message ? `: ${checked.verdict.message}` : ''}`,
-          });
-      }
-      // What the step refused before migrating (a resource not found, blocked): named by the step, a failure either way.
-      const refusedByStep = (step?.failures ?? []).filter((f) => !names.includes(f.resource));
-      failures.push(...refusedByStep);
-      // Resources named by the campaign and neither run nor refused by name: a step that ran less than it was asked
-      // (or says so) does not make the row Succeeded.
-      const accounted = names.length + refusedByStep.length;
-      if (input.named && accounted < input.named.length)
-        failures.push({
-          resource:
-            input.named.filter((n) => !names.includes(n) && !refusedByStep.some((f) => f.resource === n)).join(', ') || '(resources)',
-          reason: `its step in domain ${input.cluster.domain} accounts for ${accounted} of the ${input.named.length} resources the campaign named`,
-        });
-      let drop: DomainVerdict['drop'];
-      if (input.dropCheck) {
-        const found = await readMigrationRun(client, `${id}/drop-check`);
-        const report = found?.run.result as { verdict?: unknown; exitCode?: unknown } | undefined;
-        if (
-          found?.status === 'COMPLETED' &&
-          found.run.type === 'checkVersionDrop' &&
-          found.run.taskQueue === placement.taskQueue &&
-          typeof report?.verdict === 'string' &&
-          typeof report.exitCode === 'number'
-        )
-          drop = { groupVersion: input.dropCheck, verdict: report.verdict, exitCode: report.exitCode };
-        else failures.push({ resource: input.dropCheck, reason: 'no drop check of its own task queue recorded in its domain' });
-      }
-      return {
-        ...(input.cluster.uid ? { clusterUid: input.cluster.uid } : {}),
-        resources: { asked: Math.max(accounted, input.named?.length ?? 0), succeeded },
-        objects,
-        failures,
-        ...(drop ? { drop } : {}),
-        refused,
-      };
-    },
-
-    /** The campaign was aborted: the step in the domain is cancelled (nothing when it has ended). */
-    async cancelDomainStep(input: { cluster: DomainCluster; campaign: string }): Promise<void> {
-      const client = await domains().client(input.cluster.domain);
-      await client.workflow
-        .getHandle(stepId(input.cluster, input.campaign))
-        .cancel()
-        .catch((err: unknown) => {
-          if (!(err instanceof WorkflowNotFoundError)) throw err;
-        });
-    },
+    domainClusterPin: (name: string) => domainClusterPin(access, name),
+    startDomainStep: (input: StartStepInput) => startDomainStep(access, input),
+    awaitDomainStep: (input: AwaitStepInput) => awaitDomainStep(access, input),
+    judgeDomainStep: (input: JudgeStepInput) => judgeDomainStep(access, input),
+    cancelDomainStep: (input: { cluster: DomainCluster; campaign: string }) => cancelDomainStep(access, input),
   };
+}
+
+/**
+ * A cluster's pin in its domain: its registration there (uid, queue, open conflict). Registrations of the same
+ * name elsewhere (the fleet's namespace, another domain's) are not read for anything but to say they are ignored.
+ */
+async function domainClusterPin(access: DomainAccess, name: string): Promise<CampaignCluster & { domain: string; note?: string }> {
+  const d = access.domains;
+  const domain = d.domainOf(name);
+  if (!domain)
+    throw invalid(`cluster "${name}" is in no trust domain of the fleet's configuration (SVM_FLEET_DOMAINS): nothing is started for it`);
+  const pin = await pinOf(await d.client(domain.name), name);
+  const elsewhere = await registrationsElsewhere(access, name, domain.name);
+  return {
+    name,
+    domain: domain.name,
+    ...(pin?.uid ? { uid: pin.uid } : {}),
+    ...(pin?.conflict ? { conflict: pin.conflict.message } : {}),
+    ...(pin?.queue ? { queue: pin.queue } : {}),
+    ...(elsewhere.length > 0
+      ? {
+          note: `a registration of ${name} in ${elsewhere.join(' and ')} is ignored: ${name} is bound to domain ${domain.name} (namespace ${domain.namespace}), whose registration alone counts`,
+        }
+      : {}),
+  };
+}
+
+/** The namespaces other than the cluster's own domain that hold a registration of its name (said, never read for more). */
+async function registrationsElsewhere(access: DomainAccess, name: string, own: string): Promise<string[]> {
+  const elsewhere: string[] = [];
+  const fleet = access.fleetClient;
+  if (fleet && (await pinOf(fleet, name).catch(() => undefined))) elsewhere.push(`the fleet's namespace (${fleet.options.namespace})`);
+  for (const other of access.domains.all) {
+    if (other.name === own) continue;
+    const found = await access
+      .client(other.name)
+      .then((c) => pinOf(c, name))
+      .catch(() => undefined);
+    if (found) elsewhere.push(`domain ${other.name} (namespace ${other.namespace})`);
+  }
+  return elsewhere;
+}
+
+export interface StartStepInput {
+  cluster: DomainCluster;
+  campaign: string;
+  step: Omit<CampaignStepInput, 'cluster'>;
+}
+
+/** Starts the cluster's step in its domain (`svm-campaign/<cluster>/<campaign>`), or joins the one running there. */
+async function startDomainStep(access: DomainAccess, input: StartStepInput): Promise<{ workflowId: string; runId: string }> {
+  const client = await access.client(input.cluster.domain);
+  const spec = access.placed(input.cluster).start({
+    type: CAMPAIGN_STEP_WORKFLOW_TYPE,
+    id: `svm-campaign/${input.campaign}`,
+    input: input.step,
+    summary: `Campaign ${input.campaign}`,
+  });
+  const h = await client.workflow.start(CAMPAIGN_STEP_WORKFLOW_TYPE, spec);
+  return { workflowId: h.workflowId, runId: h.firstExecutionRunId };
+}
+
+export interface AwaitStepInput {
+  domain: string;
+  workflowId: string;
+  runId: string;
+  waitMs: number;
+}
+
+/**
+ * Waits for the step's end, heartbeating, for at most waitMs (the member calls again while it runs: each call,
+ * and so each history event, is bounded). `started`: its first workflow task was taken (a worker serves it).
+ */
+async function awaitDomainStep(access: DomainAccess, input: AwaitStepInput): Promise<DomainStepState> {
+  const client = await access.client(input.domain);
+  const ctx = Context.current();
+  const handle = client.workflow.getHandle(input.workflowId, input.runId);
+  const until = Date.now() + Math.max(1000, input.waitMs);
+  for (;;) {
+    let d: Awaited<ReturnType<typeof handle.describe>>;
+    try {
+      d = await handle.describe();
+    } catch (err) {
+      if (err instanceof WorkflowNotFoundError) return { ended: true, status: 'gone', message: 'its step is gone from its domain' };
+      throw err;
+    }
+    const ended = await stepEnd(d.status.name, handle);
+    if (ended) return ended;
+    if (Date.now() >= until) return { ended: false, started: d.historyLength > 2 };
+    ctx.heartbeat();
+    await ctx.sleep(Math.max(1, Math.min(2000, until - Date.now())));
+  }
+}
+
+/** How a step whose status is `status` ended, or undefined while it runs. */
+async function stepEnd(status: string, handle: { result(): Promise<unknown> }): Promise<DomainStepState | undefined> {
+  if (status === 'COMPLETED') return { ended: true, status: 'completed' };
+  if (status === 'FAILED') {
+    const message = await handle.result().then(
+      () => undefined,
+      (err: unknown) => (err instanceof WorkflowFailedError ? (err.cause?.message ?? err.message) : String(err)),
+    );
+    return { ended: true, status: 'failed', ...(message ? { message } : {}) };
+  }
+  if (status === 'CANCELLED') return { ended: true, status: 'cancelled' };
+  if (status === 'TERMINATED') return { ended: true, status: 'terminated' };
+  if (status === 'TIMED_OUT') return { ended: true, status: 'timedOut' };
+  if (status === 'CONTINUED_AS_NEW') return { ended: true, status: 'gone', message: 'its step continued as new (not svm’s step)' };
+  return undefined;
+}
+
+export interface JudgeStepInput {
+  cluster: DomainCluster;
+  campaign: string;
+  dropCheck?: string;
+  /** The resources the campaign named, when it named them: each must be accounted for (run, or refused by name). */
+  named?: string[];
+}
+
+/**
+ * The cluster's row from its domain's own records. The step's migrateAll says which resources it ran (its rows
+ * only name them); each one counts as migrated only when its record at `migrate/<cluster>/<resource>` in the
+ * domain's namespace passes checkRecord against the cluster's task queue and pinned uid there. The step's own
+ * result counts for nothing but the failures it names (which only make the row worse).
+ */
+async function judgeDomainStep(access: DomainAccess, input: JudgeStepInput): Promise<DomainVerdict> {
+  const client = await access.client(input.cluster.domain);
+  const placement = access.placed(input.cluster);
+  const id = stepId(input.cluster, input.campaign);
+  const step = (await client.workflow.getHandle(id).result()) as CampaignStepResult;
+  const names = await resourcesRun(client, `${id}/migrate-all`);
+  const judged = await judgeRecords(client, placement, input.cluster.domain, names);
+  const failures = judged.failures;
+  // What the step refused before migrating (a resource not found, blocked): named by the step, a failure either way.
+  const refusedByStep = (step?.failures ?? []).filter((f) => !names.includes(f.resource));
+  failures.push(...refusedByStep);
+  // Resources named by the campaign and neither run nor refused by name: a step that ran less than it was asked
+  // (or says so) does not make the row Succeeded.
+  const accounted = names.length + refusedByStep.length;
+  if (input.named && accounted < input.named.length)
+    failures.push({
+      resource: input.named.filter((n) => !names.includes(n) && !refusedByStep.some((f) => f.resource === n)).join(', ') || '(resources)',
+      reason: `its step in domain ${input.cluster.domain} accounts for ${accounted} of the ${input.named.length} resources the campaign named`,
+    });
+  const drop = input.dropCheck ? await dropVerdict(client, placement, `${id}/drop-check`, input.dropCheck) : undefined;
+  if (drop && 'failure' in drop) failures.push(drop.failure);
+  return {
+    ...(input.cluster.uid ? { clusterUid: input.cluster.uid } : {}),
+    resources: { asked: Math.max(accounted, input.named?.length ?? 0), succeeded: judged.succeeded },
+    objects: judged.objects,
+    failures,
+    ...(drop && 'verdict' in drop ? { drop: drop.verdict } : {}),
+    refused: judged.refused,
+  };
+}
+
+/** The resources a step's migrateAll ran (its rows name them; nothing else of them is believed). */
+async function resourcesRun(client: Client, migrateAllId: string): Promise<string[]> {
+  const rows = await client.workflow
+    .getHandle(migrateAllId)
+    .result()
+    .then(
+      (r) => (Array.isArray(r) ? (r as Array<{ resource?: unknown }>) : []),
+      (err: unknown) => {
+        if (err instanceof WorkflowNotFoundError) return [];
+        throw err;
+      },
+    );
+  return [...new Set(rows.map((r) => r.resource).filter((r): r is string => typeof r === 'string'))];
+}
+
+/** Each resource's record in the domain, checked: what counts (succeeded, objects) and why the rest does not. */
+async function judgeRecords(client: Client, placement: Placement, domain: string, names: string[]) {
+  const failures: DomainVerdict['failures'] = [];
+  let succeeded = 0;
+  let objects = 0;
+  let refused = 0;
+  for (const name of names) {
+    const resource = parseGroupResource(name);
+    const found = await readMigrationRun(client, placement.id(`migrate/${groupResourceString(resource)}`));
+    if (!found) {
+      failures.push({ resource: name, reason: `no record of its migration in domain ${domain}` });
+      continue;
+    }
+    if (found.status !== 'COMPLETED') {
+      failures.push({ resource: name, reason: `its migration ${found.status.toLowerCase()}` });
+      continue;
+    }
+    const checked = checkRecord(found.run, expectationOf(placement, resource));
+    if (!checked.counts) {
+      refused++;
+      failures.push({ resource: name, reason: checked.why });
+      continue;
+    }
+    objects += objectsHandled(checked.verdict.counters);
+    if (checked.verdict.phase === 'Succeeded') succeeded++;
+    else
+      failures.push({ resource: name, reason: `${checked.verdict.phase}${checked.verdict.message ? `: ${checked.verdict.message}` : ''}` });
+  }
+  return { failures, succeeded, objects, refused };
+}
+
+/** The step's drop check, when it ran as svm's on the cluster's own queue in the domain; else a failure saying so. */
+async function dropVerdict(
+  client: Client,
+  placement: Placement,
+  workflowId: string,
+  groupVersion: string,
+): Promise<{ verdict: NonNullable<DomainVerdict['drop']> } | { failure: DomainVerdict['failures'][number] }> {
+  const found = await readMigrationRun(client, workflowId);
+  const report = found?.run.result as { verdict?: unknown; exitCode?: unknown } | undefined;
+  if (
+    found?.status === 'COMPLETED' &&
+    found.run.type === 'checkVersionDrop' &&
+    found.run.taskQueue === placement.taskQueue &&
+    typeof report?.verdict === 'string' &&
+    typeof report.exitCode === 'number'
+  )
+    return { verdict: { groupVersion, verdict: report.verdict, exitCode: report.exitCode } };
+  return { failure: { resource: groupVersion, reason: 'no drop check of its own task queue recorded in its domain' } };
+}
+
+/** The campaign was aborted: the step in the domain is cancelled (nothing when it has ended). */
+async function cancelDomainStep(access: DomainAccess, input: { cluster: DomainCluster; campaign: string }): Promise<void> {
+  const client = await access.client(input.cluster.domain);
+  await client.workflow
+    .getHandle(stepId(input.cluster, input.campaign))
+    .cancel()
+    .catch((err: unknown) => {
+      if (!(err instanceof WorkflowNotFoundError)) throw err;
+    });
 }
