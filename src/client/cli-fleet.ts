@@ -338,6 +338,7 @@ function signalCommand(verb: 'pause' | 'resume' | 'abort', what: string): Comman
 
 function clustersCommand(): Command {
   const cmd = new Command('clusters')
+    .alias('list')
     .option('--where <query>', 'only the registrations matching this query (default: every registered cluster)')
     .addOption(formatOption(['text', 'json', 'yaml', 'name']))
     .addOption(
