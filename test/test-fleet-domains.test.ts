@@ -380,7 +380,8 @@ void test("a campaign in the fleet's namespace over a (domain A) and b (domain B
     });
     const status = await workflowResult(h.workflow, 600_000);
     const rows: Record<string, CampaignRow> = {};
-    for (const c of [a, b]) rows[c] = (await adminIn(nsF).workflow.getHandle(campaignMemberId(name, c)).result()) as CampaignRow;
+    for (const c of [a, b])
+      rows[c] = (await workflowResult(adminIn(nsF).workflow.getHandle(campaignMemberId(name, c)), 120_000)) as CampaignRow;
     for (const c of [a, b])
       process.stderr.write(
         `  campaign ${name}: ${c} ${rows[c]!.phase} ${rows[c]!.resources.succeeded}/${rows[c]!.resources.asked} ${rows[c]!.objects} objects, uid ${rows[c]!.uid}${rows[c]!.note ? ` (${rows[c]!.note})` : ''}\n`,
@@ -456,7 +457,7 @@ void test("a step's word is not the row's: b's own credential completes b's step
     // The forger answers the step's first task: Succeeded, one resource migrated, 20 objects, no failure.
     await completeAsForger(inB, rogue, { clusterUid: uid, resources: { asked: 1, succeeded: 1 }, objects: COUNT, failures: [] });
     const status = await workflowResult(h.workflow, 600_000);
-    const row = (await member.result()) as CampaignRow;
+    const row = (await workflowResult(member, 120_000)) as CampaignRow;
     await recordMembers(name, [b], 'a-forged-step-in-its-domain-fails-the-row');
     process.stderr.write(
       `  campaign ${name} over b, its step forged in B: ${status.phase}; b ${row.phase}: ${row.failures.map((f) => f.reason).join('; ')}\n`,

@@ -48,7 +48,11 @@ function fakes(granted: Set<string>) {
     },
   } as unknown as KubeClient;
   const client = {
-    workflow: { start: async (_type: string, o: { workflowId: string }) => void started.push(o.workflowId) },
+    workflow: {
+      start: async (_type: string, o: { workflowId: string }) => void started.push(o.workflowId),
+      // No run holds the migration's ID (evictForeignRun looks before each start).
+      getHandle: () => ({ describe: () => Promise.reject(Object.assign(new Error('not found'), { name: 'WorkflowNotFoundError' })) }),
+    },
   } as unknown as Client;
   const acts = createTriggerActivities({ kube, apiservers: {} as ApiServerSource, temporal: { client, placement: Placement.of('q') } });
   return { acts, reviews, started };
