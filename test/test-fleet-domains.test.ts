@@ -48,7 +48,7 @@ import { recording } from './helpers/histories';
 import { completeAsForger } from './helpers/forge';
 import { kubeSystemUid } from './helpers/identity';
 import { eventually, workflowResult } from './helpers/migrate';
-import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
+import { removePlanes, securedServerPlane, uniq, type TestPlane } from './helpers/plane';
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
@@ -79,17 +79,7 @@ const scoped = (namespace: string, apiKey: string): TemporalSettings & { address
 const adminIn = (namespace: string) => new Client({ connection: p().temporal.connection, namespace });
 
 before(async () => {
-  const started = Date.now();
-  await up({
-    dir,
-    apiservers: 1,
-    temporal: 'server',
-    temporalTls: true,
-    temporalAuth: true,
-    log: (l) => process.stderr.write(`  [plane] ${l}\n`),
-  });
-  process.stderr.write(`  secured server plane up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`);
-  plane = await testPlane({ dir });
+  plane = await securedServerPlane(dir);
   await installCrds(p().kube);
   const admin = p().temporal.connection;
   for (const namespace of [nsA, nsB, nsF]) {

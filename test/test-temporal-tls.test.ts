@@ -37,7 +37,7 @@ import { createMigratorWorker } from '../src/worker/worker';
 import { loadWorkerSettings } from '../src/worker/config';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
-import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
+import { removePlanes, securedServerPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 import { EXIT } from '../src/client/exit-codes';
 
@@ -49,19 +49,7 @@ let migrationId = '';
 let migratedResource = '';
 
 before(async () => {
-  const started = Date.now();
-  await up({
-    dir,
-    apiservers: 1,
-    temporal: 'server',
-    temporalTls: true,
-    temporalAuth: true,
-    log: (l) => process.stderr.write(`  [plane] ${l}\n`),
-  });
-  process.stderr.write(
-    `  plane with temporal-server (mTLS, JWT authorization) on PostgreSQL up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`,
-  );
-  plane = await testPlane({ dir });
+  plane = await securedServerPlane(dir);
   await installCrds(plane.kube);
 });
 

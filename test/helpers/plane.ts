@@ -101,6 +101,27 @@ export async function up(opts: UpOptions): ReturnType<typeof planeUp> {
 }
 
 /**
+ * The secured server plane (one API server; temporal-server on PostgreSQL with mTLS and its JWT authorizer), brought
+ * up in `dir` and opened: the plane the files that try Temporal's authorization start (test-temporal-tls,
+ * test-fleet-domains). Says how long it took.
+ */
+export async function securedServerPlane(dir: string): Promise<TestPlane> {
+  const started = Date.now();
+  await up({
+    dir,
+    apiservers: 1,
+    temporal: 'server',
+    temporalTls: true,
+    temporalAuth: true,
+    log: (l) => process.stderr.write(`  [plane] ${l}\n`),
+  });
+  process.stderr.write(
+    `  secured server plane (temporal-server with mTLS and JWT authorization, PostgreSQL) up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`,
+  );
+  return testPlane({ dir });
+}
+
+/**
  * The suite's shared plane; or, with `dir`, a plane of the test's own (e.g. another Kubernetes release), brought up by
  * the test. A shared plane (and, with `shared`, another plane files share) is left as the file found it when the file
  * closes it (test/helpers/plane-ledger.ts): what it made goes, its servers get their flags back.
