@@ -52,7 +52,8 @@ if [[ $checks_rc -ne 0 ]]; then
 fi
 
 echo "== local control plane"
-owndir= sdir= bdir= bpid= file_pid= watchdog= taps=
+owndir= bdir= bpid= file_pid= watchdog= taps=
+run_dirs=() # the directories of the run's planes several files share (below), which this run made
 # A plane this run started is taken down and its directory (etcd's data, the logs: some 200 MB) removed; a plane
 # that would not come down keeps its directory, for `svm dev down --dir` and its logs. First the planes the test
 # files started themselves (their ledgers: down_planes), then the shared ones.
@@ -63,12 +64,36 @@ cleanup() {
     down_planes "the run ended" "$taps"/planes/*
     rm -rf "$taps"
   fi
-  local d
-  for d in "$sdir" "$bdir"; do
+  local d left=0
+  for d in "${run_dirs[@]}" "$bdir"; do
     [[ -n "$d" ]] || continue
-    if [[ -e "$d/state.json" ]]; then node bin/svm.js dev down --dir "$d" >/dev/null 2>&1 && rm -rf "$d" || true; else rm -rf "$d"; fi
+    if [[ -e "$d/state.json" ]]; then
+      node bin/svm.js dev down --dir "$d" >/dev/null 2>&1 || true
+      if still_running "$d"; then rm -rf "$d"; else left=1; fi
+    else
+      rm -rf "$d"
+    fi
   done
   if [[ -n "$owndir" ]]; then node bin/svm.js dev down --dir "$owndir" && rm -rf "$owndir" || true; fi
+  # A process of a plane that `svm dev down` left running fails the run (the files that share a plane no longer see
+  # it come down: test-temporal-tls and test-fleet-domains checked so of the secured plane when each had its own).
+  if [[ $left -ne 0 ]]; then exit 1; fi
+}
+# still_running DIR: says which processes of the plane in DIR (its state.json: every record with a pid) still run, and
+# then fails; succeeds when none does. The directory is kept then, for its logs.
+still_running() {
+  local out
+  out=$(node --import tsx -e 'const { isRunning } = require("./src/dev/processes");
+    const left = [];
+    const walk = (o, at) => {
+      if (!o || typeof o !== "object") return;
+      if (o.pid && o.binary && isRunning(o)) left.push(`${at} (pid ${o.pid})`);
+      for (const [k, v] of Object.entries(o)) walk(v, at ? `${at}.${k}` : k);
+    };
+    walk(JSON.parse(require("fs").readFileSync(process.argv[1] + "/state.json", "utf8")), "");
+    if (left.length) { console.log(left.join(", ")); process.exit(1); }' "$1" 2>&1) && return 0
+  echo "the plane in $1 did not come down, still running: $out (directory kept)" >&2
+  return 1
 }
 # The test file running has a session of its own (run_bounded), which an interrupt does not reach: it is ended here,
 # and its watchdog with it.
@@ -110,14 +135,26 @@ else
   owndir=$dir
 fi
 export SVM_DEV_DIR=$dir
-# The one plane on temporal-server + PostgreSQL, for the tests only that server can answer
-# (test-temporal-server*.test.ts): started by the first of them that runs (serverPlane() in
-# test/helpers/plane.ts), shared by the others, taken down at the end. Not started when no such
-# file runs, nor when the shared plane itself runs temporal-server (SVM_TEST_TEMPORAL=server).
-if [[ -z "${SVM_SERVER_DEV_DIR:-}" ]]; then
-  sdir=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-server.XXXXXX")
-  export SVM_SERVER_DEV_DIR=$sdir
-fi
+# The planes the run starts once for several files (test/helpers/plane.ts), each by the first file that needs it, in
+# a directory named here, taken down at the end (and checked to have come down: still_running); not started when no
+# such file runs. Which files use one is read from the files (the helper they call): they run one after another, as
+# one item of the queue (below), because each leaves the plane as it found it, which would remove another's objects.
+#   SVM_SERVER_DEV_DIR, serverPlane(): temporal-server on PostgreSQL, for what only that server shows
+#     (test-temporal-server*.test.ts, test-fleet-planes' north); not when the shared plane itself runs temporal-server
+#     (SVM_TEST_TEMPORAL=server).
+#   SVM_SECURED_DEV_DIR, securedServerPlane(): temporal-server with mTLS and JWT authorization (test-temporal-tls,
+#     test-fleet-domains).
+#   SVM_PREVIOUS_DEV_DIR, previousPlane(): the previous Kubernetes release serving storagemigration.k8s.io/v1beta1
+#     (test-standard-v1beta1, test-worker-rights); test-upgrade keeps planes of its own, which it upgrades.
+run_planes=(SVM_SERVER_DEV_DIR 'serverPlane()' SVM_SECURED_DEV_DIR 'securedServerPlane()' SVM_PREVIOUS_DEV_DIR 'previousPlane()')
+for ((i = 0; i < ${#run_planes[@]}; i += 2)); do
+  v=${run_planes[i]}
+  if [[ -z "${!v:-}" ]]; then
+    d=$(mktemp -d "${TMPDIR:-/tmp}/svm-test-$(tr 'A-Z_' 'a-z-' <<<"${v#SVM_}").XXXXXX")
+    export "$v=$d"
+    run_dirs+=("$d")
+  fi
+done
 # Shaped like a cluster (each API server in its own network namespace behind
 # haproxy), the StorageVersion API off as in real clusters: tests that need it
 # switch it on themselves (setStorageVersionApi). A low continue-as-new
@@ -141,8 +178,9 @@ echo "== tests"
 # first once it has built them (below). Each file runs in a node of its own (run_files), taken from a queue in the
 # order given here (run_queue, below).
 every=(test/test-trigger.test.ts test/test-migrate-all.test.ts test/test-helm.test.ts test/test-plan.test.ts)
-last=(test/test-fleet-planes.test.ts test/test-worker-rights.test.ts test/test-temporal-server.test.ts
-  test/test-temporal-server-durability.test.ts test/test-temporal-server-ui.test.ts test/test-worker-versioning.test.ts)
+last=(test/test-fleet-planes.test.ts test/test-worker-rights.test.ts test/test-standard-v1beta1.test.ts test/test-temporal-server.test.ts
+  test/test-temporal-server-durability.test.ts test/test-temporal-server-ui.test.ts test/test-worker-versioning.test.ts
+  test/test-temporal-tls.test.ts test/test-fleet-domains.test.ts)
 files=("${every[@]}" test/unit-*.test.ts)
 for f in test/test-*.test.ts; do
   keep=1
@@ -158,34 +196,53 @@ if [[ $# -gt 0 ]]; then files=("$@"); fi
 # while it ran (test/helpers/plane-ledger.ts).
 beside=()
 if [[ $# -eq 0 ]]; then
-  # test-image last: it builds the image (CPU, while the main run waits on servers), then migrates a CRD by the
-  # 'svm worker' of the image on a plane of its own (on the shared one, the main run's API server restarts reached
-  # it twice in CI, and its clean-up of leftover workflows once).
-  beside=(test/test-conformance.test.ts test/test-standard-v1beta1.test.ts test/test-upgrade.test.ts test/test-temporal-tls.test.ts
-    test/test-memory-budget.test.ts test/test-image.test.ts)
+  # test-image is no longer one of them: the image's worker runs on the plane of the lane that takes it, alone there
+  # (each lane runs one file at a time on its plane). Before the lanes, it ran beside the main run on the shared plane,
+  # where the main run's API server restarts reached it twice in CI, and its clean-up of leftover workflows once; it
+  # then started a two-server plane of its own only for its worker.
+  beside=(test/test-conformance.test.ts test/test-upgrade.test.ts test/test-memory-budget.test.ts)
 fi
-# The main run's files as a queue of items, each a file or the files of the temporal-server plane (serverPlane() in
-# test/helpers/plane.ts: one plane, whose server and database some of them restart, so they run one after another
-# as one item). Two lanes take the items in order, each one no other lane took: the main lane on the shared plane
+# The main run's files as a queue of items, each a file or the files of one of the run's planes several files share
+# (run_planes, above: the files that call its helper, one plane whose objects each file leaves as it found them and
+# whose servers some of them restart, so they run one after another as one item; a file that calls two such helpers
+# makes their items one). Two lanes take the items in order, each one no other lane took: the main lane on the shared plane
 # from the start, and the lane beside, once its builds are done, on a second plane of the same shape that it starts
 # then (the main lane alone would leave the lane beside idle for half the run). Each file leaves the plane it ran on
 # as it found it (test/helpers/plane-ledger.ts), so which lane takes a file does not change what it tests.
 # Which files those are is read from the files themselves, so that a new one cannot run on that plane beside another.
-mapfile -t on_server_plane < <(grep -l 'serverPlane()' test/*.test.ts)
+declare -A plane_item=() # a run plane's variable: the index of its item
 items=()
-server_item=-1
 for f in "${files[@]}"; do
   keep=1
   for b in "${beside[@]}"; do [[ "$f" == "$b" ]] && keep=; done
   [[ -z $keep ]] && continue
-  for b in "${on_server_plane[@]}"; do [[ "$f" == "$b" ]] && keep=server; done
-  if [[ $keep == server && $server_item -ge 0 ]]; then
-    items[server_item]+=" $f"
+  uses=()
+  for ((i = 0; i < ${#run_planes[@]}; i += 2)); do
+    if [[ $f == test/test-* ]] && grep -qF "${run_planes[i + 1]}" "$f"; then uses+=("${run_planes[i]}"); fi
+  done
+  at=-1
+  for v in "${uses[@]}"; do
+    j=${plane_item[$v]:--1}
+    [[ $j -lt 0 || $j -eq $at ]] && continue
+    if [[ $at -lt 0 ]]; then
+      at=$j
+    else # another plane's item already: its files join this one (the emptied item is dropped below)
+      items[at]+=" ${items[j]}"
+      items[j]=
+      for w in "${!plane_item[@]}"; do [[ ${plane_item[$w]} -eq $j ]] && plane_item[$w]=$at; done
+    fi
+  done
+  if [[ $at -ge 0 ]]; then
+    items[at]+=" $f"
   else
-    [[ $keep == server ]] && server_item=${#items[@]}
+    at=${#items[@]}
     items+=("$f")
   fi
+  for v in "${uses[@]}"; do plane_item[$v]=$at; done
 done
+kept=()
+for it in "${items[@]}"; do [[ -n $it ]] && kept+=("$it"); done
+items=("${kept[@]}")
 # SVM_TEST_SHUFFLE=<seed>|random: the items in an order drawn from the seed (printed, to run it again). Each file leaves
 # the plane as it found it, so any order must pass.
 if [[ -n ${SVM_TEST_SHUFFLE:-} ]]; then

@@ -19,7 +19,7 @@
  *      its own) does not count: checkRecord says why.
  */
 import assert from 'node:assert/strict';
-import { mkdtempSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
@@ -53,7 +53,8 @@ import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
 
 const run = promisify(execFile);
-const dir = mkdtempSync(path.join(tmpdir(), 'svm-domains-'));
+/** The file's own files (HOME of the `svm` it runs, key files, certificates): the plane's directory is the run's. */
+const scratch = mkdtempSync(path.join(tmpdir(), 'svm-domains-'));
 const repo = path.resolve(__dirname, '..');
 const COUNT = 20;
 const base = uniq('tq-dom');
@@ -63,6 +64,8 @@ const crdA = testCrd(`${uniq('doma')}.svm.test`);
 const crdB = testCrd(`${uniq('domb')}.svm.test`);
 const prefixOf = (c: typeof crdA) => `/registry/${c.group}/${c.plural}/`;
 let plane: TestPlane | undefined;
+/** The plane's directory when this file brought it up itself (run alone), to take down when it ends. */
+let own: string | undefined;
 let uid = '';
 let token: Record<'A' | 'B' | 'F' | 'fleetA' | 'fleetB', string>;
 const running: Array<{ stop: () => void; done: Promise<unknown> }> = [];
@@ -79,7 +82,7 @@ const scoped = (namespace: string, apiKey: string): TemporalSettings & { address
 const adminIn = (namespace: string) => new Client({ connection: p().temporal.connection, namespace });
 
 before(async () => {
-  plane = await securedServerPlane(dir);
+  ({ plane, own } = await securedServerPlane());
   await installCrds(p().kube);
   const admin = p().temporal.connection;
   for (const namespace of [nsA, nsB, nsF]) {
@@ -123,11 +126,11 @@ before(async () => {
   }
   // The fleet's worker in F: its own token for F, and a client per domain from SVM_FLEET_DOMAINS (a key file each).
   const keyFile = (name: string, key: string) => {
-    const f = path.join(dir, `${name}.jwt`);
+    const f = path.join(scratch, `${name}.jwt`);
     writeFileSync(f, key, { mode: 0o600 });
     return f;
   };
-  const domainsFile = path.join(dir, 'domains.json');
+  const domainsFile = path.join(scratch, 'domains.json');
   writeFileSync(
     domainsFile,
     JSON.stringify({
@@ -168,8 +171,10 @@ after(async () => {
   for (const r of running) r.stop();
   await Promise.all(running.map((r) => r.done));
   await plane?.close();
+  rmSync(scratch, { recursive: true, force: true });
+  if (!own) return; // the run's plane: scripts/test.sh takes it down, and checks nothing of it is left running
   const state = plane?.state;
-  await removePlanes(dir);
+  await removePlanes(own);
   if (state) assert.ok(!isRunning(state.temporalServer?.postgres) && !isRunning(state.temporal), 'down left a process running');
 });
 
@@ -177,7 +182,7 @@ async function svmSetup(namespace: string): Promise<{ code: number; stderr: stri
   const env = Object.fromEntries(Object.entries(p().env).filter(([k]) => k.startsWith('TEMPORAL_')));
   try {
     await run(process.execPath, [path.join(repo, 'bin', 'svm.js'), 'setup'], {
-      env: { PATH: process.env.PATH!, HOME: dir, KUBECONFIG: p().env.KUBECONFIG!, ...env, TEMPORAL_NAMESPACE: namespace },
+      env: { PATH: process.env.PATH!, HOME: scratch, KUBECONFIG: p().env.KUBECONFIG!, ...env, TEMPORAL_NAMESPACE: namespace },
       timeout: 120_000,
     });
     return { code: 0, stderr: '' };

@@ -1,7 +1,8 @@
 /**
  * The container image is real: the project's Dockerfile, unchanged, built by podman, and `svm worker` run from
- * the image against a plane of the test's own (it runs beside the main run: API server restarts and clean-ups
- * of the shared plane's tests are not its business) migrates a resource, judged by etcd.
+ * the image against the suite's plane (the plane of the lane that runs this file: scripts/test.sh runs one file at a
+ * time on a plane, so no other file's API server restarts or clean-ups reach it; it is left as found, like every
+ * file's) migrates a resource, judged by etcd. Until 2026-12-07 it started a two-server plane of its own for that.
  *
  * How the image is built (the base from Debian, the build's npm settings, podman's settings on this machine, a
  * store of the test's own, removed at the end): src/dev/image.ts.
@@ -25,7 +26,7 @@ import { beforeMigration, judgeMigration, verdictProblems } from '../src/dev/mig
 import { describeDeployment } from '../src/worker/versioning';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, loggedMetricsPort } from './helpers/migrate';
-import { removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
+import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
 const root = path.join(__dirname, '..');
@@ -33,14 +34,11 @@ const IMAGE = 'localhost/svm-image-test:latest';
 
 let plane: TestPlane;
 let store: ImageStore;
-const planeDir = fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-plane-'));
 let revision: string;
 const podman = (args: string[], timeout?: number) => store.podman(args, timeout);
 
 before(async () => {
   await ImageStore.preflight();
-  plane = await testPlane({ dir: planeDir });
-  await installCrds(plane.kube);
   store = new ImageStore(fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-')));
   revision = (await runIn('git', ['rev-parse', '--short', 'HEAD'])).trim();
   await store.build(IMAGE, revision);
@@ -50,11 +48,13 @@ before(async () => {
     `  base rootfs ${seconds['base rootfs']!.toFixed(0)}s, import ${seconds['base import']!.toFixed(0)}s, ` +
       `build ${seconds.build!.toFixed(0)}s; image ${(Number(size) / 1024 / 1024).toFixed(0)} MiB\n`,
   );
+  // The plane once the image is built (its mark, then, is read after the build's minutes, not before).
+  plane = await testPlane();
+  await installCrds(plane.kube);
 });
 
 after(async () => {
   await plane?.close();
-  await removePlanes(planeDir);
   // The store holds only this test's images and containers.
   await store?.dispose();
 });

@@ -18,7 +18,7 @@
  */
 import assert from 'node:assert/strict';
 import { execFile, execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
@@ -42,21 +42,26 @@ import { migrationResult } from './helpers/waits';
 import { EXIT } from '../src/client/exit-codes';
 
 const run = promisify(execFile);
-const dir = mkdtempSync(path.join(tmpdir(), 'svm-tls-'));
+/** The file's own files (HOME of the `svm` it runs, key files, certificates): the plane's directory is the run's. */
+const scratch = mkdtempSync(path.join(tmpdir(), 'svm-tls-'));
 const repo = path.resolve(__dirname, '..');
 let plane: TestPlane | undefined;
+/** The plane's directory when this file brought it up itself (run alone), to take down when it ends. */
+let own: string | undefined;
 let migrationId = '';
 let migratedResource = '';
 
 before(async () => {
-  plane = await securedServerPlane(dir);
+  ({ plane, own } = await securedServerPlane());
   await installCrds(plane.kube);
 });
 
 after(async () => {
   await plane?.close();
+  rmSync(scratch, { recursive: true, force: true });
+  if (!own) return; // the run's plane: scripts/test.sh takes it down, and checks nothing of it is left running
   const state = plane?.state;
-  await removePlanes(dir);
+  await removePlanes(own);
   if (state) assert.ok(!isRunning(state.temporalServer?.postgres) && !isRunning(state.temporal), 'down left a process running');
 });
 
@@ -67,7 +72,7 @@ const tlsFiles = () => p().state.temporalServer!.tls!;
 async function svm(args: string[], env: Record<string, string>): Promise<{ code: number; stdout: string; stderr: string }> {
   try {
     const r = await run(process.execPath, [path.join(repo, 'bin', 'svm.js'), ...args], {
-      env: { PATH: process.env.PATH!, HOME: dir, KUBECONFIG: p().env.KUBECONFIG!, ...env },
+      env: { PATH: process.env.PATH!, HOME: scratch, KUBECONFIG: p().env.KUBECONFIG!, ...env },
       cwd: repo,
       timeout: 120_000,
     });
@@ -87,7 +92,7 @@ void test('the frontend requires mTLS with the plane’s own CA, and the env fil
   const state = p().state;
   const tls = tlsFiles();
   assert.equal(state.temporalMode, 'server');
-  assert.ok(tls.ca.startsWith(path.join(dir, 'pki', 'temporal')), `the Temporal CA is its own: ${tls.ca}`);
+  assert.ok(tls.ca.startsWith(path.join(p().dir, 'pki', 'temporal')), `the Temporal CA is its own: ${tls.ca}`);
   assert.notEqual(tls.ca, state.caFile, "not the API servers' CA");
   const config = readFileSync(state.temporalServer!.config, 'utf8');
   assert.match(config, /requireClientAuth: true/);
@@ -151,7 +156,7 @@ void test('the worker (the Rust core’s connection) is refused with the reason:
   const wrongCa = { ...base, TEMPORAL_TLS_SERVER_CA_CERT_PATH: p().state.caFile }; // a real CA, but the API servers'
   // a client certificate signed by the API servers' CA: valid, but not for Temporal
   const kubeCa = { cert: p().state.caFile, key: path.join(path.dirname(p().state.caFile), 'ca.key') };
-  const foreign = ensureCert(kubeCa, path.join(dir, 'foreign'), 'client', { cn: 'svm', usage: ['clientAuth'] });
+  const foreign = ensureCert(kubeCa, path.join(scratch, 'foreign'), 'client', { cn: 'svm', usage: ['clientAuth'] });
   const foreignCert = { ...base, TEMPORAL_TLS_CLIENT_CERT_PATH: foreign.cert, TEMPORAL_TLS_CLIENT_KEY_PATH: foreign.key };
   const cases: Array<[string, Record<string, string>, RegExp, boolean]> = [
     [
@@ -205,7 +210,7 @@ void test('the worker (the Rust core’s connection) is refused with the reason:
 
 void test('a Temporal CLI TOML profile works for `svm status` and the Temporal CLI alike; svm’s older variable names too', async () => {
   const tls = tlsFiles();
-  const toml = path.join(dir, 'temporal.toml');
+  const toml = path.join(scratch, 'temporal.toml');
   writeFileSync(
     toml,
     [
@@ -230,7 +235,7 @@ void test('a Temporal CLI TOML profile works for `svm status` and the Temporal C
   assert.ok(migratedResource && r.stdout.includes(migratedResource), `svm status lists the migration:\n${r.stdout}`);
 
   const cli = execFileSync(p().env.TEMPORAL_CLI!, ['workflow', 'describe', '--workflow-id', migrationId, '--output', 'json'], {
-    env: { PATH: process.env.PATH!, HOME: dir, ...profileEnv },
+    env: { PATH: process.env.PATH!, HOME: scratch, ...profileEnv },
     encoding: 'utf8',
   });
   assert.match(JSON.parse(cli).workflowExecutionInfo.status, /COMPLETED/, 'the Temporal CLI, same profile');

@@ -44,7 +44,7 @@ import { applyCrd, createObjects, ensureNamespace, testCrd } from './helpers/crd
 import { completeAsForger } from './helpers/forge';
 import { eventually } from './helpers/migrate';
 import { migrationResult } from './helpers/waits';
-import { removePlanes, testPlane, uniq, up, type TestPlane } from './helpers/plane';
+import { previousPlane, removePlanes, testPlane, uniq, type TestPlane } from './helpers/plane';
 import {
   canI,
   deleteManifests,
@@ -67,8 +67,11 @@ const MERGE = 'application/merge-patch+json';
 const JSON_PATCH = 'application/json-patch+json';
 const APPLY = 'application/apply-patch+yaml';
 
-const previousDir = mkdtempSync(path.join(tmpdir(), 'svm-rights-prev-'));
-after(async () => removePlanes(previousDir));
+/** The plane this file brought up for the previous release when it ran alone (previousPlane), taken down at its end. */
+let previousOwn: string | undefined;
+after(async () => {
+  if (previousOwn) await removePlanes(previousOwn);
+});
 
 /** The shipped worker objects as kustomize renders deploy/ (what `kubectl apply -k deploy/` applies). */
 async function kustomized(plane: TestPlane): Promise<Manifest[]> {
@@ -997,16 +1000,11 @@ void test(`${kubeVersions().current}, deploy/ through kustomize: every attempt b
 });
 
 void test(`${kubeVersions().previous}, the Helm chart's defaults: every attempt beyond a re-encode is refused and writes nothing; each re-encode passes`, async () => {
-  await up({ dir: previousDir, apiservers: 1, kubeVersion: kubeVersions().previous, storageVersionApi: false, log: quiet });
-  // The standard API served as a 1.36 cluster serves it once its migrator is on (storagemigration.k8s.io/v1beta1),
-  // so that the rows about it (a create, the status of svm's objects for the built-in) are tried here too.
-  await restartApiserver(
-    previousDir,
-    0,
-    ['--feature-gates=StorageVersionMigrator=true', '--runtime-config=storagemigration.k8s.io/v1beta1=true'],
-    quiet,
-  );
-  const plane = await testPlane({ dir: previousDir });
+  // The run's previous-release plane (test-standard-v1beta1's too), which serves the standard API as a 1.36 cluster
+  // serves it once its migrator is on (storagemigration.k8s.io/v1beta1), so that the rows about it (a create, the
+  // status of svm's objects for the built-in) are tried here too.
+  const { plane, own } = await previousPlane();
+  previousOwn = own;
   try {
     print(kubeVersions().previous, await attackTable(plane, kubeVersions().previous, await charted()));
   } finally {

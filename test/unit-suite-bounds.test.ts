@@ -66,7 +66,7 @@ void test("no test file or helper awaits a workflow's result unbounded: h.result
  * Files that start a plane with src/dev/plane's own up(), each another engineer's: each opens it with testPlane({ dir })
  * right after, which records it, so only a file ended while that first up() runs leaves it unrecorded.
  */
-const UNRECORDED_UP_EXCEPTIONS = ['test-conformance.test.ts', 'test-standard-v1beta1.test.ts', 'test-upgrade.test.ts'];
+const UNRECORDED_UP_EXCEPTIONS = ['test-conformance.test.ts', 'test-upgrade.test.ts'];
 
 void test("no test file starts a plane unrecorded: up() is test/helpers/plane.ts's, which scripts/test.sh's ledger sees", () => {
   const found = readdirSync(__dirname)

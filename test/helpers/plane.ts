@@ -9,7 +9,8 @@
  * must reach one particular server use kubeOf(i).
  */
 import { createHash } from 'node:crypto';
-import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import * as path from 'node:path';
 import { Client, Connection } from '@temporalio/client';
 import {
@@ -24,6 +25,7 @@ import {
   type PlaneState,
   type UpOptions,
 } from '../../src/dev/plane';
+import { kubeVersions } from '../../src/dev/tools';
 import { KubeClient, type RetryPolicy } from '../../src/kube/client';
 import { loadTemporalSettings, temporalConnectionOptions, type TemporalSettings } from '../../src/config/temporal';
 import { loadWorkerSettings, type WorkerSettings } from '../../src/worker/config';
@@ -76,14 +78,21 @@ export const TEST_RETRY: Readonly<RetryPolicy> = {
  * detached, so a file ended at its bound (or a run interrupted) would leave them running. scripts/test.sh gives each
  * file a ledger of its own (SVM_TEST_PLANE_LEDGER, a directory under the run's temporary one) and takes down every
  * plane named there that still runs when the file ends, however it ends, and again when the run ends. The shared
- * planes (SVM_DEV_DIR, SVM_SERVER_DEV_DIR) are the run's, taken down at its end, and never recorded here. Outside
+ * planes (SVM_DEV_DIR, SVM_SERVER_DEV_DIR, SVM_SECURED_DEV_DIR, SVM_PREVIOUS_DEV_DIR) are the run's, taken down at its end, and never recorded here. Outside
  * scripts/test.sh (no ledger) nothing is recorded.
  */
 export function recordPlane(dir: string): void {
   const ledger = process.env.SVM_TEST_PLANE_LEDGER;
   if (!ledger) return;
   const own = path.resolve(dir);
-  const shared = [process.env.SVM_DEV_DIR, process.env.SVM_SERVER_DEV_DIR].filter((d): d is string => !!d).map((d) => path.resolve(d));
+  const shared = [
+    process.env.SVM_DEV_DIR,
+    process.env.SVM_SERVER_DEV_DIR,
+    process.env.SVM_SECURED_DEV_DIR,
+    process.env.SVM_PREVIOUS_DEV_DIR,
+  ]
+    .filter((d): d is string => !!d)
+    .map((d) => path.resolve(d));
   if (shared.includes(own)) return;
   mkdirSync(ledger, { recursive: true });
   // One entry a plane (named by its directory's hash: a file may start the same plane twice), its directory the content.
@@ -101,24 +110,76 @@ export async function up(opts: UpOptions): ReturnType<typeof planeUp> {
 }
 
 /**
- * The secured server plane (one API server; temporal-server on PostgreSQL with mTLS and its JWT authorizer), brought
- * up in `dir` and opened: the plane the files that try Temporal's authorization start (test-temporal-tls,
- * test-fleet-domains). Says how long it took.
+ * A plane the run starts once for several files, in the directory scripts/test.sh names in `envVar` (it takes the
+ * plane down when the run ends, and runs the files that use it one after another, as one item of its queue: each
+ * leaves the plane as it found it, test/helpers/plane-ledger.ts, which would remove another file's objects midway);
+ * the first file that needs it brings it up, the others find it running. A file run without that variable (alone,
+ * outside scripts/test.sh) brings up one of its own in a fresh directory, named by `own`, and takes it down with
+ * removePlanes(own) when it ends.
  */
-export async function securedServerPlane(dir: string): Promise<TestPlane> {
+export interface RunPlane {
+  plane: TestPlane;
+  /** The directory of the plane this file brought up for itself (no run's plane to share), else undefined. */
+  own?: string;
+}
+
+async function runPlane(
+  what: string,
+  envVar: string,
+  prefix: string,
+  opts: Omit<UpOptions, 'dir'>,
+  prepare: (dir: string) => Promise<void> = async () => undefined,
+): Promise<RunPlane> {
+  const shared = process.env[envVar];
+  const dir = path.resolve(shared || mkdtempSync(path.join(tmpdir(), prefix)));
   const started = Date.now();
-  await up({
-    dir,
-    apiservers: 1,
-    temporal: 'server',
-    temporalTls: true,
-    temporalAuth: true,
-    log: (l) => process.stderr.write(`  [plane] ${l}\n`),
-  });
-  process.stderr.write(
-    `  secured server plane (temporal-server with mTLS and JWT authorization, PostgreSQL) up in ${((Date.now() - started) / 1000).toFixed(1)}s\n`,
+  const fresh = !isRunning(readState(dir)?.etcd);
+  await up({ ...opts, dir, log: (l) => process.stderr.write(`  [plane] ${l}\n`) }); // instant when it is running
+  if (fresh) process.stderr.write(`  ${what} up in ${((Date.now() - started) / 1000).toFixed(1)}s (${dir})\n`);
+  else process.stderr.write(`  ${what}: the run's, already up (${dir})\n`);
+  await prepare(dir);
+  const plane = await testPlane({ dir, shared: !!shared });
+  return { plane, own: shared ? undefined : dir };
+}
+
+/**
+ * The secured server plane (one API server; temporal-server on PostgreSQL with mTLS and its JWT authorizer): the
+ * one plane of the suite where Temporal requires a client certificate and a token, shared by the files that try
+ * them (test-temporal-tls, test-fleet-domains) through SVM_SECURED_DEV_DIR (runPlane). Each file works in Temporal
+ * namespaces and CRDs of its own (uniq names), so neither reads what the other made.
+ */
+export async function securedServerPlane(): Promise<RunPlane> {
+  return runPlane(
+    'secured server plane (temporal-server with mTLS and JWT authorization, PostgreSQL)',
+    'SVM_SECURED_DEV_DIR',
+    'svm-secured-',
+    { apiservers: 1, temporal: 'server', temporalTls: true, temporalAuth: true },
   );
-  return testPlane({ dir });
+}
+
+/** The flags that serve the standard API as a previous-release cluster does once its built-in migrator is on. */
+export const V1BETA1_FLAGS = ['--feature-gates=StorageVersionMigrator=true', '--runtime-config=storagemigration.k8s.io/v1beta1=true'];
+
+/**
+ * The previous release's plane (tools/versions.json kubernetesPrevious: two API servers behind the load balancer,
+ * no StorageVersion API, the dev server, no kube-controller-manager), its API servers serving
+ * storagemigration.k8s.io/v1beta1 as a cluster of that release does once its built-in migrator is on: one plane
+ * the run starts for the files that need that release (test-standard-v1beta1, test-worker-rights), through
+ * SVM_PREVIOUS_DEV_DIR (runPlane). test-upgrade keeps planes of its own: it upgrades them.
+ */
+export async function previousPlane(): Promise<RunPlane> {
+  return runPlane(
+    'previous-release plane',
+    'SVM_PREVIOUS_DEV_DIR',
+    'svm-previous-',
+    { apiservers: 2, kubeVersion: kubeVersions().previous, storageVersionApi: false },
+    // The flags once, by the file that brings the plane up (a restart each), before the plane's mark (testPlane) is
+    // read: they are part of the plane as every file finds it, and stay when a file leaves it.
+    async (dir) => {
+      for (const [i, a] of readState(dir)!.apiservers.entries())
+        if (V1BETA1_FLAGS.some((f) => !a.extraArgs.includes(f))) await restartApiserver(dir, i, V1BETA1_FLAGS, () => undefined);
+    },
+  );
 }
 
 /**
