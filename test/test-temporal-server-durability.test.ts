@@ -117,13 +117,15 @@ async function outcome(h: MigrationHandle): Promise<MigrationResult> {
 }
 
 void test('a long list continues-as-new while the worker is SIGKILLed before and after a continue-as-new: Succeeded, etcd judges it whole', async () => {
-  // 3,000 objects in chunks of 25: 120 chunks, several hundred history events; the plane suggests continue-as-new at 300.
-  const s = await crdAtV2WithObjects(3000);
+  // 1,200 objects in chunks of 10: 120 chunks, several hundred history events (820 with 3,000 in chunks of 25: the
+  // events follow the chunks, not the objects); the plane suggests continue-as-new at 300. At 100 updates/s the
+  // migration lasts as long as 3,000 at 250 did (12 s at the least), room for the second kill in the second run.
+  const s = await crdAtV2WithObjects(1200);
   const taskQueue = uniq('tq');
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
   let worker = startWorkerProcess(plane, taskQueue);
   try {
-    const h = await m.start(s.crd.name, { chunkSize: 25, concurrency: 4, qps: 250, heartbeatTimeoutSeconds: 5 });
+    const h = await m.start(s.crd.name, { chunkSize: 10, concurrency: 4, qps: 100, heartbeatTimeoutSeconds: 5 });
     const kills: string[] = [];
     // first kill in the first run, the second once the workflow has continued as new
     for (const [what, reached] of [
@@ -155,12 +157,14 @@ void test('a long list continues-as-new while the worker is SIGKILLed before and
 });
 
 // The worker and the client stay up through the restart (the lost task's test below restarts the server with no worker).
-// 800 objects in 16 chunks at 100/s: the restart comes at the 3rd, with 6.5 s of updates still to go at the least.
+// 400 objects in 16 chunks at 50/s: the restart comes at the 3rd, with 6.5 s of updates still to go at the least (the
+// same pace and chunks as 800 at 100/s, which left 13 of 16 chunks to complete after the server was back).
+// Half the objects to create.
 void test('temporal-server is stopped and started again mid-migration: Succeeded, etcd judges it whole', async () => {
-  const s = await crdAtV2WithObjects(800);
+  const s = await crdAtV2WithObjects(400);
   const before = plane.state.temporal.pid;
   const { result, workflowId, after } = await withWorker(plane, async (m) => {
-    const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 100 });
+    const h = await m.start(s.crd.name, { chunkSize: 25, concurrency: 4, qps: 50 });
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
     await restartTemporal(plane.dir, quiet);
     const back = Date.now();
@@ -175,11 +179,11 @@ void test('temporal-server is stopped and started again mid-migration: Succeeded
 
 for (const mode of ['fast', 'immediate'] as const) {
   void test(`PostgreSQL is stopped (pg_ctl stop -m ${mode}) under the running server mid-migration and started again: Succeeded, etcd judges it whole`, async () => {
-    // As above: 800 objects in 16 chunks at 100/s, PostgreSQL stopped at the 3rd.
-    const s = await crdAtV2WithObjects(800);
+    // As above: 400 objects in 16 chunks at 50/s, PostgreSQL stopped at the 3rd.
+    const s = await crdAtV2WithObjects(400);
     const server = plane.state.temporal.pid;
     const { result, workflowId, restarted, after } = await withWorker(plane, async (m) => {
-      const h = await m.start(s.crd.name, { chunkSize: 50, concurrency: 4, qps: 100 });
+      const h = await m.start(s.crd.name, { chunkSize: 25, concurrency: 4, qps: 50 });
       await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
       // Down for 5 s: long enough that the server's writes fail and are retried, not a blip between two of them.
       const restarted = await restartPostgres(plane.dir, mode, { downMs: 5000, log: quiet });
