@@ -49,7 +49,8 @@ const manifest = (name: string, group: string, resource: string) =>
 void test('kubectl create starts the migration and kubectl wait --for=condition=Succeeded returns when it is done', async () => {
   const crd = testCrd(`${uniq('k')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', 400, { namespace: uniq('ns') });
+  // 50 objects: kubectl's wait, the status' count and etcd's judge a whole pass of any size (400 until 2026-12-07).
+  await createObjects(plane.kube, crd, 'v1', 50, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
   const name = uniq('widgets');
   await withWorker(
@@ -70,12 +71,12 @@ void test('kubectl create starts the migration and kubectl wait --for=condition=
   const got = await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name, '-o', 'json']);
   const obj = JSON.parse(got.stdout) as { status: { phase: string; progress: { migrated: number } } };
   assert.equal(obj.status.phase, 'Succeeded');
-  assert.equal(obj.status.progress.migrated, 400);
+  assert.equal(obj.status.progress.migrated, 50);
   const table = await kubectl(['get', 'storageversionmigrations.migration.k8s.io', name]);
   assert.match(table.stdout, /RESOURCE\s+GROUP\s+PHASE\s+MIGRATED/);
-  assert.match(table.stdout, new RegExp(`${name}\\s+${crd.plural}\\s+${crd.group.replace(/\./g, '\\.')}\\s+Succeeded\\s+400`));
+  assert.match(table.stdout, new RegExp(`${name}\\s+${crd.plural}\\s+${crd.group.replace(/\./g, '\\.')}\\s+Succeeded\\s+50`));
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
-    [`${crd.group}/v2`]: 400,
+    [`${crd.group}/v2`]: 50,
   });
 });
 
@@ -167,9 +168,10 @@ const createSvm = (body: string) => plane.kube.request('POST', '/apis/migration.
 void test('a new StorageVersionMigration with spec.continueToken is refused before anything is written', async () => {
   const crd = testCrd(`${uniq('kt')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', 150, { namespace: uniq('ns') });
+  // 20 objects, a page of 10: a real continue token with objects past it (150 and a page of 100 until 2026-12-07).
+  await createObjects(plane.kube, crd, 'v1', 20, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
-  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 }))
+  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 10 }))
     .metadata.continue;
   assert.ok(token);
   const name = uniq('token');
@@ -190,7 +192,7 @@ void test('a new StorageVersionMigration with spec.continueToken is refused befo
   await noWorkflow(`migrate/${crd.name}`);
   assert.deepEqual(
     (await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion,
-    { [`${crd.group}/v1`]: 150 },
+    { [`${crd.group}/v1`]: 20 },
     'nothing was migrated',
   );
 });
@@ -198,13 +200,15 @@ void test('a new StorageVersionMigration with spec.continueToken is refused befo
 void test('kube-storage-version-migrator objects: finished ones are never run again; a Running one is taken over with a whole pass, its continue token unused', async () => {
   const crd = testCrd(`${uniq('ku')}.svm.test`);
   const other = testCrd(`${uniq('kf')}.svm.test`);
+  // 30 objects each, the token after a page of 10: a whole pass counts 30, one from the token 20 (300 and a page of
+  // 100 until 2026-12-07 showed the same).
   for (const c of [crd, other]) {
     await applyCrd(plane.kube, c, 'v1');
-    await createObjects(plane.kube, c, 'v1', 300, { namespace: uniq('ns') });
+    await createObjects(plane.kube, c, 'v1', 30, { namespace: uniq('ns') });
     await applyCrd(plane.kube, c, 'v2');
   }
   // As kube-storage-version-migrator leaves them: conditions only, no phase; the Running one mid-list.
-  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 100 }))
+  const token = (await plane.kube.getJson<{ metadata: { continue: string } }>(`/apis/${crd.group}/v2/${crd.plural}`, { limit: 10 }))
     .metadata.continue;
   const now = new Date().toISOString();
   const running = uniq('upstream-running');
@@ -252,9 +256,9 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
   assert.ok(messages.includes(TAKEOVER_MESSAGE), `the takeover was said; messages seen: ${JSON.stringify(messages)}`);
   const obj = await getSvm(running);
   assert.equal(obj.status?.phase, 'Succeeded');
-  assert.equal(obj.status?.progress?.migrated, 300, 'a whole pass, not the 200 objects after the token');
+  assert.equal(obj.status?.progress?.migrated, 30, 'a whole pass, not the 20 objects after the token');
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
-    [`${crd.group}/v2`]: 300,
+    [`${crd.group}/v2`]: 30,
   });
 
   // The finished ones: untouched, nothing started for their resource.
@@ -265,7 +269,7 @@ void test('kube-storage-version-migrator objects: finished ones are never run ag
   }
   await noWorkflow(`migrate/${other.name}`);
   assert.deepEqual((await storedVersions(plane.etcd, { group: other.group, resource: other.plural, custom: true })).byApiVersion, {
-    [`${other.group}/v1`]: 300,
+    [`${other.group}/v1`]: 30,
   });
 });
 
