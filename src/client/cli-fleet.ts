@@ -1,10 +1,14 @@
-/** `svm fleet`: campaigns across the clusters registered in one Temporal namespace (docs/fleet.md). Needs only Temporal. */
+/**
+ * `svm fleet`: campaigns across the clusters registered in one Temporal namespace, or, given the fleet's trust
+ * domains file (--domains, SVM_FLEET_DOMAINS), in each cluster's domain (docs/fleet.md). Needs only Temporal.
+ */
 import { Command, InvalidArgumentError, Option } from 'commander';
 import { CAMPAIGN_NAME_PATTERN, CAMPAIGN_NAME_RULE, CLUSTER_NAME_PATTERN, CLUSTER_NAME_RULE } from '../api/cluster-name';
 import { outputOption as formatOption, parseIntArg, watchOption, withExamples, type OutputFormat } from '../config/cli-options';
 import type { CampaignHandle, CampaignInput, CampaignStatus, Fleet, RegisteredCluster } from './fleet';
 import { groupVersionRefusal } from '../contract/drop';
 import { planCampaign, type PlannedCluster } from './fleet-check';
+import { checkNamedInDomains, domainsFileOf, domainsOption } from './cli-fleet-domains';
 import { formatted, interruption, rowsTable, tableLines, watchPrinter, watchRows, type RowForm } from './table';
 
 /** Exit codes of `svm fleet migrate --wait`. */
@@ -12,8 +16,10 @@ export const CAMPAIGN_EXIT = { succeeded: 0, notSucceeded: 1 } as const;
 
 const fleetModule = () => require('./fleet') as typeof import('./fleet'); // eslint-disable-line @typescript-eslint/no-require-imports
 
-async function withFleet<T>(run: (fleet: Fleet) => Promise<T>): Promise<T> {
-  const fleet = await fleetModule().Fleet.connect();
+/** Runs with the fleet's client; `domains`: the --domains flag (else SVM_FLEET_DOMAINS; neither: one namespace). */
+async function withFleet<T>(run: (fleet: Fleet) => Promise<T>, domains?: string): Promise<T> {
+  const file = domainsFileOf(domains);
+  const fleet = await fleetModule().Fleet.connect(file ? { domains: file } : {});
   try {
     return await run(fleet);
   } finally {
@@ -87,7 +93,16 @@ export function dryRunTable(name: string, input: CampaignInput, planned: Planned
     p.registration?.lastSeen ?? '-',
     p.registration === undefined ? 'not registered' : p.registration.conflict ? 'identity conflict: it will fail' : '',
   ]);
-  out.push(...tableLines(['WAVE', 'CLUSTER', 'UID', 'KUBERNETES', 'LAST SEEN', 'NOTE'], cells, [0]));
+  // With trust domains, the domain each cluster is read in (a cluster not registered there: '-').
+  if (planned.some((p) => p.registration?.domain))
+    out.push(
+      ...tableLines(
+        ['WAVE', 'CLUSTER', 'DOMAIN', 'UID', 'KUBERNETES', 'LAST SEEN', 'NOTE'],
+        cells.map((c, i) => [c[0]!, c[1]!, planned[i]!.registration?.domain ?? '-', ...c.slice(2)]),
+        [0],
+      ),
+    );
+  else out.push(...tableLines(['WAVE', 'CLUSTER', 'UID', 'KUBERNETES', 'LAST SEEN', 'NOTE'], cells, [0]));
   return out.join('\n') + '\n';
 }
 
@@ -119,12 +134,26 @@ export const clusterForm: RowForm<RegisteredCluster> = {
   empty: 'no cluster registered (a worker with SVM_CLUSTER set registers its cluster)',
 };
 
+/** The rows with trust domains: a DOMAIN column after CLUSTER (where its registration is read). */
+export const domainClusterForm: RowForm<RegisteredCluster> = {
+  ...clusterForm,
+  header: (wide) => {
+    const h = clusterForm.header(wide);
+    return [h[0]!, 'DOMAIN', ...h.slice(1)];
+  },
+  cells: (c, wide) => {
+    const cells = clusterForm.cells(c, wide);
+    return [cells[0]!, c.domain ?? '-', ...cells.slice(1)];
+  },
+  empty: 'no cluster registered in any trust domain (a worker with SVM_CLUSTER set registers its cluster in its namespace)',
+};
+
 /** What --watch prints a cluster again for: its identity, pin and versions (not LAST SEEN, which each heartbeat moves). */
 export const clusterState = (c: RegisteredCluster): string =>
   JSON.stringify([c.uid, c.conflict?.uid, c.conflict?.seenAt, c.kubeVersions, c.svmVersion]);
 
-export function clustersTable(clusters: RegisteredCluster[]): string {
-  const out = rowsTable(clusterForm, clusters, false).trimEnd().split('\n');
+export function clustersTable(clusters: RegisteredCluster[], form: RowForm<RegisteredCluster> = clusterForm): string {
+  const out = rowsTable(form, clusters, false).trimEnd().split('\n');
   for (const c of clusters) if (c.conflict) out.push(`${c.name}: identity conflict (${c.conflict.seenAt}): ${c.conflict.message}`);
   return out.join('\n') + '\n';
 }
@@ -150,6 +179,7 @@ interface MigrateFlags {
   dryRun?: boolean;
   includeUnregistered?: boolean;
   output: string;
+  domains?: string;
 }
 
 /** The campaign's input from the flags; bad combinations are refused before anything is started. */
@@ -219,11 +249,16 @@ function migrateCommand(): Command {
       '--include-unregistered',
       'start even if a cluster named has not registered yet (it is reported Unreachable until its worker answers)',
     )
+    .addOption(domainsOption())
     .addOption(outputOption())
     .action(async (name: string, resources: string[], o: MigrateFlags) => {
       const input = campaignInput(name, resources, o);
       await withFleet(async (fleet) => {
-        // A cluster named whose identity is in conflict: refused before anything starts (the campaign refuses it too).
+        // Every domain's registrations (with domains), or the namespace's.
+        const registered = await fleet.clusters();
+        // With trust domains: each cluster named is bound to a domain and registered there, or nothing starts.
+        if (fleet.domains) checkNamedInDomains(o.clusters ?? [], fleet.domains, registered, o);
+        // A cluster named whose identity is in conflict (in its domain): refused before anything starts (the campaign refuses it too).
         for (const cluster of o.clusters ?? []) {
           const conflict = (await fleet.pinOf(cluster))?.conflict;
           if (conflict)
@@ -232,7 +267,7 @@ function migrateCommand(): Command {
             );
         }
         // Then every name and the query checked against the registrations: a typo or a malformed query starts nothing.
-        const planned = planCampaign(input, await fleet.clusters(), o.where ? await matching(fleet, o.where) : undefined, o);
+        const planned = planCampaign(input, registered, o.where ? await matching(fleet, o.where) : undefined, o);
         if (o.dryRun) {
           write(o.output, { name, dryRun: true, clusters: planned }, dryRunTable(name, input, planned));
           return;
@@ -251,13 +286,14 @@ function migrateCommand(): Command {
         const { status: s, refused } = await fleet.checkedStatus(await c.result());
         write(o.output, s, campaignTable(s));
         if (s.phase !== 'Succeeded' || refused.length > 0) process.exitCode = CAMPAIGN_EXIT.notSucceeded;
-      });
+      }, o.domains);
     });
   return withExamples(cmd, [
     'svm fleet migrate crd-v2 widgets.example.com --clusters east,west,north --canary east --drop example.com/v1 --wait',
     'svm fleet migrate to-1.37 --all --where "MigrationKubeVersions = \'v1.36.3\'" --parallel 10 --max-failure-ratio 0.05',
     'svm fleet migrate to-1.37 --all --where "MigrationKubeVersions = \'v1.36.3\'" --dry-run',
     'svm fleet migrate before-1.38 --plan --clusters east,west --wait   # in each, what svm plan lists there',
+    'svm fleet migrate to-1.37 --all --domains /etc/svm/domains.json --where "MigrationKubeVersions = \'v1.36.3\'"   # across the trust domains',
   ]);
 }
 
@@ -296,8 +332,9 @@ function statusCommand(): Command {
   const cmd = new Command('status')
     .argument('<campaign>', "the campaign's name")
     .option('--watch', 'print the table again each time it changes, until the campaign ends')
+    .addOption(domainsOption())
     .addOption(outputOption())
-    .action(async (name: string, o: { output: string; watch?: boolean }) => {
+    .action(async (name: string, o: { output: string; watch?: boolean; domains?: string }) => {
       await withFleet(async (fleet) => {
         const c = fleet.campaign(name);
         // Each verdict checked against the uid pinned to its cluster now: one that is not counts for nothing (exit 1).
@@ -314,7 +351,7 @@ function statusCommand(): Command {
           () => c.status(),
         );
         await printing;
-      });
+      }, o.domains);
     });
   return withExamples(cmd, [
     'svm fleet status crd-v2',
@@ -346,14 +383,16 @@ function clustersCommand(): Command {
         'print the table, then a row for each cluster registered or changed (identity, pin, versions), every 5 seconds, until interrupted',
       ),
     )
-    .action(async (o: { where?: string; output: OutputFormat; watch?: boolean }) => {
+    .addOption(domainsOption())
+    .action(async (o: { where?: string; output: OutputFormat; watch?: boolean; domains?: string }) => {
       await withFleet(async (fleet) => {
+        const form = fleet.domains ? domainClusterForm : clusterForm;
         if (o.watch) {
           await watchRows({
             fetch: () => fleet.clusters(o.where),
             id: (c) => c.name,
             state: clusterState,
-            emit: watchPrinter(o.output, clusterForm, (text) => process.stdout.write(text)),
+            emit: watchPrinter(o.output, form, (text) => process.stdout.write(text)),
             intervalMs: 5000,
             signal: interruption(),
           });
@@ -361,15 +400,16 @@ function clustersCommand(): Command {
         }
         const clusters = await fleet.clusters(o.where);
         process.stdout.write(
-          formatted(o.output, clusters, { text: () => clustersTable(clusters), names: () => clusters.map(clusterForm.name) }),
+          formatted(o.output, clusters, { text: () => clustersTable(clusters, form), names: () => clusters.map(form.name) }),
         );
-      });
+      }, o.domains);
     });
   return withExamples(cmd, [
     'svm fleet clusters',
     'svm fleet clusters --where "MigrationKubeVersions = \'v1.36.3\'" -o json',
     'svm fleet clusters -o name   # one name a line: for f in $(svm fleet clusters -o name); do ...',
     'svm fleet clusters --watch',
+    "svm fleet clusters --domains /etc/svm/domains.json   # every domain's clusters, each read in its namespace",
   ]);
 }
 
@@ -382,21 +422,24 @@ function pinCommand(): Command {
       '--uid <uid>',
       "the uid of the cluster's kube-system namespace (kubectl get namespace kube-system -o jsonpath='{.metadata.uid}')",
     )
-    .action(async (name: string, o: { uid: string }) => {
+    .addOption(domainsOption())
+    .action(async (name: string, o: { uid: string; domains?: string }) => {
       if (!CLUSTER_NAME_PATTERN.test(name)) throw new InvalidArgumentError(`cluster "${name}": ${CLUSTER_NAME_RULE}`);
       if (!UID_PATTERN.test(o.uid)) throw new InvalidArgumentError(`--uid: a namespace's uid (letters, digits and dashes), got "${o.uid}"`);
       await withFleet(async (fleet) => {
         const r = await fleet.pin(name, o.uid);
+        const domain = fleet.domainOf(name);
+        const at = domain ? ` (domain ${domain.name}, namespace ${domain.namespace})` : '';
         const lines = [
           r.was === undefined
-            ? `cluster ${name}: pinned to kube-system uid ${r.uid} (it was not pinned)`
+            ? `cluster ${name}${at}: pinned to kube-system uid ${r.uid} (it was not pinned)`
             : r.was === r.uid
-              ? `cluster ${name}: kube-system uid ${r.uid} confirmed (unchanged)`
-              : `cluster ${name}: pinned to kube-system uid ${r.uid}, replacing ${r.was}${r.lastSeen ? ` (last reported ${r.lastSeen})` : ''}; verdicts made against ${r.was} no longer count`,
+              ? `cluster ${name}${at}: kube-system uid ${r.uid} confirmed (unchanged)`
+              : `cluster ${name}${at}: pinned to kube-system uid ${r.uid}, replacing ${r.was}${r.lastSeen ? ` (last reported ${r.lastSeen})` : ''}; verdicts made against ${r.was} no longer count`,
           ...(r.cleared ? [`cleared the identity conflict of ${r.cleared.seenAt}: ${r.cleared.message}`] : []),
         ];
         process.stdout.write(lines.join('\n') + '\n');
-      });
+      }, o.domains);
     });
   return withExamples(cmd, [
     "svm fleet pin east --uid $(kubectl --context east get namespace kube-system -o jsonpath='{.metadata.uid}')   # east recreated",
@@ -404,17 +447,20 @@ function pinCommand(): Command {
 }
 
 function forgetCommand(): Command {
-  const cmd = new Command('forget').argument('<cluster>', "the cluster's name").action(async (name: string) => {
-    if (!CLUSTER_NAME_PATTERN.test(name)) throw new InvalidArgumentError(`cluster "${name}": ${CLUSTER_NAME_RULE}`);
-    await withFleet(async (fleet) => {
-      const was = await fleet.forget(name);
-      process.stdout.write(
-        was
-          ? `cluster ${name}: forgotten (its registration and the pin of kube-system uid ${was.uid ?? '(none)'} ended); a worker of that name registers it again\n`
-          : `cluster ${name}: not registered, nothing to forget\n`,
-      );
+  const cmd = new Command('forget')
+    .argument('<cluster>', "the cluster's name")
+    .addOption(domainsOption())
+    .action(async (name: string, o: { domains?: string }) => {
+      if (!CLUSTER_NAME_PATTERN.test(name)) throw new InvalidArgumentError(`cluster "${name}": ${CLUSTER_NAME_RULE}`);
+      await withFleet(async (fleet) => {
+        const was = await fleet.forget(name);
+        process.stdout.write(
+          was
+            ? `cluster ${name}: forgotten (its registration and the pin of kube-system uid ${was.uid ?? '(none)'} ended); a worker of that name registers it again\n`
+            : `cluster ${name}: not registered, nothing to forget\n`,
+        );
+      }, o.domains);
     });
-  });
   return withExamples(cmd, ['svm fleet forget west   # decommissioned: its name and uid may be pinned again']);
 }
 

@@ -2,6 +2,11 @@
  * The fleet's programmatic API (docs/fleet.md): the clusters registered in Temporal, and campaigns across them.
  * Only Temporal is needed: each cluster's worker does the cluster's work.
  *
+ * With trust domains (docs/fleet.md "Trust domains": the file SVM_FLEET_DOMAINS names, given to connect), the
+ * client is the fleet namespace's (campaigns start and are read there) and each cluster's registration, pin and
+ * identity are read and acted on in its domain's namespace, through a client of that domain; a registration of a
+ * name outside the domain the file binds it to is not listed. Without the file: one namespace, as before.
+ *
  *   const fleet = await Fleet.connect();
  *   const c = await fleet.startCampaign('to-1.37', { where: "MigrationKubeVersions = 'v1.36.3'", migrate: 'all' });
  *   const table = await c.result();
@@ -14,6 +19,7 @@ import {
   type WorkflowHandle,
 } from '@temporalio/client';
 import { fleetTaskQueue } from '../api/cluster';
+import { FleetDomains, FLEET_DOMAINS_ENV, type Domain } from '../config/fleet-domains';
 import { CAMPAIGN_NAME_PATTERN, CAMPAIGN_NAME_RULE } from '../api/cluster-name';
 import {
   campaignAbortSignal,
@@ -36,6 +42,7 @@ import { forget, pinOf, repin, type Pin, type Repin } from '../kube/cluster-iden
 import { explainInput } from '../contract/definitions';
 import { MigrationCampaign, MigrationKubeVersions, MigrationLastSeen, MigrationPhase } from '../contract/search-attributes';
 import { connectTemporal, type TemporalTarget } from './connect';
+import { loadTemporalSettings, TemporalSettings as TemporalSettingsSchema } from '../config/temporal';
 import type { fleetCampaign } from '../workflows/campaign';
 import type { windowedCampaign } from '../workflows/campaign-window';
 
@@ -53,6 +60,8 @@ export interface RegisteredCluster {
   lastSeen?: string;
   /** Its identity's open conflict: a worker of this name reached another cluster (svm fleet pin resolves it). */
   conflict?: IdentityConflict;
+  /** With trust domains: the domain it is bound to, whose namespace holds the registration read. */
+  domain?: string;
 }
 
 /** Members' rows per page of the visibility list: each memo at most ~20 KiB (MEMBER_MEMO_FAILURES), a page well under gRPC's 4 MiB. */
@@ -195,14 +204,24 @@ export class Fleet {
     /** The fleet task queue: campaigns and registrations run there. */
     readonly taskQueue: string,
     private readonly connection: Connection,
+    /** The trust domains (docs/fleet.md), when a domains file was given: each cluster is read in its domain. */
+    readonly domains?: FleetDomains,
   ) {}
 
-  static async connect(opts: { temporal?: TemporalTarget } = {}): Promise<Fleet> {
+  /**
+   * Connects to the fleet's namespace. `domains`: a trust domains file (the fleet worker's SVM_FLEET_DOMAINS), and
+   * where it was given (named in refusals); a malformed one, or one with a cluster in two domains, is refused.
+   */
+  static async connect(opts: { temporal?: TemporalTarget; domains?: { file: string; source?: string } } = {}): Promise<Fleet> {
+    // The domains file first: one that is malformed is refused before anything is connected.
+    const target = opts.temporal ? TemporalSettingsSchema.parse(opts.temporal) : loadTemporalSettings(process.env);
+    const domains = opts.domains ? FleetDomains.load(opts.domains.file, target, opts.domains.source ?? FLEET_DOMAINS_ENV) : undefined;
     const { client, connection, settings } = await connectTemporal(opts.temporal);
-    return new Fleet(client, fleetTaskQueue(settings.taskQueue), connection);
+    return new Fleet(client, fleetTaskQueue(settings.taskQueue), connection, domains);
   }
 
   async close(): Promise<void> {
+    await this.domains?.close();
     await this.connection.close();
   }
 
@@ -238,42 +257,55 @@ export class Fleet {
     return new CampaignHandle(name, this.client.workflow.getHandle<typeof windowedCampaign>(campaignWorkflowId(name)), this.client);
   }
 
-  /** The registered clusters (sorted by name), those whose registration matches `where` when given. */
+  /**
+   * The registered clusters (sorted by name), those whose registration matches `where` when given. With trust
+   * domains: each domain's registrations, read in its namespace, of the names bound to it (a registration of a name
+   * in a domain it is not bound to is not listed: it counts for nothing), each with its domain.
+   */
   async clusters(where?: string): Promise<RegisteredCluster[]> {
-    const prefix = clusterRegistrationId('');
+    const d = this.domains;
     const clusters: RegisteredCluster[] = [];
-    // The running run of each registration holds its latest report (a closed one is an earlier run, continued as new).
-    const query = `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'${where ? ` AND (${where})` : ''}`;
-    for await (const w of this.client.workflow.list({ query })) {
-      if (!w.workflowId.startsWith(prefix)) continue;
-      const memo = (w.memo ?? {}) as RegistrationMemo;
-      const seen = w.typedSearchAttributes.get(MigrationLastSeen);
-      clusters.push({
-        name: w.workflowId.slice(prefix.length),
-        ...(memo.uid ? { uid: memo.uid } : {}),
-        servers: memo.servers ?? [],
-        kubeVersions: w.typedSearchAttributes.get(MigrationKubeVersions) ?? [],
-        ...(memo.svmVersion ? { svmVersion: memo.svmVersion } : {}),
-        ...(seen ? { lastSeen: seen.toISOString() } : memo.seenAt ? { lastSeen: memo.seenAt } : {}),
-        ...(memo.conflict ? { conflict: memo.conflict } : {}),
-      });
-    }
+    if (!d) clusters.push(...(await registrations(this.client, where)));
+    else
+      for (const domain of d.all)
+        for (const c of await registrations(await d.client(domain.name), where))
+          if (d.domainOf(c.name)?.name === domain.name) clusters.push({ ...c, domain: domain.name });
     return clusters.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
 
-  /** A cluster's pin: the uid pinned to its name and its open conflict; undefined when it is not registered. */
-  pinOf(name: string): Promise<Pin | undefined> {
-    return pinOf(this.client, name);
+  /** With trust domains: the domain a cluster is bound to; a name bound to none is refused in a sentence. */
+  domainOf(name: string): Domain | undefined {
+    const d = this.domains;
+    if (!d) return undefined;
+    const domain = d.domainOf(name);
+    if (!domain)
+      throw new Error(
+        `cluster "${name}" is in no trust domain of ${d.source} (domains: ${d.all.map((x) => x.name).join(', ')}): the fleet reads and acts on a cluster in its domain only`,
+      );
+    return domain;
   }
 
-  /** The operator's act: pins `name` to `uid` (a cluster recreated under its name, or a conflict resolved). */
-  pin(name: string, uid: string, by = 'svm fleet pin'): Promise<Repin> {
-    return repin(this.client, this.taskQueue, name, uid, by);
+  /** Where a cluster's registration is read and acted on: its domain's client and fleet task queue, or the fleet's own. */
+  private async registry(name: string): Promise<{ client: Client; taskQueue: string }> {
+    const domain = this.domainOf(name);
+    if (!domain) return { client: this.client, taskQueue: this.taskQueue };
+    return { client: await this.domains!.client(domain.name), taskQueue: fleetTaskQueue(domain.taskQueue) };
+  }
+
+  /** A cluster's pin (in its domain, with domains): the uid pinned to its name and its open conflict; undefined when it is not registered. */
+  async pinOf(name: string): Promise<Pin | undefined> {
+    return pinOf((await this.registry(name)).client, name);
+  }
+
+  /** The operator's act: pins `name` to `uid` (a cluster recreated under its name, or a conflict resolved), in its domain with domains. */
+  async pin(name: string, uid: string, by = 'svm fleet pin'): Promise<Repin> {
+    const r = await this.registry(name);
+    return repin(r.client, r.taskQueue, name, uid, by);
   }
 
   /** The operator's act for a decommissioned cluster: its registration and its uid's pin end. What it held, or undefined. */
-  forget(name: string, by = 'svm fleet forget'): Promise<Pin | undefined> {
-    return forget(this.client, name, by);
+  async forget(name: string, by = 'svm fleet forget'): Promise<Pin | undefined> {
+    return forget((await this.registry(name)).client, name, by);
   }
 
   /**
@@ -285,7 +317,8 @@ export class Fleet {
     const refused: string[] = [];
     // The pins of many rows: one paged list of the registrations (a describe per cluster for a few).
     const listed = s.rows.length > 20 ? new Map((await this.clusters()).map((c) => [c.name, c])) : undefined;
-    const pinFor = async (cluster: string) => (listed ? listed.get(cluster) : await pinOf(this.client, cluster));
+    // A cluster bound to no domain (its row failed at once) has no pin to check against.
+    const pinFor = async (cluster: string) => (listed ? listed.get(cluster) : await this.pinOf(cluster).catch(() => undefined));
     const rows = await Promise.all(
       s.rows.map(async (r) => {
         if (!r.uid || !['Succeeded', 'Failed'].includes(r.phase)) return r;
@@ -302,4 +335,27 @@ export class Fleet {
     );
     return { status: { ...s, rows }, refused };
   }
+}
+
+/** The running registrations of a namespace (matching `where` when given), as its client lists them. */
+async function registrations(client: Client, where?: string): Promise<RegisteredCluster[]> {
+  const prefix = clusterRegistrationId('');
+  const clusters: RegisteredCluster[] = [];
+  // The running run of each registration holds its latest report (a closed one is an earlier run, continued as new).
+  const query = `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running'${where ? ` AND (${where})` : ''}`;
+  for await (const w of client.workflow.list({ query })) {
+    if (!w.workflowId.startsWith(prefix)) continue;
+    const memo = (w.memo ?? {}) as RegistrationMemo;
+    const seen = w.typedSearchAttributes.get(MigrationLastSeen);
+    clusters.push({
+      name: w.workflowId.slice(prefix.length),
+      ...(memo.uid ? { uid: memo.uid } : {}),
+      servers: memo.servers ?? [],
+      kubeVersions: w.typedSearchAttributes.get(MigrationKubeVersions) ?? [],
+      ...(memo.svmVersion ? { svmVersion: memo.svmVersion } : {}),
+      ...(seen ? { lastSeen: seen.toISOString() } : memo.seenAt ? { lastSeen: memo.seenAt } : {}),
+      ...(memo.conflict ? { conflict: memo.conflict } : {}),
+    });
+  }
+  return clusters;
 }

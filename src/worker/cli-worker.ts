@@ -5,6 +5,7 @@ import { loadWorkerSettings } from './config';
 import { poolSource } from './cluster-pool';
 import { createClusterPool } from './pool';
 import { createLogger, createMigratorWorker } from './worker';
+import { createFleetOnlyWorker, FLEET_ONLY_ENV } from './fleet-only';
 
 /** A Temporal dev server that lives and dies with the worker (the embedded default when TEMPORAL_ADDRESS is unset). */
 export interface LocalTemporalServer {
@@ -32,6 +33,7 @@ interface WorkerFlags {
   kubeconfigDir?: string;
   kubeconfigSecrets?: string;
   cluster?: string;
+  fleetOnly?: boolean;
 }
 
 export function workerCommand(deps: WorkerCommandDeps = {}): Command {
@@ -51,6 +53,10 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
       '--kubeconfig-secrets <namespace>',
       'serve a pool of clusters: the Cluster API kubeconfig Secrets of this namespace, read through --kubeconfig (SVM_KUBECONFIG_SECRETS)',
     )
+    .option(
+      '--fleet-only',
+      `serve only the fleet task queue of TEMPORAL_NAMESPACE: campaigns, with the trust domains' clients of SVM_FLEET_DOMAINS; no cluster (${FLEET_ONLY_ENV}=true)`,
+    )
     .addHelpText(
       'after',
       [
@@ -59,6 +65,7 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
         '  TEMPORAL_ADDRESS=temporal:7233 svm worker --qps 100   # JSON log lines on stdout (a container)',
         '  svm worker                                            # no TEMPORAL_ADDRESS: a local Temporal dev server too',
         '  svm worker --kubeconfig-dir /etc/svm/clusters         # one process serving a pool of clusters (docs/fleet.md)',
+        "  SVM_FLEET_DOMAINS=/etc/svm/domains.json svm worker --fleet-only   # the fleet namespace's worker (trust domains)",
         '',
       ].join('\n'),
     )
@@ -84,7 +91,8 @@ export function workerCommand(deps: WorkerCommandDeps = {}): Command {
         );
       }
       try {
-        if (settings.kubeconfigDir || settings.kubeconfigSecrets) {
+        if (o.fleetOnly || process.env[FLEET_ONLY_ENV] === 'true') await (await createFleetOnlyWorker(settings)).run();
+        else if (settings.kubeconfigDir || settings.kubeconfigSecrets) {
           const log = createLogger();
           const source = poolSource(settings, log);
           let pool;
