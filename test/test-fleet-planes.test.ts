@@ -440,14 +440,14 @@ void test('a campaign across three clusters on one temporal-server: a CRD moved 
     60_000,
   );
   mark('north let go by the pool');
-  await fw.stop(southWorker.proc);
-  await fw.stop(pool.proc);
-  // The fleet-only worker ends on SIGTERM as a Deployment's pod does: exit code 0.
+  // The three stopped at once (SIGTERM); the fleet-only worker ends as a Deployment's pod does: exit code 0.
   const fleetExit = new Promise<number | null>((r) => fleetOnly!.once('exit', (code) => r(code)));
   fleetOnly!.kill('SIGTERM');
-  assert.equal(
-    await bounded('the fleet-only worker exits', fleetExit, 30_000, () => 'still running'),
-    0,
-    'the fleet-only worker exits 0 on SIGTERM',
-  );
+  const stopped = (what: string, p: Promise<unknown>) => p.then(() => mark(`${what} stopped`));
+  const [fleetCode] = await Promise.all([
+    bounded('the fleet-only worker exits', fleetExit, 30_000, () => 'still running').finally(() => mark('the fleet-only worker stopped')),
+    stopped("south's worker", fw.stop(southWorker.proc)),
+    stopped('the pool', fw.stop(pool.proc)),
+  ]);
+  assert.equal(fleetCode, 0, 'the fleet-only worker exits 0 on SIGTERM');
 });
