@@ -1,8 +1,11 @@
 /**
  * Crashes mid-migration, for real: the worker process is SIGKILLed several
  * times, the Temporal dev server is restarted (its SQLite file kept), an API
- * server is killed and restarted. Each time the migration completes and etcd
- * shows every object migrated.
+ * server is killed and restarted. Each crash is shown to fall mid-migration
+ * from outside the product: etcd still holds objects at the old version while
+ * the process is down (and the API server killed is shown, by its own request
+ * counts, to have served the worker's writes). Each time the migration then
+ * completes and etcd shows every object migrated.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -11,6 +14,7 @@ import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, restartTemporal, stopApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
+import { apiserverSamples } from './helpers/apiserver-metrics';
 import { eventually, startWorkerProcess, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
@@ -38,14 +42,27 @@ async function assertAllAtV2(crd: TestCrd, count: number): Promise<void> {
 
 const chunksDone = async (h: MigrationHandle) => (await h.progress()).counters.chunks;
 
+/**
+ * etcd, read while a process is down: objects still at v1, so the crash fell mid-migration (not after its end).
+ * Answers how many are left.
+ */
+async function assertMidMigration(crd: TestCrd, what: string): Promise<number> {
+  const left =
+    (await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion[`${crd.group}/v1`] ?? 0;
+  assert.ok(left > 0, `${what}: etcd already held every object at v2, so the crash did not fall mid-migration`);
+  process.stderr.write(`[crash] ${what}: ${left} objects still at v1 in etcd\n`);
+  return left;
+}
+
 void test('the worker is SIGKILLed three times mid-migration: the migration completes, etcd shows every object migrated', async () => {
-  const COUNT = 3000;
+  // 15 chunks at 100 objects/s: about a chunk a second, so the third kill (at 9 chunks) still leaves some to do.
+  const COUNT = 1500;
   const crd = await crdAtV2WithObjects(COUNT);
   const taskQueue = uniq('tq');
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
   let worker = startWorkerProcess(plane, taskQueue);
   try {
-    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 250, heartbeatTimeoutSeconds: 5 });
+    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 100, heartbeatTimeoutSeconds: 5 });
     for (let kill = 1; kill <= 3; kill++) {
       const before = await eventually(
         'the migration to move',
@@ -57,6 +74,7 @@ void test('the worker is SIGKILLed three times mid-migration: the migration comp
       );
       worker.kill('SIGKILL');
       await new Promise((r) => worker.once('exit', r));
+      await assertMidMigration(crd, `worker killed (${kill} of 3)`);
       worker = startWorkerProcess(plane, taskQueue);
       // A restart is the new process starting (tsx here), the dead one's sticky task and chunk timing out: give it room.
       await eventually('progress after restart', async () => (await chunksDone(h)) > before, 240_000);
@@ -74,12 +92,24 @@ void test('the worker is SIGKILLed three times mid-migration: the migration comp
 });
 
 void test('the Temporal dev server is restarted mid-migration: the migration completes, etcd clean', async () => {
-  const COUNT = 2000;
+  // 10 chunks at 100 objects/s: the server goes down about 3 s in, with some 7 s of the pass left.
+  const COUNT = 1000;
   const crd = await crdAtV2WithObjects(COUNT);
   const result = await withWorker(plane, async (m) => {
-    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 250 });
+    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 100 });
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
-    await restartTemporal(plane.dir, () => undefined);
+    // Judged while the server is down, asserted once it is back (a failure here must not leave the plane without it).
+    let whileDown: unknown;
+    await restartTemporal(
+      plane.dir,
+      () => undefined,
+      () =>
+        assertMidMigration(crd, 'Temporal dev server down').then(
+          () => undefined,
+          (err: unknown) => void (whileDown = err),
+        ),
+    );
+    if (whileDown) throw whileDown;
     // The old connection may see errors while the server was away: poll until the end.
     return eventually(
       'the migration to end',
@@ -95,14 +125,26 @@ void test('the Temporal dev server is restarted mid-migration: the migration com
 });
 
 void test('the API server the worker talks to is killed and restarted mid-migration: the migration completes, etcd clean', async () => {
-  const COUNT = 2000;
+  const COUNT = 1000;
   const crd = await crdAtV2WithObjects(COUNT);
   const result = await withWorker(plane, async (m) => {
-    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 250 });
+    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 100 });
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
+    // The worker has one address (the plane's, in front of both servers): server 0's own counts show it served the
+    // worker's writes of this resource (the test only creates; the migration patches).
+    const [served] = await apiserverSamples(plane, 'apiserver_request_total', { group: crd.group, resource: crd.plural });
+    const writes = served!.filter((x) => ['PATCH', 'UPDATE', 'APPLY'].includes(x.labels.verb ?? '')).reduce((a, x) => a + x.value, 0);
+    assert.ok(writes > 0, `server 0 served none of the worker's writes of ${crd.plural} before it was killed`);
+    process.stderr.write(`[crash] server 0 served ${writes} of the worker's writes before it was killed\n`);
     await stopApiserver(plane.dir, 0, { kill: true });
+    // Judged while it is down, asserted once it is back (a failure must not leave the plane without it).
+    const whileDown = await assertMidMigration(crd, 'API server 0 killed').then(
+      () => undefined,
+      (err: unknown) => err,
+    );
     await new Promise((r) => setTimeout(r, 3000));
     await restartApiserver(plane.dir, 0, undefined, () => undefined);
+    if (whileDown) throw whileDown;
     return migrationResult(h);
   });
   assert.equal(result.phase, 'Succeeded', result.message);
