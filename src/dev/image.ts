@@ -6,7 +6,10 @@
  * first, from Debian packages (scripts/image-base.sh: mmdebstrap of bookworm, this machine's Node.js 20 and npm
  * in /usr/local, the user `node` uid 1000, as the official image has them), and imported under that exact name;
  * the build then runs with pulls off. Everything lives in a podman store in a directory of the caller's (removed
- * by dispose()): nothing is cached across runs, and nothing of another podman user is touched.
+ * by dispose()): nothing of another podman user is touched. Only the base's root filesystem may be kept between
+ * runs, when the caller names a directory for it (the image's test: the tools' cache), under a key of what makes it
+ * (scripts/image-base.sh, this machine's Node.js and npm, the mirror) and for a week at most (Debian's security
+ * updates): a release builds its base afresh.
  *
  * The build's `npm ci` reaches the registry the host's npm uses, with the host's npm settings that make that
  * possible (registry, CA file, proxies) in a global npmrc mounted for the build only, and the host's npm cache
@@ -18,6 +21,7 @@
  * higher, and raising a limit needs a capability the caller does not have): PODMAN_LIMITS.
  */
 import { execFile } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import * as fs from 'node:fs';
 import * as path from 'node:path';
 import { promisify } from 'node:util';
@@ -39,6 +43,24 @@ export async function runIn(file: string, args: string[], timeout = 60_000): Pro
     const tail = (s = '') => s.split('\n').slice(-40).join('\n');
     throw new Error(`${file} ${args.join(' ')}: ${e.message}\n${tail(e.stdout)}\n${tail(e.stderr)}`);
   }
+}
+
+/** A kept base is made again after this long: the mirror's security updates reach the test's image weekly. */
+const BASE_KEPT_MS = 7 * 24 * 3600_000;
+
+/**
+ * Where the base made from what makes it now is kept in dir: a key of scripts/image-base.sh, this machine's node
+ * (its version and path) and npm, and the mirror. Older keys in dir are removed by the caller once a new one is made.
+ */
+export async function keptBasePath(dir: string): Promise<string> {
+  const root = packageRoot();
+  const npm = (await runIn('npm', ['--version'])).trim();
+  const key = createHash('sha256')
+    .update(fs.readFileSync(path.join(root, 'scripts', 'image-base.sh')))
+    .update(`\0${process.version}\0${fs.realpathSync(process.execPath)}\0${npm}\0${process.env.MIRROR ?? ''}`)
+    .digest('hex')
+    .slice(0, 16);
+  return path.join(dir, `node-base-${key}.tar`);
 }
 
 /** The host npm's settings that let it reach its registry, as an npmrc, and the mounts they need. */
@@ -102,12 +124,11 @@ export class ImageStore {
    * The base from Debian, then the Dockerfile of the checkout as it is, tagged tag, with revision as SVM_GIT_REVISION
    * and any further build arguments (the release's: its OCI labels, scripts/release.ts).
    */
-  async build(tag: string, revision: string, buildArgs: Record<string, string> = {}): Promise<void> {
+  async build(tag: string, revision: string, buildArgs: Record<string, string> = {}, opts: { keepBaseIn?: string } = {}): Promise<void> {
     const root = packageRoot();
-    const tar = path.join(this.work, 'base.tar');
-    await this.timed('base rootfs', () => runIn('bash', [path.join(root, 'scripts', 'image-base.sh'), tar], 900_000));
+    const tar = await this.timed('base rootfs', () => this.baseRootfs(opts.keepBaseIn));
     await this.timed('base import', () => this.podman(['import', '--change', 'CMD ["node"]', tar, IMAGE_BASE], 300_000));
-    fs.rmSync(tar);
+    if (!opts.keepBaseIn) fs.rmSync(tar);
     const { npmrc, mounts } = await hostNpmrc();
     fs.writeFileSync(path.join(this.work, 'npmrc'), npmrc);
     await this.timed('build', () =>
@@ -133,6 +154,36 @@ export class ImageStore {
         1_500_000,
       ),
     );
+  }
+
+  /** Whether build() took its base from the kept ones (keepBaseIn) rather than making it. */
+  baseKept = false;
+
+  /**
+   * The base's root filesystem as a tarball: made by scripts/image-base.sh in the store, or, with keepBaseIn, the one
+   * kept there under the key of what makes it when it is younger than a week (else made there, by a rename once
+   * whole, and the other keys removed).
+   */
+  private async baseRootfs(keepBaseIn?: string): Promise<string> {
+    const make = (out: string) => runIn('bash', [path.join(packageRoot(), 'scripts', 'image-base.sh'), out], 900_000);
+    if (!keepBaseIn) {
+      const tar = path.join(this.work, 'base.tar');
+      await make(tar);
+      return tar;
+    }
+    const kept = await keptBasePath(keepBaseIn);
+    const age = fs.existsSync(kept) ? Date.now() - fs.statSync(kept).mtimeMs : Infinity;
+    if (age < BASE_KEPT_MS) {
+      this.baseKept = true;
+      return kept;
+    }
+    fs.mkdirSync(keepBaseIn, { recursive: true });
+    const partial = `${kept}.${process.pid}.partial`;
+    await make(partial);
+    fs.renameSync(partial, kept);
+    for (const f of fs.readdirSync(keepBaseIn))
+      if (f.startsWith('node-base-') && path.join(keepBaseIn, f) !== kept) fs.rmSync(path.join(keepBaseIn, f), { force: true });
+    return kept;
   }
 
   /** Removes the store's containers and images, then the directory. */
