@@ -28,7 +28,7 @@ const record: PassRecord = {
   clusterUid: 'u-east',
   resource: 'widgets.example.com',
 };
-const east: RecordExpectation = { resource: WIDGETS, taskQueue: 'svm/cluster/east', cluster: { name: 'east', uid: 'u-east' } };
+const east: RecordExpectation = { resource: WIDGETS, placement: Placement.of('svm', { name: 'east', uid: 'u-east' }) };
 const honest: MigrationRun = {
   workflowId: 'migrate/east/widgets.example.com',
   type: 'migrateResource',
@@ -58,7 +58,7 @@ void test("an honest record counts: a migration of the resource, on the cluster'
 });
 
 void test('a single-cluster install: its records count on its base queue, those from before records carried a uid or the resource too', () => {
-  const single: RecordExpectation = { resource: WIDGETS, taskQueue: 'svm' };
+  const single: RecordExpectation = { resource: WIDGETS, placement: Placement.of('svm') };
   const { clusterUid: _u, resource: _r, ...old } = record;
   const run: MigrationRun = {
     ...honest,
@@ -72,8 +72,8 @@ void test('a single-cluster install: its records count on its base queue, those 
   assert.equal(c.verdict.record?.token, 't');
   // A result from before records were kept at all: it counts as a result (the drop check says Unknown, no record).
   assert.equal(why({ ...run, result: { phase: 'Succeeded', counters: zeroCounters() } }, single), undefined);
-  // Placed from the install's placement: the base queue.
-  assert.deepEqual(Placement.of('svm').taskQueue, single.taskQueue);
+  // The install's placement expects its base queue, and no cluster.
+  assert.match(why({ ...run, taskQueue: 'svm/cluster/east' }, single)!, /ran on task queue svm\/cluster\/east, not svm /);
 });
 
 void test('each forged record is refused, saying why', () => {
@@ -115,7 +115,7 @@ void test('each forged record is refused, saying why', () => {
       'a single-cluster install, an input naming a cluster',
       { ...honest, taskQueue: 'svm' },
       /was started in cluster east, and this install names none/,
-      { resource: WIDGETS, taskQueue: 'svm' },
+      { resource: WIDGETS, placement: Placement.of('svm') },
     ],
     ['a result that is no object', { ...honest, result: 'Ready' }, /ended with a result that is not a migration's \(result: /],
     [

@@ -284,7 +284,7 @@ void test("a named cluster's verdict counts only against its pinned uid; one fro
         input: { resource: 'widgets.example.com', cluster: { name: 'east' } },
         result: { phase: 'Succeeded', counters: zeroCounters(), record },
       },
-      { resource: { group: 'example.com', resource: 'widgets' }, taskQueue: 'q/cluster/east', cluster: { name: 'east', uid } },
+      { resource: { group: 'example.com', resource: 'widgets' }, placement: Placement.of('q', { name: 'east', uid }) },
     );
     return checked.counts ? undefined : checked.why;
   };

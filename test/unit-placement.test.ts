@@ -22,6 +22,9 @@ void test('an unnamed placement is the identity: IDs, queue and input as given, 
   assert.equal(here.id('migrate/deployments.apps'), 'migrate/deployments.apps');
   assert.deepEqual(here.attributes, []);
   assert.equal(here.query("WorkflowType = 'migrateResource'"), "WorkflowType = 'migrateResource'");
+  // A cluster's start input is refused by its name: none is expected here.
+  assert.equal(here.inputRefusal(undefined), undefined);
+  assert.equal(here.inputRefusal({ name: 'east' }), 'was started in cluster east, and this install names none');
   const input = { resource: ref };
   assert.equal(here.input(input), input);
   assert.equal(here.withUid('u-1'), here);
@@ -43,6 +46,9 @@ void test('a named placement gives the ID, the queue, the attribute, the summary
   assert.equal(here.id('migrate/deployments.apps'), 'migrate/east/deployments.apps');
   assert.equal(here.id('svm-trigger'), 'svm-trigger/east');
   assert.equal(here.query('WorkflowType = "x"'), `WorkflowType = "x" AND MigrationCluster = 'east'`);
+  assert.equal(here.inputRefusal({ name: 'east', uid: 'other' }), undefined); // the uid is the record check's
+  assert.equal(here.inputRefusal({ name: 'west' }), 'was started in cluster west');
+  assert.equal(here.inputRefusal(undefined), 'was started in no cluster');
   const o = here.start(migrationStart({ resource: ref }));
   assert.equal(o.workflowId, 'migrate/east/deployments.apps');
   assert.equal(o.taskQueue, 'svm/cluster/east');

@@ -84,6 +84,11 @@ export abstract class Placement {
   abstract readonly labels: Record<string, string>;
   /** The input with the cluster (name, and uid when known) when one is named. */
   abstract input<I extends object>(input: I): Placed<I>;
+  /**
+   * Why a start input's `cluster` field (as found, unchecked) is not this placement's, or undefined when it is (its
+   * name: the uid is compared apart, src/kube/migration-record.ts). `input`'s inverse, for a run read back.
+   */
+  abstract inputRefusal(cluster: unknown): string | undefined;
   /** The same placement with the cluster's uid (unchanged when none is named). */
   abstract withUid(uid: string | undefined): Placement;
   /**
@@ -147,6 +152,11 @@ class SingleCluster extends Placement {
   input<I extends object>(input: I): Placed<I> {
     return input;
   }
+  inputRefusal(cluster: unknown): string | undefined {
+    return cluster === undefined
+      ? undefined
+      : `was started in cluster ${String((cluster as { name?: unknown } | null)?.name)}, and this install names none`;
+  }
   withUid(): Placement {
     return this;
   }
@@ -191,6 +201,11 @@ class InCluster extends Placement {
   }
   input<I extends object>(input: I): Placed<I> {
     return { ...input, cluster: this.cluster };
+  }
+  inputRefusal(cluster: unknown): string | undefined {
+    const ref = typeof cluster === 'object' && cluster !== null ? (cluster as { name?: unknown }) : undefined;
+    if (ref?.name === this.cluster.name) return undefined;
+    return `was started ${ref ? `in cluster ${String(ref.name)}` : 'in no cluster'}`;
   }
   withUid(uid: string | undefined): Placement {
     return new InCluster(this.base, { name: this.cluster.name, uid, ...(this.queue ? { queue: this.queue } : {}) });

@@ -30,18 +30,19 @@ import type { MigrationRecord } from './drop-shared';
 /** The workflow types whose result is a migration's verdict, at a migration's ID (migrationStart). */
 export const MIGRATION_WORKFLOW_TYPES: readonly string[] = ['migrateResource', 'delegateToBuiltIn'];
 
-/** What a record must be to count: the resource it is about, and where svm's workers of its cluster run. */
+/**
+ * What a record must be to count: the resource it is about, and where svm's workers of its cluster run (the
+ * placement: its task queue, its cluster's name and the uid pinned to it once known, or none in a single-cluster
+ * install).
+ */
 export interface RecordExpectation {
   resource: GroupResource;
-  /** The task queue svm's workers of the cluster poll (Placement.taskQueue). */
-  taskQueue: string;
-  /** The cluster (its name, and the uid pinned to it once known); undefined in a single-cluster install. */
-  cluster?: { name: string; uid?: string };
+  placement: Placement;
 }
 
-/** The expectation of a placement (the client's, the worker's, a workflow's): its queue and its cluster. */
+/** The expectation of a placement (the client's, the worker's, a workflow's) for one resource. */
 export function expectationOf(placement: Placement, resource: GroupResource): RecordExpectation {
-  return { resource, taskQueue: placement.taskQueue, ...(placement.cluster ? { cluster: placement.cluster } : {}) };
+  return { resource, placement };
 }
 
 /** A run at a migration's ID, as Temporal describes it: what the check reads. */
@@ -64,7 +65,7 @@ export type CheckedRecord = { counts: true; verdict: MigrationVerdict } | { coun
 export function checkRecord(run: MigrationRun, expect: RecordExpectation): CheckedRecord {
   const refused = (why: string): CheckedRecord => ({
     counts: false,
-    why: `its last run (${run.workflowId}) ${why}: not svm's record of ${groupResourceString(expect.resource)}${expect.cluster ? ` in cluster ${expect.cluster.name}` : ''}, so it does not count`,
+    why: `its last run (${run.workflowId}) ${why}: not svm's record of ${groupResourceString(expect.resource)}${expect.placement.inText}, so it does not count`,
   });
   const notStarted = startRefusal(run, expect);
   if (notStarted) return refused(notStarted);
@@ -80,7 +81,7 @@ export function checkRecord(run: MigrationRun, expect: RecordExpectation): Check
   if (record?.resource !== undefined && record.resource !== groupResourceString(expect.resource))
     return refused(`recorded a pass of ${record.resource}`);
   // The uid last: a verdict made against another uid is named as such (the pass record's, else the start input's).
-  const uid = expect.cluster?.uid;
+  const uid = expect.placement.uid;
   if (record && uid !== undefined && record.clusterUid !== uid)
     return {
       counts: false,
@@ -103,8 +104,9 @@ export function checkRecord(run: MigrationRun, expect: RecordExpectation): Check
  */
 export function startRefusal(run: MigrationRun, expect: RecordExpectation): string | undefined {
   if (!MIGRATION_WORKFLOW_TYPES.includes(run.type)) return `is a ${run.type} workflow, not a migration`;
-  if (run.taskQueue !== expect.taskQueue)
-    return `ran on task queue ${run.taskQueue}, not ${expect.taskQueue} (the one svm's workers of this cluster poll)`;
+  const taskQueue = expect.placement.taskQueue;
+  if (run.taskQueue !== taskQueue)
+    return `ran on task queue ${run.taskQueue}, not ${taskQueue} (the one svm's workers of this cluster poll)`;
   return inputRefusal(run.input, expect);
 }
 
@@ -142,13 +144,9 @@ function inputRefusal(input: unknown, expect: RecordExpectation): string | undef
     named.group === undefined ? named.resource === want.resource : named.group === want.group && named.resource === want.resource;
   if (!same)
     return `was started for ${named.group === undefined ? named.resource : groupResourceString({ group: named.group, resource: named.resource })}`;
-  const cluster = i.cluster as { name?: unknown; uid?: unknown } | undefined;
-  if (!expect.cluster)
-    return cluster === undefined ? undefined : `was started in cluster ${String(cluster?.name)}, and this install names none`;
-  if (typeof cluster !== 'object' || cluster === null || cluster.name !== expect.cluster.name)
-    return `was started ${cluster && typeof cluster === 'object' ? `in cluster ${String(cluster.name)}` : 'in no cluster'}`;
-  // Its uid is compared last (checkRecord), so that another uid's verdict is named as such.
-  return undefined;
+  // Its cluster's name as the placement names it (none in a single-cluster install); its uid is compared last
+  // (checkRecord), so that another uid's verdict is named as such.
+  return expect.placement.inputRefusal(i.cluster);
 }
 
 /** The resource a migration's input names: a resolved reference, `plural.group`, or a plural with `group` beside it. */
