@@ -466,7 +466,7 @@ export class Migrator {
       }
     }
     const out: MigrationSummary[] = [];
-    // A named cluster's migrations only (its search attribute); every one on the namespace otherwise, as before.
+    // A named cluster's migrations only (its search attribute); a single-cluster install's, those on its task queue.
     const query = this.placement.query(`WorkflowType = 'migrateResource'`);
     const prefix = this.placement.id('migrate/');
     for await (const w of this.client.workflow.list({ query })) {

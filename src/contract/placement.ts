@@ -76,7 +76,11 @@ export abstract class Placement {
   abstract readonly inText: string;
   /** A workflow's ID in this placement (`migrate/secrets` -> `migrate/prod-1/secrets`). */
   abstract id(unplaced: string): string;
-  /** A visibility query narrowed to this placement's cluster. */
+  /**
+   * A visibility query narrowed to this placement: a named cluster's MigrationCluster; a single-cluster install's task
+   * queue (where its workers run every workflow it starts), so that in a namespace shared with named clusters it does
+   * not match theirs.
+   */
   abstract query(query: string): string;
   /** An activity's headers with the cluster (name, and uid when known) when one is named (src/worker/cluster-check.ts reads it). */
   abstract headers<H extends Record<string, Payload>>(headers: H): H;
@@ -144,7 +148,7 @@ class SingleCluster extends Placement {
     return unplaced;
   }
   query(query: string): string {
-    return query;
+    return `${query} AND TaskQueue = '${this.base}'`;
   }
   headers<H extends Record<string, Payload>>(headers: H): H {
     return headers;

@@ -13,8 +13,8 @@
  * - API servers joining, leaving or restarting (an identity lease in
  *   kube-system created, deleted or taken by a new process, or the ready
  *   addresses of the `kubernetes` EndpointSlice changing) -> every running
- *   migration of its own cluster (where one Temporal namespace serves
- *   several, the visibility query is narrowed to the worker's placement),
+ *   migration of its own cluster (the visibility query is narrowed to the
+ *   worker's placement: its cluster, or a single-cluster install's queue),
  *   since each one's agreement counts and asks the servers. Lease
  *   renewals (every few seconds) are not changes.
  *
@@ -37,7 +37,7 @@ import { IDENTITY_LEASES_PATH } from '../kube/leases';
 import { STORAGE_VERSIONS_PATH, storageVersionApiServed } from '../kube/storage-versions';
 import { watchForever } from '../kube/watch';
 import { agreementChangedSignal } from '../contract/definitions';
-import { Placement, placedId } from '../contract/placement';
+import type { Placement } from '../contract/placement';
 
 /** How often a StorageVersion API that is not served is looked for again. */
 const PROBE_INTERVAL_MS = 5 * 60_000;
@@ -49,8 +49,8 @@ export interface WatcherOptions {
   client: Client;
   log: Logger;
   probeIntervalMs?: number;
-  /** The cluster the worker serves, when one Temporal namespace serves several: the migrations signalled are its. */
-  cluster?: string;
+  /** Where the worker's migrations run (its cluster, or a single-cluster install's queue): the migrations signalled are its. */
+  placement: Placement;
 }
 
 /** Logs a repeated failure once, then at most once per interval with how many were held back. */
@@ -95,17 +95,17 @@ async function signal(opts: Pick<WatcherOptions, 'client' | 'log'>, workflowId: 
 
 /**
  * The visibility query of the running migrations the watcher signals: its own cluster's only (its placement's
- * MigrationCluster), when one Temporal namespace serves several. Another cluster's API servers are not this
- * cluster's: a server of this one restarting says nothing of another's agreement.
+ * MigrationCluster, or a single-cluster install's task queue), when one Temporal namespace serves several. Another
+ * cluster's API servers are not this cluster's: a server of this one restarting says nothing of another's agreement.
  */
-export function runningMigrationsQuery(cluster: string | undefined): string {
-  return Placement.of('', cluster).query(`WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'`);
+export function runningMigrationsQuery(placement: Placement): string {
+  return placement.query(`WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running'`);
 }
 
 /** Every running migration of the watcher's cluster: the set of its API servers is part of every agreement. */
-export async function signalAll(opts: Pick<WatcherOptions, 'client' | 'log' | 'cluster'>, why: string): Promise<void> {
+export async function signalAll(opts: Pick<WatcherOptions, 'client' | 'log' | 'placement'>, why: string): Promise<void> {
   try {
-    for await (const w of opts.client.workflow.list({ query: runningMigrationsQuery(opts.cluster) })) {
+    for await (const w of opts.client.workflow.list({ query: runningMigrationsQuery(opts.placement) })) {
       await signal(opts, w.workflowId, why);
     }
   } catch (err) {
@@ -156,7 +156,7 @@ class StorageVersionWatch {
   }
 
   private startWatch(): void {
-    const { kube, log, cluster } = this.opts;
+    const { kube, log, placement } = this.opts;
     log.info('the StorageVersion API is served: watching StorageVersions');
     this.reportedOff = false;
     const warn = quietWarn(log, 'StorageVersion watch');
@@ -167,7 +167,7 @@ class StorageVersionWatch {
         if (name.includes('.'))
           void signal(
             this.opts,
-            placedId(migrationWorkflowId(groupResourceOfStorageVersion(name)), cluster),
+            placement.id(migrationWorkflowId(groupResourceOfStorageVersion(name))),
             `StorageVersion ${name} ${type.toLowerCase()}`,
           );
       },
@@ -194,7 +194,7 @@ function watchCrds(opts: WatcherOptions): { stop(): void } {
     onEvent: (type, obj) => {
       const name = nameOf(obj); // <plural>.<group>: exactly the resource's kubectl name
       const gr = groupResourceOfCrd(name);
-      if (gr) void signal(opts, placedId(migrationWorkflowId(gr), opts.cluster), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
+      if (gr) void signal(opts, opts.placement.id(migrationWorkflowId(gr)), `CustomResourceDefinition ${name} ${type.toLowerCase()}`);
     },
     onError: warn,
   });

@@ -38,7 +38,7 @@ export function leaderSingletons(o: {
         onLeftToBuiltIn: () => metrics?.leftToBuiltIn.inc(),
       }),
     );
-  if (settings.watchAgreement) out.push(startAgreementWatcher({ kube, client, log, cluster: placement.name }));
+  if (settings.watchAgreement) out.push(startAgreementWatcher({ kube, client, log, placement }));
   // Deferring standard objects to a built-in that may not run: say so when nobody acts on one.
   if (settings.bridge && settings.standardMigrations !== 'own') out.push(startUnattendedWatch({ kube, log, metrics }));
   return out;
