@@ -7,7 +7,8 @@
  *
  * What it does with an object is decided from what it observed (the object's state, its workflow's) by a pure
  * function, decide(), whose header is the bridge's decision table (src/worker/bridge-decision.ts); this file
- * observes, asks it, and acts.
+ * observes, asks it, and acts. What it reads of a workflow (its progress, shared; missing, running or closed) is
+ * bridge-workflow.ts; what it says when another controller acts on an object (own mode) is bridge-controllers.ts.
  *
  * The same bridge serves both StorageVersionMigration APIs through an
  * adapter (src/worker/migration-objects.ts): migration.k8s.io/v1alpha1 and,
@@ -24,8 +25,7 @@
  * at the next resync (every 30 s, and at each re-list of the watch); only a
  * definite answer (a refusal, a closed or missing workflow) becomes a status.
  */
-import { WorkflowFailedError, WorkflowNotFoundError, type Client } from '@temporalio/client';
-import { ApplicationFailure, CancelledFailure, TerminatedFailure, TimeoutFailure } from '@temporalio/common';
+import { WorkflowNotFoundError, type Client } from '@temporalio/client';
 import type { Logger } from 'pino';
 import { TAKEOVER_MESSAGE } from '../api/migration';
 import { groupResourceString, type ResourceRef } from '../api/resource';
@@ -36,22 +36,18 @@ import { MalformedObjectError } from '../kube/typed';
 import { InvalidResourceError } from '../kube/resolve';
 import { resolveExact } from '../kube/resolve-exact';
 import { watchForever } from '../kube/watch';
-import { withTimeout } from '../kube/timeout';
-import {
-  abortSignal,
-  attachMigrationObjectSignal,
-  progressQuery,
-  type MigrationProgress,
-  type MigrationResult,
-} from '../contract/definitions';
+import { abortSignal, attachMigrationObjectSignal } from '../contract/definitions';
 import type { migrateResource } from '../workflows/migrate-resource';
 import { migrationStatus, type StatusFacts } from '../contract/migration-status';
 import { INVALID_RESOURCE } from '../contract/reasons';
 import { migrationStart } from '../contract/start-options';
 import type { Placement } from '../contract/placement';
 import { adapterFor, sigsApi, standardApi, type MigrationObjectApi, type ObjectView } from '../kube/migration-objects';
-import { postEvent } from './unattended';
-import { decide, OWN_TAKE_AFTER_MS, type BridgeAction, type BridgeSituation, type WorkflowSeen } from './bridge-decision';
+import { decide, type BridgeAction, type BridgeSituation, type WorkflowSeen } from './bridge-decision';
+import { BUILT_IN_QUIET_MS, OtherControllers, type BuiltInSeen } from './bridge-controllers';
+import { WorkflowLook } from './bridge-workflow';
+
+export { BUILT_IN_QUIET_MS, LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN_REASON } from './bridge-controllers';
 
 export interface BridgeOptions {
   kube: KubeClient;
@@ -73,17 +69,6 @@ export interface BridgeOptions {
   eventNamespace?: string;
 }
 
-/** The reasons of the Events on a standard object svm leaves to another controller, or waits on (own mode): src/contract/reasons.ts. */
-import { LEFT_TO_BUILT_IN as LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN as WAITING_FOR_BUILT_IN_REASON } from '../contract/reasons';
-export { LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN_REASON };
-
-/**
- * Own mode: for this long after another controller (the built-in migrator) was last seen writing a standard
- * object's status, svm gives each new object OWN_TAKE_AFTER_MS from its creation for that controller to write it
- * first, and takes it then if none did.
- */
-export const BUILT_IN_QUIET_MS = 10 * 60_000;
-
 /** Errors that say nothing about the object: retry later, write nothing. */
 function isTransient(err: unknown): boolean {
   // The kube layer's rule (src/kube/retry.ts), and a conflict: the next resync reads the object again.
@@ -94,21 +79,8 @@ function isTransient(err: unknown): boolean {
   return true;
 }
 
-/** Why a workflow closed without a result, from its failure. */
-function closedCause(err: WorkflowFailedError): string {
-  const cause = err.cause;
-  if (cause instanceof TerminatedFailure) return `reason: ${cause.message}`;
-  if (cause instanceof TimeoutFailure) return 'its execution timeout passed';
-  if (cause instanceof CancelledFailure) return 'cancelled by request';
-  if (cause instanceof ApplicationFailure) return cause.message;
-  return errText(cause ?? err);
-}
-
 /** A re-look at one object that checks everything (resync, re-list, a deferred check). */
 const RECHECK = 'RECHECK';
-const QUERY_TIMEOUT_MS = 10_000;
-/** How long an answered progress query serves further objects of the same workflow. */
-const PROGRESS_REUSE_MS = 2_000;
 
 /** A resync hands over views already made; watch events are raw objects. */
 const isView = (x: unknown): x is ObjectView => typeof x === 'object' && x !== null && 'ref' in x && 'state' in x;
@@ -118,24 +90,30 @@ const errText = (err: unknown) => (err instanceof Error ? err.message : String(e
 export class Bridge {
   /** Objects seen annotated but not (yet) listed by their workflow: uid -> first seen (ms). */
   private readonly unlisted = new Map<string, number>();
-  /** Objects already reported as acted on by another controller (uid), so the log says it once. */
-  private readonly reported = new Set<string>();
   /** Own mode: when another controller was last seen acting on a standard object, and on which. */
-  private builtInSeen: { at: number; name: string; writers: string[] } | undefined;
-  /** Unattached standard objects already left to another controller (uid), so the log and the Event say it once. */
-  private readonly objectsLeftToBuiltIn = new Set<string>();
-  /** New standard objects svm waits on (uid): said once, and one look scheduled at a time. */
-  private readonly waiting = new Set<string>();
+  private builtInSeen: BuiltInSeen | undefined;
   /** Objects whose status the bridge copies (more than the workflow lists), by workflow: looked at again when it ends. */
   private readonly followers = new Map<string, Map<string, ObjectView>>();
-  /** The progress query in flight or last answered, by workflow (progressOf). */
-  private readonly progressQueries = new Map<string, { progress: Promise<MigrationProgress>; answeredAt?: number; failedAt?: number }>();
+  /** What it said about other controllers (own mode), once per object. */
+  private readonly others: OtherControllers;
+  /** Its reads of the workflows (their progress, shared). */
+  private readonly workflows: WorkflowLook;
   readonly api: MigrationObjectApi;
   private readonly apis: { sigs: MigrationObjectApi; standard: MigrationObjectApi };
 
   constructor(private readonly opts: BridgeOptions) {
     this.apis = { sigs: sigsApi(opts.kube), standard: standardApi(opts.kube) };
     this.api = opts.api ?? this.apis.sigs;
+    this.workflows = new WorkflowLook(opts.client);
+    this.others = new OtherControllers({
+      kube: opts.kube,
+      log: opts.log,
+      api: this.api.kind,
+      ...(opts.onSharedObject ? { onSharedObject: opts.onSharedObject } : {}),
+      ...(opts.onLeftToBuiltIn ? { onLeftToBuiltIn: opts.onLeftToBuiltIn } : {}),
+      ...(opts.eventNamespace ? { eventNamespace: opts.eventNamespace } : {}),
+      recheck: (obj) => this.enqueue(RECHECK, obj),
+    });
   }
 
   private get log() {
@@ -177,7 +155,7 @@ export class Bridge {
       const at = event.lastOtherWrite;
       if (at !== undefined && Date.now() - at < BUILT_IN_QUIET_MS && (!this.builtInSeen || at > this.builtInSeen.at))
         this.builtInSeen = { at, name, writers: event.otherWriters };
-      this.reportShared(
+      this.others.reportShared(
         event,
         event.workflowId
           ? undefined
@@ -186,7 +164,7 @@ export class Bridge {
     }
     if (event.state === 'finished') {
       // The workflow wrote its result to the objects it lists: now copy it to those it does not.
-      if (event.workflowId) this.progressQueries.delete(event.workflowId);
+      if (event.workflowId) this.workflows.forget(event.workflowId);
       if (event.workflowId && !this.followers.get(event.workflowId)?.has(event.uid ?? name)) this.recheckFollowers(event.workflowId);
       return;
     }
@@ -195,7 +173,7 @@ export class Bridge {
     // Decide on the object as it is now, not as this (possibly old) event saw it.
     const obj = await this.currentObject(name);
     if (!obj || obj.state === 'finished') return;
-    if (obj.workflowId && obj.otherWriters.length > 0) this.reportShared(obj);
+    if (obj.workflowId && obj.otherWriters.length > 0) this.others.reportShared(obj);
     const seen = this.builtInSeen && Date.now() - this.builtInSeen.at < BUILT_IN_QUIET_MS ? this.builtInSeen : undefined;
     const situation: BridgeSituation = {
       object: obj,
@@ -218,7 +196,7 @@ export class Bridge {
     obj: ObjectView,
     action: BridgeAction,
     workflow: WorkflowSeen | undefined,
-    seen: { at: number; name: string; writers: string[] } | undefined,
+    seen: BuiltInSeen | undefined,
   ): Promise<void> {
     const name = obj.name;
     const key = obj.uid ?? name;
@@ -234,18 +212,18 @@ export class Bridge {
         return;
       case 'leaveToOtherController':
         // Another controller (the built-in) wrote it first: never two controllers on one object.
-        this.waiting.delete(key);
-        this.reportShared(
+        this.others.stopWaiting(key);
+        this.others.reportShared(
           obj,
           `another controller (${obj.otherWriters.join(', ') || 'unknown'}) runs StorageVersionMigration ${name}: left to it, svm does not act on an object another controller runs`,
         );
-        this.leaveToOtherController(obj);
+        this.others.leaveToOtherController(obj);
         return;
       case 'waitForOtherController':
-        this.waitForOtherController(obj, action.takeAt, action.afterMs, seen);
+        this.others.waitForOtherController(obj, action.takeAt, action.afterMs, seen);
         return;
       case 'attach':
-        this.waiting.delete(key);
+        this.others.stopWaiting(key);
         return this.attach(obj, action.takeover);
       case 'copyProgress': {
         const workflowId = obj.workflowId!;
@@ -263,120 +241,11 @@ export class Bridge {
     }
   }
 
-  /**
-   * One progress query per workflow at a time, shared by every object that asks meanwhile (and reused for
-   * maxAgeMs after it answered): a hundred objects of one resource must not become a hundred concurrent queries,
-   * which the Temporal server refuses past a small buffer per workflow ("consistent query buffer is full").
-   */
-  private progressOf(workflowId: string, maxAgeMs: number): Promise<MigrationProgress> {
-    const now = performance.now();
-    const cached = this.progressQueries.get(workflowId);
-    // In flight, answered recently enough, or failed within a query timeout (a workflow nobody serves answers no
-    // query: the next hundred objects need not wait the timeout each).
-    if (
-      cached &&
-      (cached.answeredAt === undefined
-        ? cached.failedAt === undefined || now - cached.failedAt <= QUERY_TIMEOUT_MS
-        : now - cached.answeredAt <= maxAgeMs)
-    )
-      return cached.progress;
-    const entry: { progress: Promise<MigrationProgress>; answeredAt?: number; failedAt?: number } = {
-      progress: withTimeout(
-        this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).query(progressQuery),
-        QUERY_TIMEOUT_MS,
-        `querying ${workflowId}: no answer within ${QUERY_TIMEOUT_MS / 1000}s`,
-      ),
-    };
-    this.progressQueries.set(workflowId, entry);
-    entry.progress.then(
-      () => (entry.answeredAt = performance.now()),
-      () => (entry.failedAt = performance.now()),
-    );
-    return entry.progress;
-  }
-
   private recheckFollowers(workflowId: string): void {
     const mine = this.followers.get(workflowId);
     if (!mine) return;
     this.followers.delete(workflowId);
     for (const obj of mine.values()) this.enqueue(RECHECK, obj);
-  }
-
-  /** Another controller writes the status of this object: said once per object, and counted. */
-  private reportShared(obj: ObjectView, what?: string): void {
-    const key = obj.uid ?? obj.name;
-    if (this.reported.has(key)) return;
-    this.reported.add(key);
-    this.opts.onSharedObject?.(obj.name, obj.otherWriters);
-    this.log.error(
-      { name: obj.name, writers: obj.otherWriters, api: this.api.kind },
-      what ??
-        `another controller (${obj.otherWriters.join(', ') || 'unknown'}) writes the status of a StorageVersionMigration svm acts on: turn the built-in migrator off (kube-controller-manager --controllers=*,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
-    );
-  }
-
-  /** An Event on a standard object (cluster-scoped: its Events live in eventNamespace), where `kubectl describe` shows it. */
-  private event(obj: ObjectView, message: string, reason: string): void {
-    void postEvent(
-      this.opts.kube,
-      this.opts.eventNamespace ?? 'default',
-      { metadata: { name: obj.name, uid: obj.uid } },
-      message,
-      reason,
-    ).catch((err: unknown) => this.log.warn({ name: obj.name, err: errText(err) }, 'could not record the Event'));
-  }
-
-  /** Own mode: an unattached object another controller wrote first is its; said once per object (log, metric, Event). */
-  private leaveToOtherController(obj: ObjectView): void {
-    const key = obj.uid ?? obj.name;
-    if (this.objectsLeftToBuiltIn.has(key)) return;
-    this.objectsLeftToBuiltIn.add(key);
-    this.opts.onLeftToBuiltIn?.(obj.name);
-    const writers = obj.otherWriters.join(', ') || 'unknown';
-    const at = obj.lastOtherWrite === undefined ? '' : ` (last at ${new Date(obj.lastOtherWrite).toISOString()})`;
-    this.event(
-      obj,
-      `svm leaves this object to another controller (${writers}), which wrote its status first${at}: svm (SVM_STANDARD_MIGRATIONS=own) never acts on an object another controller runs. ` +
-        `If that controller is the built-in migrator, turn it off (kube-controller-manager --controllers=...,-storage-version-migrator-controller) or run svm with SVM_STANDARD_MIGRATIONS=defer`,
-      LEFT_TO_BUILT_IN_REASON,
-    );
-  }
-
-  /**
-   * Own mode, the built-in seen acting lately: a new object nobody wrote yet is taken at takeAt unless another
-   * controller writes it first; said once per object (log, Event), and looked at again then.
-   */
-  private waitForOtherController(
-    obj: ObjectView,
-    takeAt: number,
-    afterMs: number,
-    seen: { at: number; name: string; writers: string[] } | undefined,
-  ): void {
-    const key = obj.uid ?? obj.name;
-    if (this.waiting.has(key)) return;
-    this.waiting.add(key);
-    // A second past it: the look then finds it old enough (the resync every 30 s looks too).
-    setTimeout(() => {
-      this.waiting.delete(key);
-      this.enqueue(RECHECK, obj);
-    }, afterMs + 1000).unref();
-    const when = new Date(takeAt).toISOString();
-    const who = seen
-      ? `another controller (${seen.writers.join(', ') || 'unknown'}) acted on StorageVersionMigration ${seen.name} at ${new Date(seen.at).toISOString()}`
-      : 'another controller acted lately';
-    this.event(
-      obj,
-      `svm (SVM_STANDARD_MIGRATIONS=own) takes this object at ${when}, ${OWN_TAKE_AFTER_MS / 60_000} minutes after its creation, unless another controller writes its status first: ${who}, so the built-in migrator may still run in this cluster`,
-      WAITING_FOR_BUILT_IN_REASON,
-    );
-    this.log.warn(
-      {
-        name: obj.name,
-        takeAt: when,
-        ...(seen ? { seenOn: seen.name, writers: seen.writers, seenAt: new Date(seen.at).toISOString() } : {}),
-      },
-      `waiting before taking StorageVersionMigration ${obj.name}: ${who}; svm takes it at ${when} unless another controller writes it first (turn the built-in migrator off: kube-controller-manager --controllers=...,-storage-version-migrator-controller)`,
-    );
   }
 
   /** Starts (or joins) the resource's migration for obj, then annotates obj. */
@@ -422,36 +291,13 @@ export class Bridge {
     );
   }
 
-  /**
-   * What an annotated object's workflow is: missing, running (its progress, and how long the object has gone
-   * unlisted by it), or closed (the object read again after that, and if unfinished the workflow's result or why
-   * it closed without one). Transient errors are thrown.
-   */
-  private async lookAtWorkflow(obj: ObjectView, workflowId: string): Promise<WorkflowSeen> {
-    let status: string;
-    try {
-      // The latest run's: a continued-as-new chain is RUNNING.
-      status = (await this.opts.client.workflow.getHandle(workflowId).describe()).status.name;
-    } catch (err) {
-      if (!(err instanceof WorkflowNotFoundError)) throw err;
-      return { state: 'missing' };
-    }
-    if (status === 'RUNNING' || status === 'CONTINUED_AS_NEW') {
-      const progress = await this.progressOf(workflowId, PROGRESS_REUSE_MS);
-      const first = this.unlisted.get(obj.uid ?? obj.name);
-      const graceMs = (this.opts.unlistedGraceSeconds ?? 10) * 1000;
-      return { state: 'running', progress, unlistedForMs: first === undefined ? 0 : Date.now() - first, graceMs };
-    }
-    // Read the object again, after the describe.
-    const now = await this.currentObject(obj.name);
-    if (!now || now.state === 'finished') return { state: 'closed', status, objectFinished: true };
-    try {
-      const result: MigrationResult = await this.opts.client.workflow.getHandle<typeof migrateResource>(workflowId).result();
-      return { state: 'closed', status, objectFinished: false, result };
-    } catch (err) {
-      if (!(err instanceof WorkflowFailedError)) throw err;
-      return { state: 'closed', status, objectFinished: false, cause: closedCause(err) };
-    }
+  /** What an annotated object's workflow is (bridge-workflow.ts), with how long the object has gone unlisted by it. */
+  private lookAtWorkflow(obj: ObjectView, workflowId: string): Promise<WorkflowSeen> {
+    return this.workflows.look(workflowId, {
+      unlistedSince: () => this.unlisted.get(obj.uid ?? obj.name),
+      graceMs: (this.opts.unlistedGraceSeconds ?? 10) * 1000,
+      reread: () => this.currentObject(obj.name),
+    });
   }
 
   /**
@@ -487,7 +333,7 @@ export class Bridge {
   /** Aborts the deleted object's migration when it lists the object and no other object it lists still exists. */
   private async abortIfLast(obj: ObjectView, workflowId: string): Promise<void> {
     const name = obj.name;
-    const { migrationObjects } = await this.progressOf(workflowId, 0);
+    const { migrationObjects } = await this.workflows.progressOf(workflowId, 0);
     if (!migrationObjects.includes(obj.ref)) {
       this.log.warn({ name, workflowId }, 'StorageVersionMigration deleted: its workflow does not list it, so it aborts nothing');
       return;
