@@ -251,30 +251,10 @@ async function dropAction(o: {
   }
 }
 
-/** A client of the Temporal of TEMPORAL_ADDRESS (and the other TEMPORAL_* settings), its task queue, and its closing. */
-/** Temporal, as the settings (and --cluster, over SVM_CLUSTER) give it: the client and where the cluster's workflows run. */
-async function connectTemporal(cluster: string | undefined): Promise<{ client: Client; here: Placement; close: () => Promise<void> }> {
-  /* eslint-disable @typescript-eslint/no-require-imports */
-  const { checkNamespaceAccess, explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
-    require('../config/temporal') as typeof import('../config/temporal');
-  const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
-  const { commandPlacement } = require('./connect') as typeof import('./connect');
-  /* eslint-enable @typescript-eslint/no-require-imports */
-  const t = loadTemporalSettings(process.env);
-  const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS ?? '' };
-  const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
-    throw await explainTemporalConnectError(e, target);
-  });
-  await checkNamespaceAccess(connection, target).catch(async (e: unknown) => {
-    await connection.close();
-    throw e;
-  });
-  return {
-    client: new Client({ connection, namespace: t.namespace }),
-    // A named cluster's own queue: its worker runs the check.
-    here: commandPlacement(t, cluster),
-    close: () => connection.close(),
-  };
+/** Temporal, connected and its namespace checked, and the placement of the cluster the command works on (./connect.ts). */
+function connectTemporal(cluster: string | undefined): Promise<{ client: Client; here: Placement; close: () => Promise<void> }> {
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  return (require('./connect') as typeof import('./connect')).connectCommand(cluster);
 }
 
 /** The placement with the uid pinned to its cluster; refused while the cluster's identity is in conflict. */

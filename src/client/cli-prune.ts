@@ -90,20 +90,18 @@ async function pruneRun(o: PruneFlags, crds: string[]) {
   const { kubernetesEndpoints } = require('../kube/apiservers') as typeof import('../kube/apiservers');
   const { readAgreement } = require('../kube/server-agreements') as typeof import('../kube/server-agreements');
   const { resolveResource } = require('../kube/resolve') as typeof import('../kube/resolve');
-  const { explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } =
-    require('../config/temporal') as typeof import('../config/temporal');
-  const { Client, Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
-  const { commandPlacement } = require('./connect') as typeof import('./connect');
+  const { connectCommand } = require('./connect') as typeof import('./connect');
   /* eslint-enable @typescript-eslint/no-require-imports */
   const kube = KubeClient.fromKubeconfig(o.kubeconfig);
-  const t = loadTemporalSettings(process.env);
-  const target = { ...t, address: t.address ?? process.env.TEMPORAL_ADDRESS ?? '' };
-  const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
+  // Connected and its namespace checked (a credential refused or a namespace missing said in a sentence), as `svm plan`.
+  const {
+    client,
+    here: placement,
+    close,
+  } = await connectCommand(o.cluster).catch((e: unknown) => {
     kube.close();
-    throw await explainTemporalConnectError(e, target);
+    throw e;
   });
-  const close = () => connection.close();
-  const client = new Client({ connection, namespace: t.namespace });
   const apiservers = kubernetesEndpoints(kube);
   return {
     kube,
@@ -114,7 +112,7 @@ async function pruneRun(o: PruneFlags, crds: string[]) {
     prune: async (): Promise<PruneOutcome[]> => {
       // The records counted are those of the workers' queue and this cluster (its pinned uid), for the cluster the
       // kubeconfig reaches: another cluster's record never prunes this one's CRD.
-      const here = await judgedPlacement(client, kube, commandPlacement(t, o.cluster));
+      const here = await judgedPlacement(client, kube, placement);
       return pruneCrds(kube, o.all ? 'all' : crds, {
         migrationOf: migrationRecords(client, here),
         cluster: here.name,

@@ -39,3 +39,14 @@ export async function connectTemporal(
   });
   return { client: new Client({ connection, namespace: t.namespace }), connection, settings: t };
 }
+
+/**
+ * A command's connection (`svm plan`, `svm prune`): connected and its namespace checked as connectTemporal does, with
+ * the placement of the cluster the command works on (commandPlacement: --cluster over SVM_CLUSTER).
+ */
+export async function connectCommand(
+  cluster: string | undefined,
+): Promise<{ client: Client; here: Placement; close: () => Promise<void> }> {
+  const { client, connection, settings } = await connectTemporal();
+  return { client, here: commandPlacement(settings, cluster), close: () => connection.close() };
+}
