@@ -31,6 +31,7 @@ export function loadCommand(entry: CommandEntry): Command {
 // Typed lazy requires: a command's module (and whatever it imports) is loaded when the command is built, not before.
 /* eslint-disable @typescript-eslint/no-require-imports */
 const migrateModule = () => require('./cli-migrate') as typeof import('./cli-migrate');
+const setupModule = () => require('./cli-setup') as typeof import('./cli-setup');
 const planModule = () => require('./cli-plan') as typeof import('./cli-plan');
 const grantModule = () => require('./cli-grant') as typeof import('./cli-grant');
 const versionModule = () => require('./cli-version') as typeof import('./cli-version');
@@ -81,13 +82,13 @@ export const clientCommandEntries = {
     name: 'setup',
     term: '',
     description: "register svm's search attributes on the Temporal namespace (idempotent)",
-    load: () => migrateModule().migrateCommands().setup,
+    load: () => setupModule().setupCommands().setup,
   },
   crds: {
     name: 'crds',
     term: '',
     description: 'the migration.k8s.io CustomResourceDefinitions',
-    load: () => migrateModule().migrateCommands().crds,
+    load: () => setupModule().setupCommands().crds,
   },
   plan: {
     name: 'plan',
@@ -114,7 +115,7 @@ export const clientCommandEntries = {
     term: '[options] <resource>',
     description:
       'bring the managedFields entries a resource holds at an API version about to be removed to its storage version, so server-side apply keeps working once it is gone (off unless turned on: deploy/managed-fields.yaml)',
-    load: () => migrateModule().migrateCommands().managedFields,
+    load: () => setupModule().setupCommands().managedFields,
   },
   fleet: {
     name: 'fleet',
