@@ -1,7 +1,8 @@
 /**
  * The programmatic API for upgrade tooling: resolve, start (idempotent: the
  * same resource joins the same workflow), wait, status, abort, pause, resume.
- * The `svm` CLI is built on it.
+ * The `svm` CLI is built on it. What status() reads of the migrations (their summaries, and the Worker Deployment
+ * Version that runs each) is ./status.ts.
  *
  *   const m = await Migrator.connect({ temporal: { address: 'localhost:7233' } });
  *   const h = await m.start('widgets.example.com', { chunkSize: 200 });
@@ -16,7 +17,7 @@ import {
   WorkflowUpdateRPCTimeoutOrCancelledError,
   type WorkflowHandle,
 } from '@temporalio/client';
-import { ApplicationFailure, decodeVersioningBehavior } from '@temporalio/common';
+import { ApplicationFailure } from '@temporalio/common';
 import { groupResourceString, migrationWorkflowId, type ResourceRef } from '../api/resource';
 import type { DiscoveredResource, KubeClient } from '../kube/client';
 import { groupsNamedBy, InvalidResourceError, resolveResource } from '../kube/resolve';
@@ -55,8 +56,10 @@ import type { ManagedFieldsInput, ManagedFieldsResult } from '../contract/drop';
 import type { rewriteManagedFields } from '../workflows/rewrite-managed-fields';
 import { migratableResources } from '../kube/migratable';
 import { MIGRATION_FAILED } from '../contract/reasons';
+import { summariesOf, summaryOf, type MigrationSummary } from './status';
 
 export type { MigrateAllRow, MigrationOptions, MigrationProgress, MigrationResult, ResourceRef };
+export { deploymentVersionOf, type DeploymentVersionInfo, type MigrationSummary } from './status';
 export { InvalidResourceError } from '../kube/resolve';
 export { migratableResources };
 export { defaultMigrationOptions };
@@ -214,46 +217,6 @@ export class MigrationNotRunningError extends Error {
 /** A pause, resume or abort the running migration refused, with its reason (steer()). */
 export class MigrationSteerRefusedError extends Error {
   override name = 'MigrationSteerRefusedError';
-}
-
-export interface MigrationSummary {
-  workflowId: string;
-  resource: string;
-  status: string;
-  phase?: string;
-  progress?: MigrationProgress;
-  /**
-   * The Worker Deployment Version that runs the migration's current run (ran it, once it ended), and its
-   * versioning behavior; absent when unversioned workers run it (docs/deploy.md, "Upgrading svm").
-   */
-  deploymentVersion?: DeploymentVersionInfo;
-}
-
-export interface DeploymentVersionInfo {
-  deploymentName: string;
-  buildId: string;
-  /** AUTO_UPGRADE (svm's workflows) or PINNED (an override). */
-  behavior?: string;
-}
-
-/** The Worker Deployment Version of a described workflow run, from its versioningInfo. */
-export function deploymentVersionOf(description: {
-  raw: {
-    workflowExecutionInfo?: {
-      versioningInfo?: {
-        behavior?: number | null;
-        deploymentVersion?: { deploymentName?: string | null; buildId?: string | null } | null;
-        versioningOverride?: { pinned?: { version?: { deploymentName?: string | null; buildId?: string | null } | null } | null } | null;
-      } | null;
-    } | null;
-  };
-}): DeploymentVersionInfo | undefined {
-  const v = description.raw.workflowExecutionInfo?.versioningInfo;
-  const pinned = v?.versioningOverride?.pinned?.version;
-  const dv = pinned?.buildId ? pinned : v?.deploymentVersion;
-  if (!dv?.buildId || !dv.deploymentName) return undefined;
-  const behavior = pinned?.buildId ? 'PINNED' : decodeVersioningBehavior(v?.behavior ?? undefined);
-  return { deploymentName: dv.deploymentName, buildId: dv.buildId, ...(behavior ? { behavior } : {}) };
 }
 
 export class Migrator {
@@ -453,61 +416,9 @@ export class Migrator {
     return new MigrationHandle(ref, this.client.workflow.getHandle<typeof migrateResource>(this.placement.id(migrationWorkflowId(ref))));
   }
 
-  /** Status of one resource's latest migration, or of every migration known to Temporal. */
+  /** Status of one resource's latest migration, or of every migration of its placement (./status.ts). */
   async status(resource?: string): Promise<MigrationSummary[]> {
-    if (resource) {
-      const h = await this.handle(resource);
-      try {
-        const d = await h.workflow.describe();
-        return [await this.summarize(h.workflow.workflowId, groupResourceString(h.resource), d.status.name, deploymentVersionOf(d))];
-      } catch (err) {
-        if (err instanceof WorkflowNotFoundError) return [];
-        throw err;
-      }
-    }
-    const out: MigrationSummary[] = [];
-    // A named cluster's migrations only (its search attribute); a single-cluster install's, those on its task queue.
-    const query = this.placement.query(`WorkflowType = 'migrateResource'`);
-    const prefix = this.placement.id('migrate/');
-    for await (const w of this.client.workflow.list({ query })) {
-      if (out.some((o) => o.workflowId === w.workflowId)) continue; // older runs of the same resource
-      // The latest run: its deployment version (the listing's row may be an older run of the chain).
-      const d = await this.client.workflow
-        .getHandle(w.workflowId)
-        .describe()
-        .catch(() => undefined);
-      out.push(
-        await this.summarize(
-          w.workflowId,
-          w.workflowId.startsWith(prefix) ? w.workflowId.slice(prefix.length) : w.workflowId,
-          d?.status.name ?? w.status.name,
-          d && deploymentVersionOf(d),
-        ),
-      );
-    }
-    return out;
-  }
-
-  private async summarize(
-    workflowId: string,
-    resource: string,
-    status: string,
-    deploymentVersion?: DeploymentVersionInfo,
-  ): Promise<MigrationSummary> {
-    const handle = this.client.workflow.getHandle<typeof migrateResource>(workflowId);
-    let progress: MigrationProgress | undefined;
-    if (status === 'RUNNING') progress = await handle.query(progressQuery).catch(() => undefined);
-    else if (status === 'COMPLETED') progress = await handle.result().catch(() => undefined);
-    else if (status === 'FAILED') {
-      progress = await handle.result().then(
-        () => undefined,
-        (err: unknown) =>
-          err instanceof WorkflowFailedError && err.cause instanceof ApplicationFailure
-            ? (err.cause.details?.[0] as MigrationProgress)
-            : undefined,
-      );
-    }
-    return { workflowId, resource, status, phase: progress?.phase, progress, ...(deploymentVersion ? { deploymentVersion } : {}) };
+    return resource ? summaryOf(this.client, await this.handle(resource)) : summariesOf(this.client, this.placement);
   }
 }
 
