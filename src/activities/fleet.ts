@@ -46,6 +46,66 @@ function campaignCluster(name: string, memo: RegistrationMemo | undefined): Camp
 
 const REGISTRATION_PREFIX = clusterRegistrationId('');
 
+/** The visibility query of the running registrations that match `where`. */
+const registrationsWhere = (where: string) =>
+  `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${where})`;
+
+/** A clusters' query Temporal refused: the campaign fails (InvalidInput), saying so. */
+function queryRefused(err: unknown): ApplicationFailure {
+  return ApplicationFailure.create({
+    type: INVALID_INPUT,
+    message: `the clusters' query was refused: ${err instanceof Error ? err.message : String(err)}`,
+    nonRetryable: true,
+  });
+}
+
+const byName = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
+
+/** The clusters whose registration matches `where`, with what their memo says, sorted by name. */
+async function clustersWhere(c: Client, where: string): Promise<CampaignCluster[]> {
+  const found: CampaignCluster[] = [];
+  try {
+    for await (const w of c.workflow.list({ query: registrationsWhere(where) })) {
+      if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
+      const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
+      found.push(campaignCluster(name, w.memo as RegistrationMemo | undefined));
+    }
+  } catch (err) {
+    throw queryRefused(err);
+  }
+  return found.sort((a, b) => byName(a.name, b.name));
+}
+
+/** With trust domains: the registrations matching `where` in each domain's namespace, each name bound to that domain. */
+async function namesInDomains(d: FleetDomains, where: string): Promise<string[]> {
+  const found: string[] = [];
+  for (const domain of d.all) {
+    const c = await d.client(domain.name);
+    for await (const w of c.workflow.list({ query: registrationsWhere(where), pageSize: 1000 })) {
+      if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
+      const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
+      // A registration counts in its own domain only: a name bound to another (or to none) is ignored here.
+      if (d.domainOf(name)?.name === domain.name) found.push(name);
+    }
+  }
+  return found;
+}
+
+/** The names of the clusters whose registration matches `where` (in every domain's namespace, with trust domains), sorted. */
+async function namesWhere(c: Client, domains: FleetDomains | undefined, where: string): Promise<string[]> {
+  const found: string[] = [];
+  try {
+    if (domains) found.push(...(await namesInDomains(domains, where)));
+    else
+      for await (const w of c.workflow.list({ query: registrationsWhere(where), pageSize: 1000 })) {
+        if (w.workflowId.startsWith(REGISTRATION_PREFIX)) found.push(w.workflowId.slice(REGISTRATION_PREFIX.length));
+      }
+  } catch (err) {
+    throw queryRefused(err);
+  }
+  return found.sort(byName);
+}
+
 export function createFleetActivities(deps: { temporal?: { client: Client }; domains?: FleetDomains }) {
   const client = () => {
     if (!deps.temporal)
@@ -53,23 +113,6 @@ export function createFleetActivities(deps: { temporal?: { client: Client }; dom
     return deps.temporal.client;
   };
   const toDomains = createFleetDomainActivities({ ...(deps.domains ? { domains: deps.domains } : {}), fleetClient: client });
-  /** With trust domains: the registrations matching `where` in each domain's namespace, each name bound to that domain. */
-  const namesInDomains = async (d: FleetDomains, where: string): Promise<string[]> => {
-    const found: string[] = [];
-    for (const domain of d.all) {
-      const c = await d.client(domain.name);
-      for await (const w of c.workflow.list({
-        query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${where})`,
-        pageSize: 1000,
-      })) {
-        if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
-        const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
-        // A registration counts in its own domain only: a name bound to another (or to none) is ignored here.
-        if (d.domainOf(name)?.name === domain.name) found.push(name);
-      }
-    }
-    return found;
-  };
   return {
     ...toDomains,
     /**
@@ -80,25 +123,7 @@ export function createFleetActivities(deps: { temporal?: { client: Client }; dom
       const c = client();
       const out = new Map<string, CampaignCluster>();
       for (const name of input.clusters ?? []) out.set(name, campaignCluster(name, (await pinOf(c, name))?.memo));
-      if (input.where) {
-        const found: CampaignCluster[] = [];
-        try {
-          for await (const w of c.workflow.list({
-            query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${input.where})`,
-          })) {
-            if (!w.workflowId.startsWith(REGISTRATION_PREFIX)) continue;
-            const name = w.workflowId.slice(REGISTRATION_PREFIX.length);
-            found.push(campaignCluster(name, w.memo as RegistrationMemo | undefined));
-          }
-        } catch (err) {
-          throw ApplicationFailure.create({
-            type: INVALID_INPUT,
-            message: `the clusters' query was refused: ${err instanceof Error ? err.message : String(err)}`,
-            nonRetryable: true,
-          });
-        }
-        for (const f of found.sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0))) if (!out.has(f.name)) out.set(f.name, f);
-      }
+      if (input.where) for (const f of await clustersWhere(c, input.where)) if (!out.has(f.name)) out.set(f.name, f);
       return [...out.values()];
     },
 
@@ -111,26 +136,7 @@ export function createFleetActivities(deps: { temporal?: { client: Client }; dom
     async resolveCampaignNames(input: { clusters?: string[]; where?: string }): Promise<string[]> {
       const c = client();
       const names = new Set(input.clusters ?? []);
-      if (input.where) {
-        const found: string[] = [];
-        try {
-          if (deps.domains) found.push(...(await namesInDomains(deps.domains, input.where)));
-          else
-            for await (const w of c.workflow.list({
-              query: `WorkflowType = '${CLUSTER_REGISTRATION_WORKFLOW_TYPE}' AND ExecutionStatus = 'Running' AND (${input.where})`,
-              pageSize: 1000,
-            })) {
-              if (w.workflowId.startsWith(REGISTRATION_PREFIX)) found.push(w.workflowId.slice(REGISTRATION_PREFIX.length));
-            }
-        } catch (err) {
-          throw ApplicationFailure.create({
-            type: INVALID_INPUT,
-            message: `the clusters' query was refused: ${err instanceof Error ? err.message : String(err)}`,
-            nonRetryable: true,
-          });
-        }
-        for (const f of found.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0))) names.add(f);
-      }
+      if (input.where) for (const f of await namesWhere(c, deps.domains, input.where)) names.add(f);
       return [...names];
     },
 
