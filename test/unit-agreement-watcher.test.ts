@@ -1,7 +1,8 @@
 /**
  * Unit tests of src/worker/agreement-watcher.ts: when an API server joins, leaves or restarts, the watcher signals
  * the running migrations of its own cluster only (its placement's visibility query), never another cluster's that
- * shares the Temporal namespace; a single-cluster install's, those on its task queue, not the named clusters'. A fake client stands for Temporal: it answers the query as a visibility store would
+ * shares the Temporal namespace; a single-cluster install's, those that name no cluster, not the named clusters'. A
+ * fake client stands for Temporal: it answers the query as a visibility store would
  * for the workflows it holds, and records what was signalled.
  */
 import test from 'node:test';
@@ -19,17 +20,15 @@ interface Held {
   cluster?: string;
 }
 
-/** Answers only the query forms the watcher sends (type, status and the cluster or the task queue), as visibility would. */
+/** Answers only the query forms the watcher sends (type, status and the cluster, or no cluster), as visibility would. */
 function fakeClient(held: Held[]) {
   const queries: string[] = [];
   const signalled: string[] = [];
   const matches = (q: string, w: Held) => {
     const cluster = /MigrationCluster = '([^']+)'/.exec(q)?.[1];
-    const queue = /TaskQueue = '([^']+)'/.exec(q)?.[1];
+    const unnamed = /MigrationCluster IS NULL/.test(q);
     const type = /WorkflowType = '([^']+)'/.exec(q)?.[1];
-    return (
-      w.running && w.type === type && (cluster === undefined || w.cluster === cluster) && (queue === undefined || w.taskQueue === queue)
-    );
+    return w.running && w.type === type && (cluster === undefined || w.cluster === cluster) && (!unnamed || w.cluster === undefined);
   };
   const client = {
     workflow: {
@@ -75,15 +74,15 @@ void test("a named cluster's watcher signals its own cluster's running migration
   assert.deepEqual(west.signalled, ['migrate/west/configmaps', 'migrate/west/widgets.example.com']);
 });
 
-void test("a single-cluster install (no name) signals the running migrations on its task queue: all of its own, none of a named cluster's", async () => {
+void test("a single-cluster install (no name) signals its running migrations, those that name no cluster: all of its own, none of a named cluster's", async () => {
   assert.equal(
     runningMigrationsQuery(Placement.of('svm')),
-    `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running' AND TaskQueue = 'svm'`,
+    `WorkflowType = 'migrateResource' AND ExecutionStatus = 'Running' AND MigrationCluster IS NULL`,
   );
-  // Its own migrations ran on its base queue, those started before the query was narrowed as well; the named
-  // clusters sharing the namespace ran on theirs.
+  // Its own migrations never carried MigrationCluster (those started before the query was narrowed neither, on
+  // whatever queue); each of the named clusters' sharing the namespace carries its name.
   const own: Held[] = [
-    { workflowId: 'migrate/configmaps', type: 'migrateResource', running: true, taskQueue: 'svm' },
+    { workflowId: 'migrate/configmaps', type: 'migrateResource', running: true, taskQueue: 'tq-custom' },
     { workflowId: 'migrate/widgets.example.com', type: 'migrateResource', running: true, taskQueue: 'svm' },
     { workflowId: 'migrate/secrets', type: 'migrateResource', running: false, taskQueue: 'svm' },
     { workflowId: 'svm-trigger', type: 'storageTrigger', running: true, taskQueue: 'svm' },

@@ -21,9 +21,9 @@ void test('an unnamed placement is the identity: IDs, queue and input as given, 
   assert.equal(here.taskQueue, 'svm');
   assert.equal(here.id('migrate/deployments.apps'), 'migrate/deployments.apps');
   assert.deepEqual(here.attributes, []);
-  // Its visibility query: its own task queue, where every workflow it starts runs (in a namespace shared with named
-  // clusters, theirs run on `<base>/cluster/<name>` and are not matched).
-  assert.equal(here.query("WorkflowType = 'migrateResource'"), "WorkflowType = 'migrateResource' AND TaskQueue = 'svm'");
+  // Its visibility query: the workflows that name no cluster (in a namespace shared with named clusters, each of
+  // theirs carries MigrationCluster and is not matched), whatever queue the client was told.
+  assert.equal(here.query("WorkflowType = 'migrateResource'"), "WorkflowType = 'migrateResource' AND MigrationCluster IS NULL");
   // A cluster's start input is refused by its name: none is expected here.
   assert.equal(here.inputRefusal(undefined), undefined);
   assert.equal(here.inputRefusal({ name: 'east' }), 'was started in cluster east, and this install names none');

@@ -77,9 +77,10 @@ export abstract class Placement {
   /** A workflow's ID in this placement (`migrate/secrets` -> `migrate/prod-1/secrets`). */
   abstract id(unplaced: string): string;
   /**
-   * A visibility query narrowed to this placement: a named cluster's MigrationCluster; a single-cluster install's task
-   * queue (where its workers run every workflow it starts), so that in a namespace shared with named clusters it does
-   * not match theirs.
+   * A visibility query narrowed to this placement: a named cluster's MigrationCluster; a single-cluster install's, no
+   * MigrationCluster (every named cluster's workflow carries one from its start, none of a single-cluster install's
+   * ever did), so that in a namespace shared with named clusters it does not match theirs. Not its task queue: a
+   * client need not be told the workers' queue to read their migrations (`svm status` with only an address).
    */
   abstract query(query: string): string;
   /** An activity's headers with the cluster (name, and uid when known) when one is named (src/worker/cluster-check.ts reads it). */
@@ -148,7 +149,7 @@ class SingleCluster extends Placement {
     return unplaced;
   }
   query(query: string): string {
-    return `${query} AND TaskQueue = '${this.base}'`;
+    return `${query} AND ${MigrationCluster.name} IS NULL`;
   }
   headers<H extends Record<string, Payload>>(headers: H): H {
     return headers;
