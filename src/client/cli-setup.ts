@@ -19,7 +19,6 @@ import { formatted } from './table';
 
 // Typed lazy requires (see above).
 /* eslint-disable @typescript-eslint/no-require-imports */
-const temporalConfig = () => require('../config/temporal') as typeof import('../config/temporal');
 const crdManifests = () => require('../api/crds') as typeof import('../api/crds');
 const kubeClient = () => require('../kube/client') as typeof import('../kube/client');
 const definitions = () => require('../contract/definitions') as typeof import('../contract/definitions');
@@ -40,21 +39,11 @@ function setupCommand(): Command {
 
 /** Registers svm's search attributes on the namespace of the Temporal settings, saying which were added and which were there. */
 async function registerOnNamespace(): Promise<void> {
-  const { checkNamespaceAccess, explainTemporalConnectError, loadTemporalSettings, temporalConnectionOptions } = temporalConfig();
   /* eslint-disable @typescript-eslint/no-require-imports */
-  const { Connection } = require('@temporalio/client') as typeof import('@temporalio/client');
+  const { connectTemporal } = require('./connect') as typeof import('./connect');
   const { registerSearchAttributes } = require('./setup') as typeof import('./setup');
   /* eslint-enable @typescript-eslint/no-require-imports */
-  const t = loadTemporalSettings(process.env);
-  if (!t.address) throw new Error('TEMPORAL_ADDRESS is not set (host:port of the Temporal frontend)');
-  const target = { ...t, address: t.address };
-  const connection = await Connection.connect(temporalConnectionOptions(target)).catch(async (e: unknown) => {
-    throw await explainTemporalConnectError(e, target);
-  });
-  await checkNamespaceAccess(connection, target).catch(async (e: unknown) => {
-    await connection.close();
-    throw e;
-  });
+  const { connection, settings: t } = await connectTemporal();
   try {
     const r = await registerSearchAttributes(connection, t.namespace);
     if (r.added.length > 0) process.stdout.write(`registered on namespace ${t.namespace}: ${r.added.join(', ')}\n`);
