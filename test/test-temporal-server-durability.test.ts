@@ -220,16 +220,16 @@ void test('a chunk task the server lost (gone from the task queue in PostgreSQL)
       qps: 50,
       heartbeatTimeoutSeconds: 5,
       // Longer than the task waits below before it is lost: only the lost task times out.
-      taskStartTimeoutSeconds: 60,
+      taskStartTimeoutSeconds: 90,
     });
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
     await sigkill(worker);
     // The chunk it ran times out (heartbeat, 5 s); its next attempt waits in the task queue, a row in PostgreSQL.
     await eventually('the retried chunk queued in PostgreSQL', async () => queued() > 0, 60_000);
-    // History hands a task to matching at least once: until its transfer queue's ack level is saved (every 5 s on
-    // the suite's server, SUITE_TEMPORAL_ARGS' history.transferProcessorUpdateAckInterval, +-15 %) a restart hands
-    // it over again. Past that, deleting the row loses the task for good, as the crash did.
-    await new Promise((r) => setTimeout(r, 12_000));
+    // History hands a task to matching at least once: until its transfer queue's ack level is saved (every 30 s,
+    // history.transferProcessorUpdateAckInterval, +-15 %) a restart hands it over again. Past that, deleting the
+    // row loses the task for good, as the crash did.
+    await new Promise((r) => setTimeout(r, 40_000));
     let lost = 0;
     await restartTemporal(plane.dir, quiet, () => {
       lost = Number(

@@ -333,14 +333,7 @@ export async function defaultApiservers(plane: TestPlane, ...indices: number[]):
 export const uniq = (prefix: string) => `${prefix}-${Date.now().toString(36)}${Math.random().toString(36).slice(2, 6)}`;
 
 /** What scripts/test.sh passes the shared plane's Temporal: a low continue-as-new suggestion, so that long lists exercise it. */
-export const SUITE_TEMPORAL_ARGS = [
-  '--dynamic-config-value',
-  'limit.historyCount.suggestContinueAsNew=300',
-  // How often history saves its transfer queue's ack level (30 s by default): test-temporal-server-durability's lost
-  // task waits past one save before it deletes the task, as a crash would lose it.
-  '--dynamic-config-value',
-  'history.transferProcessorUpdateAckInterval="5s"',
-];
+export const SUITE_TEMPORAL_ARGS = ['--dynamic-config-value', 'limit.historyCount.suggestContinueAsNew=300'];
 
 /**
  * The suite's plane on temporal-server + PostgreSQL (`svm dev up --temporal server`), for what only that server
