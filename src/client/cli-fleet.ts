@@ -251,43 +251,7 @@ function migrateCommand(): Command {
     )
     .addOption(domainsOption())
     .addOption(outputOption())
-    .action(async (name: string, resources: string[], o: MigrateFlags) => {
-      const input = campaignInput(name, resources, o);
-      await withFleet(async (fleet) => {
-        // Every domain's registrations (with domains), or the namespace's.
-        const registered = await fleet.clusters();
-        // With trust domains: each cluster named is bound to a domain and registered there, or nothing starts.
-        if (fleet.domains) checkNamedInDomains(o.clusters ?? [], fleet.domains, registered, o);
-        // A cluster named whose identity is in conflict (in its domain): refused before anything starts (the campaign refuses it too).
-        for (const cluster of o.clusters ?? []) {
-          const conflict = (await fleet.pinOf(cluster))?.conflict;
-          if (conflict)
-            throw new Error(
-              `cluster "${cluster}"'s identity is in conflict: ${conflict.message} (reported ${conflict.seenAt}). No campaign was started. Fix the worker that reported it, then: svm fleet pin ${cluster} --uid <its kube-system uid>`,
-            );
-        }
-        // Then every name and the query checked against the registrations: a typo or a malformed query starts nothing.
-        const planned = planCampaign(input, registered, o.where ? await matching(fleet, o.where) : undefined, o);
-        if (o.dryRun) {
-          write(o.output, { name, dryRun: true, clusters: planned }, dryRunTable(name, input, planned));
-          return;
-        }
-        const c = await fleet.startCampaign(name, input);
-        if (!o.wait) {
-          write(
-            o.output,
-            { name, workflowId: c.workflow.workflowId },
-            `campaign ${name} started (workflow ${c.workflow.workflowId}; svm fleet status ${name})\n`,
-          );
-          return;
-        }
-        // Progress as it happens (on stderr: stdout is the table, or JSON), then the table.
-        await follow(c, (now) => process.stderr.write(`${campaignProgress(now)}\n`));
-        const { status: s, refused } = await fleet.checkedStatus(await c.result());
-        write(o.output, s, campaignTable(s));
-        if (s.phase !== 'Succeeded' || refused.length > 0) process.exitCode = CAMPAIGN_EXIT.notSucceeded;
-      }, o.domains);
-    });
+    .action(migrateAction);
   return withExamples(cmd, [
     'svm fleet migrate crd-v2 widgets.example.com --clusters east,west,north --canary east --drop example.com/v1 --wait',
     'svm fleet migrate to-1.37 --all --where "MigrationKubeVersions = \'v1.36.3\'" --parallel 10 --max-failure-ratio 0.05',
@@ -295,6 +259,50 @@ function migrateCommand(): Command {
     'svm fleet migrate before-1.38 --plan --clusters east,west --wait   # in each, what svm plan lists there',
     'svm fleet migrate to-1.37 --all --domains /etc/svm/domains.json --where "MigrationKubeVersions = \'v1.36.3\'"   # across the trust domains',
   ]);
+}
+
+/** svm fleet migrate: every name and the query checked before anything starts, then the campaign, followed with --wait. */
+async function migrateAction(name: string, resources: string[], o: MigrateFlags): Promise<void> {
+  const input = campaignInput(name, resources, o);
+  await withFleet(async (fleet) => {
+    const planned = await checkedPlan(fleet, input, o);
+    if (o.dryRun) {
+      write(o.output, { name, dryRun: true, clusters: planned }, dryRunTable(name, input, planned));
+      return;
+    }
+    const c = await fleet.startCampaign(name, input);
+    if (!o.wait) {
+      write(
+        o.output,
+        { name, workflowId: c.workflow.workflowId },
+        `campaign ${name} started (workflow ${c.workflow.workflowId}; svm fleet status ${name})\n`,
+      );
+      return;
+    }
+    // Progress as it happens (on stderr: stdout is the table, or JSON), then the table.
+    await follow(c, (now) => process.stderr.write(`${campaignProgress(now)}\n`));
+    const { status: s, refused } = await fleet.checkedStatus(await c.result());
+    write(o.output, s, campaignTable(s));
+    if (s.phase !== 'Succeeded' || refused.length > 0) process.exitCode = CAMPAIGN_EXIT.notSucceeded;
+  }, o.domains);
+}
+
+/** The campaign's clusters in its order, or a refusal before anything starts: a name outside its domain, an identity in conflict, a typo, a malformed query. */
+async function checkedPlan(fleet: Fleet, input: CampaignInput, o: MigrateFlags) {
+  // Every domain's registrations (with domains), or the namespace's.
+  const registered = await fleet.clusters();
+  // With trust domains: each cluster named is bound to a domain and registered there, or nothing starts.
+  if (fleet.domains) checkNamedInDomains(o.clusters ?? [], fleet.domains, registered, o);
+  // A cluster named whose identity is in conflict (in its domain): refused before anything starts (the campaign refuses it too).
+  for (const cluster of o.clusters ?? []) {
+    const conflict = (await fleet.pinOf(cluster))?.conflict;
+    if (conflict)
+      throw new Error(
+        `cluster "${cluster}"'s identity is in conflict: ${conflict.message} (reported ${conflict.seenAt}). No campaign was started. Fix the worker that reported it, then: svm fleet pin ${cluster} --uid <its kube-system uid>`,
+      );
+  }
+  // Then every name and the query checked against the registrations: a typo or a malformed query starts nothing.
+  return planCampaign(input, registered, o.where ? await matching(fleet, o.where) : undefined, o);
 }
 
 /** How often `--wait` and `--watch` ask a campaign how it stands. */
