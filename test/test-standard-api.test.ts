@@ -6,8 +6,6 @@
  * storageversionmigrations` returns with both APIs installed.
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { svmPath } from '../src/activities';
 import { PROGRESS_CONDITION, type StandardMigration } from '../src/api/standard-migration';
@@ -23,8 +21,8 @@ import pino from 'pino';
 import { lookForUnattended, UNATTENDED_REASON } from '../src/worker/unattended';
 import { createMetrics } from '../src/worker/metrics';
 import { migrationResult } from './helpers/waits';
+import { createStandardAndWait, kubectlOn } from './helpers/kubectl';
 
-const run = promisify(execFile);
 let plane: TestPlane;
 let apiVersion: string;
 before(async () => {
@@ -36,11 +34,7 @@ before(async () => {
 });
 after(async () => plane?.close());
 
-const kubectl = (args: string[], input?: string) => {
-  const p = run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 120_000 });
-  if (input !== undefined) p.child.stdin!.end(input);
-  return p;
-};
+const kubectl = (args: string[], input?: string) => kubectlOn(plane, args, input);
 
 const standardManifest = (name: string, group: string, resource: string) =>
   JSON.stringify({ apiVersion, kind: 'StorageVersionMigration', metadata: { name }, spec: { resource: { group, resource } } });
@@ -57,14 +51,7 @@ void test('own: a standard StorageVersionMigration created with kubectl is migra
   await withWorker(
     plane,
     async (m) => {
-      await kubectl(['create', '-f', '-'], standardManifest(name, crd.group, crd.plural));
-      const wait = await kubectl([
-        'wait',
-        '--for=condition=Succeeded',
-        `storageversionmigrations.storagemigration.k8s.io/${name}`,
-        '--timeout=120s',
-      ]);
-      assert.match(wait.stdout, /condition met/);
+      await createStandardAndWait(plane, apiVersion, name, { group: crd.group, resource: crd.plural });
       const h = await m.handle(crd.name);
       workflowId = h.workflowId;
       await migrationResult(h);

@@ -13,8 +13,6 @@
  * file's own when it runs alone).
  */
 import assert from 'node:assert/strict';
-import { execFile } from 'node:child_process';
-import { promisify } from 'node:util';
 import { after, before, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
@@ -27,8 +25,8 @@ import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { withWorker } from './helpers/migrate';
 import { previousPlane, removePlanes, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
+import { createStandardAndWait } from './helpers/kubectl';
 
-const run = promisify(execFile);
 const quiet = () => undefined;
 let reference: V1beta1Reference | undefined;
 let plane: TestPlane;
@@ -57,30 +55,10 @@ void test(`${kubeVersions().previous}: a storagemigration.k8s.io/v1beta1 object 
   await createObjects(plane.kube, crd, 'v1', 50, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
   const name = uniq('beta');
-  const kubectl = (args: string[], input?: string) => {
-    const p = run(plane.env.KUBECTL!, ['--kubeconfig', plane.env.KUBECONFIG!, ...args], { timeout: 120_000 });
-    if (input !== undefined) p.child.stdin!.end(input);
-    return p;
-  };
   await withWorker(
     plane,
     async (m) => {
-      await kubectl(
-        ['create', '-f', '-'],
-        JSON.stringify({
-          apiVersion: 'storagemigration.k8s.io/v1beta1',
-          kind: 'StorageVersionMigration',
-          metadata: { name },
-          spec: { resource: { group: crd.group, resource: crd.plural } },
-        }),
-      );
-      const wait = await kubectl([
-        'wait',
-        '--for=condition=Succeeded',
-        `storageversionmigrations.storagemigration.k8s.io/${name}`,
-        '--timeout=120s',
-      ]);
-      assert.match(wait.stdout, /condition met/);
+      await createStandardAndWait(plane, 'storagemigration.k8s.io/v1beta1', name, { group: crd.group, resource: crd.plural });
       await migrationResult(await m.handle(crd.name));
     },
     { settings: { bridge: true, standardMigrations: 'own' } },

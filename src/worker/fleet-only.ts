@@ -10,7 +10,7 @@ import { Client } from '@temporalio/client';
 import { NativeConnection } from '@temporalio/worker';
 import type { Logger } from 'pino';
 import { fleetTaskQueue } from '../api/cluster';
-import { FleetDomains } from '../config/fleet-domains';
+import { FLEET_DOMAINS_ENV, FleetDomains } from '../config/fleet-domains';
 import { explainTemporalConnectError, temporalConnectionOptions } from '../config/temporal';
 import type { WorkerSettings } from './config';
 import { createLogger, installRuntime } from './logging';
@@ -54,7 +54,7 @@ export async function createFleetOnlyWorker(settings: WorkerSettings, log: Logge
     return {
       async run() {
         log.info(
-          { namespace: t.namespace, taskQueue: fleetTaskQueue(t.taskQueue), domains: process.env.SVM_FLEET_DOMAINS ?? null },
+          { namespace: t.namespace, taskQueue: fleetTaskQueue(t.taskQueue), domains: process.env[FLEET_DOMAINS_ENV] ?? null },
           'fleet-only worker: serving the fleet task queue (campaigns, registrations), no cluster',
         );
         try {
