@@ -7,7 +7,7 @@ import type { Logger } from 'pino';
 import type { KubeClient } from '../kube/client';
 import type { ObjectView } from '../kube/migration-objects';
 import { LEFT_TO_BUILT_IN as LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN as WAITING_FOR_BUILT_IN_REASON } from '../contract/reasons';
-import { OWN_TAKE_AFTER_MS } from './bridge-decision';
+import { OWN_TAKE_AFTER_MS, takeAfterText } from './bridge-decision';
 import { postEvent } from './unattended';
 
 /** The reasons of the Events on a standard object svm leaves to another controller, or waits on (own mode): src/contract/reasons.ts. */
@@ -36,6 +36,8 @@ export interface OtherControllersOptions {
   onLeftToBuiltIn?: (name: string) => void;
   /** Where the Events about standard objects go: default. */
   eventNamespace?: string;
+  /** How long from its creation a new object is left to another controller (SVM_OWN_TAKE_AFTER_SECONDS): said in the Event. */
+  ownTakeAfterMs?: number;
   /** Looks at the object again (the bridge's queue). */
   recheck: (obj: ObjectView) => void;
 }
@@ -117,7 +119,7 @@ export class OtherControllers {
       : 'another controller acted lately';
     this.event(
       obj,
-      `svm (SVM_STANDARD_MIGRATIONS=own) takes this object at ${when}, ${OWN_TAKE_AFTER_MS / 60_000} minutes after its creation, unless another controller writes its status first: ${who}, so the built-in migrator may still run in this cluster`,
+      `svm (SVM_STANDARD_MIGRATIONS=own) takes this object at ${when}, ${takeAfterText(this.opts.ownTakeAfterMs ?? OWN_TAKE_AFTER_MS)} after its creation, unless another controller writes its status first: ${who}, so the built-in migrator may still run in this cluster`,
       WAITING_FOR_BUILT_IN_REASON,
     );
     this.opts.log.warn(

@@ -86,9 +86,15 @@ export type WorkflowSeen =
  * writes it first, from its creation. A running built-in writes status.resourceVersion within seconds of a
  * creation and acts within about a minute (pkg/controller/storageversionmigrator of v1.37.2 retries a resource
  * its discovery or garbage-collector cache does not know yet for one minute after the object's creation, and
- * fails it then): an object nobody wrote in two minutes has no other controller.
+ * fails it then): an object nobody wrote in two minutes has no other controller. The default of the worker's
+ * SVM_OWN_TAKE_AFTER_SECONDS (BridgeSituation.ownTakeAfterMs).
  */
 export const OWN_TAKE_AFTER_MS = 2 * 60_000;
+
+/** How a take-after delay reads in an Event: whole minutes as minutes ("2 minutes", the default), else seconds. */
+export function takeAfterText(ms: number): string {
+  return ms % 60_000 === 0 ? `${ms / 60_000} minutes` : `${ms / 1000} seconds`;
+}
 
 export interface BridgeSituation {
   object: Pick<
@@ -103,6 +109,8 @@ export interface BridgeSituation {
   cluster?: string;
   /** Own mode: another controller (the built-in) acted on a standard object lately (BUILT_IN_QUIET_MS). */
   builtInActing: boolean;
+  /** Own mode: how long from its creation a new object is left to another controller; OWN_TAKE_AFTER_MS when not given. */
+  ownTakeAfterMs?: number;
   /** The attached object's workflow, once looked at. */
   workflow?: WorkflowSeen;
 }
@@ -151,7 +159,7 @@ export function decide(s: BridgeSituation): BridgeAction {
   if (s.api === 'standard') {
     if (object.state === 'upstreamRunning' || object.otherWriters.length > 0) return { act: 'leaveToOtherController' };
     if (s.builtInActing && object.createdAt !== undefined) {
-      const takeAt = object.createdAt + OWN_TAKE_AFTER_MS;
+      const takeAt = object.createdAt + (s.ownTakeAfterMs ?? OWN_TAKE_AFTER_MS);
       if (s.now < takeAt) return { act: 'waitForOtherController', takeAt, afterMs: takeAt - s.now };
     }
   }

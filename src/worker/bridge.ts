@@ -67,6 +67,8 @@ export interface BridgeOptions {
   onLeftToBuiltIn?: (name: string) => void;
   /** Where the Events about standard objects go: default (cluster-scoped objects' Events live there). */
   eventNamespace?: string;
+  /** Own mode: how long from its creation a new object is left to the built-in seen acting lately (SVM_OWN_TAKE_AFTER_SECONDS); OWN_TAKE_AFTER_MS when not given. */
+  ownTakeAfterMs?: number;
 }
 
 /** Errors that say nothing about the object: retry later, write nothing. */
@@ -112,6 +114,7 @@ export class Bridge {
       ...(opts.onSharedObject ? { onSharedObject: opts.onSharedObject } : {}),
       ...(opts.onLeftToBuiltIn ? { onLeftToBuiltIn: opts.onLeftToBuiltIn } : {}),
       ...(opts.eventNamespace ? { eventNamespace: opts.eventNamespace } : {}),
+      ...(opts.ownTakeAfterMs !== undefined ? { ownTakeAfterMs: opts.ownTakeAfterMs } : {}),
       recheck: (obj) => this.enqueue(RECHECK, obj),
     });
   }
@@ -180,6 +183,7 @@ export class Bridge {
       api: this.api.kind,
       cluster: this.opts.placement.name,
       builtInActing: seen !== undefined,
+      ...(this.opts.ownTakeAfterMs !== undefined ? { ownTakeAfterMs: this.opts.ownTakeAfterMs } : {}),
       now: Date.now(),
     };
     let action = decide(situation);

@@ -9,6 +9,7 @@ import { z } from 'zod';
 import { explainSettings, SettingsError, settingBool as bool } from '../config/settings';
 import { TemporalSettings, temporalFromEnv, temporalSettingSources } from '../config/temporal';
 import { parseSecretRefs } from '../kube/credential-exposure';
+import { OWN_TAKE_AFTER_MS } from './bridge-decision';
 import { VersioningSettings, versioningFromEnv, versioningSettingSources } from './versioning';
 
 export { SettingsError } from '../config/settings';
@@ -148,6 +149,13 @@ export const WorkerSettings = z.object({
    */
   standardMigrations: z.enum(['defer', 'own', 'off'], { error: 'must be defer, own or off' }).default('defer'),
   /**
+   * Own mode, the built-in migrator seen acting lately: how long svm leaves a new standard object to whichever
+   * controller writes it first, from its creation, before it takes it (seconds; OWN_TAKE_AFTER_MS by default, the
+   * time a running built-in takes to act on a new object). Shorter risks taking an object a slow built-in would
+   * have taken too; the default suits a cluster.
+   */
+  ownTakeAfterSeconds: int(1, 3600).default(OWN_TAKE_AFTER_MS / 1000),
+  /**
    * The API the trigger migrates through when a storageVersionHash changes: 'svm' (default) starts svm's own
    * migration (migrateResource: budget, counts, agreement throughout); 'standard' creates a
    * storagemigration.k8s.io object for the built-in migrator once the API servers agree and follows it,
@@ -252,6 +260,7 @@ export const settingSources: Record<string, string> = {
   bridge: 'SVM_BRIDGE',
   watchAgreement: 'SVM_WATCH_AGREEMENT',
   standardMigrations: 'SVM_STANDARD_MIGRATIONS',
+  ownTakeAfterSeconds: 'SVM_OWN_TAKE_AFTER_SECONDS',
   triggerApi: 'SVM_TRIGGER_API',
   requireStaticFence: 'SVM_REQUIRE_STATIC_FENCE',
   requireFence: 'SVM_REQUIRE_FENCE',
@@ -313,6 +322,7 @@ const fromEnv = (env: NodeJS.ProcessEnv) => ({
   bridge: env.SVM_BRIDGE || undefined,
   watchAgreement: env.SVM_WATCH_AGREEMENT || undefined,
   standardMigrations: env.SVM_STANDARD_MIGRATIONS || undefined,
+  ownTakeAfterSeconds: env.SVM_OWN_TAKE_AFTER_SECONDS || undefined,
   triggerApi: env.SVM_TRIGGER_API || undefined,
   requireStaticFence: env.SVM_REQUIRE_STATIC_FENCE || undefined,
   requireFence: env.SVM_REQUIRE_FENCE || undefined,
@@ -365,6 +375,7 @@ export function loadWorkerSettings(
     bridge: pick(flags.bridge, base.bridge),
     watchAgreement: pick(flags.watchAgreement, base.watchAgreement),
     standardMigrations: pick(flags.standardMigrations, base.standardMigrations),
+    ownTakeAfterSeconds: base.ownTakeAfterSeconds,
     triggerApi: pick(flags.triggerApi, base.triggerApi),
     requireStaticFence: base.requireStaticFence,
     requireFence: base.requireFence,

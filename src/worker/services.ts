@@ -34,6 +34,7 @@ export function leaderSingletons(o: {
         placement,
         log,
         api: standardApi(kube),
+        ownTakeAfterMs: settings.ownTakeAfterSeconds * 1000,
         onSharedObject: () => metrics?.sharedObjects.inc(),
         onLeftToBuiltIn: () => metrics?.leftToBuiltIn.inc(),
       }),
