@@ -6,26 +6,30 @@
  *    holds only the new version, and the built-in pruned storedVersions;
  *  - own while the built-in still runs (the misconfiguration): svm leaves
  *    what the built-in wrote first to it and says so (an Event); once the
- *    built-in is off, a new object is taken two minutes after its creation
- *    and migrated by svm (etcd at the new version).
+ *    built-in is off, a new object is taken SVM_OWN_TAKE_AFTER_SECONDS after
+ *    its creation (two minutes by default; TAKE_AFTER_SECONDS here), not
+ *    before (etcd: its resource's objects not rewritten, the object itself
+ *    unwritten, up to that moment) and migrated by svm (etcd at the new
+ *    version).
  * kube-controller-manager runs for this file only.
  */
 import assert from 'node:assert/strict';
 import { Writable } from 'node:stream';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { after, before, test } from 'node:test';
 import { installCrds } from '../src/client/cli-migrate';
-import { storedVersions } from '../src/dev/etcd-truth';
+import { etcdPrefix, storedVersions } from '../src/dev/etcd-truth';
 import { startControllerManager, stopControllerManager } from '../src/dev/plane';
 import { getCrd } from '../src/kube/crds';
 import { findStandardMigration } from '../src/kube/standard-migrations';
 import { deleteBuiltInObjects } from './helpers/parity';
 import { WORKFLOW_ID_ANNOTATION } from '../src/kube/migrations';
 import { LEFT_TO_BUILT_IN_REASON, WAITING_FOR_BUILT_IN_REASON } from '../src/worker/bridge';
-import { OWN_TAKE_AFTER_MS } from '../src/worker/bridge-decision';
 import { resolveResource } from '../src/kube/resolve';
 import { startOptions } from '../src/contract/start-options';
 import type { delegateToBuiltIn } from '../src/workflows/delegate-to-built-in';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
+import { etcdRevision, rewrittenSince } from './helpers/etcd-interval';
 import { eventually, withWorker, workflowResult } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 
@@ -48,7 +52,7 @@ after(async () => {
 void test('defer: svm hands the pass to the built-in under agreement and records success only after it; etcd holds only v2', async () => {
   const crd = testCrd(`${uniq('bi')}.svm.test`);
   await applyCrd(plane.kube, crd, 'v1');
-  await createObjects(plane.kube, crd, 'v1', 200, { namespace: uniq('ns') });
+  await createObjects(plane.kube, crd, 'v1', 50, { namespace: uniq('ns') });
   await applyCrd(plane.kube, crd, 'v2');
   const ref = await resolveResource(plane.kube, crd.name);
   await withWorker(plane, async (_m, taskQueue) => {
@@ -72,11 +76,11 @@ void test('defer: svm hands the pass to the built-in under agreement and records
     );
     assert.ok((obj?.metadata.managedFields ?? []).every((f) => f.subresource !== 'status' || f.manager !== 'svm'));
     console.log(
-      `built-in via svm (defer): 200 objects in ${seconds.toFixed(1)}s; the built-in reported: ${JSON.stringify(obj?.status?.conditions?.map((c) => `${c.type}=${c.status}: ${c.message}`))}`,
+      `built-in via svm (defer): 50 objects in ${seconds.toFixed(1)}s; the built-in reported: ${JSON.stringify(obj?.status?.conditions?.map((c) => `${c.type}=${c.status}: ${c.message}`))}`,
     );
   });
   assert.deepEqual((await storedVersions(plane.etcd, { group: crd.group, resource: crd.plural, custom: true })).byApiVersion, {
-    [`${crd.group}/v2`]: 200,
+    [`${crd.group}/v2`]: 50,
   });
   // storedVersions are the built-in's to prune (its generation check), and it did.
   await eventually('the built-in pruned storedVersions', async () => {
@@ -86,6 +90,13 @@ void test('defer: svm hands the pass to the built-in under agreement and records
 });
 
 const standardPath = '/apis/storagemigration.k8s.io/v1/storageversionmigrations';
+
+/**
+ * Own mode's wait for the built-in here (SVM_OWN_TAKE_AFTER_SECONDS; the product's default is two minutes, which
+ * test/unit-own-take-after.test.ts holds): long enough to look at etcd several times before it ends on a loaded
+ * machine (the Event comes within seconds of the creation).
+ */
+const TAKE_AFTER_SECONDS = 30;
 
 async function createStandard(name: string, crd: { group: string; plural: string }): Promise<number> {
   await plane.kube.request('POST', standardPath, {
@@ -112,7 +123,7 @@ async function eventOn(name: string, reason: string): Promise<{ message?: string
 const statusWriters = (o: Awaited<ReturnType<typeof findStandardMigration>>) =>
   (o?.metadata.managedFields ?? []).filter((f) => f.subresource === 'status').map((f) => ({ manager: f.manager, time: f.time }));
 
-void test('own: an object the built-in wrote first is left to it (an Event says so); once it stops, a new object nobody writes is taken two minutes after its creation and migrated by svm', async () => {
+void test('own: an object the built-in wrote first is left to it (an Event says so); once it stops, a new object nobody writes is taken SVM_OWN_TAKE_AFTER_SECONDS after its creation, not before (etcd), and migrated by svm', async () => {
   const builtInCrd = testCrd(`${uniq('both')}.svm.test`);
   const svmCrd = testCrd(`${uniq('own')}.svm.test`);
   for (const crd of [builtInCrd, svmCrd]) {
@@ -186,24 +197,51 @@ void test('own: an object the built-in wrote first is left to it (an Event says 
       await startControllerManager(plane.dir, { builtInMigrator: false }, () => undefined);
       const mine = uniq('own');
       names.push(mine);
+      const svmPrefix = etcdPrefix({ group: svmCrd.group, resource: svmCrd.plural, custom: true });
+      const revisionBefore = await etcdRevision(plane.etcd);
       const createdAt = await createStandard(mine, svmCrd);
+      const created = await findStandardMigration(plane.kube, mine);
       const waiting = await eventOn(mine, WAITING_FOR_BUILT_IN_REASON);
       process.stderr.write(`[built-in] the Event on ${mine}, created with the built-in seen lately: ${waiting.message}\n`);
       const takeAt = Date.parse(/takes this object at (\S+),/.exec(waiting.message ?? '')?.[1] ?? '');
-      assert.equal(takeAt, createdAt + OWN_TAKE_AFTER_MS, 'svm takes it two minutes after its creation');
+      assert.equal(takeAt, createdAt + TAKE_AFTER_SECONDS * 1000, `svm takes it ${TAKE_AFTER_SECONDS} s after its creation`);
+      assert.match(waiting.message ?? '', new RegExp(`, ${TAKE_AFTER_SECONDS} seconds after its creation,`));
+      // Not before its time, judged from etcd over the whole wait: every look that ended before takeAt found none
+      // of the resource's objects rewritten since before the object's creation (etcd's revisions, not a sample) and
+      // the object itself as created (its resourceVersion, etcd's revision of its key: no annotation, no status).
+      let looks = 0;
+      let lastLookEnded = 0;
+      for (;;) {
+        const rewritten = await rewrittenSince(plane.etcd, svmPrefix, revisionBefore);
+        const obj = await findStandardMigration(plane.kube, mine);
+        const v1 = (await storedVersions(plane.etcd, { group: svmCrd.group, resource: svmCrd.plural, custom: true })).byApiVersion;
+        const ended = Date.now();
+        if (ended >= takeAt) break; // svm may take it from here on: this look judges nothing
+        assert.deepEqual(rewritten, [], `svm rewrote objects of ${svmCrd.name} before ${new Date(takeAt).toISOString()}`);
+        assert.equal(obj?.metadata.resourceVersion, created?.metadata.resourceVersion, `${mine} written before its time`);
+        assert.deepEqual(v1, { [`${svmCrd.group}/v1`]: 20 });
+        looks++;
+        lastLookEnded = ended;
+        if (takeAt - Date.now() < 1500) break;
+        await sleep(Math.min(2000, takeAt - Date.now() - 1000));
+      }
+      assert.ok(looks > 0, `no look at etcd ended before ${new Date(takeAt).toISOString()} (raise TAKE_AFTER_SECONDS on a slower machine)`);
+      process.stderr.write(
+        `[built-in] ${mine}: ${looks} looks at etcd before takeAt found nothing rewritten, the last ${((takeAt - lastLookEnded) / 1000).toFixed(1)} s before it\n`,
+      );
       const done = await eventually(
         `svm took ${mine} and it Succeeded`,
         async () => {
           const o = await findStandardMigration(plane.kube, mine);
           return o?.status?.conditions?.some((c) => c.type === 'Succeeded' && c.status === 'True') ? o : undefined;
         },
-        OWN_TAKE_AFTER_MS + 120_000,
+        TAKE_AFTER_SECONDS * 1000 + 120_000,
       );
       const writers = statusWriters(done);
       assert.deepEqual([...new Set(writers.map((w) => w.manager))], ['svm'], 'svm alone wrote its status');
       assert.ok(done.metadata.annotations?.[WORKFLOW_ID_ANNOTATION], 'attached to its migration workflow');
       assert.ok(done.status?.conditions?.some((c) => c.type === 'migration.k8s.io/Progress'));
-      // Not before its time: svm's first status write comes once the two minutes passed (managedFields' seconds).
+      // Not before its time either by svm's own writes: its first status write comes once the wait passed (managedFields' seconds).
       const firstWrite = Math.min(...writers.map((w) => Date.parse(w.time ?? '')));
       assert.ok(
         firstWrite >= Math.floor(takeAt / 1000) * 1000,
@@ -215,7 +253,7 @@ void test('own: an object the built-in wrote first is left to it (an Event says 
       const took = logged().find((l) => l.name === mine && l.msg === 'StorageVersionMigration attached to its migration workflow');
       assert.ok(took, 'svm logged that it took it');
     },
-    { settings: { bridge: true, standardMigrations: 'own' }, logTo },
+    { settings: { bridge: true, standardMigrations: 'own', ownTakeAfterSeconds: TAKE_AFTER_SECONDS }, logTo },
   );
   assert.deepEqual((await storedVersions(plane.etcd, { group: svmCrd.group, resource: svmCrd.plural, custom: true })).byApiVersion, {
     [`${svmCrd.group}/v2`]: 20,
