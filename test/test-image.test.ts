@@ -4,8 +4,8 @@
  * time on a plane, so no other file's API server restarts or clean-ups reach it; it is left as found, like every
  * file's) migrates a resource, judged by etcd. Until 2026-12-07 it started a two-server plane of its own for that.
  *
- * How the image is built (the base from Debian, the build's npm settings, podman's settings on this machine, a
- * store of the test's own, removed at the end): src/dev/image.ts.
+ * How the image is built (the base from Debian, the build's npm settings, podman's settings on this machine, the
+ * store kept between runs in the tools' cache with one generation of layers, under a lock): src/dev/image.ts.
  *
  * The worker runs as deploy/deployment.yaml runs it: uid 1000 from the image, read-only root filesystem with a
  * scratch /tmp, no capabilities, its env (a Worker Deployment of its own that makes itself Current, metrics on
@@ -40,16 +40,20 @@ const podman = (args: string[], timeout?: number) => store.podman(args, timeout)
 
 before(async () => {
   await ImageStore.preflight();
-  store = new ImageStore(fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-')));
+  // Kept beside the built servers: the base's root filesystem (Debian packages and this machine's Node.js, for a week
+  // at most) and the podman store with the last build's layers (one generation, one run at a time), so only the
+  // Dockerfile's steps whose inputs changed are made again; the Dockerfile as it is still builds the image.
+  store = new ImageStore(fs.mkdtempSync(path.join(os.tmpdir(), 'svm-image-')), { keepIn: path.join(toolsDir(), 'image-base') });
   revision = (await runIn('git', ['rev-parse', '--short', 'HEAD'])).trim();
-  // The base's root filesystem (Debian packages and this machine's Node.js) kept beside the built servers, for a
-  // week at most: the image's own layers (the Dockerfile: npm ci, the build) are made from the checkout every run.
-  await store.build(IMAGE, revision, {}, { keepBaseIn: path.join(toolsDir(), 'image-base') });
+  await store.build(IMAGE, revision);
   const size = (await podman(['image', 'inspect', '--format', '{{.Size}}', IMAGE])).trim();
-  const seconds = store.seconds;
-  process.stderr.write(
-    `  base rootfs ${seconds['base rootfs']!.toFixed(0)}s${store.baseKept ? ' (kept)' : ''}, import ${seconds['base import']!.toFixed(0)}s, ` +
-      `build ${seconds.build!.toFixed(0)}s; image ${(Number(size) / 1024 / 1024).toFixed(0)} MiB\n`,
+  process.stderr.write(`  ${store.buildReport()}; image ${(Number(size) / 1024 / 1024).toFixed(0)} MiB\n`);
+  // One generation kept: at most one image per step of this build that makes a layer, and the base; the last run's are gone.
+  const images = await store.imageCount();
+  process.stderr.write(`  the kept store: ${images} images after the prune, ${store.steps.length} steps\n`);
+  assert.ok(
+    images <= store.steps.length + 1,
+    `the kept store holds ${images} images, more than this build's ${store.steps.length} steps and the base`,
   );
   // The plane once the image is built (its mark, then, is read after the build's minutes, not before).
   plane = await testPlane();
@@ -58,7 +62,7 @@ before(async () => {
 
 after(async () => {
   await plane?.close();
-  // The store holds only this test's images and containers.
+  // The store's containers removed; its images are the one generation kept for the next run.
   await store?.dispose();
 });
 
