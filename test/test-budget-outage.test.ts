@@ -4,13 +4,15 @@
  * Leases, as a Lease API outage or a bad policy would.
  *
  * - From the start: a worker that never held a share holds (it cannot know
- *   how many replicas spend); its chunk waits for budget, and an abort ends
- *   the migration all the same (the time it takes is printed, not asserted).
+ *   how many replicas spend): the API servers count no rewrite of the
+ *   resource, and an abort ends the migration all the same (the time it
+ *   takes is printed, not asserted); etcd still holds every object at v1.
  * - Mid-run: a worker that had a share falls back to the even split of the
- *   members it last saw (alone: the whole budget), says so in its log, and the
- *   API servers' own count stays within the budget; once the policy goes it
- *   says the Lease API answers again, and the migration ends Succeeded with
- *   etcd clean.
+ *   members it last saw (alone: the whole budget) and says so in its log; the
+ *   API servers' own count shows the migration going on through the outage
+ *   and within the share the worker says it spends, and within the budget
+ *   over the whole run; once the policy goes it says the Lease API answers
+ *   again, and the migration ends Succeeded with etcd clean.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
@@ -20,7 +22,7 @@ import { MEMBER_LABEL_KEY, MEMBER_LABEL_VALUE } from '../src/worker/budget';
 import { applyCrd, createObjects, testCrd } from './helpers/crd';
 import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
-import { budgetCeiling, busiestWindow, putSampler } from './helpers/puts';
+import { budgetCeiling, busiestWindow, countPuts, putSampler } from './helpers/puts';
 import { migrationResult } from './helpers/waits';
 
 let plane: TestPlane;
@@ -94,10 +96,20 @@ async function allowLeaseWrites(): Promise<void> {
     });
 }
 
+/** The rewrites of the CRD's objects the API servers have counted (apiserver_request_total, summed over the servers). */
+async function rewritesCounted(crd: { group: string; plural: string }): Promise<number> {
+  const bodies = await Promise.all(plane.apiserverUrls.map(async (_, i) => (await plane.kubeOf(i).request('GET', '/metrics')).body));
+  return bodies.reduce((sum, b) => sum + countPuts(b, [crd]), 0);
+}
+
 /** The worker's log lines, parsed. */
 function logSink() {
   const lines: Array<Record<string, unknown>> = [];
-  return { lines, stream: { write: (s: string) => void lines.push(JSON.parse(s) as Record<string, unknown>) } };
+  // Each line stamped when it arrived, by the test's clock (the windows of the API servers' counts are on it too).
+  return {
+    lines,
+    stream: { write: (s: string) => void lines.push({ ...(JSON.parse(s) as Record<string, unknown>), seenAt: Date.now() }) },
+  };
 }
 
 async function crdWithObjects(count: number) {
@@ -116,10 +128,12 @@ void test('Lease writes denied from the start: the worker holds, and an abort st
     const took = await withWorker(
       plane,
       async (m) => {
+        const before = await rewritesCounted(crd);
         const h = await m.start(crd.name, { chunkSize: 50, concurrency: 2 });
         await eventually('the chunk to wait for budget', async () => (await h.progress()).phase === 'Running');
         await new Promise((r) => setTimeout(r, 3000));
-        assert.equal((await h.progress()).counters.migrated, 0, 'nothing spent without a share');
+        // Nothing spent without a share, by the API servers' count (not the migration's own counters).
+        assert.equal((await rewritesCounted(crd)) - before, 0, 'the API servers counted rewrites of a worker that holds no share');
         const t0 = Date.now();
         await h.abort('the Lease API is down');
         // Bounded: a chunk stuck waiting for a held budget would never end (what this test guards against).
@@ -146,11 +160,14 @@ void test('Lease writes denied from the start: the worker holds, and an abort st
 });
 
 void test('Lease writes denied mid-run: the fallback share keeps the migration going within the budget (API servers count), then the Lease API answers again; etcd clean', async () => {
-  const COUNT = 1200;
+  // Enough for the phases at 20/s: the first chunk (100), the policy in force and the fallback taken (about 5 s),
+  // the 10 s of outage, and the refresh that finds the Lease API again (every 2 s) before the pass ends; under load
+  // each phase takes fewer objects, not more. 1200 before (a minute more of pass and of creating objects).
+  const COUNT = 600;
   const crd = await crdWithObjects(COUNT);
   const puts = putSampler(plane, [crd]);
   const log = logSink();
-  const outage = { from: 0, to: 0, migratedFrom: 0, migratedTo: 0 };
+  const outage = { from: 0, to: 0 };
   try {
     const result = await withWorker(
       plane,
@@ -159,7 +176,6 @@ void test('Lease writes denied mid-run: the fallback share keeps the migration g
         await eventually('a chunk done under the budget', async () => (await h.progress()).counters.chunks >= 1, 120_000);
         await denyLeaseWrites();
         outage.from = Date.now();
-        outage.migratedFrom = (await h.progress()).counters.migrated;
         await eventually(
           'the fallback share',
           async () => log.lines.some((l) => String(l.msg).startsWith('load budget: the Lease API does not answer')),
@@ -167,7 +183,6 @@ void test('Lease writes denied mid-run: the fallback share keeps the migration g
         );
         await new Promise((r) => setTimeout(r, 10_000));
         outage.to = Date.now();
-        outage.migratedTo = (await h.progress()).counters.migrated;
         await allowLeaseWrites();
         return migrationResult(h);
       },
@@ -180,17 +195,32 @@ void test('Lease writes denied mid-run: the fallback share keeps the migration g
     await puts.stop();
   }
   const fallback = log.lines.find((l) => String(l.msg).startsWith('load budget: the Lease API does not answer'))!;
-  const during = busiestWindow(puts.samples, outage.from, outage.to);
+  // The fallback begins when the worker finds its list of the members stale (5 s without one), after the policy is in
+  // force: until then it spends its last share (one run here, 2 members, one idle: 86 rewrites in the outage's first
+  // 6.2 s, above the 10/s of its fallback). Its share is judged from the moment it said so to the outage's end (10 s).
+  const fallbackFrom = Number(fallback.seenAt);
+  const during = busiestWindow(puts.samples, fallbackFrom, outage.to);
   const worst = busiestWindow(puts.samples, -Infinity, Infinity);
-  const progressed = outage.migratedTo - outage.migratedFrom;
+  // The objects rewritten during the outage, by the API servers' count (the migration's own counters move by whole
+  // chunks: a run here saw 0 of them move in 16 s of outage).
+  // From the first sample begun after the fallback began to the last one ended before the outage ended.
+  const first = puts.samples.find((x) => x.t0 >= fallbackFrom);
+  const last = puts.samples.filter((x) => x.t1 <= outage.to).at(-1);
+  const progressed = first && last ? last.puts - first.puts : 0;
   console.log(
-    `budget outage mid-run: fallback share ${String(fallback.share)}/s of ${String(fallback.members)} member(s); ${progressed} objects migrated during ${((outage.to - outage.from) / 1000).toFixed(0)} s of outage; busiest window during it ${during.rate.toFixed(1)}/s, overall ${worst.rate.toFixed(1)}/s (budget ${QPS}/s)`,
+    `budget outage mid-run: fallback share ${String(fallback.share)}/s of ${String(fallback.members)} member(s); ${progressed} rewrites counted by the API servers during ${((outage.to - fallbackFrom) / 1000).toFixed(0)} s of fallback (${((outage.to - outage.from) / 1000).toFixed(0)} s of outage); busiest window of the fallback ${during.puts} in ${during.seconds.toFixed(1)} s = ${during.rate.toFixed(1)}/s, overall ${worst.rate.toFixed(1)}/s (budget ${QPS}/s)`,
   );
   // The fallback divides by the members the worker last saw spending (leftover leases of earlier tests count too).
   const before = log.lines.filter((l) => l.msg === 'load budget share' && log.lines.indexOf(l) < log.lines.indexOf(fallback)).at(-1);
   assert.equal(fallback.members, before?.members, 'the fallback divides by the members last seen');
   assert.equal(Number(fallback.share), Number((QPS / Number(fallback.members)).toFixed(2)));
-  assert.ok(progressed > 0, 'the migration went on during the outage');
+  assert.ok(progressed > 0, 'the API servers counted no rewrite during the fallback: the migration did not go on');
+  // Within the share the worker says it spends: its one bucket, its two requests in flight.
+  const fallbackCeiling = budgetCeiling(Number(fallback.share), during.seconds, { buckets: 1, inFlight: 2 });
+  assert.ok(
+    during.puts <= fallbackCeiling,
+    `${during.puts} rewrites in ${during.seconds.toFixed(1)} s of outage: more than the fallback share of ${String(fallback.share)}/s allows (${fallbackCeiling})`,
+  );
   // One worker, one bucket, one migration of concurrency 2 (budgetCeiling).
   const ceiling = budgetCeiling(QPS, worst.seconds, { buckets: 1, inFlight: 2 });
   assert.ok(
