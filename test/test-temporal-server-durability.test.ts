@@ -1,7 +1,8 @@
 /**
  * Durability on temporal-server + PostgreSQL, what users deploy: on the
  * suite's one server plane (serverPlane()), only what that server can show
- * (the dev server's crashes are test-migrate-crash's). Each test migrates a
+ * (the dev server's restart is test-migrate-crash's; the worker's SIGKILL is
+ * only here, judged by etcd while it is down too). Each test migrates a
  * CRD v1 -> v2 and breaks something mid-migration:
  *   - a long list that continues-as-new while the worker process is
  *     SIGKILLed, once before the first continue-as-new and once after it;
@@ -20,7 +21,7 @@ import type { ChildProcess } from 'node:child_process';
 import { after, before, test } from 'node:test';
 import { Migrator, type MigrationHandle, type MigrationProgress, type MigrationResult } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
-import { etcdPrefix } from '../src/dev/etcd-truth';
+import { etcdPrefix, storedVersions } from '../src/dev/etcd-truth';
 import { beforeMigration, judgeMigration, verdictProblems, type BeforeMigration } from '../src/dev/migration-judge';
 import { isRunning, restartPostgres, restartTemporal } from '../src/dev/plane';
 import { postgresQuery } from '../src/dev/temporal-server';
@@ -141,7 +142,12 @@ void test('a long list continues-as-new while the worker is SIGKILLed before and
         240_000,
       );
       await sigkill(worker);
-      kills.push(`run ${at.runs}, chunk ${at.counters.chunks}`);
+      // From outside, while no worker runs: etcd still holds objects at v1, so the kill fell mid-migration.
+      const left = (await storedVersions(plane.etcd, { group: s.crd.group, resource: s.crd.plural, custom: true })).byApiVersion[
+        `${s.crd.group}/v1`
+      ];
+      assert.ok((left ?? 0) > 0, `etcd held every object at v2 when the worker was killed (${what}): not mid-migration`);
+      kills.push(`run ${at.runs}, chunk ${at.counters.chunks} (${left} objects at v1 in etcd)`);
       worker = startWorkerProcess(plane, taskQueue);
       // A restart is a new process, the dead one's sticky task and its chunk timing out: room for that.
       await eventually('progress after the restart', async () => (await chunksDone(h)) > at.counters.chunks, 240_000);
@@ -211,6 +217,9 @@ void test('a chunk task the server lost (gone from the task queue in PostgreSQL)
     Number(
       postgresQuery(rec, 'temporal', `SELECT (SELECT count(*) FROM tasks WHERE ${where}) + (SELECT count(*) FROM tasks_v2 WHERE ${where})`),
     );
+  // Each attempt's task waits at most this long for a worker to start it; the test's steps below fit in it with room
+  // (the server's restart and the 8 s the loss is watched take about 15 s; the window is checked, not assumed).
+  const startTimeoutSeconds = 45;
   const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
   let worker = startWorkerProcess(plane, taskQueue);
   try {
@@ -219,19 +228,37 @@ void test('a chunk task the server lost (gone from the task queue in PostgreSQL)
       concurrency: 2,
       qps: 50,
       heartbeatTimeoutSeconds: 5,
-      // Longer than the task waits below before it is lost: only the lost task times out.
-      taskStartTimeoutSeconds: 90,
+      taskStartTimeoutSeconds: startTimeoutSeconds,
     });
+    const pending = async () => (await h.workflow.describe()).raw.pendingActivities ?? [];
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
     await sigkill(worker);
-    // The chunk it ran times out (heartbeat, 5 s); its next attempt waits in the task queue, a row in PostgreSQL.
-    await eventually('the retried chunk queued in PostgreSQL', async () => queued() > 0, 60_000);
-    // History hands a task to matching at least once: until its transfer queue's ack level is saved (every 30 s,
-    // history.transferProcessorUpdateAckInterval, +-15 %) a restart hands it over again. Past that, deleting the
-    // row loses the task for good, as the crash did.
-    await new Promise((r) => setTimeout(r, 40_000));
+    // The chunks it ran time out (heartbeat, 5 s); each next attempt is handed to matching by the history's retry
+    // timer (a row of timer_tasks, at the attempt's scheduled time) and waits in the task queue, a row in PostgreSQL.
+    const waiting = await eventually(
+      'every pending chunk scheduled again and queued in PostgreSQL',
+      async () => {
+        const p = await pending();
+        return p.length > 0 && p.every((a) => a.state === 1) && queued() >= p.length && p; // PENDING_ACTIVITY_STATE_SCHEDULED
+      },
+      60_000,
+    );
+    const handedOver = Date.now();
+    const deadline = Math.min(...waiting.map((a) => ms(a.scheduledTime))) + startTimeoutSeconds * 1000;
+    // What the server loses in the crash: the queued task, and the history's record that it is still to be handed
+    // over. History hands a task to matching at least once: its fired timer rows stay in timer_tasks until the timer
+    // queue's next checkpoint deletes them (history.timerProcessorUpdateAckInterval, 30 s +-15 %), and a restart
+    // before then fires them again and queues the task anew (what a 5 s transfer-queue interval could not change:
+    // an activity's retry is a timer, not a transfer task). So while the server is down both go: the task queue's rows
+    // and this workflow's timer rows due before the tasks were seen queued (fired, their tasks handed over; the
+    // schedule-to-start timers, due 45 s on, stay). Before, the test waited 40 s for that checkpoint.
+    const ofWorkflow = `position(convert_to('${h.workflowId}', 'UTF8') in data) > 0 AND visibility_timestamp <= (to_timestamp(${handedOver / 1000}) AT TIME ZONE 'UTC')`;
     let lost = 0;
+    let firedTimers = 0;
     await restartTemporal(plane.dir, quiet, () => {
+      firedTimers = Number(
+        postgresQuery(rec, 'temporal', `WITH t AS (DELETE FROM timer_tasks WHERE ${ofWorkflow} RETURNING 1) SELECT count(*) FROM t`),
+      );
       lost = Number(
         postgresQuery(
           rec,
@@ -244,18 +271,21 @@ void test('a chunk task the server lost (gone from the task queue in PostgreSQL)
     assert.ok(lost >= 1, 'a queued task was deleted');
     const lostAt = Date.now();
     worker = startWorkerProcess(plane, taskQueue);
-    const pending = async () => (await h.workflow.describe()).raw.pendingActivities ?? [];
-    // A worker polls, yet nothing moves: the history says Scheduled, the queue holds nothing.
+    // A worker polls, yet nothing moves: the history says Scheduled, the queue holds nothing. Watched from the restart
+    // to 2 s before the first lost task's start deadline, at least 8 s.
     const stalled = await chunksDone(h);
-    await new Promise((r) => setTimeout(r, 8000));
-    assert.equal(await chunksDone(h), stalled, 'no chunk ran while the task was lost');
+    const watchMs = deadline - 2000 - Date.now();
+    assert.ok(watchMs >= 8000, `the server's restart left ${(watchMs / 1000).toFixed(1)} s before the lost task's deadline, not 8`);
+    await new Promise((r) => setTimeout(r, watchMs));
+    assert.equal(await chunksDone(h), stalled, `no chunk ran while the task was lost (${(watchMs / 1000).toFixed(1)} s)`);
     assert.equal((await pending())[0]?.state, 1, 'the chunk is still Scheduled (not started)'); // PENDING_ACTIVITY_STATE_SCHEDULED
     const result = await outcome(h);
     const events = (await h.workflow.fetchHistory()).events ?? [];
     const timedOut = events.filter((e) => e.activityTaskTimedOutEventAttributes?.failure?.timeoutFailureInfo?.timeoutType === 2); // SCHEDULE_TO_START
     assert.ok(timedOut.length >= 1, 'the lost task timed out before it started');
     process.stderr.write(
-      `  deleted ${lost} queued task(s); scheduled again after ${timedOut.length} schedule-to-start timeout(s); ended ${((Date.now() - lostAt) / 1000).toFixed(1)} s after the loss\n`,
+      `  deleted ${lost} queued task(s) and ${firedTimers} fired timer row(s); no chunk ran for ${(watchMs / 1000).toFixed(1)} s; ` +
+        `scheduled again after ${timedOut.length} schedule-to-start timeout(s); ended ${((Date.now() - lostAt) / 1000).toFixed(1)} s after the loss\n`,
     );
     await judge(s, result, h.workflowId);
   } finally {
