@@ -1,21 +1,23 @@
 /**
- * Crashes mid-migration, for real: the worker process is SIGKILLed several
- * times, the Temporal dev server is restarted (its SQLite file kept), an API
- * server is killed and restarted. Each crash is shown to fall mid-migration
- * from outside the product: etcd still holds objects at the old version while
- * the process is down (and the API server killed is shown, by its own request
- * counts, to have served the worker's writes). Each time the migration then
- * completes and etcd shows every object migrated.
+ * Crashes mid-migration, for real: the Temporal dev server is restarted (its
+ * SQLite file kept), an API server is killed and restarted. Each crash is
+ * shown to fall mid-migration from outside the product: etcd still holds
+ * objects at the old version while the process is down (and the API server
+ * killed is shown, by its own request counts, to have served the worker's
+ * writes). Each time the migration then completes and etcd shows every object
+ * migrated. The worker process SIGKILLed mid-migration (twice, before and after
+ * a continue-as-new, etcd read while it is down) is test-temporal-server-durability's:
+ * it ran here too, three times on the dev server, proving the same.
  */
 import assert from 'node:assert/strict';
 import { after, before, test } from 'node:test';
-import { Migrator, type MigrationHandle } from '../src/client';
+import type { MigrationHandle } from '../src/client';
 import { installCrds } from '../src/client/cli-migrate';
 import { storedVersions } from '../src/dev/etcd-truth';
 import { restartApiserver, restartTemporal, stopApiserver } from '../src/dev/plane';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { apiserverSamples } from './helpers/apiserver-metrics';
-import { eventually, startWorkerProcess, withWorker } from './helpers/migrate';
+import { eventually, withWorker } from './helpers/migrate';
 import { testPlane, uniq, type TestPlane } from './helpers/plane';
 import { migrationResult } from './helpers/waits';
 
@@ -53,43 +55,6 @@ async function assertMidMigration(crd: TestCrd, what: string): Promise<number> {
   process.stderr.write(`[crash] ${what}: ${left} objects still at v1 in etcd\n`);
   return left;
 }
-
-void test('the worker is SIGKILLed three times mid-migration: the migration completes, etcd shows every object migrated', async () => {
-  // 15 chunks at 100 objects/s: about a chunk a second, so the third kill (at 9 chunks) still leaves some to do.
-  const COUNT = 1500;
-  const crd = await crdAtV2WithObjects(COUNT);
-  const taskQueue = uniq('tq');
-  const m = await Migrator.connect({ temporal: { address: plane.temporal.address, taskQueue }, kubeconfig: plane.env.KUBECONFIG });
-  let worker = startWorkerProcess(plane, taskQueue);
-  try {
-    const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 100, heartbeatTimeoutSeconds: 5 });
-    for (let kill = 1; kill <= 3; kill++) {
-      const before = await eventually(
-        'the migration to move',
-        async () => {
-          const c = await chunksDone(h);
-          return c >= kill * 3 && c;
-        },
-        120_000,
-      );
-      worker.kill('SIGKILL');
-      await new Promise((r) => worker.once('exit', r));
-      await assertMidMigration(crd, `worker killed (${kill} of 3)`);
-      worker = startWorkerProcess(plane, taskQueue);
-      // A restart is the new process starting (tsx here), the dead one's sticky task and chunk timing out: give it room.
-      await eventually('progress after restart', async () => (await chunksDone(h)) > before, 240_000);
-    }
-    const result = await migrationResult(h);
-    assert.equal(result.phase, 'Succeeded', result.message);
-    const c = result.counters;
-    assert.ok(c.migrated + c.conflicts >= COUNT, `only ${c.migrated} + ${c.conflicts} of ${COUNT} accounted for`);
-    assert.equal(c.notFound + c.failed, 0);
-    await assertAllAtV2(crd, COUNT);
-  } finally {
-    worker.kill('SIGKILL');
-    await m.close();
-  }
-});
 
 void test('the Temporal dev server is restarted mid-migration: the migration completes, etcd clean', async () => {
   // 10 chunks at 100 objects/s: the server goes down about 3 s in, with some 7 s of the pass left.
@@ -130,20 +95,26 @@ void test('the API server the worker talks to is killed and restarted mid-migrat
   const result = await withWorker(plane, async (m) => {
     const h = await m.start(crd.name, { chunkSize: 100, concurrency: 4, qps: 100 });
     await eventually('a few chunks', async () => (await chunksDone(h)) >= 3);
-    // The worker has one address (the plane's, in front of both servers): server 0's own counts show it served the
-    // worker's writes of this resource (the test only creates; the migration patches).
-    const [served] = await apiserverSamples(plane, 'apiserver_request_total', { group: crd.group, resource: crd.plural });
-    const writes = served!.filter((x) => ['PATCH', 'UPDATE', 'APPLY'].includes(x.labels.verb ?? '')).reduce((a, x) => a + x.value, 0);
-    assert.ok(writes > 0, `server 0 served none of the worker's writes of ${crd.plural} before it was killed`);
-    process.stderr.write(`[crash] server 0 served ${writes} of the worker's writes before it was killed\n`);
-    await stopApiserver(plane.dir, 0, { kill: true });
+    // The worker has one address (the plane's, in front of both servers), and its connections may all have gone to
+    // one of them: the server killed is the one whose own counts show it served more of the worker's writes of this
+    // resource (the test only creates; the migration patches). Fixing server 0 failed when none went there.
+    const written = (await apiserverSamples(plane, 'apiserver_request_total', { group: crd.group, resource: crd.plural })).map((own) =>
+      own.filter((x) => ['PATCH', 'UPDATE', 'APPLY'].includes(x.labels.verb ?? '')).reduce((a, x) => a + x.value, 0),
+    );
+    const index = written.indexOf(Math.max(...written));
+    const writes = written[index]!;
+    assert.ok(writes > 0, `no API server served the worker's writes of ${crd.plural} (${JSON.stringify(written)})`);
+    process.stderr.write(
+      `[crash] server ${index} served ${writes} of the worker's writes (each server: ${JSON.stringify(written)}); killed\n`,
+    );
+    await stopApiserver(plane.dir, index, { kill: true });
     // Judged while it is down, asserted once it is back (a failure must not leave the plane without it).
-    const whileDown = await assertMidMigration(crd, 'API server 0 killed').then(
+    const whileDown = await assertMidMigration(crd, `API server ${index} killed`).then(
       () => undefined,
       (err: unknown) => err,
     );
     await new Promise((r) => setTimeout(r, 3000));
-    await restartApiserver(plane.dir, 0, undefined, () => undefined);
+    await restartApiserver(plane.dir, index, undefined, () => undefined);
     if (whileDown) throw whileDown;
     return migrationResult(h);
   });
