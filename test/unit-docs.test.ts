@@ -95,24 +95,6 @@ void test('docs/configuration.md documents every worker setting', () => {
   assert.deepEqual(missing, []);
 });
 
-void test("docs/development.md's ledger lists every patch the workflows ask, and no other", () => {
-  const dir = path.join(root, 'src', 'workflows');
-  const asked = new Set<string>();
-  for (const f of fs.readdirSync(dir).filter((n) => n.endsWith('.ts'))) {
-    const src = fs.readFileSync(path.join(dir, f), 'utf8');
-    const constants = new Map([...src.matchAll(/const (\w+) = '([a-z0-9-]+)';/g)].map((m) => [m[1], m[2]]));
-    for (const m of src.matchAll(/patched\((?:'([a-z0-9-]+)'|(\w+))\)/g)) {
-      const id = m[1] ?? constants.get(m[2]);
-      assert.ok(id, `${f}: patched(${m[2]}) names a constant this test cannot read`);
-      asked.add(id);
-    }
-  }
-  const ledger = read('docs/development.md').split('### The patches that remain')[1]?.split('\n### ')[0] ?? '';
-  const listed = new Set([...ledger.matchAll(/^\| `([a-z0-9-]+)` \|/gm)].map((m) => m[1]));
-  assert.ok(asked.size >= 10, `found ${asked.size} patches in src/workflows`);
-  assert.deepEqual([...listed].sort(), [...asked].sort());
-});
-
 void test("the README's first screen (its first 500 words) says what svm needs, what it prints and how to install it", () => {
   const words = read('README.md').split(/\s+/).filter(Boolean);
   const first = words.slice(0, 500).join(' ');

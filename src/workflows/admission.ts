@@ -8,7 +8,7 @@
  * src/contract/start-options.ts), in the fully resolved form and the minimal start alike; a continued run keeps
  * the ID its first run had.
  */
-import { allHandlersFinished, ApplicationFailure, condition, log, patched, setHandler, workflowInfo } from '@temporalio/workflow';
+import { allHandlersFinished, ApplicationFailure, condition, deprecatePatch, log, setHandler, workflowInfo } from '@temporalio/workflow';
 import type { z } from 'zod';
 import { migrationWorkflowId, type ResourceRef } from '../api/resource';
 import { enterCluster } from './cluster-context';
@@ -29,12 +29,7 @@ import { INVALID_ARGUMENT, INVALID_INPUT, INVALID_RESOURCE } from '../contract/r
 
 type AdmissionActivities = Pick<ShortActivities, 'resolveMigrationResource' | 'reportStatus'>;
 
-/**
- * Asked only when a first run's workflow ID is not its resource's: a refused ID fails with InvalidInput and writes
- * nothing, not even to the StorageVersionMigration objects in the input (they follow the migration under the right
- * ID). Histories from before (the full reference unchecked; the minimal start answering InvalidResource and writing
- * its objects' status) replay as they ran.
- */
+/** A first run whose workflow ID is not its resource's is refused as InvalidInput (folded at 0.2.0: deprecatePatch). */
 const WORKFLOW_ID_PATCH = 'workflow-id-refused-as-invalid-input';
 
 const CARRIED_REFUSED =
@@ -57,8 +52,13 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
   const continued = workflowInfo().continuedFromExecutionRunId !== undefined;
   if (input.carried && !continued) return resolution.refuse(INVALID_INPUT, CARRIED_REFUSED);
   if (typeof input.resource !== 'string') {
+    // A first run whose workflow ID is not its resource's is refused and writes nothing, not even to the
+    // StorageVersionMigration objects in its input (they follow the migration under the right ID).
     const wrongId = continued ? undefined : wrongWorkflowId(input.resource, here);
-    if (wrongId !== undefined && patched(WORKFLOW_ID_PATCH)) return resolution.refuse(INVALID_INPUT, wrongId, { writeStatus: false });
+    if (wrongId !== undefined) {
+      deprecatePatch(WORKFLOW_ID_PATCH);
+      return resolution.refuse(INVALID_INPUT, wrongId, { writeStatus: false });
+    }
     return resolution.admit(input, input.resource);
   }
   // The minimal start: the resource as named, resolved in an activity.
@@ -73,8 +73,8 @@ export async function admitInput(raw: MigrateResourceInput, activities: Admissio
   }
   const wrongId = wrongWorkflowId(resolved, here);
   if (wrongId === undefined) return resolution.admit(input, resolved);
-  if (patched(WORKFLOW_ID_PATCH)) return resolution.refuse(INVALID_INPUT, wrongId, { writeStatus: false });
-  return resolution.refuse(INVALID_RESOURCE, wrongId); // as histories from before the patch ran
+  deprecatePatch(WORKFLOW_ID_PATCH);
+  return resolution.refuse(INVALID_INPUT, wrongId, { writeStatus: false });
 }
 
 /** Undefined when this workflow's ID is the one of its resource; else the refusal. */
@@ -149,13 +149,11 @@ export function refuseArgument(name: string, schema: z.ZodType, arg: unknown): v
   if (refusal !== undefined) throw ApplicationFailure.create({ type: INVALID_ARGUMENT, message: refusal, nonRetryable: true });
 }
 
-/**
- * Does a signal's argument hold? An invalid one is logged (the reason, never the value) and the signal ignored.
- * Behind a patch asked only then: histories from before ran every signal whatever its argument.
- */
+/** Does a signal's argument hold? An invalid one is logged (the reason, never the value) and the signal ignored. */
 export function validSignal(resource: string, name: string, schema: z.ZodType, arg: unknown): boolean {
   const refusal = argumentRefusal(name, schema, arg);
-  if (refusal === undefined || !patched('signal-arguments-validated')) return true;
+  if (refusal === undefined) return true;
+  deprecatePatch('signal-arguments-validated');
   log.warn(`${refusal}; the signal is ignored`, { resource });
   return false;
 }

@@ -20,9 +20,9 @@ import {
   ApplicationFailure,
   CancellationScope,
   condition,
+  deprecatePatch,
   isCancellation,
   ParentClosePolicy,
-  patched,
   proxyActivities,
   setCurrentDetails,
   setHandler,
@@ -243,17 +243,18 @@ class Campaign {
     let result: CampaignStepResult | undefined;
     let failed: unknown;
     const every = this.input.unreachableAfterSeconds * 1000;
-    // Bounded history (CAMPAIGN_PROBE_BACKOFF): a cluster away is asked again by a probe that waits in its queue
-    // longer each time (taken the moment its worker is back), and one whose step runs is not probed: the step's end
-    // reports it. Before, ~5 events every period while away and ~10 while running: a day away filled a history.
-    const backoff = patched(CAMPAIGN_PROBE_BACKOFF);
+    // Bounded history: a cluster away is asked again by a probe that waits in its queue longer each time (taken the
+    // moment its worker is back), and one whose step runs is not probed: the step's end reports it.
+    // Folded at 0.2.0: deprecatePatch for one release (docs/development.md, "The patch ledger").
+    deprecatePatch('campaign-probe-backoff');
     // A long probe does not hold the campaign past its deadline or its stop: it is left behind, as when it times out.
-    const givenUp = backoff ? condition(() => this.givenUp).then(() => 'given-up' as const) : undefined;
+    const givenUp = condition(() => this.givenUp).then(() => 'given-up' as const);
     let misses = 0;
     for (;;) {
-      const probe = backoff
-        ? await Promise.race([this.probe(m, Math.min(probeWait(every, misses), Math.max(1, this.deadline - Date.now()))), givenUp!])
-        : await this.probe(m, every);
+      const probe = await Promise.race([
+        this.probe(m, Math.min(probeWait(every, misses), Math.max(1, this.deadline - Date.now()))),
+        givenUp,
+      ]);
       if (typeof probe === 'object') return this.end(m, 'Failed', probe.wrong);
       if (probe === 'given-up') {
         // nothing learnt: reported below as it stands
@@ -276,11 +277,8 @@ class Campaign {
       const settled = () => result !== undefined || failed !== undefined || this.givenUp;
       if (probe === 'given-up') {
         // the campaign gave up while the probe waited: nothing to wait for
-      } else if (backoff && probe === 'ok' && step) await condition(settled);
-      else if (backoff && probe === 'error')
-        await condition(settled, Math.min(probeWait(every, misses), Math.max(1, this.deadline - Date.now())));
-      else if (probe !== 'unreachable')
-        await condition(settled, probe === 'ok' ? every : Math.min(every, Math.max(1, this.deadline - Date.now())));
+      } else if (probe === 'ok' && step) await condition(settled);
+      else if (probe === 'error') await condition(settled, Math.min(probeWait(every, misses), Math.max(1, this.deadline - Date.now())));
       if (result) return this.succeeded(m, result);
       if (failed) {
         if (isCancellation(failed)) throw failed;
@@ -445,9 +443,6 @@ class Campaign {
 function emptyRow(cluster: string): CampaignRow {
   return { cluster, phase: 'Pending', reachable: false, resources: { asked: 0, succeeded: 0 }, objects: 0, failures: [] };
 }
-
-/** The patch of the bounded probes (docs/development.md's ledger): histories from before it probe every period. */
-const CAMPAIGN_PROBE_BACKOFF = 'campaign-probe-backoff';
 
 /** The longest a probe waits in an away cluster's queue: an hour, or unreachableAfterSeconds when that is longer. */
 const PROBE_WAIT_CAP_MS = 3_600_000;

@@ -28,8 +28,8 @@ import {
   ApplicationFailure,
   condition,
   continueAsNew,
+  deprecatePatch,
   log,
-  patched,
   setHandler,
   upsertSearchAttributes,
   uuid4,
@@ -115,7 +115,7 @@ const MAX_LOOKS_PER_RUN = 300;
 export async function delegateToBuiltIn(input: DelegateInput): Promise<MigrationResult> {
   admit(input);
   input = (await enterCluster(input.cluster)).input(input);
-  // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
+  // A task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { agreement, createBuiltInMigration, builtInMigrationState, recordAgreedHash } = reschedulingActivities<Activities>(
     ACTIVITY_OPTIONS,
     taskStartWait(),
@@ -248,7 +248,8 @@ class Delegation {
    */
   private valid(signal: string, schema: z.ZodType, arg: unknown): boolean {
     const refusal = argumentRefusal(signal, schema, arg);
-    if (refusal === undefined || !patched('signal-arguments-validated')) return true;
+    if (refusal === undefined) return true;
+    deprecatePatch('signal-arguments-validated');
     log.warn(`${refusal}; the signal is ignored`, { resource: this.name });
     return false;
   }
@@ -312,12 +313,10 @@ class Delegation {
 
   /** No controller has written any status to the current object within noActionSeconds of its creation. */
   noControllerActs(b: BuiltInView): boolean {
-    return (
-      b.state === 'pending' &&
-      this.carried.createdAt !== undefined &&
-      (Date.now() - this.carried.createdAt) / 1000 >= this.noActionSeconds &&
-      patched('delegate-no-action-bound')
-    );
+    const due =
+      b.state === 'pending' && this.carried.createdAt !== undefined && (Date.now() - this.carried.createdAt) / 1000 >= this.noActionSeconds;
+    if (due) deprecatePatch('delegate-no-action-bound');
+    return due;
   }
 
   noControllerMessage(): string {

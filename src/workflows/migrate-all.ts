@@ -74,7 +74,7 @@ export async function migrateAll(raw: MigrateAllInput): Promise<MigrateAllRow[]>
     });
   const here = await enterCluster(parsed.data.cluster);
   const input = here.input({ ...(parsed.data as MigrateAllInput) });
-  // Patched: a task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
+  // A task no worker starts in time (one the server lost) is scheduled again, not waited on for ever.
   const { followMigration } = reschedulingActivities<FollowActivities>(
     FOLLOW_OPTIONS,
     taskStartWait(input.options?.taskStartTimeoutSeconds),

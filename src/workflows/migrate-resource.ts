@@ -32,9 +32,9 @@ import {
   CancellationScope,
   condition,
   ContinueAsNew,
+  deprecatePatch,
   isCancellation,
   log,
-  patched,
   setHandler,
   upsertSearchAttributes,
 } from '@temporalio/workflow';
@@ -84,11 +84,10 @@ class StartOver {
 // ------------------------------------------------------------ the workflow
 
 export async function migrateResource(raw: MigrateResourceInput): Promise<MigrationResult> {
-  // Tasks no worker starts in time are scheduled again (task-start.ts); runs from before replay as they ran.
-  const reschedulesTasks = taskStartWait() !== undefined;
-  // Until the input is checked, its option is not trusted: the default wait.
-  const input = await admitInput(raw, shortActivities(reschedulesTasks ? defaultMigrationOptions.taskStartTimeoutSeconds : undefined));
-  const migration = new MigrationState(input, reschedulesTasks);
+  // Tasks no worker starts in time are scheduled again (task-start.ts). Until the input is checked, its option is not
+  // trusted: the default wait.
+  const input = await admitInput(raw, shortActivities(taskStartWait(defaultMigrationOptions.taskStartTimeoutSeconds)));
+  const migration = new MigrationState(input);
   handleMessages(migration);
   const finishAborted = () => migration.finish('Aborted', `aborted: ${migration.aborting}`);
   try {
@@ -98,7 +97,7 @@ export async function migrateResource(raw: MigrateResourceInput): Promise<Migrat
         { key: MigrationGroup, value: migration.ref.group || 'core' },
         ...migration.here.attributes,
       ]);
-      if (migration.objects.size === 0) await migration.ensureMigrationObject(); // at once with the first agreement read (stepsAtOnce)
+      if (migration.objects.size === 0) await migration.ensureMigrationObject(); // at once with the first agreement read
     }
     if (!migration.carried.agreement && !(await waitForAgreement(migration))) return await finishAborted();
     const pass = await migrateChunks(migration);
@@ -167,7 +166,7 @@ function handleMessages(migration: MigrationState): void {
  *
  * Note: the agreement is awaited here, not in a helper: each async call between its answer and the first chunk is a
  * turn of the microtask queue, and when the first run's StorageVersionMigration object is created in the same workflow
- * task (stepsAtOnce), those turns decide whether the first chunk or the Running status write is scheduled first.
+ * task (the first run's steps at once), those turns decide whether the first chunk or the Running status write is scheduled first.
  * Recorded histories have the chunk first (test/unit-replay.test.ts fails otherwise).
  */
 async function waitForAgreement(migration: MigrationState): Promise<boolean> {
@@ -187,7 +186,8 @@ async function waitForAgreement(migration: MigrationState): Promise<boolean> {
       }
       if (a.agreed)
         message = `waiting for agreement: ${a.checked}; accepted once this has held for ${migration.options.unverifiedAgreementSeconds}s (a server starting or stopping looks the same for a moment)`;
-      else if (a.notServed && patched('re-resolve-a-version-no-longer-served')) {
+      else if (a.notServed) {
+        deprecatePatch('re-resolve-a-version-no-longer-served');
         // The version waited on is gone (a CRD version no longer served, an API version turned off): resolve the
         // resource again, or end with the reason; never wait on a version that is gone.
         const was = migration.ref.version;
@@ -265,7 +265,7 @@ class PausedMidChunk {
   constructor(readonly partial: ChunkResult | undefined) {}
 }
 
-/** The patch under which a migration's first metadata-only page holds the chunk size (before it, FIRST_PAGE_LIMIT). */
+/** The first metadata-only page holds the chunk size (folded at 0.2.0: deprecatePatch; asked in two places). */
 const FIRST_METADATA_PAGE_WHOLE = 'first-metadata-page-whole';
 
 /** A whole pass from where the carried token says. Returns 'done', 'aborted', or a StartOver. */
@@ -319,7 +319,7 @@ async function runChunk(migration: MigrationState): Promise<ChunkOutcome | Start
     );
   let moved: string | undefined;
   let pausing = false;
-  const pauseNow = () => migration.patches.pauseMidChunk && migration.paused && !pausing && moved === undefined;
+  const pauseNow = () => migration.paused && !pausing && moved === undefined;
   try {
     for (;;) {
       await condition(() => outcome !== undefined || (migration.recheck && moved === undefined) || pauseNow());
@@ -349,7 +349,8 @@ function chunkRequest(migration: MigrationState): { summary: string; input: Chun
   const { carried, options } = migration;
   // A first page listed as metadata only (the empty patch) holds the chunk size at once: its objects come as a few
   // hundred bytes each. Should the chunk have to list it with content, it cuts it to FIRST_PAGE_LIMIT (contentLimit).
-  const wholeFirst = carried.pageLimit === undefined && carried.rewrite !== 'put' && patched(FIRST_METADATA_PAGE_WHOLE);
+  const wholeFirst = carried.pageLimit === undefined && carried.rewrite !== 'put';
+  if (wholeFirst) deprecatePatch(FIRST_METADATA_PAGE_WHOLE);
   const limit = carried.pageLimit ?? (wholeFirst ? options.chunkSize : nextPageLimit(options, undefined));
   const summary = `chunk ${carried.counters.chunks + 1} of ${migration.name}: up to ${limit} objects${carried.continueToken ? ' after the continue token' : ' from the start'}`;
   const input: ChunkInput = {
@@ -388,7 +389,10 @@ function countPausedChunk(migration: MigrationState, partial: ChunkResult): void
   if (partial.resume) carried.resume = partial.resume;
   // A first page the chunk listed with content cut to FIRST_PAGE_LIMIT is listed again so, by PUT at once (a
   // page listed whole is listed whole again: the chunk cuts only a page of which nothing is finished).
-  if (partial.rewrite === 'put' && partial.contentLimited && patched(FIRST_METADATA_PAGE_WHOLE)) adoptPut(migration);
+  if (partial.rewrite === 'put' && partial.contentLimited) {
+    deprecatePatch(FIRST_METADATA_PAGE_WHOLE);
+    adoptPut(migration);
+  }
   // The estimate counted this page's objects as remaining; those it finished are not any more.
   const done = partial.counters.migrated + partial.counters.notFound + partial.counters.failed;
   if (carried.remainingEstimate !== undefined) carried.remainingEstimate = Math.max(0, carried.remainingEstimate - done);
@@ -421,9 +425,6 @@ function adoptPut(migration: MigrationState): void {
 
 // ------------------------------------------------------------ 3. verdict
 
-/** The patch under which a pause holds the verdict (histories from before it end as they ended). */
-const PAUSE_HOLDS_THE_VERDICT = 'pause-holds-the-verdict';
-
 async function verdict(migration: MigrationState): Promise<MigrationResult | StartOver | 'aborted'> {
   const { counters, failures } = migration.carried;
   if (counters.failed > 0) {
@@ -436,14 +437,16 @@ async function verdict(migration: MigrationState): Promise<MigrationResult | Sta
   }
   // The agreement is read again before anything is recorded. An abort that arrived after the last chunk (while it was
   // read) is honoured: nothing is recorded. A pause acknowledged while the last chunk was finishing holds the verdict:
-  // nothing is recorded until a resume, after which the agreement is read again, or an abort. Each behind a patch:
-  // histories from before them replay as they ran.
+  // nothing is recorded until a resume, after which the agreement is read again, or an abort.
   for (;;) {
     const moved = await agreementMoved(migration);
     if (moved) return new StartOver(moved);
-    if (migration.aborting && patched('verdict-honours-an-abort-before-recording')) return 'aborted';
-    // Held even under an abort: histories from before the patch above ask the next patch then.
-    if (!(migration.pauseHeld && patched(PAUSE_HOLDS_THE_VERDICT))) break;
+    if (migration.aborting) {
+      deprecatePatch('verdict-honours-an-abort-before-recording');
+      return 'aborted';
+    }
+    if (!migration.pauseHeld) break;
+    deprecatePatch('pause-holds-the-verdict');
     await migration.publish('Paused');
     await condition(() => !migration.paused); // resumed or aborted
     if (migration.aborting) return 'aborted';

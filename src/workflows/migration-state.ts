@@ -15,8 +15,8 @@ import {
   CancellationScope,
   condition,
   continueAsNew,
+  deprecatePatch,
   log,
-  patched,
   setCurrentDetails,
   upsertSearchAttributes,
   uuid4,
@@ -65,7 +65,7 @@ class MigrationObjects {
   private readonly names: Set<string>;
   /** The set was full once (said in the log once per run). */
   private saidFull = false;
-  /** Writes to the objects started and not yet waited for (stepsAtOnce), in order. */
+  /** Writes to the objects started and not yet waited for, in order. */
   private pendingWrites: Promise<void> | undefined;
 
   constructor(
@@ -150,34 +150,23 @@ export class MigrationState {
   recheck = false;
   /** The scope of the chunk in flight, which an abort cancels. */
   chunkScope?: CancellationScope;
-  /**
-   * What this run does that histories from before did not, each behind a patch. Note: asked once per run, at its
-   * start and in this order (each patched() is a marker in history).
-   */
-  readonly patches = {
-    /** Before sparse progress attributes, they were written after every chunk: those histories replay as they ran. */
-    sparseAttributes: patched('progress-search-attribute-every-10-chunks'),
-    /** A pause stops the chunk in flight (it goes on where it stopped on resume); before, it waited for the chunk's end. */
-    pauseMidChunk: patched('pause-stops-the-chunk-in-flight'),
-    /**
-     * The first run's steps that need not wait for each other run at once: the StorageVersionMigration object is
-     * created while the first agreement is read, and the Running status is written while the first chunk runs (a
-     * migration of a few objects spent most of its time in these round trips). Runs from before replay as they ran.
-     */
-    stepsAtOnce: patched('start-steps-at-once'),
-  };
   /** The search attributes written last in this run: the phase, and at which chunk count. */
   private shownAttributes?: { phase: MigrationPhase; chunks: number };
-  /** The activities this run calls (a task no worker starts in time is scheduled again, in runs since that: task-start.ts). */
+  /** The activities this run calls (a task no worker starts in time is scheduled again: task-start.ts). */
   readonly activities: MigrationActivities;
 
-  constructor(input: ResolvedInput, reschedulesTasks: boolean) {
+  constructor(input: ResolvedInput) {
+    // The markers of three patches folded at 0.2.0 (sparse progress attributes, a pause that stops the chunk in
+    // flight, the first run's steps at once), asked here in the order their patched() calls were: deprecatePatch for
+    // one release (docs/development.md, "The patch ledger").
+    deprecatePatch('progress-search-attribute-every-10-chunks');
+    deprecatePatch('pause-stops-the-chunk-in-flight');
+    deprecatePatch('start-steps-at-once');
     this.ref = input.resource;
     this.name = groupResourceString(this.ref);
     this.givenOptions = input.options;
     this.here = Placement.running(workflowInfo().taskQueue, input.cluster);
-    const taskStartWait = reschedulesTasks ? this.options.taskStartTimeoutSeconds : undefined;
-    this.activities = new MigrationActivities(taskStartWait, this.options.heartbeatTimeoutSeconds);
+    this.activities = new MigrationActivities(this.options.taskStartTimeoutSeconds, this.options.heartbeatTimeoutSeconds);
     this.carried = input.carried ?? { counters: zeroCounters(), failures: [], startedAt: Date.now(), runs: 0, restarts: 0 };
     this.carried.runs++;
     this.mode = firstMode(this.carried.paused === true);
@@ -311,11 +300,11 @@ export class MigrationState {
   }
 
   /**
-   * Publishes the phase at once and writes it to the StorageVersionMigration objects in the background (stepsAtOnce):
-   * the write is waited for before the next one, before continue-as-new and at the end.
+   * Publishes the phase at once and writes it to the StorageVersionMigration objects in the background (the first
+   * run's steps that need not wait for each other run at once): the write is waited for before the next one, before
+   * continue-as-new and at the end.
    */
   publishWithBackgroundWrite(next: MigrationPhase): Promise<void> {
-    if (!this.patches.stepsAtOnce) return this.publish(next);
     const published = this.publish(next, false); // no write: settles at once
     this.objects.writeInBackground(async () =>
       this.objects.dropGone(await this.activities.short.reportStatus(this.objects.list(), this.status(), this.name)),
@@ -323,23 +312,21 @@ export class MigrationState {
     return published;
   }
 
-  /** Creates the StorageVersionMigration object kubectl users see: in the background (stepsAtOnce), or waiting for it. */
+  /** Creates the StorageVersionMigration object kubectl users see, in the background (while the first agreement is read). */
   async ensureMigrationObject(): Promise<void> {
     const name = `${this.name}-${uuid4().slice(0, 8)}`;
     const create = async () => {
       const created = await this.activities.short.ensureMigrationObject(this.ref, workflowInfo().workflowId, name);
       if (created) this.objects.add(created);
     };
-    if (this.patches.stepsAtOnce) this.objects.writeInBackground(create);
-    else await create();
+    this.objects.writeInBackground(create);
   }
 
-  /** The phase and the migrated count as search attributes, when due (always, in histories from before sparse ones). */
+  /** The phase and the migrated count as search attributes, when due (a phase change, a status write, every PROGRESS_ATTRIBUTE_CHUNKS chunks). */
   private upsertAttributes(next: MigrationPhase, writeStatus: boolean): void {
     const chunks = this.carried.counters.chunks;
     const shown = this.shownAttributes;
-    const due =
-      !this.patches.sparseAttributes || writeStatus || shown?.phase !== next || chunks - shown.chunks >= PROGRESS_ATTRIBUTE_CHUNKS;
+    const due = writeStatus || shown?.phase !== next || chunks - shown.chunks >= PROGRESS_ATTRIBUTE_CHUNKS;
     if (!due) return;
     upsertSearchAttributes([
       { key: PhaseAttr, value: next },

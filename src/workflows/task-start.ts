@@ -23,7 +23,7 @@
  * Below them, migrateResource's own activities and their timeouts and retries: one proxy for the short activities,
  * and one per chunk (MigrationActivities).
  */
-import { ActivityCancellationType, log, patched, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
+import { ActivityCancellationType, deprecatePatch, log, proxyActivities, TimeoutFailure, type ActivityOptions } from '@temporalio/workflow';
 import type { Activities } from '../activities';
 import { defaultMigrationOptions } from '../contract/definitions';
 import { AGREEMENT_CHANGED, INVALID_RESOURCE, PROGRAMMING_ERRORS } from '../contract/reasons';
@@ -34,30 +34,29 @@ export const DEFAULT_TASK_START_SECONDS = defaultMigrationOptions.taskStartTimeo
 /** The wait doubles each time a task is scheduled again, up to this. */
 export const MAX_TASK_START_SECONDS = 3600;
 
-/**
- * The first wait for this run's tasks (`seconds`, the default unless given), or undefined in a run that began
- * before tasks had a start deadline: one patch for every workflow, so their histories replay as they ran.
- */
-export function taskStartWait(seconds: number = DEFAULT_TASK_START_SECONDS): number | undefined {
-  return patched('reschedule-tasks-no-worker-starts') ? seconds : undefined;
-}
-
 /** An activity's failure because no worker started its task within the schedule-to-start timeout. */
 export function neverStarted(err: unknown): boolean {
   return causeOfKind(err, TimeoutFailure)?.timeoutType === 'SCHEDULE_TO_START';
 }
 
+/**
+ * The first wait for this run's tasks (`seconds`, the default unless given). Every workflow asks it first; the marker
+ * of the patch folded at 0.2.0 stays as deprecatePatch for one release (docs/development.md, "The patch ledger").
+ */
+export function taskStartWait(seconds: number = DEFAULT_TASK_START_SECONDS): number {
+  deprecatePatch('reschedule-tasks-no-worker-starts');
+  return seconds;
+}
+
 type Callable<A> = { [K in keyof A]: A[K] };
 
 /**
- * A proxy of the activities `A`: with `firstWaitSeconds`, each call's task gets
- * that schedule-to-start timeout and is scheduled again (the wait doubled, up
- * to MAX_TASK_START_SECONDS) each time no worker started it; cancellation and
- * every other failure pass through. Without it, a plain proxyActivities (what
- * histories from before this ran, behind each workflow's patch).
+ * A proxy of the activities `A`: each call's task gets the schedule-to-start
+ * timeout `firstWaitSeconds` and is scheduled again (the wait doubled, up to
+ * MAX_TASK_START_SECONDS) each time no worker started it; cancellation and
+ * every other failure pass through.
  */
-export function reschedulingActivities<A extends object>(options: ActivityOptions, firstWaitSeconds: number | undefined): Callable<A> {
-  if (firstWaitSeconds === undefined) return proxyActivities<A>(options) as unknown as Callable<A>;
+export function reschedulingActivities<A extends object>(options: ActivityOptions, firstWaitSeconds: number): Callable<A> {
   const first = firstWaitSeconds;
   return new Proxy({} as Callable<A>, {
     get(_target, name) {
@@ -88,7 +87,7 @@ export function reschedulingActivities<A extends object>(options: ActivityOption
 // ------------------------------------------------------------ migrateResource's activities
 
 /** A proxy per chunk, so that each chunk carries its own summary in the UI's event history. */
-const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string, taskStartWait: number | undefined) =>
+const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string, taskStartWait: number) =>
   reschedulingActivities<Activities>(
     {
       summary,
@@ -108,7 +107,7 @@ const chunkActivities = (heartbeatTimeoutSeconds: number, summary: string, taskS
   );
 
 /** The short activities: an agreement check, recording success, the StorageVersionMigration objects, resolving. */
-export const shortActivities = (taskStartWait: number | undefined) =>
+export const shortActivities = (taskStartWait: number) =>
   reschedulingActivities<Activities>(
     {
       startToCloseTimeout: '1 minute',
@@ -125,14 +124,13 @@ export type ShortActivities = ReturnType<typeof shortActivities>;
 
 /**
  * One run of migrateResource's activities: the short ones, and the chunk's (a proxy per chunk). Each task is scheduled
- * again when no worker starts it within `taskStartWait` seconds; undefined in runs from before that (they replay as
- * they ran).
+ * again when no worker starts it within `taskStartWait` seconds.
  */
 export class MigrationActivities {
   readonly short: ShortActivities;
 
   constructor(
-    private readonly taskStartWait: number | undefined,
+    private readonly taskStartWait: number,
     private readonly heartbeatTimeoutSeconds: number,
   ) {
     this.short = shortActivities(taskStartWait);

@@ -8,7 +8,16 @@
  * memory (how long hashes have agreed, backoff of failing migrations) in
  * workflow state and continues as new every few dozen periods.
  */
-import { condition, continueAsNew, log, patched, proxyActivities, setCurrentDetails, setHandler, workflowInfo } from '@temporalio/workflow';
+import {
+  condition,
+  continueAsNew,
+  deprecatePatch,
+  log,
+  proxyActivities,
+  setCurrentDetails,
+  setHandler,
+  workflowInfo,
+} from '@temporalio/workflow';
 import { enterCluster } from './cluster-context';
 import type { Activities } from '../activities';
 import { decide } from './trigger-logic';
@@ -37,28 +46,26 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
   const here = await enterCluster(input.cluster);
   let pollNow = false;
   setHandler(pollNowSignal, () => void (pollNow = true));
-  const keepsPollNow = patched('trigger-keeps-pollnow-sent-during-a-period');
-  // Patched: a trigger that ran but applied no period for longer than the staleness bound was away too.
-  // Patched: "migrated" needs a whole pass on record in Temporal, not the StorageState alone (the worker's token can write it).
-  const decideCfg = {
-    ...cfg,
-    blindGapIsAbsence: patched('trigger-blind-gap-is-absence'),
-    recordDecides: patched('trigger-migrated-from-record'),
-  };
-  // Patched: a task no worker starts in time (one the server lost) fails its period instead of holding the trigger
-  // for ever; the next period observes again (an apply is never scheduled again late, with stale decisions).
-  const wait = taskStartWait();
+  // The markers of the patches folded at 0.2.0, asked in the order their patched() calls were: deprecatePatch for one
+  // release (docs/development.md, "The patch ledger").
+  deprecatePatch('trigger-keeps-pollnow-sent-during-a-period');
+  deprecatePatch('trigger-blind-gap-is-absence');
+  deprecatePatch('trigger-migrated-from-record');
+  // A trigger that ran but applied no period for longer than the staleness bound was away too; "migrated" needs a
+  // whole pass on record in Temporal, not the StorageState alone (the worker's token can write it).
+  const decideCfg = { ...cfg, blindGapIsAbsence: true, recordDecides: true };
+  // A task no worker starts in time (one the server lost) fails its period instead of holding the trigger for ever;
+  // the next period observes again (an apply is never scheduled again late, with stale decisions).
   const { observeStorage, applyTriggerActions } = proxyActivities<Activities>({
     ...ACTIVITY_OPTIONS,
-    ...(wait !== undefined ? { scheduleToStartTimeout: `${wait} seconds` } : {}),
+    scheduleToStartTimeout: `${taskStartWait()} seconds`,
   });
 
   for (let period = 0; period < PERIODS_PER_RUN; period++) {
     try {
       // A pollNow that arrives from here on asks for the next period at once (it is not lost).
-      // Patched: histories recorded before this change reset it after the period, and must replay so.
-      if (keepsPollNow) pollNow = false;
-      const o = decideCfg.recordDecides ? await observeStorage(memory.recorded ?? {}) : await observeStorage();
+      pollNow = false;
+      const o = await observeStorage(memory.recorded ?? {});
       // Decided by the observation's own time, recorded in history (Observation.at); older histories had none.
       const decided = decide(o.observed, o.states, o.migrations, memory, decideCfg, o.at ?? Date.now(), o.discoveryConsistent, o.recorded);
       const applied = await applyTriggerActions(decided.actions);
@@ -82,9 +89,8 @@ export async function storageVersionTrigger(input: TriggerInput): Promise<void> 
     } catch (err) {
       // A bad period (API servers away) is logged and retried next period, not fatal; failing long is absence.
       log.warn('trigger period failed', { error: err instanceof Error ? err.message : String(err) });
-      if (decideCfg.blindGapIsAbsence) memory = { ...memory, failing: true };
+      memory = { ...memory, failing: true };
     }
-    if (!keepsPollNow) pollNow = false;
     await condition(() => pollNow, cfg.periodMs);
     if (workflowInfo().continueAsNewSuggested) break;
   }
