@@ -13,9 +13,15 @@
  * (serverPlane(), shared with test-temporal-server*.test.ts, which run just
  * before it). Each test uses a Worker Deployment and task queue of its own
  * and changes no dynamic config or namespace of the plane.
+ *
+ * Across the 0.2.0 release boundary (docs/deploy.md, "From a build before 0.2.0: drain or pin"): a worker built
+ * from the last commit before the boundary runs a migration pinned to its version to its end, while the boundary
+ * build is Current and migrates another resource.
  */
 import assert from 'node:assert/strict';
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import * as fs from 'node:fs';
+import * as os from 'node:os';
 import * as path from 'node:path';
 import { after, before, test } from 'node:test';
 import { promisify } from 'node:util';
@@ -25,6 +31,7 @@ import { Migrator, deploymentVersionOf, type MigrationHandle } from '../src/clie
 import { installCrds } from '../src/client/cli-migrate';
 import { svmBuild } from '../src/config/build-info';
 import { readStoredObjects, storedVersions } from '../src/dev/etcd-truth';
+import { toolPath } from '../src/dev/tools';
 import { defaultBuildId, describeDeployment } from '../src/worker/versioning';
 import { applyCrd, createObjects, testCrd, type TestCrd } from './helpers/crd';
 import { eventually } from './helpers/migrate';
@@ -50,9 +57,9 @@ interface WorkerProcess {
   exited: Promise<number | null>;
 }
 
-/** `svm worker` as deploy/deployment.yaml runs it, one version of the deployment. */
-function startWorker(taskQueue: string, deploymentName: string, buildId?: string): WorkerProcess {
-  const child = spawn(process.execPath, [path.join(__dirname, '..', 'bin', 'svm.js'), 'worker'], {
+/** `svm worker` as deploy/deployment.yaml runs it, one version of the deployment (of the checkout at `root`). */
+function startWorker(taskQueue: string, deploymentName: string, buildId?: string, root = path.join(__dirname, '..')): WorkerProcess {
+  const child = spawn(process.execPath, [path.join(root, 'bin', 'svm.js'), 'worker'], {
     env: {
       PATH: process.env.PATH,
       HOME: process.env.HOME,
@@ -241,5 +248,154 @@ void test('a restarted worker of an older version does not take the deployment b
     assert.equal(await currentBuildId(client, deploymentName), 'new');
   } finally {
     for (const w of [a, b, again]) w?.child.kill('SIGKILL');
+  }
+});
+
+/**
+ * The last commit before the 0.2.0 release boundary (docs/development.md, "The patch ledger"): its workflows still
+ * ask patched(); the boundary folded them.
+ */
+const PRE_BOUNDARY = '011f753996480f1c88d116ed2b275ad641e83a5b';
+
+/**
+ * A checkout of PRE_BOUNDARY beside this one (git archive, node_modules linked from this checkout), built as the
+ * image builds (build:fast, build:workflows, build:kube); kept in the temporary directory under its commit, so a
+ * second run reuses it.
+ */
+async function preBoundaryBuild(): Promise<string> {
+  const repo = path.join(__dirname, '..');
+  try {
+    await run('git', ['-C', repo, 'cat-file', '-e', `${PRE_BOUNDARY}^{commit}`]);
+  } catch {
+    assert.fail(
+      `commit ${PRE_BOUNDARY} (the last before the 0.2.0 release boundary) is not in this checkout's history: ` +
+        `run \`git fetch --unshallow\` (or \`git fetch origin ${PRE_BOUNDARY}\`) in ${repo}, then this test again`,
+    );
+  }
+  const dir = path.join(os.tmpdir(), `svm-pre-boundary-${PRE_BOUNDARY.slice(0, 12)}`);
+  const stamp = path.join(dir, '.built');
+  if (fs.existsSync(stamp)) return dir;
+  fs.rmSync(dir, { recursive: true, force: true });
+  fs.mkdirSync(dir, { recursive: true });
+  await run('sh', ['-c', `git -C "${repo}" archive ${PRE_BOUNDARY} | tar -x -C "${dir}"`]);
+  fs.symlinkSync(path.join(repo, 'node_modules'), path.join(dir, 'node_modules'));
+  for (const script of ['build:fast', 'build:workflows', 'build:kube'])
+    await run('npm', ['run', '--silent', script], { cwd: dir, maxBuffer: 16 << 20 });
+  fs.writeFileSync(stamp, `${PRE_BOUNDARY}\n`);
+  return dir;
+}
+
+/** The build IDs whose workers completed a workflow task of any run of the workflow, and the failed tasks' messages. */
+async function tasksOf(client: Client, workflowId: string): Promise<{ builds: string[]; failed: string[] }> {
+  const builds = new Set<string>();
+  const failed: string[] = [];
+  for (const r of await runsOf(client, workflowId))
+    for (const e of r.events) {
+      const b = e.workflowTaskCompletedEventAttributes?.deploymentVersion?.buildId;
+      if (b) builds.add(b);
+      if (e.workflowTaskFailedEventAttributes) failed.push(e.workflowTaskFailedEventAttributes.failure?.message ?? '(no message)');
+    }
+  return { builds: [...builds].sort(), failed };
+}
+
+void test('across the 0.2.0 boundary: a migration pinned to the pre-boundary build finishes there while the boundary build is Current and migrates another resource', async () => {
+  const COUNT = 40;
+  const t0 = Date.now();
+  const secs = () => ((Date.now() - t0) / 1000).toFixed(1);
+  const oldRoot = await preBoundaryBuild();
+  process.stderr.write(`  the pre-boundary build (${PRE_BOUNDARY.slice(0, 7)}) ready after ${secs()}s\n`);
+
+  const taskQueue = uniq('tq');
+  const deploymentName = uniq('svm-worker');
+  const buildOld = `0.1.0-${PRE_BOUNDARY.slice(0, 7)}`;
+  const buildNew = defaultBuildId(svmBuild());
+  const crds: TestCrd[] = [];
+  for (const i of [0, 1]) {
+    const crd = testCrd(`${uniq(`bound${i}`)}.svm.test`);
+    await applyCrd(p().kube, crd, 'v1');
+    await createObjects(p().kube, crd, 'v1', COUNT, { namespace: uniq('ns'), payload: (j) => ({ index: j }) });
+    await applyCrd(p().kube, crd, 'v2');
+    crds.push(crd);
+  }
+  const [crdOld, crdNew] = crds as [TestCrd, TestCrd];
+
+  const client = p().temporal.client;
+  const m = await Migrator.connect({ temporal: { address: p().temporal.address, taskQueue }, kubeconfig: p().env.KUBECONFIG });
+  const workerOld = startWorker(taskQueue, deploymentName, buildOld, oldRoot);
+  let workerNew: WorkerProcess | undefined;
+  try {
+    await eventually(
+      'the pre-boundary version to make itself Current',
+      async () => (await currentBuildId(client, deploymentName)) === buildOld,
+      180_000,
+    );
+    // Four chunks of 10 at 4 objects/s: paused after its first, so that it is still running when the boundary build arrives.
+    const a = await m.start(crdOld.name, { chunkSize: 10, concurrency: 1, qps: 4 });
+    await eventually(
+      `${a.workflowId} to run a chunk on the pre-boundary build`,
+      async () => (await a.progress()).counters.chunks >= 1,
+      90_000,
+    );
+    await a.steer('pause');
+    // Pinned to the version that runs it, as docs/deploy.md says, with the Temporal CLI.
+    await run(toolPath('temporal-cli'), [
+      'workflow',
+      'update-options',
+      '--address',
+      p().temporal.address,
+      '--namespace',
+      p().env.TEMPORAL_NAMESPACE ?? 'default',
+      '--workflow-id',
+      a.workflowId,
+      '--versioning-override-behavior',
+      'pinned',
+      '--versioning-override-deployment-name',
+      deploymentName,
+      '--versioning-override-build-id',
+      buildOld,
+    ]);
+    assert.deepEqual(deploymentVersionOf(await a.workflow.describe()), { deploymentName, buildId: buildOld, behavior: 'PINNED' });
+    process.stderr.write(`  ${a.workflowId} paused and pinned to ${buildOld} after ${secs()}s\n`);
+
+    workerNew = startWorker(taskQueue, deploymentName, buildNew);
+    await eventually(
+      'the boundary build to make itself Current',
+      async () => (await currentBuildId(client, deploymentName)) === buildNew,
+      180_000,
+    );
+    process.stderr.write(`  the boundary build (${buildNew}) Current after ${secs()}s\n`);
+    assert.equal((await a.workflow.describe()).status.name, 'RUNNING', `${a.workflowId} still runs when the boundary build is Current`);
+
+    const b = await m.start(crdNew.name, { chunkSize: 10, concurrency: 1, qps: 20 });
+    await a.resume();
+    for (const [h, build] of [
+      [a, buildOld],
+      [b, buildNew],
+    ] as const) {
+      const result = await migrationResult(h);
+      assert.equal(result.phase, 'Succeeded', `${h.workflowId}: ${result.message}`);
+      assert.equal(result.counters.migrated + result.counters.conflicts, COUNT, `${h.workflowId} accounts for every object`);
+      const tasks = await tasksOf(client, h.workflowId);
+      assert.deepEqual(tasks.failed, [], `${h.workflowId}: failed workflow tasks`);
+      assert.deepEqual(tasks.builds, [build], `${h.workflowId}: every workflow task completed by ${build}`);
+    }
+    process.stderr.write(`  both Succeeded, each on its own build, after ${secs()}s\n`);
+    assert.equal(await currentBuildId(client, deploymentName), buildNew);
+    for (const w of [workerOld, workerNew])
+      assert.deepEqual(
+        w.lines.filter((l) => /nondetermin/i.test(l)),
+        [],
+        'no non-determinism in the workers’ logs',
+      );
+
+    // etcd, the judge: every object of both resources at v2.
+    for (const crd of crds)
+      assert.deepEqual((await storedVersions(p().etcd, `/registry/${crd.group}/${crd.plural}/`)).byApiVersion, {
+        [`${crd.group}/v2`]: COUNT,
+      });
+  } finally {
+    workerOld.child.kill('SIGKILL');
+    workerNew?.child.kill('SIGKILL');
+    await m.close();
   }
 });
