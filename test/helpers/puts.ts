@@ -28,13 +28,25 @@ export interface PutSample {
 
 /** Samples the PUTs of these resources, summed over every API server, each second until stop(). */
 export function putSampler(plane: TestPlane, crds: Array<{ group: string; plural: string }>) {
+  return metricsSampler(plane, (bodies, t0, t1): PutSample => ({
+    t0,
+    t1,
+    t: (t0 + t1) / 2,
+    puts: bodies.reduce((sum, b) => sum + countPuts(b, crds), 0),
+  }));
+}
+
+/**
+ * Every API server's /metrics read each second until stop(), each reading made into a sample by make (given the
+ * bodies and when the scrape was sent and when its last answer came).
+ */
+export function metricsSampler<T>(plane: TestPlane, make: (bodies: string[], t0: number, t1: number) => T) {
   const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
-  const samples: PutSample[] = [];
+  const samples: T[] = [];
   const sample = async () => {
     const t0 = Date.now();
     const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
-    const t1 = Date.now();
-    samples.push({ t0, t1, t: (t0 + t1) / 2, puts: bodies.reduce((sum, b) => sum + countPuts(b, crds), 0) });
+    samples.push(make(bodies, t0, Date.now()));
   };
   let scraping = true;
   const scraper = (async () => {

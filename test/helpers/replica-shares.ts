@@ -12,7 +12,7 @@ import { KubeClient } from '../../src/kube/client';
 import { KubeError } from '../../src/kube/errors';
 import { samples } from '../../src/kube/apiserver-metrics';
 import { removeTokenKubeconfig, serviceAccountToken, writeTokenKubeconfig } from './rbac-identity';
-import { countPuts, type PutSample } from './puts';
+import { countPuts, metricsSampler, type PutSample } from './puts';
 import { eventually } from './waits';
 import type { TestPlane } from './plane';
 
@@ -154,39 +154,17 @@ function dispatchedBy(metrics: string, flowSchemas: string[]): number[] {
 
 /** Samples, every second until stop(), the rewrites of `resources` summed over every API server: in all and per replica. */
 export function replicaSampler(plane: TestPlane, resources: Resource[], identities: ReplicaIdentity[]) {
-  const servers = plane.apiserverUrls.map((_, i) => plane.kubeOf(i));
   const flowSchemas = identities.map((x) => x.flowSchema);
-  const taken: ReplicaSample[] = [];
-  const sample = async () => {
-    const t0 = Date.now();
-    const bodies = await Promise.all(servers.map(async (s) => (await s.request('GET', '/metrics', { timeoutMs: 5000 })).body));
-    const t1 = Date.now();
+  return metricsSampler(plane, (bodies, t0, t1): ReplicaSample => {
     const byServer = bodies.map((b) => dispatchedBy(b, flowSchemas));
-    taken.push({
+    return {
       t0,
       t1,
       t: (t0 + t1) / 2,
       puts: bodies.reduce((sum, b) => sum + countPuts(b, resources), 0),
       byReplica: flowSchemas.map((_, k) => byServer.reduce((sum, counts) => sum + counts[k]!, 0)),
-    });
-  };
-  let scraping = true;
-  const scraper = (async () => {
-    while (scraping) {
-      const t0 = Date.now();
-      // A missed sample only widens the windows around it.
-      await sample().catch(() => undefined);
-      await new Promise((r) => setTimeout(r, Math.max(0, 1000 - (Date.now() - t0))));
-    }
-  })();
-  return {
-    samples: taken,
-    sample,
-    async stop() {
-      scraping = false;
-      await scraper;
-    },
-  };
+    };
+  });
 }
 
 /** One replica's samples, as busiestWindow (helpers/puts.ts) reads them. */
